@@ -1,0 +1,229 @@
+"""The test-case model: one pydantic ``Case`` that reads every seed format natively.
+
+Field aliases (first name is canonical):
+
+* ``id`` / ``intent_id`` (seed 001) / generated from the input when absent (seed 000)
+* ``input`` / ``question`` (000) / ``query`` (004) / ``message``
+* ``output`` / ``llm_answer_text`` (001) / ``answer`` / ``response`` — a recorded answer
+* per-case context (002): ``active_team_id``/``activeTeamId``, ``active_league_id``/``activeLeagueId``,
+  ``team_name``/``teamName``
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+RISK_WEIGHTS: dict[str, float] = {"critical": 4.0, "high": 2.0, "medium": 1.0, "low": 0.5}
+"""Weights of the weighted pass rate: sum(weight·passed) / sum(weight) over cases."""
+
+
+class RiskLevel(StrEnum):
+    critical = "critical"
+    high = "high"
+    medium = "medium"
+    low = "low"
+
+
+class Mention(BaseModel):
+    """One brand mention as an extractor reported it (seed 001)."""
+
+    model_config = ConfigDict(extra="forbid")
+    brand: str
+    is_mine: bool = False
+    rank: int | None = None
+
+
+class RuleCheck(BaseModel):
+    """A deterministic hard check (seed 002) declared by a case or a category.
+
+    ``type``: contains | not_contains | regex | not_regex | is_json | max_tokens | max_latency |
+    min_length | max_length. ``value`` is the needle, pattern or limit.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal[
+        "contains",
+        "not_contains",
+        "regex",
+        "not_regex",
+        "is_json",
+        "max_tokens",
+        "max_latency",
+        "min_length",
+        "max_length",
+    ]
+    value: str | float | int | list[str] | None = None
+    case_sensitive: bool = False
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _value_fits_type(self) -> RuleCheck:
+        needs_text = {"contains", "not_contains", "regex", "not_regex"}
+        needs_number = {"max_tokens", "max_latency", "min_length", "max_length"}
+        if self.type in needs_text and not isinstance(self.value, str | list):
+            raise ValueError(f"rule {self.type!r} needs a text value")
+        if self.type in needs_number and (
+            isinstance(self.value, bool) or not isinstance(self.value, int | float)
+        ):
+            raise ValueError(f"rule {self.type!r} needs a number value")
+        if self.type in {"regex", "not_regex"}:
+            for pattern in self.value if isinstance(self.value, list) else [self.value]:
+                try:
+                    re.compile(str(pattern))
+                except re.error as exc:
+                    raise ValueError(f"rule {self.type!r}: invalid regex {pattern!r}: {exc}") from exc
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.type}:{self.value}" if self.value is not None else self.type
+
+
+def _alias(*names: str) -> Any:
+    return Field(default=None, validation_alias=AliasChoices(*names))
+
+
+def stable_case_id(text: str) -> str:
+    """A case id derived from its input: ``q-`` + first 10 hex digits of sha1(normalised input)."""
+    normalised = " ".join(text.split()).lower()
+    return "q-" + hashlib.sha1(normalised.encode("utf-8")).hexdigest()[:10]
+
+
+class Case(BaseModel):
+    """One test case. Unknown keys are kept in ``metadata`` so nothing a user wrote is lost."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, str_strip_whitespace=False)
+
+    id: str = Field(default="", validation_alias=AliasChoices("id", "intent_id", "case_id"))
+    input: str | None = _alias("input", "question", "query", "message", "prompt")
+    description: str | None = None
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    risk_level: RiskLevel = RiskLevel.medium
+    difficulty: str | None = None
+    evolution_type: str | None = None
+    language: str | None = None
+    suite: str | None = None
+
+    # --- expectations --------------------------------------------------------------------------
+    expected_output: str | None = None
+    expected_sources: list[str] | None = None
+    expected_keywords: list[str] | None = None
+    expected_specialist: str | None = None
+    expected_data_sources: list[str] | None = None
+    verified_answer_summary: str | None = None
+    expected_answer_criteria: str | None = None
+    passing_criteria: str | list[str] | None = None
+    agents_should_include: list[str] | None = None
+    agents_should_exclude: list[str] | None = None
+    tools_should_include: list[str] | None = None
+    tools_should_exclude: list[str] | None = None
+    brands_mine: list[str] | None = None
+    brands_competitors: list[str] | None = None
+    expected_my_mentions: list[str] | None = None
+    expected_competitor_mentions: list[str] | None = None
+    expected_ranked_list: list[str] | None = None
+    retrieval_context: list[str] | None = None
+    rules: list[RuleCheck] = Field(default_factory=list)
+    metrics: list[str] | None = None
+
+    # --- per-case target context (seed 002) ----------------------------------------------------
+    active_team_id: str | int | None = _alias("active_team_id", "activeTeamId")
+    active_league_id: str | int | None = _alias("active_league_id", "activeLeagueId")
+    team_name: str | None = _alias("team_name", "teamName")
+
+    # --- recorded target-side data -------------------------------------------------------------
+    output: str | None = _alias("output", "llm_answer_text", "answer", "response", "actual_output")
+    sources: list[str] | None = None
+    agents_called: list[str] | None = None
+    tools_used: list[str] | None = None
+    agent_id: str | None = None
+    data_sources: list[str] | None = None
+    mentions: list[Mention] | None = None
+    ranked_list: list[str] | None = None
+    num_tokens: int | None = Field(default=None, ge=0)
+    latency_ms: float | None = Field(default=None, ge=0)
+    debug_context: list[str] | None = None
+
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    # --- provenance (set by the loader, never read from the file) ------------------------------
+    source_file: str | None = Field(default=None, exclude=True)
+    source_line: int | None = Field(default=None, exclude=True)
+    index: int = Field(default=0, exclude=True)
+
+    @field_validator("risk_level", mode="before")
+    @classmethod
+    def _risk_lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags_list(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [t.strip() for t in value.split(",") if t.strip()]
+        return value
+
+    @field_validator("retrieval_context", "debug_context", mode="before")
+    @classmethod
+    def _context_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_text(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        return value
+
+    @model_validator(mode="after")
+    def _finish(self) -> Case:
+        extra = self.__pydantic_extra__ or {}
+        if extra:
+            self.metadata = {**extra, **self.metadata}
+            self.__pydantic_extra__ = {}
+        if not self.id:
+            if not self.input:
+                raise ValueError("a case needs an 'id' (or 'intent_id') or an 'input'/'question'/'query'")
+            self.id = stable_case_id(self.input)
+        self._check_brands()
+        return self
+
+    def _check_brands(self) -> None:
+        mine = {b.lower() for b in self.brands_mine or []}
+        competitors = {b.lower() for b in self.brands_competitors or []}
+        for field, pool, pool_name in (
+            ("expected_my_mentions", mine, "brands_mine"),
+            ("expected_competitor_mentions", competitors, "brands_competitors"),
+        ):
+            for brand in getattr(self, field) or []:
+                if brand.lower() not in pool:
+                    raise ValueError(f"{field}: {brand!r} is not in {pool_name}")
+        for brand in self.expected_ranked_list or []:
+            if brand.lower() not in mine | competitors:
+                raise ValueError(f"expected_ranked_list: {brand!r} is in neither brands_mine nor brands_competitors")
+
+    @property
+    def location(self) -> str:
+        """``file:line`` of the case in its dataset, or ``<memory>``."""
+        if not self.source_file:
+            return "<memory>"
+        return f"{self.source_file}:{self.source_line or 1}"
+
+    @property
+    def is_critical(self) -> bool:
+        return self.risk_level is RiskLevel.critical
+
+    @property
+    def criteria(self) -> str | None:
+        """Rubric text for judges: passing_criteria, expected_answer_criteria or verified summary."""
+        if isinstance(self.passing_criteria, list):
+            return "\n".join(f"- {c}" for c in self.passing_criteria)
+        return self.passing_criteria or self.expected_answer_criteria or self.verified_answer_summary

@@ -1,0 +1,53 @@
+"""Tunable parts of the built-in metrics, set per suite (dataset ``suite:`` block) or in evalgate.yaml."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from evalgate.dataset.models import RuleCheck
+
+DEFAULT_SOURCE_INDICATORS: dict[str, list[str]] = {
+    "rag": ["according to the", "document", "sop", "manual", "procedure", "section", "per the", "source:"],
+    "sap": ["sap", "production order", "cost center", "material number", "inventory", "purchase order"],
+    "mes": ["mes", "spc", "control chart", "cycle time", "machine data", "oee", "real-time"],
+}
+"""Seed 004's per-source indicator vocabularies: a source counts as used when the answer text, its
+citations or its reported data sources contain any of that source's indicators (case-insensitive)."""
+
+
+class CombinedScoreOptions(BaseModel):
+    """Seed 000: ``hit_rate^alpha · judge_score^gamma / (num_tokens/1000)^beta``."""
+
+    model_config = ConfigDict(extra="forbid")
+    alpha: float = 2.0
+    beta: float = 0.5
+    gamma: float = 1.5
+
+
+class CompositeWeights(BaseModel):
+    """Seed 004: weights of the composite; they must sum to 1."""
+
+    model_config = ConfigDict(extra="forbid")
+    specialist_match: float = 0.30
+    keyword_coverage: float = 0.25
+    data_source_match: float = 0.20
+    response_quality: float = 0.25
+
+    @model_validator(mode="after")
+    def _sum_to_one(self) -> CompositeWeights:
+        total = self.specialist_match + self.keyword_coverage + self.data_source_match + self.response_quality
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"composite weights must sum to 1.0, got {total:g}")
+        return self
+
+
+class MetricOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    combined_score: CombinedScoreOptions = Field(default_factory=CombinedScoreOptions)
+    composite_weights: CompositeWeights = Field(default_factory=CompositeWeights)
+    data_source_indicators: dict[str, list[str]] = Field(
+        default_factory=lambda: {k: list(v) for k, v in DEFAULT_SOURCE_INDICATORS.items()}
+    )
+    k: int = Field(default=5, ge=1, description="cut-off for precision@k / recall@k")
+    always_expected_agents: list[str] = Field(default_factory=lambda: ["orchestrator"])
+    category_rules: dict[str, list[RuleCheck]] = Field(default_factory=dict)

@@ -1,0 +1,142 @@
+"""The metric registry: every metric is a function registered by name with its direction, default
+threshold and the test that says whether it applies to a case.
+
+A metric function takes ``(case, answer, ctx)`` and returns a ``Score`` (or an awaitable of one, for
+judged metrics). It raises ``MetricSkipped`` when it cannot run by design (no judge configured) and
+``MetricUnavailable`` when it should have run but could not (judge reply invalid, provider down).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from evalgate.dataset.models import Case
+    from evalgate.records import Answer
+
+Direction = Literal["higher", "lower"]
+Kind = Literal["deterministic", "judged"]
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """A metric's value on one case plus whatever explains it."""
+
+    value: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class MetricSkipped(Exception):
+    """The metric does not run in this configuration (e.g. judge provider ``none``)."""
+
+
+class MetricUnavailable(Exception):
+    """The metric should have run but produced no trustworthy value (strict mode fails on this)."""
+
+    def __init__(self, reason: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.details = details or {}
+
+
+@dataclass(slots=True)
+class MetricContext:
+    """Per-case context handed to metric functions.
+
+    ``options``: suite metric options (``evalgate.metrics.options.MetricOptions``);
+    ``judge``: the judge client or None; ``memo``: scratch space shared by the metrics of one case,
+    so families (precision/recall/F1) compute their common part once.
+    """
+
+    options: Any
+    judge: Any = None
+    memo: dict[str, Any] = field(default_factory=dict)
+    repeat: int = 0
+
+
+MetricFn = Callable[["Case", "Answer", MetricContext], "Score | Awaitable[Score]"]
+AppliesFn = Callable[["Case"], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    name: str
+    fn: MetricFn
+    direction: Direction
+    default_threshold: float | None
+    applies: AppliesFn
+    kind: Kind
+    description: str
+    family: str
+    value_range: tuple[float, float] | None = (0.0, 1.0)
+
+    def gated_by_default(self) -> bool:
+        return self.default_threshold is not None
+
+
+REGISTRY: dict[str, Metric] = {}
+
+
+def metric(
+    name: str,
+    *,
+    family: str,
+    direction: Direction = "higher",
+    threshold: float | None = None,
+    applies: AppliesFn = lambda case: False,
+    kind: Kind = "deterministic",
+    value_range: tuple[float, float] | None = (0.0, 1.0),
+) -> Callable[[MetricFn], MetricFn]:
+    """Register ``fn`` under ``name``. Its docstring's first paragraph is the metric's description."""
+
+    def register(fn: MetricFn) -> MetricFn:
+        if name in REGISTRY:
+            raise RuntimeError(f"metric {name!r} registered twice")
+        doc = (fn.__doc__ or "").strip().split("\n\n")[0]
+        REGISTRY[name] = Metric(
+            name=name,
+            fn=fn,
+            direction=direction,
+            default_threshold=threshold,
+            applies=applies,
+            kind=kind,
+            description=" ".join(doc.split()),
+            family=family,
+            value_range=value_range,
+        )
+        return fn
+
+    return register
+
+
+def get_metric(name: str) -> Metric:
+    load_builtin_metrics()
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise KeyError(name) from None
+
+
+def all_metrics() -> dict[str, Metric]:
+    load_builtin_metrics()
+    return dict(REGISTRY)
+
+
+_LOADED = False
+
+
+def load_builtin_metrics() -> None:
+    """Import every built-in metric module once (they register themselves on import)."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    import importlib
+    import pkgutil
+
+    import evalgate.metrics as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name not in {"registry", "options", "text"}:
+            importlib.import_module(f"evalgate.metrics.{info.name}")
