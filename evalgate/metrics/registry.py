@@ -52,6 +52,8 @@ class MetricContext:
     options: Any
     judge: Any = None
     memo: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, float] = field(default_factory=dict)
+    """Values of metrics already computed for this case (for derived metrics such as composite)."""
     repeat: int = 0
 
 
@@ -70,6 +72,8 @@ class Metric:
     description: str
     family: str
     value_range: tuple[float, float] | None = (0.0, 1.0)
+    depends_on: tuple[str, ...] = ()
+    """Metrics whose values this one reads from ``ctx.values`` (computed first when they apply)."""
 
     def gated_by_default(self) -> bool:
         return self.default_threshold is not None
@@ -87,6 +91,7 @@ def metric(
     applies: AppliesFn = lambda case: False,
     kind: Kind = "deterministic",
     value_range: tuple[float, float] | None = (0.0, 1.0),
+    depends_on: tuple[str, ...] = (),
 ) -> Callable[[MetricFn], MetricFn]:
     """Register ``fn`` under ``name``. Its docstring's first paragraph is the metric's description."""
 
@@ -104,6 +109,7 @@ def metric(
             description=" ".join(doc.split()),
             family=family,
             value_range=value_range,
+            depends_on=depends_on,
         )
         return fn
 

@@ -1,0 +1,245 @@
+"""Async orchestration: a bounded pool of workers takes cases in dataset order, asks the target,
+scores the metrics and hands each ``CaseResult`` to the sinks the moment it is ready.
+
+Memory stays flat: at most ``concurrency`` cases are in flight, and results leave through the sinks
+(spool file, SQLite, aggregate, progress) instead of accumulating in a list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from evalgate.gate import case_verdict, judge_metric
+from evalgate.metrics.registry import Metric, MetricContext, MetricSkipped, MetricUnavailable
+from evalgate.records import Answer, CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
+from evalgate.redact import redact
+
+if TYPE_CHECKING:
+    from evalgate.dataset.models import Case
+    from evalgate.targets.base import Target
+
+EXPECTATION_FIELDS = (
+    "expected_output",
+    "expected_sources",
+    "expected_keywords",
+    "expected_specialist",
+    "expected_data_sources",
+    "verified_answer_summary",
+    "expected_answer_criteria",
+    "passing_criteria",
+    "agents_should_include",
+    "agents_should_exclude",
+    "tools_should_include",
+    "tools_should_exclude",
+    "brands_mine",
+    "brands_competitors",
+    "expected_my_mentions",
+    "expected_competitor_mentions",
+    "expected_ranked_list",
+)
+ANSWER_DETAIL_FIELDS = (
+    "sources",
+    "agents_called",
+    "tools_used",
+    "agent_id",
+    "data_sources",
+    "mentions",
+    "ranked_list",
+    "prompt_tokens",
+    "completion_tokens",
+)
+
+
+class Sink(Protocol):
+    def add(self, result: CaseResult) -> None: ...
+
+
+@dataclass
+class CasePlan:
+    """What to run for one case: its ordered metrics, thresholds and metric options."""
+
+    metrics: list[Metric]
+    options: Any
+
+
+@dataclass
+class EngineStats:
+    started: float = field(default_factory=time.monotonic)
+    finished_cases: int = 0
+    target_errors: int = 0
+    cancelled: bool = False
+
+
+class Engine:
+    """Runs cases concurrently and streams results to sinks."""
+
+    def __init__(
+        self,
+        *,
+        target: Target,
+        plan_for: Callable[[Case], CasePlan],
+        thresholds: dict[str, Threshold],
+        sinks: list[Sink],
+        concurrency: int = 8,
+        strict: bool = False,
+        judge: Any = None,
+        repeat: int = 1,
+        stop: asyncio.Event | None = None,
+        grace_seconds: float = 5.0,
+    ) -> None:
+        self.target = target
+        self.plan_for = plan_for
+        self.thresholds = thresholds
+        self.sinks = sinks
+        self.concurrency = concurrency
+        self.strict = strict
+        self.judge = judge
+        self.repeat = repeat
+        self.stop = stop or asyncio.Event()
+        self.grace_seconds = grace_seconds
+        self.stats = EngineStats()
+
+    async def run(self, cases: Iterable[Case]) -> EngineStats:
+        work = self._work_items(cases)
+        workers = [asyncio.create_task(self._worker(work)) for _ in range(self.concurrency)]
+        stopper = asyncio.create_task(self.stop.wait())
+        pending: set[asyncio.Task[Any]] = set(workers)
+        while pending:
+            done, pending = await asyncio.wait(pending | {stopper}, return_when=asyncio.FIRST_COMPLETED)
+            pending.discard(stopper)
+            for task in done:
+                if task is not stopper and task.exception() is not None:
+                    stopper.cancel()
+                    for other in pending:
+                        other.cancel()
+                    raise task.exception()  # type: ignore[misc]
+            if stopper in done and pending:
+                self.stats.cancelled = True
+                _, still = await asyncio.wait(pending, timeout=self.grace_seconds)
+                for task in still:
+                    task.cancel()
+                await asyncio.gather(*still, return_exceptions=True)
+                break
+        stopper.cancel()
+        if self.stop.is_set():
+            self.stats.cancelled = True
+        return self.stats
+
+    @staticmethod
+    def _work_items_for(cases: Iterable[Case], repeat: int) -> Iterator[tuple[Case, int]]:
+        for case in cases:
+            for index in range(repeat):
+                yield case, index
+
+    def _work_items(self, cases: Iterable[Case]) -> Iterator[tuple[Case, int]]:
+        return self._work_items_for(cases, self.repeat)
+
+    async def _worker(self, work: Iterator[tuple[Case, int]]) -> None:
+        while not self.stop.is_set():
+            try:
+                case, repeat = next(work)
+            except StopIteration:
+                return
+            result = await self.evaluate(case, repeat)
+            for sink in self.sinks:
+                sink.add(result)
+            self.stats.finished_cases += 1
+
+    async def evaluate(self, case: Case, repeat: int = 0) -> CaseResult:
+        """Answer and score one case; never raises for target or metric failures."""
+        started = time.perf_counter()
+        try:
+            answer = await self.target.answer(case)
+        except Exception as exc:  # a target must not raise, but a bug in one must not kill the run
+            answer = Answer(error=f"target failed: {type(exc).__name__}: {exc}")
+        if answer.latency_ms is None and self.target.kind != "recorded":
+            answer.latency_ms = round((time.perf_counter() - started) * 1000, 3)
+        if answer.error:
+            self.stats.target_errors += 1
+            return self._result(case, answer, {}, repeat)
+        plan = self.plan_for(case)
+        ctx = MetricContext(options=plan.options, judge=self.judge, repeat=repeat)
+        metrics: dict[str, MetricResult] = {}
+        for metric in plan.metrics:
+            metrics[metric.name] = await self._score(metric, case, answer, ctx)
+        return self._result(case, answer, metrics, repeat)
+
+    async def _score(self, metric: Metric, case: Case, answer: Answer, ctx: MetricContext) -> MetricResult:
+        try:
+            score = metric.fn(case, answer, ctx)
+            if inspect.isawaitable(score):
+                score = await score
+        except MetricSkipped as exc:
+            return MetricResult(status=MetricStatus.skipped, reason=str(exc), threshold=self.thresholds.get(metric.name))
+        except MetricUnavailable as exc:
+            return MetricResult(
+                status=MetricStatus.unavailable,
+                reason=redact(str(exc)),
+                details=exc.details,
+                threshold=self.thresholds.get(metric.name),
+            )
+        except Exception as exc:
+            return MetricResult(
+                status=MetricStatus.errored,
+                reason=redact(f"{type(exc).__name__}: {exc}"),
+                threshold=self.thresholds.get(metric.name),
+            )
+        value = float(score.value)
+        low, high = metric.value_range or (-math.inf, math.inf)
+        if not math.isfinite(value) or not low <= value <= high:
+            return MetricResult(
+                status=MetricStatus.errored,
+                reason=f"value {value!r} outside the metric's range [{low:g}, {high:g}]",
+                details=score.details,
+            )
+        ctx.values[metric.name] = value
+        return judge_metric(value, self.thresholds.get(metric.name), score.details)
+
+    def _result(self, case: Case, answer: Answer, metrics: dict[str, MetricResult], repeat: int) -> CaseResult:
+        status, reasons = case_verdict(metrics, error=answer.error, strict=self.strict)
+        num_tokens = answer.num_tokens
+        if num_tokens is None and "num_tokens" in metrics and metrics["num_tokens"].value is not None:
+            num_tokens = int(metrics["num_tokens"].value)
+        return CaseResult(
+            id=case.id,
+            index=case.index,
+            suite=case.suite,
+            category=case.category,
+            risk_level=case.risk_level.value,
+            difficulty=case.difficulty,
+            evolution_type=case.evolution_type,
+            tags=list(case.tags),
+            description=case.description,
+            source=case.location,
+            status=status,
+            passed=status is CaseStatus.passed,
+            error=redact(answer.error) if answer.error else None,
+            reasons=[redact(r) for r in reasons],
+            input=case.input,
+            expected=expectations_of(case),
+            output=answer.output,
+            answer=answer.model_dump(include=set(ANSWER_DETAIL_FIELDS), exclude_none=True),
+            metrics=metrics,
+            num_tokens=num_tokens,
+            latency_ms=answer.latency_ms,
+            cost_usd=answer.cost_usd,
+            repeat=repeat,
+        )
+
+
+def expectations_of(case: Case) -> dict[str, Any]:
+    """The expectation fields a case actually sets, for reports."""
+    expected: dict[str, Any] = {}
+    for name in EXPECTATION_FIELDS:
+        value = getattr(case, name)
+        if value is not None:
+            expected[name] = value
+    if case.rules:
+        expected["rules"] = [rule.model_dump(exclude_none=True, exclude_defaults=True) for rule in case.rules]
+    return expected

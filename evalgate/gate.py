@@ -1,0 +1,185 @@
+"""The gate: thresholds, per-metric and per-case verdicts, and the run verdict. Pure functions only.
+
+Rules (documented in the README):
+
+* a metric result passes when its value meets its threshold (``>=`` min, ``<=`` max); a metric with
+  no threshold is informational and always passes;
+* a case fails when any of its metrics failed; it is errored when the target or a metric crashed;
+  in strict mode a skipped or unavailable metric fails the case;
+* the run fails when a gated metric's suite average misses its threshold, when any critical case
+  failed or errored (``fail_on_critical``), when more cases errored than ``max_errored``, when the
+  pass rate is below ``min_pass_rate``, in strict mode when any metric was skipped or unavailable,
+  and when a comparison reports a significant regression with ``fail_on_regression``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from evalgate.errors import EXIT_GATE_FAILED, EXIT_PASS, UserError
+from evalgate.records import CaseStatus, MetricResult, MetricStatus, Threshold
+
+if TYPE_CHECKING:
+    from evalgate.aggregate import RunAggregate
+    from evalgate.metrics.registry import Metric
+
+
+def parse_threshold(name: str, raw: Any, direction: str, where: str) -> Threshold:
+    """A bare number means ``min`` for higher-is-better metrics and ``max`` for lower-is-better."""
+    if isinstance(raw, bool):
+        raise UserError(f"threshold for {name!r} must be a number or {{'min'|'max': number}}", where=where)
+    if isinstance(raw, int | float):
+        if not math.isfinite(raw):
+            raise UserError(f"threshold for {name!r} must be finite", where=where)
+        return Threshold(op="min" if direction == "higher" else "max", value=float(raw))
+    try:
+        threshold = Threshold.model_validate(raw)
+    except ValidationError as exc:
+        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise UserError(f"threshold for {name!r}: {message}", where=where) from None
+    if not math.isfinite(threshold.value):
+        raise UserError(f"threshold for {name!r} must be finite", where=where)
+    return threshold
+
+
+def resolve_thresholds(
+    metrics: Mapping[str, Metric],
+    layers: list[tuple[Mapping[str, Any], str]],
+) -> dict[str, Threshold]:
+    """Defaults from the registry, then each ``(mapping, where)`` layer in rising precedence.
+
+    ``null`` in a layer removes a threshold (the metric becomes informational). Unknown metric names
+    raise ``UserError`` naming the layer and suggesting the closest known name."""
+    thresholds = {
+        name: Threshold(op="min" if m.direction == "higher" else "max", value=m.default_threshold)
+        for name, m in metrics.items()
+        if m.default_threshold is not None
+    }
+    for mapping, where in layers:
+        for name, raw in mapping.items():
+            if name not in metrics:
+                raise UserError(f"unknown metric {name!r}{_suggest(name, metrics)}", where=where)
+            if raw is None:
+                thresholds.pop(name, None)
+                continue
+            thresholds[name] = parse_threshold(name, raw, metrics[name].direction, where)
+    return thresholds
+
+
+def _suggest(name: str, known: Mapping[str, Any]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def judge_metric(value: float, threshold: Threshold | None, details: dict[str, Any]) -> MetricResult:
+    """A computed value against its threshold."""
+    passed = True if threshold is None else threshold.admits(value)
+    return MetricResult(
+        value=value,
+        threshold=threshold,
+        passed=passed,
+        status=MetricStatus.passed if passed else MetricStatus.failed,
+        reason=None if passed else f"{value:.4g} misses threshold {threshold}",
+        details=details,
+    )
+
+
+def case_verdict(
+    metrics: Mapping[str, MetricResult], *, error: str | None, strict: bool
+) -> tuple[CaseStatus, list[str]]:
+    """A case's status and the reasons it did not pass."""
+    if error:
+        return CaseStatus.errored, [error]
+    reasons: list[str] = []
+    errored = False
+    for name, result in metrics.items():
+        if result.status is MetricStatus.failed:
+            reasons.append(f"{name}: {result.reason or 'failed'}")
+        elif result.status is MetricStatus.errored:
+            errored = True
+            reasons.append(f"{name} errored: {result.reason}")
+        elif strict and result.status in (MetricStatus.unavailable, MetricStatus.skipped):
+            reasons.append(f"{name} {result.status.value} (strict mode): {result.reason}")
+    if errored:
+        return CaseStatus.errored, reasons
+    return (CaseStatus.failed if reasons else CaseStatus.passed), reasons
+
+
+@dataclass(frozen=True)
+class GatePolicy:
+    strict: bool = False
+    fail_on_critical: bool = True
+    min_pass_rate: float | None = None
+    max_errored: int = 0
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    exit_code: int
+    reasons: list[str] = field(default_factory=list)
+    thresholds_passed: bool = True
+    metric_passed: dict[str, bool | None] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "exit_code": self.exit_code, "reasons": list(self.reasons)}
+
+
+def metric_table_verdicts(
+    averages: Mapping[str, float | None], thresholds: Mapping[str, Threshold]
+) -> dict[str, bool | None]:
+    """Per metric: True/False against its threshold, None when informational or never computed."""
+    verdicts: dict[str, bool | None] = {}
+    for name, average in averages.items():
+        threshold = thresholds.get(name)
+        verdicts[name] = None if threshold is None or average is None else threshold.admits(average)
+    return verdicts
+
+
+def run_verdict(
+    aggregate: RunAggregate,
+    thresholds: Mapping[str, Threshold],
+    policy: GatePolicy,
+    extra_reasons: list[str] | None = None,
+) -> Verdict:
+    """The run's verdict with every reason it failed (empty when it passed)."""
+    reasons: list[str] = []
+    averages = aggregate.averages()
+    metric_passed = metric_table_verdicts(averages, thresholds)
+    for name, ok in metric_passed.items():
+        if ok is False:
+            reasons.append(f"{name} average {averages[name]:.4g} misses threshold {thresholds[name]}")
+    thresholds_passed = not reasons
+    if policy.fail_on_critical:
+        for failure in aggregate.critical_failures:
+            reasons.append(
+                f"critical case {failure['id']} {failure['status']} ({failure['source']})"
+                + (f": {failure['reasons'][0]}" if failure.get("reasons") else "")
+            )
+    if aggregate.total_errored > policy.max_errored:
+        reasons.append(f"{aggregate.total_errored} case(s) errored (allowed: {policy.max_errored})")
+    if policy.min_pass_rate is not None and aggregate.pass_rate < policy.min_pass_rate:
+        reasons.append(f"pass rate {aggregate.pass_rate:.1%} is below min-pass-rate {policy.min_pass_rate:.1%}")
+    if policy.strict:
+        not_run = aggregate.not_run_metrics()
+        if not_run:
+            listed = ", ".join(f"{name} ({count})" for name, count in sorted(not_run.items()))
+            reasons.append(f"strict mode: metrics skipped or unavailable: {listed}")
+    if aggregate.total_test_cases == 0:
+        reasons.append("no case was evaluated")
+    reasons.extend(extra_reasons or [])
+    passed = not reasons
+    return Verdict(
+        passed=passed,
+        exit_code=EXIT_PASS if passed else EXIT_GATE_FAILED,
+        reasons=reasons,
+        thresholds_passed=thresholds_passed,
+        metric_passed=metric_passed,
+    )

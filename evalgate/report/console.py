@@ -1,0 +1,180 @@
+"""Console report and progress display. Colours and live progress only on a TTY; plain lines in CI."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import IO, Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from evalgate.records import CaseResult
+
+MAX_FAILED_LISTED = 25
+
+
+def make_console(stream: IO[str] | None = None) -> Console:
+    stream = stream or sys.stdout
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    return Console(file=stream, force_terminal=tty, no_color=not tty, highlight=False, soft_wrap=False,
+                   width=None if tty else 120)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def metric_mark(row: dict[str, Any]) -> str:
+    if row.get("passed") is True:
+        return "✅"
+    if row.get("passed") is False:
+        return "❌"
+    if row.get("average") is None and (row.get("skipped") or row.get("unavailable")):
+        return "⏭"
+    return "·"
+
+
+def render_report(document: dict[str, Any], console: Console, *, verbose: bool = False) -> None:
+    """Verdict first, then the metric table, breakdown by suite, and failed cases with reasons."""
+    gate = document["gate"]
+    summary = document["summary"]
+    status = document.get("status", "completed")
+    title = "✅ PASSED" if gate["passed"] else "❌ FAILED"
+    console.print(Text(f"evalgate {title}", style="bold green" if gate["passed"] else "bold red"), end="")
+    console.print(f"  (exit {gate['exit_code']}, run {document['run_id']}{'' if status == 'completed' else ', ' + status})")
+    for reason in gate["reasons"]:
+        console.print(f"  • {reason}", markup=False)
+    console.print(
+        f"Cases: {summary['total_test_cases']}  passed {summary['total_passed']}  failed {summary['total_failed']}"
+        f"  errored {summary['total_errored']}  pass rate {summary['pass_rate']:.1%}"
+        f"  weighted {summary['weighted_pass_rate']:.1%}  critical failures {summary['critical_failures']}"
+    )
+    console.print(_metric_table(document))
+    suites = document.get("breakdowns", {}).get("suite", {})
+    if len(suites) > 1 or verbose:
+        console.print(_group_table("Suites", suites))
+    if verbose:
+        for dimension in ("category", "difficulty", "risk_level", "evolution_type"):
+            groups = document.get("breakdowns", {}).get(dimension, {})
+            if groups:
+                console.print(_group_table(dimension.replace("_", " ").title(), groups))
+    tokens = summary.get("tokens", {})
+    if tokens.get("total"):
+        console.print(f"Tokens: {tokens['total']:,} total, {tokens.get('average') or 0:,.0f} per case"
+                      + (f"; cost ${summary['cost_usd']:.4f}" if summary.get("cost_usd") else ""))
+
+
+def _metric_table(document: dict[str, Any]) -> Table:
+    table = Table(title="Metrics", title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("metric", "average", "threshold", "", "cases", "not run"):
+        table.add_column(column, justify="left" if column in ("metric", "") else "right")
+    for name, row in document["metrics"].items():
+        threshold = row.get("threshold")
+        bound = "—" if not threshold else ("≥ " if "min" in threshold else "≤ ") + f"{next(iter(threshold.values())):g}"
+        not_run = (row.get("skipped") or 0) + (row.get("unavailable") or 0) + (row.get("errored") or 0)
+        table.add_row(name, _fmt(row.get("average")), bound, metric_mark(row), str(row.get("count", 0)),
+                      str(not_run) if not_run else "")
+    return table
+
+
+def _group_table(title: str, groups: dict[str, Any]) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("group", "cases", "passed", "failed", "errored", "pass rate"):
+        table.add_column(column, justify="left" if column == "group" else "right")
+    for key, group in groups.items():
+        table.add_row(key, str(group["total"]), str(group["passed"]), str(group["failed"]), str(group["errored"]),
+                      _fmt(group["pass_rate"]))
+    return table
+
+
+def render_failures(failures: list[dict[str, Any]], console: Console) -> None:
+    """Failed and errored cases, critical first, each with its location and reasons."""
+    if not failures:
+        return
+    console.print(f"Failed cases ({len(failures)}{'+' if len(failures) >= MAX_FAILED_LISTED else ''}):")
+    ordered = sorted(failures, key=lambda f: (f["risk_level"] != "critical", f["index"]))
+    for failure in ordered[:MAX_FAILED_LISTED]:
+        marker = "‼" if failure["risk_level"] == "critical" else "✗"
+        console.print(f"  {marker} {failure['id']} [{failure['status']}] {failure['source']}", markup=False)
+        for reason in failure["reasons"][:4]:
+            console.print(f"      - {reason}", markup=False)
+
+
+class FailureCollector:
+    """Sink that keeps the first few failed cases (bounded) for the console report."""
+
+    def __init__(self, limit: int = MAX_FAILED_LISTED) -> None:
+        self.limit = limit
+        self.failures: list[dict[str, Any]] = []
+
+    def add(self, result: CaseResult) -> None:
+        if result.passed or len(self.failures) >= self.limit * 4:
+            return
+        self.failures.append({
+            "id": result.id if not result.repeat else f"{result.id}#r{result.repeat}",
+            "index": result.index,
+            "status": result.status.value,
+            "risk_level": result.risk_level,
+            "source": result.source,
+            "reasons": result.reasons or ([result.error] if result.error else []),
+        })
+
+
+class PlainProgress:
+    """Progress as plain lines (CI logs): one line per ~5% or every 10 seconds."""
+
+    def __init__(self, total: int, stream: IO[str] | None = None) -> None:
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.done = 0
+        self.failed = 0
+        self.step = max(1, total // 20)
+        self.last = time.monotonic()
+
+    def add(self, result: CaseResult) -> None:
+        self.done += 1
+        self.failed += 0 if result.passed else 1
+        now = time.monotonic()
+        if self.done % self.step == 0 or self.done == self.total or now - self.last > 10:
+            self.last = now
+            percent = self.done / self.total if self.total else 1.0
+            print(f"[evalgate] {self.done}/{self.total} cases ({percent:.0%}), {self.failed} not passed",
+                  file=self.stream, flush=True)
+
+    def close(self) -> None:
+        return None
+
+
+class RichProgress:
+    """A live progress bar for terminals."""
+
+    def __init__(self, total: int, console: Console) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                 TextColumn("{task.fields[failed]} not passed"), console=console, transient=True)
+        self.task = self.progress.add_task("cases", total=total, failed=0)
+        self.failed = 0
+        self.progress.start()
+
+    def add(self, result: CaseResult) -> None:
+        self.failed += 0 if result.passed else 1
+        self.progress.update(self.task, advance=1, failed=self.failed)
+
+    def close(self) -> None:
+        self.progress.stop()
+
+
+def make_progress(mode: str, total: int, quiet: bool = False) -> PlainProgress | RichProgress | None:
+    if mode == "none" or quiet:
+        return None
+    tty = sys.stderr.isatty()
+    if mode == "rich" or (mode == "auto" and tty):
+        return RichProgress(total, Console(file=sys.stderr))
+    return PlainProgress(total)

@@ -1,0 +1,385 @@
+"""One evaluation run from settings to verdict: load → select → plan → engine → gate → store/report.
+
+The CLI and the Action entrypoint both call ``execute``; publishing (PR comment, artifacts) happens
+after it returns, outside this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import platform
+import secrets
+import signal
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalgate import __version__
+from evalgate.aggregate import RunAggregate
+from evalgate.dataset.models import Case
+from evalgate.engine import CasePlan, Engine
+from evalgate.errors import UserError
+from evalgate.gate import GatePolicy, Verdict, resolve_thresholds, run_verdict
+from evalgate.metrics.options import MetricOptions
+from evalgate.metrics.registry import Metric, all_metrics
+from evalgate.records import CaseResult, Threshold
+from evalgate.redact import redact, redact_mapping
+from evalgate.report.console import FailureCollector
+from evalgate.settings import Settings
+from evalgate.store.results_json import SCHEMA_VERSION, CaseSpool, write_results
+from evalgate.store.sqlite import SQLiteStore
+
+DEMO_EXCLUDED = {"failing", "live"}
+
+
+def demo_dir() -> Path:
+    """Where the bundled demo suites live (repository checkout or the container image)."""
+    return Path(__file__).resolve().parent.parent / "datasets"
+
+
+def default_datasets() -> list[str]:
+    """The passing demo suites: every sub-directory of ``datasets/`` except failing/ and live/."""
+    root = demo_dir()
+    if not root.is_dir():
+        raise UserError("no --dataset given and no bundled demo suites found", where="dataset")
+    return [str(p) for p in sorted(root.iterdir()) if p.is_dir() and p.name not in DEMO_EXCLUDED]
+
+
+@dataclass
+class Prepared:
+    """Everything decided before the first case runs."""
+
+    cases: list[Case]
+    files: list[dict[str, Any]]
+    thresholds: dict[str, Threshold]
+    plan_for: Callable[[Case], CasePlan]
+    metrics: dict[str, Metric]
+
+
+@dataclass
+class RunOutcome:
+    document: dict[str, Any]
+    results_path: Path
+    db_path: Path
+    verdict: Verdict
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+
+def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | None = None) -> Prepared:
+    """Load and select the cases, resolve thresholds, and build each case's metric plan."""
+    from evalgate.dataset.load import load_datasets
+    from evalgate.dataset.select import select_cases
+    from evalgate.dataset.suite import SuiteConfig
+
+    metrics = all_metrics()
+    global_suite = SuiteConfig.model_validate(dict(suite_config)) if suite_config else SuiteConfig()
+    paths = settings.dataset or default_datasets()
+    loaded = load_datasets(paths, base_dir=cwd or Path.cwd())
+    cases = select_cases(
+        loaded.cases,
+        case_ids=settings.case_ids or None,
+        first_n=settings.first_n,
+        categories=settings.category or None,
+        tags=settings.tags or None,
+        shard=settings.shard_tuple,
+    )
+    suites = dict(loaded.suites)
+    _check_metric_names(metrics, global_suite, suites, cases)
+    thresholds = resolve_thresholds(metrics, _threshold_layers(global_suite, suites, settings))
+    plan_for = make_planner(metrics, global_suite, suites)
+    return Prepared(cases=list(cases), files=loaded.files, thresholds=thresholds, plan_for=plan_for, metrics=metrics)
+
+
+def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: Settings) -> list[tuple[Mapping[str, Any], str]]:
+    layers: list[tuple[Mapping[str, Any], str]] = []
+    seen: dict[str, tuple[Any, str]] = {}
+    for name, suite in suites.items():
+        where = f"suite {name!r} thresholds"
+        for metric, raw in (suite.thresholds or {}).items():
+            if metric in seen and seen[metric][0] != raw:
+                raise UserError(
+                    f"suites disagree on the threshold for {metric!r} ({seen[metric][1]}: {seen[metric][0]}); "
+                    "set it once in evalgate.yaml or metric_thresholds",
+                    where=where,
+                )
+            seen[metric] = (raw, where)
+        layers.append((suite.thresholds or {}, where))
+    layers.append((global_suite.thresholds or {}, f"{settings.config or 'evalgate.yaml'}: thresholds"))
+    layers.append((settings.metric_thresholds, "metric_thresholds (EVALGATE_METRIC_THRESHOLDS)"))
+    return layers
+
+
+def _check_metric_names(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any],
+                        cases: Iterable[Case]) -> None:
+    from evalgate.dataset.suite import validate_metric_names
+
+    for where, suite in [("config", global_suite), *((f"suite {n!r}", s) for n, s in suites.items())]:
+        validate_metric_names(list(suite.metrics or []) + list(suite.exclude_metrics or []), metrics, where)
+        for category, names in (suite.category_metrics or {}).items():
+            validate_metric_names(names, metrics, f"{where} category_metrics.{category}")
+    for case in cases:
+        if case.metrics:
+            validate_metric_names(case.metrics, metrics, f"{case.location}: case {case.id!r} metrics")
+
+
+def make_planner(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any]) -> Callable[[Case], CasePlan]:
+    """Return ``plan_for(case)``: the metrics that apply to the case, dependencies first."""
+    options_cache: dict[str | None, MetricOptions] = {}
+    plan_cache: dict[tuple[Any, ...], CasePlan] = {}
+
+    def options_for(suite_name: str | None) -> MetricOptions:
+        if suite_name not in options_cache:
+            merged = global_suite.options.model_dump(exclude_unset=True)
+            suite = suites.get(suite_name) if suite_name else None
+            if suite is not None:
+                merged.update(suite.options.model_dump(exclude_unset=True))
+            options_cache[suite_name] = MetricOptions.model_validate(merged)
+        return options_cache[suite_name]
+
+    def plan_for(case: Case) -> CasePlan:
+        suite = suites.get(case.suite) if case.suite else None
+        names = {name for name, metric in metrics.items() if metric.applies(case)}
+        excluded: set[str] = set(global_suite.exclude_metrics or [])
+        for config in (global_suite, suite):
+            if config is None:
+                continue
+            names |= set(config.metrics or [])
+            names |= set((config.category_metrics or {}).get(case.category or "", []))
+            excluded |= set(config.exclude_metrics or [])
+        names |= set(case.metrics or [])
+        names -= excluded
+        key = (case.suite, frozenset(names))
+        if key not in plan_cache:
+            plan_cache[key] = CasePlan(metrics=ordered_metrics(names, metrics), options=options_for(case.suite))
+        return plan_cache[key]
+
+    return plan_for
+
+
+def ordered_metrics(names: set[str], metrics: Mapping[str, Metric]) -> list[Metric]:
+    """Topological order over ``depends_on`` (dependencies that apply come first), then by name."""
+    ordered: list[Metric] = []
+    placed: set[str] = set()
+
+    def place(name: str, trail: tuple[str, ...]) -> None:
+        if name in placed or name not in names:
+            return
+        if name in trail:
+            raise UserError(f"metric dependency cycle: {' → '.join((*trail, name))}", where="metrics")
+        for dependency in metrics[name].depends_on:
+            place(dependency, (*trail, name))
+        placed.add(name)
+        ordered.append(metrics[name])
+
+    for name in sorted(names):
+        place(name, ())
+    return ordered
+
+
+class AggregateSink:
+    def __init__(self, aggregate: RunAggregate) -> None:
+        self.aggregate = aggregate
+
+    def add(self, result: CaseResult) -> None:
+        self.aggregate.add(result)
+
+
+class StoreSink:
+    """Serialises each result once and writes it to the spool and the database."""
+
+    def __init__(self, spool: CaseSpool, store: SQLiteStore) -> None:
+        self.spool = spool
+        self.store = store
+
+    def add(self, result: CaseResult) -> None:
+        record = result.model_dump_json()
+        record = redact(record)
+        self.spool.add(result.index, result.repeat, record)
+        self.store.add(result, record)
+
+
+def new_run_id(now: dt.datetime) -> str:
+    return now.strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def build_document(
+    *,
+    run_id: str,
+    timestamp: str,
+    status: str,
+    aggregate: RunAggregate,
+    thresholds: Mapping[str, Threshold],
+    verdict: Verdict,
+    metadata: dict[str, Any],
+    metrics: Mapping[str, Metric],
+) -> dict[str, Any]:
+    """The results.json document without ``results`` (those are streamed from the spool)."""
+    averages = aggregate.averages()
+    table: dict[str, Any] = {}
+    for name, tally in sorted(aggregate.metrics.items()):
+        metric = metrics.get(name)
+        threshold = thresholds.get(name)
+        table[name] = {
+            "average": _round(tally.average),
+            "count": tally.count,
+            "failed": tally.failed,
+            "skipped": tally.skipped,
+            "unavailable": tally.unavailable,
+            "errored": tally.errored,
+            "min": _round(tally.minimum) if tally.count else None,
+            "max": _round(tally.maximum) if tally.count else None,
+            "threshold": threshold.model_dump() if threshold else None,
+            "direction": metric.direction if metric else "higher",
+            "kind": metric.kind if metric else "deterministic",
+            "passed": verdict.metric_passed.get(name),
+            "reasons": dict(tally.reasons) if tally.reasons else {},
+        }
+    judged_unavailable = sum(
+        t.unavailable for n, t in aggregate.metrics.items() if n in metrics and metrics[n].kind == "judged"
+    )
+    summary = {
+        "pass_rate": round(aggregate.pass_rate, 6),
+        "weighted_pass_rate": round(aggregate.weighted_pass_rate, 6),
+        "total_test_cases": aggregate.total_test_cases,
+        "total_passed": aggregate.total_passed,
+        "total_failed": aggregate.total_failed,
+        "total_errored": aggregate.total_errored,
+        "total_skipped": aggregate.total_skipped,
+        "critical_failures": aggregate.critical_failure_count,
+        "average_scores": {k: _round(v) for k, v in averages.items() if v is not None},
+        "tokens": {
+            "total": aggregate.tokens_total,
+            "average": _round(aggregate.tokens_total / aggregate.tokens_cases) if aggregate.tokens_cases else None,
+        },
+        "latency_ms": {
+            "average": _round(aggregate.latency_total / aggregate.latency_cases) if aggregate.latency_cases else None
+        },
+        "cost_usd": round(aggregate.cost_usd, 6),
+        "judged_unavailable": judged_unavailable,
+    }
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "timestamp": timestamp,
+        "status": status,
+        "summary": summary,
+        "metrics": table,
+        "thresholds": {name: t.model_dump() for name, t in sorted(thresholds.items()) if name in table},
+        "thresholds_passed": verdict.thresholds_passed,
+        "gate": verdict.as_dict(),
+        "critical_failures": aggregate.critical_failures,
+        "breakdowns": aggregate.breakdowns_dict(),
+        "metadata": metadata,
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def run_metadata(settings: Settings, prepared: Prepared, target: Any) -> dict[str, Any]:
+    config = settings.model_dump(exclude_defaults=True)
+    return {
+        "datasets": prepared.files,
+        "config": redact_mapping(config),
+        "versions": {"evalgate": __version__, "python": platform.python_version()},
+        "judge": {"provider": settings.judge_provider, "model": settings.judge_model},
+        "target": redact_mapping(target.describe()),
+        "selected_cases": len(prepared.cases),
+        "repeat": settings.repeat,
+    }
+
+
+async def execute(
+    settings: Settings,
+    suite_config: Mapping[str, Any],
+    *,
+    cwd: Path | None = None,
+    progress_for: Callable[[int], Any] | None = None,
+    stop: asyncio.Event | None = None,
+    install_signal_handlers: bool = True,
+) -> RunOutcome:
+    """Run the evaluation and write results.json + SQLite. Always finalises what was computed."""
+    from evalgate.judges.factory import build_judge
+    from evalgate.targets.factory import build_target
+
+    prepared = prepare(settings, suite_config, cwd)
+    progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
+    judge = build_judge(settings)
+    target = build_target(settings)
+    stop = stop or asyncio.Event()
+    now = dt.datetime.now(dt.UTC)
+    run_id, timestamp = new_run_id(now), now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    output_dir = settings.output_path
+    output_dir.mkdir(parents=True, exist_ok=True)
+    results_path = output_dir / "results.json"
+    spool = CaseSpool(output_dir / ".cases.jsonl")
+    store = SQLiteStore(settings.db_path, run_id, timestamp)
+    aggregate = RunAggregate()
+    failures = FailureCollector()
+    sinks: list[Any] = [AggregateSink(aggregate), StoreSink(spool, store), failures]
+    if progress is not None:
+        sinks.append(progress)
+    engine = Engine(
+        target=target,
+        plan_for=prepared.plan_for,
+        thresholds=prepared.thresholds,
+        sinks=sinks,
+        concurrency=settings.concurrency,
+        strict=settings.strict_metrics,
+        judge=judge,
+        repeat=settings.repeat,
+        stop=stop,
+    )
+    status = "crashed"
+    handlers = _install_handlers(stop) if install_signal_handlers else []
+    try:
+        stats = await engine.run(prepared.cases)
+        status = "cancelled" if stats.cancelled else "completed"
+    finally:
+        for sig in handlers:
+            asyncio.get_running_loop().remove_signal_handler(sig)
+        if progress is not None and hasattr(progress, "close"):
+            progress.close()
+        with contextlib.suppress(Exception):
+            await target.aclose()
+        if judge is not None and hasattr(judge, "aclose"):
+            with contextlib.suppress(Exception):
+                await judge.aclose()
+        extra = [f"run {status} before every case finished"] if status != "completed" else []
+        verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra)
+        document = build_document(
+            run_id=run_id, timestamp=timestamp, status=status, aggregate=aggregate,
+            thresholds=prepared.thresholds, verdict=verdict,
+            metadata=run_metadata(settings, prepared, target), metrics=prepared.metrics,
+        )
+        write_results(results_path, document, spool)
+        spool.close()
+        store.finish(document)
+        spool.path.unlink(missing_ok=True)
+    if target.kind != "recorded" and aggregate.total_test_cases and aggregate.total_errored == aggregate.total_test_cases \
+            and engine.stats.target_errors == aggregate.total_test_cases:
+        raise UserError(f"the target never answered ({settings.target_url or settings.target}); "
+                        f"partial results are in {results_path}", where="target")
+    return RunOutcome(document=document, results_path=results_path, db_path=settings.db_path,
+                      verdict=verdict, failures=failures.failures)
+
+
+def policy_of(settings: Settings) -> GatePolicy:
+    return GatePolicy(strict=settings.strict_metrics, fail_on_critical=settings.fail_on_critical,
+                      min_pass_rate=settings.min_pass_rate, max_errored=settings.max_errored)
+
+
+def _install_handlers(stop: asyncio.Event) -> list[int]:
+    loop = asyncio.get_running_loop()
+    installed: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    return installed

@@ -1,0 +1,217 @@
+"""SQLite results store, appended run after run to one file.
+
+Seed 001's ``eval_runs`` and ``eval_results`` tables and indexes are created exactly as that seed
+defines them, so its trend queries work unchanged. evalgate adds:
+
+* ``eg_runs(run_id, timestamp, status, document)``: the results.json document without ``results``;
+* ``eg_cases(run_id, case_id, repeat, idx, status, passed, risk_level, source, record)``: each case's
+  record exactly as in results.json.
+
+``eval_results`` gets one row per computed metric plus one ``case_passed`` row per case (1.0/0.0), so
+errored cases show up in the seed's "find failing tests" query too. ``test_description`` is the case
+id, followed by `` — description`` when the case has one (and ``#r<repeat>`` for repeats > 0).
+Rows are written as each case finishes and committed in small batches.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from evalgate.records import CaseResult, MetricStatus
+
+SCHEMA_VERSION = 1
+
+SEED_001_DDL = """
+CREATE TABLE IF NOT EXISTS eval_runs (
+    run_id TEXT PRIMARY KEY,
+    timestamp_utc TEXT NOT NULL,
+    total_test_cases INTEGER NOT NULL,
+    total_passed INTEGER NOT NULL,
+    total_failed INTEGER NOT NULL,
+    pass_rate REAL NOT NULL,
+    summary_json TEXT NOT NULL,
+    created_at TEXT NOT NULL DEFAULT (datetime('now'))
+);
+
+CREATE INDEX IF NOT EXISTS idx_eval_runs_timestamp ON eval_runs(timestamp_utc);
+CREATE INDEX IF NOT EXISTS idx_eval_runs_pass_rate ON eval_runs(pass_rate);
+
+CREATE TABLE IF NOT EXISTS eval_results (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    eval_run_id TEXT NOT NULL,
+    test_description TEXT NOT NULL,
+    overall_passed INTEGER NOT NULL,
+    metric_name TEXT NOT NULL,
+    metric_value REAL NOT NULL,
+    metric_passed INTEGER NOT NULL,
+    metric_details_json TEXT,
+    timestamp_utc TEXT NOT NULL,
+    FOREIGN KEY (eval_run_id) REFERENCES eval_runs(run_id),
+    UNIQUE(eval_run_id, test_description, metric_name)
+);
+
+CREATE INDEX IF NOT EXISTS idx_eval_results_run_id ON eval_results(eval_run_id);
+CREATE INDEX IF NOT EXISTS idx_eval_results_metric_name ON eval_results(metric_name);
+CREATE INDEX IF NOT EXISTS idx_eval_results_passed ON eval_results(overall_passed);
+CREATE INDEX IF NOT EXISTS idx_eval_results_timestamp ON eval_results(timestamp_utc);
+"""
+
+EVALGATE_DDL = """
+CREATE TABLE IF NOT EXISTS eg_runs (
+    run_id TEXT PRIMARY KEY,
+    timestamp TEXT NOT NULL,
+    status TEXT NOT NULL,
+    document TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS eg_cases (
+    run_id TEXT NOT NULL,
+    case_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL DEFAULT 0,
+    idx INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    passed INTEGER NOT NULL,
+    risk_level TEXT,
+    source TEXT,
+    record TEXT NOT NULL,
+    PRIMARY KEY (run_id, case_id, repeat)
+);
+CREATE INDEX IF NOT EXISTS idx_eg_cases_run ON eg_cases(run_id, idx);
+"""
+
+COMMIT_EVERY_CASES = 500
+COMMIT_EVERY_SECONDS = 1.0
+
+
+def open_database(path: Path) -> sqlite_utils.Database:
+    """Open (creating if needed) a results database with every table and index in place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    db = sqlite_utils.Database(connection)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=NORMAL")
+    connection.executescript(SEED_001_DDL + EVALGATE_DDL)
+    version = connection.execute("PRAGMA user_version").fetchone()[0]
+    if version < SCHEMA_VERSION:
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    return db
+
+
+def description_of(result: CaseResult) -> str:
+    text = result.id if not result.description else f"{result.id} — {result.description}"
+    return text if result.repeat == 0 else f"{text} #r{result.repeat}"
+
+
+def metric_rows(result: CaseResult, run_id: str, timestamp: str) -> list[dict[str, Any]]:
+    """Seed 001 rows for one case: every metric with a value, plus ``case_passed``."""
+    description = description_of(result)
+    overall = int(result.passed)
+    rows = [
+        {
+            "eval_run_id": run_id,
+            "test_description": description,
+            "overall_passed": overall,
+            "metric_name": name,
+            "metric_value": metric.value,
+            "metric_passed": int(bool(metric.passed)),
+            "metric_details_json": json.dumps(metric.details, default=str) if metric.details else None,
+            "timestamp_utc": timestamp,
+        }
+        for name, metric in result.metrics.items()
+        if metric.value is not None and metric.status in (MetricStatus.passed, MetricStatus.failed)
+    ]
+    rows.append(
+        {
+            "eval_run_id": run_id,
+            "test_description": description,
+            "overall_passed": overall,
+            "metric_name": "case_passed",
+            "metric_value": float(overall),
+            "metric_passed": overall,
+            "metric_details_json": json.dumps({"status": result.status.value, "error": result.error}),
+            "timestamp_utc": timestamp,
+        }
+    )
+    return rows
+
+
+class SQLiteStore:
+    """Appends one run to the database while it happens; ``finish`` writes the run summary."""
+
+    def __init__(self, path: Path, run_id: str, timestamp: str) -> None:
+        self.path = path
+        self.run_id = run_id
+        self.timestamp = timestamp
+        self.db = open_database(path)
+        self._pending = 0
+        self._last_commit = time.monotonic()
+        self._conn = self.db.conn
+        self._conn.execute("BEGIN")
+        self._write_run_row("running", {"status": "running"}, totals=(0, 0, 0, 0.0))
+        self._commit()
+
+    def add(self, result: CaseResult, record_json: str) -> None:
+        rows = metric_rows(result, self.run_id, self.timestamp)
+        self._conn.executemany(
+            "INSERT OR REPLACE INTO eval_results (eval_run_id, test_description, overall_passed, metric_name,"
+            " metric_value, metric_passed, metric_details_json, timestamp_utc)"
+            " VALUES (:eval_run_id, :test_description, :overall_passed, :metric_name, :metric_value,"
+            " :metric_passed, :metric_details_json, :timestamp_utc)",
+            rows,
+        )
+        self._conn.execute(
+            "INSERT OR REPLACE INTO eg_cases (run_id, case_id, repeat, idx, status, passed, risk_level, source, record)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                self.run_id,
+                result.id,
+                result.repeat,
+                result.index,
+                result.status.value,
+                int(result.passed),
+                result.risk_level,
+                result.source,
+                record_json,
+            ),
+        )
+        self._pending += 1
+        if self._pending >= COMMIT_EVERY_CASES or time.monotonic() - self._last_commit > COMMIT_EVERY_SECONDS:
+            self._commit()
+
+    def _commit(self) -> None:
+        self._conn.execute("COMMIT")
+        self._conn.execute("BEGIN")
+        self._pending = 0
+        self._last_commit = time.monotonic()
+
+    def _write_run_row(self, status: str, document: dict[str, Any], totals: tuple[int, int, int, float]) -> None:
+        total, passed, failed, pass_rate = totals
+        summary_json = json.dumps(document.get("summary", {"status": status}), default=str)
+        self._conn.execute(
+            "INSERT INTO eval_runs (run_id, timestamp_utc, total_test_cases, total_passed, total_failed, pass_rate,"
+            " summary_json) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET"
+            " total_test_cases=excluded.total_test_cases, total_passed=excluded.total_passed,"
+            " total_failed=excluded.total_failed, pass_rate=excluded.pass_rate, summary_json=excluded.summary_json",
+            (self.run_id, self.timestamp, total, passed, failed, pass_rate, summary_json),
+        )
+        self._conn.execute(
+            "INSERT OR REPLACE INTO eg_runs (run_id, timestamp, status, document) VALUES (?, ?, ?, ?)",
+            (self.run_id, self.timestamp, status, json.dumps(document, default=str)),
+        )
+
+    def finish(self, document_without_results: dict[str, Any]) -> None:
+        """Write the run's summary rows (seed 001's ``eval_runs`` and ``eg_runs``) and close."""
+        summary = document_without_results["summary"]
+        failed = summary["total_failed"] + summary["total_errored"]
+        self._write_run_row(
+            document_without_results.get("status", "completed"),
+            document_without_results,
+            totals=(summary["total_test_cases"], summary["total_passed"], failed, summary["pass_rate"]),
+        )
+        self._conn.execute("COMMIT")
+        self._conn.close()

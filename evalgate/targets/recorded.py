@@ -1,0 +1,99 @@
+"""The ``recorded`` target: answers already in the dataset, or in a separate outputs file.
+
+An outputs file is JSON (a list of objects, or a mapping id → object) or JSONL, each object carrying
+``id`` and any answer field (``output``/``llm_answer_text``/``answer``, ``sources``, ``agents_called``,
+``tools_used``, ``agent_id``, ``data_sources``, ``mentions``, ``ranked_list``, ``num_tokens``,
+``latency_ms``, ``debug_context``). Fields in the outputs file win over those in the dataset.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from evalgate.dataset.models import Case
+from evalgate.errors import UserError
+from evalgate.records import Answer
+
+ANSWER_FIELDS = tuple(name for name in Answer.model_fields if name not in {"error", "cost_usd"})
+OUTPUT_ALIASES = ("output", "llm_answer_text", "answer", "response", "actual_output")
+
+
+def answer_from_case(case: Case) -> Answer:
+    """The answer recorded in the case itself."""
+    values = {name: getattr(case, name, None) for name in ANSWER_FIELDS if hasattr(case, name)}
+    if case.output is None:
+        values["error"] = "no recorded output for this case (field 'output' / 'llm_answer_text')"
+    return Answer(**values)
+
+
+class RecordedTarget:
+    kind = "recorded"
+
+    def __init__(self, outputs_file: str | None = None) -> None:
+        self.outputs_file = outputs_file
+        self.outputs: dict[str, dict[str, Any]] = load_outputs(Path(outputs_file)) if outputs_file else {}
+
+    async def answer(self, case: Case) -> Answer:
+        recorded = self.outputs.get(case.id)
+        if recorded is None:
+            return answer_from_case(case)
+        base = answer_from_case(case).model_dump(exclude={"error"}, exclude_none=True)
+        base.update(recorded)
+        return Answer(**base)
+
+    async def aclose(self) -> None:
+        return None
+
+    def describe(self) -> dict[str, object]:
+        return {"kind": self.kind, "outputs_file": self.outputs_file}
+
+
+def load_outputs(path: Path) -> dict[str, dict[str, Any]]:
+    """Read an outputs file into id → answer fields; errors name the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot read outputs file ({exc.strerror})", where=str(path)) from None
+    rows: list[tuple[int, Any]] = []
+    if path.suffix == ".jsonl":
+        for number, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                rows.append((number, _json(line, f"{path}:{number}")))
+    else:
+        data = _json(text, str(path))
+        if isinstance(data, dict):
+            data = [{"id": key, **(value if isinstance(value, dict) else {"output": value})} for key, value in data.items()]
+        if not isinstance(data, list):
+            raise UserError("outputs file must be a JSON list, a mapping id → answer, or JSONL", where=str(path))
+        rows = [(1, row) for row in data]
+    outputs: dict[str, dict[str, Any]] = {}
+    for line, row in rows:
+        where = f"{path}:{line}"
+        if not isinstance(row, dict) or "id" not in row:
+            raise UserError("every output needs an 'id'", where=where)
+        outputs[str(row["id"])] = _answer_fields(row, where)
+    return outputs
+
+
+def _answer_fields(row: dict[str, Any], where: str) -> dict[str, Any]:
+    fields = {k: v for k, v in row.items() if k in ANSWER_FIELDS}
+    for alias in OUTPUT_ALIASES:
+        if alias in row and "output" not in fields:
+            fields["output"] = row[alias]
+    try:
+        Answer(**fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise UserError(f"field {'.'.join(map(str, error['loc']))}: {error['msg']}", where=where) from None
+    return fields
+
+
+def _json(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", where=where) from None
