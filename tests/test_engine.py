@@ -1,0 +1,158 @@
+"""The async engine: bounded concurrency, streaming sinks, metric outcome states, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from evalgate.dataset.models import Case
+from evalgate.engine import CasePlan, Engine
+from evalgate.metrics.options import MetricOptions
+from evalgate.metrics.registry import Metric, MetricContext, MetricSkipped, MetricUnavailable, Score
+from evalgate.records import Answer, CaseResult, CaseStatus, MetricStatus, Threshold
+from evalgate.run import ordered_metrics
+
+
+class SlowTarget:
+    kind = "fake"
+
+    def __init__(self, delay: float = 0.01) -> None:
+        self.delay = delay
+        self.in_flight = 0
+        self.peak = 0
+        self.calls = 0
+
+    async def answer(self, case: Case) -> Answer:
+        self.calls += 1
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay)
+        finally:
+            self.in_flight -= 1
+        if case.id == "boom":
+            return Answer(error="HTTP 503 from target")
+        return Answer(output=f"answer to {case.input}")
+
+    async def aclose(self) -> None:
+        return None
+
+    def describe(self) -> dict[str, object]:
+        return {"kind": self.kind}
+
+
+def make_metric(name: str, fn, *, depends_on: tuple[str, ...] = (), value_range=(0.0, 1.0)) -> Metric:
+    return Metric(name=name, fn=fn, direction="higher", default_threshold=None, applies=lambda c: True,
+                  kind="deterministic", description="", family="test", value_range=value_range,
+                  depends_on=depends_on)
+
+
+def length_metric(case: Case, answer: Answer, ctx: MetricContext) -> Score:
+    return Score(min(1.0, len(answer.output or "") / 20))
+
+
+async def judged_metric(case: Case, answer: Answer, ctx: MetricContext) -> Score:
+    if ctx.judge is None:
+        raise MetricSkipped("no judge configured")
+    return Score(1.0)
+
+
+def derived_metric(case: Case, answer: Answer, ctx: MetricContext) -> Score:
+    if "length" not in ctx.values:
+        raise MetricUnavailable("needs length")
+    return Score(ctx.values["length"] / 2)
+
+
+def broken_metric(case: Case, answer: Answer, ctx: MetricContext) -> Score:
+    raise ZeroDivisionError("bug")
+
+
+def out_of_range(case: Case, answer: Answer, ctx: MetricContext) -> Score:
+    return Score(1.5)
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.results: list[CaseResult] = []
+
+    def add(self, result: CaseResult) -> None:
+        self.results.append(result)
+
+
+def cases(n: int) -> list[Case]:
+    return [Case(id=f"c{i}", input=f"question {i}", index=i) for i in range(n)]
+
+
+def engine_for(target, metrics, sink, **kwargs) -> Engine:
+    plan = CasePlan(metrics=metrics, options=MetricOptions())
+    return Engine(target=target, plan_for=lambda case: plan, thresholds=kwargs.pop("thresholds", {}),
+                  sinks=[sink], **kwargs)
+
+
+def test_concurrency_is_bounded_and_every_case_streams_out() -> None:
+    target, sink = SlowTarget(), ListSink()
+    engine = engine_for(target, [make_metric("length", length_metric)], sink, concurrency=4)
+    stats = asyncio.run(engine.run(cases(40)))
+    assert target.peak == 4 and target.calls == 40 and stats.finished_cases == 40
+    assert sorted(r.index for r in sink.results) == list(range(40))
+
+
+def test_metric_outcome_states_and_dependency_order() -> None:
+    metrics = ordered_metrics(
+        {"length", "judged", "derived", "broken", "range"},
+        {
+            "derived": make_metric("derived", derived_metric, depends_on=("length",)),
+            "length": make_metric("length", length_metric),
+            "judged": make_metric("judged", judged_metric),
+            "broken": make_metric("broken", broken_metric),
+            "range": make_metric("range", out_of_range),
+        },
+    )
+    assert [m.name for m in metrics].index("length") < [m.name for m in metrics].index("derived")
+    sink = ListSink()
+    engine = engine_for(SlowTarget(0), metrics, sink, thresholds={"length": Threshold(op="min", value=0.5)})
+    asyncio.run(engine.run([Case(id="x", input="hi")]))
+    result = sink.results[0]
+    statuses = {name: m.status for name, m in result.metrics.items()}
+    assert statuses == {"broken": MetricStatus.errored, "derived": MetricStatus.passed,
+                        "judged": MetricStatus.skipped, "length": MetricStatus.passed,
+                        "range": MetricStatus.errored}
+    assert result.metrics["broken"].reason == "ZeroDivisionError: bug"
+    assert "outside the metric's range" in result.metrics["range"].reason
+    assert result.metrics["derived"].value == pytest.approx(result.metrics["length"].value / 2)
+    assert result.status is CaseStatus.errored
+
+
+def test_target_errors_make_errored_cases_and_the_run_goes_on() -> None:
+    sink = ListSink()
+    engine = engine_for(SlowTarget(0), [make_metric("length", length_metric)], sink)
+    asyncio.run(engine.run([Case(id="boom", input="a"), Case(id="ok", input="b", index=1)]))
+    by_id = {r.id: r for r in sink.results}
+    assert by_id["boom"].status is CaseStatus.errored and by_id["boom"].error == "HTTP 503 from target"
+    assert by_id["ok"].status is CaseStatus.passed
+
+
+def test_stop_event_keeps_finished_results_and_stops_new_work() -> None:
+    async def scenario() -> tuple[ListSink, SlowTarget, bool]:
+        sink, target, stop = ListSink(), SlowTarget(0.05), asyncio.Event()
+        engine = engine_for(target, [make_metric("length", length_metric)], sink, concurrency=2, stop=stop,
+                            grace_seconds=1.0)
+        task = asyncio.create_task(engine.run(cases(100)))
+        await asyncio.sleep(0.18)
+        stop.set()
+        stats = await task
+        return sink, target, stats.cancelled
+
+    sink, target, cancelled = asyncio.run(scenario())
+    assert cancelled
+    assert 4 <= len(sink.results) <= 12 and target.calls <= 12
+    assert all(r.status is CaseStatus.passed for r in sink.results)
+
+
+def test_repeats_run_each_case_n_times() -> None:
+    sink = ListSink()
+    engine = engine_for(SlowTarget(0), [make_metric("length", length_metric)], sink, repeat=3)
+    asyncio.run(engine.run(cases(2)))
+    assert sorted((r.id, r.repeat) for r in sink.results) == [("c0", 0), ("c0", 1), ("c0", 2),
+                                                              ("c1", 0), ("c1", 1), ("c1", 2)]
