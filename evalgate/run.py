@@ -23,6 +23,7 @@ from evalgate.dataset.models import Case
 from evalgate.engine import CasePlan, Engine
 from evalgate.errors import UserError
 from evalgate.gate import GatePolicy, Verdict, resolve_thresholds, run_verdict
+from evalgate.metrics.judged import default_category_metrics
 from evalgate.metrics.options import MetricOptions
 from evalgate.metrics.registry import Metric, all_metrics
 from evalgate.records import CaseResult, Threshold
@@ -141,19 +142,21 @@ def make_planner(metrics: Mapping[str, Metric], global_suite: Any, suites: Mappi
 
     def plan_for(case: Case) -> CasePlan:
         suite = suites.get(case.suite) if case.suite else None
-        names = {name for name, metric in metrics.items() if metric.applies(case)}
+        options = options_for(case.suite)
+        names = {name for name, metric in metrics.items() if metric.applies_to(case, options)}
         excluded: set[str] = set(global_suite.exclude_metrics or [])
-        for config in (global_suite, suite):
-            if config is None:
-                continue
+        configs = [config for config in (global_suite, suite) if config is not None]
+        category_maps = [c.category_metrics for c in configs if c.category_metrics] or [default_category_metrics()]
+        for category_map in category_maps:
+            names |= set(category_map.get(case.category or "", []))
+        for config in configs:
             names |= set(config.metrics or [])
-            names |= set((config.category_metrics or {}).get(case.category or "", []))
             excluded |= set(config.exclude_metrics or [])
         names |= set(case.metrics or [])
         names -= excluded
         key = (case.suite, frozenset(names))
         if key not in plan_cache:
-            plan_cache[key] = CasePlan(metrics=ordered_metrics(names, metrics), options=options_for(case.suite))
+            plan_cache[key] = CasePlan(metrics=ordered_metrics(names, metrics), options=options)
         return plan_cache[key]
 
     return plan_for
@@ -303,14 +306,19 @@ async def execute(
     install_signal_handlers: bool = True,
 ) -> RunOutcome:
     """Run the evaluation and write results.json + SQLite. Always finalises what was computed."""
+    from evalgate.execution import Runtime
+    from evalgate.judges.costs import add_spend
+    from evalgate.judges.estimate import announce_estimate
     from evalgate.judges.factory import build_judge
     from evalgate.targets.factory import build_target
 
     prepared = prepare(settings, suite_config, cwd)
     progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
-    judge = build_judge(settings)
-    target = build_target(settings)
     stop = stop or asyncio.Event()
+    runtime = Runtime.from_settings(settings, stop)
+    judge = build_judge(settings, runtime)
+    target = build_target(settings, runtime)
+    estimate = announce_estimate(settings, prepared, judge, target)
     now = dt.datetime.now(dt.UTC)
     run_id, timestamp = new_run_id(now), now.strftime("%Y-%m-%dT%H:%M:%SZ")
     output_dir = settings.output_path
@@ -350,12 +358,17 @@ async def execute(
             with contextlib.suppress(Exception):
                 await judge.aclose()
         extra = [f"run {status} before every case finished"] if status != "completed" else []
+        if runtime.ledger.exceeded:
+            extra.append(f"max_cost ${settings.max_cost:g} reached: the run stopped before exceeding the budget")
         verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra)
+        metadata = run_metadata(settings, prepared, target) | runtime.metadata() | {"estimate": estimate}
+        if judge is not None:
+            metadata["judge"] = redact_mapping(judge.metadata())
         document = build_document(
             run_id=run_id, timestamp=timestamp, status=status, aggregate=aggregate,
-            thresholds=prepared.thresholds, verdict=verdict,
-            metadata=run_metadata(settings, prepared, target), metrics=prepared.metrics,
+            thresholds=prepared.thresholds, verdict=verdict, metadata=metadata, metrics=prepared.metrics,
         )
+        add_spend(document["summary"], runtime.ledger)
         write_results(results_path, document, spool)
         spool.close()
         store.finish(document)

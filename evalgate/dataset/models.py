@@ -81,7 +81,9 @@ class RuleCheck(BaseModel):
 
     @property
     def label(self) -> str:
-        return self.name or f"{self.type}:{self.value}" if self.value is not None else self.type
+        if self.name:
+            return self.name
+        return self.type if self.value is None else f"{self.type}:{self.value}"
 
 
 def _alias(*names: str) -> Any:

@@ -58,7 +58,8 @@ class MetricContext:
 
 
 MetricFn = Callable[["Case", "Answer", MetricContext], "Score | Awaitable[Score]"]
-AppliesFn = Callable[["Case"], bool]
+AppliesFn = Callable[..., bool]
+"""``applies(case)`` or ``applies(case, options)`` → True when the metric runs on the case."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,12 @@ class Metric:
 
     def gated_by_default(self) -> bool:
         return self.default_threshold is not None
+
+    def applies_to(self, case: Case, options: Any) -> bool:
+        """Whether the metric runs on ``case``; ``applies`` may take ``(case)`` or ``(case, options)``."""
+        if self.applies.__code__.co_argcount >= 2:  # type: ignore[attr-defined]
+            return bool(self.applies(case, options))  # type: ignore[call-arg]
+        return bool(self.applies(case))  # type: ignore[call-arg]
 
 
 REGISTRY: dict[str, Metric] = {}

@@ -18,7 +18,7 @@ MAX_FAILED_LISTED = 25
 def make_console(stream: IO[str] | None = None) -> Console:
     stream = stream or sys.stdout
     tty = hasattr(stream, "isatty") and stream.isatty()
-    return Console(file=stream, force_terminal=tty, no_color=not tty, highlight=False, soft_wrap=False,
+    return Console(file=stream, force_terminal=tty, no_color=not tty, highlight=False, soft_wrap=True,
                    width=None if tty else 120)
 
 
@@ -127,28 +127,37 @@ class FailureCollector:
 
 
 class PlainProgress:
-    """Progress as plain lines (CI logs): one line per ~5% or every 10 seconds."""
+    """Progress as plain lines for CI logs: nothing for runs shorter than ``quiet_seconds``, then at
+    most one line every ``every_seconds`` and a final line."""
 
-    def __init__(self, total: int, stream: IO[str] | None = None) -> None:
+    def __init__(self, total: int, stream: IO[str] | None = None, *, quiet_seconds: float = 3.0,
+                 every_seconds: float = 10.0) -> None:
         self.total = total
         self.stream = stream or sys.stderr
         self.done = 0
         self.failed = 0
-        self.step = max(1, total // 20)
-        self.last = time.monotonic()
+        self.started = time.monotonic()
+        self.quiet_until = self.started + quiet_seconds
+        self.every_seconds = every_seconds
+        self.last = 0.0
+        self.printed = False
 
     def add(self, result: CaseResult) -> None:
         self.done += 1
         self.failed += 0 if result.passed else 1
         now = time.monotonic()
-        if self.done % self.step == 0 or self.done == self.total or now - self.last > 10:
-            self.last = now
-            percent = self.done / self.total if self.total else 1.0
-            print(f"[evalgate] {self.done}/{self.total} cases ({percent:.0%}), {self.failed} not passed",
-                  file=self.stream, flush=True)
+        if now >= self.quiet_until and now - self.last >= self.every_seconds:
+            self._line(now)
+
+    def _line(self, now: float) -> None:
+        self.last, self.printed = now, True
+        percent = self.done / self.total if self.total else 1.0
+        print(f"[evalgate] {self.done}/{self.total} cases ({percent:.0%}), {self.failed} not passed,"
+              f" {now - self.started:.0f}s", file=self.stream, flush=True)
 
     def close(self) -> None:
-        return None
+        if self.printed and self.last and self.done:
+            self._line(time.monotonic())
 
 
 class RichProgress:

@@ -1,0 +1,164 @@
+"""Source-retrieval metrics (seed 000's hit rate and MRR, seed 002's diagnostic MRR, precision@k and
+recall@k): how well the sources a target returned, in rank order, cover a case's ``expected_sources``.
+
+Sources are compared by a normalised key (``normalize_source``):
+
+1. a Wikipedia-style URL (``[scheme://]host/wiki/Title``, any language or mobile host) becomes its
+   title: the part after ``/wiki/`` up to any ``?`` or ``#``;
+2. any other URL (``scheme://host/path?query#fragment``) becomes ``host/path`` without query,
+   fragment or trailing ``/``;
+3. the result is percent-decoded (UTF-8), underscores become spaces, whitespace runs collapse to one
+   space and the text is Unicode case-folded.
+
+So ``https://en.wikipedia.org/wiki/Consumer_behaviour``, ``Consumer_behaviour`` and
+``consumer behaviour`` are the same source. A source returned more than once counts once, at its
+first rank: ranks are positions in the de-duplicated returned list, starting at 1.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from evalgate.metrics.registry import MetricContext, MetricUnavailable, Score, metric
+from evalgate.metrics.text import fold, unique
+
+if TYPE_CHECKING:
+    from evalgate.dataset.models import Case
+    from evalgate.records import Answer
+
+DETAILS_LIST_LIMIT = 20
+"""Returned sources listed in a metric's details (the rest are counted, not listed)."""
+
+_WIKI_PREFIX = re.compile(r"^(?:[a-z][a-z0-9+.\-]*://)?[^\s/?#]+\.[^\s/?#]+/wiki/", re.IGNORECASE)
+_URL = re.compile(r"^[a-z][a-z0-9+.\-]*://(?P<host>[^/?#\s]*)(?P<path>[^?#]*)", re.IGNORECASE)
+_MEMO_KEY = "retrieval:sources"
+
+
+def normalize_source(source: str) -> str:
+    """The comparison key of a source title or URL (rules in the module docstring)."""
+    text = source.strip()
+    wiki = _WIKI_PREFIX.match(text)
+    if wiki:
+        text = re.split(r"[?#]", text[wiki.end() :], maxsplit=1)[0]
+    else:
+        url = _URL.match(text)
+        if url:
+            text = url.group("host").lower() + url.group("path").rstrip("/")
+    return fold(unquote(text).replace("_", " "))
+
+
+@dataclass(frozen=True, slots=True)
+class SourceMatch:
+    """Expected and returned sources of one case after normalisation and de-duplication.
+
+    ``ranks`` maps each matched expected key to its 1-based rank among the de-duplicated returned keys.
+    """
+
+    expected: tuple[str, ...]
+    returned: tuple[str, ...]
+    returned_raw: tuple[str, ...]
+    ranks: dict[str, int]
+
+    @property
+    def first_rank(self) -> int | None:
+        return min(self.ranks.values()) if self.ranks else None
+
+    def relevant_in_top(self, k: int) -> int:
+        """Number of expected sources among the first ``k`` de-duplicated returned sources."""
+        return sum(1 for rank in self.ranks.values() if rank <= k)
+
+    def details(self) -> dict[str, Any]:
+        """Matched sources (as returned, rank order), first rank and the returned list (≤ 20 shown)."""
+        by_rank = sorted(self.ranks.items(), key=lambda item: item[1])
+        return {
+            "matched": [self.returned_raw[rank - 1] for _, rank in by_rank],
+            "first_rank": self.first_rank,
+            "expected": len(self.expected),
+            "returned": list(self.returned_raw[:DETAILS_LIST_LIMIT]),
+            "returned_count": len(self.returned_raw),
+        }
+
+
+def match_sources(expected: list[str], returned: list[str]) -> SourceMatch:
+    """Normalise, de-duplicate (first occurrence wins) and rank-match ``returned`` against ``expected``.
+
+    Blank entries (empty after normalisation) are dropped on both sides.
+    """
+    expected_keys = unique((k for k in map(normalize_source, expected) if k), key=lambda k: k)
+    pairs = unique(((normalize_source(r), r) for r in returned), key=lambda pair: pair[0])
+    pairs = [(key, raw) for key, raw in pairs if key]
+    wanted = set(expected_keys)
+    ranks = {key: rank for rank, (key, _) in enumerate(pairs, start=1) if key in wanted}
+    return SourceMatch(
+        expected=tuple(expected_keys),
+        returned=tuple(key for key, _ in pairs),
+        returned_raw=tuple(raw for _, raw in pairs),
+        ranks=ranks,
+    )
+
+
+def _has_expected_sources(case: Case) -> bool:
+    return bool(case.expected_sources)
+
+
+def _source_match(case: Case, answer: Answer, ctx: MetricContext) -> SourceMatch:
+    """The case's ``SourceMatch``, computed once per case and kept in ``ctx.memo``."""
+    cached = ctx.memo.get(_MEMO_KEY)
+    if isinstance(cached, SourceMatch):
+        return cached
+    if answer.sources is None:
+        raise MetricUnavailable("target returned no sources")
+    found = match_sources(case.expected_sources or [], answer.sources)
+    if not found.expected:
+        raise MetricUnavailable("expected_sources holds only blank entries")
+    ctx.memo[_MEMO_KEY] = found
+    return found
+
+
+def _cutoff(ctx: MetricContext) -> int:
+    return int(getattr(ctx.options, "k", 5))
+
+
+@metric("hit_rate", family="retrieval", threshold=0.80, applies=_has_expected_sources)
+def hit_rate(case: Case, answer: Answer, ctx: MetricContext) -> Score:
+    """Hit rate: 1.0 when at least one expected source is among the returned sources, else 0.0; the
+    suite average is (questions with an expected source found) / (questions).
+
+    Sources are compared after normalisation (URL prefix stripped, percent-decoded, underscores as
+    spaces, case-folded).
+    """
+    found = _source_match(case, answer, ctx)
+    return Score(1.0 if found.ranks else 0.0, found.details())
+
+
+@metric("mrr", family="retrieval", threshold=0.70, applies=_has_expected_sources)
+def mrr(case: Case, answer: Answer, ctx: MetricContext) -> Score:
+    """Reciprocal rank: 1/rank of the first expected source among the returned sources (ranks from 1,
+    duplicates counted once), 0.0 when none is returned; the suite average is the MRR.
+    """
+    found = _source_match(case, answer, ctx)
+    first = found.first_rank
+    return Score(1.0 / first if first else 0.0, found.details())
+
+
+@metric("precision_at_k", family="retrieval", applies=_has_expected_sources)
+def precision_at_k(case: Case, answer: Answer, ctx: MetricContext) -> Score:
+    """Precision@k: (expected sources among the first k returned) / k, with k from the ``k`` metric
+    option (default 5); fewer than k returned sources still divide by k.
+    """
+    k = _cutoff(ctx)
+    found = _source_match(case, answer, ctx)
+    return Score(found.relevant_in_top(k) / k, {**found.details(), "k": k})
+
+
+@metric("recall_at_k", family="retrieval", applies=_has_expected_sources)
+def recall_at_k(case: Case, answer: Answer, ctx: MetricContext) -> Score:
+    """Recall@k: (expected sources among the first k returned) / (distinct expected sources), with k
+    from the ``k`` metric option (default 5).
+    """
+    k = _cutoff(ctx)
+    found = _source_match(case, answer, ctx)
+    return Score(found.relevant_in_top(k) / len(found.expected), {**found.details(), "k": k})

@@ -1,0 +1,137 @@
+"""Shared text helpers for metrics: normalisation, order-preserving de-duplication and term matching
+with word boundaries that also work for names containing punctuation ("C++", "AT&T", "Monday.com").
+
+Term matching rules (``term_pattern``/``find_terms``):
+
+* case-insensitive (Unicode-aware), and any run of whitespace in a term matches any run of whitespace
+  (including a line break) in the text;
+* a word boundary is required on each edge of the term whose edge character is a word character
+  (letter, digit or underscore): "hub" never matches inside "GitHub", "HubSpot" not inside
+  "HubSpotter", "Box" not inside "Dropbox". Punctuation next to the term is a boundary, so
+  "Salesforce's", "(HubSpot)", "**HubSpot**" and "HubSpot-powered" all contain "HubSpot";
+* an edge that is itself punctuation needs no boundary: "C++" is found in "C++17", ".NET" in "ASP.NET";
+* ``find_terms`` matches longer terms first and never lets two matches overlap, so "HubSpot" is found
+  only where it stands on its own, not inside a match of "HubSpot CRM" or "HubSpot.com".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TypeVar
+
+T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+
+_WHITESPACE = re.compile(r"\s+")
+_WORD_CHAR = re.compile(r"\w")
+
+
+def collapse_whitespace(text: str) -> str:
+    """Strip ``text`` and replace every run of whitespace with one space."""
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+def fold(text: str) -> str:
+    """Comparison key for names: whitespace collapsed, then Unicode case-folded ("HubSpot " → "hubspot")."""
+    return collapse_whitespace(text).casefold()
+
+
+def unique(items: Iterable[T], key: Callable[[T], K]) -> list[T]:
+    """``items`` without repeats under ``key``, keeping each first occurrence in its original order."""
+    seen: set[K] = set()
+    kept: list[T] = []
+    for item in items:
+        k = key(item)
+        if k not in seen:
+            seen.add(k)
+            kept.append(item)
+    return kept
+
+
+def is_word_char(char: str) -> bool:
+    """True for a letter, digit or underscore (regex ``\\w``, Unicode)."""
+    return bool(_WORD_CHAR.fullmatch(char))
+
+
+@lru_cache(maxsize=4096)
+def term_pattern(term: str) -> re.Pattern[str]:
+    """Compiled case-insensitive pattern for ``term`` with the edge-aware word boundaries above.
+
+    Raises ``ValueError`` for a term that is empty after whitespace is collapsed.
+    """
+    cleaned = collapse_whitespace(term)
+    if not cleaned:
+        raise ValueError("empty term")
+    body = r"\s+".join(re.escape(part) for part in cleaned.split(" "))
+    left = r"(?<!\w)" if is_word_char(cleaned[0]) else ""
+    right = r"(?!\w)" if is_word_char(cleaned[-1]) else ""
+    return re.compile(left + body + right, re.IGNORECASE)
+
+
+def contains_term(text: str, term: str) -> bool:
+    """True when ``term`` occurs in ``text`` under the matching rules (empty term → False)."""
+    if not collapse_whitespace(term):
+        return False
+    return term_pattern(term).search(text) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class TermMatch:
+    """One occurrence of ``terms[term_index]`` at ``text[start:end]``."""
+
+    term_index: int
+    start: int
+    end: int
+    matched: str
+
+
+def _overlaps(start: int, end: int, claimed: Sequence[tuple[int, int]]) -> bool:
+    return any(start < c_end and c_start < end for c_start, c_end in claimed)
+
+
+def _claim(text: str, pattern: re.Pattern[str], claimed: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Every occurrence of ``pattern`` not overlapping ``claimed`` (scanning one character on after a
+    rejected overlap, so an occurrence right behind a claimed span is still found)."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while pos <= len(text):
+        found = pattern.search(text, pos)
+        if found is None:
+            break
+        span = (found.start(), found.end())
+        if _overlaps(*span, claimed) or _overlaps(*span, spans):
+            pos = found.start() + 1
+            continue
+        spans.append(span)
+        pos = found.end()
+    return spans
+
+
+def find_terms(text: str, terms: Sequence[str]) -> list[TermMatch]:
+    """All non-overlapping occurrences of ``terms`` in ``text``, sorted by position.
+
+    Longer terms (by collapsed length) claim their spans first; ties go to the earlier term. Blank terms
+    are ignored. Cost: O(len(terms) · len(text)) regex scans.
+    """
+    order = sorted(
+        (i for i, t in enumerate(terms) if collapse_whitespace(t)),
+        key=lambda i: (-len(collapse_whitespace(terms[i])), i),
+    )
+    claimed: list[tuple[int, int]] = []
+    matches: list[TermMatch] = []
+    for index in order:
+        spans = _claim(text, term_pattern(terms[index]), claimed)
+        claimed.extend(spans)
+        matches.extend(TermMatch(index, s, e, text[s:e]) for s, e in spans)
+    return sorted(matches, key=lambda m: (m.start, m.term_index))
+
+
+def first_positions(text: str, terms: Sequence[str]) -> dict[int, int]:
+    """Term index → offset of its first non-overlapping occurrence (terms never found are absent)."""
+    first: dict[int, int] = {}
+    for match in find_terms(text, terms):
+        first.setdefault(match.term_index, match.start)
+    return first
