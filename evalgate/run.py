@@ -73,10 +73,11 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
     """Load and select the cases, resolve thresholds, and build each case's metric plan."""
     from evalgate.dataset.load import load_datasets
     from evalgate.dataset.select import select_cases
-    from evalgate.dataset.suite import SuiteConfig
+    from evalgate.dataset.suite import SuiteConfig, parse_suite_config
 
     metrics = all_metrics()
-    global_suite = SuiteConfig.model_validate(dict(suite_config)) if suite_config else SuiteConfig()
+    config_name = settings.config or "evalgate.yaml"
+    global_suite = parse_suite_config(dict(suite_config), config_name, label="") if suite_config else SuiteConfig()
     paths = settings.dataset or default_datasets()
     loaded = load_datasets(paths, base_dir=cwd or Path.cwd())
     cases = select_cases(
@@ -91,7 +92,7 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
     _check_metric_names(metrics, global_suite, suites, cases)
     thresholds = resolve_thresholds(metrics, _threshold_layers(global_suite, suites, settings))
     plan_for = make_planner(metrics, global_suite, suites)
-    return Prepared(cases=list(cases), files=loaded.files, thresholds=thresholds, plan_for=plan_for, metrics=metrics)
+    return Prepared(cases=list(cases), files=loaded.metadata(), thresholds=thresholds, plan_for=plan_for, metrics=metrics)
 
 
 def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: Settings) -> list[tuple[Mapping[str, Any], str]]:

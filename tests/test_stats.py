@@ -1,0 +1,259 @@
+"""Hand-checked tests for evalgate.stats: McNemar, bootstrap intervals, repeat summaries."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+from evalgate import stats
+from evalgate.stats import (
+    bootstrap_mean_ci,
+    mcnemar_exact,
+    paired_bootstrap_ci,
+    repeat_verdict,
+    significant,
+    summarise_repeats,
+)
+
+# ── McNemar ──────────────────────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("b", "c", "expected"),
+    [
+        (0, 0, 1.0),
+        (0, 5, 2 / 32),  # 2·C(5,0)/2^5
+        (5, 0, 2 / 32),
+        (1, 5, 2 * (1 + 6) / 64),  # 2·(C(6,0)+C(6,1))/2^6
+        (2, 8, 2 * (1 + 10 + 45) / 1024),
+        (3, 3, 1.0),
+        (4, 5, 1.0),  # 2k + 1 = n: the lower tail is exactly half the mass
+        (2, 0, 0.5),
+    ],
+)
+def test_mcnemar_hand_computed(b: int, c: int, expected: float) -> None:
+    assert mcnemar_exact(b, c) == pytest.approx(expected, rel=1e-15)
+
+
+def test_mcnemar_matches_scipy_binomtest_on_grid() -> None:
+    scipy_stats = pytest.importorskip("scipy.stats")
+    for b in range(61):
+        for c in range(max(b, 1), 61):  # b ≤ c; the swapped pair must give the same p
+            expected = scipy_stats.binomtest(b, b + c, 0.5).pvalue
+            assert mcnemar_exact(b, c) == pytest.approx(expected, rel=1e-12, abs=0.0), (b, c)
+            assert mcnemar_exact(c, b) == mcnemar_exact(b, c)
+
+
+@pytest.mark.parametrize(
+    ("b", "c"),
+    [
+        (900, 1100),  # n = 2000: last exact-integer size
+        (900, 1101),  # n = 2001: first saddle-point size
+        (1000, 1200),
+        (5000, 5400),
+        (40000, 40500),
+        (100000, 99000),
+        (1_000_000, 1_003_000),
+        (2000, 2600),  # p ≈ 9e-19: accuracy holds far into the tail
+    ],
+)
+def test_mcnemar_matches_scipy_for_large_n(b: int, c: int) -> None:
+    scipy_stats = pytest.importorskip("scipy.stats")
+    expected = scipy_stats.binomtest(min(b, c), b + c, 0.5).pvalue
+    assert mcnemar_exact(b, c) == pytest.approx(expected, rel=1e-10, abs=0.0)
+
+
+def test_mcnemar_is_fast_and_underflows_to_zero() -> None:
+    start = time.perf_counter()
+    assert 0.0 < mcnemar_exact(5_000_000, 5_010_000) < 0.01
+    assert mcnemar_exact(0, 5000) == 0.0  # 2/2^5000 is below the smallest double
+    assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.parametrize(("b", "c"), [(-1, 3), (2.0, 3), (True, 3)])
+def test_mcnemar_rejects_non_counts(b: object, c: object) -> None:
+    with pytest.raises(ValueError):
+        mcnemar_exact(b, c)  # type: ignore[arg-type]
+
+
+# ── bootstrap ────────────────────────────────────────────────────────────────────────────────
+
+
+def _noisy_pairs(n: int, shift: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0.5, 1.0, size=n)
+    return base, base + shift + rng.normal(0.0, 0.1, size=n)
+
+
+def test_paired_bootstrap_is_reproducible_under_a_fixed_seed() -> None:
+    base, head = _noisy_pairs(50, -0.02, seed=1)
+    first = paired_bootstrap_ci(base, head, resamples=2000, seed=7)
+    second = paired_bootstrap_ci(list(base), list(head), resamples=2000, seed=7)
+    other = paired_bootstrap_ci(base, head, resamples=2000, seed=8)
+    assert first == second
+    assert first != other
+    assert first is not None and first[0] == pytest.approx(float(np.mean(head - base)))
+    assert first[1] < first[0] < first[2]
+
+
+def test_paired_bootstrap_coverage_is_near_nominal() -> None:
+    """400 trials of n=40 normal differences with true mean 0.3: a 95% interval covers it ~95%."""
+    rng = np.random.default_rng(2026)
+    true_delta, covered, trials = 0.3, 0, 400
+    for trial in range(trials):
+        base = rng.normal(0.0, 1.0, size=40)
+        head = base + rng.normal(true_delta, 1.0, size=40)
+        interval = paired_bootstrap_ci(base, head, resamples=2000, seed=trial)
+        assert interval is not None
+        covered += interval[1] <= true_delta <= interval[2]
+    assert 0.90 <= covered / trials <= 0.98
+
+
+def test_bootstrap_of_two_values_has_known_distribution() -> None:
+    """Resample means of [0, 1] are 0, ½, 1 with probabilities ¼, ½, ¼: the 95% interval is [0, 1]."""
+    assert bootstrap_mean_ci([0.0, 1.0], resamples=4000, seed=3) == (0.5, 0.0, 1.0)
+
+
+def test_bootstrap_of_binary_values_matches_the_binomial_quantiles() -> None:
+    """For 0/1 data with p̂ = k/n the resample mean is Binomial(n, p̂)/n (multinomial path, exact)."""
+    scipy_stats = pytest.importorskip("scipy.stats")
+    values = [1.0] * 100 + [0.0] * 300
+    interval = bootstrap_mean_ci(values, resamples=20000, seed=11)
+    assert interval is not None
+    low_exact = scipy_stats.binom.ppf(0.025, 400, 0.25) / 400
+    high_exact = scipy_stats.binom.ppf(0.975, 400, 0.25) / 400
+    assert interval[0] == 0.25
+    assert abs(interval[1] - low_exact) <= 1 / 400
+    assert abs(interval[2] - high_exact) <= 1 / 400
+
+
+@pytest.mark.parametrize("sampler", ["gather", "multinomial"])
+def test_resampling_paths_have_the_bootstrap_moments(sampler: str) -> None:
+    """Resample means have mean x̄ and standard deviation σ̂/√n (σ̂ with denominator n)."""
+    rng = np.random.default_rng(5)
+    x = rng.exponential(1.0, size=300) if sampler == "gather" else rng.integers(0, 4, size=300) / 3
+    generator = np.random.default_rng(9)
+    if sampler == "gather":
+        means = stats._gather_means(x, 20000, generator)
+    else:
+        values, counts = np.unique(x, return_counts=True)
+        means = stats._multinomial_means(values, counts, 20000, generator)
+    se = x.std() / math.sqrt(x.size)
+    assert means.mean() == pytest.approx(x.mean(), abs=4 * se / math.sqrt(20000))
+    assert means.std() == pytest.approx(se, rel=0.03)
+
+
+def test_large_samples_use_cornish_fisher_close_to_exact_resampling() -> None:
+    rng = np.random.default_rng(17)
+    x = rng.exponential(1.0, size=8000)  # skewness 2: the skew term matters
+    approximated = bootstrap_mean_ci(x, seed=1)
+    resampled = bootstrap_mean_ci(x, seed=1, exact_work_limit=10**12)
+    assert approximated is not None and resampled is not None
+    se = x.std() / math.sqrt(x.size)
+    assert approximated[0] == resampled[0]
+    assert abs(approximated[1] - resampled[1]) < 0.12 * se
+    assert abs(approximated[2] - resampled[2]) < 0.12 * se
+    skewed_high = approximated[2] - approximated[0]
+    skewed_low = approximated[0] - approximated[1]
+    assert skewed_high > skewed_low  # right-skewed data: a longer upper arm
+
+
+def test_hundred_thousand_pairs_are_fast() -> None:
+    rng = np.random.default_rng(23)
+    continuous = rng.normal(size=100_000)
+    binary_base = (rng.random(100_000) < 0.8).astype(float)
+    binary_head = (rng.random(100_000) < 0.79).astype(float)
+    start = time.perf_counter()
+    wide = paired_bootstrap_ci(continuous, continuous + rng.normal(0.01, 1.0, size=100_000))
+    flips = paired_bootstrap_ci(binary_base, binary_head)
+    assert time.perf_counter() - start < 5.0
+    assert wide is not None and wide[1] < wide[0] < wide[2]
+    assert flips is not None and flips[1] < flips[0] < flips[2]
+
+
+def test_degenerate_samples() -> None:
+    assert paired_bootstrap_ci([], []) is None
+    assert bootstrap_mean_ci([]) is None
+    assert paired_bootstrap_ci([0.5], [0.7]) == pytest.approx((0.2, 0.2, 0.2))
+    collapsed = paired_bootstrap_ci([0.1, 0.2, 0.3], [0.15, 0.25, 0.35])
+    assert collapsed is not None and collapsed[1] == collapsed[2] == collapsed[0]
+    assert bootstrap_mean_ci([0.4] * 7) == (0.4, 0.4, 0.4)
+
+
+def test_significance_rule() -> None:
+    assert significant(-0.06, -0.004, n=14)
+    assert significant(0.01, 0.03, n=5)
+    assert not significant(-0.03, 0.008, n=100)
+    assert not significant(0.0, 0.02, n=100)  # touching 0 is not excluding it
+    assert not significant(0.1, 0.1, n=4)  # collapsed interval from too few pairs
+    assert significant(0.1, 0.1, n=stats.MIN_PAIRS_FOR_SIGNIFICANCE)
+    assert not significant(0.0, 0.0, n=50)
+
+
+@pytest.mark.parametrize(
+    ("base", "head", "kwargs"),
+    [
+        ([1.0, 2.0], [1.0], {}),
+        ([1.0, math.nan], [1.0, 2.0], {}),
+        ([1.0, 2.0], [1.0, math.inf], {}),
+        ([1.0, 2.0], [1.0, 3.0], {"confidence": 1.0}),
+        ([1.0, 2.0], [1.0, 3.0], {"resamples": 0}),
+    ],
+)
+def test_bootstrap_rejects_bad_input(base: list[float], head: list[float], kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        paired_bootstrap_ci(base, head, **kwargs)  # type: ignore[arg-type]
+
+
+# ── repeats ──────────────────────────────────────────────────────────────────────────────────
+
+
+def test_summarise_repeats_statistics() -> None:
+    summary = summarise_repeats([0.8, None, 0.6], [True, False, True])
+    assert summary.repeats == 3 and summary.values == 2
+    assert summary.mean == pytest.approx(0.7)
+    assert summary.stdev == pytest.approx(math.sqrt(0.02))  # ((0.1)² + (0.1)²) / (2 − 1)
+    assert (summary.min, summary.max) == (0.6, 0.8)
+    assert summary.pass_fraction == pytest.approx(2 / 3)
+    assert summary.flaky and summary.passed and summary.rule == "majority"
+    assert summary.to_dict()["pass_fraction"] == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "majority", "all_", "any_"),
+    [
+        ([True, True, True], True, True, True),
+        ([True, True, False], True, False, True),
+        ([True, False], False, False, True),  # tie → fail under majority
+        ([True, False, False], False, False, True),
+        ([False, False], False, False, False),
+        ([True], True, True, True),
+    ],
+)
+def test_repeat_rules(outcomes: list[bool], majority: bool, all_: bool, any_: bool) -> None:
+    assert repeat_verdict(outcomes, "majority") is majority
+    assert repeat_verdict(outcomes, "all") is all_
+    assert repeat_verdict(outcomes, "any") is any_
+    summary = summarise_repeats([None] * len(outcomes), outcomes, rule="all")
+    assert summary.passed is all_
+    assert summary.flaky is (len(set(outcomes)) > 1)
+
+
+def test_summarise_repeats_without_values_and_stable_outcomes() -> None:
+    summary = summarise_repeats([None, None], [False, False])
+    assert summary.mean is None and summary.stdev is None and summary.min is None
+    assert not summary.flaky and not summary.passed and summary.pass_fraction == 0.0
+    single = summarise_repeats([0.9], [True])
+    assert single.mean == 0.9 and single.stdev is None and not single.flaky
+
+
+def test_summarise_repeats_rejects_bad_input() -> None:
+    with pytest.raises(ValueError):
+        summarise_repeats([0.1], [True, False])
+    with pytest.raises(ValueError):
+        summarise_repeats([], [])
+    with pytest.raises(ValueError):
+        repeat_verdict([True], "most")  # type: ignore[arg-type]
