@@ -75,15 +75,16 @@ class Metric:
     value_range: tuple[float, float] | None = (0.0, 1.0)
     depends_on: tuple[str, ...] = ()
     """Metrics whose values this one reads from ``ctx.values`` (computed first when they apply)."""
+    applies_takes_options: bool = False
 
     def gated_by_default(self) -> bool:
         return self.default_threshold is not None
 
     def applies_to(self, case: Case, options: Any) -> bool:
         """Whether the metric runs on ``case``; ``applies`` may take ``(case)`` or ``(case, options)``."""
-        if self.applies.__code__.co_argcount >= 2:  # type: ignore[attr-defined]
-            return bool(self.applies(case, options))  # type: ignore[call-arg]
-        return bool(self.applies(case))  # type: ignore[call-arg]
+        if self.applies_takes_options:
+            return bool(self.applies(case, options))
+        return bool(self.applies(case))
 
 
 REGISTRY: dict[str, Metric] = {}
@@ -117,10 +118,17 @@ def metric(
             family=family,
             value_range=value_range,
             depends_on=depends_on,
+            applies_takes_options=_arity(applies) >= 2,
         )
         return fn
 
     return register
+
+
+def _arity(fn: Callable[..., Any]) -> int:
+    import inspect
+
+    return len(inspect.signature(fn).parameters)
 
 
 def get_metric(name: str) -> Metric:

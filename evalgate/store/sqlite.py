@@ -85,6 +85,8 @@ CREATE INDEX IF NOT EXISTS idx_eg_cases_run ON eg_cases(run_id, idx);
 """
 
 COMMIT_EVERY_CASES = 500
+"""Rows are buffered in memory and written with one executemany per batch: results reach disk at
+least every second, so a crash loses at most the last second of work."""
 COMMIT_EVERY_SECONDS = 1.0
 
 
@@ -150,40 +152,41 @@ class SQLiteStore:
         self.db = open_database(path)
         self._pending = 0
         self._last_commit = time.monotonic()
+        self._metric_rows: list[dict[str, Any]] = []
+        self._case_rows: list[tuple[Any, ...]] = []
         self._conn = self.db.conn
         self._conn.execute("BEGIN")
         self._write_run_row("running", {"status": "running"}, totals=(0, 0, 0, 0.0))
         self._commit()
 
     def add(self, result: CaseResult, record_json: str) -> None:
-        rows = metric_rows(result, self.run_id, self.timestamp)
-        self._conn.executemany(
-            "INSERT OR REPLACE INTO eval_results (eval_run_id, test_description, overall_passed, metric_name,"
-            " metric_value, metric_passed, metric_details_json, timestamp_utc)"
-            " VALUES (:eval_run_id, :test_description, :overall_passed, :metric_name, :metric_value,"
-            " :metric_passed, :metric_details_json, :timestamp_utc)",
-            rows,
-        )
-        self._conn.execute(
-            "INSERT OR REPLACE INTO eg_cases (run_id, case_id, repeat, idx, status, passed, risk_level, source, record)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                self.run_id,
-                result.id,
-                result.repeat,
-                result.index,
-                result.status.value,
-                int(result.passed),
-                result.risk_level,
-                result.source,
-                record_json,
-            ),
-        )
+        """Queue one case's rows; they are written in batches (every 500 cases or every second)."""
+        self._metric_rows.extend(metric_rows(result, self.run_id, self.timestamp))
+        self._case_rows.append((self.run_id, result.id, result.repeat, result.index, result.status.value,
+                                int(result.passed), result.risk_level, result.source, record_json))
         self._pending += 1
         if self._pending >= COMMIT_EVERY_CASES or time.monotonic() - self._last_commit > COMMIT_EVERY_SECONDS:
             self._commit()
 
+    def _flush_rows(self) -> None:
+        if self._metric_rows:
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO eval_results (eval_run_id, test_description, overall_passed, metric_name,"
+                " metric_value, metric_passed, metric_details_json, timestamp_utc)"
+                " VALUES (:eval_run_id, :test_description, :overall_passed, :metric_name, :metric_value,"
+                " :metric_passed, :metric_details_json, :timestamp_utc)",
+                self._metric_rows,
+            )
+        if self._case_rows:
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO eg_cases (run_id, case_id, repeat, idx, status, passed, risk_level, source,"
+                " record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                self._case_rows,
+            )
+        self._metric_rows, self._case_rows = [], []
+
     def _commit(self) -> None:
+        self._flush_rows()
         self._conn.execute("COMMIT")
         self._conn.execute("BEGIN")
         self._pending = 0
@@ -206,6 +209,7 @@ class SQLiteStore:
 
     def finish(self, document_without_results: dict[str, Any]) -> None:
         """Write the run's summary rows (seed 001's ``eval_runs`` and ``eg_runs``) and close."""
+        self._flush_rows()
         summary = document_without_results["summary"]
         failed = summary["total_failed"] + summary["total_errored"]
         self._write_run_row(
