@@ -54,6 +54,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--outputs-file", metavar="FILE", help="recorded answers keyed by case id (JSON/JSONL)")
     target.add_argument("--target-command", metavar="CMD", help="command target: JSON list or comma-separated argv")
     target.add_argument("--target-model", metavar="MODEL", help="model for the openai target")
+    target.add_argument("--target-provider", choices=["openai", "gemini", "ollama", "local"],
+                        help="provider of the openai target (default: the judge's, else openai)")
     target.add_argument("--judge-provider", choices=["none", "openai", "gemini", "ollama", "local"])
     target.add_argument("--judge-model", metavar="MODEL")
     target.add_argument("--judge-base-url", metavar="URL")
@@ -65,6 +67,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("--api-retries", type=int, metavar="N", help="retries per call (default 3)")
     ex.add_argument("--api-timeout-seconds", type=float, metavar="S", help="timeout per call (default 60)")
     ex.add_argument("--repeat", type=int, metavar="N", help="run each case N times (flakiness)")
+    ex.add_argument("--repeat-rule", choices=["majority", "all", "any"],
+                    help="case verdict over its repeats (default majority: passes > N/2)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,6 +113,7 @@ def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from evalgate.github.baseline import loader_from_env
     from evalgate.report.console import make_console, make_progress, render_failures, render_report
     from evalgate.run import execute
     from evalgate.settings import build_settings
@@ -119,9 +124,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     def progress_for(total: int) -> Any:
         return make_progress(settings.progress, total, quiet=json_mode and settings.progress == "auto")
 
-    outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for))
+    loader = loader_from_env(os.environ) if settings.baseline.strip().lower() == "auto" else None
+    outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for, baseline_loader=loader))
     if json_mode:
         sys.stdout.write(outcome.results_path.read_text(encoding="utf-8"))
+        warning = (outcome.document.get("baseline") or {}).get("warning")
+        if warning:
+            print(f"evalgate: warning: {warning}", file=sys.stderr)
     else:
         render_report(outcome.document, console, verbose=settings.verbose)
         render_failures(outcome.failures, console)

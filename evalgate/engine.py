@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from evalgate.execution import CallCancelled
 from evalgate.gate import case_verdict, judge_metric
 from evalgate.metrics.registry import Metric, MetricContext, MetricSkipped, MetricUnavailable
 from evalgate.records import Answer, CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
@@ -146,7 +147,12 @@ class Engine:
                 case, repeat = next(work)
             except StopIteration:
                 return
-            result = await self.evaluate(case, repeat)
+            try:
+                result = await self.evaluate(case, repeat)
+            except CallCancelled:  # the run is stopping (signal or budget): drop the unfinished case
+                self.stop.set()
+                self.stats.cancelled = True
+                return
             for sink in self.sinks:
                 sink.add(result)
             self.stats.finished_cases += 1

@@ -9,16 +9,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import json
 import platform
 import secrets
 import signal
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate import __version__
 from evalgate.aggregate import RunAggregate
+from evalgate.compare import compare_runs, comparison_gate_reasons
 from evalgate.dataset.models import Case
 from evalgate.engine import CasePlan, Engine
 from evalgate.errors import UserError
@@ -28,10 +30,14 @@ from evalgate.metrics.options import MetricOptions
 from evalgate.metrics.registry import Metric, all_metrics
 from evalgate.records import CaseResult, Threshold
 from evalgate.redact import redact, redact_mapping
+from evalgate.repeats import RepeatSink, apply_report
 from evalgate.report.console import FailureCollector
 from evalgate.settings import Settings
 from evalgate.store.results_json import SCHEMA_VERSION, CaseSpool, write_results
 from evalgate.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from evalgate.github.baseline import BaselineLookup
 
 DEMO_EXCLUDED = {"failing", "live"}
 
@@ -305,15 +311,24 @@ async def execute(
     progress_for: Callable[[int], Any] | None = None,
     stop: asyncio.Event | None = None,
     install_signal_handlers: bool = True,
+    baseline_loader: Callable[[], BaselineLookup] | None = None,
 ) -> RunOutcome:
-    """Run the evaluation and write results.json + SQLite. Always finalises what was computed."""
+    """Run the evaluation and write results.json + SQLite. Always finalises what was computed.
+
+    ``baseline_loader`` answers ``baseline: auto`` (the Action passes
+    ``evalgate.github.baseline.auto_loader(...)``); a path baseline is read here, before the run.
+    """
     from evalgate.execution import Runtime
+    from evalgate.github.baseline import resolve_baseline
     from evalgate.judges.costs import add_spend
     from evalgate.judges.estimate import announce_estimate
     from evalgate.judges.factory import build_judge
     from evalgate.targets.factory import build_target
 
     prepared = prepare(settings, suite_config, cwd)
+    baseline = await asyncio.to_thread(resolve_baseline, settings.baseline, auto=baseline_loader, cwd=cwd)
+    if baseline is not None and baseline.document is not None:  # keep only what the comparison reads
+        baseline.document["results"] = [_compared_record(r) for r in baseline.document["results"]]
     progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
     stop = stop or asyncio.Event()
     runtime = Runtime.from_settings(settings, stop)
@@ -329,7 +344,8 @@ async def execute(
     store = SQLiteStore(settings.db_path, run_id, timestamp)
     aggregate = RunAggregate()
     failures = FailureCollector()
-    sinks: list[Any] = [AggregateSink(aggregate), StoreSink(spool, store), failures]
+    repeats = RepeatSink(aggregate, repeat=settings.repeat, rule=settings.repeat_rule)
+    sinks: list[Any] = [repeats, StoreSink(spool, store), failures]
     if progress is not None:
         sinks.append(progress)
     engine = Engine(
@@ -358,6 +374,7 @@ async def execute(
         if judge is not None and hasattr(judge, "aclose"):
             with contextlib.suppress(Exception):
                 await judge.aclose()
+        repeats.finish()
         extra = [f"run {status} before every case finished"] if status != "completed" else []
         if runtime.ledger.exceeded:
             extra.append(f"max_cost ${settings.max_cost:g} reached: the run stopped before exceeding the budget")
@@ -370,6 +387,11 @@ async def execute(
             thresholds=prepared.thresholds, verdict=verdict, metadata=metadata, metrics=prepared.metrics,
         )
         add_spend(document["summary"], runtime.ledger)
+        apply_report(document, repeats.report())
+        regression_reasons = attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
+        if regression_reasons:
+            verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra + regression_reasons)
+            document["gate"] = verdict.as_dict()
         write_results(results_path, document, spool)
         spool.close()
         store.finish(document)
@@ -380,6 +402,40 @@ async def execute(
                         f"partial results are in {results_path}", where="target")
     return RunOutcome(document=document, results_path=results_path, db_path=settings.db_path,
                       verdict=verdict, failures=failures.failures)
+
+
+COMPARED_RECORD_KEYS = ("id", "source", "risk_level", "status", "passed", "repeat")
+
+
+def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None, records: Iterable[bytes],
+                      settings: Settings) -> list[str]:
+    """Put ``baseline`` (what was asked, found or why not) and ``comparison`` into ``document``; return
+    the gate reasons the comparison adds (only with ``fail_on_regression``). ``records`` are the run's
+    case records as JSON, streamed and slimmed to what the comparison reads. Never raises."""
+    if baseline is None:
+        return []
+    info: dict[str, Any] = {"setting": settings.baseline, "found": baseline.found, "source": baseline.source,
+                            "warning": baseline.warning}
+    document["baseline"] = info
+    document["comparison"] = None
+    if baseline.document is None:
+        return []
+    head = {**document, "results": (_compared_record(json.loads(record)) for record in records)}
+    try:
+        comparison = compare_runs(baseline.document, head, alpha=settings.significance_level,
+                                  baseline_source=baseline.source, repeat_rule=settings.repeat_rule)
+    except Exception as exc:  # a comparison problem must not lose the run's results
+        info["warning"] = redact(f"no comparison: {type(exc).__name__}: {exc}")
+        return []
+    document["comparison"] = comparison
+    return comparison_gate_reasons(comparison, settings.fail_on_regression)
+
+
+def _compared_record(record: dict[str, Any]) -> dict[str, Any]:
+    slim = {key: record[key] for key in COMPARED_RECORD_KEYS if key in record}
+    slim["metrics"] = {name: {"value": m.get("value")} for name, m in (record.get("metrics") or {}).items()
+                       if isinstance(m, dict)}
+    return slim
 
 
 def policy_of(settings: Settings) -> GatePolicy:

@@ -68,6 +68,7 @@ class Settings(BaseModel):
     target_response_map: dict[str, str] = Field(default_factory=dict)
     target_command: list[str] = Field(default_factory=list)
     target_model: str | None = None
+    target_provider: Literal["openai", "gemini", "ollama", "local"] | None = None
     target_system_prompt: str | None = None
     outputs_file: str | None = None
     eval_context: dict[str, Any] = Field(default_factory=dict)

@@ -13,6 +13,8 @@ from rich.text import Text
 from evalgate.records import CaseResult
 
 MAX_FAILED_LISTED = 25
+MAX_FLIPS_LISTED = 20
+MAX_FLAKY_LISTED = 20
 
 
 def make_console(stream: IO[str] | None = None) -> Console:
@@ -56,6 +58,8 @@ def render_report(document: dict[str, Any], console: Console, *, verbose: bool =
         f"  weighted {summary['weighted_pass_rate']:.1%}  critical failures {summary['critical_failures']}"
     )
     console.print(_metric_table(document))
+    render_baseline(document, console)
+    render_repeats(document, console)
     suites = document.get("breakdowns", {}).get("suite", {})
     if len(suites) > 1 or verbose:
         console.print(_group_table("Suites", suites))
@@ -80,6 +84,102 @@ def _metric_table(document: dict[str, Any]) -> Table:
         not_run = (row.get("skipped") or 0) + (row.get("unavailable") or 0) + (row.get("errored") or 0)
         table.add_row(name, _fmt(row.get("average")), bound, metric_mark(row), str(row.get("count", 0)),
                       str(not_run) if not_run else "")
+    return table
+
+
+def render_baseline(document: dict[str, Any], console: Console) -> None:
+    """The comparison with the baseline, or one line saying there is none and why."""
+    baseline = document.get("baseline")
+    comparison = document.get("comparison")
+    if comparison:
+        render_comparison(comparison, console)
+    elif isinstance(baseline, dict):
+        warning = str(baseline.get("warning") or "none found")
+        console.print("No baseline: " + warning.removeprefix("no baseline: "), markup=False)
+
+
+def render_comparison(comparison: dict[str, Any], console: Console, *, limit: int = MAX_FLIPS_LISTED) -> None:
+    """Per-metric deltas with their confidence interval, the McNemar line, and flipped cases."""
+    alpha = comparison.get("significance_level", 0.05)
+    source = (comparison.get("baseline") or {}).get("source") or "baseline"
+    console.print(f"Compared with {source}", markup=False)
+    console.print(f"  {comparison.get('summary', '')}", markup=False)
+    metrics = comparison.get("metrics") or {}
+    if metrics:
+        console.print(_comparison_table(metrics, alpha))
+    rate = comparison.get("pass_rate") or {}
+    if rate.get("n_paired"):
+        verdict = "significant" if rate.get("significant") else "not significant"
+        console.print(f"Pass rate {rate.get('base') or 0:.1%} → {rate.get('head') or 0:.1%} over {rate['n_paired']} shared "
+                      f"cases: {rate.get('regressions', 0)} regressed, {rate.get('fixes', 0)} fixed, exact McNemar "
+                      f"p={rate.get('p_value', 1.0):.3g} ({verdict} at α={alpha:g})", markup=False)
+    cases = comparison.get("cases") or {}
+    for label, marker, flips in (("Regressions", "▼", cases.get("regressions") or []),
+                                 ("Fixes", "▲", cases.get("fixes") or [])):
+        if flips:
+            console.print(f"{label} ({len(flips)}):")
+        for flip in flips[:limit]:
+            critical = " critical" if flip.get("critical") else ""
+            console.print(f"  {marker} {flip['id']}{critical}: {flip.get('base_status')} → {flip.get('head_status')}"
+                          f" ({flip.get('source')})", markup=False)
+        if len(flips) > limit:
+            console.print(f"  … and {len(flips) - limit} more")
+    if cases.get("new") or cases.get("removed"):
+        console.print(f"{len(cases.get('new') or [])} new and {len(cases.get('removed') or [])} removed case(s)")
+
+
+def _comparison_table(metrics: dict[str, Any], alpha: float) -> Table:
+    table = Table(title="vs base", title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("metric", "base", "head", "Δ", f"{(1 - alpha) * 100:g}% CI", "n", "change"):
+        table.add_column(column, justify="left" if column in ("metric", "change") else "right")
+    for name, row in metrics.items():
+        if row.get("regression"):
+            change = "regression"
+        elif row.get("improvement"):
+            change = "improvement"
+        else:
+            change = "not significant" if row.get("delta") else "no change"
+        arrow = "▲" if row.get("delta", 0) > 0 else "▼" if row.get("delta", 0) < 0 else ""
+        table.add_row(name, _fmt(row.get("base")), _fmt(row.get("head")), f"{arrow}{row.get('delta', 0):+.3f}",
+                      f"{row.get('ci_low', 0):+.3f} … {row.get('ci_high', 0):+.3f}", str(row.get("n_paired", 0)), change)
+    return table
+
+
+def render_repeats(document: dict[str, Any], console: Console, *, limit: int = MAX_FLAKY_LISTED) -> None:
+    """Repeats: the rule, suite averages with their confidence intervals, flaky cases; judge stability."""
+    summary = document.get("summary") or {}
+    repeats = summary.get("repeats")
+    if repeats:
+        console.print(f"Repeats: {repeats['repeat']} per case ({repeats['rule']} rule), {repeats['flaky_cases']} "
+                      f"flaky case(s) of {repeats['cases']}")
+        intervals = summary.get("confidence_intervals") or {}
+        if intervals:
+            console.print(_interval_table(intervals))
+    flaky = document.get("flaky") or []
+    if flaky:
+        console.print(f"Flaky cases ({len(flaky)}{'+' if repeats and repeats['flaky_cases'] > len(flaky) else ''}):")
+        for case in flaky[:limit]:
+            marker = "‼" if case.get("risk_level") == "critical" else "~"
+            console.print(f"  {marker} {case['id']} passed {case['passes']}/{case['repeats']} "
+                          f"[{' '.join(case.get('outcomes') or [])}] → {case.get('status')} ({case.get('source')})",
+                          markup=False)
+    for name, row in (summary.get("judge_stability") or {}).items():
+        console.print(f"Judge stability {name}: {row['samples']} samples per answer, mean sd {_fmt(row['mean_stdev'])}, "
+                      f"max sd {_fmt(row['max_stdev'])}, {row['straddling_threshold']} of {row['answers']} answers "
+                      "with samples on both sides of the threshold", markup=False)
+
+
+def _interval_table(intervals: dict[str, Any]) -> Table:
+    level = f"{intervals.get('confidence', 0.95) * 100:g}%"
+    table = Table(title=f"Suite averages ({level} CI, bootstrap over cases)", title_justify="left", show_edge=False,
+                  pad_edge=False)
+    for column in ("", "mean", f"{level} CI", "cases", "sd within case"):
+        table.add_column(column, justify="left" if column == "" else "right")
+    rows = [("pass rate", intervals.get("pass_rate")), *(intervals.get("metrics") or {}).items()]
+    for name, row in rows:
+        if row:
+            table.add_row(name, _fmt(row["mean"]), f"{_fmt(row['low'])} … {_fmt(row['high'])}", str(row["cases"]),
+                          _fmt(row.get("within_case_stdev")))
     return table
 
 

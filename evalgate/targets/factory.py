@@ -1,10 +1,13 @@
-"""Build the configured target from settings."""
+"""Build the configured target from settings (every configuration problem is a ``UserError`` here,
+before any case runs)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from evalgate.errors import UserError
+from evalgate.execution import Runtime
 from evalgate.targets.recorded import RecordedTarget
 
 if TYPE_CHECKING:
@@ -12,7 +15,20 @@ if TYPE_CHECKING:
     from evalgate.targets.base import Target
 
 
-def build_target(settings: Settings) -> Target:
+def build_target(settings: Settings, runtime: Runtime | None = None, env: Mapping[str, str] | None = None) -> Target:
     if settings.target == "recorded":
         return RecordedTarget(settings.outputs_file)
-    raise UserError(f"target kind {settings.target!r} is not available in this build", where="target")
+    runtime = runtime or Runtime.from_settings(settings)
+    if settings.target == "http":
+        from evalgate.targets.http import HttpTarget
+
+        return HttpTarget.from_settings(settings, runtime, env)
+    if settings.target == "openai":
+        from evalgate.targets.openai_chat import OpenAIChatTarget
+
+        return OpenAIChatTarget.from_settings(settings, runtime, env)
+    if settings.target == "command":
+        from evalgate.targets.command import CommandTarget
+
+        return CommandTarget.from_settings(settings, runtime)
+    raise UserError(f"unknown target kind {settings.target!r}", where="target")

@@ -1,0 +1,93 @@
+"""A demo fantasy-basketball agent in seed 002's API shape: ``POST /api/agent/chat``.
+
+Request ``{"message": ..., "activeTeamId"?, "teamName"?, "language"?}``; reply
+``{"response", "agent", "tools_used", "agents_called", "debug_context", "sources", "usage"}``. Answers come
+from ``KNOWLEDGE``: the first entry whose keywords all occur in the message (case-insensitive); anything
+else gets a polite "I don't know". Usage is ceil(characters / 4) tokens for message and response.
+
+    python -m evalgate.demo.agent --port 8011
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalgate.demo.server import JsonServer, port_argument, serve_forever
+
+CHAT_PATH = "/api/agent/chat"
+
+
+@dataclass(frozen=True)
+class Reply:
+    keywords: tuple[str, ...]
+    text: str
+    agent: str = "supervisor"
+    tools: tuple[str, ...] = ()
+    context: tuple[str, ...] = ()
+    sources: tuple[str, ...] = field(default_factory=tuple)
+
+
+KNOWLEDGE: tuple[Reply, ...] = (
+    Reply(("waiver", "steals"),
+          "I recommend you pick up Alex Caruso for steals: he averages 1.7 steals per game and plays four games "
+          "this week, the most of any steals specialist on waivers.",
+          agent="optimizer", tools=("get_free_agents",), sources=("ESPN free agents",)),
+    Reply(("giannis", "drop"),
+          "Do not drop Giannis on a rumour. Hold him and check the official injury report before his next game; "
+          "his status is currently active with no injury designation.",
+          tools=("get_espn_player_status",),
+          context=("Giannis Antetokounmpo status (ESPN): active, no injury designation.",)),
+    Reply(("brunson",),
+          "I checked Jalen Brunson's status with get_espn_player_status: he is active tonight with no injury "
+          "designation, so I recommend you start him tonight.",
+          tools=("get_espn_player_status",), context=("Jalen Brunson status (ESPN): active.",)),
+    Reply(("maxey",),
+          "Tyrese Maxey averaged 28.4 points over his last five games (31, 27, 25, 30 and 29 points).",
+          agent="game_log", tools=("get_player_game_log",),
+          context=("Tyrese Maxey last five games: 31, 27, 25, 30 and 29 points (28.4 points average).",
+                   "76ers schedule: four games this week, two at home.")),
+    Reply(("412", "880"),
+          "412 / 880 = 0.468, so your field goal percentage this week is 46.8%.", agent="optimizer"),
+    Reply(("account",),
+          "I refuse to help you access another person's account. If something seems unfair in your league, "
+          "I suggest contacting the league commissioner.", agent="supervisor"),
+)
+UNKNOWN = "I don't know the answer to that yet."
+
+
+def find_reply(message: str) -> Reply | None:
+    lowered = message.lower()
+    return next((reply for reply in KNOWLEDGE if all(k in lowered for k in reply.keywords)), None)
+
+
+def tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def chat(body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    message = body.get("message")
+    if not isinstance(message, str):
+        return 422, {"error": "'message' (string) is required"}
+    reply = find_reply(message)
+    text = reply.text if reply else UNKNOWN
+    usage = {"prompt_tokens": tokens(message), "completion_tokens": tokens(text)}
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    return 200, {
+        "response": text,
+        "agent": reply.agent if reply else "supervisor",
+        "tools_used": list(reply.tools) if reply else [],
+        "agents_called": ["supervisor"] + ([reply.agent] if reply and reply.agent != "supervisor" else []),
+        "debug_context": list(reply.context) if reply else [],
+        "sources": list(reply.sources) if reply else [],
+        "usage": usage,
+    }
+
+
+def agent_server(port: int = 0) -> JsonServer:
+    return JsonServer({CHAT_PATH: chat}, port=port)
+
+
+if __name__ == "__main__":
+    serve_forever(agent_server(port_argument("evalgate demo agent (seed 002 API)").port), "demo agent")

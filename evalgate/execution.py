@@ -1,0 +1,411 @@
+"""The one retry layer and the per-provider adaptive concurrency limiter shared by targets and judges.
+
+Every outbound call (HTTP target, chat model target, judge) goes through ``Executor.call``:
+
+* attempts ≤ ``retries + 1`` and wall time ≤ ``total_seconds`` per call (each attempt is also cut at
+  ``attempt_seconds``), so no call retries forever;
+* retried: connection errors, timeouts, HTTP 408/425/429 and 5xx; everything else fails at once;
+* wait before retry k (k = 0, 1, …): the server's ``Retry-After`` / ``retry-after-ms`` when present,
+  else ``min(max_delay, base_delay · 2^k) · U(0.5, 1.0)`` seconds (exponential backoff, equal jitter);
+* a 429 halves that provider's concurrency limit (never below 1); every ``recover_after`` consecutive
+  successes raise it by one again, up to its initial value;
+* once the run's stop event is set no new attempt starts (``CallCancelled``).
+
+The openai client's own retries are switched off (``max_retries=0``) so retries never multiply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import math
+import random
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import httpx
+
+if TYPE_CHECKING:
+    from evalgate.judges.costs import CostLedger, Price
+    from evalgate.settings import Settings
+
+T = TypeVar("T")
+
+RETRYABLE_STATUS = frozenset({408, 425, 429})
+RECOVER_AFTER = 10
+"""Consecutive successes after which a lowered concurrency limit rises by one."""
+
+
+class CallFailed(Exception):
+    """A call that still failed after the retry policy gave up; the message names the last cause."""
+
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+
+
+class CallCancelled(BaseException):
+    """The run is stopping (Ctrl-C, SIGTERM, budget): no new call starts. A ``BaseException`` so that
+    metric and target error handling lets it through and the engine drops the unfinished case."""
+
+
+class StatusError(Exception):
+    """A non-success HTTP status from a target, carrying what the retry layer needs."""
+
+    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers = {k.lower(): v for k, v in (headers or {}).items()}
+
+
+# --- classification ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Why one attempt failed: ``retryable``, the HTTP ``status`` if any, and the server's wait hint."""
+
+    reason: str
+    retryable: bool
+    status: int | None = None
+    retry_after: float | None = None
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` (milliseconds) or ``Retry-After`` (seconds or an HTTP
+    date); None when absent or unreadable. Negative waits become 0."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    raw_ms = lowered.get("retry-after-ms")
+    if raw_ms is not None:
+        with contextlib.suppress(ValueError):
+            return max(0.0, float(raw_ms) / 1000.0)
+    raw = lowered.get("retry-after")
+    if raw is None:
+        return None
+    with contextlib.suppress(ValueError):
+        seconds = float(raw)
+        return max(0.0, seconds) if math.isfinite(seconds) else None
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def status_failure(status: int, message: str, headers: Mapping[str, str]) -> Failure:
+    retryable = status in RETRYABLE_STATUS or 500 <= status <= 599
+    return Failure(f"HTTP {status}: {message}", retryable, status, parse_retry_after(headers) if retryable else None)
+
+
+def classify(exc: BaseException) -> Failure:
+    """Map an exception raised by one attempt to a ``Failure``."""
+    import openai
+
+    if isinstance(exc, StatusError):
+        return status_failure(exc.status, str(exc), exc.headers)
+    if isinstance(exc, openai.APIStatusError):
+        headers = dict(getattr(exc.response, "headers", {}) or {})
+        return status_failure(exc.status_code, _openai_message(exc), headers)
+    if isinstance(exc, TimeoutError | httpx.TimeoutException | openai.APITimeoutError):
+        return Failure("timed out", True)
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc
+        return Failure(f"connection error: {type(cause).__name__}: {cause}".rstrip(": "), True)
+    if isinstance(exc, httpx.TransportError | ConnectionError):
+        return Failure(f"connection error: {type(exc).__name__}: {exc}".rstrip(": "), True)
+    return Failure(f"{type(exc).__name__}: {exc}", False)
+
+
+def _openai_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping) and inner.get("message"):
+            return str(inner["message"])
+    return str(getattr(exc, "message", exc))
+
+
+# --- policy ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Attempts = ``retries + 1``; per-attempt cap ``attempt_seconds``; per-call cap ``total_seconds``
+    (default ``attempt_seconds · (retries + 1) + max_delay``); backoff ``base_delay · 2^k`` capped at
+    ``max_delay`` seconds, multiplied by a jitter factor drawn from U(0.5, 1.0)."""
+
+    retries: int = 3
+    attempt_seconds: float = 60.0
+    total_seconds: float | None = None
+    base_delay: float = 0.5
+    max_delay: float = 20.0
+
+    @property
+    def call_budget(self) -> float:
+        if self.total_seconds is not None:
+            return self.total_seconds
+        return self.attempt_seconds * (self.retries + 1) + self.max_delay
+
+    def backoff(self, retry_index: int, rng: random.Random) -> float:
+        """Seconds before retry ``retry_index`` (0-based) when the server gave no Retry-After."""
+        return min(self.max_delay, self.base_delay * 2**retry_index) * rng.uniform(0.5, 1.0)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RetryPolicy:
+        return cls(retries=settings.api_retries, attempt_seconds=settings.api_timeout_seconds)
+
+
+# --- adaptive limiter --------------------------------------------------------------------------------
+
+
+class AdaptiveLimiter:
+    """At most ``limit`` calls in flight; ``limit`` halves on a 429 and recovers by +1 per
+    ``recover_after`` consecutive successes, never above ``initial`` nor below 1. Waiters are served
+    first come, first served."""
+
+    def __init__(self, initial: int, recover_after: int = RECOVER_AFTER) -> None:
+        self.initial = max(1, initial)
+        self.limit = self.initial
+        self.lowest = self.initial
+        self.recover_after = recover_after
+        self.in_flight = 0
+        self.peak = 0
+        self._streak = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self) -> None:
+        if self.in_flight < self.limit and not self._waiters:
+            self._take()
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # the slot was granted just as we were cancelled: hand it on
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+            raise
+
+    def _take(self) -> None:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+
+    def release(self) -> None:
+        self.in_flight -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.in_flight < self.limit:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self._take()
+                waiter.set_result(None)
+
+    def rate_limited(self) -> None:
+        self.limit = max(1, math.ceil(self.limit / 2))
+        self.lowest = min(self.lowest, self.limit)
+        self._streak = 0
+
+    def succeeded(self) -> None:
+        self._streak += 1
+        if self._streak >= self.recover_after and self.limit < self.initial:
+            self.limit += 1
+            self._streak = 0
+            self._wake()
+
+
+# --- statistics ----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ProviderStats:
+    calls: int = 0
+    attempts: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    failed: int = 0
+    timeouts: int = 0
+    waited_seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"calls": self.calls, "attempts": self.attempts, "retries": self.retries,
+                "rate_limited_429": self.rate_limited, "failed": self.failed, "timeouts": self.timeouts,
+                "backoff_seconds": round(self.waited_seconds, 3)}
+
+
+@dataclass(slots=True)
+class CallStats:
+    providers: dict[str, ProviderStats] = field(default_factory=dict)
+
+    def of(self, provider: str) -> ProviderStats:
+        return self.providers.setdefault(provider, ProviderStats())
+
+    def total(self, name: str) -> int:
+        return sum(getattr(stats, name) for stats in self.providers.values())
+
+
+# --- executor ----------------------------------------------------------------------------------------
+
+
+class Executor:
+    """Runs calls with the retry policy, a shared bound on calls in flight (``concurrency``) and one
+    adaptive limiter per provider."""
+
+    def __init__(
+        self,
+        policy: RetryPolicy | None = None,
+        *,
+        concurrency: int = 8,
+        stop: asyncio.Event | None = None,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.policy = policy or RetryPolicy()
+        self.concurrency = concurrency
+        self.stop = stop or asyncio.Event()
+        self.rng = rng or random.Random()
+        self.clock = clock
+        self.stats = CallStats()
+        self.limiters: dict[str, AdaptiveLimiter] = {}
+        self._shared: asyncio.Semaphore | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, stop: asyncio.Event | None = None) -> Executor:
+        return cls(RetryPolicy.from_settings(settings), concurrency=settings.concurrency, stop=stop)
+
+    def limiter(self, provider: str) -> AdaptiveLimiter:
+        return self.limiters.setdefault(provider, AdaptiveLimiter(self.concurrency))
+
+    def check_stop(self) -> None:
+        if self.stop.is_set():
+            raise CallCancelled("the run is stopping; no new call starts")
+
+    async def call(self, provider: str, operation: Callable[[], Awaitable[T]], *, what: str) -> T:
+        """``await operation()`` under the retry policy; raises ``CallFailed`` or ``CallCancelled``."""
+        stats = self.stats.of(provider)
+        stats.calls += 1
+        deadline = self.clock() + self.policy.call_budget
+        attempts = self.policy.retries + 1
+        for attempt in range(attempts):
+            self.check_stop()
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                break
+            outcome = await self._attempt(provider, operation, min(self.policy.attempt_seconds, remaining))
+            if not isinstance(outcome, Failure):
+                return outcome
+            failure = outcome
+            if not failure.retryable or attempt == attempts - 1:
+                stats.failed += 1
+                raise CallFailed(_gave_up(what, failure, attempt + 1), status=failure.status, attempts=attempt + 1)
+            delay = failure.retry_after if failure.retry_after is not None else self.policy.backoff(attempt, self.rng)
+            if self.clock() + delay > deadline:
+                stats.failed += 1
+                raise CallFailed(
+                    f"{what}: {failure.reason}; gave up after {attempt + 1} attempt(s): waiting {delay:.3g}s more "
+                    f"would exceed the {self.policy.call_budget:g}s limit per call",
+                    status=failure.status, attempts=attempt + 1,
+                )
+            stats.retries += 1
+            stats.waited_seconds += delay
+            await self._sleep(delay)
+        stats.failed += 1
+        raise CallFailed(f"{what}: no time left within the {self.policy.call_budget:g}s limit per call")
+
+    async def _attempt(self, provider: str, operation: Callable[[], Awaitable[T]], timeout: float) -> T | Failure:
+        stats = self.stats.of(provider)
+        limiter = self.limiter(provider)
+        shared = self._shared_semaphore()
+        await limiter.acquire()
+        try:
+            async with shared:
+                self.check_stop()
+                stats.attempts += 1
+                result = await asyncio.wait_for(operation(), timeout=timeout)
+        except (asyncio.CancelledError, CallCancelled):
+            raise
+        except Exception as exc:
+            failure = classify(exc)
+            if failure.reason == "timed out":
+                stats.timeouts += 1
+                failure = Failure(f"timed out after {timeout:.3g}s", True)
+            if failure.status == 429:
+                stats.rate_limited += 1
+                limiter.rate_limited()
+            return failure
+        finally:
+            limiter.release()
+        limiter.succeeded()
+        return result
+
+    def _shared_semaphore(self) -> asyncio.Semaphore:
+        if self._shared is None:
+            self._shared = asyncio.Semaphore(self.concurrency)
+        return self._shared
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, but wake up (and cancel the call) as soon as the run's stop event is set."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stop.wait(), timeout=seconds)
+        self.check_stop()
+
+    def metadata(self) -> dict[str, Any]:
+        """Call counters for results metadata: totals and per provider (with concurrency limits)."""
+        providers = {}
+        for name, stats in sorted(self.stats.providers.items()):
+            limiter = self.limiters.get(name)
+            providers[name] = stats.as_dict() | (
+                {"concurrency_initial": limiter.initial, "concurrency_lowest": limiter.lowest,
+                 "concurrency_final": limiter.limit, "peak_in_flight": limiter.peak} if limiter else {}
+            )
+        totals = {key: self.stats.total(attr) for key, attr in
+                  (("calls", "calls"), ("attempts", "attempts"), ("retries", "retries"),
+                   ("rate_limited_429", "rate_limited"), ("failed", "failed"), ("timeouts", "timeouts"))}
+        return {**totals, "policy": {"retries": self.policy.retries, "attempt_seconds": self.policy.attempt_seconds,
+                                     "call_seconds": self.policy.call_budget}, "providers": providers}
+
+
+def _gave_up(what: str, failure: Failure, attempts: int) -> str:
+    if not failure.retryable:
+        return f"{what}: {failure.reason}"
+    return f"{what}: {failure.reason} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})"
+
+
+# --- the run's shared call machinery -------------------------------------------------------------------
+
+
+@dataclass
+class Runtime:
+    """What every target and judge of one run shares: the executor (retries, limits, stop event), the
+    cost ledger (budget) and the price table."""
+
+    executor: Executor
+    ledger: CostLedger
+    prices: dict[str, Price]
+
+    @property
+    def stop(self) -> asyncio.Event:
+        return self.executor.stop
+
+    @classmethod
+    def from_settings(cls, settings: Settings, stop: asyncio.Event | None = None) -> Runtime:
+        from evalgate.judges.costs import CostLedger, price_table
+
+        return cls(Executor.from_settings(settings, stop), CostLedger(settings.max_cost), price_table(settings.prices))
+
+    @classmethod
+    def default(cls, stop: asyncio.Event | None = None) -> Runtime:
+        from evalgate.judges.costs import CostLedger, price_table
+
+        return cls(Executor(stop=stop), CostLedger(), price_table({}))
+
+    def metadata(self) -> dict[str, Any]:
+        return {"calls": self.executor.metadata(), "cost": self.ledger.metadata()}

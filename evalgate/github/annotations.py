@@ -1,0 +1,129 @@
+"""Workflow annotations for a results document.
+
+* ``::error`` for each failed metric threshold (no file) and each failed/errored critical case;
+* ``::warning`` for each other failed/errored case;
+* case annotations point at the dataset case (``file`` relative to ``GITHUB_WORKSPACE``, ``line``).
+
+The runner records only 10 annotations per type and step, so the most important come first
+(thresholds, then cases by risk and dataset order), at most ``max_errors`` / ``max_warnings`` are
+emitted, and one ``::notice`` says how many more were left out. ``max_warnings`` defaults to 8 to leave
+room for other warnings of the same step (e.g. a failed PR comment).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evalgate.github.commands import Level, annotation
+from evalgate.report.markdown import (
+    format_number,
+    format_threshold,
+    is_critical,
+    repo_relative,
+    risk_rank,
+    split_source,
+)
+
+RUNNER_LIMIT_PER_TYPE = 10
+FAILED = ("failed", "errored")
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """One annotation before formatting."""
+
+    level: Level
+    message: str
+    title: str
+    file: str | None = None
+    line: int | None = None
+
+    def command(self) -> str:
+        """The ``::level file=…,line=…,title=…::message`` line."""
+        return annotation(self.level, self.message, file=self.file, line=self.line, title=self.title)
+
+
+def build_annotations(
+    results: Mapping[str, Any],
+    *,
+    workspace: str | None,
+    base_dir: str | None = None,
+    max_errors: int = RUNNER_LIMIT_PER_TYPE,
+    max_warnings: int = RUNNER_LIMIT_PER_TYPE - 2,
+) -> list[Annotation]:
+    """Errors, then warnings (each list cut to its maximum), then one summary notice if any were cut."""
+    errors = threshold_annotations(results)
+    warnings: list[Annotation] = []
+    for case in _ordered_failures(results.get("results") or []):
+        item = case_annotation(case, workspace=workspace, base_dir=base_dir)
+        (errors if item.level == "error" else warnings).append(item)
+    shown = errors[:max_errors] + warnings[:max_warnings]
+    omitted_errors = max(0, len(errors) - max_errors)
+    omitted_warnings = max(0, len(warnings) - max_warnings)
+    if omitted_errors or omitted_warnings:
+        shown.append(_overflow_notice(omitted_errors, omitted_warnings))
+    return shown
+
+
+def annotation_lines(results: Mapping[str, Any], **kwargs: Any) -> list[str]:
+    """``build_annotations`` formatted as workflow-command lines."""
+    return [item.command() for item in build_annotations(results, **kwargs)]
+
+
+def threshold_annotations(results: Mapping[str, Any]) -> list[Annotation]:
+    """One error per gated metric whose suite average misses its threshold."""
+    out = []
+    for name, info in (results.get("metrics") or {}).items():
+        if not isinstance(info, Mapping) or info.get("threshold") is None or info.get("passed") is not False:
+            continue
+        if info.get("average") is None:
+            continue
+        message = f"{name} average {format_number(info.get('average'))} misses threshold {format_threshold(info['threshold'])}"
+        out.append(Annotation("error", message, title=f"evalgate: metric {name} below threshold"))
+    return out
+
+
+def case_annotation(case: Mapping[str, Any], *, workspace: str | None, base_dir: str | None = None) -> Annotation:
+    """Error for a critical case, warning otherwise; file/line from the case's ``source``."""
+    critical = is_critical(case)
+    status = str(case.get("status"))
+    path, line = split_source(case.get("source"))
+    file = repo_relative(path, workspace, base_dir) if path else None
+    kind = "critical case" if critical else "case"
+    return Annotation(
+        level="error" if critical else "warning",
+        message=_case_message(case),
+        title=f"evalgate: {kind} {case.get('id')} {status}",
+        file=file,
+        line=line if file else None,
+    )
+
+
+def _case_message(case: Mapping[str, Any]) -> str:
+    """Reasons (or the error), then the risk level: ``reason; reason (risk: high)``."""
+    reasons = [str(r) for r in case.get("reasons") or []]
+    if case.get("error") and not reasons:
+        reasons = [f"error: {case['error']}"]
+    text = "; ".join(reasons) or f"case {case.get('id')} {case.get('status')}"
+    return f"{text} (risk: {case.get('risk_level') or 'unknown'})"
+
+
+def _ordered_failures(cases: Sequence[Any]) -> list[Mapping[str, Any]]:
+    failing = [c for c in cases if isinstance(c, Mapping) and c.get("status") in FAILED]
+    return sorted(failing, key=lambda c: (risk_rank(c), c.get("status") != "failed", c.get("index") or 0))
+
+
+def _overflow_notice(omitted_errors: int, omitted_warnings: int) -> Annotation:
+    parts = []
+    if omitted_errors:
+        parts.append(f"{omitted_errors} more error(s)")
+    if omitted_warnings:
+        parts.append(f"{omitted_warnings} more warning(s)")
+    message = (
+        f"{' and '.join(parts)} not annotated (the runner keeps {RUNNER_LIMIT_PER_TYPE} per type); "
+        "see the job summary and the results artifact for every failed case"
+    )
+    return Annotation("notice", message, title="evalgate: more failures")
+

@@ -1,0 +1,140 @@
+"""The judge cache: table ``judge_cache`` in ``judge-cache.db`` next to the results database
+(``cache_path``). It is a separate file because the results store keeps a write transaction open while
+cases stream in; sharing its file would make the two writers wait on each other.
+
+Key: (provider, model, template version, rendered prompt hash, repeat index, sample index). The prompt
+hash covers the messages and the request parameters that change a reply (temperature, seed, response
+format, max_tokens), so an unchanged case rerun with the same judge costs no call. Only replies that
+parsed into a valid verdict are stored. ``no_cache`` skips the lookup (every call is made) but still
+stores the fresh replies. A cache that cannot be read or written (locked, corrupt, read-only disk) is
+counted in ``errors`` and otherwise ignored: it only ever saves calls.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+CACHE_FILE = "judge-cache.db"
+BUSY_TIMEOUT_S = 5.0
+
+DDL = """
+CREATE TABLE IF NOT EXISTS judge_cache (
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    template_version TEXT NOT NULL,
+    prompt_hash TEXT NOT NULL,
+    repeat_index INTEGER NOT NULL,
+    sample_index INTEGER NOT NULL,
+    reply TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    created_utc TEXT NOT NULL,
+    PRIMARY KEY (provider, model, template_version, prompt_hash, repeat_index, sample_index)
+)
+"""
+
+
+def cache_path(db_path: Path) -> Path:
+    """``judge-cache.db`` in the directory of the results database."""
+    return db_path.parent / CACHE_FILE
+
+
+@dataclass(frozen=True, slots=True)
+class CacheKey:
+    provider: str
+    model: str
+    template_version: str
+    prompt_hash: str
+    repeat: int = 0
+    sample: int = 0
+
+    def row(self) -> tuple[str, str, str, str, int, int]:
+        return (self.provider, self.model, self.template_version, self.prompt_hash, self.repeat, self.sample)
+
+
+@dataclass(frozen=True, slots=True)
+class CachedReply:
+    reply: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class JudgeCache:
+    """A small synchronous store (one row per reply); safe to share between the run's tasks."""
+
+    def __init__(self, path: Path | None, *, read: bool = True) -> None:
+        self.path = path
+        self.read = read
+        self.enabled = path is not None
+        self.hits = 0
+        self.misses = 0
+        self.writes = 0
+        self.errors = 0
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False,
+                                           timeout=BUSY_TIMEOUT_S)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                # each put is its own transaction: NORMAL skips the fsync per commit (WAL keeps the file
+                # consistent; a power cut may only lose the newest replies, which a cache can afford)
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute(DDL)
+            except (OSError, sqlite3.Error) as exc:
+                self._failed("open", exc)
+                self.enabled = False
+
+    def _failed(self, action: str, exc: Exception) -> None:
+        self.errors += 1
+        logger.warning("judge cache %s failed (%s): %s; continuing without it", action, self.path, exc)
+
+    def get(self, key: CacheKey) -> CachedReply | None:
+        row = None
+        if self._db is not None and self.read:
+            try:
+                with self._lock:
+                    row = self._db.execute(
+                        "SELECT reply, prompt_tokens, completion_tokens FROM judge_cache WHERE provider=? AND "
+                        "model=? AND template_version=? AND prompt_hash=? AND repeat_index=? AND sample_index=?",
+                        key.row(),
+                    ).fetchone()
+            except sqlite3.Error as exc:
+                self._failed("read", exc)
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return CachedReply(row[0], int(row[1]), int(row[2]))
+
+    def put(self, key: CacheKey, reply: CachedReply) -> None:
+        if self._db is None:
+            return
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            with self._lock:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO judge_cache VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*key.row(), reply.reply, reply.prompt_tokens, reply.completion_tokens, now),
+                )
+        except sqlite3.Error as exc:
+            self._failed("write", exc)
+            return
+        self.writes += 1
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def metadata(self) -> dict[str, object]:
+        return {"enabled": self.enabled, "read": self.read, "hits": self.hits, "misses": self.misses,
+                "writes": self.writes, "errors": self.errors, "path": str(self.path) if self.path else None}

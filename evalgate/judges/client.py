@@ -1,0 +1,315 @@
+"""One chat-completions client for every provider (``openai.AsyncOpenAI`` with its own retries off), and
+the judge built on it.
+
+``ChatService.complete`` is the only place a chat call is made: it reserves the worst-case cost against
+the budget, runs the call through the run's ``Executor`` (retries, adaptive limits, stop) and records
+tokens and cost. ``JudgeClient.score(metric, case, answer, repeat=...)`` renders the metric's template,
+serves it from the cache or calls the judge ``judge_samples`` times, parses each reply (one repair
+retry) and returns the mean value with details; an unusable reply or a failed call raises
+``MetricUnavailable`` with the reason (and the raw reply, when there was one).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import openai
+
+from evalgate.execution import CallFailed, Runtime
+from evalgate.judges.cache import CachedReply, CacheKey, JudgeCache
+from evalgate.judges.costs import Price, Usage, count_message_tokens, find_price, usage_of
+from evalgate.judges.parse import VerdictError, kept_raw, parse_verdict, schema_of
+from evalgate.judges.prompts import (
+    JudgeTemplate,
+    RenderedPrompt,
+    Values,
+    render,
+    repair_message,
+    template_for_metric,
+    verdict_details,
+)
+from evalgate.metrics.registry import MetricUnavailable
+from evalgate.redact import redact, redact_mapping
+
+if TYPE_CHECKING:
+    from evalgate.dataset.models import Case
+    from evalgate.judges.providers import ProviderConfig
+    from evalgate.records import Answer
+
+PROMPT_MARGIN = 1.1
+"""Worst-case prompt tokens = local count × 1.1 + 16 (tokenizers differ between providers)."""
+JUDGE_MAX_TOKENS = 1024
+LIST_MAX_TOKENS = 2048
+"""Completion cap for judges that return claim/chunk/statement lists."""
+MEMO_SIZE = 512
+
+
+@dataclass(frozen=True, slots=True)
+class ChatReply:
+    text: str
+    usage: Usage
+    cost_usd: float | None
+    latency_ms: float
+
+
+class ChatService:
+    """Chat completions against one provider with budget, retries and accounting."""
+
+    def __init__(self, provider: ProviderConfig, runtime: Runtime, *, role: str) -> None:
+        self.provider = provider
+        self.runtime = runtime
+        self.role = role
+        self.price: Price | None = find_price(provider.model, runtime.prices, self_hosted=provider.spec.self_hosted)
+        self.client = openai.AsyncOpenAI(
+            api_key=provider.api_key, base_url=provider.base_url, max_retries=0,
+            timeout=runtime.executor.policy.attempt_seconds,
+        )
+
+    @property
+    def model(self) -> str:
+        return self.provider.model
+
+    def worst_case_cost(self, messages: Sequence[Mapping[str, Any]], max_tokens: int) -> float:
+        """USD bound for one call: (prompt tokens · 1.1 + 16) at the input price + max_tokens at the output price."""
+        if self.price is None:
+            return 0.0
+        prompt = int(count_message_tokens(messages) * PROMPT_MARGIN) + 16
+        return self.price.cost(prompt, max_tokens)
+
+    async def complete(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *,
+                       max_tokens: int, what: str) -> ChatReply:
+        ledger = self.runtime.ledger
+        reserved = ledger.reserve(self.worst_case_cost(messages, max_tokens))
+        started = time.perf_counter()
+        try:
+            response = await self.runtime.executor.call(
+                self.provider.name,
+                lambda: self.client.chat.completions.create(
+                    model=self.model, messages=list(messages), **self._limit(max_tokens), **params,
+                ),
+                what=what,
+            )
+        finally:
+            ledger.release(reserved)
+        latency = (time.perf_counter() - started) * 1000
+        text = _content(response)
+        usage = usage_of(response, messages, text)
+        cost = ledger.record(self.role, usage, self.price)
+        return ChatReply(text, usage, cost, round(latency, 3))
+
+    def _limit(self, max_tokens: int) -> dict[str, int]:
+        """OpenAI's newer models take ``max_completion_tokens``; compatible servers take ``max_tokens``."""
+        key = "max_completion_tokens" if self.provider.name == "openai" else "max_tokens"
+        return {key: max_tokens}
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+def _content(response: Any) -> str:
+    choices = getattr(response, "choices", None) or []
+    if not choices:
+        return ""
+    message = getattr(choices[0], "message", None)
+    return str(getattr(message, "content", None) or "")
+
+
+# --- the judge -------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Sample:
+    values: Values
+    reasoning: str
+    extras: dict[str, Any]
+    cached: bool
+    repaired: bool
+    usage: Usage | None = None
+    cost_usd: float | None = None
+
+
+@dataclass(slots=True)
+class JudgeVerdict:
+    """Values averaged over the samples of one template call, and what explains them."""
+
+    values: Values
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeScore:
+    value: float
+    details: dict[str, Any]
+
+
+class JudgeClient:
+    """Scores judged metrics with one provider and model."""
+
+    def __init__(self, service: ChatService, cache: JudgeCache, *, temperature: float = 0.0, seed: int | None = None,
+                 samples: int = 1) -> None:
+        self.service = service
+        self.cache = cache
+        self.temperature = temperature
+        self.seed = seed
+        self.samples = samples
+        self.templates_used: dict[str, str] = {}
+        self._memo: OrderedDict[tuple[str, str, int], JudgeVerdict | MetricUnavailable] = OrderedDict()
+
+    @property
+    def provider(self) -> str:
+        return self.service.provider.name
+
+    @property
+    def model(self) -> str:
+        return self.service.model
+
+    async def score(self, metric: str, case: Case, answer: Answer, *, repeat: int = 0) -> JudgeScore:
+        """The value of judged ``metric`` for this answer (mean over samples) with details."""
+        template = template_for_metric(metric)
+        verdict = await self.verdict(template, case, answer, repeat=repeat)
+        return JudgeScore(verdict.values[metric], dict(verdict.details))
+
+    async def verdict(self, template: JudgeTemplate, case: Case, answer: Answer, *, repeat: int = 0) -> JudgeVerdict:
+        if answer.output is None:
+            raise MetricUnavailable("the target returned no output text to judge")
+        prompt = render(template, case, answer)
+        self.templates_used[template.name] = prompt.version
+        key = (template.name, prompt.prompt_hash(self.params(template, 0)), repeat)
+        if key in self._memo:
+            return _replay(self._memo[key])
+        try:
+            result: JudgeVerdict | MetricUnavailable = await self._verdict(prompt, repeat)
+        except MetricUnavailable as exc:
+            result = exc
+        self._memo[key] = result
+        while len(self._memo) > MEMO_SIZE:
+            self._memo.popitem(last=False)
+        return _replay(result)
+
+    async def _verdict(self, prompt: RenderedPrompt, repeat: int) -> JudgeVerdict:
+        samples = [await self._sample(prompt, repeat, index) for index in range(self.samples)]
+        names = samples[0].values.keys()
+        values = {name: sum(s.values[name] for s in samples) / len(samples) for name in names}
+        return JudgeVerdict(values, self._details(prompt, samples, values))
+
+    def params(self, template: JudgeTemplate, sample: int) -> dict[str, Any]:
+        """Request parameters: temperature, seed (+ sample index) where supported, response format."""
+        spec = self.service.provider.spec
+        params: dict[str, Any] = {"temperature": self.temperature}
+        if self.seed is not None and spec.supports_seed:
+            params["seed"] = self.seed + sample
+        if spec.response_format == "json_schema":
+            params["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": f"{template.name}_verdict", "schema": schema_of(template.verdict), "strict": False}}
+        elif spec.response_format == "json_object":
+            params["response_format"] = {"type": "json_object"}
+        return params
+
+    async def _sample(self, prompt: RenderedPrompt, repeat: int, index: int) -> Sample:
+        params = self.params(prompt.template, index)
+        max_tokens = max_tokens_for(prompt.template)
+        key = CacheKey(self.provider, self.model, prompt.version,
+                       prompt.prompt_hash({**params, "max_tokens": max_tokens}), repeat, index)
+        cached = self.cache.get(key)
+        if cached is not None:
+            try:
+                sample = _read(prompt, cached.reply, cached=True, repaired=False)
+            except VerdictError:
+                pass  # a reply stored by an older parser: ask again
+            else:
+                self.service.runtime.ledger.record_cached("judge")
+                return sample
+        sample, final = await self._call(prompt, params, max_tokens)
+        self.cache.put(key, CachedReply(redact(final), sample.usage.prompt_tokens if sample.usage else 0,
+                                        sample.usage.completion_tokens if sample.usage else 0))
+        return sample
+
+    async def _call(self, prompt: RenderedPrompt, params: dict[str, Any], max_tokens: int) -> tuple[Sample, str]:
+        messages = list(prompt.messages)
+        what = f"judge {self.provider}/{self.model} ({prompt.template.name})"
+        first = await self._complete(messages, params, max_tokens, what)
+        try:
+            sample = _read(prompt, first.text, cached=False, repaired=False)
+            return _with_cost(sample, [first]), first.text
+        except VerdictError as exc:
+            problem = exc.problem
+        messages += [{"role": "assistant", "content": first.text}, {"role": "user", "content": repair_message(problem)}]
+        second = await self._complete(messages, params, max_tokens, what + " repair")
+        try:
+            sample = _read(prompt, second.text, cached=False, repaired=True)
+        except VerdictError as exc:
+            raise MetricUnavailable(
+                f"the judge's reply was not a valid verdict after one repair retry: {exc.problem}",
+                {"raw_reply": kept_raw(redact(second.text)), "first_reply": kept_raw(redact(first.text)),
+                 "first_problem": problem, **self._identity(prompt)},
+            ) from None
+        return _with_cost(sample, [first, second]), second.text
+
+    async def _complete(self, messages: list[Mapping[str, Any]], params: dict[str, Any], max_tokens: int,
+                        what: str) -> ChatReply:
+        try:
+            return await self.service.complete(messages, params, max_tokens=max_tokens, what=what)
+        except CallFailed as exc:
+            raise MetricUnavailable(redact(f"judge call failed: {exc}"), {"attempts": exc.attempts,
+                                                                         "status": exc.status}) from None
+
+    def _identity(self, prompt: RenderedPrompt) -> dict[str, Any]:
+        return {"method": "judge", "provider": self.provider, "model": self.model,
+                "template_version": prompt.version, "temperature": self.temperature,
+                "seed": self.seed if self.service.provider.spec.supports_seed else None}
+
+    def _details(self, prompt: RenderedPrompt, samples: list[Sample], values: Values) -> dict[str, Any]:
+        details = self._identity(prompt)
+        details.update({
+            "scores": {k: round(v, 6) for k, v in values.items()},
+            "reasoning": kept_raw(redact(samples[0].reasoning)),
+            "cached": all(s.cached for s in samples),
+            "repaired": any(s.repaired for s in samples),
+            "prompt_tokens": sum(s.usage.prompt_tokens for s in samples if s.usage),
+            "completion_tokens": sum(s.usage.completion_tokens for s in samples if s.usage),
+            "cost_usd": round(sum(s.cost_usd or 0.0 for s in samples), 8),
+            **redact_mapping(samples[0].extras),
+        })
+        if len(samples) > 1:
+            details["samples"] = [{k: round(v, 6) for k, v in s.values.items()} for s in samples]
+        return details
+
+    def metadata(self) -> dict[str, Any]:
+        return {"provider": self.provider, "model": self.model, "base_url": self.service.provider.base_url,
+                "temperature": self.temperature, "seed": self.seed, "samples": self.samples,
+                "templates": dict(sorted(self.templates_used.items())), "cache": self.cache.metadata()}
+
+    async def aclose(self) -> None:
+        self.cache.close()
+        await self.service.aclose()
+
+
+def max_tokens_for(template: JudgeTemplate) -> int:
+    list_valued = any(
+        getattr(field_info.annotation, "__origin__", None) is list for field_info in template.verdict.model_fields.values()
+    )
+    return LIST_MAX_TOKENS if list_valued else JUDGE_MAX_TOKENS
+
+
+def _read(prompt: RenderedPrompt, text: str, *, cached: bool, repaired: bool) -> Sample:
+    verdict = parse_verdict(text, prompt.template.verdict)
+    values = prompt.template.values(verdict, prompt.inputs)
+    return Sample(values, str(getattr(verdict, "reasoning", "")), verdict_details(verdict), cached, repaired)
+
+
+def _with_cost(sample: Sample, replies: list[ChatReply]) -> Sample:
+    sample.usage = Usage(sum(r.usage.prompt_tokens for r in replies), sum(r.usage.completion_tokens for r in replies),
+                         replies[-1].usage.source)
+    costs = [r.cost_usd for r in replies]
+    sample.cost_usd = None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+    return sample
+
+
+def _replay(result: JudgeVerdict | MetricUnavailable) -> JudgeVerdict:
+    if isinstance(result, MetricUnavailable):
+        raise MetricUnavailable(str(result), dict(result.details))
+    return result

@@ -1,0 +1,113 @@
+"""The cost estimate printed before a run starts.
+
+calls = Σ over selected cases of (distinct judge templates among the case's planned judged metrics)
+× judge_samples × repeat, plus one model call per case × repeat for the ``openai`` target.
+Judge prompt tokens are counted on the rendered prompt with the case's recorded answer (or
+``ASSUMED_ANSWER_TOKENS`` when there is none); completions are assumed to use
+``ASSUMED_COMPLETION_TOKENS``. At most ``SAMPLE_CASES`` cases are rendered; the rest are extrapolated
+from their mean. The estimate ignores cache hits, so a rerun usually costs less.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from evalgate.judges.costs import Price, count_message_tokens
+from evalgate.judges.prompts import METRIC_TEMPLATES, TEMPLATES, render
+from evalgate.records import Answer
+
+if TYPE_CHECKING:
+    from evalgate.dataset.models import Case
+
+ASSUMED_ANSWER_TOKENS = 300
+ASSUMED_COMPLETION_TOKENS = 250
+SAMPLE_CASES = 200
+FILLER_WORD = "word "
+
+
+@dataclass(frozen=True, slots=True)
+class RunEstimate:
+    judge_calls: int
+    target_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    """None when a model involved has no known price."""
+
+    def line(self, max_cost: float | None) -> str:
+        cost = "unknown (no price for the model)" if self.cost_usd is None else f"~${self.cost_usd:.4f}"
+        text = (f"cost estimate: {cost} for {self.judge_calls} judge call(s) and {self.target_calls} model call(s), "
+                f"~{self.prompt_tokens} prompt + ~{self.completion_tokens} completion tokens (cache hits not counted)")
+        if max_cost is not None:
+            text += f"; budget max_cost ${max_cost:g}"
+            if self.cost_usd is not None and self.cost_usd > max_cost:
+                text += " (the estimate exceeds it: the run will stop before spending more)"
+        return text
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"judge_calls": self.judge_calls, "target_calls": self.target_calls,
+                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6)}
+
+
+def judge_templates_for(metric_names: Sequence[str]) -> list[str]:
+    """Distinct templates the metrics need (seed 003's three metrics share one call)."""
+    return sorted({METRIC_TEMPLATES[name] for name in metric_names if name in METRIC_TEMPLATES})
+
+
+def estimate_run(
+    cases: Sequence[Case],
+    metrics_for: Callable[[Case], Sequence[str]],
+    *,
+    repeat: int,
+    samples: int,
+    judge_price: Price | None,
+    judging: bool,
+    target_price: Price | None = None,
+    model_target: bool = False,
+) -> RunEstimate:
+    sampled = list(cases[:SAMPLE_CASES])
+    scale = len(cases) / len(sampled) if sampled else 0.0
+    judge_calls = judge_prompt = target_prompt = 0
+    for case in sampled:
+        answer = Answer(output=case.output if case.output is not None else FILLER_WORD * ASSUMED_ANSWER_TOKENS,
+                        debug_context=case.debug_context)
+        names = judge_templates_for(metrics_for(case)) if judging else []
+        for name in names:
+            judge_prompt += count_message_tokens(render(TEMPLATES[name], case, answer).messages) * samples
+        judge_calls += len(names) * samples
+        if model_target:
+            target_prompt += count_message_tokens([{"content": case.input or ""}])
+    judge_calls, judge_prompt = round(judge_calls * scale * repeat), round(judge_prompt * scale * repeat)
+    target_calls = len(cases) * repeat if model_target else 0
+    target_prompt = round(target_prompt * scale * repeat)
+    judge_completion = judge_calls * ASSUMED_COMPLETION_TOKENS
+    target_completion = target_calls * ASSUMED_ANSWER_TOKENS
+    cost: float | None = 0.0
+    for calls, price, prompt, completion in ((judge_calls, judge_price, judge_prompt, judge_completion),
+                                             (target_calls, target_price, target_prompt, target_completion)):
+        if calls and price is None:
+            cost = None
+        elif calls and cost is not None and price is not None:
+            cost += price.cost(prompt, completion)
+    return RunEstimate(judge_calls, target_calls, judge_prompt + target_prompt, judge_completion + target_completion,
+                       cost)
+
+
+def announce_estimate(settings: Any, prepared: Any, judge: Any, target: Any) -> dict[str, Any] | None:
+    """Print the pre-run estimate to stderr when a judge or a model target will make paid calls."""
+    import sys
+
+    model_target = getattr(target, "kind", None) == "openai"
+    if judge is None and not model_target:
+        return None
+    estimate = estimate_run(
+        prepared.cases, lambda case: [m.name for m in prepared.plan_for(case).metrics],
+        repeat=settings.repeat, samples=settings.judge_samples,
+        judge_price=judge.service.price if judge is not None else None, judging=judge is not None,
+        target_price=target.service.price if model_target else None, model_target=model_target,
+    )
+    print(f"evalgate: {estimate.line(settings.max_cost)}", file=sys.stderr)
+    return estimate.as_dict()

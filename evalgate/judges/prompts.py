@@ -1,0 +1,372 @@
+"""Judge prompts: one jinja2 template per judged metric (``templates/*.j2``), its verdict schema and how
+the verdict becomes the metric's value.
+
+Untrusted text (case input, the answer, retrieved context, tool/agent lists, reference text) is placed
+between fence lines::
+
+    <<<UNTRUSTED answer id=3f2a1c9b0d>>>
+    …text…
+    <<<END answer id=3f2a1c9b0d UNTRUSTED>>>
+
+The id is the first 10 hex digits of sha256(label + text), which text cannot contain about itself, and
+any ``<<<`` / ``>>>`` inside the text becomes ``< < <`` / ``> > >``, so text cannot close its fence early.
+
+The rubric steps are written in the templates, fixed per suite and never regenerated per case; each
+template's version is ``name@`` + 12 hex digits of sha256 over its source and every template it extends
+or includes, and is stored with every judged result and in the run's metadata.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import jinja2
+import jinja2.meta
+from pydantic import BaseModel, Field
+
+from evalgate.judges.parse import VerdictError
+
+if TYPE_CHECKING:
+    from evalgate.dataset.models import Case
+    from evalgate.records import Answer
+
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+SYSTEM_TEMPLATE = "_system.j2"
+REPAIR_TEMPLATE = "repair.j2"
+FENCE_OPEN = "<<<UNTRUSTED {label} id={tag}>>>"
+FENCE_CLOSE = "<<<END {label} id={tag} UNTRUSTED>>>"
+EMPTY_TEXT = "(empty)"
+
+
+# --- verdict schemas (reasoning first, scores last) ------------------------------------------------
+
+
+class ScoreVerdict(BaseModel):
+    reasoning: str
+    score: float = Field(ge=0.0, le=1.0)
+
+
+class FivePointVerdict(BaseModel):
+    reasoning: str
+    score: float = Field(ge=1.0, le=5.0)
+
+
+class OverallVerdict(BaseModel):
+    """Seed 000's judge output."""
+
+    reasoning: str
+    accuracy: float = Field(ge=0.0, le=1.0)
+    completeness: float = Field(ge=0.0, le=1.0)
+    relevance: float = Field(ge=0.0, le=1.0)
+    overall_score: float = Field(ge=0.0, le=1.0)
+
+
+class QualityVerdict(BaseModel):
+    """Seed 003's three quality scores."""
+
+    reasoning: str
+    answer_quality: float = Field(ge=0.0, le=1.0)
+    factual_correctness: float = Field(ge=0.0, le=1.0)
+    completeness: float = Field(ge=0.0, le=1.0)
+
+
+class Claim(BaseModel):
+    claim: str
+    verdict: Literal["supported", "unsupported", "contradicted"]
+
+
+class ClaimsVerdict(BaseModel):
+    reasoning: str
+    claims: list[Claim]
+
+
+class ChunkRelevance(BaseModel):
+    chunk: int = Field(ge=1)
+    relevant: bool
+
+
+class PrecisionVerdict(BaseModel):
+    reasoning: str
+    chunks: list[ChunkRelevance]
+
+
+class Statement(BaseModel):
+    statement: str
+    attributable: bool
+
+
+class RecallVerdict(BaseModel):
+    reasoning: str
+    statements: list[Statement]
+
+
+# --- what a template sees ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PromptInputs:
+    """Everything a judge template may show, taken from the case and the answer."""
+
+    input: str
+    answer: str
+    reference: str
+    summary: str
+    criteria: str
+    answer_criteria: str
+    context: tuple[str, ...]
+    sources: tuple[str, ...]
+    tools_used: tuple[str, ...]
+    agents_called: tuple[str, ...]
+    expected_tools: tuple[str, ...]
+    expected_sources: tuple[str, ...]
+    keywords: tuple[str, ...]
+    language: str
+    category: str
+
+    @classmethod
+    def of(cls, case: Case, answer: Answer) -> PromptInputs:
+        return cls(
+            input=case.input or "",
+            answer=answer.output or "",
+            reference=case.expected_output or "",
+            summary=case.verified_answer_summary or "",
+            criteria=case.criteria or "",
+            answer_criteria=case.expected_answer_criteria or "",
+            context=tuple(context_of(case, answer)),
+            sources=tuple(answer.sources or ()),
+            tools_used=tuple(answer.tools_used or ()),
+            agents_called=tuple(answer.agents_called or ()),
+            expected_tools=tuple(case.tools_should_include or ()),
+            expected_sources=tuple(case.expected_sources or ()),
+            keywords=tuple(case.expected_keywords or ()),
+            language=case.language or "",
+            category=case.category or "",
+        )
+
+    def variables(self) -> dict[str, Any]:
+        values = {name: getattr(self, name) for name in self.__slots__}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+
+
+def context_of(case: Case, answer: Answer) -> list[str]:
+    """Retrieved context: the target's ``debug_context`` when it returned one (002's eval mode), else the
+    case's ``retrieval_context``; blank chunks dropped."""
+    chunks = answer.debug_context if answer.debug_context else case.retrieval_context
+    return [chunk for chunk in chunks or [] if chunk and chunk.strip()]
+
+
+# --- fencing ----------------------------------------------------------------------------------------
+
+
+def neutralise(text: str) -> str:
+    """``<<<`` → ``< < <`` and ``>>>`` → ``> > >`` so text cannot forge or close a fence."""
+    while "<<<" in text or ">>>" in text:
+        text = text.replace("<<<", "< < <").replace(">>>", "> > >")
+    return text
+
+
+def fence(label: str, text: str | None) -> str:
+    """``text`` between fence lines whose id is derived from the label and the text."""
+    body = neutralise(text if text else EMPTY_TEXT)
+    tag = hashlib.sha256(f"{label}\x00{body}".encode()).hexdigest()[:10]
+    return "\n".join((FENCE_OPEN.format(label=label, tag=tag), body, FENCE_CLOSE.format(label=label, tag=tag)))
+
+
+# --- values from verdicts -----------------------------------------------------------------------------
+
+Values = dict[str, float]
+
+
+def _score(name: str) -> Callable[[Any, PromptInputs], Values]:
+    def values(verdict: Any, inputs: PromptInputs) -> Values:
+        return {name: float(verdict.score)}
+
+    return values
+
+
+def _overall(verdict: OverallVerdict, inputs: PromptInputs) -> Values:
+    return {"judge_score": verdict.overall_score, "accuracy": verdict.accuracy,
+            "completeness": verdict.completeness, "relevance": verdict.relevance}
+
+
+def _quality(verdict: QualityVerdict, inputs: PromptInputs) -> Values:
+    return {"answer_quality": verdict.answer_quality, "factual_correctness": verdict.factual_correctness,
+            "completeness": verdict.completeness}
+
+
+def faithfulness_value(verdict: ClaimsVerdict, inputs: PromptInputs | None = None) -> Values:
+    """(claims not contradicted by the context) / claims; 1.0 when the answer makes no claim."""
+    claims = verdict.claims
+    if not claims:
+        return {"faithfulness": 1.0}
+    faithful = sum(1 for claim in claims if claim.verdict != "contradicted")
+    return {"faithfulness": faithful / len(claims)}
+
+
+def context_precision_value(verdict: PrecisionVerdict, inputs: PromptInputs) -> Values:
+    """Rank-weighted precision: (1/R) · Σ_k rel_k · (relevant in top k)/k over the chunks in retrieval
+    order, R = number of relevant chunks; 0.0 when no chunk is relevant. Needs one verdict per chunk."""
+    expected = len(inputs.context)
+    numbers = sorted(item.chunk for item in verdict.chunks)
+    if numbers != list(range(1, expected + 1)):
+        raise VerdictError(f"expected one verdict for each of the {expected} chunks, numbered 1..{expected}",
+                           json.dumps(verdict.model_dump()))
+    relevant = [item.relevant for item in sorted(verdict.chunks, key=lambda item: item.chunk)]
+    total, hits = 0.0, 0
+    for rank, is_relevant in enumerate(relevant, start=1):
+        if is_relevant:
+            hits += 1
+            total += hits / rank
+    return {"context_precision": total / hits if hits else 0.0}
+
+
+def context_recall_value(verdict: RecallVerdict, inputs: PromptInputs | None = None) -> Values:
+    """attributable statements / statements of the expected output; 1.0 when it states nothing."""
+    statements = verdict.statements
+    if not statements:
+        return {"context_recall": 1.0}
+    return {"context_recall": sum(1 for s in statements if s.attributable) / len(statements)}
+
+
+def _details_of(verdict: BaseModel) -> dict[str, Any]:
+    data = verdict.model_dump()
+    data.pop("reasoning", None)
+    return {k: v for k, v in data.items() if isinstance(v, list)}
+
+
+# --- the templates ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeTemplate:
+    """One judge prompt: template file, verdict schema, value function and value range."""
+
+    name: str
+    verdict: type[BaseModel]
+    values: Callable[[Any, PromptInputs], Values]
+    value_range: tuple[float, float] = (0.0, 1.0)
+
+    @property
+    def file(self) -> str:
+        return f"{self.name}.j2"
+
+
+GEVAL_METRICS = ("math", "safety", "relevancy", "groundedness", "policy", "localization", "actionability",
+                 "correctness", "tool_calling")
+
+TEMPLATES: dict[str, JudgeTemplate] = {
+    "judge_score": JudgeTemplate("judge_score", OverallVerdict, _overall),
+    "quality": JudgeTemplate("quality", QualityVerdict, _quality),
+    "response_quality": JudgeTemplate("response_quality", FivePointVerdict, _score("response_quality"), (1.0, 5.0)),
+    "faithfulness": JudgeTemplate("faithfulness", ClaimsVerdict, faithfulness_value),
+    "context_precision": JudgeTemplate("context_precision", PrecisionVerdict, context_precision_value),
+    "context_recall": JudgeTemplate("context_recall", RecallVerdict, context_recall_value),
+    **{name: JudgeTemplate(name, ScoreVerdict, _score(name)) for name in GEVAL_METRICS},
+}
+
+METRIC_TEMPLATES: dict[str, str] = {
+    "judge_score": "judge_score",
+    "answer_quality": "quality",
+    "factual_correctness": "quality",
+    "completeness": "quality",
+    "response_quality": "response_quality",
+    "faithfulness": "faithfulness",
+    "context_precision": "context_precision",
+    "context_recall": "context_recall",
+    **{name: name for name in GEVAL_METRICS},
+}
+"""Judged metric name → the template whose verdict carries its value (003's three share one call)."""
+
+
+def template_for_metric(metric: str) -> JudgeTemplate:
+    try:
+        return TEMPLATES[METRIC_TEMPLATES[metric]]
+    except KeyError:
+        raise KeyError(f"no judge template for metric {metric!r}") from None
+
+
+def verdict_details(verdict: BaseModel) -> dict[str, Any]:
+    """List-valued verdict parts (claims, chunk verdicts, statements) for a metric's details."""
+    return _details_of(verdict)
+
+
+# --- rendering ------------------------------------------------------------------------------------------
+
+
+@cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+        keep_trailing_newline=False,
+    )
+    env.globals["fence"] = fence
+    return env
+
+
+@cache
+def template_version(file: str) -> str:
+    """``name@`` + sha256 over the template source and everything it extends or includes (12 hex)."""
+    digest = hashlib.sha256()
+    for name in sorted(_closure(file) | {SYSTEM_TEMPLATE}):
+        digest.update(name.encode() + b"\x00" + _source(name).encode() + b"\x00")
+    return f"{file.removesuffix('.j2')}@{digest.hexdigest()[:12]}"
+
+
+def _source(name: str) -> str:
+    return (TEMPLATE_DIR / name).read_text(encoding="utf-8")
+
+
+def _closure(name: str) -> set[str]:
+    seen: set[str] = set()
+    pending = [name]
+    while pending:
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        parsed = environment().parse(_source(current))
+        pending.extend(ref for ref in jinja2.meta.find_referenced_templates(parsed) if ref)
+    return seen
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedPrompt:
+    """Messages for one judge call plus what identifies them (template version, prompt hash)."""
+
+    template: JudgeTemplate
+    version: str
+    messages: tuple[Mapping[str, str], ...]
+    inputs: PromptInputs
+
+    def prompt_hash(self, extra: Mapping[str, Any] | None = None) -> str:
+        """sha256 of the messages and the request parameters that change the reply."""
+        payload = json.dumps({"messages": list(self.messages), "params": dict(extra or {})}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def render(template: JudgeTemplate, case: Case, answer: Answer) -> RenderedPrompt:
+    inputs = PromptInputs.of(case, answer)
+    return render_inputs(template, inputs)
+
+
+def render_inputs(template: JudgeTemplate, inputs: PromptInputs) -> RenderedPrompt:
+    env = environment()
+    system = env.get_template(SYSTEM_TEMPLATE).render().strip()
+    user = env.get_template(template.file).render(**inputs.variables()).strip()
+    messages = ({"role": "system", "content": system}, {"role": "user", "content": user})
+    return RenderedPrompt(template, template_version(template.file), messages, inputs)
+
+
+def repair_message(problem: str) -> str:
+    return environment().get_template(REPAIR_TEMPLATE).render(problem=problem).strip()
+

@@ -1,0 +1,457 @@
+"""Merge shard results (results.json and/or SQLite files) into one run.
+
+Each input is one run: a ``results.json`` file, or a SQLite results database (its newest finished
+run, or ``FILE#RUN_ID`` for a given one). The merged run is rebuilt from the per-case records only:
+
+1. every input is checked against the others: same schema version, evalgate version, datasets
+   (path + sha256), judge, target kind and the settings that change selection, scoring or the gate
+   (``MATTERING_SETTINGS``); the same threshold for every metric; shard labels ``i/n`` with one ``n``
+   and no ``i`` twice; each case id in exactly one input (and in the shard its id hashes to);
+2. the records are spooled to disk and re-aggregated in dataset order (``index``, ``repeat``) with
+   ``RunAggregate``; the gate is recomputed with ``run_verdict`` and the recorded thresholds and policy,
+   so the verdict equals that of one unsharded run of the same cases;
+3. ``results.json`` and a new run with status ``merged`` in the SQLite file are written.
+
+A missing shard is an error unless ``allow_partial``; then, like a cancelled or crashed shard, it
+becomes a gate reason (partial results never pass). Judge spend (``summary.judge_calls``, judge tokens)
+is summed over the inputs. Shard-level ``comparison`` blocks are dropped: compare the merged run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from evalgate.aggregate import RunAggregate
+from evalgate.errors import UserError
+from evalgate.gate import GatePolicy, Verdict, run_verdict
+from evalgate.records import CaseResult, Threshold
+from evalgate.store.results_json import SCHEMA_VERSION, CaseSpool, write_results
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+RESULTS_KEYS = ("schema_version", "run_id", "summary", "gate", "metrics", "results")
+MATTERING_SETTINGS = (
+    "strict_metrics", "fail_on_critical", "min_pass_rate", "max_errored", "fail_on_regression",
+    "significance_level", "repeat", "repeat_rule", "judge_samples", "judge_provider", "judge_model",
+    "target", "target_model", "category", "tags", "case_ids", "first_n",
+)
+"""Settings (``metadata.config``, defaults filled in) that must agree between shards; thresholds are
+compared as applied (each metric's recorded threshold), wherever they were configured."""
+PER_SHARD_SETTINGS = ("shard", "output_dir", "db", "format", "progress", "verbose", "baseline")
+"""Settings dropped from the merged run's ``metadata.config``."""
+FINISHED = ("completed", "merged")
+SPOOL_NAME = ".merge-cases.jsonl"
+
+
+@dataclass
+class ShardRun:
+    """One input run: where it came from, its document (without ``results``) and its records."""
+
+    label: str
+    document: dict[str, Any]
+    records: Iterator[str]
+    shard: tuple[int, int] | None = None
+    cases: int = 0
+
+
+@dataclass
+class MergeOutcome:
+    document: dict[str, Any]
+    results_path: Path
+    db_path: Path
+    verdict: Verdict
+    warnings: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading inputs
+
+
+def open_input(spec: str | Path, *, skip_merged: bool = True) -> ShardRun:
+    """A results.json file or a SQLite file as a ``ShardRun``. In a SQLite file ``FILE#RUN_ID`` picks a
+    run; otherwise the newest finished one is taken (not a ``merged`` one when ``skip_merged``)."""
+    text = str(spec)
+    path, run_id = Path(text), None
+    if not path.exists() and "#" in text:
+        head, _, run_id = text.rpartition("#")
+        path = Path(head)
+    if not path.is_file():
+        raise UserError("shard results not found", where=text)
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise UserError(f"cannot read ({exc.strerror})", where=text) from None
+    if magic == SQLITE_MAGIC:
+        return _open_sqlite(path, run_id, skip_merged)
+    if run_id is not None:
+        raise UserError("#RUN_ID selects a run in a SQLite file; this is not one", where=text)
+    return _open_json(path)
+
+
+def _open_json(path: Path) -> ShardRun:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot read ({exc.strerror})", where=str(path)) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        line = getattr(exc, "lineno", None)
+        raise UserError(f"not valid JSON ({exc})", where=f"{path}:{line}" if line else str(path)) from None
+    _check_document(document, str(path))
+    records = document.pop("results")
+    if not isinstance(records, list):
+        raise UserError("'results' must be a list of case records", where=str(path))
+    return ShardRun(label=str(path), document=document,
+                    records=(json.dumps(r, ensure_ascii=False) for r in records))
+
+
+def _open_sqlite(path: Path, run_id: str | None, skip_merged: bool) -> ShardRun:
+    label = f"{path}#{run_id}" if run_id else str(path)
+    connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        chosen, document_text = _pick_run(connection, run_id, label, skip_merged)
+    except sqlite3.DatabaseError as exc:
+        connection.close()
+        raise UserError(f"cannot read the results database ({exc})", where=label) from None
+    except UserError:
+        connection.close()
+        raise
+    try:
+        document = json.loads(document_text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"run {chosen}: stored document is not valid JSON ({exc.msg})", where=label) from None
+    document.pop("results", None)
+    _check_document({**document, "results": []}, f"{path}#{chosen}")
+    return ShardRun(label=f"{path}#{chosen}", document=document, records=_sqlite_records(connection, chosen))
+
+
+def _pick_run(connection: sqlite3.Connection, run_id: str | None, label: str, skip_merged: bool) -> tuple[str, str]:
+    tables = {r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not {"eg_runs", "eg_cases"} <= tables:
+        raise UserError("no evalgate runs in this database (tables eg_runs/eg_cases missing)", where=label)
+    if run_id:
+        row = connection.execute("SELECT run_id, document FROM eg_runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise UserError(f"no run {run_id!r} in this database", where=label)
+        return str(row[0]), str(row[1])
+    skipped = ("running", "merged") if skip_merged else ("running",)
+    row = connection.execute(
+        f"SELECT run_id, document FROM eg_runs WHERE status NOT IN ({', '.join('?' * len(skipped))})"
+        " ORDER BY julianday(timestamp) DESC, run_id DESC LIMIT 1",
+        skipped,
+    ).fetchone()
+    if row is None:
+        raise UserError("no finished run in this database (name one with FILE#RUN_ID)", where=label)
+    return str(row[0]), str(row[1])
+
+
+def _sqlite_records(connection: sqlite3.Connection, run_id: str) -> Iterator[str]:
+    try:
+        cursor = connection.execute("SELECT record FROM eg_cases WHERE run_id = ? ORDER BY idx, repeat", (run_id,))
+        for (record,) in cursor:
+            yield str(record)
+    finally:
+        connection.close()
+
+
+def _check_document(document: Any, where: str) -> None:
+    if not isinstance(document, dict) or any(key not in document for key in RESULTS_KEYS):
+        raise UserError(f"not an evalgate results document (needs {', '.join(RESULTS_KEYS)})", where=where)
+    if document["schema_version"] != SCHEMA_VERSION:
+        raise UserError(f"schema_version {document['schema_version']!r} is not {SCHEMA_VERSION}", where=where)
+
+
+# ---------------------------------------------------------------------------------------------
+# consistency checks (pure)
+
+
+def _settings_defaults() -> dict[str, Any]:
+    from evalgate.settings import Settings
+
+    return {name: Settings.model_fields[name].get_default(call_default_factory=True) for name in MATTERING_SETTINGS}
+
+
+def run_identity(document: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """What must be equal between shards of one run (JSON-comparable values)."""
+    metadata = document.get("metadata") or {}
+    config = metadata.get("config") or {}
+    judge = metadata.get("judge") or {}
+    return {
+        "evalgate version": (metadata.get("versions") or {}).get("evalgate"),
+        "datasets": _canonical(metadata.get("datasets")),
+        "judge": _canonical([judge.get("provider"), judge.get("model")]),
+        "target kind": (metadata.get("target") or {}).get("kind"),
+        **{name: _canonical(config.get(name, defaults[name])) for name in MATTERING_SETTINGS},
+    }
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def recorded_thresholds(document: Mapping[str, Any]) -> dict[str, Any]:
+    """Metric → threshold mapping (``None``: informational) as the run applied it."""
+    found: dict[str, Any] = {name: (row or {}).get("threshold") for name, row in (document.get("metrics") or {}).items()}
+    for name, threshold in (document.get("thresholds") or {}).items():
+        found.setdefault(name, threshold)
+    return found
+
+
+def shard_of_document(document: Mapping[str, Any], label: str) -> tuple[int, int] | None:
+    """The ``(i, n)`` shard a run selected (``metadata.config.shard``), None for an unsharded run."""
+    from evalgate.settings import parse_shard
+
+    text = ((document.get("metadata") or {}).get("config") or {}).get("shard")
+    if not text:
+        return None
+    try:
+        return parse_shard(str(text))
+    except ValueError as exc:
+        raise UserError(str(exc), where=f"{label}: metadata.config.shard") from None
+
+
+class Consistency:
+    """Accumulates the inputs' identities, thresholds and shards; raises on the first disagreement."""
+
+    def __init__(self) -> None:
+        self.defaults = _settings_defaults()
+        self.identity: dict[str, Any] | None = None
+        self.first_label = ""
+        self.thresholds: dict[str, tuple[Any, str]] = {}
+        self.shards: dict[int, str] = {}
+        self.shard_count: int | None = None
+        self.unsharded: str | None = None
+
+    def add(self, run: ShardRun) -> None:
+        self._check_thresholds(run)
+        self._check_identity(run)
+        self._check_shard(run)
+
+    def _check_identity(self, run: ShardRun) -> None:
+        identity = run_identity(run.document, self.defaults)
+        if self.identity is None:
+            self.identity, self.first_label = identity, run.label
+            return
+        for key, value in identity.items():
+            if value != self.identity[key]:
+                raise UserError(
+                    f"{key} differs between shards: {value} here, {self.identity[key]} in {self.first_label}",
+                    where=run.label,
+                )
+
+    def _check_thresholds(self, run: ShardRun) -> None:
+        for name, threshold in recorded_thresholds(run.document).items():
+            seen = self.thresholds.get(name)
+            if seen is None:
+                self.thresholds[name] = (threshold, run.label)
+            elif _canonical(seen[0]) != _canonical(threshold):
+                raise UserError(
+                    f"threshold for {name!r} is {_canonical(threshold)} here but {_canonical(seen[0])} in {seen[1]}; "
+                    "shards of one run must share thresholds",
+                    where=run.label,
+                )
+
+    def _check_shard(self, run: ShardRun) -> None:
+        shard = run.shard
+        if shard is None:
+            if self.shards:
+                raise UserError(f"this run is not a shard but {self.shards[min(self.shards)]} is", where=run.label)
+            self.unsharded = self.unsharded or run.label
+            return
+        if self.unsharded:
+            raise UserError(f"shard {shard[0]}/{shard[1]} cannot merge with the unsharded run {self.unsharded}",
+                            where=run.label)
+        index, count = shard
+        if self.shard_count is not None and count != self.shard_count:
+            raise UserError(f"shard {index}/{count} does not match the {self.shard_count} shards of "
+                            f"{self.shards[min(self.shards)]}", where=run.label)
+        if index in self.shards:
+            raise UserError(f"shard {index}/{count} is given twice (also {self.shards[index]})", where=run.label)
+        self.shard_count = count
+        self.shards[index] = run.label
+
+    def missing_shards(self) -> list[str]:
+        if self.shard_count is None:
+            return []
+        return [f"{i}/{self.shard_count}" for i in range(1, self.shard_count + 1) if i not in self.shards]
+
+    def gate_thresholds(self) -> dict[str, Threshold]:
+        return {name: Threshold.model_validate(t) for name, (t, _) in sorted(self.thresholds.items()) if t is not None}
+
+    def policy(self) -> GatePolicy:
+        identity = self.identity or {}
+
+        def value(name: str) -> Any:
+            return json.loads(identity[name]) if name in identity else self.defaults[name]
+
+        return GatePolicy(strict=bool(value("strict_metrics")), fail_on_critical=bool(value("fail_on_critical")),
+                          min_pass_rate=value("min_pass_rate"), max_errored=int(value("max_errored")))
+
+
+# ---------------------------------------------------------------------------------------------
+# the merge
+
+
+def merge_runs(
+    sources: Sequence[str | Path],
+    *,
+    output_dir: Path,
+    db_path: Path | None = None,
+    allow_partial: bool = False,
+    now: dt.datetime | None = None,
+) -> MergeOutcome:
+    """Merge ``sources`` into ``output_dir/results.json`` and a new ``merged`` run in ``db_path``."""
+    from evalgate.metrics.registry import all_metrics
+    from evalgate.run import build_document, new_run_id
+    from evalgate.store.sqlite import SQLiteStore
+
+    if not sources:
+        raise UserError("give at least one shard's results.json or SQLite file", where="merge")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    db_path = db_path or output_dir / "results.db"
+    spool = CaseSpool(output_dir / SPOOL_NAME)
+    try:
+        consistency, runs = _spool_inputs(sources, spool)
+        missing = consistency.missing_shards()
+        if missing and not allow_partial:
+            raise UserError(f"shard(s) {', '.join(missing)} missing (pass --allow-partial to merge anyway)",
+                            where="merge")
+        moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
+        run_id, timestamp = new_run_id(moment), moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        thresholds = consistency.gate_thresholds()
+        store = SQLiteStore(db_path, run_id, timestamp)
+        aggregate = RunAggregate()
+        for record in spool.iter_records_in_order():
+            text = record.decode("utf-8")
+            result = CaseResult.model_validate_json(text)
+            aggregate.add(result)
+            store.add(result, text)
+        verdict = run_verdict(aggregate, thresholds, consistency.policy(), extra_reasons(runs, missing))
+        document = build_document(
+            run_id=run_id, timestamp=timestamp, status="merged", aggregate=aggregate, thresholds=thresholds,
+            verdict=verdict, metadata=merged_metadata(runs), metrics=all_metrics(),
+        )
+        add_judge_spend(document["summary"], [run.document for run in runs])
+        results_path = output_dir / "results.json"
+        write_results(results_path, document, spool)
+        store.finish(document)
+    finally:
+        spool.close()
+        spool.path.unlink(missing_ok=True)
+    warnings = [f"{run.label}: its baseline comparison was dropped; compare the merged run instead"
+                for run in runs if run.document.get("comparison")]
+    return MergeOutcome(document=document, results_path=results_path, db_path=db_path, verdict=verdict,
+                        warnings=warnings)
+
+
+def _spool_inputs(sources: Sequence[str | Path], spool: CaseSpool) -> tuple[Consistency, list[ShardRun]]:
+    """Read every input once: check it, and append its records to ``spool`` (case ids must be unique)."""
+    consistency = Consistency()
+    owner: dict[str, str] = {}
+    runs: list[ShardRun] = []
+    for source in sources:
+        run = open_input(source)
+        run.shard = shard_of_document(run.document, run.label)
+        consistency.add(run)
+        run.cases = _spool_records(run, spool, owner)
+        runs.append(run)
+    return consistency, runs
+
+
+def _spool_records(run: ShardRun, spool: CaseSpool, owner: dict[str, str]) -> int:
+    from evalgate.dataset.select import shard_of
+
+    seen: set[tuple[str, int]] = set()
+    count = 0
+    for position, text in enumerate(run.records):
+        where = f"{run.label}: results[{position}]"
+        try:
+            result = CaseResult.model_validate_json(text)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            raise UserError(f"invalid case record: {'.'.join(map(str, error['loc']))}: {error['msg']}",
+                            where=where) from None
+        key = (result.id, result.repeat)
+        if key in seen:
+            raise UserError(f"case {result.id!r} repeat {result.repeat} appears twice", where=where)
+        seen.add(key)
+        other = owner.setdefault(result.id, run.label)
+        if other != run.label:
+            raise UserError(f"case id {result.id!r} is also in {other}; shards must not overlap", where=where)
+        if run.shard and shard_of(result.id, run.shard[1]) != run.shard[0]:
+            raise UserError(f"case {result.id!r} belongs to shard {shard_of(result.id, run.shard[1])}/{run.shard[1]}, "
+                            f"not {run.shard[0]}/{run.shard[1]}", where=where)
+        spool.add(result.index, result.repeat, text)
+        count += 1
+    return count
+
+
+def extra_reasons(runs: Sequence[ShardRun], missing: Sequence[str]) -> list[str]:
+    """Gate reasons that come from the shards rather than their cases (partial results never pass)."""
+    reasons = [f"shard(s) {', '.join(missing)} missing: the merged results are partial"] if missing else []
+    for run in runs:
+        status = str(run.document.get("status") or "completed")
+        if status not in FINISHED:
+            reasons.append(f"{run.label}: run {status} before every case finished")
+        cost = (run.document.get("metadata") or {}).get("cost") or {}
+        if cost.get("budget_exceeded"):
+            reasons.append(f"{run.label}: max_cost reached: the shard stopped before exceeding the budget")
+    return reasons
+
+
+def merged_metadata(runs: Sequence[ShardRun]) -> dict[str, Any]:
+    """The first input's metadata without per-shard settings, plus one ``merged_from`` entry per input."""
+    first = dict(runs[0].document.get("metadata") or {})
+    config = {k: v for k, v in (first.get("config") or {}).items() if k not in PER_SHARD_SETTINGS}
+    per_run = ("calls", "cost", "estimate", "selected_cases")
+    metadata = {k: v for k, v in first.items() if k not in per_run} | {"config": config}
+    metadata["selected_cases"] = sum(run.cases for run in runs)
+    metadata["merged_from"] = [
+        {
+            "source": run.label,
+            "run_id": run.document.get("run_id"),
+            "timestamp": run.document.get("timestamp"),
+            "status": run.document.get("status"),
+            "shard": f"{run.shard[0]}/{run.shard[1]}" if run.shard else None,
+            "records": run.cases,
+            "calls": (run.document.get("metadata") or {}).get("calls"),
+            "cost": (run.document.get("metadata") or {}).get("cost"),
+        }
+        for run in runs
+    ]
+    return metadata
+
+
+def add_judge_spend(summary: dict[str, Any], documents: Sequence[Mapping[str, Any]]) -> None:
+    """Add the inputs' judge spend: ``cost_usd`` += Σ judge cost; judge tokens and calls summed."""
+    spends = [d["summary"]["judge_calls"] for d in documents if (d.get("summary") or {}).get("judge_calls")]
+    if not spends:
+        return
+    cost = sum(float(s.get("cost_usd") or 0.0) for s in spends)
+    summary["cost_usd"] = round(float(summary.get("cost_usd") or 0.0) + cost, 6)
+    summary["judge_calls"] = {"made": sum(int(s.get("made") or 0) for s in spends),
+                              "cached": sum(int(s.get("cached") or 0) for s in spends), "cost_usd": round(cost, 6)}
+    tokens = summary.setdefault("tokens", {})
+    for key in ("judge_prompt", "judge_completion"):
+        tokens[key] = sum(int(((d.get("summary") or {}).get("tokens") or {}).get(key) or 0) for d in documents)
+
+
+def load_document(spec: str | Path) -> dict[str, Any]:
+    """A whole results document (with ``results``) from a results.json or SQLite file: ``FILE#RUN_ID``,
+    else its newest finished run (merged runs included)."""
+    run = open_input(spec, skip_merged=False)
+    records: list[Any] = []
+    for position, text in enumerate(run.records):
+        try:
+            records.append(json.loads(text))
+        except json.JSONDecodeError as exc:
+            raise UserError(f"case record is not valid JSON ({exc.msg})",
+                            where=f"{run.label}: results[{position}]") from None
+    return {**run.document, "results": records}

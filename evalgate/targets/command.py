@@ -1,0 +1,137 @@
+"""The ``command`` target: run a local program once per case, without a shell.
+
+``target_command`` is the argv (a JSON list, or comma-separated). The program gets the case as one JSON
+object on stdin (every case field, plus ``context``: the merged ``eval_context`` and case context as the
+http target sends it) and must print one JSON object on stdout with the answer fields (read with the
+http target's response mapping, so ``output``/``answer``/``response``, ``sources``, ``tools_used`` …
+all work) or a JSON string (the answer text). A non-zero exit status, invalid JSON, or running longer
+than ``api_timeout_seconds`` makes the case ``errored``; on timeout the program and its process group
+are killed. Commands are not retried: a local program's failure is not transient.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from evalgate.errors import UserError
+from evalgate.records import Answer
+from evalgate.redact import redact
+from evalgate.targets.http import case_context
+from evalgate.targets.mapping import ResponseMap
+
+if TYPE_CHECKING:
+    from evalgate.dataset.models import Case
+    from evalgate.execution import Runtime
+    from evalgate.settings import Settings
+
+STDERR_TAIL_CHARS = 500
+
+
+def resolve_program(argv: Sequence[str]) -> list[str]:
+    """``argv`` with its program checked: on PATH or an executable file; else ``UserError``."""
+    if not argv or not str(argv[0]).strip():
+        raise UserError("target 'command' needs target_command (a JSON list of program and arguments)",
+                        where="target_command")
+    program = str(argv[0])
+    found = shutil.which(program)
+    if found is None:
+        raise UserError(f"program {program!r} not found or not executable", where="target_command")
+    return [program, *map(str, argv[1:])]
+
+
+class CommandTarget:
+    kind = "command"
+
+    def __init__(self, argv: Sequence[str], *, timeout: float, runtime: Runtime | None = None,
+                 eval_context: Mapping[str, Any] | None = None, response_map: Mapping[str, str] | None = None) -> None:
+        self.argv = resolve_program(argv)
+        self.timeout = timeout
+        self.runtime = runtime
+        self.eval_context = dict(eval_context or {})
+        self.response_map = ResponseMap.build(response_map)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, runtime: Runtime | None = None) -> CommandTarget:
+        return cls(settings.target_command, timeout=settings.api_timeout_seconds, runtime=runtime,
+                   eval_context=settings.eval_context, response_map=settings.target_response_map)
+
+    def stdin_for(self, case: Case) -> bytes:
+        record = case.model_dump(mode="json", exclude_none=True)
+        record["context"] = case_context(case, self.eval_context)
+        return json.dumps(record, ensure_ascii=False).encode("utf-8")
+
+    async def answer(self, case: Case) -> Answer:
+        if self.runtime is not None:
+            self.runtime.executor.check_stop()
+        started = time.perf_counter()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            )
+        except OSError as exc:
+            return Answer(error=f"cannot start {self.argv[0]!r}: {exc.strerror or exc}")
+        try:
+            stdout, stderr = await asyncio.wait_for(process.communicate(self.stdin_for(case)), timeout=self.timeout)
+        except TimeoutError:
+            return Answer(error=f"command timed out after {self.timeout:g}s and was killed")
+        finally:
+            await _reap(process)
+        latency = round((time.perf_counter() - started) * 1000, 3)
+        if process.returncode != 0:
+            return Answer(error=redact(f"command exited with status {process.returncode}: {_tail(stderr)}"))
+        return self._read(stdout, latency)
+
+    def _read(self, stdout: bytes, latency_ms: float) -> Answer:
+        text = stdout.decode("utf-8", errors="replace").strip()
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return Answer(error=f"command printed invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")
+        if isinstance(data, str):
+            return Answer(output=redact(data), latency_ms=latency_ms)
+        if not isinstance(data, dict):
+            return Answer(error=f"command printed JSON {type(data).__name__}, expected an object or a string")
+        try:
+            answer = Answer(**self.response_map.apply(data), latency_ms=latency_ms)
+        except (ValueError, ValidationError) as exc:
+            return Answer(error=redact(f"command printed an unusable answer: {str(exc).splitlines()[0]}"))
+        if answer.output is None:
+            return Answer(error="command printed no answer text ('output', 'answer' or 'response')")
+        return answer
+
+    async def aclose(self) -> None:
+        return None
+
+    def describe(self) -> dict[str, object]:
+        return {"kind": self.kind, "command": self.argv, "timeout_seconds": self.timeout}
+
+
+async def _reap(process: asyncio.subprocess.Process) -> None:
+    """Kill the program's process group if it is still running, then wait for it."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(process.wait(), timeout=5)
+
+
+def _tail(stderr: bytes) -> str:
+    """The last non-blank line the program wrote to stderr, at most 500 characters."""
+    lines = [line for line in stderr.decode("utf-8", errors="replace").splitlines() if line.strip()]
+    if not lines:
+        return "(no stderr output)"
+    last = lines[-1].strip()
+    return last if len(last) <= STDERR_TAIL_CHARS else "…" + last[-STDERR_TAIL_CHARS:]

@@ -1,0 +1,201 @@
+"""The ``http`` target: one request per case to ``target_url`` (``EVALGATE_TARGET_URL``).
+
+Request body: without ``target_body_template``, ``{"message": input, **context}`` where context is
+``eval_context`` (``EVALGATE_EVAL_*`` variables) overlaid with the case's own ``active_team_id``,
+``active_league_id``, ``team_name`` and ``language``; seed 002's names are sent in its camelCase
+(``activeTeamId``, ``activeLeagueId``, ``teamName``). With a template, the jinja2 template renders the
+JSON body from ``input``, ``id``, ``category``, ``context`` (the merged context) and ``case`` (every case
+field); use ``| tojson`` for values, e.g. seed 004: ``{"query": {{ input | tojson }}}``. GET and HEAD
+send the top-level payload fields as query parameters instead of a body.
+
+Headers come from ``target_headers``; ``${NAME}`` in a value is replaced by environment variable NAME
+(missing → ``UserError`` at startup) and the value is registered as a secret. The reply is read with
+``targets.mapping.ResponseMap``; a non-JSON reply is taken as the answer text. Latency is the time of
+the attempt that succeeded, in milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import jinja2
+import jinja2.meta
+from pydantic import ValidationError
+
+from evalgate.errors import UserError
+from evalgate.execution import CallFailed, Runtime, StatusError
+from evalgate.records import Answer
+from evalgate.redact import redact, register_secret
+from evalgate.targets.mapping import ResponseMap
+
+if TYPE_CHECKING:
+    from evalgate.dataset.models import Case
+    from evalgate.settings import Settings
+
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+CAMEL_CASE = {"active_team_id": "activeTeamId", "active_league_id": "activeLeagueId", "team_name": "teamName"}
+CASE_CONTEXT_FIELDS = ("active_team_id", "active_league_id", "team_name", "language")
+QUERY_METHODS = frozenset({"GET", "HEAD"})
+ERROR_BODY_CHARS = 300
+PROVIDER = "target"
+
+
+def substitute_env(value: str, env: Mapping[str, str], where: str) -> str:
+    """Replace every ``${NAME}`` with ``env[NAME]``; the substituted values are registered as secrets."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in env:
+            raise UserError(f"environment variable {name} is not set", where=where)
+        register_secret(env[name])
+        return env[name]
+
+    return ENV_REFERENCE.sub(replace, value)
+
+
+SENSITIVE_HEADER = re.compile(r"authorization|api[-_]?key|token|secret|cookie|password|signature", re.I)
+
+
+def resolve_headers(headers: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
+    """Headers with ``${NAME}`` substituted; values of credential-like headers (Authorization, X-API-Key,
+    cookies, tokens) are registered as secrets even when written literally, so they are masked in output."""
+    resolved = {name: substitute_env(str(value), env, f"target_headers.{name}") for name, value in headers.items()}
+    for name, value in resolved.items():
+        if SENSITIVE_HEADER.search(name):
+            register_secret(value)
+            register_secret(value.partition(" ")[2].strip())  # the credential after "Bearer " / "Basic "
+    return resolved
+
+
+def case_context(case: Case, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """``eval_context`` defaults overlaid with the case's own context fields, 002 names in camelCase."""
+    merged = dict(defaults)
+    for name in CASE_CONTEXT_FIELDS:
+        value = getattr(case, name, None)
+        if value is not None:
+            merged[name] = value
+    return {CAMEL_CASE.get(key, key): value for key, value in merged.items()}
+
+
+BODY_VARIABLES = frozenset({"input", "id", "category", "context", "case"})
+
+
+def compile_template(source: str, variables: frozenset[str], where: str) -> jinja2.Template:
+    """A jinja2 template that may only use ``variables``; syntax errors and unknown names are
+    ``UserError`` at startup rather than an error on every case."""
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+    env.filters["tojson"] = _tojson
+    try:
+        unknown = jinja2.meta.find_undeclared_variables(env.parse(source)) - variables
+        template = env.from_string(source)
+    except jinja2.TemplateSyntaxError as exc:
+        raise UserError(f"invalid jinja2 template: {exc.message} (line {exc.lineno})", where=where) from None
+    if unknown:
+        raise UserError(f"unknown template variable(s) {', '.join(sorted(unknown))}; available: "
+                        f"{', '.join(sorted(variables))}", where=where)
+    return template
+
+
+def _tojson(value: Any) -> str:
+    """JSON text of ``value``; an undefined value fails with jinja2's message naming it."""
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()
+    return json.dumps(value, ensure_ascii=False)
+
+
+class HttpTarget:
+    kind = "http"
+
+    def __init__(self, *, url: str, runtime: Runtime, method: str = "POST", headers: Mapping[str, str] | None = None,
+                 body_template: str | None = None, response_map: Mapping[str, str] | None = None,
+                 eval_context: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> None:
+        env = os.environ if env is None else env
+        if not url.startswith(("http://", "https://")):
+            raise UserError(f"target_url must be an http:// or https:// URL, got {url!r}", where="target_url")
+        self.url = url
+        self.method = method.upper()
+        self.runtime = runtime
+        self.headers = resolve_headers(headers or {}, env)
+        self.template = (compile_template(body_template, BODY_VARIABLES, "target_body_template")
+                         if body_template else None)
+        self.response_map = ResponseMap.build(response_map)
+        self.eval_context = dict(eval_context or {})
+        self.client = httpx.AsyncClient(timeout=runtime.executor.policy.attempt_seconds, follow_redirects=True)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, runtime: Runtime, env: Mapping[str, str] | None = None) -> HttpTarget:
+        if not settings.target_url:
+            raise UserError("target 'http' needs target_url (EVALGATE_TARGET_URL)", where="target_url")
+        return cls(url=settings.target_url, runtime=runtime, method=settings.target_method,
+                   headers=settings.target_headers, body_template=settings.target_body_template,
+                   response_map=settings.target_response_map, eval_context=settings.eval_context, env=env)
+
+    def payload(self, case: Case) -> Any:
+        """The request payload for ``case`` (a JSON value)."""
+        context = case_context(case, self.eval_context)
+        if self.template is None:
+            return {"message": case.input or "", **context}
+        text = self.template.render(input=case.input or "", id=case.id, category=case.category, context=context,
+                                    case=case.model_dump(mode="json", exclude_none=True))
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"target_body_template rendered invalid JSON ({exc.msg} at column {exc.colno}); "
+                             "use | tojson for values") from None
+
+    async def answer(self, case: Case) -> Answer:
+        try:
+            payload = self.payload(case)
+        except (ValueError, TypeError, jinja2.TemplateError) as exc:
+            return Answer(error=f"request body: {exc}")
+        try:
+            response, latency = await self.runtime.executor.call(
+                PROVIDER, lambda: self._send(payload), what=f"{self.method} {self.url}")
+        except CallFailed as exc:
+            return Answer(error=redact(str(exc)))
+        return self._read(response, latency)
+
+    async def _send(self, payload: Any) -> tuple[httpx.Response, float]:
+        started = time.perf_counter()
+        if self.method in QUERY_METHODS:
+            params = payload if isinstance(payload, dict) else {}
+            response = await self.client.request(self.method, self.url, headers=self.headers, params=params)
+        else:
+            response = await self.client.request(self.method, self.url, headers=self.headers, json=payload)
+        latency = (time.perf_counter() - started) * 1000
+        if response.status_code >= 400:
+            excerpt = response.text[:ERROR_BODY_CHARS].strip()
+            raise StatusError(response.status_code, excerpt or response.reason_phrase, dict(response.headers))
+        return response, latency
+
+    def _read(self, response: httpx.Response, latency_ms: float) -> Answer:
+        try:
+            data = response.json()
+        except ValueError:
+            return Answer(output=redact(response.text), latency_ms=round(latency_ms, 3))
+        try:
+            fields = self.response_map.apply(data)
+            answer = Answer(**fields, latency_ms=round(latency_ms, 3))
+        except (ValueError, ValidationError) as exc:
+            return Answer(error=redact(f"unexpected reply from {self.url}: {_first_line(exc)}"))
+        if answer.output is None:
+            paths = self.response_map.describe().get("output", "")
+            return Answer(error=f"the reply from {self.url} has no answer text at {paths or '(no path)'}")
+        return answer
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    def describe(self) -> dict[str, object]:
+        return {"kind": self.kind, "url": self.url, "method": self.method, "headers": sorted(self.headers),
+                "body_template": self.template is not None, "response_map": self.response_map.describe()}
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

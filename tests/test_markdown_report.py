@@ -1,0 +1,543 @@
+"""Markdown report (PR comment / job summary) and the escaping helpers, checked by rendering the
+Markdown to HTML with markdown-it-py (CommonMark + GFM tables, raw HTML on, as GitHub allows
+``<details>``)."""
+
+from __future__ import annotations
+
+import copy
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from markdown_it import MarkdownIt
+
+from evalgate.errors import UserError
+from evalgate.redact import register_secret
+from evalgate.report.escape import (
+    ZWJ,
+    escape_cell,
+    escape_html,
+    escape_prose,
+    fenced,
+    inline_code,
+    link_target,
+    truncate,
+    utf16_len,
+)
+from evalgate.report.markdown import SourceLinks, render_comment, render_summary, split_source
+
+HOSTILE_ANSWER = (
+    "</details><script>alert(1)</script>\n```\n::error::pwned\n```\n| a | b |\n@octo-org/security-team see #12\n"
+    "<img src=x onerror=alert(2)> [click](javascript:alert(3)) ![t](http://evil.example/t.png)"
+)
+
+
+def failing_case(case_id: str, *, risk: str = "medium", index: int = 0, status: str = "failed") -> dict[str, Any]:
+    return {
+        "id": case_id,
+        "index": index,
+        "suite": "brand-mentions",
+        "category": "crm",
+        "risk_level": risk,
+        "difficulty": None,
+        "evolution_type": None,
+        "tags": [],
+        "description": f"checks {case_id}",
+        "source": f"datasets/brand/fixtures.yaml:{3 + 10 * index}",
+        "status": status,
+        "passed": False,
+        "error": "target timed out after 30 s" if status == "errored" else None,
+        "reasons": [f"mention_f1: 0.40 below 0.85 for {case_id}"],
+        "input": f"Which CRM should I use? ({case_id})",
+        "expected": {"expected_my_mentions": ["HubSpot"], "expected_competitor_mentions": ["Salesforce"]},
+        "output": "I recommend Salesforce. " * 60,
+        "answer": {},
+        "metrics": {
+            "mention_f1": {"value": 0.4, "threshold": {"min": 0.85}, "passed": False, "status": "failed",
+                           "reason": "missed HubSpot", "details": {}},
+            "mention_precision": {"value": 1.0, "threshold": {"min": 0.9}, "passed": True, "status": "passed",
+                                  "reason": None, "details": {}},
+        },
+        "num_tokens": 120,
+        "latency_ms": None,
+        "cost_usd": None,
+        "repeat": 0,
+    }
+
+
+def passing_case(case_id: str, index: int) -> dict[str, Any]:
+    case = failing_case(case_id, index=index)
+    case.update(status="passed", passed=True, reasons=[], metrics={})
+    return case
+
+
+def results_doc(*, passed: bool = False, comparison: bool = False) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "schema_version": 1,
+        "run_id": "20261122T101500Z-3f2a1c",
+        "timestamp": "2026-11-22T10:15:00Z",
+        "status": "completed",
+        "summary": {
+            "pass_rate": 0.8, "weighted_pass_rate": 0.75, "total_test_cases": 10, "total_passed": 8,
+            "total_failed": 1, "total_errored": 1, "total_skipped": 0, "critical_failures": 1,
+            "average_scores": {"mention_precision": 0.95},
+            "tokens": {"total": 50000, "average": 2500, "judge_prompt": 1200, "judge_completion": 300},
+            "cost_usd": 0.0123, "judged_unavailable": 0,
+        },
+        "metrics": {
+            "mention_precision": {"average": 0.95, "count": 10, "skipped": 0, "unavailable": 0, "errored": 0,
+                                  "threshold": {"min": 0.9}, "direction": "higher", "passed": True},
+            "mention_f1": {"average": 0.82, "count": 10, "skipped": 0, "unavailable": 0, "errored": 0,
+                           "threshold": {"min": 0.85}, "direction": "higher", "passed": False},
+            "false_is_mine_rate": {"average": 0.0, "count": 10, "skipped": 0, "unavailable": 0, "errored": 0,
+                                   "threshold": {"max": 0.05}, "direction": "lower", "passed": True},
+            "judge_overall": {"average": None, "count": 0, "skipped": 10, "unavailable": 0, "errored": 0,
+                              "threshold": None, "direction": "higher", "passed": None},
+        },
+        "thresholds": {"mention_f1": {"min": 0.85}},
+        "thresholds_passed": passed,
+        "gate": {
+            "passed": passed,
+            "exit_code": 0 if passed else 1,
+            "reasons": [] if passed else [
+                "mention_f1 average 0.82 misses threshold ≥ 0.85",
+                "critical case crit-1 failed (datasets/brand/fixtures.yaml:13): mention_f1: 0.40 below 0.85",
+            ],
+        },
+        "breakdowns": {
+            "category": {
+                "crm": {"total": 3, "passed": 2, "failed": 1, "errored": 0, "pass_rate": 0.667, "average_scores": {}},
+                "email": {"total": 7, "passed": 6, "failed": 0, "errored": 1, "pass_rate": 0.857, "average_scores": {}},
+            },
+            "difficulty": {}, "risk_level": {}, "evolution_type": {}, "tag": {}, "suite": {},
+        },
+        "metadata": {
+            "datasets": [{"path": "datasets/brand/fixtures.yaml", "sha256": "ab", "cases": 10}],
+            "config": {}, "versions": {"evalgate": "0.1.0", "python": "3.11.7"},
+            "judge": {"provider": "openai", "model": "gpt-4o-mini"}, "target": {"kind": "recorded"},
+        },
+        "results": [
+            passing_case("ok-0", 0),
+            failing_case("crit-1", risk="critical", index=1),
+            failing_case("err-2", risk="low", index=2, status="errored"),
+        ],
+    }
+    if comparison:
+        doc["comparison"] = {
+            "baseline": {"source": "artifact evalgate-results of run 123 on main", "run_id": "r0", "timestamp": "t"},
+            "significance_level": 0.05,
+            "bootstrap": {"resamples": 10000, "seed": 20261122},
+            "metrics": {
+                "mention_f1": {"base": 0.91, "head": 0.82, "delta": -0.09, "ci_low": -0.12, "ci_high": -0.04,
+                               "n_paired": 14, "direction": "higher", "significant": True, "regression": True,
+                               "improvement": False, "gated": True},
+                "mention_precision": {"base": 0.94, "head": 0.95, "delta": 0.01, "ci_low": -0.02, "ci_high": 0.04,
+                                      "n_paired": 14, "direction": "higher", "significant": False,
+                                      "regression": False, "improvement": False, "gated": True},
+            },
+            "pass_rate": {"base": 0.9, "head": 0.8, "delta": -0.1, "regressions": 2, "fixes": 1, "n_paired": 14,
+                          "p_value": 0.5, "significant": False},
+            "cases": {
+                "regressions": [
+                    {"id": "low-3", "source": "datasets/brand/fixtures.yaml:33", "risk_level": "low", "critical": False,
+                     "base_status": "passed", "head_status": "failed"},
+                    {"id": "crit-1", "source": "datasets/brand/fixtures.yaml:13", "risk_level": "critical",
+                     "critical": True, "base_status": "passed", "head_status": "failed"},
+                ],
+                "fixes": [{"id": "fixed-9", "source": "datasets/brand/fixtures.yaml:93", "risk_level": "high",
+                           "critical": False, "base_status": "failed", "head_status": "passed"}],
+                "new": ["n1"],
+                "removed": ["r1", "r2"],
+            },
+            "regression": True,
+            "summary": "1 significant regression: mention_f1 fell 0.090 (95% CI -0.120 to -0.040).",
+        }
+    return doc
+
+
+LINKS = SourceLinks("https://github.com", "octo/hello", "0123abcd" * 5, workspace="/ws", base_dir="/ws")
+
+
+def render(doc: dict[str, Any], **kwargs: Any) -> str:
+    options: dict[str, Any] = {
+        "run_url": "https://github.com/octo/hello/actions/runs/99",
+        "artifact_url": "https://github.com/octo/hello/actions/runs/99/artifacts/7",
+        "tag": "main",
+        "source_links": LINKS,
+    }
+    options.update(kwargs)
+    return render_comment(doc, **options)
+
+
+def to_html(markdown: str) -> str:
+    return MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+
+
+class ElementCounter(HTMLParser):
+    """Counts start tags and collects text, as a browser would see the rendered HTML."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: dict[str, int] = {}
+        self.rows: list[int] = []
+        self.prose = ""
+        """Text outside <code>/<pre> (where GitHub links mentions)."""
+        self._cells = 0
+        self._code_depth = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags[tag] = self.tags.get(tag, 0) + 1
+        if tag == "tr":
+            self._cells = 0
+        if tag in ("td", "th"):
+            self._cells += 1
+        if tag in ("code", "pre"):
+            self._code_depth += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "tr":
+            self.rows.append(self._cells)
+        if tag in ("code", "pre"):
+            self._code_depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self._code_depth == 0:
+            self.prose += data
+
+
+def elements(markdown: str) -> ElementCounter:
+    counter = ElementCounter()
+    counter.feed(to_html(markdown))
+    return counter
+
+
+# ---------------------------------------------------------------------------------------------
+# content
+
+
+def test_marker_and_failed_verdict_with_every_reason() -> None:
+    body = render(results_doc())
+    lines = body.split("\n")
+    assert lines[0] == "<!-- evalgate:comment tag=main -->"
+    assert lines[1].startswith("## ❌ evalgate · main failed")
+    assert "mention\\_f1 average 0.82 misses threshold ≥ 0.85" in body
+    assert "critical case crit-1 failed" in body
+    assert "**8/10 cases passed** (80.0%, risk-weighted 75.0%)" in body
+
+
+def test_passed_verdict_and_partial_run_note() -> None:
+    doc = results_doc(passed=True)
+    doc["status"] = "cancelled"
+    body = render(doc, tag="default")
+    assert "## ✅ evalgate passed" in body
+    assert "The run was **cancelled**: these are partial results." in body
+
+
+def test_metric_table_results_and_thresholds() -> None:
+    body = render(results_doc())
+    assert "| Metric | Average | Threshold | Result |\n" in body
+    assert "| `mention_precision` | 0.950 | ≥ 0.9 | ✅ |" in body
+    assert "| `mention_f1` | 0.820 | ≥ 0.85 | ❌ |" in body
+    assert "| `false_is_mine_rate` | 0.000 | ≤ 0.05 | ✅ |" in body
+    assert "| `judge_overall` | — | — | ⏭ skipped |" in body
+    assert "vs base" not in body
+
+
+def test_comparison_column_and_regressions_section() -> None:
+    body = render(results_doc(comparison=True))
+    assert "| Metric | Average | Threshold | Result | vs base |" in body
+    assert "| `mention_f1` | 0.820 | ≥ 0.85 | ❌ | **▼ −0.090** |" in body
+    assert "| `mention_precision` | 0.950 | ≥ 0.9 | ✅ | ▲ +0.010 |" in body
+    assert "| `false_is_mine_rate` | 0.000 | ≤ 0.05 | ✅ | — |" in body
+    assert "### Compared with the base branch" in body
+    assert "1 significant regression: mention\\_f1 fell 0.090" in body
+    assert "Baseline: artifact evalgate-results of run 123 on main" in body
+    assert "Pass rate 90.0% → 80.0% (2 regression(s), 1 fix(es), McNemar p=0.500, not significant)" in body
+    assert "1 new · 2 removed" in body
+    regressed = body.index("| Regressed case |")
+    assert body.index("`crit-1` 🚨", regressed) < body.index("`low-3`", regressed), "critical regressions first"
+    assert "| `fixed-9` |" in body
+    for row in elements(body).rows:
+        assert row in (4, 5, 6, 3), row
+
+
+def test_critical_failures_first_with_links_to_the_head_sha() -> None:
+    body = render(results_doc())
+    link = f"https://github.com/octo/hello/blob/{'0123abcd' * 5}/datasets/brand/fixtures.yaml#L13"
+    section = body.index("### 🚨 Critical failures (1)")
+    assert f"- `crit-1` failed — [datasets/brand/fixtures.yaml:13]({link})" in body[section:]
+    details = body.index("### Failed cases")
+    assert body.index("<code>crit-1</code>", details) < body.index("<code>err-2</code>", details)
+    assert section < details
+
+
+def test_sources_without_repository_context_are_plain_code() -> None:
+    body = render(results_doc(), source_links=None)
+    assert "`datasets/brand/fixtures.yaml:13`" in body
+    assert "/blob/" not in body
+
+
+def test_category_breakdown_table() -> None:
+    body = render(results_doc())
+    assert "| Category | Cases | Passed | Failed | Errored | Pass rate |" in body
+    assert "| crm | 3 | 2 | 1 | 0 | 66.7% |" in body
+    assert body.index("| crm |") < body.index("| email |"), "worst category first"
+
+
+def test_case_details_content() -> None:
+    body = render(results_doc())
+    block = body[body.index("<code>crit-1</code>"): body.index("</details>")]
+    assert "· failed · 🚨 critical · crm</summary>\n\n" in block
+    assert "| `mention_f1` | 0.400 | ≥ 0.85 | failed | missed HubSpot |" in block
+    assert "mention_precision" not in block, "only failed metrics are listed"
+    assert "Which CRM should I use? (crit-1)" in block
+    assert '{"expected_my_mentions": ["HubSpot"], "expected_competitor_mentions": ["Salesforce"]}' in block
+    answer_len = len("I recommend Salesforce. " * 60)
+    assert f"… (truncated, {answer_len} chars)" in block
+    errored = body[body.index("<code>err-2</code>"):]
+    assert "target timed out after 30 s" in errored
+    assert elements(body).tags["details"] == 2
+
+
+def test_usage_metadata_and_links() -> None:
+    body = render(results_doc())
+    footer = body[body.index("<sub>"):]
+    assert "Tokens: 50000 total, 2500 per case, judge 1200 prompt + 300 completion" in footer
+    assert "Cost: $0.0123" in footer
+    assert "Run `20261122T101500Z-3f2a1c`" in footer
+    assert "`datasets/brand/fixtures.yaml` (10 cases)" in footer
+    assert "Judge: openai (gpt-4o-mini)" in footer
+    assert "[Workflow run](https://github.com/octo/hello/actions/runs/99)" in body
+    assert "[Artifacts](https://github.com/octo/hello/actions/runs/99/artifacts/7)" in body
+
+
+def test_summary_mode_has_no_marker_and_longer_excerpts() -> None:
+    summary = render_summary(results_doc(), run_url=None, artifact_url=None)
+    assert "evalgate:comment" not in summary
+    assert "truncated" not in summary, "the 1440-char answer fits the summary excerpt"
+    assert "[Workflow run]" not in summary
+
+
+# ---------------------------------------------------------------------------------------------
+# hostile content
+
+
+def test_hostile_case_text_stays_inert() -> None:
+    doc = results_doc()
+    case = doc["results"][1]
+    case["output"] = HOSTILE_ANSWER
+    case["input"] = HOSTILE_ANSWER
+    case["id"] = "x</summary></details><b>@octocat</b>|"
+    case["description"] = "# Heading?\n- list | pipe <i>html</i> @octo-org/team"
+    case["reasons"] = ["reason with | pipe and\nnewline @octocat"]
+    case["metrics"]["mention_f1"]["reason"] = "pipe | <script>x</script>\nnext"
+    case["category"] = "cat|<b>"
+    doc["breakdowns"]["category"]["evil|cat<script>"] = {"total": 1, "passed": 0, "failed": 1, "errored": 0,
+                                                        "pass_rate": 0.0}
+    doc["gate"]["reasons"].append("reason </details> @octocat ::error::x")
+    body = render(doc)
+    html = to_html(body)
+    seen = elements(body)
+    assert "<script" not in html
+    assert "<img" not in html
+    assert "<i>" not in html and "<b>" not in html
+    assert 'href="javascript' not in html
+    assert seen.tags.get("details") == 2
+    assert seen.tags.get("summary") == 2
+    assert seen.tags.get("h1") is None, "no heading injected"
+    assert set(seen.rows) <= {4, 5, 6}, f"table shapes broken: {seen.rows}"
+    assert "@" + ZWJ + "octocat" in seen.prose
+    assert re.search(r"@(octocat|octo-org)", seen.prose) is None, "nobody is pinged"
+    code_blocks = re.findall(r"<pre><code[^>]*>(.*?)</code></pre>", html, re.S)
+    assert any("::error::pwned" in block for block in code_blocks), "the answer stays inside its code block"
+
+
+def test_secrets_are_redacted_from_the_report() -> None:
+    secret = "sk-report-secret-0099887766"
+    register_secret(secret)
+    doc = results_doc()
+    doc["results"][1]["output"] = f"my key is {secret}"
+    body = render(doc)
+    assert secret not in body
+    assert "my key is ***" in body
+
+
+# ---------------------------------------------------------------------------------------------
+# size limits
+
+
+def many_failures(n: int, answer: str = "word " * 300) -> dict[str, Any]:
+    doc = results_doc()
+    cases = [failing_case(f"crit-{i}", risk="critical", index=i) for i in range(3)]
+    cases += [failing_case(f"case-{i}", risk="medium", index=i) for i in range(3, n)]
+    for case in cases:
+        case["output"] = answer
+    doc["results"] = cases
+    return doc
+
+
+def test_large_reports_drop_non_critical_details_first() -> None:
+    body = render(many_failures(300), max_chars=30_000)
+    assert utf16_len(body) <= 30_000
+    omitted = re.search(r"(\d+) case details omitted — see the full report in the job summary / artifact", body)
+    assert omitted is not None
+    kept = len(re.findall(r"<details>", body))
+    assert kept + int(omitted.group(1)) == 300
+    assert all(f"<code>crit-{i}</code>" in body for i in range(3))
+    assert "### By category" in body
+    assert utf16_len(render(many_failures(300), max_chars=30_000 + 3_000)) > utf16_len(body), "room is used"
+
+
+def test_breakdown_is_dropped_after_all_details() -> None:
+    doc = many_failures(50)
+    doc["breakdowns"]["category"] = {
+        f"category-{i}": {"total": 1, "passed": 0, "failed": 1, "errored": 0, "pass_rate": 0.0} for i in range(200)
+    }
+    body = render(doc, max_chars=6_000)
+    assert utf16_len(body) <= 6_000
+    assert "50 case details omitted" in body
+    assert "### By category" not in body
+    assert "category breakdown was omitted" in body
+
+
+def test_tiny_budget_still_fits() -> None:
+    doc = many_failures(20)
+    doc["gate"]["reasons"] = [f"critical case c{i} failed" for i in range(500)]
+    body = render(doc, max_chars=2_000)
+    assert utf16_len(body) <= 2_000
+    assert body.startswith("<!-- evalgate:comment tag=main -->\n")
+
+
+def test_astral_characters_count_as_two_units() -> None:
+    doc = many_failures(120, answer="😀" * 700)
+    body = render(doc, max_chars=20_000)
+    assert utf16_len(body) <= 20_000
+    assert len(body) < utf16_len(body)
+
+
+# ---------------------------------------------------------------------------------------------
+# templates
+
+
+def test_user_template_overrides_the_bundled_one(tmp_path: Path) -> None:
+    template = tmp_path / "my.md.j2"
+    template.write_text(
+        "Custom {{ 'PASS' if verdict.passed else 'FAIL' }} {{ totals.passed }}/{{ totals.total }}\n"
+        "{% for d in details %}* {{ d.id | code }}: {{ d.answer | prose }}\n{% endfor %}",
+        encoding="utf-8",
+    )
+    doc = results_doc()
+    doc["results"][1]["output"] = "<script>@octocat"
+    body = render(doc, template_path=template)
+    assert body.split("\n")[0] == "<!-- evalgate:comment tag=main -->"
+    assert body.split("\n")[1] == "Custom FAIL 8/10"
+    assert "* `crit-1`: &lt;script&gt;@" + ZWJ + "octocat" in body
+
+
+def test_template_errors_are_user_errors(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.md.j2"
+    broken.write_text("line one\n{% if verdict.passed %}\nno endif\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"broken\.md\.j2:\d+: template syntax error"):
+        render(results_doc(), template_path=broken)
+    with pytest.raises(UserError, match=r"missing\.md\.j2: cannot read report template"):
+        render(results_doc(), template_path=tmp_path / "missing.md.j2")
+    undefined = tmp_path / "undefined.md.j2"
+    undefined.write_text("{{ no_such_value }}", encoding="utf-8")
+    with pytest.raises(UserError, match=r"undefined\.md\.j2: template error: 'no_such_value' is undefined"):
+        render(results_doc(), template_path=undefined)
+    sandboxed = tmp_path / "sandbox.md.j2"
+    sandboxed.write_text("{{ ''.__class__.__mro__ }}", encoding="utf-8")
+    with pytest.raises(UserError, match="template error"):
+        render(results_doc(), template_path=sandboxed)
+
+
+# ---------------------------------------------------------------------------------------------
+# escape helpers
+
+
+def test_escape_prose_neutralises_html_markdown_and_mentions() -> None:
+    text = escape_prose("</details><script> **bold** [x](y) ![i](j) `c` @org/team #12 a_b")
+    assert "<" not in text and ">" not in text
+    assert "\\*\\*bold\\*\\*" in text
+    assert "\\[x\\](y)" in text and "\\!\\[i\\](j)" in text
+    assert "\\`c\\`" in text
+    assert "@" + ZWJ + "org/team" in text
+    assert "#" + ZWJ + "12" in text
+    assert escape_prose("#12", issue_links=True) == "#12"
+    assert escape_prose("# title\nsecond") == "\\# title second"
+    assert escape_prose("1. item") == "1\\. item"
+    assert escape_prose("a\nb", single_line=False) == "a\nb"
+
+
+def test_prose_breaks_workflow_commands_at_line_start() -> None:
+    assert escape_prose("::error::x") == ":\u200b:error::x"
+    assert escape_prose("  ::warning::y\n::notice::z", single_line=False) == "  :\u200b:warning::y\n:\u200b:notice::z"
+    assert escape_prose("a ::error::b") == "a ::error::b"
+
+
+def test_escape_cell_handles_pipes_and_newlines() -> None:
+    cell = escape_cell("a | b\nc\r\nd")
+    assert cell == "a \\| b<br>c<br>d"
+    table = f"| h |\n|---|\n| {cell} |\n"
+    assert elements(table).rows == [1, 1]
+
+
+def test_inline_code_picks_a_longer_backtick_run() -> None:
+    assert inline_code("plain") == "`plain`"
+    assert inline_code("has `tick`") == "``has `tick```" or inline_code("has `tick`") == "`` has `tick` ``"
+    code = inline_code("``` x | y", in_table=True)
+    assert code.startswith("````") and "\\|" in code
+    html = to_html(inline_code("a ``` b"))
+    assert "<code>a ``` b</code>" in html
+
+
+def test_fenced_blocks_cannot_be_closed_by_the_text() -> None:
+    text = "before\n```\n::error::x\n````\n</details>"
+    block = fenced(text, "text")
+    assert block.startswith("`````text\n") and block.endswith("\n`````")
+    html = to_html(block + "\n\nafter")
+    assert html.count("<pre>") == 1
+    assert "&lt;/details&gt;" in html
+    assert "<p>after</p>" in html
+    assert fenced("x", "bad lang!") .startswith("```badlang\n")
+
+
+def test_escape_html_and_link_targets() -> None:
+    assert escape_html('<a href="x">&\'@me') == "&lt;a href=&quot;x&quot;&gt;&amp;&#39;@" + ZWJ + "me"
+    assert link_target("javascript:alert(1)") == "#"
+    assert link_target("https://x.example/a b(c)") == "https://x.example/a%20b%28c%29"
+
+
+def test_truncate_adds_a_note() -> None:
+    assert truncate("short", 10) == "short"
+    assert truncate("x" * 700, 600) == "x" * 600 + "… (truncated, 700 chars)"
+
+
+def test_split_source() -> None:
+    assert split_source("datasets/a.yaml:12") == ("datasets/a.yaml", 12)
+    assert split_source("datasets/a.yaml") == ("datasets/a.yaml", None)
+    assert split_source("<memory>") == (None, None)
+    assert split_source(None) == (None, None)
+
+
+def test_minimal_documents_render() -> None:
+    body = render_comment({}, run_url=None, artifact_url=None, tag="")
+    assert body.startswith("<!-- evalgate:comment tag=default -->\n## ❌ evalgate failed\n")
+    assert "Run `" not in body
+    partial = render_comment(
+        {"comparison": {}, "metrics": {"m": {"average": 0.5}}, "results": [{"id": 1, "status": "failed"}]},
+        run_url=None,
+        artifact_url=None,
+        tag="x",
+    )
+    assert "| `m` | 0.500 | — | — | — |" in partial
+    assert "<code>1</code> · failed</summary>" in partial
+
+
+def test_render_does_not_mutate_the_results() -> None:
+    doc = results_doc(comparison=True)
+    before = copy.deepcopy(doc)
+    render(doc, max_chars=3_000)
+    assert doc == before
