@@ -1,0 +1,1 @@
+"""The container entrypoint of the evalgate GitHub Action (``python -m entrypoint.main``)."""

@@ -214,8 +214,12 @@ def build_settings(
     inputs: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    defaults: Mapping[str, Any] | None = None,
 ) -> tuple[Settings, dict[str, Any], Path | None]:
     """Merge every layer and validate once. Returns (settings, suite-level config keys, config path).
+
+    ``defaults`` replaces built-in defaults for one context (the Action defaults ``baseline`` to
+    ``auto``) while still yielding to every other layer.
 
     Any invalid value raises ``UserError`` naming the layer it came from (file key, variable, input
     or flag)."""
@@ -231,8 +235,9 @@ def build_settings(
     if config_path is not None:
         file_values, suite_config = config_file_layer(config_path)
 
+    default_layer = {k: (v, f"default {k}") for k, v in (defaults or {}).items()}
     merged: dict[str, tuple[Any, str]] = {}
-    for layer in (file_values, env_values, input_values, cli_layer):
+    for layer in (default_layer, file_values, env_values, input_values, cli_layer):
         merged.update(layer)
     values = {k: _coerce_bool(k, v) for k, (v, _) in merged.items()}
     try:

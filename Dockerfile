@@ -1,0 +1,34 @@
+# evalgate as a Docker container action (action.yml: runs.using docker, image Dockerfile).
+# GitHub's guidance for action images: run as root (no USER), do not rely on WORKDIR (the runner mounts
+# the workspace at /github/workspace and makes it the working directory), exec-form ENTRYPOINT so the
+# runner's args are appended. Layers go from least to most often changed: lock → dependencies →
+# tiktoken encodings → code → bundled demo datasets.
+FROM python:3.12-slim
+
+LABEL org.opencontainers.image.title="evalgate" \
+      org.opencontainers.image.description="Gate pull requests on the quality of LLM and agent systems" \
+      org.opencontainers.image.licenses="Apache-2.0"
+
+ENV PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONPATH=/opt/evalgate
+# DL3064 matches "TOKEN" inside the name; this is tiktoken's cache directory, a path and no secret.
+# hadolint ignore=DL3064
+ENV TIKTOKEN_CACHE_DIR=/opt/evalgate/tiktoken-cache
+
+COPY requirements.lock /opt/evalgate/requirements.lock
+RUN pip install --no-cache-dir --no-deps --require-hashes --only-binary=:all: -r /opt/evalgate/requirements.lock \
+    && pip check
+
+COPY entrypoint/cache_encodings.py /opt/evalgate/build/cache_encodings.py
+RUN python /opt/evalgate/build/cache_encodings.py --timeout 60
+
+COPY evalgate/ /opt/evalgate/evalgate/
+COPY entrypoint/ /opt/evalgate/entrypoint/
+RUN python -m compileall -q /opt/evalgate/evalgate /opt/evalgate/entrypoint
+
+COPY datasets/ /opt/evalgate/datasets/
+
+# -P: never put the working directory (the user's checkout) on sys.path ahead of evalgate's own modules.
+ENTRYPOINT ["python", "-P", "-m", "entrypoint.main"]

@@ -1,0 +1,184 @@
+"""The Action path of the entrypoint: ``INPUT_*`` + ``GITHUB_*`` + event → Settings → run → publish.
+
+Steps: mask secrets (before anything else is printed) → read inputs → build the Actions context and
+``Settings`` (inputs layer; relative ``output-dir``/``db`` anchored at ``GITHUB_WORKSPACE``) → run the
+same pipeline as ``evalgate run`` with its console report wrapped in ``::stop-commands::`` (answers
+are untrusted text) → publish. Exit status: the verdict's 0/1; 2 with one ``::error`` line for a
+configuration or dataset error. Publishing problems are warnings only. ``baseline: auto`` is answered
+from the base branch's artifact of the same name (``evalgate.github.baseline``); a path baseline is
+read by the run itself, and either way a missing baseline is a warning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from entrypoint.masking import env_secrets, mask_all, settings_secrets
+from evalgate.errors import EXIT_USER_ERROR, UserError
+from evalgate.github.commands import error, new_stop_token, warning
+from evalgate.github.context import ActionContext, read_inputs
+from evalgate.github.outputs import write_outputs
+from evalgate.publish import PUBLISH_INPUTS, PublishOptions, error_outputs, options_from_inputs, publish
+from evalgate.settings import FIELD_NAMES, Settings, build_settings
+
+if TYPE_CHECKING:
+    from evalgate.run import RunOutcome
+
+LIST_INPUTS = ("dataset", "case-ids", "category", "tags")
+"""Inputs that take a list: one item per line or comma-separated."""
+IGNORED_INPUTS = ("args", "entrypoint")
+"""Inputs every Docker action accepts; the runner hands them to ``docker run`` itself."""
+
+Emit = Callable[[str], None]
+
+ACTION_DEFAULTS = {"baseline": "auto"}
+"""Defaults that differ in the Action: a PR is compared with its base branch's last run unless
+evalgate.yaml, an ``EVALGATE_*`` variable or an input says otherwise."""
+
+
+@dataclass(frozen=True)
+class ActionSetup:
+    """Everything decided before the evaluation starts."""
+
+    ctx: ActionContext
+    options: PublishOptions
+    settings: Settings
+    suite_config: dict[str, Any]
+    workspace: Path
+
+
+def emit_line(line: str) -> None:
+    """Print one log line (workflow commands included) and flush, so order is kept with stderr."""
+    print(line, flush=True)
+
+
+def split_inputs(inputs: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """(settings inputs, publishing inputs, unknown input names); list inputs get newlines → commas."""
+    settings_inputs: dict[str, str] = {}
+    publish_inputs: dict[str, str] = {}
+    unknown: list[str] = []
+    for name, value in sorted(inputs.items()):
+        if name in PUBLISH_INPUTS:
+            publish_inputs[name] = value
+        elif name.replace("-", "_") in FIELD_NAMES:
+            settings_inputs[name] = list_text(value) if name in LIST_INPUTS else value
+        elif name not in IGNORED_INPUTS:
+            unknown.append(name)
+    return settings_inputs, publish_inputs, unknown
+
+
+def list_text(value: str) -> str:
+    """Multi-line list input → comma-separated (blank lines and surrounding spaces dropped)."""
+    if value.lstrip().startswith("["):
+        return value
+    items = [item.strip() for line in value.splitlines() for item in line.split(",")]
+    return ",".join(item for item in items if item)
+
+
+def anchor(settings: Settings, workspace: Path) -> Settings:
+    """Relative ``output_dir`` and ``db`` resolved against the workspace (the runner's checkout)."""
+    update: dict[str, str] = {}
+    if not os.path.isabs(settings.output_dir):
+        update["output_dir"] = str(workspace / settings.output_dir)
+    if settings.db and not os.path.isabs(settings.db):
+        update["db"] = str(workspace / settings.db)
+    return settings.model_copy(update=update) if update else settings
+
+
+def cli_flags(argv: Sequence[str]) -> dict[str, Any]:
+    """``with: args`` / ``docker run … ARGS`` in Actions mode: ``evalgate run`` flags, highest precedence."""
+    if not argv:
+        return {}
+    from evalgate.cli import _cli_values, build_parser
+
+    try:
+        args = build_parser().parse_args(["run", *argv])
+    except SystemExit:
+        raise UserError(f"invalid arguments: {' '.join(argv)}", where="args") from None
+    return _cli_values(args)
+
+
+def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetup:
+    """Inputs, context and settings; any invalid value raises ``UserError`` naming the input."""
+    inputs = read_inputs(env)
+    settings_inputs, publish_inputs, unknown = split_inputs(inputs)
+    for name in unknown:
+        emit(warning(f"unknown input '{name}' ignored", title="evalgate"))
+    workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
+    options = options_from_inputs(publish_inputs, cwd=workspace)
+    ctx = ActionContext.from_env(env, pr_number=options.pr_number)
+    settings, suite_config, _ = build_settings(cli=cli_flags(argv), inputs=settings_inputs, env=env, cwd=workspace,
+                                               defaults=ACTION_DEFAULTS)
+    return ActionSetup(ctx=ctx, options=options, settings=anchor(settings, workspace), suite_config=suite_config,
+                       workspace=workspace)
+
+
+def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
+    """Run the pipeline and print the console report inside a ``::stop-commands::`` block."""
+    from evalgate.report.console import make_console, make_progress, render_failures, render_report
+    from evalgate.run import execute
+
+    settings = setup_.settings
+    token = new_stop_token()
+    emit(f"::stop-commands::{token}")
+    try:
+        outcome = asyncio.run(execute(
+            settings, setup_.suite_config, cwd=setup_.workspace,
+            progress_for=lambda total: make_progress(settings.progress, total),
+            baseline_loader=baseline_loader(setup_)))
+        console = make_console(sys.stdout)
+        render_report(outcome.document, console, verbose=settings.verbose)
+        render_failures(outcome.failures, console)
+        console.print(f"Results: {outcome.results_path}  ·  SQLite: {outcome.db_path}", markup=False)
+        sys.stdout.flush()
+    finally:
+        emit(f"::{token}::")
+    return outcome
+
+
+def baseline_loader(setup_: ActionSetup) -> Callable[[], Any] | None:
+    """What answers ``baseline: auto``: the base branch's newest artifact of the same name, found
+    with the ``github-token`` (needs ``actions: read``). None for ``none`` or a path (read by the run)."""
+    if setup_.settings.baseline.strip().lower() != "auto":
+        return None
+    from evalgate.github.baseline import auto_loader
+
+    return auto_loader(setup_.ctx, artifact_name=setup_.options.resolved_artifact_name,
+                       token=setup_.options.github_token)
+
+
+def baseline_warning(document: Mapping[str, Any]) -> str | None:
+    """The run's note about its baseline (not found, unreadable, no comparison), if any."""
+    info = document.get("baseline")
+    return info.get("warning") if isinstance(info, Mapping) and info.get("warning") else None
+
+
+def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = emit_line) -> int:
+    """The whole Action step; returns the exit status."""
+    mask_all(env_secrets(env), emit)
+    try:
+        setup_ = setup(env, argv, emit)
+        mask_all(settings_secrets(setup_.settings), emit)
+        outcome = evaluate(setup_, emit)
+    except UserError as exc:
+        emit(error(str(exc), title="evalgate: configuration or dataset error"))
+        _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
+        return EXIT_USER_ERROR
+    note = baseline_warning(outcome.document)
+    if note:
+        emit(warning(note, title="evalgate: baseline"))
+    publish(outcome.results_path, outcome.db_path, ctx=setup_.ctx, options=setup_.options, env=env, emit=emit)
+    return int(outcome.verdict.exit_code)
+
+
+def _best_effort_outputs(env: Mapping[str, str], outputs: Mapping[str, str], emit: Emit) -> None:
+    try:
+        write_outputs(env.get("GITHUB_OUTPUT"), outputs)
+    except (UserError, ValueError) as exc:
+        emit(warning(f"step outputs not written: {exc}", title="evalgate"))

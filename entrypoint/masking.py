@@ -1,0 +1,67 @@
+"""Find every secret value a run knows and mask it before anything else is printed.
+
+Sources: the ``github-token`` input (``INPUT_GITHUB-TOKEN``), the runner's ``ACTIONS_RUNTIME_TOKEN`` and
+``ACTIONS_ID_TOKEN_REQUEST_TOKEN``, every variable whose name looks like a key or token (judge keys such
+as ``OPENAI_API_KEY``), then — once settings exist — secret-looking ``target-headers`` values and
+passwords embedded in URLs. Each value of at least ``MIN_SECRET_LENGTH`` characters is registered
+with :mod:`evalgate.redact` and announced with ``::add-mask::``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from urllib.parse import unquote, urlsplit
+
+from evalgate.github.commands import add_mask
+from evalgate.redact import MIN_SECRET_LENGTH, looks_secret, register_secret, secrets_from_env
+from evalgate.settings import Settings
+
+ALWAYS_SECRET = ("INPUT_GITHUB-TOKEN", "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN", "GITHUB_TOKEN")
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"})
+
+
+def env_secrets(env: Mapping[str, str]) -> list[str]:
+    """Secret values in the environment, longest first (so a mask never hides part of a longer one)."""
+    values = set(secrets_from_env(env))
+    values |= {env[name] for name in ALWAYS_SECRET if env.get(name)}
+    return _usable(values)
+
+
+def settings_secrets(settings: Settings) -> list[str]:
+    """Credential header values (and their part after a scheme such as ``Bearer``) and URL passwords."""
+    secret = [value for name, value in settings.target_headers.items() if is_secret_header(name)]
+    values = set(secret) | {value.split(" ", 1)[1].strip() for value in secret if " " in value.strip()}
+    for url in (settings.target_url, settings.judge_base_url):
+        values |= set(url_password(url))
+    return _usable(values)
+
+
+def is_secret_header(name: str) -> bool:
+    """``Authorization``, ``Cookie``, API-key headers, or any name that looks like a key or token."""
+    return name.strip().lower() in SECRET_HEADERS or looks_secret(name)
+
+
+def url_password(url: str | None) -> list[str]:
+    """The password of ``scheme://user:password@host`` (raw and percent-decoded), else nothing."""
+    if not url:
+        return []
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return []
+    return [password, unquote(password)] if password else []
+
+
+def mask_all(values: Iterable[str], emit: Callable[[str], None]) -> int:
+    """Register each value with the redactor and print its ``::add-mask::``; returns how many."""
+    count = 0
+    for value in values:
+        register_secret(value)
+        emit(add_mask(value))
+        count += 1
+    return count
+
+
+def _usable(values: Iterable[str]) -> list[str]:
+    kept = {v for v in values if v and v.strip() and len(v) >= MIN_SECRET_LENGTH}
+    return sorted(kept, key=lambda v: (-len(v), v))
