@@ -84,7 +84,7 @@ def test_rows_are_visible_before_the_run_finishes(tmp_path: Path) -> None:
     db_path = tmp_path / "results.db"
     store = SQLiteStore(db_path, "r1", "2026-11-22T10:00:00Z")
     for index in range(600):  # crosses the commit batch size
-        store.add(case(f"c{index}", index, True, 1.0), '{"id": "c%d"}' % index)
+        store.add(case(f"c{index}", index, True, 1.0), f'{{"id": "c{index}"}}')
     reader = sqlite3.connect(db_path)
     assert reader.execute("SELECT status FROM eg_runs").fetchone() == ("running",)
     assert reader.execute("SELECT COUNT(*) FROM eg_cases").fetchone()[0] >= 500
