@@ -11,7 +11,9 @@ Equivalent command pair (two terminals, or background the servers):
         --judge-base-url http://127.0.0.1:8012/v1 --judge-model demo-judge
 
 The exit status is evalgate's (0 passed, 1 gate failed, 2 configuration error). A second run is served
-from the judge cache (``judge-cache.db`` in the output directory).
+from the judge cache (``judge-cache.db`` in the output directory): the cache keys replies by the judge's
+base URL, so the scripted judge listens on ``JUDGE_PORT`` when that port is free (any free port otherwise,
+and then a rerun calls the judge again).
 """
 
 from __future__ import annotations
@@ -24,9 +26,12 @@ from contextlib import contextmanager
 
 from evalgate.demo.agent import CHAT_PATH, agent_server
 from evalgate.demo.judge import judge_server
+from evalgate.demo.server import JsonServer
 from evalgate.run import demo_dir
 
 DEFAULT_OUTPUT = "evalgate-results/live"
+JUDGE_PORT = 8012
+"""The scripted judge's preferred port on 127.0.0.1 (a stable base URL lets reruns use the judge cache)."""
 
 
 @contextmanager
@@ -41,6 +46,14 @@ def environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def start_judge(api_key: str) -> JsonServer:
+    """The scripted judge on ``JUDGE_PORT``, or on any free port when that one is taken."""
+    try:
+        return judge_server(api_key=api_key, port=JUDGE_PORT)
+    except OSError:
+        return judge_server(api_key=api_key)
 
 
 def run_arguments(agent_url: str, judge_url: str, extra: Sequence[str]) -> list[str]:
@@ -61,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     key = "demo-" + secrets.token_hex(8)
-    with agent_server() as agent, judge_server(api_key=key) as judge, environment({"LOCAL_JUDGE_API_KEY": key}):
+    with agent_server() as agent, start_judge(key) as judge, environment({"LOCAL_JUDGE_API_KEY": key}):
         print(f"demo agent on {agent.base_url}, scripted judge on {judge.base_url}", file=sys.stderr)
         return cli_main(run_arguments(agent.base_url, judge.base_url, extra))
 

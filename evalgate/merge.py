@@ -7,14 +7,17 @@ run, or ``FILE#RUN_ID`` for a given one). The merged run is rebuilt from the per
    (path + sha256), judge, target kind and the settings that change selection, scoring or the gate
    (``MATTERING_SETTINGS``); the same threshold for every metric; shard labels ``i/n`` with one ``n``
    and no ``i`` twice; each case id in exactly one input (and in the shard its id hashes to);
-2. the records are spooled to disk and re-aggregated in dataset order (``index``, ``repeat``) with
-   ``RunAggregate``; the gate is recomputed with ``run_verdict`` and the recorded thresholds and policy,
-   so the verdict equals that of one unsharded run of the same cases;
+2. the records are spooled to disk and re-aggregated in dataset order (``index``, ``repeat``): through
+   ``RepeatSink`` (each case's repeats collapse into one case, flaky cases and confidence intervals are
+   collected, as in ``evalgate.run``) into ``RunAggregate``; the gate is recomputed with ``run_verdict``
+   and the recorded thresholds, policy and repeat rule, so the verdict equals that of one unsharded run
+   of the same cases;
 3. ``results.json`` and a new run with status ``merged`` in the SQLite file are written.
 
 A missing shard is an error unless ``allow_partial``; then, like a cancelled or crashed shard, it
 becomes a gate reason (partial results never pass). Judge spend (``summary.judge_calls``, judge tokens)
-is summed over the inputs. Shard-level ``comparison`` blocks are dropped: compare the merged run.
+and the call counters (``metadata.calls``: calls, retries, HTTP 429s …) are summed over the inputs.
+Shard-level ``comparison`` blocks are dropped: compare the merged run.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,8 @@ from evalgate.aggregate import RunAggregate
 from evalgate.errors import UserError
 from evalgate.gate import GatePolicy, Verdict, run_verdict
 from evalgate.records import CaseResult, Threshold
+from evalgate.repeats import RepeatSink, apply_report
+from evalgate.report.console import CALL_COUNTERS
 from evalgate.store.results_json import SCHEMA_VERSION, CaseSpool, write_results
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -285,14 +290,19 @@ class Consistency:
     def gate_thresholds(self) -> dict[str, Threshold]:
         return {name: Threshold.model_validate(t) for name, (t, _) in sorted(self.thresholds.items()) if t is not None}
 
-    def policy(self) -> GatePolicy:
+    def setting(self, name: str) -> Any:
+        """The value every input agreed on for ``name`` (one of ``MATTERING_SETTINGS``)."""
         identity = self.identity or {}
+        return json.loads(identity[name]) if name in identity else self.defaults[name]
 
-        def value(name: str) -> Any:
-            return json.loads(identity[name]) if name in identity else self.defaults[name]
-
+    def policy(self) -> GatePolicy:
+        value = self.setting
         return GatePolicy(strict=bool(value("strict_metrics")), fail_on_critical=bool(value("fail_on_critical")),
                           min_pass_rate=value("min_pass_rate"), max_errored=int(value("max_errored")))
+
+    def repeat_sink(self, downstream: RunAggregate) -> RepeatSink:
+        """A ``RepeatSink`` with the inputs' ``repeat`` and ``repeat_rule``."""
+        return RepeatSink(downstream, repeat=int(self.setting("repeat")), rule=self.setting("repeat_rule"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,17 +338,20 @@ def merge_runs(
         thresholds = consistency.gate_thresholds()
         store = SQLiteStore(db_path, run_id, timestamp)
         aggregate = RunAggregate()
+        repeats = consistency.repeat_sink(aggregate)
         for record in spool.iter_records_in_order():
             text = record.decode("utf-8")
             result = CaseResult.model_validate_json(text)
-            aggregate.add(result)
+            repeats.add(result)
             store.add(result, text)
+        repeats.finish()
         verdict = run_verdict(aggregate, thresholds, consistency.policy(), extra_reasons(runs, missing))
         document = build_document(
             run_id=run_id, timestamp=timestamp, status="merged", aggregate=aggregate, thresholds=thresholds,
             verdict=verdict, metadata=merged_metadata(runs), metrics=all_metrics(),
         )
         add_judge_spend(document["summary"], [run.document for run in runs])
+        apply_report(document, repeats.report())
         results_path = output_dir / "results.json"
         write_results(results_path, document, spool)
         store.finish(document)
@@ -413,6 +426,7 @@ def merged_metadata(runs: Sequence[ShardRun]) -> dict[str, Any]:
     per_run = ("calls", "cost", "estimate", "selected_cases")
     metadata = {k: v for k, v in first.items() if k not in per_run} | {"config": config}
     metadata["selected_cases"] = sum(run.cases for run in runs)
+    metadata["calls"] = summed_calls(run.document for run in runs)
     metadata["merged_from"] = [
         {
             "source": run.label,
@@ -427,6 +441,18 @@ def merged_metadata(runs: Sequence[ShardRun]) -> dict[str, Any]:
         for run in runs
     ]
     return metadata
+
+
+def summed_calls(documents: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Σ over the inputs of each ``metadata.calls`` counter (calls, attempts, retries, rate_limited_429,
+    failed, timeouts); an input without counters adds 0."""
+    totals = dict.fromkeys(CALL_COUNTERS, 0)
+    for document in documents:
+        calls = (document.get("metadata") or {}).get("calls") or {}
+        for key in CALL_COUNTERS:
+            value = calls.get(key)
+            totals[key] += int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
+    return totals
 
 
 def add_judge_spend(summary: dict[str, Any], documents: Sequence[Mapping[str, Any]]) -> None:

@@ -326,7 +326,8 @@ class RepeatSink:
         """95% percentile-bootstrap intervals over cases (each case = the mean of its repeats)."""
 
         def interval(values: array) -> dict[str, Any] | None:
-            result = stats.bootstrap_mean_ci(values, resamples=resamples, confidence=CONFIDENCE, seed=seed)
+            # sorted: the interval must not depend on the order cases finished in (concurrency, merge)
+            result = stats.bootstrap_mean_ci(sorted(values), resamples=resamples, confidence=CONFIDENCE, seed=seed)
             if result is None:
                 return None
             mean, low, high = result

@@ -85,6 +85,7 @@ def results_doc(*, passed: bool = False, comparison: bool = False) -> dict[str, 
             "average_scores": {"mention_precision": 0.95},
             "tokens": {"total": 50000, "average": 2500, "judge_prompt": 1200, "judge_completion": 300},
             "cost_usd": 0.0123, "judged_unavailable": 0,
+            "judge_calls": {"made": 8, "cached": 2, "cost_usd": 0.0023},
         },
         "metrics": {
             "mention_precision": {"average": 0.95, "count": 10, "skipped": 0, "unavailable": 0, "errored": 0,
@@ -117,6 +118,8 @@ def results_doc(*, passed: bool = False, comparison: bool = False) -> dict[str, 
             "datasets": [{"path": "datasets/brand/fixtures.yaml", "sha256": "ab", "cases": 10}],
             "config": {}, "versions": {"evalgate": "0.1.0", "python": "3.11.7"},
             "judge": {"provider": "openai", "model": "gpt-4o-mini"}, "target": {"kind": "recorded"},
+            "calls": {"calls": 8, "attempts": 12, "retries": 4, "rate_limited_429": 3, "failed": 0, "timeouts": 1},
+            "cost": {"max_cost_usd": None, "spent_usd": 0.0023, "budget_exceeded": False},
         },
         "results": [
             passing_case("ok-0", 0),
@@ -304,7 +307,8 @@ def test_case_details_content() -> None:
 def test_usage_metadata_and_links() -> None:
     body = render(results_doc())
     footer = body[body.index("<sub>"):]
-    assert "Tokens: 50000 total, 2500 per case, judge 1200 prompt + 300 completion" in footer
+    assert "Tokens: 50000 total, 2500 per case · Cost" in footer
+    assert "Judge: 8 call(s) + 2 cached · 1200 prompt + 300 completion tokens · $0.0023" in body[: body.index("<sub>")]
     assert "Cost: $0.0123" in footer
     assert "Run `20261122T101500Z-3f2a1c`" in footer
     assert "`datasets/brand/fixtures.yaml` (10 cases)" in footer
@@ -541,3 +545,130 @@ def test_render_does_not_mutate_the_results() -> None:
     before = copy.deepcopy(doc)
     render(doc, max_chars=3_000)
     assert doc == before
+
+
+# ---------------------------------------------------------------------------------------------
+# spend, call retries, baseline notes, repeats (issues #3 and #5)
+
+
+def spend_line(body: str) -> str:
+    return next(line for line in body.split("\n") if line.startswith("Judge:") or line.startswith("API calls:"))
+
+
+def test_spend_line_counts_judge_calls_retries_and_429s() -> None:
+    line = spend_line(render(results_doc()))
+    assert line == ("Judge: 8 call(s) + 2 cached · 1200 prompt + 300 completion tokens · $0.0023 · "
+                    "API calls: 8 · 4 retries · 3 × HTTP 429 · 1 timed-out attempt(s)")
+    doc = results_doc()
+    doc["metadata"]["calls"].update(timeouts=0, failed=2)
+    doc["metadata"]["cost"].update(max_cost_usd=0.5, budget_exceeded=True)
+    line = spend_line(render(doc))
+    assert line.endswith("3 × HTTP 429 · 2 failed call(s) · budget $0.5000 (reached)")
+    assert "timed-out" not in line
+
+
+def test_calls_without_a_judge_and_no_line_without_calls() -> None:
+    doc = results_doc()
+    doc["summary"].pop("judge_calls")
+    doc["summary"]["tokens"] = {"total": 50000, "average": 2500}
+    doc["metadata"]["calls"] = {"calls": 10, "attempts": 10, "retries": 0, "rate_limited_429": 0, "failed": 0,
+                                "timeouts": 0}
+    assert spend_line(render(doc)) == "API calls: 10 · 0 retries · 0 × HTTP 429"
+    doc["metadata"].pop("calls")
+    body = render(doc)
+    assert "API calls" not in body and "Judge: " not in body.split("<sub>")[0]
+
+
+@pytest.mark.parametrize(
+    ("baseline", "comparison", "expected"),
+    [
+        ({"setting": "auto", "found": False, "source": None,
+          "warning": "no baseline: no artifact 'evalgate-results' from branch main"},
+         False, "> ⚠️ **No baseline:** no artifact 'evalgate-results' from branch main"),
+        ({"setting": "auto", "found": False, "source": None, "warning": None}, False,
+         "> ⚠️ **No baseline:** none found"),
+        ({"setting": "base.json", "found": True, "source": "base.json",
+          "warning": "no comparison: ValueError: schema_version 2"},
+         False, "> ⚠️ **No comparison:** ValueError: schema\\_version 2"),
+        ({"setting": "base.json", "found": True, "source": "base.json", "warning": None}, True, None),
+    ],
+)
+def test_baseline_note(baseline: dict[str, Any], comparison: bool, expected: str | None) -> None:
+    doc = results_doc(comparison=comparison)
+    doc["baseline"] = baseline
+    body = render(doc)
+    notes = [line for line in body.split("\n") if line.startswith("> ⚠️")]
+    assert notes == ([expected] if expected else [])
+    assert "No baseline" not in render(results_doc())
+
+
+def flaky_entry(case_id: str, index: int, risk: str) -> dict[str, Any]:
+    return {"id": case_id, "index": index, "source": f"datasets/brand/fixtures.yaml:{3 + 10 * index}",
+            "risk_level": risk, "status": "failed", "repeats": 3, "passes": 1, "pass_fraction": 0.333333,
+            "outcomes": ["passed", "failed", "failed"], "metrics": {}}
+
+
+def repeated_doc(flaky: int = 2, flaky_cases: int | None = None) -> dict[str, Any]:
+    doc = results_doc()
+    doc["summary"]["repeats"] = {"repeat": 3, "rule": "majority", "cases": 10, "incomplete_cases": 0,
+                                 "flaky_cases": flaky if flaky_cases is None else flaky_cases, "flaky_listed": flaky}
+    doc["summary"]["confidence_intervals"] = {
+        "confidence": 0.95, "method": "percentile bootstrap over cases", "resamples": 10000, "seed": 1,
+        "pass_rate": {"mean": 0.8, "low": 0.55, "high": 1.0, "cases": 10},
+        "pass_fraction": {"mean": 0.83, "low": 0.6, "high": 1.0, "cases": 10},
+        "metrics": {"mention_f1": {"mean": 0.82, "low": 0.71, "high": 0.9, "cases": 10, "within_case_stdev": 0.05}},
+    }
+    doc["flaky"] = [flaky_entry("crit-1", 1, "critical")] + [flaky_entry(f"f-{i}", 10 + i, "low")
+                                                              for i in range(flaky - 1)]
+    return doc
+
+
+def test_repeats_flaky_cases_and_confidence_intervals() -> None:
+    body = render(repeated_doc())
+    section = body[body.index("### 🎲 Repeats"):]
+    assert "3 runs per case (majority rule) · 2 flaky case(s) of 10" in section
+    link = f"https://github.com/octo/hello/blob/{'0123abcd' * 5}/datasets/brand/fixtures.yaml#L13"
+    assert f"| `crit-1` 🚨 | [datasets/brand/fixtures.yaml:13]({link}) | critical | 1/3 | passed failed failed | failed |" \
+        in section
+    assert "| `f-0` |" in section
+    assert "| Suite average | Mean | 95% CI (bootstrap over cases) | Cases | SD within case |" in section
+    assert "| pass rate | 80.0% | 55.0% – 100.0% | 10 | — |" in section
+    assert "| `mention_f1` | 0.820 | 0.710 – 0.900 | 10 | 0.050 |" in section
+    assert section.index("### 🎲 Repeats") < section.index("### By category")
+    assert set(elements(body).rows) <= {3, 4, 5, 6}, elements(body).rows
+
+
+def test_flaky_list_is_capped_and_counts_the_unlisted() -> None:
+    body = render(repeated_doc(flaky=80, flaky_cases=250))
+    assert len(re.findall(r"^\| `f-\d+` \|", body, re.M)) == 49
+    assert "… and 200 more flaky case(s)" in body
+    small = render(repeated_doc(flaky=80, flaky_cases=250), max_chars=6_000)
+    assert utf16_len(small) <= 6_000
+    assert "`crit-1` 🚨" in small, "the riskiest flaky case stays"
+
+
+def test_flaky_cases_without_repeat_summary_get_their_own_heading() -> None:
+    doc = results_doc()
+    doc["flaky"] = [flaky_entry("crit-1", 1, "critical")]
+    body = render(doc)
+    assert "### 🎲 Flaky cases" in body and "### 🎲 Repeats" not in body
+    assert "| `crit-1` 🚨 |" in body
+
+
+def test_judge_stability_table() -> None:
+    doc = results_doc()
+    doc["summary"]["judge_stability"] = {"relevancy": {"samples": 3, "answers": 4, "mean_stdev": 0.12,
+                                                       "max_stdev": 0.2, "straddling_threshold": 2}}
+    body = render(doc)
+    assert "### Judge stability" in body
+    assert "| `relevancy` | 3 | 4 | 0.120 | 0.200 | 2 |" in body
+    assert "### Judge stability" not in render(results_doc())
+
+
+def test_hostile_flaky_entries_stay_inert() -> None:
+    doc = repeated_doc()
+    doc["flaky"][0].update(id="x|</details><script>@octocat", outcomes=["passed|<b>", "failed"])
+    body = render(doc)
+    html = to_html(body)
+    assert "<script" not in html and "<b>" not in html
+    assert set(elements(body).rows) <= {3, 4, 5, 6}

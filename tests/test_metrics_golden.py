@@ -267,9 +267,11 @@ class FakeJudge:
     def __init__(self, value: Any) -> None:
         self.value = value
         self.calls: list[tuple[str, str, str | None]] = []
+        self.options: list[dict[str, Any]] = []
 
-    async def score(self, name: str, case_: Case, answer: Answer) -> Score:
+    async def score(self, name: str, case_: Case, answer: Answer, **kwargs: Any) -> Score:
         self.calls.append((name, case_.id, answer.output))
+        self.options.append(kwargs)
         return Score(self.value, {"reason": "clear and complete"})
 
 
@@ -279,6 +281,15 @@ def test_judge_path_returns_the_judge_score() -> None:
     assert score.value == 4.2
     assert score.details == {"reason": "clear and complete", "method": "judge"}
     assert judge.calls == [("response_quality", "GD-T", "answer")]
+    assert judge.options == [{"repeat": 0}]
+
+
+def test_judge_gets_the_repeat_index() -> None:
+    judge = FakeJudge(3.0)
+    context = ctx(judge=judge)
+    context.repeat = 2
+    quality(case(verified_answer_summary="s"), Answer(output="answer"), context)
+    assert judge.options == [{"repeat": 2}]
 
 
 @pytest.mark.parametrize("bad", [0.5, 7, float("nan"), "4", None, True])
@@ -289,7 +300,7 @@ def test_judge_value_outside_scale_is_unavailable(bad: Any) -> None:
 
 def test_judge_unavailability_propagates() -> None:
     class DownJudge:
-        async def score(self, name: str, case_: Case, answer: Answer) -> Score:
+        async def score(self, name: str, case_: Case, answer: Answer, **kwargs: Any) -> Score:
             raise MetricUnavailable("judge provider returned HTTP 503")
 
     with pytest.raises(MetricUnavailable, match="503"):

@@ -28,7 +28,7 @@ from evalgate.metrics.mentions import (
 )
 from evalgate.metrics.options import MetricOptions
 from evalgate.metrics.registry import MetricContext, MetricSkipped, MetricUnavailable, get_metric
-from evalgate.metrics.text import contains_term, find_terms, first_positions
+from evalgate.metrics.text import contains_term, find_terms, first_positions, fold
 from evalgate.records import Answer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -424,8 +424,11 @@ def test_no_answer_text_is_unavailable() -> None:
             fn(case, Answer(), ctx())
 
 
-def test_brand_in_both_lists_is_unavailable() -> None:
-    case = brand_case(brands_mine=["HubSpot"], brands_competitors=["hubspot"])
+def test_brand_in_both_lists_is_refused_by_the_model_and_unavailable_if_it_slips_through() -> None:
+    with pytest.raises(ValueError, match="brands_competitors: 'hubspot' is also in brands_mine"):
+        brand_case(brands_mine=["HubSpot"], brands_competitors=["hubspot"])
+    # a case edited after validation (model_copy skips validators) still cannot mislead the metrics
+    case = brand_case(brands_mine=["HubSpot"]).model_copy(update={"brands_competitors": ["hubspot"]})
     with pytest.raises(MetricUnavailable, match="both brands_mine and brands_competitors"):
         false_is_mine_rate(case, Answer(output="HubSpot"), ctx())
 
@@ -470,7 +473,8 @@ texts = st.text(alphabet="abcHS .&+'-_1é\nXyz", max_size=80)
 @st.composite
 def brand_cases(draw: st.DrawFn) -> tuple[Case, Answer]:
     mine = draw(st.lists(brand_names, max_size=4))
-    competitors = draw(st.lists(brand_names, max_size=4))
+    # a brand cannot be both mine and a competitor: the Case model refuses it at load time
+    competitors = [c for c in draw(st.lists(brand_names, max_size=4)) if fold(c) not in {fold(m) for m in mine}]
     expected_mine = draw(st.lists(st.sampled_from(mine), max_size=3)) if mine else []
     expected_comp = draw(st.lists(st.sampled_from(competitors), max_size=3)) if competitors else []
     pool = mine + competitors

@@ -200,8 +200,11 @@ def test_memo_shares_one_computation_per_case() -> None:
     assert first.details is second.details
 
 
-def test_contradictory_expectations_are_a_user_error() -> None:
-    scenario = case(agents_should_include=["research"], agents_should_exclude=["Research"])
+def test_contradictory_expectations_are_refused_by_the_model_and_at_run_time() -> None:
+    with pytest.raises(ValueError, match="agents_should_exclude: 'Research' is also in agents_should_include"):
+        case(agents_should_include=["research"], agents_should_exclude=["Research"])
+    # a case edited after validation (model_copy skips validators) is still refused when scored
+    scenario = case(agents_should_include=["research"]).model_copy(update={"agents_should_exclude": ["Research"]})
     scenario.source_file, scenario.source_line = "datasets/x.yaml", 7
     with pytest.raises(UserError, match=r"^datasets/x\.yaml:7: case 'wf': research listed in both"):
         workflow(scenario, Answer(agents_called=["research"]), ctx())

@@ -90,6 +90,11 @@ def _alias(*names: str) -> Any:
     return Field(default=None, validation_alias=AliasChoices(*names))
 
 
+def _fold_name(name: str) -> str:
+    """Brand comparison key, as the mention metrics use it: whitespace runs collapsed, case-folded."""
+    return " ".join(name.split()).casefold()
+
+
 def stable_case_id(text: str) -> str:
     """A case id derived from its input: ``q-`` + first 10 hex digits of sha1(normalised input)."""
     normalised = " ".join(text.split()).lower()
@@ -196,9 +201,15 @@ class Case(BaseModel):
                 raise ValueError("a case needs an 'id' (or 'intent_id') or an 'input'/'question'/'query'")
             self.id = stable_case_id(self.input)
         self._check_brands()
+        self._check_workflow()
         return self
 
     def _check_brands(self) -> None:
+        mine_names = {_fold_name(b): b for b in self.brands_mine or [] if _fold_name(b)}
+        for brand in self.brands_competitors or []:
+            if _fold_name(brand) in mine_names:
+                raise ValueError(f"brands_competitors: {brand!r} is also in brands_mine "
+                                 f"(as {mine_names[_fold_name(brand)]!r}); a brand is mine or a competitor")
         mine = {b.lower() for b in self.brands_mine or []}
         competitors = {b.lower() for b in self.brands_competitors or []}
         for field, pool, pool_name in (
@@ -211,6 +222,16 @@ class Case(BaseModel):
         for brand in self.expected_ranked_list or []:
             if brand.lower() not in mine | competitors:
                 raise ValueError(f"expected_ranked_list: {brand!r} is in neither brands_mine nor brands_competitors")
+
+    def _check_workflow(self) -> None:
+        """A name may not be both required and forbidden (compared like the workflow metric: stripped,
+        case-folded)."""
+        for side in ("agents", "tools"):
+            include = {n.strip().casefold(): n for n in getattr(self, f"{side}_should_include") or [] if n.strip()}
+            for name in getattr(self, f"{side}_should_exclude") or []:
+                if name.strip() and name.strip().casefold() in include:
+                    raise ValueError(f"{side}_should_exclude: {name!r} is also in {side}_should_include "
+                                     f"(as {include[name.strip().casefold()]!r})")
 
     @property
     def location(self) -> str:

@@ -2,9 +2,13 @@
 (``cache_path``). It is a separate file because the results store keeps a write transaction open while
 cases stream in; sharing its file would make the two writers wait on each other.
 
-Key: (provider, model, template version, rendered prompt hash, repeat index, sample index). The prompt
-hash covers the messages and the request parameters that change a reply (temperature, seed, response
-format, max_tokens), so an unchanged case rerun with the same judge costs no call. Only replies that
+Key: (provider, endpoint, model, template version, rendered prompt hash, repeat index, sample index).
+``endpoint`` = first 32 hex digits of sha256 of the provider's base URL (scheme and host lower-cased, no
+trailing ``/``), so two servers serving a model of the same name never share replies, and a base URL
+carrying credentials is not written to disk. The prompt hash covers the messages and the request
+parameters that change a reply (temperature, seed, response format, max_tokens), so an unchanged case
+rerun with the same judge costs no call. A cache file written before the endpoint was part of the key is
+emptied when opened (its replies cannot be attributed to a server). Only replies that
 parsed into a valid verdict are stored. ``no_cache`` skips the lookup (every call is made) but still
 stores the fresh replies. A cache that cannot be read or written (locked, corrupt, read-only disk) is
 counted in ``errors`` and otherwise ignored: it only ever saves calls.
@@ -13,11 +17,13 @@ counted in ``errors`` and otherwise ignored: it only ever saves calls.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 logger = logging.getLogger(__name__)
 CACHE_FILE = "judge-cache.db"
@@ -26,6 +32,7 @@ BUSY_TIMEOUT_S = 5.0
 DDL = """
 CREATE TABLE IF NOT EXISTS judge_cache (
     provider TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
     model TEXT NOT NULL,
     template_version TEXT NOT NULL,
     prompt_hash TEXT NOT NULL,
@@ -35,7 +42,7 @@ CREATE TABLE IF NOT EXISTS judge_cache (
     prompt_tokens INTEGER NOT NULL,
     completion_tokens INTEGER NOT NULL,
     created_utc TEXT NOT NULL,
-    PRIMARY KEY (provider, model, template_version, prompt_hash, repeat_index, sample_index)
+    PRIMARY KEY (provider, endpoint, model, template_version, prompt_hash, repeat_index, sample_index)
 )
 """
 
@@ -45,17 +52,27 @@ def cache_path(db_path: Path) -> Path:
     return db_path.parent / CACHE_FILE
 
 
+def endpoint_id(base_url: str) -> str:
+    """The cache's name for a provider base URL: sha256 (first 32 hex digits) of the URL with scheme and
+    host lower-cased and trailing ``/`` removed (``HTTP://Host:8080/v1/`` ≡ ``http://host:8080/v1``)."""
+    parts = urlsplit(base_url.strip())
+    canonical = urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), parts.query, ""))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+
+
 @dataclass(frozen=True, slots=True)
 class CacheKey:
     provider: str
+    base_url: str
     model: str
     template_version: str
     prompt_hash: str
     repeat: int = 0
     sample: int = 0
 
-    def row(self) -> tuple[str, str, str, str, int, int]:
-        return (self.provider, self.model, self.template_version, self.prompt_hash, self.repeat, self.sample)
+    def row(self) -> tuple[str, str, str, str, str, int, int]:
+        return (self.provider, endpoint_id(self.base_url), self.model, self.template_version, self.prompt_hash,
+                self.repeat, self.sample)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +80,21 @@ class CachedReply:
     reply: str
     prompt_tokens: int
     completion_tokens: int
+
+
+def _create_table(db: sqlite3.Connection) -> None:
+    """Create ``judge_cache``; a table from before ``endpoint`` joined the key is dropped first."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        columns = {row[1] for row in db.execute("PRAGMA table_info(judge_cache)")}
+        if columns and "endpoint" not in columns:
+            logger.info("judge cache: emptying a cache written without provider endpoints")
+            db.execute("DROP TABLE judge_cache")
+        db.execute(DDL)
+    except sqlite3.Error:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 class JudgeCache:
@@ -87,7 +119,7 @@ class JudgeCache:
                 # each put is its own transaction: NORMAL skips the fsync per commit (WAL keeps the file
                 # consistent; a power cut may only lose the newest replies, which a cache can afford)
                 self._db.execute("PRAGMA synchronous=NORMAL")
-                self._db.execute(DDL)
+                _create_table(self._db)
             except (OSError, sqlite3.Error) as exc:
                 self._failed("open", exc)
                 self.enabled = False
@@ -103,7 +135,8 @@ class JudgeCache:
                 with self._lock:
                     row = self._db.execute(
                         "SELECT reply, prompt_tokens, completion_tokens FROM judge_cache WHERE provider=? AND "
-                        "model=? AND template_version=? AND prompt_hash=? AND repeat_index=? AND sample_index=?",
+                        "endpoint=? AND model=? AND template_version=? AND prompt_hash=? AND repeat_index=? AND "
+                        "sample_index=?",
                         key.row(),
                     ).fetchone()
             except sqlite3.Error as exc:
@@ -121,7 +154,7 @@ class JudgeCache:
         try:
             with self._lock:
                 self._db.execute(
-                    "INSERT OR REPLACE INTO judge_cache VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO judge_cache VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (*key.row(), reply.reply, reply.prompt_tokens, reply.completion_tokens, now),
                 )
         except sqlite3.Error as exc:

@@ -212,7 +212,7 @@ class JudgeClient:
     async def _sample(self, prompt: RenderedPrompt, repeat: int, index: int) -> Sample:
         params = self.params(prompt.template, index)
         max_tokens = max_tokens_for(prompt.template)
-        key = CacheKey(self.provider, self.model, prompt.version,
+        key = CacheKey(self.provider, self.service.provider.base_url, self.model, prompt.version,
                        prompt.prompt_hash({**params, "max_tokens": max_tokens}), repeat, index)
         cached = self.cache.get(key)
         if cached is not None:

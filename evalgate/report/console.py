@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from typing import IO, Any
 
 from rich.console import Console
@@ -72,6 +73,72 @@ def render_report(document: dict[str, Any], console: Console, *, verbose: bool =
     if tokens.get("total"):
         console.print(f"Tokens: {tokens['total']:,} total, {tokens.get('average') or 0:,.0f} per case"
                       + (f"; cost ${summary['cost_usd']:.4f}" if summary.get("cost_usd") else ""))
+    for line in spend_lines(call_summary(document)):
+        console.print(line, markup=False)
+
+
+CALL_COUNTERS = ("calls", "attempts", "retries", "rate_limited_429", "failed", "timeouts")
+"""Totals in ``metadata.calls`` (evalgate.execution.Executor.metadata)."""
+CALL_PROBLEMS = (("retries", "retries"), ("rate_limited_429", "HTTP 429 responses"),
+                 ("timeouts", "timed-out attempts"), ("failed", "failed calls"))
+"""Counters shown when non-zero, with their labels."""
+
+
+def call_summary(document: Mapping[str, Any]) -> dict[str, Any]:
+    """Judge spend and outbound-call counters of a results document, as plain numbers.
+
+    judge_*: ``summary.judge_calls`` (made, cached, cost in USD) and ``summary.tokens.judge_*``;
+    calls/attempts/retries/rate_limited_429/failed/timeouts: the ``metadata.calls`` totals (a merged
+    run sums its shards'); ``cost_usd``: the run's total spend (USD); ``max_cost_usd`` and
+    ``budget_exceeded`` from ``metadata.cost``. Missing counters are 0.
+    """
+    summary = document.get("summary") or {}
+    metadata = document.get("metadata") or {}
+    judge = summary.get("judge_calls") or {}
+    tokens = summary.get("tokens") or {}
+    cost = metadata.get("cost") or {}
+    return {
+        "judge_made": _count(judge.get("made")),
+        "judge_cached": _count(judge.get("cached")),
+        "judge_cost_usd": _amount(judge.get("cost_usd")),
+        "judge_prompt": _count(tokens.get("judge_prompt")),
+        "judge_completion": _count(tokens.get("judge_completion")),
+        "cost_usd": _amount(summary.get("cost_usd")),
+        "max_cost_usd": cost.get("max_cost_usd") if _is_number(cost.get("max_cost_usd")) else None,
+        "budget_exceeded": bool(cost.get("budget_exceeded")),
+        **_call_counters(metadata),
+    }
+
+
+def _call_counters(metadata: Mapping[str, Any]) -> dict[str, int]:
+    calls = metadata.get("calls")
+    calls = calls if isinstance(calls, Mapping) else {}
+    return {key: _count(calls.get(key)) for key in CALL_COUNTERS}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _count(value: Any) -> int:
+    return int(value) if _is_number(value) else 0
+
+
+def _amount(value: Any) -> float:
+    return float(value) if _is_number(value) else 0.0
+
+
+def spend_lines(spend: Mapping[str, Any]) -> list[str]:
+    """Console lines for judge spend and call retries; only the non-zero parts are printed."""
+    lines = []
+    if spend["judge_made"] or spend["judge_cached"]:
+        lines.append(f"Judge: {spend['judge_made']:,} call(s), {spend['judge_cached']:,} cached; "
+                     f"{spend['judge_prompt']:,} prompt + {spend['judge_completion']:,} completion tokens; "
+                     f"cost ${spend['judge_cost_usd']:.4f}")
+    problems = [f"{spend[key]:,} {label}" for key, label in CALL_PROBLEMS if spend[key]]
+    if problems:
+        lines.append(f"Calls: {spend['calls']:,} API call(s), " + ", ".join(problems))
+    return lines
 
 
 def _metric_table(document: dict[str, Any]) -> Table:

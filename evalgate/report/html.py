@@ -7,7 +7,7 @@ answer is HTML-escaped; a Content-Security-Policy meta tag (``default-src 'none'
 browser from loading or running anything should a value ever slip through. Secrets are redacted from
 the final text.
 
-Sections: verdict and gate reasons, totals, the metric table with thresholds (and a "vs base" column
+Sections: verdict and gate reasons, totals (with judge spend and call retries / HTTP 429s), the metric table with thresholds (and a "vs base" column
 when the document has a ``comparison``), critical failures, the comparison block, flaky cases (cases
 whose repeats disagree on pass/fail), breakdowns by every dimension, per-case details in
 ``<details>`` (failed and errored first: critical, then by risk, then dataset order), run metadata.
@@ -24,6 +24,7 @@ from typing import Any
 import jinja2
 
 from evalgate.redact import redact
+from evalgate.report.console import call_summary
 from evalgate.report.escape import truncate
 from evalgate.report.markdown import (
     format_number,
@@ -96,6 +97,7 @@ def build_html_view(results: Mapping[str, Any], *, max_cases: int = MAX_CASES) -
             "reasons": [str(r) for r in gate.get("reasons") or []],
         },
         "totals": totals_view(results.get("summary") or {}),
+        "spend": call_summary(results),
         "metrics": metrics_view(results.get("metrics") or {}, (results.get("comparison") or {}).get("metrics") or {}),
         "has_comparison": comparison is not None,
         "comparison": comparison,

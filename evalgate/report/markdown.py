@@ -39,6 +39,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from evalgate.errors import UserError
 from evalgate.redact import redact
+from evalgate.report.console import call_summary
 from evalgate.report.escape import (
     cut_utf16,
     escape_cell,
@@ -299,6 +300,9 @@ def apply_plan(view: Mapping[str, Any], plan: Plan) -> dict[str, Any]:
     out["breakdown"] = view["breakdown"] if plan.breakdown else []
     out["breakdown_omitted"] = bool(view["breakdown"]) and not plan.breakdown
     out["critical"], out["critical_omitted"] = _capped(view["critical"], plan.list_cap)
+    out["flaky"], out["flaky_omitted"] = _capped(view["flaky"], plan.list_cap)
+    if view["repeats"]:  # flaky cases beyond the ones results.json lists are counted, not named
+        out["flaky_omitted"] = max(0, view["repeats"]["flaky_cases"] - len(out["flaky"]))
     verdict = dict(view["verdict"])
     verdict["reasons"], verdict["reasons_omitted"] = _capped(verdict["reasons"], plan.list_cap)
     out["verdict"] = verdict
@@ -361,6 +365,12 @@ def build_view(
         "breakdown": _breakdown_view(results),
         "comparison": comparison,
         "details": [_detail_view(c, link, EXCERPTS[mode]) for c in _detail_order(cases)],
+        "baseline_note": _baseline_note(results),
+        "repeats": _repeats_view(results),
+        "flaky": [_flaky_view(f, link) for f in results.get("flaky") or [] if isinstance(f, Mapping)],
+        "intervals": _intervals_view(results),
+        "judge_stability": _judge_stability_view(results),
+        "spend": call_summary(results),
         "usage": _usage_view(results),
         "run": _run_view(results),
         "links": {"run_url": run_url, "artifact_url": artifact_url},
@@ -477,6 +487,71 @@ def _comparison_view(comparison: Any, link: Callable[[str | None], str | None]) 
         "new": len(cases.get("new") or []),
         "removed": len(cases.get("removed") or []),
     }
+
+
+def _baseline_note(results: Mapping[str, Any]) -> dict[str, str] | None:
+    """Why there is no comparison although a baseline was asked for: ``{"title", "reason"}``, else None."""
+    baseline = results.get("baseline")
+    if not isinstance(baseline, Mapping) or isinstance(results.get("comparison"), Mapping):
+        return None
+    warning = str(baseline.get("warning") or "").strip()
+    if baseline.get("found"):
+        reason = warning.removeprefix("no comparison:").strip()
+        return {"title": "No comparison", "reason": reason or "the comparison with the baseline failed"}
+    return {"title": "No baseline", "reason": warning.removeprefix("no baseline:").strip() or "none found"}
+
+
+def _repeats_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
+    repeats = (results.get("summary") or {}).get("repeats")
+    if not isinstance(repeats, Mapping):
+        return None
+    return {key: repeats.get(key) or 0 for key in ("repeat", "cases", "flaky_cases", "incomplete_cases")} | {
+        "rule": str(repeats.get("rule") or "majority")}
+
+
+def _flaky_view(entry: Mapping[str, Any], link: Callable[[str | None], str | None]) -> dict[str, Any]:
+    """One flaky case: passes / repeats and each repeat's status in order."""
+    return {
+        **_case_ref(entry, link),
+        "passes": entry.get("passes", 0),
+        "repeats": entry.get("repeats", 0),
+        "pass_fraction": entry.get("pass_fraction"),
+        "outcomes": [str(o) for o in entry.get("outcomes") or []],
+    }
+
+
+def _intervals_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Suite averages with their bootstrap confidence interval (``summary.confidence_intervals``)."""
+    intervals = (results.get("summary") or {}).get("confidence_intervals")
+    if not isinstance(intervals, Mapping):
+        return None
+    rows = [_interval_row("pass rate", intervals.get("pass_rate"), rate=True)]
+    rows += [_interval_row(str(name), row, rate=False) for name, row in (intervals.get("metrics") or {}).items()]
+    kept = [row for row in rows if row is not None]
+    if not kept:
+        return None
+    confidence = intervals.get("confidence")
+    level = confidence * 100 if isinstance(confidence, int | float) and 0 < confidence < 1 else 95
+    return {"level": f"{level:g}%", "rows": kept}
+
+
+def _interval_row(name: str, row: Any, *, rate: bool) -> dict[str, Any] | None:
+    if not isinstance(row, Mapping):
+        return None
+    return {"name": name, "rate": rate, "mean": row.get("mean"), "low": row.get("low"), "high": row.get("high"),
+            "cases": row.get("cases", 0), "within_case_stdev": row.get("within_case_stdev")}
+
+
+def _judge_stability_view(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per judged metric sampled K > 1 times: spread of the samples (``summary.judge_stability``)."""
+    stability = (results.get("summary") or {}).get("judge_stability") or {}
+    return [
+        {"name": str(name), "samples": row.get("samples", 0), "answers": row.get("answers", 0),
+         "mean_stdev": row.get("mean_stdev"), "max_stdev": row.get("max_stdev"),
+         "straddling": row.get("straddling_threshold", 0)}
+        for name, row in stability.items()
+        if isinstance(row, Mapping)
+    ]
 
 
 def _usage_view(results: Mapping[str, Any]) -> dict[str, Any]:
