@@ -7,6 +7,7 @@ stderr, no traceback). Heavy modules are imported inside the verbs so ``--versio
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -184,6 +185,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except Exception as exc:  # a bug, not a user error: keep the traceback, but in a file
+        return report_crash(exc)
+
+
+def report_crash(exc: BaseException) -> int:
+    """One line on stderr, the redacted traceback in ``evalgate-crash.log``; exit 1 (not passed).
+
+    results.json and the database already hold every case finished before the crash, with
+    ``status: crashed`` (see ``evalgate.run.execute``)."""
+    import tempfile
+    import traceback
+
+    from evalgate.redact import redact
+
+    text = redact("".join(traceback.format_exception(exc)))
+    log = os.path.join(tempfile.gettempdir(), "evalgate-crash.log")
+    with contextlib.suppress(OSError), open(log, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    print(f"evalgate: internal error: {redact(f'{type(exc).__name__}: {exc}')} "
+          f"(partial results, if any, were written with status 'crashed'; traceback in {log})", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

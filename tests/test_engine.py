@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -156,3 +157,36 @@ def test_repeats_run_each_case_n_times() -> None:
     asyncio.run(engine.run(cases(2)))
     assert sorted((r.id, r.repeat) for r in sink.results) == [("c0", 0), ("c0", 1), ("c0", 2),
                                                               ("c1", 0), ("c1", 1), ("c1", 2)]
+
+
+def test_a_crash_mid_run_leaves_valid_partial_results(tmp_path, monkeypatch) -> None:
+    """A bug that escapes the engine (here: a failing sink) still finalises results.json and SQLite."""
+    import json
+    import sqlite3
+
+    import jsonschema
+
+    from evalgate import cli
+    from evalgate.store.results_json import SCHEMA_PATH
+
+    calls = {"n": 0}
+    original = __import__("evalgate.store.sqlite", fromlist=["SQLiteStore"]).SQLiteStore.add
+
+    def flaky_add(self, result, record_json):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise OSError(28, "No space left on device")
+        return original(self, result, record_json)
+
+    monkeypatch.setattr("evalgate.store.sqlite.SQLiteStore.add", flaky_add)
+    out = tmp_path / "out"
+    dataset = str(Path(__file__).resolve().parent.parent / "datasets" / "brand-mentions")
+    code = cli.main(["run", "-d", dataset, "-o", str(out), "--concurrency", "1", "--progress", "none"])
+    assert code == 1
+    document = json.loads((out / "results.json").read_text())
+    jsonschema.validate(document, json.loads(SCHEMA_PATH.read_text()))
+    assert document["status"] == "crashed" and not document["gate"]["passed"]
+    assert 4 <= len(document["results"]) <= 5
+    assert any("crashed" in reason for reason in document["gate"]["reasons"])
+    conn = sqlite3.connect(out / "results.db")
+    assert conn.execute("SELECT status FROM eg_runs").fetchone() == ("crashed",)
