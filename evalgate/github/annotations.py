@@ -17,14 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalgate.github.commands import Level, annotation
-from evalgate.report.markdown import (
-    format_number,
-    format_threshold,
-    is_critical,
-    repo_relative,
-    risk_rank,
-    split_source,
-)
+from evalgate.report.markdown import repo_relative, split_source
+from evalgate.report.view import format_number, format_threshold, is_critical, risk_rank
 
 RUNNER_LIMIT_PER_TYPE = 10
 FAILED = ("failed", "errored")

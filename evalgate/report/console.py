@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evalgate.records import CaseResult
+from evalgate.report.view import format_threshold, is_number, not_run, trend_arrow
 
 MAX_FAILED_LISTED = 25
 MAX_FLIPS_LISTED = 20
@@ -104,7 +105,7 @@ def call_summary(document: Mapping[str, Any]) -> dict[str, Any]:
         "judge_prompt": _count(tokens.get("judge_prompt")),
         "judge_completion": _count(tokens.get("judge_completion")),
         "cost_usd": _amount(summary.get("cost_usd")),
-        "max_cost_usd": cost.get("max_cost_usd") if _is_number(cost.get("max_cost_usd")) else None,
+        "max_cost_usd": cost.get("max_cost_usd") if is_number(cost.get("max_cost_usd")) else None,
         "budget_exceeded": bool(cost.get("budget_exceeded")),
         **_call_counters(metadata),
     }
@@ -116,16 +117,12 @@ def _call_counters(metadata: Mapping[str, Any]) -> dict[str, int]:
     return {key: _count(calls.get(key)) for key in CALL_COUNTERS}
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _count(value: Any) -> int:
-    return int(value) if _is_number(value) else 0
+    return int(value) if is_number(value) else 0
 
 
 def _amount(value: Any) -> float:
-    return float(value) if _is_number(value) else 0.0
+    return float(value) if is_number(value) else 0.0
 
 
 def spend_lines(spend: Mapping[str, Any]) -> list[str]:
@@ -147,10 +144,10 @@ def _metric_table(document: dict[str, Any]) -> Table:
         table.add_column(column, justify="left" if column in ("metric", "") else "right")
     for name, row in document["metrics"].items():
         threshold = row.get("threshold")
-        bound = "—" if not threshold else ("≥ " if "min" in threshold else "≤ ") + f"{next(iter(threshold.values())):g}"
-        not_run = (row.get("skipped") or 0) + (row.get("unavailable") or 0) + (row.get("errored") or 0)
+        bound = format_threshold(threshold) if threshold else "—"
+        missing = not_run(row)
         table.add_row(name, _fmt(row.get("average")), bound, metric_mark(row), str(row.get("count", 0)),
-                      str(not_run) if not_run else "")
+                      str(missing) if missing else "")
     return table
 
 
@@ -206,7 +203,7 @@ def _comparison_table(metrics: dict[str, Any], alpha: float) -> Table:
             change = "improvement"
         else:
             change = "not significant" if row.get("delta") else "no change"
-        arrow = "▲" if row.get("delta", 0) > 0 else "▼" if row.get("delta", 0) < 0 else ""
+        arrow = trend_arrow(row.get("delta", 0), unchanged="")
         table.add_row(name, _fmt(row.get("base")), _fmt(row.get("head")), f"{arrow}{row.get('delta', 0):+.3f}",
                       f"{row.get('ci_low', 0):+.3f} … {row.get('ci_high', 0):+.3f}", str(row.get("n_paired", 0)), change)
     return table

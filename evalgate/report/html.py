@@ -17,7 +17,7 @@ Text fields are cut at ``TEXT_LIMIT`` characters and at most ``max_cases`` case 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,22 +26,30 @@ import jinja2
 from evalgate.redact import redact
 from evalgate.report.console import call_summary
 from evalgate.report.escape import truncate
-from evalgate.report.markdown import (
+from evalgate.report.view import (
+    case_metrics,
+    case_records,
+    case_ref,
+    comparison_view,
+    critical_refs,
+    failing_first,
+    flaky_from_records,
     format_number,
     format_percent,
     format_signed,
-    format_threshold,
     format_usd,
-    is_critical,
-    risk_rank,
+    group_row,
+    metric_rows,
+    run_view,
+    totals_view,
+    usage_view,
+    verdict_view,
 )
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 TEMPLATE_NAME = "report.html.j2"
 TEXT_LIMIT = 20_000
 MAX_CASES = 5_000
-FAILED_STATUSES = ("failed", "errored")
-STATUS_ORDER = {"errored": 0, "failed": 1, "passed": 2, "skipped": 3}
 DIMENSION_TITLES = {"suite": "Suite", "category": "Category", "difficulty": "Difficulty",
                     "risk_level": "Risk level", "evolution_type": "Evolution type", "tag": "Tag"}
 
@@ -79,206 +87,49 @@ def format_value(value: Any, digits: int = 3) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# view model (raw values; the template escapes)
+# view model (sections from evalgate.report.view; raw values, the template escapes)
 
 
 def build_html_view(results: Mapping[str, Any], *, max_cases: int = MAX_CASES) -> dict[str, Any]:
     """Everything the template shows, as plain values."""
-    cases = [c for c in results.get("results") or [] if isinstance(c, Mapping)]
-    ordered = order_cases(cases)
+    cases = case_records(results)
+    ordered = failing_first(cases)
     shown = ordered[: max(0, max_cases)]
-    gate = results.get("gate") or {}
     comparison = comparison_view(results.get("comparison"))
+    latency = ((results.get("summary") or {}).get("latency_ms") or {}).get("average")
     return {
-        "verdict": {
-            "passed": bool(gate.get("passed")),
-            "exit_code": gate.get("exit_code"),
-            "status": str(results.get("status") or "completed"),
-            "reasons": [str(r) for r in gate.get("reasons") or []],
-        },
-        "totals": totals_view(results.get("summary") or {}),
+        "verdict": verdict_view(results),
+        "totals": totals_view(results) | usage_view(results) | {"latency_average": latency},
         "spend": call_summary(results),
-        "metrics": metrics_view(results.get("metrics") or {}, (results.get("comparison") or {}).get("metrics") or {}),
+        "metrics": metric_rows(results),
         "has_comparison": comparison is not None,
         "comparison": comparison,
-        "critical": [case_ref(c) for c in ordered if is_critical(c) and c.get("status") in FAILED_STATUSES],
-        "flaky": flaky_cases(cases),
-        "breakdowns": breakdowns_view(results.get("breakdowns") or {}),
-        "cases": [case_view(c, position) for position, c in enumerate(shown, start=1)],
+        "critical": critical_refs(ordered),
+        "flaky": flaky_from_records(cases),
+        "breakdowns": _breakdowns(results.get("breakdowns") or {}),
+        "cases": [_case_view(c, position) for position, c in enumerate(shown, start=1)],
         "cases_total": len(cases),
         "cases_omitted": len(ordered) - len(shown),
-        "run": run_view(results),
+        "run": _run_view(results),
     }
 
 
-def totals_view(summary: Mapping[str, Any]) -> dict[str, Any]:
-    tokens = summary.get("tokens") or {}
-    return {
-        "total": summary.get("total_test_cases", 0),
-        "passed": summary.get("total_passed", 0),
-        "failed": summary.get("total_failed", 0),
-        "errored": summary.get("total_errored", 0),
-        "skipped": summary.get("total_skipped", 0),
-        "critical_failures": summary.get("critical_failures", 0),
-        "pass_rate": summary.get("pass_rate"),
-        "weighted_pass_rate": summary.get("weighted_pass_rate"),
-        "tokens_total": tokens.get("total"),
-        "tokens_average": tokens.get("average"),
-        "judge_prompt": tokens.get("judge_prompt"),
-        "judge_completion": tokens.get("judge_completion"),
-        "cost_usd": summary.get("cost_usd"),
-        "latency_average": (summary.get("latency_ms") or {}).get("average"),
-    }
+def _breakdowns(breakdowns: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One section per dimension with groups, groups by name."""
+    return [
+        {"dimension": str(dimension), "title": DIMENSION_TITLES.get(str(dimension), str(dimension)),
+         "rows": [group_row(name, g) for name, g in sorted(groups.items()) if isinstance(g, Mapping)]}
+        for dimension, groups in breakdowns.items()
+        if isinstance(groups, Mapping) and groups
+    ]
 
 
-def metric_result(info: Mapping[str, Any]) -> str:
-    """``passed``/``failed`` against the threshold, ``skipped`` with no value, else ``none`` (informational)."""
-    if info.get("average") is None:
-        return "skipped"
-    if info.get("threshold") is None:
-        return "none"
-    return "passed" if info.get("passed") else "failed"
-
-
-def metrics_view(metrics: Mapping[str, Any], compared: Mapping[str, Any]) -> list[dict[str, Any]]:
-    rows = []
-    for name, info in metrics.items():
-        info = info or {}
-        rows.append({
-            "name": str(name),
-            "average": info.get("average"),
-            "min": info.get("min"),
-            "max": info.get("max"),
-            "threshold": format_threshold(info.get("threshold")),
-            "direction": info.get("direction") or "higher",
-            "kind": info.get("kind") or "deterministic",
-            "result": metric_result(info),
-            "count": info.get("count", 0),
-            "failed": info.get("failed", 0),
-            "not_run": sum(int(info.get(k) or 0) for k in ("skipped", "unavailable", "errored")),
-            "vs_base": delta_view(compared.get(name)),
-        })
-    return rows
-
-
-def delta_view(entry: Any) -> dict[str, Any] | None:
-    """A metric's base-vs-head entry; ``arrow`` ▲/▼ by the sign of ``delta`` (head − base)."""
-    if not isinstance(entry, Mapping) or not isinstance(entry.get("delta"), int | float):
-        return None
-    delta = float(entry["delta"])
-    return {
-        "delta": delta,
-        "arrow": "▲" if delta > 0 else "▼" if delta < 0 else "=",
-        "base": entry.get("base"),
-        "head": entry.get("head"),
-        "ci_low": entry.get("ci_low"),
-        "ci_high": entry.get("ci_high"),
-        "significant": bool(entry.get("significant")),
-        "regression": bool(entry.get("regression")),
-        "improvement": bool(entry.get("improvement")),
-    }
-
-
-def comparison_view(comparison: Any) -> dict[str, Any] | None:
-    if not isinstance(comparison, Mapping):
-        return None
-    cases = comparison.get("cases") or {}
-    baseline = comparison.get("baseline") or {}
-    pass_rate = comparison.get("pass_rate") if isinstance(comparison.get("pass_rate"), Mapping) else None
-    regressions = sorted((e for e in cases.get("regressions") or [] if isinstance(e, Mapping)),
-                         key=lambda e: (not is_critical(e), risk_rank(e)))
-    return {
-        "baseline_source": baseline.get("source") if isinstance(baseline, Mapping) else None,
-        "summary": comparison.get("summary"),
-        "regression": bool(comparison.get("regression")),
-        "significance_level": comparison.get("significance_level"),
-        "pass_rate": pass_rate,
-        "metrics": [
-            {"name": str(name), **view}
-            for name, entry in (comparison.get("metrics") or {}).items()
-            if (view := delta_view(entry)) is not None
-        ],
-        "regressions": [flip_view(e) for e in regressions],
-        "fixes": [flip_view(e) for e in cases.get("fixes") or [] if isinstance(e, Mapping)],
-        "new": len(cases.get("new") or []),
-        "removed": len(cases.get("removed") or []),
-    }
-
-
-def flip_view(entry: Mapping[str, Any]) -> dict[str, Any]:
-    return {**case_ref(entry), "base_status": entry.get("base_status"), "head_status": entry.get("head_status")}
-
-
-def flaky_cases(cases: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Cases run more than once whose repeats disagree on pass/fail; pass fraction = passes / repeats."""
-    by_id: dict[str, list[Mapping[str, Any]]] = {}
-    for case in cases:
-        by_id.setdefault(str(case.get("id")), []).append(case)
-    flaky = []
-    for case_id, runs in by_id.items():
-        outcomes = [bool(r.get("passed")) for r in sorted(runs, key=lambda r: r.get("repeat") or 0)]
-        if len(outcomes) > 1 and 0 < sum(outcomes) < len(outcomes):
-            flaky.append({
-                **case_ref(runs[0]),
-                "id": case_id,
-                "repeats": len(outcomes),
-                "passes": sum(outcomes),
-                "pass_fraction": sum(outcomes) / len(outcomes),
-                "outcomes": ["pass" if ok else "fail" for ok in outcomes],
-            })
-    return sorted(flaky, key=lambda f: (not f["critical"], risk_rank(f), f["pass_fraction"], f["id"]))
-
-
-def breakdowns_view(breakdowns: Mapping[str, Any]) -> list[dict[str, Any]]:
-    sections = []
-    for dimension, groups in breakdowns.items():
-        if not isinstance(groups, Mapping) or not groups:
-            continue
-        rows = [
-            {
-                "name": str(name),
-                "total": g.get("total", 0),
-                "passed": g.get("passed", 0),
-                "failed": g.get("failed", 0),
-                "errored": g.get("errored", 0),
-                "pass_rate": g.get("pass_rate"),
-                "averages": sorted((g.get("average_scores") or {}).items()),
-            }
-            for name, g in sorted(groups.items())
-            if isinstance(g, Mapping)
-        ]
-        sections.append({"dimension": str(dimension), "title": DIMENSION_TITLES.get(str(dimension), str(dimension)),
-                         "rows": rows})
-    return sections
-
-
-def order_cases(cases: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Errored and failed first (critical, then by risk), then passed and skipped; dataset order within."""
-    def key(case: Mapping[str, Any]) -> tuple[int, int, int, int, int]:
-        failing = case.get("status") in FAILED_STATUSES
-        return (0 if failing else 1, 0 if failing and is_critical(case) else 1,
-                risk_rank(case) if failing else 0, int(case.get("index") or 0), int(case.get("repeat") or 0))
-
-    return sorted(cases, key=key)
-
-
-def case_ref(case: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "id": str(case.get("id")),
-        "status": str(case.get("status") or "unknown"),
-        "source": case.get("source"),
-        "risk_level": case.get("risk_level"),
-        "critical": is_critical(case),
-        "reasons": [str(r) for r in case.get("reasons") or []],
-        "repeat": case.get("repeat") or 0,
-    }
-
-
-def case_view(case: Mapping[str, Any], position: int) -> dict[str, Any]:
+def _case_view(case: Mapping[str, Any], position: int) -> dict[str, Any]:
     expected = case.get("expected") or {}
     answer = case.get("answer") or {}
     return {
         **case_ref(case),
+        "status": str(case.get("status") or "unknown"),
         "anchor": f"case-{position}",
         "suite": case.get("suite"),
         "category": case.get("category"),
@@ -291,15 +142,8 @@ def case_view(case: Mapping[str, Any], position: int) -> dict[str, Any]:
         "expected": _json_text(expected) if expected else None,
         "answer": _json_text(answer) if answer else None,
         "metrics": [
-            {
-                "name": str(name),
-                "value": m.get("value"),
-                "threshold": format_threshold(m.get("threshold")),
-                "status": str(m.get("status") or "unknown"),
-                "reason": _text(m.get("reason")),
-            }
-            for name, m in (case.get("metrics") or {}).items()
-            if isinstance(m, Mapping)
+            {**row, "status": str(row["status"] or "unknown"), "reason": _text(row["reason"])}
+            for row in case_metrics(case)
         ],
         "num_tokens": case.get("num_tokens"),
         "latency_ms": case.get("latency_ms"),
@@ -307,17 +151,10 @@ def case_view(case: Mapping[str, Any], position: int) -> dict[str, Any]:
     }
 
 
-def run_view(results: Mapping[str, Any]) -> dict[str, Any]:
+def _run_view(results: Mapping[str, Any]) -> dict[str, Any]:
     metadata = results.get("metadata") or {}
-    judge = metadata.get("judge") or {}
-    judge_text = str(judge.get("provider") or "none") + (f" ({judge['model']})" if judge.get("model") else "")
-    return {
-        "run_id": results.get("run_id"),
-        "timestamp": results.get("timestamp"),
+    return run_view(results) | {
         "datasets": [_dataset_text(d) for d in metadata.get("datasets") or []],
-        "judge": judge_text,
-        "target": (metadata.get("target") or {}).get("kind"),
-        "version": (metadata.get("versions") or {}).get("evalgate"),
         "merged_from": [
             {"source": m.get("source"), "run_id": m.get("run_id"), "shard": m.get("shard"),
              "status": m.get("status"), "records": m.get("records")}

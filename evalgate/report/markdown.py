@@ -26,7 +26,6 @@ resort the text is cut. A line says how many case details were omitted.
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
@@ -51,15 +50,48 @@ from evalgate.report.escape import (
     truncate,
     utf16_len,
 )
+from evalgate.report.view import (
+    Link,
+    baseline_note,
+    case_metrics,
+    case_records,
+    case_ref,
+    compact_json,
+    comparison_view,
+    critical_refs,
+    failing_by_importance,
+    flaky_view,
+    format_number,
+    format_percent,
+    format_signed,
+    format_threshold,
+    format_usd,
+    group_row,
+    intervals_view,
+    is_critical,
+    judge_stability_view,
+    metric_rows,
+    no_link,
+    repeats_view,
+    risk_rank,
+    run_view,
+    totals_view,
+    usage_view,
+    verdict_view,
+)
 
 TEMPLATE_PATH = Path(__file__).resolve().parent / "templates" / "comment.md.j2"
 COMMENT_MARKER = "<!-- evalgate:comment tag={tag} -->"
 SUMMARY_MAX_BYTES = 1_000_000
-RISK_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3}
-FAILED_STATUSES = ("failed", "errored")
 MIN_DETAIL_SIZE = 40
 """A lower bound on the size of one rendered case-details block (characters or bytes)."""
 METRIC_PROBLEM_STATUSES = ("failed", "errored", "unavailable")
+UNCHANGED_ARROW = "＝"
+"""The ``vs base`` arrow for a zero delta (``▲``/``▼`` otherwise)."""
+__all__ = [  # also re-exported for evalgate.github.annotations
+    "SourceLinks", "comment_marker", "format_number", "format_threshold", "is_critical", "render_comment",
+    "render_summary", "repo_relative", "risk_rank", "sanitize_tag", "split_source", "utf8_len",
+]
 
 Mode = Literal["comment", "summary"]
 
@@ -234,6 +266,10 @@ def _environment() -> SandboxedEnvironment:
     return env
 
 
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
 def render_view(view: Mapping[str, Any], template: jinja2.Template, plan: Plan) -> str:
     """Render ``view`` cut down to ``plan``; secrets are redacted from the result."""
     try:
@@ -337,7 +373,8 @@ def _finish(text: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# view model
+# view model (the sections come from evalgate.report.view; what is Markdown-specific stays here:
+# source links, excerpt lengths, the category breakdown and the failed-case details)
 
 
 def build_view(
@@ -350,28 +387,28 @@ def build_view(
     source_links: SourceLinks | None = None,
 ) -> dict[str, Any]:
     """Raw values the template needs (nothing escaped yet). Keys are documented in the template."""
-    link = source_links.url if source_links else (lambda _source: None)
-    cases = [c for c in results.get("results") or [] if isinstance(c, Mapping)]
-    comparison = _comparison_view(results.get("comparison"), link)
+    link: Link = source_links.url if source_links else no_link
+    cases = case_records(results)
+    comparison = comparison_view(results.get("comparison"), link, unchanged=UNCHANGED_ARROW)
     return {
         "mode": mode,
         "tag": tag,
         "title": _title(tag),
-        "verdict": _verdict_view(results),
-        "totals": _totals_view(results),
-        "metrics": _metrics_view(results),
+        "verdict": verdict_view(results),
+        "totals": totals_view(results),
+        "metrics": metric_rows(results, unchanged=UNCHANGED_ARROW),
         "has_comparison": comparison is not None,
-        "critical": [_case_ref(c, link) for c in cases if is_critical(c) and c.get("status") in FAILED_STATUSES],
-        "breakdown": _breakdown_view(results),
+        "critical": critical_refs(cases, link),
+        "breakdown": _category_breakdown(results),
         "comparison": comparison,
-        "details": [_detail_view(c, link, EXCERPTS[mode]) for c in _detail_order(cases)],
-        "baseline_note": _baseline_note(results),
-        "repeats": _repeats_view(results),
-        "flaky": [_flaky_view(f, link) for f in results.get("flaky") or [] if isinstance(f, Mapping)],
-        "intervals": _intervals_view(results),
-        "judge_stability": _judge_stability_view(results),
+        "details": [_detail_view(c, link, EXCERPTS[mode]) for c in failing_by_importance(cases)],
+        "baseline_note": baseline_note(results),
+        "repeats": repeats_view(results),
+        "flaky": [flaky_view(f, link) for f in results.get("flaky") or [] if isinstance(f, Mapping)],
+        "intervals": intervals_view(results),
+        "judge_stability": judge_stability_view(results),
         "spend": call_summary(results),
-        "usage": _usage_view(results),
+        "usage": usage_view(results),
         "run": _run_view(results),
         "links": {"run_url": run_url, "artifact_url": artifact_url},
     }
@@ -382,236 +419,24 @@ def _title(tag: str) -> str:
     return "evalgate" if clean in ("", "default", "evalgate") else f"evalgate · {clean}"
 
 
-def _verdict_view(results: Mapping[str, Any]) -> dict[str, Any]:
-    gate = results.get("gate") or {}
-    return {
-        "passed": bool(gate.get("passed")),
-        "exit_code": gate.get("exit_code"),
-        "status": str(results.get("status") or "completed"),
-        "reasons": [str(r) for r in gate.get("reasons") or []],
-    }
-
-
-def _totals_view(results: Mapping[str, Any]) -> dict[str, Any]:
-    summary = results.get("summary") or {}
-    return {
-        "total": summary.get("total_test_cases", 0),
-        "passed": summary.get("total_passed", 0),
-        "failed": summary.get("total_failed", 0),
-        "errored": summary.get("total_errored", 0),
-        "skipped": summary.get("total_skipped", 0),
-        "critical_failures": summary.get("critical_failures", 0),
-        "pass_rate": summary.get("pass_rate"),
-        "weighted_pass_rate": summary.get("weighted_pass_rate"),
-    }
-
-
-def _metrics_view(results: Mapping[str, Any]) -> list[dict[str, Any]]:
-    compared = ((results.get("comparison") or {}).get("metrics")) or {}
-    rows = []
-    for name, info in (results.get("metrics") or {}).items():
-        info = info or {}
-        rows.append(
-            {
-                "name": name,
-                "average": info.get("average"),
-                "threshold": format_threshold(info.get("threshold")),
-                "result": _metric_result(info),
-                "count": info.get("count", 0),
-                "skipped": info.get("skipped", 0),
-                "unavailable": info.get("unavailable", 0),
-                "vs_base": _delta_view(compared.get(name)),
-            }
-        )
-    return rows
-
-
-def _metric_result(info: Mapping[str, Any]) -> str:
-    """``passed`` / ``failed`` against the threshold, ``skipped`` when nothing was scored, else ``none``."""
-    if info.get("average") is None:
-        return "skipped"
-    if info.get("threshold") is None:
-        return "none"
-    return "passed" if info.get("passed") else "failed"
-
-
-def _delta_view(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if not entry or entry.get("delta") is None:
-        return None
-    delta = float(entry["delta"])
-    return {
-        "delta": delta,
-        "arrow": "▲" if delta > 0 else "▼" if delta < 0 else "＝",
-        "significant": bool(entry.get("significant")),
-        "regression": bool(entry.get("regression")),
-        "improvement": bool(entry.get("improvement")),
-        "ci_low": entry.get("ci_low"),
-        "ci_high": entry.get("ci_high"),
-        "base": entry.get("base"),
-    }
-
-
-def _breakdown_view(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _category_breakdown(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``category`` groups, lowest pass rate first (ties by name)."""
     groups = ((results.get("breakdowns") or {}).get("category")) or {}
-    return [
-        {
-            "name": name,
-            "total": g.get("total", 0),
-            "passed": g.get("passed", 0),
-            "failed": g.get("failed", 0),
-            "errored": g.get("errored", 0),
-            "pass_rate": g.get("pass_rate"),
-        }
-        for name, g in sorted(groups.items(), key=lambda kv: (kv[1].get("pass_rate") or 0.0, kv[0]))
-    ]
-
-
-def _comparison_view(comparison: Any, link: Callable[[str | None], str | None]) -> dict[str, Any] | None:
-    if not isinstance(comparison, Mapping):
-        return None
-    cases = comparison.get("cases") or {}
-    baseline = comparison.get("baseline") or {}
-
-    def flip(entry: Mapping[str, Any]) -> dict[str, Any]:
-        return {**_case_ref(entry, link), "base_status": entry.get("base_status"), "head_status": entry.get("head_status")}
-
-    regressions = sorted(cases.get("regressions") or [], key=lambda e: (not is_critical(e), risk_rank(e)))
-    return {
-        "baseline_source": baseline.get("source"),
-        "summary": comparison.get("summary"),
-        "regression": bool(comparison.get("regression")),
-        "significance_level": comparison.get("significance_level"),
-        "pass_rate": comparison.get("pass_rate"),
-        "regressions": [flip(e) for e in regressions],
-        "fixes": [flip(e) for e in cases.get("fixes") or []],
-        "new": len(cases.get("new") or []),
-        "removed": len(cases.get("removed") or []),
-    }
-
-
-def _baseline_note(results: Mapping[str, Any]) -> dict[str, str] | None:
-    """Why there is no comparison although a baseline was asked for: ``{"title", "reason"}``, else None."""
-    baseline = results.get("baseline")
-    if not isinstance(baseline, Mapping) or isinstance(results.get("comparison"), Mapping):
-        return None
-    warning = str(baseline.get("warning") or "").strip()
-    if baseline.get("found"):
-        reason = warning.removeprefix("no comparison:").strip()
-        return {"title": "No comparison", "reason": reason or "the comparison with the baseline failed"}
-    return {"title": "No baseline", "reason": warning.removeprefix("no baseline:").strip() or "none found"}
-
-
-def _repeats_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
-    repeats = (results.get("summary") or {}).get("repeats")
-    if not isinstance(repeats, Mapping):
-        return None
-    return {key: repeats.get(key) or 0 for key in ("repeat", "cases", "flaky_cases", "incomplete_cases")} | {
-        "rule": str(repeats.get("rule") or "majority")}
-
-
-def _flaky_view(entry: Mapping[str, Any], link: Callable[[str | None], str | None]) -> dict[str, Any]:
-    """One flaky case: passes / repeats and each repeat's status in order."""
-    return {
-        **_case_ref(entry, link),
-        "passes": entry.get("passes", 0),
-        "repeats": entry.get("repeats", 0),
-        "pass_fraction": entry.get("pass_fraction"),
-        "outcomes": [str(o) for o in entry.get("outcomes") or []],
-    }
-
-
-def _intervals_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Suite averages with their bootstrap confidence interval (``summary.confidence_intervals``)."""
-    intervals = (results.get("summary") or {}).get("confidence_intervals")
-    if not isinstance(intervals, Mapping):
-        return None
-    rows = [_interval_row("pass rate", intervals.get("pass_rate"), rate=True)]
-    rows += [_interval_row(str(name), row, rate=False) for name, row in (intervals.get("metrics") or {}).items()]
-    kept = [row for row in rows if row is not None]
-    if not kept:
-        return None
-    confidence = intervals.get("confidence")
-    level = confidence * 100 if isinstance(confidence, int | float) and 0 < confidence < 1 else 95
-    return {"level": f"{level:g}%", "rows": kept}
-
-
-def _interval_row(name: str, row: Any, *, rate: bool) -> dict[str, Any] | None:
-    if not isinstance(row, Mapping):
-        return None
-    return {"name": name, "rate": rate, "mean": row.get("mean"), "low": row.get("low"), "high": row.get("high"),
-            "cases": row.get("cases", 0), "within_case_stdev": row.get("within_case_stdev")}
-
-
-def _judge_stability_view(results: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Per judged metric sampled K > 1 times: spread of the samples (``summary.judge_stability``)."""
-    stability = (results.get("summary") or {}).get("judge_stability") or {}
-    return [
-        {"name": str(name), "samples": row.get("samples", 0), "answers": row.get("answers", 0),
-         "mean_stdev": row.get("mean_stdev"), "max_stdev": row.get("max_stdev"),
-         "straddling": row.get("straddling_threshold", 0)}
-        for name, row in stability.items()
-        if isinstance(row, Mapping)
-    ]
-
-
-def _usage_view(results: Mapping[str, Any]) -> dict[str, Any]:
-    summary = results.get("summary") or {}
-    tokens = summary.get("tokens") or {}
-    return {
-        "tokens_total": tokens.get("total"),
-        "tokens_average": tokens.get("average"),
-        "judge_prompt": tokens.get("judge_prompt"),
-        "judge_completion": tokens.get("judge_completion"),
-        "cost_usd": summary.get("cost_usd"),
-    }
+    rows = [(name, g) for name, g in groups.items() if isinstance(g, Mapping)]
+    return [group_row(name, g) for name, g in sorted(rows, key=lambda kv: (kv[1].get("pass_rate") or 0.0, kv[0]))]
 
 
 def _run_view(results: Mapping[str, Any]) -> dict[str, Any]:
-    metadata = results.get("metadata") or {}
-    judge = metadata.get("judge") or {}
-    judge_text = str(judge.get("provider") or "none")
-    if judge.get("model"):
-        judge_text += f" ({judge['model']})"
-    return {
-        "run_id": results.get("run_id"),
-        "timestamp": results.get("timestamp"),
-        "datasets": [
-            {"path": d.get("path"), "cases": d.get("cases")}
-            for d in metadata.get("datasets") or []
-            if isinstance(d, Mapping)
-        ],
-        "judge": judge_text,
-        "target": (metadata.get("target") or {}).get("kind"),
-        "version": (metadata.get("versions") or {}).get("evalgate"),
+    datasets = (results.get("metadata") or {}).get("datasets") or []
+    return run_view(results) | {
+        "datasets": [{"path": d.get("path"), "cases": d.get("cases")} for d in datasets if isinstance(d, Mapping)]
     }
 
 
-def _case_ref(case: Mapping[str, Any], link: Callable[[str | None], str | None]) -> dict[str, Any]:
-    source = case.get("source")
-    return {
-        "id": str(case.get("id")),
-        "status": case.get("status"),
-        "source": source,
-        "link": link(source),
-        "risk_level": case.get("risk_level"),
-        "critical": is_critical(case),
-        "reasons": [str(r) for r in case.get("reasons") or []],
-        "repeat": case.get("repeat") or 0,
-    }
-
-
-def _detail_order(cases: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Failed/errored cases, most important first: critical, then by risk, then dataset order."""
-    failing = [c for c in cases if c.get("status") in FAILED_STATUSES]
-    return sorted(failing, key=lambda c: (not is_critical(c), risk_rank(c), c.get("index") or 0))
-
-
-def _detail_view(
-    case: Mapping[str, Any], link: Callable[[str | None], str | None], limits: Excerpts
-) -> dict[str, Any]:
+def _detail_view(case: Mapping[str, Any], link: Link, limits: Excerpts) -> dict[str, Any]:
     expected = case.get("expected") or {}
     return {
-        **_case_ref(case, link),
+        **case_ref(case, link),
         "category": case.get("category"),
         "description": case.get("description"),
         "input": truncate(str(case["input"]), limits.input) if case.get("input") else None,
@@ -619,84 +444,9 @@ def _detail_view(
         "answer": truncate(str(case["output"]), limits.answer) if case.get("output") else None,
         "error": truncate(str(case["error"]), limits.error) if case.get("error") else None,
         "failed_metrics": [
-            {
-                "name": name,
-                "value": m.get("value"),
-                "threshold": format_threshold(m.get("threshold")),
-                "status": m.get("status"),
-                "reason": truncate(str(m.get("reason") or ""), limits.error),
-            }
-            for name, m in (case.get("metrics") or {}).items()
-            if isinstance(m, Mapping) and m.get("status") in METRIC_PROBLEM_STATUSES
+            {**row, "reason": truncate(str(row["reason"] or ""), limits.error)}
+            for row in case_metrics(case, METRIC_PROBLEM_STATUSES)
         ],
         "num_tokens": case.get("num_tokens"),
         "cost_usd": case.get("cost_usd"),
     }
-
-
-def is_critical(case: Mapping[str, Any]) -> bool:
-    """True for ``risk_level: critical`` or an explicit ``critical: true``."""
-    return bool(case.get("critical")) or str(case.get("risk_level") or "").lower() == "critical"
-
-
-def risk_rank(case: Mapping[str, Any]) -> int:
-    """0 for critical … 3 for low, 4 for unknown risk levels (sorts most important first)."""
-    return RISK_ORDER.get(str(case.get("risk_level") or "").lower(), len(RISK_ORDER))
-
-
-# ---------------------------------------------------------------------------------------------
-# formatting helpers (also used as template filters)
-
-
-def compact_json(value: Any) -> str:
-    """One-line JSON with ``", "`` / ``": "`` separators; non-JSON values via ``str``."""
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str, sort_keys=False)
-
-
-def format_threshold(threshold: Any) -> str | None:
-    """``{"min": 0.9}`` → ``≥ 0.9``; ``{"max": 0.2}`` → ``≤ 0.2``; a bare number counts as min."""
-    if threshold is None:
-        return None
-    if isinstance(threshold, int | float):
-        return f"≥ {threshold:g}"
-    if isinstance(threshold, Mapping):
-        if "min" in threshold:
-            return f"≥ {float(threshold['min']):g}"
-        if "max" in threshold:
-            return f"≤ {float(threshold['max']):g}"
-        if "op" in threshold and "value" in threshold:
-            return f"{'≥' if threshold['op'] == 'min' else '≤'} {float(threshold['value']):g}"
-    return str(threshold)
-
-
-def format_number(value: Any, digits: int = 3) -> str:
-    """A score with ``digits`` decimals; ``—`` for None or non-numbers."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return "—"
-    return f"{value:.{digits}f}"
-
-
-def format_signed(value: Any, digits: int = 3) -> str:
-    """A delta with explicit sign (``+0.012`` / ``−0.030``, typographic minus)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return "—"
-    text = f"{abs(value):.{digits}f}"
-    return ("−" if value < 0 and float(text) != 0 else "+") + text
-
-
-def format_percent(value: Any) -> str:
-    """A fraction in [0, 1] as ``80.0%``."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return "—"
-    return f"{value * 100:.1f}%"
-
-
-def format_usd(value: Any) -> str:
-    """A cost in US dollars: ``$0.0123``."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return "—"
-    return f"${value:.4f}"
-
-
-def _text(value: Any) -> str:
-    return "" if value is None else str(value)

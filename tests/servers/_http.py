@@ -30,7 +30,7 @@ import time
 import traceback
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from email.utils import formatdate
 from http import HTTPStatus
 from pathlib import Path
@@ -230,6 +230,13 @@ def render_response(response: Response, keep_alive: bool) -> bytes:
 # --------------------------------------------------------------------------------- scripting building blocks
 
 
+def reject_unknown(data: Mapping[str, Any], known: Collection[str], what: str) -> None:
+    """Raise ``ValueError("unknown <what> settings: [...]")`` when ``data`` has keys outside ``known``."""
+    unknown = set(data) - set(known)
+    if unknown:
+        raise ValueError(f"unknown {what} settings: {sorted(unknown)}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Script:
     """Match criteria and fault behaviour shared by OpenAI rules and agent faults.
@@ -272,6 +279,17 @@ class Script:
     def is_fault(self) -> bool:
         return self.drop or self.status is not None or self.body is not None
 
+    @classmethod
+    def options_from_json(cls, data: Mapping[str, Any], what: str,
+                          callables: Collection[str] = ()) -> dict[str, Any]:
+        """Keyword arguments for ``cls`` from a JSON object: unknown keys and the fields that take callables
+        (``where`` and ``callables``) are rejected; ``request_numbers`` becomes a frozenset."""
+        reject_unknown(data, {f.name for f in fields(cls)} - {"where", *callables}, what)
+        options = dict(data)
+        if options.get("request_numbers") is not None:
+            options["request_numbers"] = frozenset(options["request_numbers"])
+        return options
+
     def fault(self, error_body: Callable[[int], Any]) -> Outcome:
         """The scripted failure: DROP, a raw body, or ``error_body(status)`` as JSON (call when is_fault())."""
         if self.drop:
@@ -303,6 +321,16 @@ class ScriptBook:
 
     def reset(self) -> None:
         self._used = [0] * len(self.entries)
+
+
+async def scripted_outcome(entry: Script | None, error_body: Callable[[int], Any]) -> Outcome | None:
+    """Apply a picked script entry: wait its ``delay_ms``, then its fault when it is one; None otherwise
+    (also for no entry), and the handler answers normally."""
+    if entry is None:
+        return None
+    if entry.delay_ms:
+        await asyncio.sleep(entry.delay_ms / 1000)
+    return entry.fault(error_body) if entry.is_fault() else None
 
 
 class Latency:
@@ -524,6 +552,16 @@ class LoopbackServer:
         """Recorded API requests (the last ``record_limit``), optionally only those on ``paths``."""
         return self.recorder.items(paths)
 
+    def json_bodies(self, paths: Collection[str] | None = None) -> list[Any]:
+        """Parsed bodies of the recorded requests (optionally only on ``paths``) that were JSON."""
+        bodies = []
+        for record in self.requests(paths):
+            try:
+                bodies.append(record.json())
+            except ValueError:
+                continue
+        return bodies
+
     def secret_leaks(self, secret: str) -> list[str]:
         """Places (bodies, URLs, non-auth headers) where ``secret`` was sent to this server."""
         return secret_leaks(self.recorder.items(), secret)
@@ -702,6 +740,19 @@ def api_key_from_env(args: argparse.Namespace) -> str | None:
     if not value:
         raise SystemExit(f"--api-key-env: environment variable {args.api_key_env} is not set")
     return value
+
+
+def script_main(description: str, build: Callable[[Mapping[str, Any], dict[str, Any]], LoopbackServer],
+                argv: Sequence[str] | None = None) -> None:
+    """Command line of a scriptable server: parse the common options, ``build(script, options)`` the server
+    (``options`` include ``api_key``), serve until a signal. A bad script exits with one line."""
+    args = cli_parser(description).parse_args(argv)
+    options = common_options(args) | {"api_key": api_key_from_env(args)}
+    try:
+        server = build(load_script(args.script), options)
+    except (TypeError, ValueError) as exc:
+        raise SystemExit(f"{args.script}: {exc}") from exc
+    server.run_cli(args.print_port)
 
 
 def load_script(path: Path | None) -> dict[str, Any]:

@@ -14,7 +14,6 @@ Command line: ``python -m tests.servers.agent_server --port 0 --latency-ms 50 --
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -26,13 +25,12 @@ from tests.servers._http import (
     Request,
     Script,
     ScriptBook,
-    api_key_from_env,
     bearer_token,
-    cli_parser,
-    common_options,
     estimate_tokens,
     json_response,
-    load_script,
+    reject_unknown,
+    script_main,
+    scripted_outcome,
 )
 
 CHAT_PATH = "/api/agent/chat"
@@ -59,9 +57,7 @@ class AgentReply:
     def from_json(cls, data: str | Mapping[str, Any]) -> AgentReply:
         if isinstance(data, str):
             return cls(text=data)
-        unknown = set(data) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown agent reply settings: {sorted(unknown)}")
+        reject_unknown(data, {f.name for f in fields(cls)}, "agent reply")
         return cls(**data)
 
 
@@ -77,13 +73,7 @@ class Fault(Script):
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Fault:
-        unknown = set(data) - ({f.name for f in fields(cls)} - {"where"})
-        if unknown:
-            raise ValueError(f"unknown fault settings: {sorted(unknown)}")
-        options = dict(data)
-        if options.get("request_numbers") is not None:
-            options["request_numbers"] = frozenset(options["request_numbers"])
-        return cls(**options)
+        return cls(**cls.options_from_json(data, "fault"))
 
 
 def agent_error(status: int) -> dict[str, Any]:
@@ -149,13 +139,7 @@ class AgentServer(LoopbackServer):
 
     def bodies(self, path: str) -> list[dict[str, Any]]:
         """Parsed JSON bodies of the recorded requests to ``path``."""
-        found = []
-        for record in self.requests([path]):
-            try:
-                found.append(record.json())
-            except ValueError:
-                continue
-        return found
+        return self.json_bodies([path])
 
     def _authorised(self, request: Request) -> bool:
         if self.api_key is None:
@@ -175,10 +159,8 @@ class AgentServer(LoopbackServer):
         text_in = payload[field_name]
         fault: Fault | None = self.faults.pick(text_in, request.number, payload,
                                                accept=lambda f: f.path in (None, request.path))
-        if fault is not None and fault.delay_ms:
-            await asyncio.sleep(fault.delay_ms / 1000)
-        if fault is not None and fault.is_fault():
-            return fault.fault(agent_error)
+        if (scripted := await scripted_outcome(fault, agent_error)) is not None:
+            return scripted
         reply = resolve(find_answer(self.answers, text_in, self.default), payload)
         return json_response(chat_body(text_in, reply) if request.path == CHAT_PATH else query_body(reply))
 
@@ -186,9 +168,7 @@ class AgentServer(LoopbackServer):
 def server_from_script(data: Mapping[str, Any], options: dict[str, Any]) -> AgentServer:
     """Build a server from a JSON script: ``{"answers": {key: text | reply}, "default": text | reply,
     "faults": [...]}`` (reply and fault objects take the dataclass field names)."""
-    unknown = set(data) - {"answers", "default", "faults"}
-    if unknown:
-        raise ValueError(f"unknown script settings: {sorted(unknown)}")
+    reject_unknown(data, {"answers", "default", "faults"}, "script")
     answers = {key: AgentReply.from_json(value) for key, value in data.get("answers", {}).items()}
     default = AgentReply.from_json(data.get("default", DEFAULT_TEXT))
     faults = [Fault.from_json(f) for f in data.get("faults", [])]
@@ -196,13 +176,7 @@ def server_from_script(data: Mapping[str, Any], options: dict[str, Any]) -> Agen
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = cli_parser("Loopback agent server (seed 002 /api/agent/chat, seed 004 /api/query).").parse_args(argv)
-    options = common_options(args) | {"api_key": api_key_from_env(args)}
-    try:
-        server = server_from_script(load_script(args.script), options)
-    except (TypeError, ValueError) as exc:
-        raise SystemExit(f"{args.script}: {exc}") from exc
-    server.run_cli(args.print_port)
+    script_main("Loopback agent server (seed 002 /api/agent/chat, seed 004 /api/query).", server_from_script, argv)
 
 
 if __name__ == "__main__":

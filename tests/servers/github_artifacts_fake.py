@@ -29,6 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from tests.servers._github import bad_credentials, not_accessible, not_found, paginate
+
 DOCS = "https://docs.github.com/rest/actions/artifacts"
 REPOSITORY_ID = 4242
 
@@ -148,33 +150,29 @@ class GitHubArtifactsFake:
             if segments[0] == "blob":
                 return self._blob(segments, query)
             if server != "api":
-                return _not_found()
+                return not_found(DOCS)
             if headers.get("authorization") != f"Bearer {self.token}":
-                return 401, {"message": "Bad credentials", "documentation_url": DOCS}, {}
+                return bad_credentials(DOCS)
             return self._api(method, segments, query, parts.path)
 
     def _api(self, method: str, segments: list[str], query: dict[str, list[str]], path: str) -> tuple[int, Any, dict]:
         repo = "/".join(segments[1:3])
         is_actions = len(segments) >= 5 and segments[0] == "repos" and segments[3:5] == ["actions", "artifacts"]
         if method != "GET" or not is_actions or repo != self.repository:
-            return _not_found()
+            return not_found(DOCS)
         if self.forbidden:
-            return 403, {"message": "Resource not accessible by integration", "documentation_url": DOCS,
-                         "status": "403"}, {}
+            return not_accessible(DOCS)
         if len(segments) == 5:
             return self._list(query, path)
         if len(segments) == 7 and segments[6] == "zip" and segments[5].isdigit():
             return self._zip(int(segments[5]))
-        return _not_found()
+        return not_found(DOCS)
 
     def _list(self, query: dict[str, list[str]], path: str) -> tuple[int, Any, dict]:
         name = (query.get("name") or [None])[0]
-        per_page = min(max(_int(query, "per_page", 30), 1), 100)
-        page = max(_int(query, "page", 1), 1)
         items = [a.meta for a in self.artifacts.values() if name is None or a.meta["name"] == name]
         items.sort(key=lambda m: (m["created_at"], m["id"]), reverse=True)
-        last = max(1, -(-len(items) // per_page))
-        chunk = items[(page - 1) * per_page: page * per_page]
+        chunk, per_page, page, last = paginate(items, query)
         headers = {}
         if page < last:
             def ref(n: int, rel: str) -> str:
@@ -187,7 +185,7 @@ class GitHubArtifactsFake:
     def _zip(self, artifact_id: int) -> tuple[int, Any, dict]:
         stored = self.artifacts.get(artifact_id)
         if stored is None:
-            return _not_found()
+            return not_found(DOCS)
         if stored.meta["expired"]:
             return 410, {"message": "Artifact has expired", "documentation_url": DOCS}, {}
         host = self.url if self.redirect_to_api_host else self.blob_url
@@ -223,12 +221,3 @@ def _make_handler(fake: GitHubArtifactsFake, server: str) -> type[BaseHTTPReques
             return
 
     return Handler
-
-
-def _int(query: dict[str, list[str]], key: str, default: int) -> int:
-    values = query.get(key)
-    return int(values[0]) if values and values[0].isdigit() else default
-
-
-def _not_found() -> tuple[int, Any, dict]:
-    return 404, {"message": "Not Found", "documentation_url": DOCS, "status": "404"}, {}

@@ -24,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from tests.servers._github import bad_credentials, not_accessible, not_found, paginate
+
 MAX_BODY_CHARS = 65536
 DOCS = "https://docs.github.com/rest/issues/comments"
 
@@ -134,7 +136,7 @@ class GitHubFake:
             if canned is not None:
                 return canned.status, canned.body, canned.headers
             if headers.get("authorization") != f"Bearer {self.token}":
-                return 401, {"message": "Bad credentials", "documentation_url": DOCS}, {}
+                return bad_credentials(DOCS)
             return self._route(method, parts.path, query, body)
 
     def _take_canned(self, method: str) -> Canned | None:
@@ -149,7 +151,7 @@ class GitHubFake:
         if len(segments) == 6 and segments[0] == "repos" and segments[3] == "issues" and segments[5] == "comments":
             repo, issue = f"{segments[1]}/{segments[2]}", segments[4]
             if not issue.isdigit():
-                return _not_found()
+                return not_found(DOCS)
             if method == "GET":
                 return self._list(repo, int(issue), query, path)
             if method == "POST":
@@ -157,14 +159,11 @@ class GitHubFake:
         is_comment = len(segments) == 6 and segments[0] == "repos" and segments[3:5] == ["issues", "comments"]
         if is_comment and method == "PATCH" and segments[5].isdigit():
             return self._write(body, lambda text: self._update(int(segments[5]), text))
-        return _not_found()
+        return not_found(DOCS)
 
     def _list(self, repo: str, issue: int, query: dict[str, list[str]], path: str) -> tuple[int, Any, dict]:
-        per_page = min(max(_int(query, "per_page", 30), 1), 100)
-        page = max(_int(query, "page", 1), 1)
         items = [c for cid, c in sorted(self.comments.items()) if self._issue_of[cid] == (repo, issue)]
-        last = max(1, -(-len(items) // per_page))
-        chunk = items[(page - 1) * per_page: page * per_page]
+        chunk, per_page, page, last = paginate(items, query)
         return 200, chunk, {"Link": self._link_header(path, per_page, page, last)} if last > 1 else {}
 
     def _link_header(self, path: str, per_page: int, page: int, last: int) -> str:
@@ -180,8 +179,7 @@ class GitHubFake:
 
     def _write(self, body: Any, action: Any) -> tuple[int, Any, dict]:
         if self.read_only:
-            return 403, {"message": "Resource not accessible by integration", "documentation_url": DOCS,
-                         "status": "403"}, {}
+            return not_accessible(DOCS)
         if not isinstance(body, dict) or not isinstance(body.get("body"), str):
             return 422, {"message": "Invalid request.\n\n\"body\" wasn't supplied.", "documentation_url": DOCS}, {}
         text = body["body"]
@@ -218,7 +216,7 @@ class GitHubFake:
 
     def _update(self, cid: int, text: str) -> tuple[int, Any]:
         if cid not in self.comments:
-            return _not_found()[:2]
+            return not_found(DOCS)[:2]
         self.comments[cid] = {**self.comments[cid], "body": text, "updated_at": _now()}
         return 200, self.comments[cid]
 
@@ -257,15 +255,6 @@ def _decode(raw: bytes) -> Any:
         return json.loads(raw)
     except ValueError:
         return raw.decode("utf-8", errors="replace")
-
-
-def _int(query: dict[str, list[str]], key: str, default: int) -> int:
-    values = query.get(key)
-    return int(values[0]) if values and values[0].isdigit() else default
-
-
-def _not_found() -> tuple[int, Any, dict]:
-    return 404, {"message": "Not Found", "documentation_url": DOCS, "status": "404"}, {}
 
 
 def _now() -> str:

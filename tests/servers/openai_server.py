@@ -13,7 +13,6 @@ Command line: ``python -m tests.servers.openai_server --port 0 --latency-ms 50 -
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import sys
@@ -28,15 +27,14 @@ from tests.servers._http import (
     Request,
     Script,
     ScriptBook,
-    api_key_from_env,
     bearer_token,
-    cli_parser,
-    common_options,
     compile_marker,
     estimate_tokens,
     iter_text_parts,
     json_response,
-    load_script,
+    reject_unknown,
+    script_main,
+    scripted_outcome,
 )
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
@@ -200,10 +198,7 @@ class Judge:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Judge:
-        known = {f.name for f in fields(cls)} - {"verdict"}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown judge settings: {sorted(unknown)}")
+        reject_unknown(data, {f.name for f in fields(cls)} - {"verdict"}, "judge")
         options = dict(data)
         if "fence" in options:
             options["fence"] = tuple(options["fence"])
@@ -243,15 +238,9 @@ class Rule(Script):
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Rule:
-        known = {f.name for f in fields(cls)} - {"compute", "where"}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown rule settings: {sorted(unknown)}")
-        options = dict(data)
+        options = cls.options_from_json(data, "rule", callables={"compute"})
         if isinstance(options.get("judge"), Mapping):
             options["judge"] = Judge.from_json(options["judge"])
-        if options.get("request_numbers") is not None:
-            options["request_numbers"] = frozenset(options["request_numbers"])
         return cls(**options)
 
 
@@ -305,13 +294,7 @@ class OpenAIServer(LoopbackServer):
 
     def chat_requests(self) -> list[dict[str, Any]]:
         """Parsed bodies of the recorded chat-completions requests that were JSON."""
-        bodies = []
-        for record in self.requests(CHAT_PATHS):
-            try:
-                bodies.append(record.json())
-            except ValueError:
-                continue
-        return bodies
+        return self.json_bodies(CHAT_PATHS)
 
     def _denied(self, request: Request) -> Outcome | None:
         if self.api_key is None or bearer_token(request.headers) == self.api_key:
@@ -336,10 +319,8 @@ class OpenAIServer(LoopbackServer):
         if (problem := validate_chat(payload)) is not None:
             return json_response(openai_error(400, problem), 400)
         rule: Rule | None = self.rules.pick(match_text(payload), request.number, payload)
-        if rule is not None and rule.delay_ms:
-            await asyncio.sleep(rule.delay_ms / 1000)
-        if rule is not None and rule.is_fault():
-            return rule.fault(openai_error)
+        if (scripted := await scripted_outcome(rule, openai_error)) is not None:
+            return scripted
         content = self._content(rule, payload)
         usage = usage_block(prompt_text(payload), content, payload.get("n", 1), rule.usage if rule else None)
         body = completion_body(payload, content, request.number, usage, rule.finish_reason if rule else "stop")
@@ -367,9 +348,7 @@ class OpenAIServer(LoopbackServer):
 def server_from_script(data: Mapping[str, Any], options: dict[str, Any]) -> OpenAIServer:
     """Build a server from a JSON script: ``{"rules": [...], "default_reply": str, "judge": {...} | null,
     "models": [...]}`` (rule and judge objects take the dataclass field names; no callables)."""
-    unknown = set(data) - {"rules", "default_reply", "judge", "models"}
-    if unknown:
-        raise ValueError(f"unknown script settings: {sorted(unknown)}")
+    reject_unknown(data, {"rules", "default_reply", "judge", "models"}, "script")
     judge_data = data.get("judge", {})
     return OpenAIServer(
         [Rule.from_json(r) for r in data.get("rules", [])],
@@ -381,13 +360,7 @@ def server_from_script(data: Mapping[str, Any], options: dict[str, Any]) -> Open
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = cli_parser("Loopback OpenAI-compatible chat-completions server.").parse_args(argv)
-    options = common_options(args) | {"api_key": api_key_from_env(args)}
-    try:
-        server = server_from_script(load_script(args.script), options)
-    except (TypeError, ValueError) as exc:
-        raise SystemExit(f"{args.script}: {exc}") from exc
-    server.run_cli(args.print_port)
+    script_main("Loopback OpenAI-compatible chat-completions server.", server_from_script, argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,422 @@
+"""View models shared by the reports: pure functions from a results document (docs/design.md,
+"results.json") to plain values, with nothing escaped.
+
+The Markdown report (``markdown.py``) escapes at its edge through template filters; the HTML report
+(``html.py``) lets jinja2 autoescape. Each renderer composes these sections into its own view and keeps
+only what differs (excerpt lengths, source links, size budget, case selection).
+
+Case order ("importance"): critical first (``risk_level: critical`` or ``critical: true``), then by risk
+(critical, high, medium, low, unknown), then dataset order (``index``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+RISK_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3}
+FAILED_STATUSES = ("failed", "errored")
+
+Link = Callable[[str | None], str | None]
+"""Turns a case ``source`` (``path:line``) into a URL, or None."""
+
+
+def no_link(source: str | None) -> None:
+    """The ``Link`` of a report without source links."""
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# cases: importance and references
+
+
+def is_critical(case: Mapping[str, Any]) -> bool:
+    """True for ``risk_level: critical`` or an explicit ``critical: true``."""
+    return bool(case.get("critical")) or str(case.get("risk_level") or "").lower() == "critical"
+
+
+def risk_rank(case: Mapping[str, Any]) -> int:
+    """0 for critical … 3 for low, 4 for unknown risk levels (sorts most important first)."""
+    return RISK_ORDER.get(str(case.get("risk_level") or "").lower(), len(RISK_ORDER))
+
+
+def is_failing(case: Mapping[str, Any]) -> bool:
+    """True for a ``failed`` or ``errored`` case record."""
+    return case.get("status") in FAILED_STATUSES
+
+
+def importance(case: Mapping[str, Any]) -> tuple[bool, int, int]:
+    """Sort key, most important first: (not critical, risk rank, dataset index)."""
+    return not is_critical(case), risk_rank(case), int(case.get("index") or 0)
+
+
+def failing_by_importance(cases: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Failed/errored cases only, most important first."""
+    return sorted((c for c in cases if is_failing(c)), key=importance)
+
+
+def failing_first(cases: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Every case: failed/errored by importance, then the rest in dataset order; repeats in order within."""
+    failing = sorted((c for c in cases if is_failing(c)), key=lambda c: (*importance(c), _repeat(c)))
+    rest = sorted((c for c in cases if not is_failing(c)), key=lambda c: (int(c.get("index") or 0), _repeat(c)))
+    return failing + rest
+
+
+def case_records(results: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The case records of ``results`` (entries that are not objects are left out)."""
+    return [c for c in results.get("results") or [] if isinstance(c, Mapping)]
+
+
+def case_ref(case: Mapping[str, Any], link: Link = no_link) -> dict[str, Any]:
+    """What every case mention shows: id, status (as recorded), source and its link, risk, reasons, repeat."""
+    source = case.get("source")
+    return {
+        "id": str(case.get("id")),
+        "status": case.get("status"),
+        "source": source,
+        "link": link(source),
+        "risk_level": case.get("risk_level"),
+        "critical": is_critical(case),
+        "reasons": [str(r) for r in case.get("reasons") or []],
+        "repeat": case.get("repeat") or 0,
+    }
+
+
+def critical_refs(cases: Sequence[Mapping[str, Any]], link: Link = no_link) -> list[dict[str, Any]]:
+    """References to the failed/errored critical cases, in the order given."""
+    return [case_ref(c, link) for c in cases if is_critical(c) and is_failing(c)]
+
+
+def case_metrics(case: Mapping[str, Any], statuses: Collection[str] | None = None) -> list[dict[str, Any]]:
+    """A case's metric rows ``{name, value, threshold (formatted), status, reason}`` as recorded; with
+    ``statuses``, only the metrics whose status is one of them."""
+    return [
+        {
+            "name": str(name),
+            "value": m.get("value"),
+            "threshold": format_threshold(m.get("threshold")),
+            "status": m.get("status"),
+            "reason": m.get("reason"),
+        }
+        for name, m in (case.get("metrics") or {}).items()
+        if isinstance(m, Mapping) and (statuses is None or m.get("status") in statuses)
+    ]
+
+
+def _repeat(case: Mapping[str, Any]) -> int:
+    return int(case.get("repeat") or 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# suite sections
+
+
+def verdict_view(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The gate: passed, exit code, run status (``completed`` when absent) and reasons."""
+    gate = results.get("gate") or {}
+    return {
+        "passed": bool(gate.get("passed")),
+        "exit_code": gate.get("exit_code"),
+        "status": str(results.get("status") or "completed"),
+        "reasons": [str(r) for r in gate.get("reasons") or []],
+    }
+
+
+def totals_view(results: Mapping[str, Any]) -> dict[str, Any]:
+    """Case counts and pass rates (fractions in [0, 1]) from ``summary``."""
+    summary = results.get("summary") or {}
+    return {
+        "total": summary.get("total_test_cases", 0),
+        "passed": summary.get("total_passed", 0),
+        "failed": summary.get("total_failed", 0),
+        "errored": summary.get("total_errored", 0),
+        "skipped": summary.get("total_skipped", 0),
+        "critical_failures": summary.get("critical_failures", 0),
+        "pass_rate": summary.get("pass_rate"),
+        "weighted_pass_rate": summary.get("weighted_pass_rate"),
+    }
+
+
+def usage_view(results: Mapping[str, Any]) -> dict[str, Any]:
+    """Token counts (total, average per case, judge prompt/completion) and the run's cost in USD."""
+    summary = results.get("summary") or {}
+    tokens = summary.get("tokens") or {}
+    return {
+        "tokens_total": tokens.get("total"),
+        "tokens_average": tokens.get("average"),
+        "judge_prompt": tokens.get("judge_prompt"),
+        "judge_completion": tokens.get("judge_completion"),
+        "cost_usd": summary.get("cost_usd"),
+    }
+
+
+def metric_result(info: Mapping[str, Any]) -> str:
+    """``passed``/``failed`` against the threshold, ``skipped`` with no value, else ``none`` (informational)."""
+    if info.get("average") is None:
+        return "skipped"
+    if info.get("threshold") is None:
+        return "none"
+    return "passed" if info.get("passed") else "failed"
+
+
+def not_run(info: Mapping[str, Any]) -> int:
+    """Cases where a metric produced no value: skipped + unavailable + errored."""
+    return sum(int(info.get(key) or 0) for key in ("skipped", "unavailable", "errored"))
+
+
+def metric_rows(results: Mapping[str, Any], *, unchanged: str = "=") -> list[dict[str, Any]]:
+    """One row per suite metric: average, min, max, formatted threshold, direction, kind, result, counts,
+    and ``vs_base`` (``delta_view`` of the comparison's entry, or None)."""
+    compared = (results.get("comparison") or {}).get("metrics") or {}
+    rows = []
+    for name, info in (results.get("metrics") or {}).items():
+        info = info or {}
+        rows.append({
+            "name": str(name),
+            "average": info.get("average"),
+            "min": info.get("min"),
+            "max": info.get("max"),
+            "threshold": format_threshold(info.get("threshold")),
+            "direction": info.get("direction") or "higher",
+            "kind": info.get("kind") or "deterministic",
+            "result": metric_result(info),
+            "count": info.get("count", 0),
+            "failed": info.get("failed", 0),
+            "skipped": info.get("skipped", 0),
+            "unavailable": info.get("unavailable", 0),
+            "not_run": not_run(info),
+            "vs_base": delta_view(compared.get(name), unchanged=unchanged),
+        })
+    return rows
+
+
+def trend_arrow(delta: float, unchanged: str = "=") -> str:
+    """``▲`` for delta > 0, ``▼`` for delta < 0, else ``unchanged``."""
+    return "▲" if delta > 0 else "▼" if delta < 0 else unchanged
+
+
+def delta_view(entry: Any, *, unchanged: str = "=") -> dict[str, Any] | None:
+    """A metric's base-vs-head entry (delta = head − base, its confidence interval, significance), or None
+    when there is no numeric delta."""
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("delta"), int | float):
+        return None
+    delta = float(entry["delta"])
+    return {
+        "delta": delta,
+        "arrow": trend_arrow(delta, unchanged),
+        "base": entry.get("base"),
+        "head": entry.get("head"),
+        "ci_low": entry.get("ci_low"),
+        "ci_high": entry.get("ci_high"),
+        "significant": bool(entry.get("significant")),
+        "regression": bool(entry.get("regression")),
+        "improvement": bool(entry.get("improvement")),
+    }
+
+
+def comparison_view(comparison: Any, link: Link = no_link, *, unchanged: str = "=") -> dict[str, Any] | None:
+    """The ``comparison`` block: baseline, summary, pass-rate test, per-metric deltas, regressed cases (most
+    important first) and fixed cases (as flips: case refs + base/head status), new/removed counts."""
+    if not isinstance(comparison, Mapping):
+        return None
+    cases = comparison.get("cases") or {}
+    baseline = comparison.get("baseline") or {}
+    regressions = sorted((e for e in cases.get("regressions") or [] if isinstance(e, Mapping)),
+                         key=lambda e: (not is_critical(e), risk_rank(e)))
+    return {
+        "baseline_source": baseline.get("source") if isinstance(baseline, Mapping) else None,
+        "summary": comparison.get("summary"),
+        "regression": bool(comparison.get("regression")),
+        "significance_level": comparison.get("significance_level"),
+        "pass_rate": comparison.get("pass_rate") if isinstance(comparison.get("pass_rate"), Mapping) else None,
+        "metrics": [
+            {"name": str(name), **view}
+            for name, entry in (comparison.get("metrics") or {}).items()
+            if (view := delta_view(entry, unchanged=unchanged)) is not None
+        ],
+        "regressions": [flip_view(e, link) for e in regressions],
+        "fixes": [flip_view(e, link) for e in cases.get("fixes") or [] if isinstance(e, Mapping)],
+        "new": len(cases.get("new") or []),
+        "removed": len(cases.get("removed") or []),
+    }
+
+
+def flip_view(entry: Mapping[str, Any], link: Link = no_link) -> dict[str, Any]:
+    """A case whose verdict changed against the baseline: its ref plus ``base_status`` and ``head_status``."""
+    return {**case_ref(entry, link), "base_status": entry.get("base_status"), "head_status": entry.get("head_status")}
+
+
+def baseline_note(results: Mapping[str, Any]) -> dict[str, str] | None:
+    """Why there is no comparison although a baseline was asked for: ``{"title", "reason"}``, else None."""
+    baseline = results.get("baseline")
+    if not isinstance(baseline, Mapping) or isinstance(results.get("comparison"), Mapping):
+        return None
+    warning = str(baseline.get("warning") or "").strip()
+    if baseline.get("found"):
+        reason = warning.removeprefix("no comparison:").strip()
+        return {"title": "No comparison", "reason": reason or "the comparison with the baseline failed"}
+    return {"title": "No baseline", "reason": warning.removeprefix("no baseline:").strip() or "none found"}
+
+
+def group_row(name: Any, group: Mapping[str, Any]) -> dict[str, Any]:
+    """One breakdown group: counts, pass rate and its metric averages as sorted ``(name, value)`` pairs."""
+    return {
+        "name": str(name),
+        "total": group.get("total", 0),
+        "passed": group.get("passed", 0),
+        "failed": group.get("failed", 0),
+        "errored": group.get("errored", 0),
+        "pass_rate": group.get("pass_rate"),
+        "averages": sorted((group.get("average_scores") or {}).items()),
+    }
+
+
+def repeats_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``summary.repeats``: repeats per case, cases, flaky and incomplete cases (0 when absent), the rule."""
+    repeats = (results.get("summary") or {}).get("repeats")
+    if not isinstance(repeats, Mapping):
+        return None
+    counts = {key: repeats.get(key) or 0 for key in ("repeat", "cases", "flaky_cases", "incomplete_cases")}
+    return counts | {"rule": str(repeats.get("rule") or "majority")}
+
+
+def flaky_view(entry: Mapping[str, Any], link: Link = no_link) -> dict[str, Any]:
+    """One listed flaky case (results.json ``flaky``): passes / repeats and each repeat's status in order."""
+    return {
+        **case_ref(entry, link),
+        "passes": entry.get("passes", 0),
+        "repeats": entry.get("repeats", 0),
+        "pass_fraction": entry.get("pass_fraction"),
+        "outcomes": [str(o) for o in entry.get("outcomes") or []],
+    }
+
+
+def flaky_from_records(cases: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Cases recorded more than once whose repeats disagree on pass/fail, from the case records themselves;
+    pass fraction = passing repeats / repeats; outcomes ``pass``/``fail`` in repeat order. Most important
+    first, then by pass fraction and id."""
+    by_id: dict[str, list[Mapping[str, Any]]] = {}
+    for case in cases:
+        by_id.setdefault(str(case.get("id")), []).append(case)
+    flaky = []
+    for case_id, runs in by_id.items():
+        outcomes = [bool(r.get("passed")) for r in sorted(runs, key=lambda r: r.get("repeat") or 0)]
+        if len(outcomes) > 1 and 0 < sum(outcomes) < len(outcomes):
+            flaky.append({
+                **case_ref(runs[0]),
+                "id": case_id,
+                "repeats": len(outcomes),
+                "passes": sum(outcomes),
+                "pass_fraction": sum(outcomes) / len(outcomes),
+                "outcomes": ["pass" if ok else "fail" for ok in outcomes],
+            })
+    return sorted(flaky, key=lambda f: (not f["critical"], risk_rank(f), f["pass_fraction"], f["id"]))
+
+
+def intervals_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Suite averages with their bootstrap confidence interval (``summary.confidence_intervals``):
+    ``{level ("95%"), rows[{name, rate, mean, low, high, cases, within_case_stdev}]}``, pass rate first."""
+    intervals = (results.get("summary") or {}).get("confidence_intervals")
+    if not isinstance(intervals, Mapping):
+        return None
+    rows = [_interval_row("pass rate", intervals.get("pass_rate"), rate=True)]
+    rows += [_interval_row(str(name), row, rate=False) for name, row in (intervals.get("metrics") or {}).items()]
+    kept = [row for row in rows if row is not None]
+    if not kept:
+        return None
+    confidence = intervals.get("confidence")
+    level = confidence * 100 if isinstance(confidence, int | float) and 0 < confidence < 1 else 95
+    return {"level": f"{level:g}%", "rows": kept}
+
+
+def _interval_row(name: str, row: Any, *, rate: bool) -> dict[str, Any] | None:
+    if not isinstance(row, Mapping):
+        return None
+    return {"name": name, "rate": rate, "mean": row.get("mean"), "low": row.get("low"), "high": row.get("high"),
+            "cases": row.get("cases", 0), "within_case_stdev": row.get("within_case_stdev")}
+
+
+def judge_stability_view(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per judged metric sampled K > 1 times: spread of the samples (``summary.judge_stability``)."""
+    stability = (results.get("summary") or {}).get("judge_stability") or {}
+    return [
+        {"name": str(name), "samples": row.get("samples", 0), "answers": row.get("answers", 0),
+         "mean_stdev": row.get("mean_stdev"), "max_stdev": row.get("max_stdev"),
+         "straddling": row.get("straddling_threshold", 0)}
+        for name, row in stability.items()
+        if isinstance(row, Mapping)
+    ]
+
+
+def run_view(results: Mapping[str, Any]) -> dict[str, Any]:
+    """Run id, timestamp, judge (``provider (model)``), target kind and evalgate version."""
+    metadata = results.get("metadata") or {}
+    judge = metadata.get("judge") or {}
+    judge_text = str(judge.get("provider") or "none") + (f" ({judge['model']})" if judge.get("model") else "")
+    return {
+        "run_id": results.get("run_id"),
+        "timestamp": results.get("timestamp"),
+        "judge": judge_text,
+        "target": (metadata.get("target") or {}).get("kind"),
+        "version": (metadata.get("versions") or {}).get("evalgate"),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# formatting (the renderers register these as template filters)
+
+
+def compact_json(value: Any) -> str:
+    """One-line JSON with ``", "`` / ``": "`` separators; non-JSON values via ``str``."""
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str, sort_keys=False)
+
+
+def format_threshold(threshold: Any) -> str | None:
+    """``{"min": 0.9}`` → ``≥ 0.9``; ``{"max": 0.2}`` → ``≤ 0.2``; a bare number counts as min."""
+    if threshold is None:
+        return None
+    if isinstance(threshold, int | float):
+        return f"≥ {threshold:g}"
+    if isinstance(threshold, Mapping):
+        if "min" in threshold:
+            return f"≥ {float(threshold['min']):g}"
+        if "max" in threshold:
+            return f"≤ {float(threshold['max']):g}"
+        if "op" in threshold and "value" in threshold:
+            return f"{'≥' if threshold['op'] == 'min' else '≤'} {float(threshold['value']):g}"
+    return str(threshold)
+
+
+def format_number(value: Any, digits: int = 3) -> str:
+    """A score with ``digits`` decimals; ``—`` for None or non-numbers."""
+    if not is_number(value):
+        return "—"
+    return f"{value:.{digits}f}"
+
+
+def format_signed(value: Any, digits: int = 3) -> str:
+    """A delta with explicit sign (``+0.012`` / ``−0.030``, typographic minus)."""
+    if not is_number(value):
+        return "—"
+    text = f"{abs(value):.{digits}f}"
+    return ("−" if value < 0 and float(text) != 0 else "+") + text
+
+
+def format_percent(value: Any) -> str:
+    """A fraction in [0, 1] as ``80.0%``."""
+    if not is_number(value):
+        return "—"
+    return f"{value * 100:.1f}%"
+
+
+def format_usd(value: Any) -> str:
+    """A cost in US dollars: ``$0.0123``."""
+    if not is_number(value):
+        return "—"
+    return f"${value:.4f}"
+
+
+def is_number(value: Any) -> bool:
+    """True for an int or float that is not a bool."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
