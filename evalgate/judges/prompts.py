@@ -308,9 +308,16 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         autoescape=False,
         keep_trailing_newline=False,
+        auto_reload=False,  # packaged templates never change during a run: no stat() per judge call
     )
     env.globals["fence"] = fence
     return env
+
+
+@cache
+def system_prompt() -> str:
+    """The shared system message (constant: rendered once)."""
+    return environment().get_template(SYSTEM_TEMPLATE).render().strip()
 
 
 @cache
@@ -360,9 +367,8 @@ def render(template: JudgeTemplate, case: Case, answer: Answer) -> RenderedPromp
 
 
 def render_inputs(template: JudgeTemplate, inputs: PromptInputs) -> RenderedPrompt:
-    env = environment()
-    system = env.get_template(SYSTEM_TEMPLATE).render().strip()
-    user = env.get_template(template.file).render(**inputs.variables()).strip()
+    system = system_prompt()
+    user = environment().get_template(template.file).render(**inputs.variables()).strip()
     messages = ({"role": "system", "content": system}, {"role": "user", "content": user})
     return RenderedPrompt(template, template_version(template.file), messages, inputs)
 

@@ -1,0 +1,1 @@
+"""Peer tools (promptfoo, DeepEval): scratch installs and the DeepEval runner script."""

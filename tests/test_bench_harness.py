@@ -1,0 +1,266 @@
+"""The benchmark harness's own pieces (bench/): deterministic content, arithmetic, the result table, the
+process measurement, and a small end-to-end evalgate run against the loopback servers. Peers are not run
+here and nothing is timed: timings belong to ``python -m bench``, not to unit tests."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import cases as content
+from bench import report
+from bench.measure import process_tree, run_measured
+from bench.run import call_problems, evaluate_targets, parse_args, parse_grid, render, run_scenario
+from bench.servers import call_counts, loopback_endpoints
+from bench.tools import Evalgate, Promptfoo, Scenario, check_evalgate, check_promptfoo, read_results_head
+from evalgate.dataset.load import iter_cases
+
+# --- deterministic content ---------------------------------------------------------------------------------
+
+
+def test_generated_files_are_byte_identical(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    assert content.write_jsonl(first, content.cases(content.deterministic_case, 300)) == 300
+    content.write_jsonl(second, content.cases(content.deterministic_case, 300))
+    assert first.read_bytes() == second.read_bytes()
+
+
+def test_cases_are_distinct_and_cover_every_family() -> None:
+    rows = [content.deterministic_case(i) for i in range(50)]
+    assert len({r["id"] for r in rows}) == 50
+    assert len({r["input"] for r in rows}) == 50
+    assert {r["category"] for r in rows} == {"retrieval", "crm", "workflow", "procedure", "rules"}
+
+
+def test_generated_cases_load_as_evalgate_cases(tmp_path: Path) -> None:
+    path = tmp_path / "det.jsonl"
+    content.write_jsonl(path, content.cases(content.deterministic_case, 25))
+    loaded = list(iter_cases([str(path)]))
+    assert [c.id for c in loaded] == [content.case_id(i) for i in range(25)]
+    assert loaded[1].expected_my_mentions is not None and loaded[0].expected_sources
+
+
+def test_agent_script_answers_every_question_with_its_marker() -> None:
+    script = content.agent_script(40)
+    for i in range(40):
+        assert script["answers"][content.question(i)].startswith(content.answer_marker(i))
+
+
+def test_pick_many_returns_distinct_items() -> None:
+    for i in range(100):
+        chosen = content.pick_many(content.ARTICLES, i, 3, salt=4)
+        assert len(set(chosen)) == 3
+
+
+# --- arithmetic ----------------------------------------------------------------------------------------------
+
+
+def test_ideal_time_and_efficiency() -> None:
+    # 2,000 calls of 50 ms over 8 connections: 12.5 s at best
+    assert report.ideal_seconds(2000, 50, 8) == pytest.approx(12.5)
+    assert report.efficiency(12.5, 13.0) == pytest.approx(12.5 / 13.0)
+    assert report.efficiency(12.5, None) is None
+    assert report.cases_per_second(1000, 4.0) == 250.0
+    assert report.ratio(6.0, 3.0) == 2.0
+    assert report.ratio(6.0, None) is None
+    with pytest.raises(ValueError):
+        report.ideal_seconds(10, 50, 0)
+
+
+def test_linear_fit_recovers_a_line_and_measures_the_residual() -> None:
+    points = [(10_000.0, 1.0 + 10_000 * 1.5e-4), (30_000.0, 1.0 + 30_000 * 1.5e-4), (100_000.0, 1.0 + 15.0)]
+    a, b = report.linear_fit(points)
+    assert a == pytest.approx(1.0) and b == pytest.approx(1.5e-4)
+    assert report.max_relative_residual(points, (a, b)) == pytest.approx(0.0, abs=1e-9)
+    bent = [(1.0, 1.0), (2.0, 2.0), (3.0, 9.0)]
+    assert report.max_relative_residual(bent, report.linear_fit(bent)) > 0.3
+    with pytest.raises(ValueError):
+        report.linear_fit([(1.0, 1.0), (1.0, 2.0)])
+
+
+def test_summaries_use_the_median_of_valid_repeats_only() -> None:
+    runs = [{"wall_s": 3.0, "cpu_s": 1.0, "peak_rss_mb": 80.0},
+            {"wall_s": 1.0, "cpu_s": 2.0, "peak_rss_mb": 90.0},
+            {"wall_s": 2.0, "cpu_s": 3.0, "peak_rss_mb": 70.0},
+            {"wall_s": 0.1, "cpu_s": 0.1, "peak_rss_mb": 1.0, "problems": ["agent served 3 calls, expected 4"]}]
+    summary = report.summarise_runs(runs)
+    assert (summary["wall_s"], summary["cpu_s"], summary["peak_rss_mb"]) == (2.0, 2.0, 80.0)
+    assert summary["valid_repeats"] == 3 and summary["problems"] == ["agent served 3 calls, expected 4"]
+    derived = report.derive(summary, cases=100, calls=200, latency_ms=50, concurrency=8, evalgate_wall_s=4.0)
+    assert derived["ideal_s"] == pytest.approx(1.25)
+    assert derived["efficiency"] == pytest.approx(0.625)
+    assert derived["cases_per_s"] == 50.0 and derived["ratio_to_evalgate"] == 0.5
+
+
+def test_call_counts_and_problems() -> None:
+    stats = {"connections": 3, "paths": {"/api/agent/chat": {"200": 9, "503": 1}, "/x": {"dropped": 2}}}
+    assert call_counts(stats) == {"ok": 9, "failed": 3, "connections": 3}
+    scenario = Scenario("judged", 2, 0, 4, 10)
+    counts = {"agent": {"ok": 9, "failed": 3, "connections": 3}, "judge": {"ok": 10, "failed": 0, "connections": 1}}
+    assert call_problems(counts, scenario) == ["agent served 9 calls, expected 10",
+                                               "agent answered 3 calls with an error"]
+    assert call_problems({"agent": {"ok": 10, "failed": 0}, "judge": {"ok": 0, "failed": 0}},
+                         Scenario("rules", 2, 0, 4, 10)) == []
+
+
+def test_targets_are_judged_from_the_numbers() -> None:
+    http = [
+        {"kind": "judged", "latency_ms": 50, "concurrency": 8, "tools": {"evalgate": {"efficiency": 0.93}}},
+        {"kind": "judged", "latency_ms": 2, "concurrency": 64,
+         "tools": {"evalgate": {"cases_per_s": 300.0}, "promptfoo": {"cases_per_s": 100.0},
+                   "deepeval": {"unavailable": "no venv"}}},
+    ]
+    scale = {"sizes": {"10000": {"wall_s": 2.0, "peak_rss_mb": 100.0},
+                       "100000": {"wall_s": 21.0, "peak_rss_mb": 120.0}},
+             "rss_growth": 1.2, "max_relative_residual": 0.02}
+    startup = {"evalgate --version": {"wall_s": 0.2}}
+    met = {t["target"]: t["met"] for t in evaluate_targets(http, scale, startup)}
+    assert met["efficiency ≥ 0.9 at 50 ms, C=8"] is True
+    assert met["≥ 2.0× the cases/s of the faster peer at 2 ms, C=64"] is True
+    assert met["100,000 deterministic cases in < 20 s"] is False
+    assert met["peak RSS < 300 MB at 100,000 cases"] is True
+    assert met["memory flat from smallest to largest size (RSS growth ≤ 1.15×)"] is False
+    assert met["wall time linear in cases (residual ≤ 10%)"] is True
+    assert met["evalgate --version < 0.3 s"] is True
+
+
+# --- the table -----------------------------------------------------------------------------------------------
+
+
+def test_table_aligns_columns_and_marks_missing_values() -> None:
+    table = report.render_table(("tool", "wall s"), [["evalgate", 1.5], ["deepeval", None], ["x", 0.0123]])
+    lines = table.splitlines()
+    assert lines[0].split() == ["tool", "wall", "s"]
+    assert lines[2].endswith("1.50") and lines[3].endswith("—") and lines[4].endswith("0.0123")
+    assert len({len(line) for line in lines[2:]}) == 1  # numbers right-aligned to one width
+
+
+def test_http_rows_report_a_peer_that_could_not_run() -> None:
+    scenario = {"name": "judged 2ms C=64", "tools": {
+        "evalgate": {"wall_s": 2.0, "cases_per_s": 500.0, "efficiency": 0.05, "peak_rss_mb": 90.0, "cpu_s": 1.5,
+                     "ratio_to_evalgate": 1.0, "problems": []},
+        "promptfoo": {"unavailable": "npm install promptfoo failed"}}}
+    rows = report.http_rows([scenario])
+    assert rows[0][:3] == ["judged 2ms C=64", "evalgate", 2.0]
+    assert rows[1][1] == "promptfoo" and rows[1][-1] == "not run: npm install promptfoo failed"
+    assert "not run: npm install promptfoo failed" in render({"http": [scenario], "targets": []})
+
+
+# --- measurement ---------------------------------------------------------------------------------------------
+
+
+def test_run_measured_reports_exit_cpu_and_memory(tmp_path: Path) -> None:
+    code = "import sys; block = bytearray(60 * 1024 * 1024); sum(range(3_000_000)); sys.exit(3)"
+    run = run_measured([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ), log_dir=tmp_path, name="x")
+    assert run.returncode == 3 and not run.timed_out
+    assert run.peak_rss_mb >= 60
+    assert run.cpu_s > 0 and run.wall_s >= run.cpu_s * 0.5
+
+
+def test_the_harness_memory_does_not_leak_into_a_child_measurement(tmp_path: Path) -> None:
+    ballast = bytearray(300 * 1024 * 1024)  # the harness's own pages must not count for the child
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    run = run_measured([sys.executable, "-c", "pass"], cwd=tmp_path, env=dict(os.environ), log_dir=tmp_path,
+                       name="small")
+    assert run.returncode == 0 and run.peak_rss_mb < 100
+    del ballast
+
+
+def test_run_measured_kills_a_run_past_its_timeout(tmp_path: Path) -> None:
+    run = run_measured([sys.executable, "-c", "import time; time.sleep(30)"], cwd=tmp_path, env=dict(os.environ),
+                       log_dir=tmp_path, name="slow", timeout_s=0.5)
+    assert run.timed_out and run.returncode != 0 and run.wall_s < 10
+
+
+def test_process_tree_lists_this_process() -> None:
+    assert process_tree(os.getpid())[0] == os.getpid()
+
+
+# --- tool checks ---------------------------------------------------------------------------------------------
+
+
+def test_promptfoo_check_counts_graded_tests(tmp_path: Path) -> None:
+    rows = [{"gradingResult": {"componentResults": [{"pass": True}]}} for _ in range(3)]
+    rows.append({"error": "boom", "gradingResult": None})
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"results": {"results": rows, "stats": {"errors": 1}}}))
+    fake = run_measured([sys.executable, "-c", "pass"], cwd=tmp_path, env=dict(os.environ), log_dir=tmp_path,
+                        name="ok")
+    check = check_promptfoo(fake, path, 4)
+    assert check.scored == 3
+    assert check.problems == ["1 errored tests", "assertion graded on 3 of 4 tests"]
+
+
+def test_promptfoo_config_uses_the_same_endpoints_and_concurrency() -> None:
+    class FakeEndpoints:
+        agent_url = "http://127.0.0.1:1/api/agent/chat"
+        judge_base_url = "http://127.0.0.1:2/v1"
+
+    install = type("I", (), {"version": "0", "argv": lambda self: ["node", "pf.js"]})()
+    tool = Promptfoo(install)  # type: ignore[arg-type]
+    config = tool.config(Scenario("judged", 50, 5, 8, 3), FakeEndpoints())  # type: ignore[arg-type]
+    assert config["providers"][0]["config"]["url"] == FakeEndpoints.agent_url
+    assert config["defaultTest"]["options"]["provider"]["config"]["apiBaseUrl"] == FakeEndpoints.judge_base_url
+    assert [t["assert"][0]["type"] for t in config["tests"]] == ["llm-rubric"] * 3
+    rules = tool.config(Scenario("rules", 50, 5, 8, 2), FakeEndpoints())  # type: ignore[arg-type]
+    assert rules["tests"][1]["assert"][0] == {"type": "contains", "value": content.answer_marker(1)}
+
+
+# --- end to end: the evalgate scenario against the loopback servers -------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["judged", "rules"])
+def test_evalgate_scenario_end_to_end(tmp_path: Path, kind: str) -> None:
+    scenario = Scenario(kind, 1.0, 0.5, 8, 50)  # type: ignore[arg-type]
+    with loopback_endpoints(tmp_path / "servers", content.agent_script(50), latency_ms=1.0,
+                            jitter_ms=0.5) as endpoints:
+        outcome = run_scenario(scenario, [Evalgate()], {"deepeval": "not installed in this test"}, endpoints,
+                               tmp_path, repeats=1, log=lambda _: None)
+    mine = outcome["tools"]["evalgate"]
+    run = mine["runs"][0]
+    assert run["problems"] == [], run
+    assert run["scored"] == 50
+    assert run["calls"]["agent"]["ok"] == 50
+    assert run["calls"]["judge"]["ok"] == (50 if kind == "judged" else 0)
+    assert mine["valid_repeats"] == 1 and mine["ratio_to_evalgate"] == 1.0
+    assert math.isclose(mine["ideal_s"], scenario.calls * 1.0 / 1000 / 8)
+    assert outcome["tools"]["deepeval"] == {"unavailable": "not installed in this test"}
+    path = tmp_path / scenario.slug / "evalgate" / "out" / "results.json"
+    head = read_results_head(path)
+    assert head["summary"] == json.loads(path.read_text())["summary"] and "results" not in head
+    assert head["summary"]["total_test_cases"] == 50
+
+
+def test_evalgate_check_flags_missing_work(tmp_path: Path) -> None:
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"summary": {"total_test_cases": 40, "total_errored": 2},
+                                   "metrics": {"relevancy": {"count": 38}}}))
+    fake = run_measured([sys.executable, "-c", "import sys; sys.exit(2)"], cwd=tmp_path, env=dict(os.environ),
+                        log_dir=tmp_path, name="bad")
+    check = check_evalgate(fake, results, "relevancy", 50)
+    assert check.scored == 38
+    assert check.problems[0].startswith("exit 2")
+    assert check.problems[1:] == ["40 cases in results.json, expected 50", "2 errored cases",
+                                  "relevancy computed on 38 of 50 cases"]
+
+
+# --- command line --------------------------------------------------------------------------------------------
+
+
+def test_command_line_defaults_and_validation() -> None:
+    options = parse_args([])
+    assert options.cases == 1000 and options.repeats == 3
+    assert options.grid == ((50.0, 8), (50.0, 64), (2.0, 64))
+    assert options.scale_sizes == (10_000, 30_000, 100_000)
+    quick = parse_args(["--quick", "--tools", "evalgate", "--scenarios", "scale"])
+    assert quick.cases == 100 and quick.tools == ("evalgate",) and quick.scenarios == ("scale",)
+    assert parse_grid("5x4, 1x2") == ((5.0, 4), (1.0, 2))
+    with pytest.raises(SystemExit):
+        parse_args(["--repeats", "2"])
+    with pytest.raises(SystemExit):
+        parse_args(["--tools", "langsmith"])
