@@ -22,6 +22,7 @@ from evalgate import __version__
 from evalgate.aggregate import RunAggregate
 from evalgate.compare import compare_runs, comparison_gate_reasons
 from evalgate.dataset.models import Case
+from evalgate.dataset.stream import SelectedCases
 from evalgate.engine import CasePlan, Engine
 from evalgate.errors import UserError
 from evalgate.gate import GatePolicy, Verdict, resolve_thresholds, run_verdict
@@ -59,7 +60,8 @@ def default_datasets() -> list[str]:
 class Prepared:
     """Everything decided before the first case runs."""
 
-    cases: list[Case]
+    cases: SelectedCases
+    """Iterable any number of times, with ``len()``; streamed from the files when large."""
     files: list[dict[str, Any]]
     thresholds: dict[str, Threshold]
     plan_for: Callable[[Case], CasePlan]
@@ -76,29 +78,24 @@ class RunOutcome:
 
 
 def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | None = None) -> Prepared:
-    """Load and select the cases, resolve thresholds, and build each case's metric plan."""
-    from evalgate.dataset.load import load_datasets
-    from evalgate.dataset.select import select_cases
+    """Validate and select the cases (streamed: large datasets are not held in memory), resolve
+    thresholds, and build each case's metric plan."""
+    from evalgate.dataset.stream import scan, selector
     from evalgate.dataset.suite import SuiteConfig, parse_suite_config
 
     metrics = all_metrics()
     config_name = settings.config or "evalgate.yaml"
     global_suite = parse_suite_config(dict(suite_config), config_name, label="") if suite_config else SuiteConfig()
     paths = settings.dataset or default_datasets()
-    loaded = load_datasets(paths, base_dir=cwd or Path.cwd())
-    cases = select_cases(
-        loaded.cases,
-        case_ids=settings.case_ids or None,
-        first_n=settings.first_n,
-        categories=settings.category or None,
-        tags=settings.tags or None,
-        shard=settings.shard_tuple,
-    )
-    suites = dict(loaded.suites)
-    _check_metric_names(metrics, global_suite, suites, cases)
+    choose = selector(case_ids=settings.case_ids or None, first_n=settings.first_n,
+                      categories=settings.category or None, tags=settings.tags or None, shard=settings.shard_tuple)
+    scanned = scan(paths, cwd or Path.cwd(), select=choose)
+    suites = dict(scanned.suites)
+    _check_metric_names(metrics, global_suite, suites, scanned.case_metrics)
     thresholds = resolve_thresholds(metrics, _threshold_layers(global_suite, suites, settings))
     plan_for = make_planner(metrics, global_suite, suites)
-    return Prepared(cases=list(cases), files=loaded.metadata(), thresholds=thresholds, plan_for=plan_for, metrics=metrics)
+    files = [file.as_metadata() for file in scanned.files]
+    return Prepared(cases=scanned.cases, files=files, thresholds=thresholds, plan_for=plan_for, metrics=metrics)
 
 
 def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: Settings) -> list[tuple[Mapping[str, Any], str]]:
@@ -121,16 +118,15 @@ def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: Se
 
 
 def _check_metric_names(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any],
-                        cases: Iterable[Case]) -> None:
+                        case_metrics: Iterable[tuple[str, list[str]]]) -> None:
     from evalgate.dataset.suite import validate_metric_names
 
     for where, suite in [("config", global_suite), *((f"suite {n!r}", s) for n, s in suites.items())]:
         validate_metric_names(list(suite.metrics or []) + list(suite.exclude_metrics or []), metrics, where)
         for category, names in (suite.category_metrics or {}).items():
             validate_metric_names(names, metrics, f"{where} category_metrics.{category}")
-    for case in cases:
-        if case.metrics:
-            validate_metric_names(case.metrics, metrics, f"{case.location}: case {case.id!r} metrics")
+    for where, names in case_metrics:
+        validate_metric_names(names, metrics, where)
 
 
 def make_planner(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any]) -> Callable[[Case], CasePlan]:

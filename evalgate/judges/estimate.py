@@ -10,7 +10,8 @@ from their mean. The estimate ignores cache hits, so a rerun usually costs less.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +59,7 @@ def judge_templates_for(metric_names: Sequence[str]) -> list[str]:
 
 
 def estimate_run(
-    cases: Sequence[Case],
+    cases: Collection[Case],
     metrics_for: Callable[[Case], Sequence[str]],
     *,
     repeat: int,
@@ -68,7 +69,7 @@ def estimate_run(
     target_price: Price | None = None,
     model_target: bool = False,
 ) -> RunEstimate:
-    sampled = list(cases[:SAMPLE_CASES])
+    sampled = list(itertools.islice(cases, SAMPLE_CASES))
     scale = len(cases) / len(sampled) if sampled else 0.0
     judge_calls = judge_prompt = target_prompt = 0
     for case in sampled:
