@@ -6,9 +6,10 @@ forked into the child's ``ru_maxrss``: forking from the harness itself would rep
 
 * wall time: from just before ``fork`` to ``wait4`` returning, in the launcher, in seconds;
 * CPU time: ``ru_utime + ru_stime`` of the command and every descendant it waited for;
-* peak RSS: the larger of the command's ``ru_maxrss`` and the peak of its tree's summed proportional set
-  size (PSS, so pages shared after a fork count once) or largest ``VmHWM``, sampled from ``/proc`` every
-  ``poll_seconds`` (catches tools that run several processes at once). Reported in MiB (2^20 bytes).
+* peak RSS: the larger of the command's ``ru_maxrss`` (its largest single process) and, while two or
+  more processes of its tree run at once, the peak of their summed proportional set size (PSS, so pages
+  shared after a fork count once) sampled from ``/proc`` every ``poll_seconds``. Reported in MiB (2^20
+  bytes).
 
 The launcher runs in its own session so a timeout kills the whole tree. psutil is deliberately not used.
 """
@@ -133,7 +134,12 @@ class TreeSampler(threading.Thread):
             self._done.wait(self.poll_seconds)
 
     def sample(self) -> None:
+        """Only trees of two or more processes are sampled: a single process's peak is exactly its
+        ``ru_maxrss``, and reading ``smaps_rollup`` walks the page tables under the process's memory lock,
+        which would slow the process being measured."""
         pids = [pid for pid in process_tree(self.root)[1:] if _exec_done(pid)]  # [0] is the launcher
+        if len(pids) < 2:
+            return
         total = sum(memory_bytes(pid) for pid in pids)
         largest = max((high_water_bytes(pid) for pid in pids), default=0)
         self.peak = max(self.peak, total, largest)
@@ -168,7 +174,7 @@ def run_measured(
     log_dir: Path,
     name: str,
     timeout_s: float = 900.0,
-    poll_seconds: float = 0.02,
+    poll_seconds: float = 0.05,
 ) -> ProcessRun:
     """Run ``argv`` to completion (or ``timeout_s``) through ``bench/launch.py`` and measure it;
     stdout/stderr go to files in ``log_dir`` named after ``name``."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import os
 import platform
@@ -251,8 +252,16 @@ def summarise_scale(runs: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:
             "wall_growth": None if not sizes[smallest]["wall_s"] or sizes[largest]["wall_s"] is None
             else sizes[largest]["wall_s"] / sizes[smallest]["wall_s"],
             "size_growth": largest / smallest,
+            "marginal_us_per_case": marginal_costs(points),
         }
     return result
+
+
+def marginal_costs(points: Sequence[tuple[float, float]]) -> dict[str, float]:
+    """µs per extra case between consecutive sizes: (wall₂ − wall₁) / (n₂ − n₁) · 10⁶. Equal values mean
+    linear growth; rising values mean super-linear."""
+    ordered = sorted(points)
+    return {f"{int(a)}-{int(b)}": (wb - wa) / (b - a) * 1e6 for (a, wa), (b, wb) in itertools.pairwise(ordered)}
 
 
 def run_startup(repeats: int, workroot: Path, log: Log) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 ``scan`` reads the datasets once: it validates every case, records file metadata and suite blocks,
 and applies the selection to light ``CaseRef`` records (id, index, category, tags). The result,
 ``SelectedCases``, is iterable any number of times: small datasets are kept in memory, large ones
-(more than ``KEEP_IN_MEMORY`` cases) are streamed from their files again on each iteration, so a
+(more than ``KEEP_IN_MEMORY`` cases, 5,000) are streamed from their files again on each iteration, so a
 100,000-case run holds only the cases in flight.
 """
 
@@ -18,8 +18,9 @@ from evalgate.dataset.models import Case
 from evalgate.dataset.select import select_cases
 from evalgate.dataset.suite import SuiteConfig
 
-KEEP_IN_MEMORY = 20_000
-"""Up to this many cases are kept after the scan; beyond it the files are re-read when iterated."""
+KEEP_IN_MEMORY = 5_000
+"""Up to this many cases are kept after the scan; beyond it the files are re-read when iterated
+(re-reading costs ~30 µs a case; keeping costs ~3 KB a case)."""
 
 
 @dataclass(frozen=True, slots=True)
