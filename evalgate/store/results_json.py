@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 from pathlib import Path
 from typing import IO, Any
 
@@ -24,16 +25,22 @@ class CaseSpool:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed in close()
-        self._index: list[tuple[int, int, int, int]] = []
+        # compact columns (8 bytes a value) instead of a list of tuples: ~24 MB less at 100k cases
+        self._cases = array("q")
+        self._repeats = array("q")
+        self._offsets = array("q")
+        self._offset = 0
 
     def add(self, index: int, repeat: int, record_json: str) -> None:
         data = record_json.encode("utf-8") + b"\n"
-        offset = self._file.tell()
         self._file.write(data)
-        self._index.append((index, repeat, offset, len(data)))
+        self._cases.append(index)
+        self._repeats.append(repeat)
+        self._offsets.append(self._offset)
+        self._offset += len(data)
 
     def __len__(self) -> int:
-        return len(self._index)
+        return len(self._offsets)
 
     def flush(self) -> None:
         self._file.flush()
@@ -45,10 +52,12 @@ class CaseSpool:
     def iter_records_in_order(self) -> Any:
         """Yield each record's JSON bytes (without newline) sorted by (dataset index, repeat)."""
         self.flush()
+        ends = [*self._offsets[1:], self._offset]
+        order = sorted(range(len(self._offsets)), key=lambda i: (self._cases[i], self._repeats[i]))
         with open(self.path, "rb") as reader:
-            for _, _, offset, length in sorted(self._index):
-                reader.seek(offset)
-                yield reader.read(length).rstrip(b"\n")
+            for i in order:
+                reader.seek(self._offsets[i])
+                yield reader.read(ends[i] - self._offsets[i]).rstrip(b"\n")
 
 
 def write_results(path: Path, document: dict[str, Any], spool: CaseSpool) -> None:
