@@ -185,14 +185,6 @@ def ordered_metrics(names: set[str], metrics: Mapping[str, Metric]) -> list[Metr
     return ordered
 
 
-class AggregateSink:
-    def __init__(self, aggregate: RunAggregate) -> None:
-        self.aggregate = aggregate
-
-    def add(self, result: CaseResult) -> None:
-        self.aggregate.add(result)
-
-
 class StoreSink:
     """Serialises each result once and writes it to the spool and the database."""
 
