@@ -61,6 +61,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--judge-model", metavar="MODEL")
     target.add_argument("--judge-base-url", metavar="URL")
     target.add_argument("--judge-samples", type=int, metavar="K", help="judge calls averaged per judged metric")
+    target.add_argument("--chat-client", choices=["direct", "openai-sdk"],
+                        help="how judge and model calls are made: direct JSON (default) or the openai SDK")
     target.add_argument("--no-cache", action="store_true", default=None, help="bypass the judge cache")
     target.add_argument("--max-cost", type=float, metavar="USD", help="abort cleanly before exceeding this spend")
     ex = parser.add_argument_group("execution")

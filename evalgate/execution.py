@@ -11,7 +11,7 @@ Every outbound call (HTTP target, chat model target, judge) goes through ``Execu
   successes raise it by one again, up to its initial value;
 * once the run's stop event is set no new attempt starts (``CallCancelled``).
 
-The openai client's own retries are switched off (``max_retries=0``) so retries never multiply.
+The openai SDK's own retries (``chat_client: openai-sdk``) are switched off (``max_retries=0``) so retries never multiply.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import contextlib
 import email.utils
 import math
 import random
+import sys
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
@@ -104,18 +105,25 @@ def status_failure(status: int, message: str, headers: Mapping[str, str]) -> Fai
 
 def classify(exc: BaseException) -> Failure:
     """Map an exception raised by one attempt to a ``Failure``."""
-    import openai
-
     if isinstance(exc, StatusError):
         return status_failure(exc.status, str(exc), exc.headers)
-    if isinstance(exc, openai.APIStatusError):
-        headers = dict(getattr(exc.response, "headers", {}) or {})
-        return status_failure(exc.status_code, _openai_message(exc), headers)
-    if isinstance(exc, TimeoutError | httpx.TimeoutException | openai.APITimeoutError):
+    openai = sys.modules.get("openai")  # its errors can only occur once the SDK is in use
+    if openai is not None:
+        if isinstance(exc, openai.APIStatusError):
+            headers = dict(getattr(exc.response, "headers", {}) or {})
+            return status_failure(exc.status_code, _openai_message(exc), headers)
+        if isinstance(exc, openai.APITimeoutError):
+            return Failure("timed out", True)
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__ or exc
+            return Failure(f"connection error: {type(cause).__name__}: {cause}".rstrip(": "), True)
+    aiohttp = sys.modules.get("aiohttp")  # the hot-path client (evalgate.http_pool)
+    if aiohttp is not None and isinstance(exc, aiohttp.ClientError) and not isinstance(exc, TimeoutError):
+        retryable = not isinstance(exc, aiohttp.InvalidURL | aiohttp.TooManyRedirects)
+        kind = "connection error" if retryable else "request error"
+        return Failure(f"{kind}: {type(exc).__name__}: {exc}".rstrip(": "), retryable)
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
         return Failure("timed out", True)
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc
-        return Failure(f"connection error: {type(cause).__name__}: {cause}".rstrip(": "), True)
     if isinstance(exc, httpx.TransportError | ConnectionError):
         return Failure(f"connection error: {type(exc).__name__}: {exc}".rstrip(": "), True)
     return Failure(f"{type(exc).__name__}: {exc}", False)
@@ -390,6 +398,8 @@ class Runtime:
     executor: Executor
     ledger: CostLedger
     prices: dict[str, Price]
+    chat_client: str = "direct"
+    """``direct`` or ``openai-sdk`` (see ``judges.chat``)."""
 
     @property
     def stop(self) -> asyncio.Event:
@@ -399,7 +409,8 @@ class Runtime:
     def from_settings(cls, settings: Settings, stop: asyncio.Event | None = None) -> Runtime:
         from evalgate.judges.costs import CostLedger, price_table
 
-        return cls(Executor.from_settings(settings, stop), CostLedger(settings.max_cost), price_table(settings.prices))
+        return cls(Executor.from_settings(settings, stop), CostLedger(settings.max_cost), price_table(settings.prices),
+                   chat_client=settings.chat_client)
 
     @classmethod
     def default(cls, stop: asyncio.Event | None = None) -> Runtime:

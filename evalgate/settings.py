@@ -83,6 +83,7 @@ class Settings(BaseModel):
     no_cache: bool = False
     max_cost: float | None = Field(default=None, ge=0.0)
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+    chat_client: Literal["direct", "openai-sdk"] = "direct"
 
     # --- execution -------------------------------------------------------------------------------
     concurrency: int = Field(default=8, ge=1, le=1024)

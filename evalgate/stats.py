@@ -23,9 +23,10 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 DEFAULT_SEED = 20261122
 DEFAULT_RESAMPLES = 10_000
@@ -170,6 +171,7 @@ def paired_bootstrap_ci(
 
 
 def _finite_array(values: Sequence[float], name: str) -> np.ndarray:
+    import numpy as np
     x = np.asarray(values, dtype=np.float64)
     if x.ndim != 1:
         raise ValueError(f"{name} must be a flat sequence of numbers")
@@ -198,6 +200,7 @@ def _percentile_interval(
     x: np.ndarray, resamples: int, confidence: float, seed: int, work_limit: int
 ) -> tuple[float, float]:
     """Quantiles (1∓confidence)/2 of the bootstrap distribution of the mean of ``x``."""
+    import numpy as np
     tail = (1.0 - confidence) / 2.0
     values, counts = np.unique(x, return_counts=True)
     gather_work = x.size * resamples
@@ -224,6 +227,7 @@ def _multinomial_means(
 
 def _gather_means(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
     """Resample means via n uniform index draws per resample, in chunks of ~4M elements."""
+    import numpy as np
     n = x.size
     per_chunk = max(1, _CHUNK_ELEMENTS // n)
     means = np.empty(resamples, dtype=np.float64)
@@ -236,6 +240,7 @@ def _gather_means(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np
 
 def _cornish_fisher_interval(x: np.ndarray, tail: float) -> tuple[float, float]:
     """Quantiles of the bootstrap mean's distribution from its first three moments (module doc)."""
+    import numpy as np
     n = x.size
     mean = float(x.mean())
     centred = x - mean

@@ -114,3 +114,30 @@ def test_live_demo_judge_prefers_a_stable_port_and_falls_back() -> None:
             assert not judge.base_url.endswith(f":{JUDGE_PORT}")
     with start_judge("demo-key") as judge:  # free again: the stable port, so reruns hit the cache
         assert judge.base_url == f"http://127.0.0.1:{JUDGE_PORT}"
+
+
+def test_writes_are_batched_visible_before_they_reach_disk_and_flushed_on_close(tmp_path: Path) -> None:
+    from evalgate.judges import cache as cache_module
+
+    path = tmp_path / "judge-cache.db"
+    cache = JudgeCache(path)
+    keys = [CacheKey("local", "http://127.0.0.1:1/v1", "m", "v1", f"h{i}") for i in range(cache_module.FLUSH_ROWS + 3)]
+
+    def rows_on_disk() -> int:
+        with closing(sqlite3.connect(path)) as db:
+            return int(db.execute("SELECT COUNT(*) FROM judge_cache").fetchone()[0])
+
+    cache.put(keys[0], CachedReply('{"score": 1}', 10, 2))
+    assert rows_on_disk() == 0  # queued, not yet written
+    assert cache.get(keys[0]) == CachedReply('{"score": 1}', 10, 2)  # but a lookup already sees it
+    for key in keys[1:cache_module.FLUSH_ROWS]:
+        cache.put(key, CachedReply("r", 1, 1))
+    assert rows_on_disk() == cache_module.FLUSH_ROWS and cache.writes == cache_module.FLUSH_ROWS
+    for key in keys[cache_module.FLUSH_ROWS:]:
+        cache.put(key, CachedReply("r", 1, 1))
+    assert rows_on_disk() == cache_module.FLUSH_ROWS
+    cache.close()
+    assert rows_on_disk() == len(keys)
+    reopened = JudgeCache(path)
+    assert reopened.get(keys[-1]) == CachedReply("r", 1, 1)
+    reopened.close()

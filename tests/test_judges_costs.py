@@ -23,6 +23,8 @@ from evalgate.judges.costs import (
     usage_of,
 )
 from evalgate.judges.estimate import estimate_run
+from evalgate.judges.prompts import TEMPLATES, render
+from evalgate.records import Answer
 from tests.servers.agent_server import AgentServer
 from tests.servers.openai_server import Judge, OpenAIServer
 
@@ -91,6 +93,20 @@ def test_estimate_counts_shared_templates_samples_and_repeats() -> None:
     unpriced = estimate_run(cases, lambda c: ["relevancy"], repeat=1, samples=1, judge_price=None, judging=True)
     assert unpriced.cost_usd is None and "unknown" in unpriced.line(None)
     assert "exceeds it" in estimate.line(0.0000001)
+    assert estimate.tokens_counted and "characters/4" not in estimate.line(None)
+
+
+def test_unpriced_estimate_counts_characters_without_loading_the_tokenizer() -> None:
+    cases = [Case(id=f"c{i}", input="q" * 40, passing_criteria="on topic", output="a" * 400) for i in range(4)]
+    unpriced = estimate_run(cases, lambda c: ["relevancy"], repeat=1, samples=1, judge_price=None, judging=True)
+    priced = estimate_run(cases, lambda c: ["relevancy"], repeat=1, samples=1, judge_price=Price(1, 1), judging=True)
+    assert not unpriced.tokens_counted and "estimated as characters/4" in unpriced.line(None)
+    assert unpriced.as_dict()["tokens_counted"] is False
+    messages = render(TEMPLATES["relevancy"], cases[0], Answer(output=cases[0].output)).messages
+    chars = sum(len(m["content"]) for m in messages)
+    assert unpriced.prompt_tokens == 4 * sum(-(-len(m["content"]) // 4) + 4 for m in messages)
+    # the character estimate and the tokenizer's count agree to within a factor of two on English-like text
+    assert 0.5 < unpriced.prompt_tokens / priced.prompt_tokens < 2.0 and chars > 400
 
 
 def test_max_cost_stops_the_run_before_the_budget_is_exceeded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -10,17 +10,21 @@ parameters that change a reply (temperature, seed, response format, max_tokens),
 rerun with the same judge costs no call. A cache file written before the endpoint was part of the key is
 emptied when opened (its replies cannot be attributed to a server). Only replies that
 parsed into a valid verdict are stored. ``no_cache`` skips the lookup (every call is made) but still
-stores the fresh replies. A cache that cannot be read or written (locked, corrupt, read-only disk) is
+stores the fresh replies. Writes are batched: new replies wait in memory (where lookups see them) and go
+to disk in one transaction per ``FLUSH_ROWS`` replies or ``FLUSH_SECONDS``, whichever comes first, and on
+close; a crash can lose at most those, which only costs their calls again. A cache that cannot be read or written (locked, corrupt, read-only disk) is
 counted in ``errors`` and otherwise ignored: it only ever saves calls.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import logging
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -28,6 +32,8 @@ from urllib.parse import urlsplit, urlunsplit
 logger = logging.getLogger(__name__)
 CACHE_FILE = "judge-cache.db"
 BUSY_TIMEOUT_S = 5.0
+FLUSH_ROWS = 64
+FLUSH_SECONDS = 2.0
 
 DDL = """
 CREATE TABLE IF NOT EXISTS judge_cache (
@@ -52,6 +58,7 @@ def cache_path(db_path: Path) -> Path:
     return db_path.parent / CACHE_FILE
 
 
+@functools.lru_cache(maxsize=64)
 def endpoint_id(base_url: str) -> str:
     """The cache's name for a provider base URL: sha256 (first 32 hex digits) of the URL with scheme and
     host lower-cased and trailing ``/`` removed (``HTTP://Host:8080/v1/`` ≡ ``http://host:8080/v1``)."""
@@ -110,6 +117,8 @@ class JudgeCache:
         self.errors = 0
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        self._pending: dict[tuple[str, str, str, str, str, int, int], tuple[str, int, int, str]] = {}
+        self._flushed_at = time.monotonic()
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -129,11 +138,11 @@ class JudgeCache:
         logger.warning("judge cache %s failed (%s): %s; continuing without it", action, self.path, exc)
 
     def get(self, key: CacheKey) -> CachedReply | None:
-        row = None
+        row: tuple[object, ...] | None = None
         if self._db is not None and self.read:
             try:
                 with self._lock:
-                    row = self._db.execute(
+                    row = self._pending.get(key.row()) or self._db.execute(
                         "SELECT reply, prompt_tokens, completion_tokens FROM judge_cache WHERE provider=? AND "
                         "endpoint=? AND model=? AND template_version=? AND prompt_hash=? AND repeat_index=? AND "
                         "sample_index=?",
@@ -148,23 +157,44 @@ class JudgeCache:
         return CachedReply(row[0], int(row[1]), int(row[2]))
 
     def put(self, key: CacheKey, reply: CachedReply) -> None:
+        """Queue ``reply``; the queue is written when it holds ``FLUSH_ROWS`` or is ``FLUSH_SECONDS`` old."""
         if self._db is None:
             return
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with self._lock:
+            self._pending[key.row()] = (reply.reply, reply.prompt_tokens, reply.completion_tokens, now)
+            if len(self._pending) >= FLUSH_ROWS or time.monotonic() - self._flushed_at >= FLUSH_SECONDS:
+                self._flush()
+
+    def flush(self) -> None:
+        """Write the queued replies now."""
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        """One transaction for every queued reply (the caller holds the lock)."""
+        self._flushed_at = time.monotonic()
+        if not self._pending or self._db is None:
+            return
+        rows = [(*key, *value) for key, value in self._pending.items()]
+        self._pending.clear()
         try:
-            with self._lock:
-                self._db.execute(
-                    "INSERT OR REPLACE INTO judge_cache VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (*key.row(), reply.reply, reply.prompt_tokens, reply.completion_tokens, now),
-                )
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO judge_cache VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            except sqlite3.Error:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             self._failed("write", exc)
             return
-        self.writes += 1
+        self.writes += len(rows)
 
     def close(self) -> None:
         with self._lock:
             if self._db is not None:
+                self._flush()
                 self._db.close()
                 self._db = None
 

@@ -1,5 +1,5 @@
-"""One chat-completions client for every provider (``openai.AsyncOpenAI`` with its own retries off), and
-the judge built on it.
+"""One chat-completions service for every provider (over ``judges.chat``: direct JSON by default, or the
+official openai SDK), and the judge built on it.
 
 ``ChatService.complete`` is the only place a chat call is made: it reserves the worst-case cost against
 the budget, runs the call through the run's ``Executor`` (retries, adaptive limits, stop) and records
@@ -17,11 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import openai
-
 from evalgate.execution import CallFailed, Runtime
 from evalgate.judges.cache import CachedReply, CacheKey, JudgeCache
-from evalgate.judges.costs import Price, Usage, count_message_tokens, find_price, usage_of
+from evalgate.judges.chat import ChatBackend, Completion, make_backend
+from evalgate.judges.costs import Price, Usage, count_message_tokens, find_price, usage_from
 from evalgate.judges.parse import VerdictError, kept_raw, parse_verdict, schema_of
 from evalgate.judges.prompts import (
     JudgeTemplate,
@@ -64,10 +63,9 @@ class ChatService:
         self.runtime = runtime
         self.role = role
         self.price: Price | None = find_price(provider.model, runtime.prices, self_hosted=provider.spec.self_hosted)
-        self.client = openai.AsyncOpenAI(
-            api_key=provider.api_key, base_url=provider.base_url, max_retries=0,
-            timeout=runtime.executor.policy.attempt_seconds,
-        )
+        self.backend: ChatBackend = make_backend(runtime.chat_client, provider,
+                                                 timeout=runtime.executor.policy.attempt_seconds,
+                                                 concurrency=runtime.executor.concurrency)
 
     @property
     def model(self) -> str:
@@ -86,18 +84,14 @@ class ChatService:
         reserved = ledger.reserve(self.worst_case_cost(messages, max_tokens))
         started = time.perf_counter()
         try:
-            response = await self.runtime.executor.call(
-                self.provider.name,
-                lambda: self.client.chat.completions.create(
-                    model=self.model, messages=list(messages), **self._limit(max_tokens), **params,
-                ),
-                what=what,
-            )
+            body = {"model": self.model, "messages": list(messages), **self._limit(max_tokens), **params}
+            completion: Completion = await self.runtime.executor.call(
+                self.provider.name, lambda: self.backend.create(body), what=what)
         finally:
             ledger.release(reserved)
         latency = (time.perf_counter() - started) * 1000
-        text = _content(response)
-        usage = usage_of(response, messages, text)
+        text = completion.text
+        usage = usage_from(completion.prompt_tokens, completion.completion_tokens, messages, text)
         cost = ledger.record(self.role, usage, self.price)
         return ChatReply(text, usage, cost, round(latency, 3))
 
@@ -107,15 +101,7 @@ class ChatService:
         return {key: max_tokens}
 
     async def aclose(self) -> None:
-        await self.client.close()
-
-
-def _content(response: Any) -> str:
-    choices = getattr(response, "choices", None) or []
-    if not choices:
-        return ""
-    message = getattr(choices[0], "message", None)
-    return str(getattr(message, "content", None) or "")
+        await self.backend.aclose()
 
 
 # --- the judge -------------------------------------------------------------------------------------------

@@ -6,16 +6,21 @@ Judge prompt tokens are counted on the rendered prompt with the case's recorded 
 ``ASSUMED_ANSWER_TOKENS`` when there is none); completions are assumed to use
 ``ASSUMED_COMPLETION_TOKENS``. At most ``SAMPLE_CASES`` cases are rendered; the rest are extrapolated
 from their mean. The estimate ignores cache hits, so a rerun usually costs less.
+
+Tokens are counted with the tokenizer (``metrics.tokens``) when they become dollars, i.e. when every model
+that will be called has a price. When some model has none the cost is unknown anyway, and the token
+figures are ceil(characters / 4) estimates (said so in the line): loading the tokenizer would add
+≈ 0.15–0.3 s to the start of every such run for no dollar figure.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from evalgate.judges.costs import Price, count_message_tokens
+from evalgate.judges.costs import MESSAGE_OVERHEAD, Price, count_message_tokens
 from evalgate.judges.prompts import METRIC_TEMPLATES, TEMPLATES, render
 from evalgate.records import Answer
 
@@ -36,11 +41,14 @@ class RunEstimate:
     completion_tokens: int
     cost_usd: float | None
     """None when a model involved has no known price."""
+    tokens_counted: bool = True
+    """False: token figures are characters/4 estimates (no price, so the tokenizer was not loaded)."""
 
     def line(self, max_cost: float | None) -> str:
         cost = "unknown (no price for the model)" if self.cost_usd is None else f"~${self.cost_usd:.4f}"
         text = (f"cost estimate: {cost} for {self.judge_calls} judge call(s) and {self.target_calls} model call(s), "
-                f"~{self.prompt_tokens} prompt + ~{self.completion_tokens} completion tokens (cache hits not counted)")
+                f"~{self.prompt_tokens} prompt + ~{self.completion_tokens} completion tokens "
+                f"({'' if self.tokens_counted else 'estimated as characters/4; '}cache hits not counted)")
         if max_cost is not None:
             text += f"; budget max_cost ${max_cost:g}"
             if self.cost_usd is not None and self.cost_usd > max_cost:
@@ -50,7 +58,8 @@ class RunEstimate:
     def as_dict(self) -> dict[str, Any]:
         return {"judge_calls": self.judge_calls, "target_calls": self.target_calls,
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6)}
+                "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
+                "tokens_counted": self.tokens_counted}
 
 
 def judge_templates_for(metric_names: Sequence[str]) -> list[str]:
@@ -69,6 +78,8 @@ def estimate_run(
     target_price: Price | None = None,
     model_target: bool = False,
 ) -> RunEstimate:
+    priced = (not judging or judge_price is not None) and (not model_target or target_price is not None)
+    count = count_message_tokens if priced else estimate_message_tokens
     sampled = list(itertools.islice(cases, SAMPLE_CASES))
     scale = len(cases) / len(sampled) if sampled else 0.0
     judge_calls = judge_prompt = target_prompt = 0
@@ -77,10 +88,10 @@ def estimate_run(
                         debug_context=case.debug_context)
         names = judge_templates_for(metrics_for(case)) if judging else []
         for name in names:
-            judge_prompt += count_message_tokens(render(TEMPLATES[name], case, answer).messages) * samples
+            judge_prompt += count(render(TEMPLATES[name], case, answer).messages) * samples
         judge_calls += len(names) * samples
         if model_target:
-            target_prompt += count_message_tokens([{"content": case.input or ""}])
+            target_prompt += count([{"content": case.input or ""}])
     judge_calls, judge_prompt = round(judge_calls * scale * repeat), round(judge_prompt * scale * repeat)
     target_calls = len(cases) * repeat if model_target else 0
     target_prompt = round(target_prompt * scale * repeat)
@@ -94,7 +105,14 @@ def estimate_run(
         elif calls and cost is not None and price is not None:
             cost += price.cost(prompt, completion)
     return RunEstimate(judge_calls, target_calls, judge_prompt + target_prompt, judge_completion + target_completion,
-                       cost)
+                       cost, tokens_counted=priced)
+
+
+def estimate_message_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Σ (ceil(characters(content) / 4) + MESSAGE_OVERHEAD): the tokenizer-free count."""
+    from evalgate.metrics.tokens import estimate_tokens
+
+    return sum(estimate_tokens(str(m.get("content") or "")) + MESSAGE_OVERHEAD for m in messages)
 
 
 def announce_estimate(settings: Any, prepared: Any, judge: Any, target: Any) -> dict[str, Any] | None:

@@ -23,13 +23,13 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import httpx
 import jinja2
 import jinja2.meta
 from pydantic import ValidationError
 
 from evalgate.errors import UserError
 from evalgate.execution import CallFailed, Runtime, StatusError
+from evalgate.http_pool import HttpPool, Reply
 from evalgate.records import Answer
 from evalgate.redact import redact, register_secret
 from evalgate.targets.mapping import ResponseMap
@@ -44,6 +44,7 @@ CASE_CONTEXT_FIELDS = ("active_team_id", "active_league_id", "team_name", "langu
 QUERY_METHODS = frozenset({"GET", "HEAD"})
 ERROR_BODY_CHARS = 300
 PROVIDER = "target"
+JSON_BODY = {"Content-Type": "application/json"}
 
 
 def substitute_env(value: str, env: Mapping[str, str], where: str) -> str:
@@ -126,7 +127,8 @@ class HttpTarget:
                          if body_template else None)
         self.response_map = ResponseMap.build(response_map)
         self.eval_context = dict(eval_context or {})
-        self.client = httpx.AsyncClient(timeout=runtime.executor.policy.attempt_seconds, follow_redirects=True)
+        self.pool = HttpPool(timeout=runtime.executor.policy.attempt_seconds,
+                             concurrency=runtime.executor.concurrency, headers=self.headers, follow_redirects=True)
 
     @classmethod
     def from_settings(cls, settings: Settings, runtime: Runtime, env: Mapping[str, str] | None = None) -> HttpTarget:
@@ -161,20 +163,21 @@ class HttpTarget:
             return Answer(error=redact(str(exc)))
         return self._read(response, latency)
 
-    async def _send(self, payload: Any) -> tuple[httpx.Response, float]:
+    async def _send(self, payload: Any) -> tuple[Reply, float]:
         started = time.perf_counter()
         if self.method in QUERY_METHODS:
             params = payload if isinstance(payload, dict) else {}
-            response = await self.client.request(self.method, self.url, headers=self.headers, params=params)
+            response = await self.pool.request(self.method, self.url, params=params)
         else:
-            response = await self.client.request(self.method, self.url, headers=self.headers, json=payload)
+            body = json.dumps(payload, ensure_ascii=False).encode()
+            response = await self.pool.request(self.method, self.url, body=body, headers=JSON_BODY)
         latency = (time.perf_counter() - started) * 1000
-        if response.status_code >= 400:
+        if response.status >= 400:
             excerpt = response.text[:ERROR_BODY_CHARS].strip()
-            raise StatusError(response.status_code, excerpt or response.reason_phrase, dict(response.headers))
+            raise StatusError(response.status, excerpt or response.reason, response.headers)
         return response, latency
 
-    def _read(self, response: httpx.Response, latency_ms: float) -> Answer:
+    def _read(self, response: Reply, latency_ms: float) -> Answer:
         try:
             data = response.json()
         except ValueError:
@@ -190,7 +193,7 @@ class HttpTarget:
         return answer
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        await self.pool.aclose()
 
     def describe(self) -> dict[str, object]:
         return {"kind": self.kind, "url": self.url, "method": self.method, "headers": sorted(self.headers),
