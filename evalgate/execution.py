@@ -28,8 +28,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
-
 if TYPE_CHECKING:
     from evalgate.judges.costs import CostLedger, Price
     from evalgate.settings import Settings
@@ -122,9 +120,10 @@ def classify(exc: BaseException) -> Failure:
         retryable = not isinstance(exc, aiohttp.InvalidURL | aiohttp.TooManyRedirects)
         kind = "connection error" if retryable else "request error"
         return Failure(f"{kind}: {type(exc).__name__}: {exc}".rstrip(": "), retryable)
-    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+    httpx = sys.modules.get("httpx")  # used by GitHub calls; imported by whoever makes them
+    if isinstance(exc, TimeoutError) or (httpx is not None and isinstance(exc, httpx.TimeoutException)):
         return Failure("timed out", True)
-    if isinstance(exc, httpx.TransportError | ConnectionError):
+    if isinstance(exc, ConnectionError) or (httpx is not None and isinstance(exc, httpx.TransportError)):
         return Failure(f"connection error: {type(exc).__name__}: {exc}".rstrip(": "), True)
     return Failure(f"{type(exc).__name__}: {exc}", False)
 

@@ -34,15 +34,18 @@ import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from evalgate import __version__
 from evalgate.compare import SQLITE_HEADER, load_results, load_results_sqlite, validate_results
 from evalgate.errors import UserError
-from evalgate.github.api import DEFAULT_API_URL, GitHubAPI, GitHubAPIError, error_message
+from evalgate.github.context import DEFAULT_API_URL
 from evalgate.redact import redact
+
+if TYPE_CHECKING:
+    import httpx
+
+    from evalgate.github.api import GitHubAPI, GitHubAPIError
 
 DEFAULT_ARTIFACT_NAME = "evalgate-results"
 MAX_PAGES = 10
@@ -184,6 +187,8 @@ def discover_baseline(
     **api_options: Any,
 ) -> BaselineLookup:
     """Find, download and read the base branch's results (module doc). Never raises."""
+    from evalgate.github.api import GitHubAPI, GitHubAPIError  # httpx: imported only when a baseline is fetched
+
     api_options = {"max_attempts": 3, "max_total": 30.0, "timeout": timeout} | api_options
     try:
         with GitHubAPI(token=query.token, base_url=query.api_url, **api_options) as api:
@@ -215,6 +220,8 @@ def _first_finished(api: GitHubAPI, query: BaselineQuery, candidates: Sequence[M
 
 def list_artifacts(api: GitHubAPI, repository: str, name: str) -> Iterator[dict[str, Any]]:
     """Every artifact the list endpoint returns for ``name`` (object pages with an ``artifacts`` array)."""
+    from evalgate.github.api import GitHubAPIError, error_message
+
     url: str | None = api.url(f"/repos/{repository}/actions/artifacts")
     params: dict[str, Any] | None = {"name": name, "per_page": 100}
     for _ in range(MAX_PAGES):
@@ -287,6 +294,8 @@ def describe(artifact: Mapping[str, Any], query: BaselineQuery) -> str:
 def download_artifact(api: GitHubAPI, repository: str, artifact: Mapping[str, Any], *, max_bytes: int,
                       timeout: float = 30.0, transport: httpx.BaseTransport | None = None) -> bytes:
     """The artifact's zip bytes; the redirect target is fetched without the token."""
+    from evalgate.github.api import GitHubAPIError, error_message
+
     size = artifact.get("size_in_bytes")
     if isinstance(size, int) and size > max_bytes:
         raise BaselineUnavailable(f"artifact {artifact.get('id')} is {size} bytes, over the {max_bytes}-byte limit")
@@ -309,6 +318,8 @@ def download_artifact(api: GitHubAPI, repository: str, artifact: Mapping[str, An
 def fetch_without_auth(url: str, *, max_bytes: int, timeout: float = 30.0,
                        transport: httpx.BaseTransport | None = None) -> bytes:
     """GET ``url`` with a client that carries no credentials, reading at most ``max_bytes``."""
+    import httpx
+
     headers = {"User-Agent": f"evalgate/{__version__}"}
     with httpx.Client(headers=headers, timeout=timeout, follow_redirects=True, max_redirects=5,
                       transport=transport) as client:
@@ -417,10 +428,14 @@ def api_problem(exc: GitHubAPIError, query: BaselineQuery) -> str:
 
 
 def _origin(url: str) -> str:
+    import httpx
+
     parsed = httpx.URL(url)
     port = f":{parsed.port}" if parsed.port else ""
     return f"{parsed.scheme}://{parsed.host}{port}"
 
 
 def _no_query(url: str) -> str:
+    import httpx
+
     return str(httpx.URL(url).copy_with(query=None))
