@@ -15,7 +15,16 @@ import pytest
 from bench import cases as content
 from bench import report
 from bench.measure import process_tree, run_measured
-from bench.run import call_problems, evaluate_targets, parse_args, parse_grid, render, run_scenario
+from bench.run import (
+    FIXED_COST_LABEL,
+    call_problems,
+    efficiency_ceiling,
+    evaluate_targets,
+    parse_args,
+    parse_grid,
+    render,
+    run_scenario,
+)
 from bench.servers import call_counts, loopback_endpoints
 from bench.tools import Evalgate, Promptfoo, Scenario, check_evalgate, check_promptfoo, read_results_head
 from evalgate.dataset.load import iter_cases
@@ -127,6 +136,19 @@ def test_targets_are_judged_from_the_numbers() -> None:
     assert met["memory flat from smallest to largest size (RSS growth ≤ 1.15×)"] is False
     assert met["wall time linear in cases (residual ≤ 10%)"] is True
     assert met["evalgate --version < 0.3 s"] is True
+
+
+def test_efficiency_ceiling_from_concurrency_rounds_and_fixed_cost() -> None:
+    # 2,000 calls at C = 64: ⌈2000/64⌉ = 32 rounds of 50 ms = 1.6 s at best, plus 0.4 s fixed cost
+    scenario = {"kind": "judged", "latency_ms": 50, "concurrency": 64, "calls": 2000, "ideal_s": 2000 * 0.05 / 64,
+                "tools": {"evalgate": {"efficiency": 0.5}, "floor": {"efficiency": 0.86}}}
+    assert efficiency_ceiling(scenario, 0.4) == pytest.approx(1.5625 / 2.0)
+    assert efficiency_ceiling(scenario, None) is None
+    startup = {FIXED_COST_LABEL: {"wall_s": 0.4}}
+    (target,) = evaluate_targets([scenario], None, startup)
+    assert target["evalgate_ceiling"] == pytest.approx(0.78125) and target["floor_efficiency"] == 0.86
+    assert target["met"] is False
+    assert "ceiling 0.781 (fixed cost 0.40 s)" in render({"http": [], "targets": [target]})
 
 
 # --- the table -----------------------------------------------------------------------------------------------
