@@ -49,7 +49,9 @@ DEFAULT_GRID: tuple[tuple[float, int], ...] = ((50.0, 8), (50.0, 64), (2.0, 64))
 DEFAULT_CASES = 1000
 SCALE_SIZES = (10_000, 30_000, 100_000)
 QUICK_SCALE_SIZES = (2_000, 5_000, 10_000)
-ALL_SCENARIOS = ("judged", "rules", "scale", "startup")
+ALL_SCENARIOS = ("judged", "rules", "scale", "startup", "clients")
+CLIENT_CALLS = 2000
+CLIENT_CONCURRENCY = 64
 ALL_TOOLS = ("evalgate", "promptfoo", "deepeval", "floor")
 CONTROLS = ("evalgate", "floor")
 """Not peers: evalgate itself and the floor control."""
@@ -294,6 +296,35 @@ def run_startup(repeats: int, workroot: Path, log: Log) -> dict[str, Any]:
 FIXED_COST_LABEL = "evalgate run, 1 judged case, 0 ms servers"
 
 
+def run_clients(repeats: int, log: Log) -> dict[str, Any]:
+    """CPU per call of each HTTP client (``bench.clients``), each in a fresh interpreter against a 0 ms
+    judge server, ``CLIENT_CALLS`` calls at ``CLIENT_CONCURRENCY``; medians of the repeats, and each
+    client's CPU per call relative to evalgate's default judge client."""
+    from bench.clients import KINDS
+    from tests.servers._http import SubprocessServer
+
+    results: dict[str, Any] = {}
+    with SubprocessServer("tests.servers.openai_server", []) as server:
+        for kind in KINDS:
+            samples, problems = [], []
+            for _ in range(repeats):
+                done = subprocess.run([sys.executable, "-m", "bench.clients", kind, server.base_url,
+                                       str(CLIENT_CALLS), str(CLIENT_CONCURRENCY)],
+                                      cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+                if done.returncode != 0:
+                    problems.append(f"exit {done.returncode}: {done.stderr.strip()[-160:]}")
+                    continue
+                samples.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            results[kind] = {"cpu_ms_per_call": report.median([s["cpu_ms_per_call"] for s in samples]),
+                             "wall_s": report.median([s["wall_s"] for s in samples]), "problems": problems}
+            log(f"clients {kind}: {results[kind]['cpu_ms_per_call']} ms CPU per call")
+    reference = results.get("evalgate-direct", {}).get("cpu_ms_per_call")
+    for entry in results.values():
+        value = entry["cpu_ms_per_call"]
+        entry["ratio_to_evalgate_direct"] = None if not reference or value is None else value / reference
+    return {"calls": CLIENT_CALLS, "concurrency": CLIENT_CONCURRENCY, "clients": results}
+
+
 def run_fixed_cost(count: int, workroot: Path, log: Log) -> dict[str, Any]:
     """Median wall time of a judged run of one case (two calls) against servers that answer at once."""
     scenario = Scenario("judged", 0.0, 0.0, 8, 1)
@@ -394,6 +425,12 @@ def render(document: dict[str, Any]) -> str:
         rows = [[label, s["wall_s"], s["cpu_s"], s["peak_rss_mb"], "; ".join(s["problems"])[:60]]
                 for label, s in startup.items()]
         parts += ["Start-up", report.render_table(("command", "wall s", "cpu s", "peak MB", "notes"), rows), ""]
+    clients = document.get("clients")
+    if clients:
+        rows = [[kind, c["cpu_ms_per_call"], c["ratio_to_evalgate_direct"], c["wall_s"], "; ".join(c["problems"])[:60]]
+                for kind, c in clients["clients"].items()]
+        parts += [f"HTTP clients ({clients['calls']} chat calls at C={clients['concurrency']}, 0 ms server)",
+                  report.render_table(("client", "CPU ms/call", "× evalgate-direct", "wall s", "notes"), rows), ""]
     if document["targets"]:
         rows = [[t["target"], t["measured"], {True: "met", False: "NOT met", None: "not measured"}[t["met"]],
                  _bounds(t)] for t in document["targets"]]
@@ -440,6 +477,7 @@ def run(options: Options, log: Log = log_stderr) -> dict[str, Any]:
     scale = (run_scale(options.scale_sizes, options.repeats, options.scratch / "scale", log)
              if "scale" in options.scenarios else None)
     startup = run_startup(options.repeats, options.scratch / "startup", log) if "startup" in options.scenarios else None
+    clients = run_clients(options.repeats, log) if "clients" in options.scenarios else None
     return {
         "schema": 1,
         "started": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -449,7 +487,7 @@ def run(options: Options, log: Log = log_stderr) -> dict[str, Any]:
                     "tools": options.tools, "scale_sizes": options.scale_sizes, "quick": options.quick},
         "environment": environment_facts({tool.name: tool.version for tool in tools} | {
             name: f"not run: {reason}" for name, reason in missing.items()}),
-        "http": http, "scale": scale, "startup": startup,
+        "http": http, "scale": scale, "startup": startup, "clients": clients,
         "targets": evaluate_targets(http, scale, startup),
     }
 

@@ -286,3 +286,22 @@ def test_command_line_defaults_and_validation() -> None:
         parse_args(["--repeats", "2"])
     with pytest.raises(SystemExit):
         parse_args(["--tools", "langsmith"])
+
+
+def test_client_scenario_makes_every_call_and_reports_cpu_per_call() -> None:
+    import asyncio
+
+    from bench.clients import KINDS, WARM_UP_CALLS, measure
+    from tests.servers.openai_server import OpenAIServer
+
+    with OpenAIServer() as server:
+        results = {kind: asyncio.run(measure(kind, server.base_url, 40, 4)) for kind in ("aiohttp", "evalgate-direct")}
+        served = server.stats()["paths"]["/v1/chat/completions"]
+    assert served == {"200": 2 * (40 + WARM_UP_CALLS)}
+    assert all(r["calls"] == 40 and r["cpu_ms_per_call"] > 0 and r["wall_s"] > 0 for r in results.values())
+    assert set(KINDS) >= {"httpx", "aiohttp", "evalgate-pool", "evalgate-direct", "openai-sdk"}
+    document = {"http": [], "targets": [], "clients": {"calls": 40, "concurrency": 4, "clients": {
+        "evalgate-direct": {"cpu_ms_per_call": 0.2, "ratio_to_evalgate_direct": 1.0, "wall_s": 0.1, "problems": []},
+        "httpx": {"cpu_ms_per_call": 2.4, "ratio_to_evalgate_direct": 12.0, "wall_s": 1.0, "problems": []}}}}
+    text = render(document)
+    assert "HTTP clients (40 chat calls at C=4" in text and "12.00" in text
