@@ -102,3 +102,27 @@ def test_completion_parsing_and_error_messages() -> None:
 def test_direct_client_posts_to_the_base_url_with_or_without_trailing_slash() -> None:
     provider = resolve_provider("local", model="m", base_url="http://127.0.0.1:9/v1/", env={"LOCAL_JUDGE_API_KEY": "k"})
     assert DirectChat(provider, timeout=1, concurrency=1).url == "http://127.0.0.1:9/v1/chat/completions"
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_the_cli_flag_picks_the_client_and_results_record_it(tmp_path: Path, client: str) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    dataset = tmp_path / "cases.jsonl"
+    dataset.write_text(json.dumps({"id": "c1", "input": "Is it on topic?", "output": "Yes, on topic.",
+                                   "passing_criteria": "answers the question"}) + "\n")
+    with OpenAIServer(api_key=KEY, judge=Judge(score=0.9)) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "evalgate.cli", "run", "-d", str(dataset), "--output-dir", str(tmp_path / "out"),
+             "--progress", "none", "--judge-provider", "openai", "--judge-base-url", server.base_url + "/v1",
+             "--chat-client", client], capture_output=True, text=True, timeout=120,
+            env=os.environ | {"OPENAI_API_KEY": KEY})
+        calls = len(server.requests(["/v1/chat/completions"]))
+    assert done.returncode == 0, done.stderr
+    document = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert document["metadata"]["judge"]["client"] == client and calls == 1
+    assert document["results"][0]["metrics"]["relevancy"]["value"] == 0.9
+    assert KEY not in done.stdout + done.stderr

@@ -266,6 +266,7 @@ class JudgeClient:
 
     def metadata(self) -> dict[str, Any]:
         return {"provider": self.provider, "model": self.model, "base_url": self.service.provider.base_url,
+                "client": self.service.runtime.chat_client,
                 "temperature": self.temperature, "seed": self.seed, "samples": self.samples,
                 "templates": dict(sorted(self.templates_used.items())), "cache": self.cache.metadata()}
 
