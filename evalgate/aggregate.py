@@ -34,12 +34,14 @@ class MetricTally:
     reasons: dict[str, int] = field(default_factory=dict)
 
     def add(self, status: MetricStatus, value: float | None, reason: str | None) -> None:
-        if value is not None and status in (MetricStatus.passed, MetricStatus.failed):
+        if value is not None and status in _VALUED:
             self.total += value
             self.count += 1
-            self.minimum = min(self.minimum, value)
-            self.maximum = max(self.maximum, value)
-            if status is MetricStatus.failed:
+            if value < self.minimum:  # min()/max() without the calls: same results, NaN included
+                self.minimum = value
+            if value > self.maximum:
+                self.maximum = value
+            if status is _METRIC_FAILED:
                 self.failed += 1
             return
         if status is MetricStatus.skipped:
@@ -56,6 +58,17 @@ class MetricTally:
         return self.total / self.count if self.count else None
 
 
+def valued_metrics(result: CaseResult) -> list[tuple[str, float]]:
+    """(name, value) of the case's metrics that produced a value (status passed or failed)."""
+    return [(name, metric.value) for name, metric in result.metrics.items()
+            if metric.value is not None and metric.status in _VALUED]
+
+
+_VALUED = (MetricStatus.passed, MetricStatus.failed)
+_METRIC_FAILED = MetricStatus.failed
+_PASSED, _FAILED, _ERRORED, _SKIPPED = CaseStatus.passed, CaseStatus.failed, CaseStatus.errored, CaseStatus.skipped
+
+
 @dataclass
 class GroupTally:
     """Totals for one breakdown group (e.g. category = "crm")."""
@@ -68,20 +81,26 @@ class GroupTally:
     metric_sums: dict[str, list[float]] = field(default_factory=dict)
 
     def add(self, result: CaseResult) -> None:
+        self.add_valued(result.status, valued_metrics(result))
+
+    def add_valued(self, status: CaseStatus, valued: list[tuple[str, float]]) -> None:
+        """Count one case from its status and its ``valued_metrics``."""
         self.total += 1
-        if result.status is CaseStatus.passed:
+        if status is _PASSED:
             self.passed += 1
-        elif result.status is CaseStatus.failed:
+        elif status is _FAILED:
             self.failed += 1
-        elif result.status is CaseStatus.errored:
+        elif status is _ERRORED:
             self.errored += 1
         else:
             self.skipped += 1
-        for name, metric in result.metrics.items():
-            if metric.value is not None and metric.status in (MetricStatus.passed, MetricStatus.failed):
-                sums = self.metric_sums.setdefault(name, [0.0, 0])
-                sums[0] += metric.value
-                sums[1] += 1
+        sums = self.metric_sums
+        for name, value in valued:
+            pair = sums.get(name)
+            if pair is None:
+                pair = sums[name] = [0.0, 0]
+            pair[0] += value
+            pair[1] += 1
 
     def as_dict(self) -> dict[str, Any]:
         decided = self.passed + self.failed + self.errored
@@ -120,29 +139,40 @@ class RunAggregate:
     def add(self, result: CaseResult) -> None:
         self.total_test_cases += 1
         status = result.status
-        if status is CaseStatus.skipped:
+        risk_level = result.risk_level
+        if status is _SKIPPED:
             self.total_skipped += 1
         else:
-            weight = RISK_WEIGHTS.get(result.risk_level, 1.0)
+            weight = RISK_WEIGHTS.get(risk_level, 1.0)
             self.weight_total += weight
-            if status is CaseStatus.passed:
+            if status is _PASSED:
                 self.total_passed += 1
                 self.weight_passed += weight
-            elif status is CaseStatus.failed:
+            elif status is _FAILED:
                 self.total_failed += 1
             else:
                 self.total_errored += 1
-        if result.risk_level == "critical" and status in (CaseStatus.failed, CaseStatus.errored):
+        if risk_level == "critical" and (status is _FAILED or status is _ERRORED):
             self.critical_failure_count += 1
             if len(self.critical_failures) < MAX_CRITICAL_LISTED:
                 self.critical_failures.append(
                     {"id": result.id, "status": status.value, "source": result.source, "reasons": result.reasons[:3]}
                 )
+        tallies = self.metrics
+        valued: list[tuple[str, float]] = []
         for name, metric in result.metrics.items():
-            self.metrics[name].add(metric.status, metric.value, metric.reason)
-        for dimension in BREAKDOWN_DIMENSIONS:
-            for key in self._keys(result, dimension):
-                self.breakdowns[dimension][key].add(result)
+            value, metric_status = metric.value, metric.status
+            tallies[name].add(metric_status, value, metric.reason)
+            if value is not None and metric_status in _VALUED:
+                valued.append((name, value))
+        breakdowns = self.breakdowns
+        for dimension, value in (("suite", result.suite), ("category", result.category),
+                                 ("difficulty", result.difficulty), ("risk_level", risk_level),
+                                 ("evolution_type", result.evolution_type)):
+            if value is not None and value != "":
+                breakdowns[dimension][str(value)].add_valued(status, valued)
+        for tag in result.tags:
+            breakdowns["tag"][tag].add_valued(status, valued)
         if result.num_tokens is not None:
             self.tokens_total += result.num_tokens
             self.tokens_cases += 1

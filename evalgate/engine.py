@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from evalgate.dataset.models import Mention, RiskLevel
 from evalgate.execution import CallCancelled
 from evalgate.gate import case_verdict, judge_metric
-from evalgate.metrics.registry import Metric, MetricContext, MetricSkipped, MetricUnavailable
-from evalgate.records import Answer, CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
+from evalgate.metrics.registry import Metric, MetricContext, MetricSkipped, MetricUnavailable, Score
+from evalgate.records import Answer, CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold, trusted
 from evalgate.redact import redact
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ ANSWER_DETAIL_FIELDS = (
     "prompt_tokens",
     "completion_tokens",
 )
+ANSWER_DETAIL_SET = frozenset(ANSWER_DETAIL_FIELDS)
 
 
 class Sink(Protocol):
@@ -173,29 +175,56 @@ class Engine:
         ctx = MetricContext(options=plan.options, judge=self.judge, repeat=repeat)
         metrics: dict[str, MetricResult] = {}
         for metric in plan.metrics:
-            metrics[metric.name] = await self._score(metric, case, answer, ctx)
+            outcome = self._score_now(metric, case, answer, ctx)
+            if type(outcome) is not MetricResult:  # an async metric (a judge): finish it
+                outcome = await self._score_later(metric, outcome, ctx)
+            metrics[metric.name] = outcome
         return self._result(case, answer, metrics, repeat)
 
     async def _score(self, metric: Metric, case: Case, answer: Answer, ctx: MetricContext) -> MetricResult:
+        """Score one metric on one case; never raises for a metric failure."""
+        outcome = self._score_now(metric, case, answer, ctx)
+        if type(outcome) is not MetricResult:
+            outcome = await self._score_later(metric, outcome, ctx)
+        return outcome
+
+    def _score_now(self, metric: Metric, case: Case, answer: Answer, ctx: MetricContext) -> MetricResult | Any:
+        """The metric's result, or the awaitable an async metric returned (no coroutine of our own for
+        the synchronous metrics: most of them)."""
         try:
             score = metric.fn(case, answer, ctx)
-            if inspect.isawaitable(score):
-                score = await score
-        except MetricSkipped as exc:
-            return MetricResult(status=MetricStatus.skipped, reason=str(exc), threshold=self.thresholds.get(metric.name))
-        except MetricUnavailable as exc:
+            if type(score) is not Score and inspect.isawaitable(score):
+                return score
+        except Exception as exc:
+            return self._failed(metric, exc)
+        return self._judged(metric, score, ctx)
+
+    async def _score_later(self, metric: Metric, pending: Any, ctx: MetricContext) -> MetricResult:
+        try:
+            score = await pending
+        except Exception as exc:
+            return self._failed(metric, exc)
+        return self._judged(metric, score, ctx)
+
+    def _failed(self, metric: Metric, exc: Exception) -> MetricResult:
+        """The result of a metric that raised: skipped, unavailable or errored."""
+        if isinstance(exc, MetricSkipped):
+            return _skipped(str(exc), self.thresholds.get(metric.name))
+        if isinstance(exc, MetricUnavailable):
             return MetricResult(
                 status=MetricStatus.unavailable,
                 reason=redact(str(exc)),
                 details=exc.details,
                 threshold=self.thresholds.get(metric.name),
             )
-        except Exception as exc:
-            return MetricResult(
-                status=MetricStatus.errored,
-                reason=redact(f"{type(exc).__name__}: {exc}"),
-                threshold=self.thresholds.get(metric.name),
-            )
+        return MetricResult(
+            status=MetricStatus.errored,
+            reason=redact(f"{type(exc).__name__}: {exc}"),
+            threshold=self.thresholds.get(metric.name),
+        )
+
+    def _judged(self, metric: Metric, score: Score, ctx: MetricContext) -> MetricResult:
+        """A computed score: errored when outside the metric's range, else against its threshold."""
         value = float(score.value)
         low, high = metric.value_range or (-math.inf, math.inf)
         if not math.isfinite(value) or not low <= value <= high:
@@ -212,38 +241,91 @@ class Engine:
         num_tokens = answer.num_tokens
         if num_tokens is None and "num_tokens" in metrics and metrics["num_tokens"].value is not None:
             num_tokens = int(metrics["num_tokens"].value)
-        return CaseResult(
-            id=case.id,
-            index=case.index,
-            suite=case.suite,
-            category=case.category,
-            risk_level=case.risk_level.value,
-            difficulty=case.difficulty,
-            evolution_type=case.evolution_type,
-            tags=list(case.tags),
-            description=case.description,
-            source=case.location,
-            status=status,
-            passed=status is CaseStatus.passed,
-            error=redact(answer.error) if answer.error else None,
-            reasons=[redact(r) for r in reasons],
-            input=case.input,
-            expected=expectations_of(case),
-            output=answer.output,
-            answer=answer.model_dump(include=set(ANSWER_DETAIL_FIELDS), exclude_none=True),
-            metrics=metrics,
-            num_tokens=num_tokens,
-            latency_ms=answer.latency_ms,
-            cost_usd=answer.cost_usd,
-            repeat=repeat,
-        )
+        values = {
+            "id": case.id,
+            "index": case.index,
+            "suite": case.suite,
+            "category": case.category,
+            "risk_level": _RISK_TEXT[case.risk_level],
+            "difficulty": case.difficulty,
+            "evolution_type": case.evolution_type,
+            "tags": list(case.tags),
+            "description": case.description,
+            "source": case.location,
+            "status": status,
+            "passed": status is CaseStatus.passed,
+            "error": redact(answer.error) if answer.error else None,
+            "reasons": [redact(r) for r in reasons],
+            "input": case.input,
+            "expected": expectations_of(case),
+            "output": answer.output,
+            "answer": answer_details(answer),
+            "metrics": metrics,
+            "num_tokens": num_tokens,
+            "latency_ms": answer.latency_ms,
+            "cost_usd": answer.cost_usd,
+            "repeat": repeat,
+        }
+        if _answer_values_valid(values):  # the case's fields were validated with these same types
+            return trusted(CaseResult, values)
+        return CaseResult(**values)
+
+
+_RISK_TEXT = {level: level.value for level in RiskLevel}
+"""``level.value`` without the enum property (slow on Python 3.11)."""
+
+
+def _answer_values_valid(values: dict[str, Any]) -> bool:
+    """True when the answer-derived values already have exactly the types ``CaseResult`` declares
+    (a target may assign anything to an ``Answer`` after it was validated)."""
+    output, error, tokens = values["output"], values["error"], values["num_tokens"]
+    return (
+        (output is None or type(output) is str)
+        and (error is None or type(error) is str)
+        and (tokens is None or type(tokens) is int)
+        and all(values[name] is None or type(values[name]) is float for name in ("latency_ms", "cost_usd"))
+        and type(values["id"]) is str
+        and type(values["index"]) is int
+        and type(values["repeat"]) is int
+    )
+
+
+def _skipped(reason: str, threshold: Threshold | None) -> MetricResult:
+    """``MetricResult(status=skipped, reason=…, threshold=…)`` without re-validating its inputs."""
+    values = {"value": None, "threshold": threshold, "passed": None, "status": MetricStatus.skipped,
+              "reason": reason, "details": {}}
+    if threshold is None or type(threshold) is Threshold:
+        return trusted(MetricResult, values, {"status", "reason", "threshold"})
+    return MetricResult(status=MetricStatus.skipped, reason=reason, threshold=threshold)
+
+
+def answer_details(answer: Answer) -> dict[str, Any]:
+    """``answer.model_dump(include=ANSWER_DETAIL_FIELDS, exclude_none=True)``, built directly (a tenth of
+    the cost) when every value has the type ``Answer`` declares; else that very call."""
+    fields = vars(answer)
+    details: dict[str, Any] = {}
+    for name in ANSWER_DETAIL_FIELDS:
+        value = fields[name]
+        if value is None:
+            continue
+        kind = type(value)
+        if kind is list and name != "mentions" and all(type(item) is str for item in value):
+            details[name] = list(value)
+        elif kind is list and name == "mentions" and all(type(item) is Mention for item in value):
+            details[name] = [mention.model_dump(exclude_none=True) for mention in value]
+        elif (kind is str and name == "agent_id") or (kind is int and name.endswith("_tokens")):
+            details[name] = value
+        else:
+            return answer.model_dump(include=ANSWER_DETAIL_SET, exclude_none=True)
+    return details
 
 
 def expectations_of(case: Case) -> dict[str, Any]:
     """The expectation fields a case actually sets, for reports."""
     expected: dict[str, Any] = {}
+    fields = vars(case)
     for name in EXPECTATION_FIELDS:
-        value = getattr(case, name)
+        value = fields[name]
         if value is not None:
             expected[name] = value
     if case.rules:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from evalgate.errors import EXIT_GATE_FAILED, EXIT_PASS, UserError
-from evalgate.records import CaseStatus, MetricResult, MetricStatus, Threshold
+from evalgate.records import CaseStatus, MetricResult, MetricStatus, Threshold, trusted
 
 if TYPE_CHECKING:
     from evalgate.aggregate import RunAggregate
@@ -79,16 +79,33 @@ def _suggest(name: str, known: Mapping[str, Any]) -> str:
 
 
 def judge_metric(value: float, threshold: Threshold | None, details: dict[str, Any]) -> MetricResult:
-    """A computed value against its threshold."""
+    """A computed value against its threshold. ``details`` is kept as given, not copied: metrics of one
+    case may share one details mapping (it is read-only once scored)."""
     passed = True if threshold is None else threshold.admits(value)
-    return MetricResult(
-        value=value,
-        threshold=threshold,
-        passed=passed,
-        status=MetricStatus.passed if passed else MetricStatus.failed,
-        reason=None if passed else f"{value:.4g} misses threshold {threshold}",
-        details=details,
+    values = {
+        "value": value,
+        "threshold": threshold,
+        "passed": passed,
+        "status": MetricStatus.passed if passed else MetricStatus.failed,
+        "reason": None if passed else f"{value:.4g} misses threshold {threshold}",
+        "details": details,
+    }
+    if _already_valid(value, threshold, details):  # skip validation: one of the run's hottest paths
+        return trusted(MetricResult, values)
+    return MetricResult(**values)
+
+
+def _already_valid(value: Any, threshold: Any, details: Any) -> bool:
+    """True when validation would change nothing: exact types, text keys in ``details``."""
+    return (
+        type(value) is float
+        and (threshold is None or type(threshold) is Threshold)
+        and type(details) is dict
+        and (not details or set(map(type, details)) == _TEXT_ONLY)
     )
+
+
+_TEXT_ONLY = {str}
 
 
 def case_verdict(
@@ -100,16 +117,23 @@ def case_verdict(
     reasons: list[str] = []
     errored = False
     for name, result in metrics.items():
-        if result.status is MetricStatus.failed:
+        status = result.status
+        if status is _PASSED:
+            continue
+        if status is _FAILED:
             reasons.append(f"{name}: {result.reason or 'failed'}")
-        elif result.status is MetricStatus.errored:
+        elif status is _ERRORED:
             errored = True
             reasons.append(f"{name} errored: {result.reason}")
-        elif strict and result.status in (MetricStatus.unavailable, MetricStatus.skipped):
-            reasons.append(f"{name} {result.status.value} (strict mode): {result.reason}")
+        elif strict and status in _NOT_RUN:
+            reasons.append(f"{name} {status.value} (strict mode): {result.reason}")
     if errored:
         return CaseStatus.errored, reasons
     return (CaseStatus.failed if reasons else CaseStatus.passed), reasons
+
+
+_PASSED, _FAILED, _ERRORED = MetricStatus.passed, MetricStatus.failed, MetricStatus.errored
+_NOT_RUN = (MetricStatus.unavailable, MetricStatus.skipped)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
@@ -91,6 +91,10 @@ class CaseStatus(StrEnum):
     skipped = "skipped"
 
 
+STATUS_TEXT: dict[Any, str] = {status: status.value for status in (*MetricStatus, *CaseStatus)}
+"""``status.value`` of every metric and case status, without the enum property (slow on 3.11)."""
+
+
 class CaseResult(BaseModel):
     """The scored outcome of one case (one repeat)."""
 
@@ -119,3 +123,46 @@ class CaseResult(BaseModel):
     latency_ms: float | None = None
     cost_usd: float | None = None
     repeat: int = 0
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def trusted(cls: type[ModelT], values: dict[str, Any], fields_set: set[str] | None = None) -> ModelT:
+    """``cls`` built from ``values`` without validation, for hot paths whose inputs already have exactly
+    the declared types (the caller checks what it cannot guarantee and validates otherwise).
+
+    ``values`` must hold every field (it becomes the instance's ``__dict__``); ``fields_set`` is the set
+    of fields given explicitly (default: all), as ``cls(**explicit)`` would record it. The result
+    equals ``cls(**values)``: a ``CaseResult`` costs ~1.5 µs instead of ~7 µs validated (``model_construct``
+    takes ~10 µs).
+    """
+    if not _TRUSTED_OK:
+        return cls.model_validate(values)  # pragma: no cover - only if pydantic's internals changed
+    instance = _new(cls)
+    _set(instance, "__dict__", values)
+    _set(instance, "__pydantic_fields_set__", set(values) if fields_set is None else fields_set)
+    _set(instance, "__pydantic_extra__", None)
+    _set(instance, "__pydantic_private__", None)
+    return instance
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _trusted_matches_validation() -> bool:
+    """One-time check that ``trusted`` reproduces pydantic's own construction (else it validates)."""
+    global _TRUSTED_OK
+    _TRUSTED_OK = True
+    values = {"value": 0.5, "threshold": Threshold(op="min", value=0.9), "passed": False,
+              "status": MetricStatus.failed, "reason": "r", "details": {"k": [1]}}
+    try:
+        fast, slow = trusted(MetricResult, dict(values)), MetricResult(**values)
+        return (fast == slow and fast.model_fields_set == slow.model_fields_set
+                and fast.model_dump_json() == slow.model_dump_json() and fast.model_copy() == slow)
+    except Exception:  # pragma: no cover - only if pydantic's internals changed
+        return False
+
+
+_TRUSTED_OK = _trusted_matches_validation()

@@ -100,3 +100,51 @@ def test_results_json_streams_in_dataset_order(tmp_path: Path) -> None:
     assert [r["id"] for r in document["results"]] == ["c0", "c0", "c1", "c2"]
     assert document["results"][1]["repeat"] == 1 and document["run_id"] == "r"
     assert not (tmp_path / "results.json.tmp").exists()
+
+
+def test_results_json_is_the_same_whether_the_spool_is_copied_or_sorted(tmp_path: Path) -> None:
+    records = [json.dumps({"id": f"c{i}", "text": "é, \\n and \" inside"}, ensure_ascii=False) for i in range(5)]
+    outputs = []
+    for name, order in (("copied", [0, 1, 2, 3, 4]), ("sorted", [3, 0, 4, 1, 2])):
+        spool = CaseSpool(tmp_path / f"{name}.jsonl")
+        for i in order:
+            spool.add(i, 0, records[i])
+        write_results(tmp_path / f"{name}.json", {"run_id": "r", "summary": {}}, spool)
+        outputs.append((tmp_path / f"{name}.json").read_bytes())
+    assert outputs[0] == outputs[1]
+    assert [r["id"] for r in json.loads(outputs[0])["results"]] == [f"c{i}" for i in range(5)]
+    spool = CaseSpool(tmp_path / "multiline.jsonl")  # a record spanning lines is never copied as lines
+    spool.add(0, 0, '{"id": "a",\n "x": 1}')
+    spool.add(1, 0, '{"id": "b"}')
+    write_results(tmp_path / "multiline.json", {"run_id": "r", "summary": {}}, spool)
+    assert [r["id"] for r in json.loads((tmp_path / "multiline.json").read_text())["results"]] == ["a", "b"]
+
+
+def test_row_encoders_equal_json_dumps() -> None:
+    import datetime as dt
+    import math
+
+    from evalgate.store.sqlite import case_passed_json, details_json
+
+    for status, error in (("passed", None), ("errored", 'boom "é" \u2028\n'), ("failed", "")):
+        assert case_passed_json(status, error) == json.dumps({"status": status, "error": error})
+    for details in ({"a": [1, 2.5, None, True, "é"], "n": math.nan, "t": (1, 2)}, {3: "int key"},
+                    {"when": dt.date(2024, 1, 2), "set": {1}}, {}):
+        assert details_json(details) == json.dumps(details, default=str)
+
+
+def test_multi_row_inserts_write_the_rows_executemany_writes(tmp_path: Path) -> None:
+    from evalgate.store.sqlite import INSERT_RESULT, insert_rows, open_database
+
+    rows = [("r", f"case {i // 3}", i % 2, f"m{i % 3}", i / 7, 1, None if i % 4 else "{}", "t") for i in range(257)]
+    rows += [rows[5]]  # a repeat: INSERT OR REPLACE replaces it in both
+    tables = []
+    for name, write in (("many", lambda c: c.executemany(INSERT_RESULT, rows)),
+                        ("multi", lambda c: insert_rows(c, INSERT_RESULT, rows))):
+        connection = open_database(tmp_path / f"{name}.db")
+        connection.execute("BEGIN")
+        write(connection)
+        connection.execute("COMMIT")
+        tables.append((connection.execute("SELECT * FROM eval_results ORDER BY id").fetchall(),
+                       connection.execute("SELECT * FROM sqlite_sequence").fetchall()))
+    assert tables[0] == tables[1] and len(tables[0][0]) == 257

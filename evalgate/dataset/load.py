@@ -515,10 +515,17 @@ def _read_json(path: Path, digest: Any) -> _Parsed:
     return _split(_parse_json(text))
 
 
-def _jsonl_lines(handle: IO[bytes], digest: Any) -> Iterator[_RawCase | _Problem]:
-    """One raw case per non-blank line, streamed; bad lines become _Problem items."""
+def _jsonl_lines(handle: IO[bytes], digest: Any, first_line: int = 1,
+                 limit: int | None = None) -> Iterator[_RawCase | _Problem]:
+    """One raw case per non-blank line, streamed; bad lines become _Problem items. ``first_line``: the
+    number of the handle's first line; ``limit``: stop after this many bytes (at a line end)."""
+    consumed = 0
     with handle:
-        for number, raw in enumerate(handle, start=1):
+        for number, raw in enumerate(handle, start=first_line):
+            if limit is not None:
+                if consumed >= limit:
+                    return
+                consumed += len(raw)
             digest.update(raw)
             try:
                 text = raw.decode("utf-8")
@@ -629,9 +636,13 @@ class DatasetStream:
     when iteration ends.
     """
 
-    def __init__(self, paths: Iterable[str] | str, base_dir: Path | None = None, *, fail_fast: bool = True):
+    def __init__(self, paths: Iterable[str] | str, base_dir: Path | None = None, *, fail_fast: bool = True,
+                 checked: bool = False):
         self.paths = [paths] if isinstance(paths, str) else list(paths)
         self.base_dir = base_dir
+        self.checked = checked
+        """True when these files were already read in full without a problem (a scan): the checks that
+        span cases (duplicate ids) and the files' sha256 are skipped, so no per-case state is kept."""
         self.files: list[DatasetFile] = []
         self.suites: dict[str, SuiteConfig] = {}
         self.count = 0
@@ -653,7 +664,7 @@ class DatasetStream:
         if reader is None:
             self._errors.add(source.display, f"unsupported dataset file type (use {', '.join(DATASET_SUFFIXES)})")
             return
-        digest = hashlib.sha256()
+        digest: Any = _NoDigest() if self.checked else hashlib.sha256()
         try:
             parsed = reader(source.path, digest)
         except _Problem as problem:
@@ -677,17 +688,20 @@ class DatasetStream:
         except _Problem as problem:
             self._errors.add(f"{source.display}:{problem.line}", problem.message)
             return None
-        location = f"{source.display}:{item.line}"
-        first = self._first_seen.get(case.id)
-        if first is not None:
-            self._errors.add(location, f"duplicate case id {case.id!r} (first defined at {first})")
-            return None
-        self._first_seen[case.id] = location
+        if not self.checked:
+            location = f"{source.display}:{item.line}"
+            first = self._first_seen.get(case.id)
+            if first is not None:
+                self._errors.add(location, f"duplicate case id {case.id!r} (first defined at {first})")
+                return None
+            self._first_seen[case.id] = location
         # Provenance fields are excluded from dumps and never validated; writing the instance dict
         # skips pydantic's __setattr__ (~2 µs per field, noticeable on a 100k-case load).
-        vars(case).update(source_file=source.display, source_line=item.line, index=self.count)
-        if case.suite is None:
-            case.suite = suite
+        fields = vars(case)
+        fields.update(source_file=source.display, source_line=item.line, index=self.count)
+        if fields["suite"] is None:  # what ``case.suite = suite`` does (no validate_assignment), faster
+            fields["suite"] = suite
+            case.__pydantic_fields_set__.add("suite")
         self.count += 1
         return case
 
@@ -711,6 +725,16 @@ class DatasetStream:
             self.suites[name] = config
             self._suite_where[name] = where
         return name
+
+
+class _NoDigest:
+    """Stands in for ``hashlib.sha256()`` when the digest is not needed."""
+
+    def update(self, data: bytes) -> None:
+        return None
+
+    def hexdigest(self) -> str:
+        return ""
 
 
 @contextmanager

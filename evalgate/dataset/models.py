@@ -38,6 +38,11 @@ class Mention(BaseModel):
     rank: int | None = None
 
 
+_NEEDS_TEXT = frozenset({"contains", "not_contains", "regex", "not_regex"})
+_NEEDS_NUMBER = frozenset({"max_tokens", "max_latency", "min_length", "max_length"})
+_REGEX_RULES = frozenset({"regex", "not_regex"})
+
+
 class RuleCheck(BaseModel):
     """A deterministic hard check (seed 002) declared by a case or a category.
 
@@ -63,15 +68,13 @@ class RuleCheck(BaseModel):
 
     @model_validator(mode="after")
     def _value_fits_type(self) -> RuleCheck:
-        needs_text = {"contains", "not_contains", "regex", "not_regex"}
-        needs_number = {"max_tokens", "max_latency", "min_length", "max_length"}
-        if self.type in needs_text and not isinstance(self.value, str | list):
+        if self.type in _NEEDS_TEXT and not isinstance(self.value, str | list):
             raise ValueError(f"rule {self.type!r} needs a text value")
-        if self.type in needs_number and (
+        if self.type in _NEEDS_NUMBER and (
             isinstance(self.value, bool) or not isinstance(self.value, int | float)
         ):
             raise ValueError(f"rule {self.type!r} needs a number value")
-        if self.type in {"regex", "not_regex"}:
+        if self.type in _REGEX_RULES:
             for pattern in self.value if isinstance(self.value, list) else [self.value]:
                 try:
                     re.compile(str(pattern))
@@ -205,6 +208,9 @@ class Case(BaseModel):
         return self
 
     def _check_brands(self) -> None:
+        if (self.brands_mine is None and self.brands_competitors is None and self.expected_my_mentions is None
+                and self.expected_competitor_mentions is None and self.expected_ranked_list is None):
+            return  # nothing to check (most cases): skip building the sets
         mine_names = {_fold_name(b): b for b in self.brands_mine or [] if _fold_name(b)}
         for brand in self.brands_competitors or []:
             if _fold_name(brand) in mine_names:
@@ -219,16 +225,20 @@ class Case(BaseModel):
             for brand in getattr(self, field) or []:
                 if brand.lower() not in pool:
                     raise ValueError(f"{field}: {brand!r} is not in {pool_name}")
+        either = mine | competitors
         for brand in self.expected_ranked_list or []:
-            if brand.lower() not in mine | competitors:
+            if brand.lower() not in either:
                 raise ValueError(f"expected_ranked_list: {brand!r} is in neither brands_mine nor brands_competitors")
 
     def _check_workflow(self) -> None:
         """A name may not be both required and forbidden (compared like the workflow metric: stripped,
         case-folded)."""
-        for side in ("agents", "tools"):
-            include = {n.strip().casefold(): n for n in getattr(self, f"{side}_should_include") or [] if n.strip()}
-            for name in getattr(self, f"{side}_should_exclude") or []:
+        for side, included, excluded in (("agents", self.agents_should_include, self.agents_should_exclude),
+                                         ("tools", self.tools_should_include, self.tools_should_exclude)):
+            if not included or not excluded:
+                continue  # a contradiction needs both lists
+            include = {n.strip().casefold(): n for n in included if n.strip()}
+            for name in excluded:
                 if name.strip() and name.strip().casefold() in include:
                     raise ValueError(f"{side}_should_exclude: {name!r} is also in {side}_should_include "
                                      f"(as {include[name.strip().casefold()]!r})")

@@ -2,25 +2,32 @@
 
 ``scan`` reads the datasets once: it validates every case, records file metadata and suite blocks,
 and applies the selection to light ``CaseRef`` records (id, index, category, tags). The result,
-``SelectedCases``, is iterable any number of times: small datasets are kept in memory, large ones
-(more than ``KEEP_IN_MEMORY`` cases, 5,000) are streamed from their files again on each iteration, so a
-100,000-case run holds only the cases in flight.
+``SelectedCases``, is iterable any number of times: small datasets are kept in memory; large ones
+(more than ``KEEP_IN_MEMORY`` cases, 5,000) are packed into a temporary file as they are validated
+(``evalgate.dataset.compact``) and read back from it on each iteration, so a 100,000-case run holds
+only the cases in flight and validates each case once. A dataset with values that do not pack is
+streamed from its files again instead.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
+from evalgate.dataset.compact import pack_case, write_packed
 from evalgate.dataset.load import DatasetFile, DatasetStream, _gc_paused
 from evalgate.dataset.models import Case
+from evalgate.dataset.parallel import ParallelScan, parallel_scan, read_packed_files
 from evalgate.dataset.select import select_cases
 from evalgate.dataset.suite import SuiteConfig
 
 KEEP_IN_MEMORY = 5_000
-"""Up to this many cases are kept after the scan; beyond it the files are re-read when iterated
-(re-reading costs ~30 µs a case; keeping costs ~3 KB a case)."""
+"""Up to this many cases are kept after the scan; beyond it they are packed into a temporary file
+(keeping costs ~3 KB of memory a case; packing ~1.4 KB of disk, ~3 µs, and reading back ~6 µs)."""
+PACK_BUFFER = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +50,8 @@ class SelectedCases:
     indexes: frozenset[int] | None
     """Dataset indexes that were selected; None when every case was."""
     kept: list[Case] | None = None
+    packed: list[IO[bytes]] | None = None
+    """Temporary files holding every scanned case, packed, in order (when not ``kept``)."""
 
     def __len__(self) -> int:
         return self.count
@@ -50,10 +59,12 @@ class SelectedCases:
     def __iter__(self) -> Iterator[Case]:
         if self.kept is not None:
             return iter(self.kept)
-        return self._stream()
+        if self.packed is not None:
+            return self._selected(read_packed_files(self.packed))
+        return self._selected(DatasetStream(self.paths, self.base_dir, fail_fast=True, checked=True))
 
-    def _stream(self) -> Iterator[Case]:
-        for case in DatasetStream(self.paths, self.base_dir, fail_fast=True):
+    def _selected(self, cases: Iterator[Case] | DatasetStream) -> Iterator[Case]:
+        for case in cases:
             if self.indexes is None or case.index in self.indexes:
                 yield case
 
@@ -75,26 +86,80 @@ def scan(
     select: Callable[[list[CaseRef]], list[CaseRef]] | None = None,
     keep_in_memory: int = KEEP_IN_MEMORY,
 ) -> Scan:
-    """Validate every case once and select; all problems raise one ``DatasetError`` (≤ 20 listed)."""
+    """Validate every case once and select; all problems raise one ``DatasetError`` (≤ 20 listed).
+
+    Without ``select`` every case is selected and no per-case reference is kept; one large JSONL file
+    without a problem is then scanned by two processes (``evalgate.dataset.parallel``)."""
+    if select is None:
+        fast = parallel_scan(list(paths), base_dir)
+        if fast is not None:
+            return _scanned_in_parallel(fast, list(paths), base_dir, keep_in_memory)
     stream = DatasetStream(list(paths), base_dir, fail_fast=False)
-    refs: list[CaseRef] = []
+    refs: list[CaseRef] | None = [] if select else None
     kept: list[Case] | None = []
+    packer = _Packer()
     case_metrics: list[tuple[str, list[str]]] = []
+    total = 0
     with _gc_paused():
         for case in stream:
-            refs.append(CaseRef(case.id, case.index, case.category, case.tags))
+            total += 1
+            if refs is not None:
+                refs.append(CaseRef(case.id, case.index, case.category, case.tags))
             if case.metrics:
                 case_metrics.append((f"{case.location}: case {case.id!r} metrics", list(case.metrics)))
             if kept is not None:
                 kept.append(case)
                 if len(kept) > keep_in_memory:
+                    packer.start(kept)
                     kept = None
-    chosen = select(refs) if select else refs
-    indexes = None if len(chosen) == len(refs) else frozenset(ref.index for ref in chosen)
+            else:
+                packer.add(case)
+    chosen = select(refs) if select and refs is not None else None
+    count = total if chosen is None else len(chosen)
+    indexes = None if chosen is None or len(chosen) == total else frozenset(ref.index for ref in chosen)
     if kept is not None and indexes is not None:
         kept = [case for case in kept if case.index in indexes]
-    selected = SelectedCases(list(paths), base_dir, len(chosen), indexes, kept)
-    return Scan(selected, stream.files, stream.suites, len(refs), case_metrics)
+    selected = SelectedCases(list(paths), base_dir, count, indexes, kept, packer.finish())
+    return Scan(selected, stream.files, stream.suites, total, case_metrics)
+
+
+def _scanned_in_parallel(fast: ParallelScan, paths: list[str], base_dir: Path, keep_in_memory: int) -> Scan:
+    kept = None
+    if fast.count <= keep_in_memory:
+        kept = list(read_packed_files(fast.packed))
+        for packed in fast.packed:
+            packed.close()
+    selected = SelectedCases(paths, base_dir, fast.count, None, kept, None if kept is not None else fast.packed)
+    return Scan(selected, fast.files, {}, fast.count, fast.case_metrics)
+
+
+class _Packer:
+    """Packs the scanned cases into an anonymous temporary file; gives up (the files are read again)
+    at the first case that does not pack."""
+
+    def __init__(self) -> None:
+        self.file: IO[bytes] | None = None
+
+    def start(self, cases: list[Case]) -> None:
+        self.file = tempfile.TemporaryFile(buffering=PACK_BUFFER)  # noqa: SIM115 - kept by SelectedCases
+        for case in cases:
+            self.add(case)
+
+    def add(self, case: Case) -> None:
+        if self.file is None:
+            return
+        data = pack_case(case)
+        if data is None:
+            self.file.close()
+            self.file = None
+            return
+        write_packed(self.file, data)
+
+    def finish(self) -> list[IO[bytes]] | None:
+        if self.file is None:
+            return None
+        self.file.flush()
+        return [self.file]
 
 
 def selector(
@@ -104,8 +169,11 @@ def selector(
     categories: Sequence[str] | None,
     tags: Sequence[str] | None,
     shard: tuple[int, int] | None,
-) -> Callable[[list[CaseRef]], list[CaseRef]]:
-    """``select_cases`` over light references (it reads only id, category and tags)."""
+) -> Callable[[list[CaseRef]], list[CaseRef]] | None:
+    """``select_cases`` over light references (it reads only id, category and tags); None when no filter
+    is set (every case is selected, so ``scan`` keeps no references)."""
+    if not case_ids and first_n is None and not categories and not tags and not shard:
+        return None
 
     def choose(refs: list[CaseRef]) -> list[CaseRef]:
         return select_cases(refs, case_ids=case_ids, first_n=first_n, categories=categories, tags=tags,  # type: ignore[arg-type]

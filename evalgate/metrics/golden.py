@@ -45,8 +45,13 @@ def _term_pattern(term: str) -> re.Pattern[str] | None:
 
 def has_term(text: str, term: str) -> bool:
     """True when ``term`` occurs in ``text`` as whole words, ignoring case."""
+    return _has_folded_term(text.casefold(), term)
+
+
+def _has_folded_term(folded_text: str, term: str) -> bool:
+    """``has_term`` on a text that is already case-folded (fold once, test many terms)."""
     pattern = _term_pattern(term.casefold())
-    return pattern is not None and pattern.search(text.casefold()) is not None
+    return pattern is not None and pattern.search(folded_text) is not None
 
 
 def _unique(items: Iterable[str]) -> list[str]:
@@ -55,9 +60,11 @@ def _unique(items: Iterable[str]) -> list[str]:
     kept: list[str] = []
     for item in items:
         text = item.strip()
-        if text and text.casefold() not in seen:
-            seen.add(text.casefold())
-            kept.append(text)
+        if text:
+            key = text.casefold()
+            if key not in seen:
+                seen.add(key)
+                kept.append(text)
     return kept
 
 
@@ -67,12 +74,14 @@ def _require_output(answer: Answer) -> str:
     return answer.output
 
 
+_SEPARATORS = re.compile(r"[\W_]+")
+
 # --- specialist_match -----------------------------------------------------------------------------
 
 
 def _specialist_key(name: str) -> str:
     """``Procedure-Expert``, ``procedure_expert`` and ``ProcedureExpertAgent`` → ``procedureexpert``."""
-    key = re.sub(r"[\W_]+", "", name.casefold())
+    key = _SEPARATORS.sub("", name.casefold())
     return key[: -len("agent")] if key.endswith("agent") and len(key) > len("agent") else key
 
 
@@ -108,10 +117,11 @@ def keyword_hits(text: str, keywords: Sequence[str]) -> dict[str, list[str]]:
     found: list[str] = []
     missing: list[str] = []
     scattered: list[str] = []
+    folded = text.casefold()
     for keyword in _unique(keywords):
-        if has_term(text, keyword):
+        if _has_folded_term(folded, keyword):
             found.append(keyword)
-        elif len(keyword.split()) > 1 and all(has_term(text, word) for word in keyword.split()):
+        elif len(keyword.split()) > 1 and all(_has_folded_term(folded, word) for word in keyword.split()):
             found.append(keyword)
             scattered.append(keyword)
         else:
@@ -223,10 +233,14 @@ def structure_indicators(text: str) -> dict[str, bool]:
     sequence words (first, second, then, next, finally, …).
     """
     folded = text.casefold()
-    words = set(_WORD.findall(folded))
+    return _structure(text, folded, set(_WORD.findall(folded)))
+
+
+def _structure(text: str, folded: str, words: set[str]) -> dict[str, bool]:
+    """``structure_indicators`` from the text, its case-folded form and the set of its folded words."""
     return {
         "list": len(_BULLET_LINE.findall(text)) >= 2,
-        "numbers": any(ch.isdigit() for ch in text),
+        "numbers": any(map(str.isdigit, text)),
         "units": _UNIT.search(folded) is not None,
         "steps": bool(_NUMBERED_LINE.search(text)) or bool(words & _STEP_WORDS) or len(words & _SEQUENCE_WORDS) >= 2,
     }
@@ -257,10 +271,11 @@ def heuristic_quality(case: Case, answer: Answer) -> Score:
     Appending text to an answer (after a line break) never lowers its score.
     """
     text = _require_output(answer)
-    words = _WORD.findall(text.casefold())
+    folded = text.casefold()
+    words = _WORD.findall(folded)
     present = set(words)
     length = min(1.0, len(words) / LENGTH_FULL_CREDIT_WORDS)
-    structure = structure_indicators(text)
+    structure = _structure(text, folded, present)
     structure_score = sum(structure.values()) / len(structure)
     reference, reference_field = _reference_terms(case)
     weighted = QUALITY_WEIGHTS["length"] * length + QUALITY_WEIGHTS["structure"] * structure_score

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 Detector = Literal["builtin", "target"]
 _MEMO_KEY = "mentions:detection"
+_BOOK_KEY = "mentions:book"
+_DETAILS_KEY = "mentions:details"
 
 
 # --- pure formulas ------------------------------------------------------------------------------
@@ -157,7 +159,7 @@ def _detection(case: Case, answer: Answer, ctx: MetricContext) -> Detection:
     cached = ctx.memo.get(_MEMO_KEY)
     if isinstance(cached, Detection):
         return cached
-    book = BrandBook.from_case(case)
+    book = _book(case, ctx)
     if answer.mentions is not None or answer.ranked_list is not None:
         found = reported_brands(answer, book)
     elif answer.output is None:
@@ -166,6 +168,14 @@ def _detection(case: Case, answer: Answer, ctx: MetricContext) -> Detection:
         found = detect_brands(answer.output, book)
     ctx.memo[_MEMO_KEY] = found
     return found
+
+
+def _book(case: Case, ctx: MetricContext) -> BrandBook:
+    """The case's ``BrandBook``, built once per case and kept in ``ctx.memo``."""
+    book = ctx.memo.get(_BOOK_KEY)
+    if not isinstance(book, BrandBook):
+        book = ctx.memo[_BOOK_KEY] = BrandBook.from_case(case)
+    return book
 
 
 # --- set comparison -----------------------------------------------------------------------------
@@ -223,9 +233,16 @@ def compare(expected: list[str], found: list[str]) -> Confusion:
     )
 
 
-def _confusion(case: Case, answer: Answer, ctx: MetricContext) -> tuple[Confusion, Detection]:
+def _confusion(case: Case, answer: Answer, ctx: MetricContext) -> tuple[Confusion, dict[str, Any]]:
+    """The case's ``Confusion`` and its details, computed once per case (kept in ``ctx.memo``: the
+    precision, recall, F1 and coverage metrics all read them). Treat the details as read-only."""
+    cached = ctx.memo.get(_DETAILS_KEY)
+    if cached is not None:
+        return cached
     found = _detection(case, answer, ctx)
-    return compare(expected_brands(case), found.found), found
+    confusion = compare(expected_brands(case), found.found)
+    cached = ctx.memo[_DETAILS_KEY] = (confusion, _details(confusion, found))
+    return cached
 
 
 def _details(confusion: Confusion, found: Detection) -> dict[str, Any]:
@@ -259,8 +276,8 @@ def mention_precision(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     expected_my_mentions ∪ expected_competitor_mentions (1.0 when nothing is expected and nothing found,
     0.0 when nothing is found but something was expected).
     """
-    confusion, found = _confusion(case, answer, ctx)
-    return Score(confusion.precision, _details(confusion, found))
+    confusion, details = _confusion(case, answer, ctx)
+    return Score(confusion.precision, details)
 
 
 @metric("mention_recall", family="mentions", threshold=0.80, applies=_expects_mentions)
@@ -268,16 +285,15 @@ def mention_recall(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     """Mention recall: TP / (TP + FN) over distinct expected brands (1.0 when nothing is expected and
     nothing found, 0.0 when brands are found but none was expected).
     """
-    confusion, found = _confusion(case, answer, ctx)
-    return Score(confusion.recall, _details(confusion, found))
+    confusion, details = _confusion(case, answer, ctx)
+    return Score(confusion.recall, details)
 
 
 @metric("mention_f1", family="mentions", threshold=0.85, applies=_expects_mentions)
 def mention_f1(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     """Mention F1: 2 × (precision × recall) / (precision + recall), 0.0 when both are 0."""
-    confusion, found = _confusion(case, answer, ctx)
-    details = _details(confusion, found)
-    details.update(precision=confusion.precision, recall=confusion.recall)
+    confusion, shared = _confusion(case, answer, ctx)
+    details = {**shared, "precision": confusion.precision, "recall": confusion.recall}
     return Score(f1(confusion.precision, confusion.recall), details)
 
 
@@ -300,9 +316,9 @@ def brand_coverage(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     """Brand coverage: (distinct expected brands found) / (distinct expected brands); 1.0 when nothing
     is expected. Unlike recall it ignores brands found but not expected.
     """
-    confusion, found = _confusion(case, answer, ctx)
+    confusion, details = _confusion(case, answer, ctx)
     value = ratio(len(confusion.true_positives), len(confusion.expected), agree=True)
-    return Score(value, _details(confusion, found))
+    return Score(value, details)
 
 
 @metric(
@@ -319,7 +335,7 @@ def false_is_mine_rate(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     found = _detection(case, answer, ctx)
     if found.flags is None:
         raise MetricUnavailable("target reported a ranked_list but no mentions with is_mine flags")
-    book = BrandBook.from_case(case)
+    book = _book(case, ctx)
     wrong = [brand for brand, flagged in found.flags if flagged and not book.is_mine(brand)]
     value = len(wrong) / len(found.flags) if found.flags else 0.0
     return Score(

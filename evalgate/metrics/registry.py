@@ -4,6 +4,11 @@ threshold and the test that says whether it applies to a case.
 A metric function takes ``(case, answer, ctx)`` and returns a ``Score`` (or an awaitable of one, for
 judged metrics). It raises ``MetricSkipped`` when it cannot run by design (no judge configured) and
 ``MetricUnavailable`` when it should have run but could not (judge reply invalid, provider down).
+A ``Score``'s details are read-only once returned: metrics of one family may share one mapping.
+
+An ``applies`` rule may read the case's suite, category and ``metrics`` list, and of every other field
+only how filled it is (unset, empty, blank text or list of blank texts, zero, filled; bools and enums
+as they are): plans are cached per such shape (``evalgate.run.case_shape``).
 """
 
 from __future__ import annotations

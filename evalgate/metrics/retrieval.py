@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -35,10 +36,13 @@ DETAILS_LIST_LIMIT = 20
 _WIKI_PREFIX = re.compile(r"^(?:[a-z][a-z0-9+.\-]*://)?[^\s/?#]+\.[^\s/?#]+/wiki/", re.IGNORECASE)
 _URL = re.compile(r"^[a-z][a-z0-9+.\-]*://(?P<host>[^/?#\s]*)(?P<path>[^?#]*)", re.IGNORECASE)
 _MEMO_KEY = "retrieval:sources"
+_DETAILS_KEY = "retrieval:details"
 
 
+@lru_cache(maxsize=8192)
 def normalize_source(source: str) -> str:
-    """The comparison key of a source title or URL (rules in the module docstring)."""
+    """The comparison key of a source title or URL (rules in the module docstring). Memoised: the same
+    sources come back case after case."""
     text = source.strip()
     wiki = _WIKI_PREFIX.match(text)
     if wiki:
@@ -118,6 +122,14 @@ def _source_match(case: Case, answer: Answer, ctx: MetricContext) -> SourceMatch
     return found
 
 
+def _details(found: SourceMatch, ctx: MetricContext, k: int | None = None) -> dict[str, Any]:
+    """``found.details()`` (plus ``k``), built once per case and cutoff; shared read-only by the metrics."""
+    memo: dict[int | None, dict[str, Any]] = ctx.memo.setdefault(_DETAILS_KEY, {})
+    if k not in memo:
+        memo[k] = found.details() if k is None else {**_details(found, ctx), "k": k}
+    return memo[k]
+
+
 def _cutoff(ctx: MetricContext) -> int:
     return int(getattr(ctx.options, "k", 5))
 
@@ -131,7 +143,7 @@ def hit_rate(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     spaces, case-folded).
     """
     found = _source_match(case, answer, ctx)
-    return Score(1.0 if found.ranks else 0.0, found.details())
+    return Score(1.0 if found.ranks else 0.0, _details(found, ctx))
 
 
 @metric("mrr", family="retrieval", threshold=0.70, applies=_has_expected_sources)
@@ -141,7 +153,7 @@ def mrr(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     """
     found = _source_match(case, answer, ctx)
     first = found.first_rank
-    return Score(1.0 / first if first else 0.0, found.details())
+    return Score(1.0 / first if first else 0.0, _details(found, ctx))
 
 
 @metric("precision_at_k", family="retrieval", applies=_has_expected_sources)
@@ -151,7 +163,7 @@ def precision_at_k(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     """
     k = _cutoff(ctx)
     found = _source_match(case, answer, ctx)
-    return Score(found.relevant_in_top(k) / k, {**found.details(), "k": k})
+    return Score(found.relevant_in_top(k) / k, _details(found, ctx, k))
 
 
 @metric("recall_at_k", family="retrieval", applies=_has_expected_sources)
@@ -161,4 +173,4 @@ def recall_at_k(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     """
     k = _cutoff(ctx)
     found = _source_match(case, answer, ctx)
-    return Score(found.relevant_in_top(k) / len(found.expected), {**found.details(), "k": k})
+    return Score(found.relevant_in_top(k) / len(found.expected), _details(found, ctx, k))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from evalgate.metrics.options import MetricOptions
@@ -35,6 +35,11 @@ class CheckOutcome:
     passed: bool | None
     reason: str
     origin: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """``dataclasses.asdict(self)`` (every field is a plain value), without its deep copy."""
+        return {"label": self.label, "type": self.type, "passed": self.passed, "reason": self.reason,
+                "origin": self.origin}
 
 
 def _short(text: str) -> str:
@@ -211,7 +216,7 @@ def rules(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     evaluated = [o for o in outcomes if o.passed is not None]
     passed = sum(1 for o in evaluated if o.passed)
     details = {
-        "checks": [asdict(o) for o in outcomes],
+        "checks": [o.as_dict() for o in outcomes],
         "passed": passed,
         "failed": len(evaluated) - passed,
         "unevaluated": len(outcomes) - len(evaluated),

@@ -25,18 +25,20 @@ from typing import TypeVar
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 
-_WHITESPACE = re.compile(r"\s+")
 _WORD_CHAR = re.compile(r"\w")
 
 
 def collapse_whitespace(text: str) -> str:
-    """Strip ``text`` and replace every run of whitespace with one space."""
-    return _WHITESPACE.sub(" ", text).strip()
+    """Strip ``text`` and replace every run of whitespace with one space (``str.split`` and ``\\s``
+    agree on what whitespace is)."""
+    return " ".join(text.split())
 
 
+@lru_cache(maxsize=8192)
 def fold(text: str) -> str:
-    """Comparison key for names: whitespace collapsed, then Unicode case-folded ("HubSpot " → "hubspot")."""
-    return collapse_whitespace(text).casefold()
+    """Comparison key for names: whitespace collapsed, then Unicode case-folded ("HubSpot " → "hubspot").
+    Memoised: the same brand and source names are folded over and over."""
+    return " ".join(text.split()).casefold()
 
 
 def unique(items: Iterable[T], key: Callable[[T], K]) -> list[T]:
@@ -116,10 +118,8 @@ def find_terms(text: str, terms: Sequence[str]) -> list[TermMatch]:
     Longer terms (by collapsed length) claim their spans first; ties go to the earlier term. Blank terms
     are ignored. Cost: O(len(terms) · len(text)) regex scans.
     """
-    order = sorted(
-        (i for i, t in enumerate(terms) if collapse_whitespace(t)),
-        key=lambda i: (-len(collapse_whitespace(terms[i])), i),
-    )
+    cleaned = [collapse_whitespace(t) for t in terms]
+    order = sorted((i for i, c in enumerate(cleaned) if c), key=lambda i: (-len(cleaned[i]), i))
     claimed: list[tuple[int, int]] = []
     matches: list[TermMatch] = []
     for index in order:

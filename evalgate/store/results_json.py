@@ -8,14 +8,17 @@ a valid document from what was already computed.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from array import array
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "results.schema.json"
+COPY_CHUNK = 1 << 20
 
 
 class CaseSpool:
@@ -24,7 +27,7 @@ class CaseSpool:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self._file: IO[bytes] = open(path, "wb", buffering=1 << 16)  # noqa: SIM115 - closed in close()
         # compact columns (8 bytes a value) instead of a list of tuples: ~24 MB less at 100k cases
         self._cases = array("q")
         self._repeats = array("q")
@@ -39,6 +42,26 @@ class CaseSpool:
         self._offsets.append(self._offset)
         self._offset += len(data)
 
+    def expect(self, index: int, repeat: int) -> None:
+        """Register a record that another process appends to the file (see ``index_appended``)."""
+        self._cases.append(index)
+        self._repeats.append(repeat)
+
+    def index_appended(self) -> None:
+        """Find the offsets of the records appended by another process since the last indexed one
+        (one per line, in ``expect`` order); expected records that never arrived are dropped."""
+        self.flush()
+        with open(self.path, "rb") as reader:
+            reader.seek(self._offset)
+            while len(self._offsets) < len(self._cases):
+                line = reader.readline()
+                if not line.endswith(b"\n"):  # end of file, or a record cut short
+                    break
+                self._offsets.append(self._offset)
+                self._offset += len(line)
+        del self._cases[len(self._offsets):]
+        del self._repeats[len(self._offsets):]
+
     def __len__(self) -> int:
         return len(self._offsets)
 
@@ -52,12 +75,53 @@ class CaseSpool:
     def iter_records_in_order(self) -> Any:
         """Yield each record's JSON bytes (without newline) sorted by (dataset index, repeat)."""
         self.flush()
-        ends = [*self._offsets[1:], self._offset]
-        order = sorted(range(len(self._offsets)), key=lambda i: (self._cases[i], self._repeats[i]))
+        offsets = self._offsets
+        ends = offsets[1:]
+        ends.append(self._offset)
         with open(self.path, "rb") as reader:
-            for i in order:
-                reader.seek(self._offsets[i])
-                yield reader.read(ends[i] - self._offsets[i]).rstrip(b"\n")
+            for i in self._order():
+                reader.seek(offsets[i])
+                yield reader.read(ends[i] - offsets[i]).rstrip(b"\n")
+
+    def write_in_order(self, out: IO[bytes], first: bytes, between: bytes) -> None:
+        """Write every record, sorted as ``iter_records_in_order``, to ``out``: ``first`` before the first
+        record, ``between`` between two. When the spool is already in order and every record is one
+        line, the file is copied in large chunks with its newlines replaced (same bytes, ~4× faster)."""
+        self.flush()
+        if self._offsets and self._order() == range(len(self._offsets)) and self._one_line_each():
+            out.write(first)
+            with open(self.path, "rb") as reader:
+                left = self._offset - 1  # all but the last record's newline
+                while left > 0:
+                    chunk = reader.read(min(COPY_CHUNK, left))
+                    left -= len(chunk)
+                    out.write(chunk.replace(b"\n", between))
+            return
+        lead = first
+        for record in self.iter_records_in_order():
+            out.write(lead)
+            out.write(record)
+            lead = between
+
+    def _one_line_each(self) -> bool:
+        """True when the file holds exactly one newline per record (no record spans lines)."""
+        newlines = 0
+        with open(self.path, "rb") as reader:
+            while chunk := reader.read(COPY_CHUNK):
+                newlines += chunk.count(b"\n")
+        return newlines == len(self._offsets) and self._offset == self.path.stat().st_size
+
+    def _order(self) -> Iterable[int]:
+        """Record positions sorted by (dataset index, repeat); the spool order when already sorted.
+
+        Keys are packed into one integer per record (index · (max repeat + 1) + repeat) so the sort
+        holds ints, not tuples (~10 MB less at 100k records)."""
+        cases, repeats = self._cases, self._repeats
+        stride = max(repeats, default=0) + 1
+        keys = [index * stride + repeat for index, repeat in zip(cases, repeats, strict=True)]
+        if all(a < b for a, b in zip(keys, itertools.islice(keys, 1, None), strict=False)):
+            return range(len(keys))
+        return sorted(range(len(keys)), key=keys.__getitem__)
 
 
 def write_results(path: Path, document: dict[str, Any], spool: CaseSpool) -> None:
@@ -69,11 +133,7 @@ def write_results(path: Path, document: dict[str, Any], spool: CaseSpool) -> Non
     with open(tmp, "wb") as out:
         out.write(head[:-1].rstrip().encode("utf-8"))
         out.write(b',\n  "results": [')
-        first = True
-        for record in spool.iter_records_in_order():
-            out.write(b"\n    " if first else b",\n    ")
-            out.write(record)
-            first = False
+        spool.write_in_order(out, b"\n    ", b",\n    ")
         out.write(b"\n  ]\n}\n")
         out.flush()
         os.fsync(out.fileno())

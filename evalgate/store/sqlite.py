@@ -10,7 +10,9 @@ defines them, so its trend queries work unchanged. evalgate adds:
 ``eval_results`` gets one row per computed metric plus one ``case_passed`` row per case (1.0/0.0), so
 errored cases show up in the seed's "find failing tests" query too. ``test_description`` is the case
 id, followed by `` — description`` when the case has one (and ``#r<repeat>`` for repeats > 0).
-Rows are written as each case finishes and committed in small batches.
+Rows are written as each case finishes and committed in small batches (every 500 cases or every
+second). In a large run ``evalgate.store.recorder`` writes the case rows from its own process and this
+store writes only the run rows.
 """
 
 from __future__ import annotations
@@ -18,12 +20,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
-
-from evalgate.records import CaseResult, MetricStatus
+from evalgate.records import STATUS_TEXT, CaseResult, MetricStatus
 
 SCHEMA_VERSION = 1
 
@@ -89,19 +90,50 @@ COMMIT_EVERY_CASES = 500
 least every second, so a crash loses at most the last second of work."""
 COMMIT_EVERY_SECONDS = 1.0
 
+INSERT_RESULT = (
+    "INSERT OR REPLACE INTO eval_results (eval_run_id, test_description, overall_passed, metric_name,"
+    " metric_value, metric_passed, metric_details_json, timestamp_utc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+INSERT_CASE = (
+    "INSERT OR REPLACE INTO eg_cases (run_id, case_id, repeat, idx, status, passed, risk_level, source,"
+    " record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
-def open_database(path: Path) -> sqlite_utils.Database:
+
+ROWS_PER_STATEMENT = 100
+"""Rows per multi-row INSERT (≤ 900 parameters, under SQLite's oldest limit of 999). One statement
+for many rows costs ~45 % less than one per row: fewer executions, and ``AUTOINCREMENT`` updates
+``sqlite_sequence`` once per statement, not once per row. Rows, ids and order are the same."""
+
+
+def insert_rows(connection: sqlite3.Connection, statement: str, rows: list[tuple[Any, ...]]) -> None:
+    """``connection.executemany(statement, rows)`` for an ``INSERT … VALUES (?, …)`` statement, sent as
+    multi-row INSERTs of ``ROWS_PER_STATEMENT`` rows."""
+    if not rows:
+        return
+    head, _, one = statement.rpartition(" VALUES ")
+    for start in range(0, len(rows), ROWS_PER_STATEMENT):
+        chunk = rows[start:start + ROWS_PER_STATEMENT]
+        sql = _MULTI_ROW.get((statement, len(chunk)))
+        if sql is None:
+            sql = _MULTI_ROW[(statement, len(chunk))] = f"{head} VALUES {', '.join([one] * len(chunk))}"
+        connection.execute(sql, list(chain.from_iterable(chunk)))
+
+
+_MULTI_ROW: dict[tuple[str, int], str] = {}
+
+
+def open_database(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) a results database with every table and index in place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     connection = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-    db = sqlite_utils.Database(connection)
     connection.execute("PRAGMA journal_mode=WAL")
     connection.execute("PRAGMA synchronous=NORMAL")
     connection.executescript(SEED_001_DDL + EVALGATE_DDL)
     version = connection.execute("PRAGMA user_version").fetchone()[0]
     if version < SCHEMA_VERSION:
         connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    return db
+    return connection
 
 
 def description_of(result: CaseResult) -> str:
@@ -109,37 +141,58 @@ def description_of(result: CaseResult) -> str:
     return text if result.repeat == 0 else f"{text} #r{result.repeat}"
 
 
-def metric_rows(result: CaseResult, run_id: str, timestamp: str) -> list[dict[str, Any]]:
-    """Seed 001 rows for one case: every metric with a value, plus ``case_passed``."""
+def details_json(details: Any) -> str:
+    """``json.dumps(details, default=str)``, byte for byte, without building a ``JSONEncoder`` per call
+    (~2 µs less; six or more calls a case)."""
+    return encode_details(details, str)
+
+
+def encode_details(details: Any, default: Any) -> str:
+    """``json.dumps(details, default=default)`` through the C encoder directly."""
+    if _c_make_encoder is None:  # pragma: no cover - CPython always has the C encoder
+        return json.dumps(details, default=default)
+    encode = _c_make_encoder({}, default, _encode_ascii, None, ": ", ", ", False, False, True)
+    return "".join(encode(details, 0))
+
+
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_encode_ascii = json.encoder.encode_basestring_ascii
+_VALUED = (MetricStatus.passed, MetricStatus.failed)
+
+
+def metric_rows(result: CaseResult, run_id: str, timestamp: str) -> list[tuple[Any, ...]]:
+    """Seed 001 rows for one case, in ``INSERT_RESULT`` column order: every metric with a value, plus
+    ``case_passed``. Metrics sharing one details mapping (a metric family) encode it once."""
     description = description_of(result)
     overall = int(result.passed)
-    rows = [
-        {
-            "eval_run_id": run_id,
-            "test_description": description,
-            "overall_passed": overall,
-            "metric_name": name,
-            "metric_value": metric.value,
-            "metric_passed": int(bool(metric.passed)),
-            "metric_details_json": json.dumps(metric.details, default=str) if metric.details else None,
-            "timestamp_utc": timestamp,
-        }
-        for name, metric in result.metrics.items()
-        if metric.value is not None and metric.status in (MetricStatus.passed, MetricStatus.failed)
-    ]
-    rows.append(
-        {
-            "eval_run_id": run_id,
-            "test_description": description,
-            "overall_passed": overall,
-            "metric_name": "case_passed",
-            "metric_value": float(overall),
-            "metric_passed": overall,
-            "metric_details_json": json.dumps({"status": result.status.value, "error": result.error}),
-            "timestamp_utc": timestamp,
-        }
-    )
+    rows: list[tuple[Any, ...]] = []
+    encoded: dict[int, str] = {}
+    for name, metric in result.metrics.items():
+        if metric.value is None or metric.status not in _VALUED:
+            continue
+        details = metric.details
+        text = None
+        if details:
+            text = encoded.get(id(details))
+            if text is None:
+                text = encoded[id(details)] = details_json(details)
+        rows.append((run_id, description, overall, name, metric.value, int(bool(metric.passed)), text, timestamp))
+    rows.append((run_id, description, overall, "case_passed", float(overall), overall,
+                 case_passed_json(STATUS_TEXT[result.status], result.error), timestamp))
     return rows
+
+
+def case_row(result: CaseResult, run_id: str, record_json: str) -> tuple[Any, ...]:
+    """The ``eg_cases`` row of one case, in ``INSERT_CASE`` column order."""
+    return (run_id, result.id, result.repeat, result.index, STATUS_TEXT[result.status], int(result.passed),
+            result.risk_level, result.source, record_json)
+
+
+def case_passed_json(status: str, error: str | None) -> str:
+    """``json.dumps({"status": status, "error": error})`` for text values, without the encoder setup."""
+    if type(status) is not str or (error is not None and type(error) is not str):
+        return json.dumps({"status": status, "error": error})
+    return f'{{"status": {_encode_ascii(status)}, "error": {"null" if error is None else _encode_ascii(error)}}}'
 
 
 class SQLiteStore:
@@ -149,12 +202,11 @@ class SQLiteStore:
         self.path = path
         self.run_id = run_id
         self.timestamp = timestamp
-        self.db = open_database(path)
         self._pending = 0
         self._last_commit = time.monotonic()
-        self._metric_rows: list[dict[str, Any]] = []
+        self._metric_rows: list[tuple[Any, ...]] = []
         self._case_rows: list[tuple[Any, ...]] = []
-        self._conn = self.db.conn
+        self._conn = open_database(path)
         self._conn.execute("BEGIN")
         self._write_run_row("running", {"status": "running"}, totals=(0, 0, 0, 0.0))
         self._commit()
@@ -162,27 +214,14 @@ class SQLiteStore:
     def add(self, result: CaseResult, record_json: str) -> None:
         """Queue one case's rows; they are written in batches (every 500 cases or every second)."""
         self._metric_rows.extend(metric_rows(result, self.run_id, self.timestamp))
-        self._case_rows.append((self.run_id, result.id, result.repeat, result.index, result.status.value,
-                                int(result.passed), result.risk_level, result.source, record_json))
+        self._case_rows.append(case_row(result, self.run_id, record_json))
         self._pending += 1
         if self._pending >= COMMIT_EVERY_CASES or time.monotonic() - self._last_commit > COMMIT_EVERY_SECONDS:
             self._commit()
 
     def _flush_rows(self) -> None:
-        if self._metric_rows:
-            self._conn.executemany(
-                "INSERT OR REPLACE INTO eval_results (eval_run_id, test_description, overall_passed, metric_name,"
-                " metric_value, metric_passed, metric_details_json, timestamp_utc)"
-                " VALUES (:eval_run_id, :test_description, :overall_passed, :metric_name, :metric_value,"
-                " :metric_passed, :metric_details_json, :timestamp_utc)",
-                self._metric_rows,
-            )
-        if self._case_rows:
-            self._conn.executemany(
-                "INSERT OR REPLACE INTO eg_cases (run_id, case_id, repeat, idx, status, passed, risk_level, source,"
-                " record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                self._case_rows,
-            )
+        insert_rows(self._conn, INSERT_RESULT, self._metric_rows)
+        insert_rows(self._conn, INSERT_CASE, self._case_rows)
         self._metric_rows, self._case_rows = [], []
 
     def _commit(self) -> None:

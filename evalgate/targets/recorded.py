@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from evalgate.dataset.models import Case
 from evalgate.errors import UserError
-from evalgate.records import Answer
+from evalgate.records import Answer, trusted
 
 ANSWER_FIELDS = tuple(name for name in Answer.model_fields if name not in {"error", "cost_usd"})
 OUTPUT_ALIASES = ("output", "llm_answer_text", "answer", "response", "actual_output")
@@ -24,10 +24,22 @@ OUTPUT_ALIASES = ("output", "llm_answer_text", "answer", "response", "actual_out
 
 def answer_from_case(case: Case) -> Answer:
     """The answer recorded in the case itself."""
-    values = {name: getattr(case, name, None) for name in ANSWER_FIELDS if hasattr(case, name)}
+    if case.__pydantic_extra__:  # extra attributes set after loading may shadow answer fields
+        values = {name: getattr(case, name, None) for name in ANSWER_FIELDS if hasattr(case, name)}
+    else:  # the usual case: read the answer fields a Case declares straight from its dict
+        fields = vars(case)
+        values = {name: fields[name] for name in CASE_ANSWER_FIELDS}
+        if case.output is not None:  # validated Case fields have exactly the types Answer declares
+            return trusted(Answer, {**_NO_ANSWER, **{name: list(value) if type(value) is list else value
+                                                     for name, value in values.items()}}, set(values))
     if case.output is None:
         values["error"] = "no recorded output for this case (field 'output' / 'llm_answer_text')"
     return Answer(**values)
+
+
+CASE_ANSWER_FIELDS = tuple(name for name in ANSWER_FIELDS if name in Case.model_fields)
+"""The answer fields a ``Case`` declares (the others are never set on a loaded case)."""
+_NO_ANSWER: dict[str, None] = dict.fromkeys(Answer.model_fields)
 
 
 class RecordedTarget:
