@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -20,7 +19,7 @@ from evalgate.judges.costs import (
     count_message_tokens,
     find_price,
     price_table,
-    usage_of,
+    usage_from,
 )
 from evalgate.judges.estimate import estimate_run
 from evalgate.judges.prompts import TEMPLATES, render
@@ -50,10 +49,9 @@ def test_bad_price_entries_are_user_errors(entry: object) -> None:
 
 
 def test_usage_from_provider_fields_else_counted_locally() -> None:
-    provided = SimpleNamespace(usage=SimpleNamespace(prompt_tokens=11, completion_tokens=4))
-    assert usage_of(provided, [], "x") == Usage(11, 4, "provider")
+    assert usage_from(11, 4, [], "x") == Usage(11, 4, "provider")
     messages = [{"role": "user", "content": "hello world"}]
-    counted = usage_of(SimpleNamespace(usage=None), messages, "a reply")
+    counted = usage_from(None, None, messages, "a reply")
     assert counted.source == "tiktoken"
     assert counted.prompt_tokens == count_message_tokens(messages) > 4
     assert counted.completion_tokens >= 2

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalgate import __version__
 from evalgate.execution import StatusError
@@ -30,8 +30,6 @@ from evalgate.http_pool import HttpPool
 if TYPE_CHECKING:
     from evalgate.judges.providers import ProviderConfig
 
-ChatClientKind = Literal["direct", "openai-sdk"]
-CHAT_CLIENTS: tuple[ChatClientKind, ...] = ("direct", "openai-sdk")
 USER_AGENT = f"evalgate/{__version__}"
 ERROR_EXCERPT_CHARS = 300
 
@@ -144,10 +142,8 @@ class SdkChat:
         message = getattr(choices[0], "message", None) if choices else None
         text = str(getattr(message, "content", None) or "")
         usage = getattr(response, "usage", None)
-        prompt, completion = getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
-        if not (isinstance(prompt, int) and isinstance(completion, int)):
-            prompt = completion = None
-        return Completion(text, prompt, completion)
+        counts = {name: getattr(usage, name, None) for name in ("prompt_tokens", "completion_tokens")}
+        return Completion(text, *_usage(counts))
 
     async def aclose(self) -> None:
         await self.client.close()

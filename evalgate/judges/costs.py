@@ -113,12 +113,6 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
-def usage_of(response: Any, messages: Sequence[Mapping[str, Any]], reply: str) -> Usage:
-    """Usage from ``response.usage`` when the provider filled it, else counted locally."""
-    usage = getattr(response, "usage", None)
-    return usage_from(getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None), messages, reply)
-
-
 def usage_from(prompt: Any, completion: Any, messages: Sequence[Mapping[str, Any]], reply: str) -> Usage:
     """The provider's token counts when both are integers, else counted locally."""
     if isinstance(prompt, int) and isinstance(completion, int):
