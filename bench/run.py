@@ -116,7 +116,8 @@ def build_tools(names: Sequence[str], scratch: Path, install: bool, log: Log) ->
 
 
 def call_problems(counts: dict[str, dict[str, int]], scenario: Scenario) -> list[str]:
-    """Differences between the calls counted at the servers and the calls the scenario requires."""
+    """Differences between the calls counted at the servers and the calls the scenario requires, and any
+    server that saw more than C calls at once (every tool is held to the same concurrency)."""
     problems = []
     for server, expected in (("agent", scenario.expected_agent_calls), ("judge", scenario.expected_judge_calls)):
         seen = counts[server]
@@ -124,6 +125,9 @@ def call_problems(counts: dict[str, dict[str, int]], scenario: Scenario) -> list
             problems.append(f"{server} served {seen['ok']} calls, expected {expected}")
         if seen["failed"]:
             problems.append(f"{server} answered {seen['failed']} calls with an error")
+        if seen.get("peak_in_flight", 0) > scenario.concurrency:
+            problems.append(f"{server} had {seen['peak_in_flight']} calls in flight at once, more than C = "
+                            f"{scenario.concurrency}")
     return problems
 
 

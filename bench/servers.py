@@ -51,8 +51,8 @@ class Endpoints:
 
 
 def call_counts(stats: Mapping[str, Any]) -> dict[str, int]:
-    """``/_stats`` → ``{"ok": 2xx responses, "failed": every other outcome, "connections": opened}``
-    summed over the server's API paths."""
+    """``/_stats`` → ``{"ok": 2xx responses, "failed": every other outcome, "connections": opened,
+    "peak_in_flight": most calls the server was answering at once}`` summed over the server's API paths."""
     ok = failed = 0
     for statuses in stats.get("paths", {}).values():
         for status, count in statuses.items():
@@ -60,7 +60,8 @@ def call_counts(stats: Mapping[str, Any]) -> dict[str, int]:
                 ok += int(count)
             else:
                 failed += int(count)
-    return {"ok": ok, "failed": failed, "connections": int(stats.get("connections", 0))}
+    return {"ok": ok, "failed": failed, "connections": int(stats.get("connections", 0)),
+            "peak_in_flight": int(stats.get("peak_in_flight", 0))}
 
 
 def write_scripts(directory: Path, agent_script: Mapping[str, Any]) -> tuple[Path, Path]:

@@ -121,17 +121,24 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
 
 def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
     """Run the pipeline and print the console report inside a ``::stop-commands::`` block."""
-    from evalgate.report.console import make_console, make_progress, render_failures, render_report
+    from evalgate.report.progress import make_progress
     from evalgate.run import execute
+    from evalgate.warmup import REPORT_DELAY_S, preload
 
     settings = setup_.settings
     token = new_stop_token()
     emit(f"::stop-commands::{token}")
+    warmup = preload(("evalgate.report.console", "evalgate.report.markdown"), REPORT_DELAY_S)
     try:
-        outcome = asyncio.run(execute(
-            settings, setup_.suite_config, cwd=setup_.workspace,
-            progress_for=lambda total: make_progress(settings.progress, total),
-            baseline_loader=baseline_loader(setup_)))
+        try:
+            outcome = asyncio.run(execute(
+                settings, setup_.suite_config, cwd=setup_.workspace,
+                progress_for=lambda total: make_progress(settings.progress, total),
+                baseline_loader=baseline_loader(setup_)))
+        finally:
+            warmup.cancel()
+        from evalgate.report.console import make_console, render_failures, render_report
+
         console = make_console(sys.stdout)
         render_report(outcome.document, console, verbose=settings.verbose)
         render_failures(outcome.failures, console)

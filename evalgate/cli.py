@@ -116,25 +116,37 @@ def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from evalgate.github.baseline import loader_from_env
-    from evalgate.report.console import make_console, make_progress, render_failures, render_report
+    from evalgate.report.progress import make_progress
     from evalgate.run import execute
     from evalgate.settings import build_settings
+    from evalgate.warmup import REPORT_DELAY_S, preload
 
     settings, suite_config, _ = build_settings(cli=_cli_values(args))
     json_mode = settings.format == "json"
-    console = make_console(sys.stderr if json_mode else sys.stdout)
+
     def progress_for(total: int) -> Any:
         return make_progress(settings.progress, total, quiet=json_mode and settings.progress == "auto")
 
-    loader = loader_from_env(os.environ) if settings.baseline.strip().lower() == "auto" else None
-    outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for, baseline_loader=loader))
+    loader = None
+    if settings.baseline.strip().lower() == "auto":
+        from evalgate.github.baseline import loader_from_env
+
+        loader = loader_from_env(os.environ)
+    report_modules = () if json_mode else ("evalgate.report.console",)
+    warmup = preload(report_modules, REPORT_DELAY_S)
+    try:
+        outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for, baseline_loader=loader))
+    finally:
+        warmup.cancel()
     if json_mode:
         sys.stdout.write(outcome.results_path.read_text(encoding="utf-8"))
         warning = (outcome.document.get("baseline") or {}).get("warning")
         if warning:
             print(f"evalgate: warning: {warning}", file=sys.stderr)
     else:
+        from evalgate.report.console import make_console, render_failures, render_report  # loaded during the run
+
+        console = make_console(sys.stdout)
         render_report(outcome.document, console, verbose=settings.verbose)
         render_failures(outcome.failures, console)
         console.print(f"Results: {outcome.results_path}  ·  SQLite: {outcome.db_path}")

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evalgate.errors import UserError
@@ -190,6 +189,8 @@ def config_file_layer(path: Path) -> tuple[dict[str, tuple[Any, str]], dict[str,
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read config file ({exc.strerror})", where=str(path)) from None
+    import yaml
+
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:

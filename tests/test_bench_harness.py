@@ -107,12 +107,15 @@ def test_summaries_use_the_median_of_valid_repeats_only() -> None:
 
 
 def test_call_counts_and_problems() -> None:
-    stats = {"connections": 3, "paths": {"/api/agent/chat": {"200": 9, "503": 1}, "/x": {"dropped": 2}}}
-    assert call_counts(stats) == {"ok": 9, "failed": 3, "connections": 3}
+    stats = {"connections": 3, "peak_in_flight": 2,
+             "paths": {"/api/agent/chat": {"200": 9, "503": 1}, "/x": {"dropped": 2}}}
+    assert call_counts(stats) == {"ok": 9, "failed": 3, "connections": 3, "peak_in_flight": 2}
     scenario = Scenario("judged", 2, 0, 4, 10)
-    counts = {"agent": {"ok": 9, "failed": 3, "connections": 3}, "judge": {"ok": 10, "failed": 0, "connections": 1}}
+    counts = {"agent": {"ok": 9, "failed": 3, "connections": 3, "peak_in_flight": 4},
+              "judge": {"ok": 10, "failed": 0, "connections": 1, "peak_in_flight": 5}}
     assert call_problems(counts, scenario) == ["agent served 9 calls, expected 10",
-                                               "agent answered 3 calls with an error"]
+                                               "agent answered 3 calls with an error",
+                                               "judge had 5 calls in flight at once, more than C = 4"]
     assert call_problems({"agent": {"ok": 10, "failed": 0}, "judge": {"ok": 0, "failed": 0}},
                          Scenario("rules", 2, 0, 4, 10)) == []
 
@@ -249,6 +252,8 @@ def test_evalgate_scenario_end_to_end(tmp_path: Path, kind: str) -> None:
     assert run["scored"] == 50
     assert run["calls"]["agent"]["ok"] == 50
     assert run["calls"]["judge"]["ok"] == (50 if kind == "judged" else 0)
+    # spare cases wait for a call slot: the servers never see more than C calls at once, but do see C
+    assert run["calls"]["agent"]["peak_in_flight"] == 8
     assert mine["valid_repeats"] == 1 and mine["ratio_to_evalgate"] == 1.0
     assert math.isclose(mine["ideal_s"], scenario.calls * 1.0 / 1000 / 8)
     assert outcome["tools"]["deepeval"] == {"unavailable": "not installed in this test"}

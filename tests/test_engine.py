@@ -151,6 +151,79 @@ def test_stop_event_keeps_finished_results_and_stops_new_work() -> None:
     assert all(r.status is CaseStatus.passed for r in sink.results)
 
 
+class LoggingTarget(SlowTarget):
+    def __init__(self, log: list[str]) -> None:
+        super().__init__(0.001)
+        self.log = log
+
+    async def answer(self, case: Case) -> Answer:
+        self.log.append(f"call {case.id}")
+        return await super().answer(case)
+
+
+class LoggingSink:
+    def __init__(self, log: list[str], fail_at: str | None = None) -> None:
+        self.log, self.fail_at = log, fail_at
+
+    def add(self, result: CaseResult) -> None:
+        if result.id == self.fail_at:
+            raise OSError(28, "No space left on device")
+        self.log.append(f"sink {result.id}")
+
+
+def test_sinks_run_once_the_worker_has_started_its_next_call() -> None:
+    """Storage and aggregates leave the critical path: with one worker, case k+1's call is made before
+    case k reaches the sinks, and every case still arrives, in order."""
+    log: list[str] = []
+    engine = engine_for(LoggingTarget(log), [make_metric("length", length_metric)], LoggingSink(log), concurrency=1)
+    stats = asyncio.run(engine.run(cases(4)))
+    assert log == ["call c0", "call c1", "sink c0", "call c2", "sink c1", "call c3", "sink c2", "sink c3"]
+    assert stats.finished_cases == 4
+
+
+def test_a_failing_sink_stops_the_run_and_is_raised_after_earlier_results_were_delivered() -> None:
+    log: list[str] = []
+    target = LoggingTarget(log)
+    engine = engine_for(target, [make_metric("length", length_metric)], LoggingSink(log, fail_at="c3"), concurrency=2)
+    with pytest.raises(OSError, match="No space left"):
+        asyncio.run(engine.run(cases(50)))
+    assert sorted(line for line in log if line.startswith("sink")) == ["sink c0", "sink c1", "sink c2"]
+    assert target.calls < 10 and engine.stats.finished_cases == 3
+
+
+class ExecutorTarget(SlowTarget):
+    """A target whose calls go through an ``Executor``, like the HTTP and model targets."""
+
+    def __init__(self, executor) -> None:
+        super().__init__(0.005)
+        self.executor = executor
+        self.cases_in_progress = 0
+        self.peak_cases = 0
+
+    async def answer(self, case: Case) -> Answer:
+        self.cases_in_progress += 1
+        self.peak_cases = max(self.peak_cases, self.cases_in_progress)
+        try:
+            return await self.executor.call("target", lambda: SlowTarget.answer(self, case), what="fake")
+        finally:
+            self.cases_in_progress -= 1
+
+
+def test_spare_workers_wait_for_a_call_slot_so_calls_in_flight_stay_at_concurrency() -> None:
+    from evalgate.execution import Executor
+    from evalgate.run import spare_workers
+
+    target, sink = ExecutorTarget(Executor(concurrency=4)), ListSink()
+    engine = engine_for(target, [make_metric("length", length_metric)], sink, concurrency=4,
+                        spare_workers=spare_workers(4, "http"))
+    stats = asyncio.run(engine.run(cases(60)))
+    assert stats.finished_cases == 60 and target.calls == 60
+    assert target.peak == 4  # calls in flight: the bound the endpoints see
+    assert target.peak_cases == 6  # cases in progress: 4 + max(2, 4 // 2) spare ones, ready to call
+    assert spare_workers(64, "openai") == 32 and spare_workers(8, "recorded") == 4
+    assert spare_workers(8, "command") == 0  # a command target's processes are not under the executor
+
+
 def test_repeats_run_each_case_n_times() -> None:
     sink = ListSink()
     engine = engine_for(SlowTarget(0), [make_metric("length", length_metric)], sink, repeat=3)

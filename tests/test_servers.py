@@ -187,7 +187,8 @@ def test_times_limits_a_rule_and_reset_restores_it(client: httpx.Client) -> None
     with OpenAIServer([Rule(status=503, times=2), Rule(reply="fine")]) as srv:
         codes = [chat(client, srv.base_url).status_code for _ in range(3)]
         assert client.post(f"{srv.base_url}/_reset").json() == {"reset": True}
-        assert client.get(f"{srv.base_url}/_stats").json() == {"total": 0, "connections": 0, "paths": {}}
+        assert client.get(f"{srv.base_url}/_stats").json() == {"total": 0, "connections": 0, "peak_in_flight": 0,
+                                                                   "paths": {}}
         after = chat(client, srv.base_url)
         srv.reset()
         again = chat(client, srv.base_url)
@@ -373,9 +374,26 @@ def test_stats_count_paths_statuses_and_keepalive_connections(client: httpx.Clie
         stats = client.get(f"{srv.base_url}/_stats").json()
         assert srv.stats() == srv.stats.snapshot() == stats
         retry = chat(client, srv.base_url).headers.get("retry-after")
-    assert stats == {"total": 8, "connections": 1, "paths": {
+    assert stats == {"total": 8, "connections": 1, "peak_in_flight": 1, "paths": {
         "/nowhere": {"404": 1}, "/v1/chat/completions": {"200": 3, "405": 1, "429": 2}, "/v1/models": {"200": 1}}}
     assert retry is None
+
+
+def test_stats_count_the_most_calls_answered_at_once() -> None:
+    """What the benchmark holds every tool to: calls in flight at the server never above C."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with OpenAIServer(latency_ms=150) as srv:
+        def one(_: int) -> int:
+            with httpx.Client() as own:
+                return chat(own, srv.base_url).status_code
+
+        with ThreadPoolExecutor(3) as pool:
+            assert list(pool.map(one, range(3))) == [200, 200, 200]
+        assert srv.stats()["peak_in_flight"] == 3
+        assert one(0) == 200 and srv.stats()["peak_in_flight"] == 3  # a peak, not the current count
+        srv.stats.clear()
+        assert srv.stats()["peak_in_flight"] == 0
 
 
 # ---------------------------------------------------------------------------------------- HTTP details

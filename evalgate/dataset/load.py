@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
-import yaml
 from pydantic import ValidationError
 
 from evalgate.dataset.models import Case
@@ -58,7 +57,6 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (*CASE_LIST_KEYS, "suite")
 RESERVED_CASE_KEYS: tuple[str, ...] = ("source_file", "source_line", "index")
 MAX_REPORTED_ERRORS = 20
 
-_YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _JSON = json.JSONDecoder()
 _JSON_WS = re.compile(r"[ \t\n\r]*")
 _TOP_SHAPE = "a list of cases or a mapping with 'test_cases:' or 'cases:'"
@@ -323,6 +321,8 @@ def _read_bytes(path: Path, digest: Any) -> bytes:
 
 
 def _yaml_problem(exc: Exception, text: str) -> _Problem:
+    import yaml
+
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     if isinstance(exc, yaml.MarkedYAMLError) and mark is not None:
         context = f"{exc.context}: " if exc.context else ""
@@ -334,6 +334,8 @@ def _yaml_problem(exc: Exception, text: str) -> _Problem:
 
 
 def _yaml_lines(node: Any, doc: _Document) -> None:
+    import yaml
+
     doc.top_line = node.start_mark.line + 1
     if isinstance(node, yaml.SequenceNode):
         _yaml_items(None, node, doc)
@@ -347,6 +349,8 @@ def _yaml_lines(node: Any, doc: _Document) -> None:
 
 
 def _yaml_items(key: Any, seq: Any, doc: _Document) -> None:
+    import yaml
+
     doc.item_lines[key] = [item.start_mark.line + 1 for item in seq.value]
     duplicates: dict[int, str] = {}
     for position, item in enumerate(seq.value):
@@ -362,7 +366,11 @@ def _yaml_items(key: Any, seq: Any, doc: _Document) -> None:
 
 
 def _parse_yaml(text: str) -> _Document:
-    loader = _YamlLoader(text)
+    """Parse with PyYAML's C loader when built (its pure-Python SafeLoader otherwise); yaml is imported
+    here, not at module level, so runs over JSON/JSONL datasets never load it."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         node = loader.get_single_node()
         if node is None:

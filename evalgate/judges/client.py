@@ -11,6 +11,7 @@ retry) and returns the mean value with details; an unusable reply or a failed ca
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -22,20 +23,12 @@ from evalgate.judges.cache import CachedReply, CacheKey, JudgeCache
 from evalgate.judges.chat import ChatBackend, Completion, make_backend
 from evalgate.judges.costs import Price, Usage, count_message_tokens, find_price, usage_from
 from evalgate.judges.parse import VerdictError, kept_raw, parse_verdict, schema_of
-from evalgate.judges.prompts import (
-    JudgeTemplate,
-    RenderedPrompt,
-    Values,
-    render,
-    repair_message,
-    template_for_metric,
-    verdict_details,
-)
 from evalgate.metrics.registry import MetricUnavailable
 from evalgate.redact import redact, redact_mapping
 
 if TYPE_CHECKING:
     from evalgate.dataset.models import Case
+    from evalgate.judges.prompts import JudgeTemplate, RenderedPrompt, Values
     from evalgate.judges.providers import ProviderConfig
     from evalgate.records import Answer
 
@@ -155,20 +148,26 @@ class JudgeClient:
 
     async def score(self, metric: str, case: Case, answer: Answer, *, repeat: int = 0) -> JudgeScore:
         """The value of judged ``metric`` for this answer (mean over samples) with details."""
+        from evalgate.judges.prompts import template_for_metric  # jinja2: loaded by the first judged case
+
         template = template_for_metric(metric)
         verdict = await self.verdict(template, case, answer, repeat=repeat)
         return JudgeScore(verdict.values[metric], dict(verdict.details))
 
     async def verdict(self, template: JudgeTemplate, case: Case, answer: Answer, *, repeat: int = 0) -> JudgeVerdict:
+        from evalgate.judges.prompts import render
+
         if answer.output is None:
             raise MetricUnavailable("the target returned no output text to judge")
         prompt = render(template, case, answer)
         self.templates_used[template.name] = prompt.version
-        key = (template.name, prompt.prompt_hash(self.params(template, 0)), repeat)
+        first = self.request(template, 0)
+        first_hash = prompt.prompt_hash(first)  # also the first sample's cache key: hashed once
+        key = (template.name, first_hash, repeat)
         if key in self._memo:
             return _replay(self._memo[key])
         try:
-            result: JudgeVerdict | MetricUnavailable = await self._verdict(prompt, repeat)
+            result: JudgeVerdict | MetricUnavailable = await self._verdict(prompt, repeat, first, first_hash)
         except MetricUnavailable as exc:
             result = exc
         self._memo[key] = result
@@ -176,8 +175,13 @@ class JudgeClient:
             self._memo.popitem(last=False)
         return _replay(result)
 
-    async def _verdict(self, prompt: RenderedPrompt, repeat: int) -> JudgeVerdict:
-        samples = [await self._sample(prompt, repeat, index) for index in range(self.samples)]
+    async def _verdict(self, prompt: RenderedPrompt, repeat: int, first: dict[str, Any], first_hash: str
+                       ) -> JudgeVerdict:
+        samples = []
+        for index in range(self.samples):
+            request = first if index == 0 else self.request(prompt.template, index)
+            samples.append(await self._sample(prompt, repeat, index, request,
+                                              first_hash if index == 0 else prompt.prompt_hash(request)))
         names = samples[0].values.keys()
         values = {name: sum(s.values[name] for s in samples) / len(samples) for name in names}
         return JudgeVerdict(values, self._details(prompt, samples, values))
@@ -195,11 +199,16 @@ class JudgeClient:
             params["response_format"] = {"type": "json_object"}
         return params
 
-    async def _sample(self, prompt: RenderedPrompt, repeat: int, index: int) -> Sample:
-        params = self.params(prompt.template, index)
-        max_tokens = max_tokens_for(prompt.template)
+    def request(self, template: JudgeTemplate, sample: int) -> dict[str, Any]:
+        """What, besides the messages, decides sample ``sample``'s reply: ``params`` + ``max_tokens``."""
+        return {**self.params(template, sample), "max_tokens": max_tokens_for(template)}
+
+    async def _sample(self, prompt: RenderedPrompt, repeat: int, index: int, request: dict[str, Any],
+                      prompt_hash: str) -> Sample:
+        """Sample ``index``: ``request`` is ``self.request(template, index)``, ``prompt_hash`` the hash of the
+        messages with it (the cache key)."""
         key = CacheKey(self.provider, self.service.provider.base_url, self.model, prompt.version,
-                       prompt.prompt_hash({**params, "max_tokens": max_tokens}), repeat, index)
+                       prompt_hash, repeat, index)
         cached = self.cache.get(key)
         if cached is not None:
             try:
@@ -209,7 +218,8 @@ class JudgeClient:
             else:
                 self.service.runtime.ledger.record_cached("judge")
                 return sample
-        sample, final = await self._call(prompt, params, max_tokens)
+        params = {name: value for name, value in request.items() if name != "max_tokens"}
+        sample, final = await self._call(prompt, params, request["max_tokens"])
         self.cache.put(key, CachedReply(redact(final), sample.usage.prompt_tokens if sample.usage else 0,
                                         sample.usage.completion_tokens if sample.usage else 0))
         return sample
@@ -223,6 +233,8 @@ class JudgeClient:
             return _with_cost(sample, [first]), first.text
         except VerdictError as exc:
             problem = exc.problem
+        from evalgate.judges.prompts import repair_message
+
         messages += [{"role": "assistant", "content": first.text}, {"role": "user", "content": repair_message(problem)}]
         second = await self._complete(messages, params, max_tokens, what + " repair")
         try:
@@ -275,7 +287,9 @@ class JudgeClient:
         await self.service.aclose()
 
 
+@functools.cache
 def max_tokens_for(template: JudgeTemplate) -> int:
+    """The completion cap for ``template``: larger when its verdict holds lists (claims, chunks)."""
     list_valued = any(
         getattr(field_info.annotation, "__origin__", None) is list for field_info in template.verdict.model_fields.values()
     )
@@ -283,6 +297,8 @@ def max_tokens_for(template: JudgeTemplate) -> int:
 
 
 def _read(prompt: RenderedPrompt, text: str, *, cached: bool, repaired: bool) -> Sample:
+    from evalgate.judges.prompts import verdict_details
+
     verdict = parse_verdict(text, prompt.template.verdict)
     values = prompt.template.values(verdict, prompt.inputs)
     return Sample(values, str(getattr(verdict, "reasoning", "")), verdict_details(verdict), cached, repaired)

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from evalgate.judges.costs import MESSAGE_OVERHEAD, Price, count_message_tokens
-from evalgate.judges.prompts import METRIC_TEMPLATES, TEMPLATES, render
 from evalgate.records import Answer
 
 if TYPE_CHECKING:
@@ -64,6 +63,8 @@ class RunEstimate:
 
 def judge_templates_for(metric_names: Sequence[str]) -> list[str]:
     """Distinct templates the metrics need (seed 003's three metrics share one call)."""
+    from evalgate.judges.prompts import METRIC_TEMPLATES
+
     return sorted({METRIC_TEMPLATES[name] for name in metric_names if name in METRIC_TEMPLATES})
 
 
@@ -78,6 +79,8 @@ def estimate_run(
     target_price: Price | None = None,
     model_target: bool = False,
 ) -> RunEstimate:
+    from evalgate.judges.prompts import TEMPLATES, render  # jinja2: imported once a judge is in play
+
     priced = (not judging or judge_price is not None) and (not model_target or target_price is not None)
     count = count_message_tokens if priced else estimate_message_tokens
     sampled = list(itertools.islice(cases, SAMPLE_CASES))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Mapping
 from typing import IO, Any
 
@@ -11,10 +10,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from evalgate.records import CaseResult
+from evalgate.report.progress import MAX_FAILED_LISTED
 from evalgate.report.view import format_threshold, is_number, not_run, trend_arrow
 
-MAX_FAILED_LISTED = 25
 MAX_FLIPS_LISTED = 20
 MAX_FLAKY_LISTED = 20
 
@@ -268,86 +266,3 @@ def render_failures(failures: list[dict[str, Any]], console: Console) -> None:
         console.print(f"  {marker} {failure['id']} [{failure['status']}] {failure['source']}", markup=False)
         for reason in failure["reasons"][:4]:
             console.print(f"      - {reason}", markup=False)
-
-
-class FailureCollector:
-    """Sink that keeps the first few failed cases (bounded) for the console report."""
-
-    def __init__(self, limit: int = MAX_FAILED_LISTED) -> None:
-        self.limit = limit
-        self.failures: list[dict[str, Any]] = []
-
-    def add(self, result: CaseResult) -> None:
-        if result.passed or len(self.failures) >= self.limit * 4:
-            return
-        self.failures.append({
-            "id": result.id if not result.repeat else f"{result.id}#r{result.repeat}",
-            "index": result.index,
-            "status": result.status.value,
-            "risk_level": result.risk_level,
-            "source": result.source,
-            "reasons": result.reasons or ([result.error] if result.error else []),
-        })
-
-
-class PlainProgress:
-    """Progress as plain lines for CI logs: nothing for runs shorter than ``quiet_seconds``, then at
-    most one line every ``every_seconds`` and a final line."""
-
-    def __init__(self, total: int, stream: IO[str] | None = None, *, quiet_seconds: float = 3.0,
-                 every_seconds: float = 10.0) -> None:
-        self.total = total
-        self.stream = stream or sys.stderr
-        self.done = 0
-        self.failed = 0
-        self.started = time.monotonic()
-        self.quiet_until = self.started + quiet_seconds
-        self.every_seconds = every_seconds
-        self.last = 0.0
-        self.printed = False
-
-    def add(self, result: CaseResult) -> None:
-        self.done += 1
-        self.failed += 0 if result.passed else 1
-        now = time.monotonic()
-        if now >= self.quiet_until and now - self.last >= self.every_seconds:
-            self._line(now)
-
-    def _line(self, now: float) -> None:
-        self.last, self.printed = now, True
-        percent = self.done / self.total if self.total else 1.0
-        print(f"[evalgate] {self.done}/{self.total} cases ({percent:.0%}), {self.failed} not passed,"
-              f" {now - self.started:.0f}s", file=self.stream, flush=True)
-
-    def close(self) -> None:
-        if self.printed and self.last and self.done:
-            self._line(time.monotonic())
-
-
-class RichProgress:
-    """A live progress bar for terminals."""
-
-    def __init__(self, total: int, console: Console) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.progress = Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                 TextColumn("{task.fields[failed]} not passed"), console=console, transient=True)
-        self.task = self.progress.add_task("cases", total=total, failed=0)
-        self.failed = 0
-        self.progress.start()
-
-    def add(self, result: CaseResult) -> None:
-        self.failed += 0 if result.passed else 1
-        self.progress.update(self.task, advance=1, failed=self.failed)
-
-    def close(self) -> None:
-        self.progress.stop()
-
-
-def make_progress(mode: str, total: int, quiet: bool = False) -> PlainProgress | RichProgress | None:
-    if mode == "none" or quiet:
-        return None
-    tty = sys.stderr.isatty()
-    if mode == "rich" or (mode == "auto" and tty):
-        return RichProgress(total, Console(file=sys.stderr))
-    return PlainProgress(total)

@@ -23,8 +23,6 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import jinja2
-import jinja2.meta
 from pydantic import ValidationError
 
 from evalgate.errors import UserError
@@ -35,6 +33,8 @@ from evalgate.redact import redact, register_secret
 from evalgate.targets.mapping import ResponseMap
 
 if TYPE_CHECKING:
+    import jinja2
+
     from evalgate.dataset.models import Case
     from evalgate.settings import Settings
 
@@ -89,7 +89,11 @@ BODY_VARIABLES = frozenset({"input", "id", "category", "context", "case"})
 
 def compile_template(source: str, variables: frozenset[str], where: str) -> jinja2.Template:
     """A jinja2 template that may only use ``variables``; syntax errors and unknown names are
-    ``UserError`` at startup rather than an error on every case."""
+    ``UserError`` at startup rather than an error on every case. (jinja2 is imported here: a target
+    without a body template never loads it.)"""
+    import jinja2
+    import jinja2.meta
+
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
     env.filters["tojson"] = _tojson
     try:
@@ -105,6 +109,8 @@ def compile_template(source: str, variables: frozenset[str], where: str) -> jinj
 
 def _tojson(value: Any) -> str:
     """JSON text of ``value``; an undefined value fails with jinja2's message naming it."""
+    import jinja2
+
     if isinstance(value, jinja2.Undefined):
         value._fail_with_undefined_error()
     return json.dumps(value, ensure_ascii=False)

@@ -360,6 +360,8 @@ class Stats:
         self._lock = threading.Lock()
         self._counts: Counter[tuple[str, str]] = Counter()
         self._connections = 0
+        self._in_flight = 0
+        self._peak_in_flight = 0
 
     def count(self, path: str, status: str) -> None:
         with self._lock:
@@ -369,22 +371,35 @@ class Stats:
         """``srv.stats()`` is ``srv.stats.snapshot()``, matching ``SubprocessServer.stats()``."""
         return self.snapshot()
 
+    def call_started(self) -> None:
+        """An API request was read and is being answered (latency included)."""
+        with self._lock:
+            self._in_flight += 1
+            self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+
+    def call_finished(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
     def connection_opened(self) -> None:
         with self._lock:
             self._connections += 1
 
     def snapshot(self) -> dict[str, Any]:
-        """``{"total": n, "connections": opened, "paths": {path: {status: n}}}``."""
+        """``{"total": n, "connections": opened, "peak_in_flight": most API calls answered at once,
+        "paths": {path: {status: n}}}``."""
         with self._lock:
             paths: dict[str, dict[str, int]] = {}
             for (path, status), n in sorted(self._counts.items()):
                 paths.setdefault(path, {})[status] = n
-            return {"total": sum(self._counts.values()), "connections": self._connections, "paths": paths}
+            return {"total": sum(self._counts.values()), "connections": self._connections,
+                    "peak_in_flight": self._peak_in_flight, "paths": paths}
 
     def clear(self) -> None:
         with self._lock:
             self._counts.clear()
             self._connections = 0
+            self._peak_in_flight = self._in_flight
 
 
 @dataclass(frozen=True)
@@ -502,7 +517,11 @@ class LoopbackServer:
             outcome = json_response({"error": f"{request.method} not allowed on {request.path}"}, 405,
                                     {"Allow": ", ".join(sorted(route.methods))})
         else:
-            outcome = await self._call(route, request)
+            self.stats.call_started()
+            try:
+                outcome = await self._call(route, request)
+            finally:
+                self.stats.call_finished()
         self.stats.count(request.path, DROPPED if isinstance(outcome, Drop) else str(outcome.status))
         return outcome
 
