@@ -181,9 +181,12 @@ class Engine:
         """Queue ``result`` for the sinks, which run once this worker has started its next case and waits
         on it: storage, aggregates and progress then overlap the next call instead of delaying it (at
         50 ms latency and C = 8 that is ≈ 0.1 s of a 1,000-case run). Results reach the sinks in the
-        order they finished."""
+        order they finished. A worker that never waits (recorded answers without a judge finish without
+        giving the loop a turn) hands them over itself once more than one per worker are queued."""
         self._undelivered.append(result)
-        if len(self._undelivered) == 1:
+        if len(self._undelivered) > self.concurrency + self.spare_workers:
+            self._deliver()  # workers that never wait (recorded answers, no judge): keep memory flat
+        elif len(self._undelivered) == 1:
             asyncio.get_running_loop().call_soon(self._deliver)
 
     def _deliver(self) -> None:

@@ -224,6 +224,30 @@ def test_spare_workers_wait_for_a_call_slot_so_calls_in_flight_stay_at_concurren
     assert spare_workers(8, "command") == 0  # a command target's processes are not under the executor
 
 
+class InstantTarget(SlowTarget):
+    """Answers without ever giving the event loop a turn, like recorded answers."""
+
+    async def answer(self, case: Case) -> Answer:
+        self.calls += 1
+        return Answer(output=f"answer to {case.input}")
+
+
+def test_results_of_workers_that_never_wait_do_not_pile_up() -> None:
+    """Deferred delivery must not hold a whole recorded dataset in memory: at most one queued result per
+    worker (plus the one being added) lies between answering and the sinks."""
+    target = InstantTarget()
+    backlog: list[int] = []
+
+    class Backlog:
+        def add(self, result: CaseResult) -> None:
+            backlog.append(target.calls - (len(backlog) + 1))
+
+    engine = engine_for(target, [make_metric("length", length_metric)], Backlog(), concurrency=4, spare_workers=2)
+    stats = asyncio.run(engine.run(cases(2000)))
+    assert stats.finished_cases == 2000 and len(backlog) == 2000
+    assert max(backlog) <= 4 + 2
+
+
 def test_repeats_run_each_case_n_times() -> None:
     sink = ListSink()
     engine = engine_for(SlowTarget(0), [make_metric("length", length_metric)], sink, repeat=3)
