@@ -482,10 +482,12 @@ EXECUTOR_BOUND_TARGETS = frozenset({"recorded", "http", "openai"})
 
 def spare_workers(concurrency: int, target_kind: str) -> int:
     """Cases in progress beyond ``concurrency`` (see ``Engine``): half as many again, at least two, when
-    the executor bounds every call; none otherwise. At 50 ms latency and C = 8 a case spends ≈ 2 ms of
+    the executor bounds every call and ``concurrency`` > 1; none otherwise. At 50 ms latency and C = 8 a case spends ≈ 2 ms of
     each 100 ms scoring between its calls, at 2 ms latency and C = 64 about as long as it waits: half of
     C keeps the slots full in both."""
-    return max(2, concurrency // 2) if target_kind in EXECUTOR_BOUND_TARGETS else 0
+    if concurrency == 1 or target_kind not in EXECUTOR_BOUND_TARGETS:
+        return 0  # concurrency 1 stays one case at a time, start to finish (what debugging expects)
+    return max(2, concurrency // 2)
 
 
 def uses_http_pool(settings: Settings) -> bool:

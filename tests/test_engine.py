@@ -222,6 +222,7 @@ def test_spare_workers_wait_for_a_call_slot_so_calls_in_flight_stay_at_concurren
     assert target.peak_cases == 6  # cases in progress: 4 + max(2, 4 // 2) spare ones, ready to call
     assert spare_workers(64, "openai") == 32 and spare_workers(8, "recorded") == 4
     assert spare_workers(8, "command") == 0  # a command target's processes are not under the executor
+    assert spare_workers(1, "http") == 0  # concurrency 1: one case at a time
 
 
 class InstantTarget(SlowTarget):

@@ -149,8 +149,13 @@ class HttpTarget:
         context = case_context(case, self.eval_context)
         if self.template is None:
             return {"message": case.input or "", **context}
-        text = self.template.render(input=case.input or "", id=case.id, category=case.category, context=context,
-                                    case=case.model_dump(mode="json", exclude_none=True))
+        import jinja2  # loaded already: the template was compiled with it
+
+        try:
+            text = self.template.render(input=case.input or "", id=case.id, category=case.category,
+                                        context=context, case=case.model_dump(mode="json", exclude_none=True))
+        except jinja2.TemplateError as exc:
+            raise ValueError(str(exc)) from None
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
@@ -160,7 +165,7 @@ class HttpTarget:
     async def answer(self, case: Case) -> Answer:
         try:
             payload = self.payload(case)
-        except (ValueError, TypeError, jinja2.TemplateError) as exc:
+        except (ValueError, TypeError) as exc:  # template problems arrive as ValueError
             return Answer(error=f"request body: {exc}")
         try:
             response, latency = await self.runtime.executor.call(
