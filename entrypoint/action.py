@@ -152,7 +152,7 @@ def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
 def baseline_loader(setup_: ActionSetup) -> Callable[[], Any] | None:
     """What answers ``baseline: auto``: the base branch's newest artifact of the same name, found
     with the ``github-token`` (needs ``actions: read``). None for ``none`` or a path (read by the run)."""
-    if setup_.settings.baseline.strip().lower() != "auto":
+    if setup_.settings.baseline_kind != "auto":
         return None
     from evalgate.github.baseline import auto_loader
 

@@ -128,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return make_progress(settings.progress, total, quiet=json_mode and settings.progress == "auto")
 
     loader = None
-    if settings.baseline.strip().lower() == "auto":
+    if settings.baseline_kind == "auto":
         from evalgate.github.baseline import loader_from_env
 
         loader = loader_from_env(os.environ)

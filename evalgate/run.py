@@ -376,7 +376,7 @@ async def execute(
         preload(("aiohttp",))
     prepared = prepare(settings, suite_config, cwd)
     baseline = None
-    if settings.baseline.strip().lower() not in ("", "none"):  # the default: nothing to look up or import
+    if settings.baseline_kind != "none":  # the default: nothing to look up or import
         from evalgate.github.baseline import resolve_baseline
 
         baseline = await asyncio.to_thread(resolve_baseline, settings.baseline, auto=baseline_loader, cwd=cwd)
@@ -408,7 +408,7 @@ async def execute(
         thresholds=prepared.thresholds,
         sinks=sinks,
         concurrency=settings.concurrency,
-        spare_workers=spare_workers(settings.concurrency, target.kind),
+        spare_workers=spare_workers(settings.concurrency, target),
         strict=settings.strict_metrics,
         judge=judge,
         repeat=settings.repeat,
@@ -475,17 +475,13 @@ async def execute(
                       verdict=verdict, failures=failures.failures)
 
 
-EXECUTOR_BOUND_TARGETS = frozenset({"recorded", "http", "openai"})
-"""Targets whose calls (if any) all go through the run's ``Executor`` and its bound on calls in flight
-(a ``command`` target runs processes outside it: its cases are the bound)."""
-
-
-def spare_workers(concurrency: int, target_kind: str) -> int:
+def spare_workers(concurrency: int, target: Any) -> int:
     """Cases in progress beyond ``concurrency`` (see ``Engine``): half as many again, at least two, when
-    the executor bounds every call and ``concurrency`` > 1; none otherwise. At 50 ms latency and C = 8 a case spends ≈ 2 ms of
-    each 100 ms scoring between its calls, at 2 ms latency and C = 64 about as long as it waits: half of
-    C keeps the slots full in both."""
-    if concurrency == 1 or target_kind not in EXECUTOR_BOUND_TARGETS:
+    ``target.calls_bounded`` (every call the cases make waits at the executor's bound) and
+    ``concurrency`` > 1; none otherwise. At 50 ms latency and C = 8 a case spends ≈ 2 ms of each 100 ms
+    scoring between its calls, at 2 ms latency and C = 64 about as long as it waits: half of C keeps the
+    slots full in both."""
+    if concurrency == 1 or not getattr(target, "calls_bounded", False):
         return 0  # concurrency 1 stays one case at a time, start to finish (what debugging expects)
     return max(2, concurrency // 2)
 

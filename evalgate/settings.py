@@ -126,6 +126,12 @@ class Settings(BaseModel):
         return value
 
     @property
+    def baseline_kind(self) -> Literal["none", "auto", "path"]:
+        """What ``baseline`` asks for: nothing (``none`` or empty), the Actions lookup, or a file."""
+        text = self.baseline.strip().lower()
+        return "none" if text in ("", "none") else "auto" if text == "auto" else "path"
+
+    @property
     def output_path(self) -> Path:
         return Path(self.output_dir)
 

@@ -6,9 +6,10 @@ it OpenSSL reading the CA bundle with the GIL released) loads while the dataset 
 judge and stores are built, instead of after them, before the first request. During the run, the
 report's modules (rich, ≈ 35 ms) load while the run waits on its target and judge, instead of after the
 last case. Imports are thread-safe in CPython (a module another thread is importing is waited for, not
-imported twice). The thread is started only once the main thread's own module-level imports are done,
-so the two never import the same modules concurrently. A failure here is ignored: the caller's own
-import later reports it where it happens.
+imported twice); aiohttp's thread starts once the run's own module-level imports are done, and the
+report's modules (rich, evalgate.report) are imported by nothing else during a run, so no two threads
+enter an import cycle from opposite ends. A failure here is ignored: the caller's own import later
+reports it where it happens.
 """
 
 from __future__ import annotations

@@ -194,6 +194,8 @@ def test_a_failing_sink_stops_the_run_and_is_raised_after_earlier_results_were_d
 class ExecutorTarget(SlowTarget):
     """A target whose calls go through an ``Executor``, like the HTTP and model targets."""
 
+    calls_bounded = True
+
     def __init__(self, executor) -> None:
         super().__init__(0.005)
         self.executor = executor
@@ -215,14 +217,18 @@ def test_spare_workers_wait_for_a_call_slot_so_calls_in_flight_stay_at_concurren
 
     target, sink = ExecutorTarget(Executor(concurrency=4)), ListSink()
     engine = engine_for(target, [make_metric("length", length_metric)], sink, concurrency=4,
-                        spare_workers=spare_workers(4, "http"))
+                        spare_workers=spare_workers(4, target))
     stats = asyncio.run(engine.run(cases(60)))
     assert stats.finished_cases == 60 and target.calls == 60
     assert target.peak == 4  # calls in flight: the bound the endpoints see
     assert target.peak_cases == 6  # cases in progress: 4 + max(2, 4 // 2) spare ones, ready to call
-    assert spare_workers(64, "openai") == 32 and spare_workers(8, "recorded") == 4
-    assert spare_workers(8, "command") == 0  # a command target's processes are not under the executor
-    assert spare_workers(1, "http") == 0  # concurrency 1: one case at a time
+    from evalgate.targets.command import CommandTarget
+    from evalgate.targets.openai_chat import OpenAIChatTarget
+    from evalgate.targets.recorded import RecordedTarget
+
+    assert spare_workers(64, OpenAIChatTarget) == 32 and spare_workers(8, RecordedTarget) == 4
+    assert spare_workers(8, CommandTarget) == 0  # a command target's processes are not under the executor
+    assert spare_workers(1, target) == 0  # concurrency 1: one case at a time
 
 
 class InstantTarget(SlowTarget):

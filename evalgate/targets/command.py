@@ -51,6 +51,8 @@ def resolve_program(argv: Sequence[str]) -> list[str]:
 
 class CommandTarget:
     kind = "command"
+    calls_bounded = False
+    """Whether the run's bound on calls in flight covers this target (its processes run outside the Executor: the cases in progress are the bound)."""
 
     def __init__(self, argv: Sequence[str], *, timeout: float, runtime: Runtime | None = None,
                  eval_context: Mapping[str, Any] | None = None, response_map: Mapping[str, str] | None = None) -> None:

@@ -118,6 +118,8 @@ def _tojson(value: Any) -> str:
 
 class HttpTarget:
     kind = "http"
+    calls_bounded = True
+    """Whether the run's bound on calls in flight covers this target (every request goes through the run's Executor)."""
 
     def __init__(self, *, url: str, runtime: Runtime, method: str = "POST", headers: Mapping[str, str] | None = None,
                  body_template: str | None = None, response_map: Mapping[str, str] | None = None,

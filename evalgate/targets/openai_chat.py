@@ -45,6 +45,8 @@ def target_provider_config(settings: Settings, env: Mapping[str, str] | None = N
 
 class OpenAIChatTarget:
     kind = "openai"
+    calls_bounded = True
+    """Whether the run's bound on calls in flight covers this target (every model call goes through the run's Executor)."""
 
     def __init__(self, service: ChatService, *, system_prompt: str | None = None, seed: int | None = None,
                  eval_context: Mapping[str, Any] | None = None) -> None:

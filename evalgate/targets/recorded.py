@@ -44,6 +44,8 @@ _NO_ANSWER: dict[str, None] = dict.fromkeys(Answer.model_fields)
 
 class RecordedTarget:
     kind = "recorded"
+    calls_bounded = True
+    """Whether the run's bound on calls in flight covers this target (no calls of its own (a judge's calls go through the Executor))."""
 
     def __init__(self, outputs_file: str | None = None) -> None:
         self.outputs_file = outputs_file
