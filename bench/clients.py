@@ -6,8 +6,8 @@ warm-up, and prints ``{"kind", "calls", "wall_s", "cpu_ms_per_call"}`` as JSON. 
 
 * ``httpx``: ``httpx.AsyncClient`` with its default transport, pool sized to the concurrency;
 * ``aiohttp``: a bare ``aiohttp.ClientSession``;
-* ``evalgate-pool``: ``evalgate.http_pool.HttpPool`` (what HTTP targets use);
-* ``evalgate-direct``: ``evalgate.judges.chat.DirectChat`` (the default judge / model client);
+* ``evalgate-pool``: ``evalgate.calls.http_pool.HttpPool`` (what HTTP targets use);
+* ``evalgate-direct``: ``evalgate.calls.chat.DirectChat`` (the default judge / model client);
 * ``openai-sdk``: ``openai.AsyncOpenAI`` (``chat_client: openai-sdk``).
 
 Every kind parses the reply JSON, so the figures compare like with like.
@@ -65,7 +65,7 @@ async def make_call(kind: str, base_url: str, concurrency: int) -> tuple[Callabl
 
         return aiohttp_call, session.close
     if kind == "evalgate-pool":
-        from evalgate.http_pool import HttpPool
+        from evalgate.calls.http_pool import HttpPool
 
         pool = HttpPool(timeout=60, concurrency=concurrency, headers=headers)
 
@@ -74,8 +74,8 @@ async def make_call(kind: str, base_url: str, concurrency: int) -> tuple[Callabl
 
         return pool_call, pool.aclose
     if kind == "evalgate-direct":
-        from evalgate.judges.chat import DirectChat
-        from evalgate.judges.providers import resolve_provider
+        from evalgate.calls.chat import DirectChat
+        from evalgate.calls.providers import resolve_provider
 
         provider = resolve_provider("local", model="bench-judge", base_url=f"{base_url}/v1",
                                     env={"LOCAL_JUDGE_API_KEY": KEY})

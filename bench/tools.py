@@ -137,9 +137,9 @@ def read_results_head(path: Path, chunk: int = 1 << 20) -> dict[str, Any]:
 
 
 def evalgate_command() -> list[str]:
-    """The installed console script next to this interpreter, else ``python -m evalgate.cli``."""
+    """The installed console script next to this interpreter, else ``python -m evalgate``."""
     script = Path(sys.executable).parent / "evalgate"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "evalgate.cli"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "evalgate"]
 
 
 class Evalgate(Tool):

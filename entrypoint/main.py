@@ -1,7 +1,7 @@
 """Container entrypoint: ``python -m entrypoint.main [ARGS]``.
 
 Inside GitHub Actions (``GITHUB_ACTIONS=true``) it runs the Action: inputs from ``INPUT_*``, the event
-payload, evaluation, then publishing (see :mod:`entrypoint.action`). Anywhere else it is exactly
+payload, evaluation, then publishing (see :mod:`evalgate.cli.action`). Anywhere else it is exactly
 ``evalgate run`` with ``ARGS`` passed through, so ``docker run --rm -v "$PWD:/work" -w /work evalgate``
 runs the bundled demo suites, ``… evalgate --first-n 3`` is ``evalgate run --first-n 3`` and
 ``… evalgate validate -d cases.yaml`` is ``evalgate validate -d cases.yaml``.
@@ -28,7 +28,7 @@ def known_verbs() -> list[str]:
     """Verbs of the ``evalgate`` command line (run, eval, validate and any contributed ones)."""
     import argparse
 
-    from evalgate.cli import build_parser
+    from evalgate.cli.main import build_parser
 
     parser = build_parser()
     for action in parser._actions:  # argparse keeps sub-parsers only here
@@ -42,10 +42,10 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     env = os.environ if env is None else env
     args = list(sys.argv[1:] if argv is None else argv)
     if env.get("GITHUB_ACTIONS") == "true":
-        from entrypoint.action import run_action
+        from evalgate.cli.action import run_action
 
         return run_action(env, args)
-    from evalgate.cli import main as cli_main
+    from evalgate.cli.main import main as cli_main
 
     return cli_main(cli_argv(args, known_verbs()))
 

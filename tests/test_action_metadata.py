@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from evalgate.publish import OUTPUT_NAMES, PUBLISH_INPUTS
-from evalgate.settings import FIELD_NAMES
+from evalgate.config.settings import FIELD_NAMES
+from evalgate.github.publish import OUTPUT_NAMES, PUBLISH_INPUTS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ACTION_YML = REPO_ROOT / "action.yml"

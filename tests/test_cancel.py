@@ -16,8 +16,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from evalgate.run import execute
-from evalgate.settings import build_settings
+from evalgate.config.settings import build_settings
+from evalgate.runner.run import execute
 from tests.servers.agent_server import AgentServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,7 +74,7 @@ def test_signals_stop_the_cli_with_partial_results(tmp_path: Path, sig: signal.S
     out = tmp_path / "out"
     with AgentServer({"question": "the answer"}, latency_ms=200) as agent:
         process = subprocess.Popen(
-            [sys.executable, "-m", "evalgate.cli", "run", "--dataset", str(dataset), "--target", "http",
+            [sys.executable, "-m", "evalgate", "run", "--dataset", str(dataset), "--target", "http",
              "--target-url", agent.base_url + "/api/agent/chat", "--output-dir", str(out), "--concurrency", "2",
              "--progress", "none"],
             cwd=REPO, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

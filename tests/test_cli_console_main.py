@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def console(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    code = "import sys; from evalgate.cli import console_main; sys.argv = ['evalgate', *sys.argv[1:]]; console_main()"
+    code = "import sys; from evalgate.cli.main import console_main; sys.argv = ['evalgate', *sys.argv[1:]]; console_main()"
     return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 

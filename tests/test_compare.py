@@ -1,4 +1,4 @@
-"""Tests for evalgate.compare on constructed baseline/head results documents."""
+"""Tests for evalgate.verdict.compare on constructed baseline/head results documents."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from evalgate.compare import compare_runs, comparison_gate_reasons, load_results, load_results_sqlite
 from evalgate.errors import UserError
+from evalgate.verdict.compare import compare_runs, comparison_gate_reasons, load_results, load_results_sqlite
 
 RESAMPLES = 4000
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from evalgate.cli import main
-from evalgate.compare import compare_runs
+from evalgate.cli.main import main
+from evalgate.verdict.compare import compare_runs
 
 
 def record(case_id: str, index: int, value: float, *, risk: str = "medium", passed: bool | None = None) -> dict[str, Any]:

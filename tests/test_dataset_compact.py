@@ -13,8 +13,8 @@ import pytest
 import evalgate.dataset.parallel as parallel
 from evalgate.dataset.compact import pack_case, unpack_case
 from evalgate.dataset.load import DatasetError, DatasetStream
-from evalgate.dataset.models import Case
 from evalgate.dataset.stream import scan
+from evalgate.model import Case
 
 REPO = Path(__file__).resolve().parents[1]
 

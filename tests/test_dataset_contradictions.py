@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.cli import main as cli_main
+from evalgate.cli.main import main as cli_main
 from evalgate.dataset.load import DatasetError, load_datasets
 from evalgate.errors import UserError
 

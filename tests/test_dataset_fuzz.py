@@ -14,12 +14,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from evalgate.config.suite import SUITE_KEYS, parse_suite_config
 from evalgate.dataset.load import load_datasets
-from evalgate.dataset.models import Case
 from evalgate.dataset.select import select_cases
-from evalgate.dataset.suite import SUITE_KEYS, parse_suite_config
 from evalgate.dataset.summary import dataset_summary, render_summary_text
 from evalgate.errors import UserError
+from evalgate.model import Case
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
 VALID_FILES = sorted(p for p in FIXTURES.rglob("*") if p.suffix in {".yaml", ".json", ".jsonl"} and p.is_file())

@@ -11,6 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from evalgate.config.suite import (
+    SuiteConfig,
+    parse_suite_config,
+    resolve_threshold,
+    validate_metric_names,
+)
 from evalgate.dataset.load import (
     DatasetError,
     DatasetStream,
@@ -18,16 +24,9 @@ from evalgate.dataset.load import (
     load_datasets,
     resolve_paths,
 )
-from evalgate.dataset.models import Case, RiskLevel, stable_case_id
-from evalgate.dataset.suite import (
-    SuiteConfig,
-    parse_suite_config,
-    resolve_threshold,
-    validate_metric_names,
-)
 from evalgate.dataset.summary import dataset_summary, render_summary_text
 from evalgate.errors import UserError
-from evalgate.records import Threshold
+from evalgate.model import Case, RiskLevel, Threshold, stable_case_id
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
 SEEDS = FIXTURES / "seeds"
@@ -557,12 +556,12 @@ def test_validate_metric_names() -> None:
 
 def test_suite_module_does_not_import_metric_modules() -> None:
     code = (
-        "import json, sys, evalgate.dataset.suite, evalgate.dataset.load;"
+        "import json, sys, evalgate.config.suite, evalgate.dataset.load;"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('evalgate.metrics.'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = set(json.loads(out))
-    assert loaded <= {"evalgate.metrics.options", "evalgate.metrics.registry"}, loaded
+    assert loaded <= {"evalgate.config.options", "evalgate.metrics.registry"}, loaded
 
 
 # --- dry-run summary ----------------------------------------------------------------------------------

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from evalgate.dataset.load import load_datasets
-from evalgate.dataset.models import Case
 from evalgate.dataset.select import parse_shard, select_cases, shard_of, split_list
 from evalgate.errors import UserError
+from evalgate.model import Case
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
 

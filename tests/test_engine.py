@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.dataset.models import Case
-from evalgate.engine import CasePlan, Engine
-from evalgate.metrics.options import MetricOptions
+from evalgate.config.options import MetricOptions
 from evalgate.metrics.registry import Metric, MetricContext, MetricSkipped, MetricUnavailable, Score
-from evalgate.records import Answer, CaseResult, CaseStatus, MetricStatus, Threshold
-from evalgate.run import ordered_metrics
+from evalgate.model import Answer, Case, CaseResult, CaseStatus, MetricStatus, Threshold
+from evalgate.runner.engine import CasePlan, Engine
+from evalgate.runner.run import ordered_metrics
 
 
 class SlowTarget:
@@ -212,8 +211,8 @@ class ExecutorTarget(SlowTarget):
 
 
 def test_spare_workers_wait_for_a_call_slot_so_calls_in_flight_stay_at_concurrency() -> None:
-    from evalgate.execution import Executor
-    from evalgate.run import spare_workers
+    from evalgate.calls.executor import Executor
+    from evalgate.runner.run import spare_workers
 
     target, sink = ExecutorTarget(Executor(concurrency=4)), ListSink()
     engine = engine_for(target, [make_metric("length", length_metric)], sink, concurrency=4,
@@ -270,7 +269,7 @@ def test_a_crash_mid_run_leaves_valid_partial_results(tmp_path, monkeypatch) -> 
 
     import jsonschema
 
-    from evalgate import cli
+    from evalgate.cli import main as cli
     from evalgate.store.results_json import SCHEMA_PATH
 
     calls = {"n": 0}

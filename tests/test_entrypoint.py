@@ -31,12 +31,13 @@ import pytest
 import yaml
 
 from entrypoint import cache_encodings
-from entrypoint.action import ActionSetup, anchor, baseline_loader, baseline_warning, list_text, split_inputs
 from entrypoint.main import cli_argv
-from entrypoint.masking import env_secrets, settings_secrets, url_password
+from evalgate.cli.action import ActionSetup, anchor, baseline_loader, baseline_warning, list_text, split_inputs
+from evalgate.config.settings import Settings
 from evalgate.errors import UserError
 from evalgate.github.context import ActionContext
-from evalgate.publish import (
+from evalgate.github.masking import env_secrets, settings_secrets, url_password
+from evalgate.github.publish import (
     DEFAULT_ARTIFACT,
     PublishOptions,
     build_outputs,
@@ -45,7 +46,6 @@ from evalgate.publish import (
     options_from_inputs,
     workspace_path,
 )
-from evalgate.settings import Settings
 from tests.servers.artifact_service import ArtifactService
 from tests.servers.github_fake import GitHubFake
 

@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 
-from evalgate.dataset.models import Case
-from evalgate.execution import (
+from evalgate.calls.costs import CostLedger, price_table
+from evalgate.calls.executor import (
     AdaptiveLimiter,
     CallCancelled,
     CallFailed,
@@ -25,7 +25,7 @@ from evalgate.execution import (
     classify,
     parse_retry_after,
 )
-from evalgate.judges.costs import CostLedger, price_table
+from evalgate.model import Case
 from evalgate.targets.http import HttpTarget
 from tests.servers.agent_server import AgentServer, Fault
 from tests.servers.openai_server import OpenAIServer, Rule

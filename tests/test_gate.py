@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from evalgate.aggregate import RunAggregate
 from evalgate.errors import UserError
-from evalgate.gate import GatePolicy, case_verdict, judge_metric, parse_threshold, resolve_thresholds, run_verdict
 from evalgate.metrics.registry import all_metrics
-from evalgate.records import CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
+from evalgate.model import CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
+from evalgate.verdict.aggregate import RunAggregate
+from evalgate.verdict.gate import (
+    GatePolicy,
+    case_verdict,
+    judge_metric,
+    parse_threshold,
+    resolve_thresholds,
+    run_verdict,
+)
 
 
 def result(case_id: str, status: CaseStatus, risk: str = "medium", metrics: dict | None = None, **extra) -> CaseResult:

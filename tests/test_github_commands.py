@@ -25,7 +25,7 @@ from evalgate.github.commands import (
     stop_commands,
     warning,
 )
-from evalgate.redact import register_secret
+from evalgate.safety.redact import register_secret
 
 REGISTERED = {"error", "warning", "notice", "add-mask", "stop-commands", "set-output", "debug", "group", "echo"}
 

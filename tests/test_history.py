@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.cli import main as cli_main
+from evalgate.cli.main import main as cli_main
 from evalgate.errors import UserError
-from evalgate.history import (
+from evalgate.model import CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
+from evalgate.store.history import (
     build_history,
     parse_until,
     plot_history,
@@ -22,7 +23,6 @@ from evalgate.history import (
     sparkline,
     window,
 )
-from evalgate.records import CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
 from evalgate.store.sqlite import SEED_001_DDL, SQLiteStore
 
 UNTIL = "2020-03-03T12:00:00Z"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from evalgate.cli import main as cli_main
+from evalgate.cli.main import main as cli_main
 from evalgate.report.html import render_html
 
 ROOT = Path(__file__).resolve().parent.parent

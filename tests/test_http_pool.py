@@ -1,4 +1,4 @@
-"""The hot-path HTTP client (evalgate.http_pool) against real loopback servers: keep-alive pool sized to the
+"""The hot-path HTTP client (evalgate.calls.http_pool) against real loopback servers: keep-alive pool sized to the
 concurrency, query encoding like httpx's, charset decoding, proxy variables honoured (looked up once),
 and aiohttp's errors classified by the retry layer."""
 
@@ -16,8 +16,8 @@ import aiohttp
 import httpx
 import pytest
 
-from evalgate.execution import classify
-from evalgate.http_pool import HttpPool, Reply, _query
+from evalgate.calls.executor import classify
+from evalgate.calls.http_pool import HttpPool, Reply, _query
 from tests.servers.agent_server import AgentServer
 
 AGENT = "/api/agent/chat"

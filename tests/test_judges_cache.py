@@ -9,12 +9,11 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from evalgate.dataset.models import Case
-from evalgate.execution import Runtime
+from evalgate.calls.executor import Runtime
+from evalgate.config.settings import Settings
 from evalgate.judges.cache import CachedReply, CacheKey, JudgeCache, cache_path, endpoint_id
 from evalgate.judges.factory import build_judge
-from evalgate.records import Answer
-from evalgate.settings import Settings
+from evalgate.model import Answer, Case
 from tests.servers.openai_server import Judge, OpenAIServer
 
 KEY = "sk-judge-cache-test-5a4b3c2d1e"
@@ -103,7 +102,7 @@ def test_live_demo_judge_prefers_a_stable_port_and_falls_back() -> None:
     import contextlib
     import socket
 
-    from evalgate.demo_live import JUDGE_PORT, start_judge
+    from evalgate.demo.live import JUDGE_PORT, start_judge
 
     with contextlib.ExitStack() as stack:
         blocker = stack.enter_context(socket.socket())

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from evalgate.execution import Runtime, classify
-from evalgate.judges.chat import Completion, DirectChat, ReplyError, error_message, parse_completion
+from evalgate.calls.chat import Completion, DirectChat, ReplyError, error_message, parse_completion
+from evalgate.calls.executor import Runtime, classify
+from evalgate.calls.providers import resolve_provider
+from evalgate.config.settings import Settings
 from evalgate.judges.factory import build_judge
-from evalgate.judges.providers import resolve_provider
 from evalgate.metrics.registry import MetricUnavailable
-from evalgate.settings import Settings
 from tests.servers.openai_server import Judge, OpenAIServer, Rule
 from tests.test_judges_client import ANSWER, CASE, ENV, KEY
 
@@ -116,7 +116,7 @@ def test_the_cli_flag_picks_the_client_and_results_record_it(tmp_path: Path, cli
                                    "passing_criteria": "answers the question"}) + "\n")
     with OpenAIServer(api_key=KEY, judge=Judge(score=0.9)) as server:
         done = subprocess.run(
-            [sys.executable, "-m", "evalgate.cli", "run", "-d", str(dataset), "--output-dir", str(tmp_path / "out"),
+            [sys.executable, "-m", "evalgate", "run", "-d", str(dataset), "--output-dir", str(tmp_path / "out"),
              "--progress", "none", "--judge-provider", "openai", "--judge-base-url", server.base_url + "/v1",
              "--chat-client", client], capture_output=True, text=True, timeout=120,
             env=os.environ | {"OPENAI_API_KEY": KEY})

@@ -11,15 +11,14 @@ from typing import Any
 
 import pytest
 
-from evalgate.dataset.models import Case
-from evalgate.execution import Runtime
+from evalgate.calls.executor import Runtime
+from evalgate.config.options import MetricOptions
+from evalgate.config.settings import Settings
 from evalgate.judges.client import JudgeClient
 from evalgate.judges.factory import build_judge
 from evalgate.metrics.golden import response_quality
-from evalgate.metrics.options import MetricOptions
 from evalgate.metrics.registry import MetricContext, MetricUnavailable
-from evalgate.records import Answer
-from evalgate.settings import Settings
+from evalgate.model import Answer, Case
 from tests.servers.openai_server import INJECTION_PHRASE, INVALID_JSON_TEXT, Judge, OpenAIServer, Rule
 
 KEY = "sk-judge-test-0f1e2d3c4b5a"

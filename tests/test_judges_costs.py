@@ -7,10 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.cli import main as cli_main
-from evalgate.dataset.models import Case
-from evalgate.errors import UserError
-from evalgate.judges.costs import (
+from evalgate.calls.costs import (
     BudgetExceeded,
     CostLedger,
     Price,
@@ -21,9 +18,11 @@ from evalgate.judges.costs import (
     price_table,
     usage_from,
 )
+from evalgate.cli.main import main as cli_main
+from evalgate.errors import UserError
 from evalgate.judges.estimate import estimate_run
 from evalgate.judges.prompts import TEMPLATES, render
-from evalgate.records import Answer
+from evalgate.model import Answer, Case
 from tests.servers.agent_server import AgentServer
 from tests.servers.openai_server import Judge, OpenAIServer
 

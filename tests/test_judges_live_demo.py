@@ -9,13 +9,12 @@ import httpx
 import jsonschema
 import pytest
 
-from evalgate.dataset.models import Case
 from evalgate.demo.agent import CHAT_PATH, agent_server
 from evalgate.demo.judge import coverage, judge_server, terms, verdict
-from evalgate.demo_live import main as demo_main
+from evalgate.demo.live import main as demo_main
 from evalgate.judges.parse import parse_verdict
 from evalgate.judges.prompts import TEMPLATES, render
-from evalgate.records import Answer
+from evalgate.model import Answer, Case
 
 
 def test_demo_judge_replies_validate_for_every_template() -> None:

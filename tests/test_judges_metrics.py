@@ -10,14 +10,13 @@ from typing import Any
 
 import pytest
 
-from evalgate.cli import main as cli_main
-from evalgate.dataset.models import Case
-from evalgate.dataset.suite import SuiteConfig
+from evalgate.cli.main import main as cli_main
+from evalgate.config.options import MetricOptions
+from evalgate.config.suite import SuiteConfig
 from evalgate.metrics.judged import DEFAULT_CATEGORY_METRICS, SPECS
-from evalgate.metrics.options import MetricOptions
 from evalgate.metrics.registry import MetricContext, MetricSkipped, MetricUnavailable, all_metrics
-from evalgate.records import Answer
-from evalgate.run import make_planner
+from evalgate.model import Answer, Case
+from evalgate.runner.run import make_planner
 from tests.servers.agent_server import AgentReply, AgentServer
 from tests.servers.openai_server import Judge, OpenAIServer
 

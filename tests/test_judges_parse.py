@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from evalgate.dataset.models import Case
 from evalgate.judges.parse import VerdictError, json_objects, kept_raw, parse_verdict, schema_of
 from evalgate.judges.prompts import (
     TEMPLATES,
@@ -23,7 +22,7 @@ from evalgate.judges.prompts import (
     render,
     template_version,
 )
-from evalgate.records import Answer
+from evalgate.model import Answer, Case
 
 
 def inputs(context: tuple[str, ...] = ()) -> PromptInputs:

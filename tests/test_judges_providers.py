@@ -10,14 +10,13 @@ from typing import Any
 
 import pytest
 
-from evalgate.cli import main as cli_main
-from evalgate.dataset.models import Case
+from evalgate.calls.executor import Runtime
+from evalgate.calls.providers import NO_KEY, PROVIDERS, resolve_provider
+from evalgate.cli.main import main as cli_main
+from evalgate.config.settings import Settings
 from evalgate.errors import UserError
-from evalgate.execution import Runtime
 from evalgate.judges.factory import build_judge
-from evalgate.judges.providers import NO_KEY, PROVIDERS, resolve_provider
-from evalgate.records import Answer
-from evalgate.settings import Settings
+from evalgate.model import Answer, Case
 from tests.servers.agent_server import AgentServer
 from tests.servers.openai_server import Judge, OpenAIServer
 

@@ -40,7 +40,7 @@ def test_keys_never_reach_results_databases_logs_or_errors(tmp_path: Path) -> No
         env = {**os.environ, "LOCAL_JUDGE_API_KEY": JUDGE_KEY, "AGENT_TOKEN": AGENT_TOKEN,
                "EVALGATE_TARGET_HEADERS": json.dumps({"Authorization": "Bearer ${AGENT_TOKEN}"})}
         proc = subprocess.run(
-            [sys.executable, "-m", "evalgate.cli", "run", "--dataset", str(dataset), "--target", "http",
+            [sys.executable, "-m", "evalgate", "run", "--dataset", str(dataset), "--target", "http",
              "--target-url", agent.base_url + "/api/agent/chat", "--judge-provider", "local",
              "--judge-base-url", judge_server.base_url + "/v1", "--output-dir", str(out), "--api-retries", "0",
              "--progress", "plain", "--verbose"],

@@ -14,7 +14,6 @@ import pytest
 from markdown_it import MarkdownIt
 
 from evalgate.errors import UserError
-from evalgate.redact import register_secret
 from evalgate.report.escape import (
     ZWJ,
     escape_cell,
@@ -27,6 +26,7 @@ from evalgate.report.escape import (
     utf16_len,
 )
 from evalgate.report.markdown import SourceLinks, render_comment, render_summary, split_source
+from evalgate.safety.redact import register_secret
 
 HOSTILE_ANSWER = (
     "</details><script>alert(1)</script>\n```\n::error::pwned\n```\n| a | b |\n@octo-org/security-team see #12\n"

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from evalgate.cli import main as cli_main
+from evalgate.cli.main import main as cli_main
 from evalgate.errors import UserError
-from evalgate.merge import add_judge_spend, load_document, merge_runs, recorded_thresholds
+from evalgate.runner.merge import add_judge_spend, load_document, merge_runs, recorded_thresholds
 from tests.servers.github_fake import GitHubFake
 
 ROOT = Path(__file__).resolve().parent.parent

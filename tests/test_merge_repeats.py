@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from evalgate.cli import main as cli_main
-from evalgate.merge import merge_runs, summed_calls
+from evalgate.cli.main import main as cli_main
+from evalgate.runner.merge import merge_runs, summed_calls
 from tests.servers.openai_server import Judge, OpenAIServer
 
 KEY = "sk-merge-repeats-judge-0123456789"
@@ -155,9 +155,9 @@ def test_confidence_intervals_do_not_depend_on_the_order_cases_finish_in() -> No
     """A concurrent run and a merge feed the sink in different orders; the intervals must agree."""
     import random
 
-    from evalgate.aggregate import RunAggregate
-    from evalgate.records import CaseResult, CaseStatus, MetricResult, MetricStatus
-    from evalgate.repeats import RepeatSink
+    from evalgate.model import CaseResult, CaseStatus, MetricResult, MetricStatus
+    from evalgate.verdict.aggregate import RunAggregate
+    from evalgate.verdict.repeats import RepeatSink
 
     rng = random.Random(7)
     records = []

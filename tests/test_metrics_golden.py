@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalgate.dataset.models import Case
+from evalgate.config.options import CompositeWeights, MetricOptions
 from evalgate.metrics.golden import (
     composite,
     content_terms,
@@ -24,9 +24,8 @@ from evalgate.metrics.golden import (
     specialist_match,
     structure_indicators,
 )
-from evalgate.metrics.options import CompositeWeights, MetricOptions
 from evalgate.metrics.registry import REGISTRY, MetricContext, MetricSkipped, MetricUnavailable, Score
-from evalgate.records import Answer
+from evalgate.model import Answer, Case
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ("specialist_match", "keyword_coverage", "data_source_match", "response_quality", "composite")

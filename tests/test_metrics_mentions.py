@@ -13,7 +13,7 @@ import yaml
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from evalgate.dataset.models import Case, Mention
+from evalgate.config.options import MetricOptions
 from evalgate.metrics.mentions import (
     Detection,
     brand_coverage,
@@ -26,10 +26,9 @@ from evalgate.metrics.mentions import (
     rank_accuracy,
     rank_accuracy_of,
 )
-from evalgate.metrics.options import MetricOptions
 from evalgate.metrics.registry import MetricContext, MetricSkipped, MetricUnavailable, get_metric
 from evalgate.metrics.text import contains_term, find_terms, first_positions, fold
-from evalgate.records import Answer
+from evalgate.model import Answer, Case, Mention
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = (mention_precision, mention_recall, mention_f1, rank_accuracy, brand_coverage, false_is_mine_rate)

@@ -13,8 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalgate.dataset.models import Case
-from evalgate.metrics.options import MetricOptions
+from evalgate.config.options import MetricOptions
 from evalgate.metrics.registry import MetricContext, MetricSkipped, MetricUnavailable, Score, get_metric
 from evalgate.metrics.retrieval import (
     SourceMatch,
@@ -25,7 +24,7 @@ from evalgate.metrics.retrieval import (
     precision_at_k,
     recall_at_k,
 )
-from evalgate.records import Answer
+from evalgate.model import Answer, Case
 
 ROOT = Path(__file__).resolve().parents[1]
 RETRIEVAL = (hit_rate, mrr, precision_at_k, recall_at_k)

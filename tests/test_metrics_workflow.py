@@ -10,12 +10,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalgate.dataset.models import Case
+from evalgate.config.options import MetricOptions
 from evalgate.errors import UserError
-from evalgate.metrics.options import MetricOptions
 from evalgate.metrics.registry import REGISTRY, MetricContext, MetricUnavailable, Score
 from evalgate.metrics.workflow import check_side, workflow, workflow_agents, workflow_tools
-from evalgate.records import Answer
+from evalgate.model import Answer, Case
 
 ROOT = Path(__file__).resolve().parents[1]
 

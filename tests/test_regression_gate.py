@@ -30,7 +30,7 @@ def evalgate(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subpro
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALGATE_", "GITHUB_", "INPUT_"))}
     full_env.update(env or {})
     full_env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([sys.executable, "-m", "evalgate.cli", *args], cwd=cwd, env=full_env,
+    return subprocess.run([sys.executable, "-m", "evalgate", *args], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=300)
 
 

@@ -16,16 +16,15 @@ from typing import Any
 import jsonschema
 import pytest
 
-from evalgate import stats
-from evalgate.aggregate import RunAggregate
-from evalgate.dataset.models import Case
-from evalgate.engine import CasePlan, Engine
-from evalgate.metrics.options import MetricOptions
+from evalgate.config.options import MetricOptions
+from evalgate.config.settings import Settings
 from evalgate.metrics.registry import all_metrics
-from evalgate.records import Answer, CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
-from evalgate.repeats import RepeatSink, apply_report, case_status, collapse_repeats, summarise_case
-from evalgate.settings import Settings
+from evalgate.model import Answer, Case, CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
+from evalgate.runner.engine import CasePlan, Engine
 from evalgate.store.results_json import SCHEMA_PATH
+from evalgate.verdict import stats
+from evalgate.verdict.aggregate import RunAggregate
+from evalgate.verdict.repeats import RepeatSink, apply_report, case_status, collapse_repeats, summarise_case
 
 MIN_09 = Threshold(op="min", value=0.9)
 P, F, E, S = CaseStatus.passed, CaseStatus.failed, CaseStatus.errored, CaseStatus.skipped
@@ -263,7 +262,7 @@ print(json.dumps({"output": "Hold him; check the official report." if good else 
 
 
 def test_a_whole_run_with_repeats_counts_cases_and_lists_the_flaky_one(tmp_path: Path) -> None:
-    from evalgate.run import execute
+    from evalgate.runner.run import execute
 
     (tmp_path / "flip.py").write_text(FLIP_SCRIPT)
     (tmp_path / "calls").mkdir()
@@ -304,7 +303,7 @@ def test_a_whole_run_with_repeats_counts_cases_and_lists_the_flaky_one(tmp_path:
 
 def test_judge_samples_and_repeats_are_real_calls_and_their_spread_is_reported(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evalgate.cli import main as cli_main
+    from evalgate.cli.main import main as cli_main
     from tests.servers.openai_server import Judge, OpenAIServer
 
     key = "sk-loopback-judge-key-repeats"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from evalgate.cli import main as cli_main
+from evalgate.cli.main import main as cli_main
 from evalgate.report.console import call_summary, make_console, render_report, spend_lines
 from evalgate.report.html import render_html
 from evalgate.report.markdown import render_comment, render_summary

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from evalgate.config.settings import build_settings
 from evalgate.errors import UserError
-from evalgate.settings import build_settings
 
 
 def test_precedence_defaults_file_env_inputs_cli(tmp_path: Path) -> None:

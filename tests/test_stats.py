@@ -1,4 +1,4 @@
-"""Hand-checked tests for evalgate.stats: McNemar, bootstrap intervals, repeat summaries."""
+"""Hand-checked tests for evalgate.verdict.stats: McNemar, bootstrap intervals, repeat summaries."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from evalgate import stats
-from evalgate.stats import (
+from evalgate.verdict import stats
+from evalgate.verdict.stats import (
     bootstrap_mean_ci,
     mcnemar_exact,
     paired_bootstrap_ci,

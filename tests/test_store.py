@@ -6,7 +6,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from evalgate.records import CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
+from evalgate.model import CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.store.sqlite import SQLiteStore
 

@@ -15,19 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from evalgate import cli
+from evalgate.cli import main as cli
+from evalgate.config.suite import SuiteConfig
 from evalgate.dataset.load import DatasetStream
-from evalgate.dataset.suite import SuiteConfig
-from evalgate.engine import Engine
-from evalgate.gate import resolve_thresholds
 from evalgate.metrics.registry import all_metrics
-from evalgate.records import CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold, trusted
-from evalgate.redact import register_secret
-from evalgate.run import make_planner
+from evalgate.model import CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold, trusted
+from evalgate.runner.engine import Engine
+from evalgate.runner.run import make_planner
+from evalgate.safety.redact import register_secret
 from evalgate.store.recorder import InlineRecorder, ProcessRecorder, holds_unstable, recorder_for
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.store.sqlite import SQLiteStore
 from evalgate.targets.recorded import RecordedTarget
+from evalgate.verdict.gate import resolve_thresholds
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "sk-recorder-secret-0042"

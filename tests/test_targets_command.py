@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.cli import main as cli_main
-from evalgate.dataset.models import Case
+from evalgate.cli.main import main as cli_main
 from evalgate.errors import UserError
-from evalgate.records import Answer
+from evalgate.model import Answer, Case
 from evalgate.targets.command import CommandTarget
 
 AGENT = r'''

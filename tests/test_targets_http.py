@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 
-from evalgate.cli import main as cli_main
-from evalgate.dataset.models import Case
+from evalgate.calls.costs import CostLedger, price_table
+from evalgate.calls.executor import Executor, RetryPolicy, Runtime
+from evalgate.cli.main import main as cli_main
 from evalgate.errors import UserError
-from evalgate.execution import Executor, RetryPolicy, Runtime
-from evalgate.judges.costs import CostLedger, price_table
-from evalgate.records import Answer
-from evalgate.redact import redact
+from evalgate.model import Answer, Case
+from evalgate.safety.redact import redact
 from evalgate.targets.http import HttpTarget, case_context
 from tests.servers.agent_server import AgentReply, AgentServer, Fault
 

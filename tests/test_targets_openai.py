@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.cli import main as cli_main
-from evalgate.dataset.models import Case
+from evalgate.calls.executor import Runtime
+from evalgate.cli.main import main as cli_main
+from evalgate.config.settings import Settings
 from evalgate.errors import UserError
-from evalgate.execution import Runtime
-from evalgate.records import Answer
-from evalgate.settings import Settings
+from evalgate.model import Answer, Case
 from evalgate.targets.factory import build_target
 from evalgate.targets.openai_chat import OpenAIChatTarget, target_provider_config
 from tests.servers.openai_server import OpenAIServer, Rule

@@ -19,8 +19,7 @@ from collections.abc import Iterator
 from operator import itemgetter
 from typing import IO, Any
 
-from evalgate.dataset.models import Case, Mention, RiskLevel, RuleCheck
-from evalgate.records import trusted
+from evalgate.model import Case, Mention, RiskLevel, RuleCheck, trusted
 
 CASE_FIELDS = tuple(Case.model_fields)
 RULE_FIELDS = tuple(RuleCheck.model_fields)

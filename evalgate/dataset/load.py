@@ -5,7 +5,7 @@ recursively, hidden entries skipped, sorted by relative path) or a glob (``datas
 Relative paths are resolved against ``base_dir`` (default: the current directory).
 
 File shapes: a list of cases; a mapping with ``test_cases:`` (seed 001) or ``cases:`` and an optional
-``suite:`` block (``evalgate.dataset.suite.SuiteConfig``); JSONL, one case per line (blank lines allowed).
+``suite:`` block (``evalgate.config.suite.SuiteConfig``); JSONL, one case per line (blank lines allowed).
 
 Every case gets its provenance:
 
@@ -39,8 +39,7 @@ from typing import IO, Any, NoReturn
 
 from pydantic import ValidationError
 
-from evalgate.dataset.models import Case
-from evalgate.dataset.suite import (
+from evalgate.config.suite import (
     SuiteConfig,
     did_you_mean,
     format_validation_error,
@@ -49,7 +48,8 @@ from evalgate.dataset.suite import (
     show_value,
 )
 from evalgate.errors import UserError
-from evalgate.redact import redact
+from evalgate.model import Case
+from evalgate.safety.redact import redact
 
 DATASET_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".json", ".jsonl")
 CASE_LIST_KEYS: tuple[str, ...] = ("test_cases", "cases")

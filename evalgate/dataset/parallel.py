@@ -37,7 +37,7 @@ from evalgate.dataset.load import (
     _validate_case,
     resolve_paths,
 )
-from evalgate.dataset.models import Case
+from evalgate.model import Case
 
 PARALLEL_MIN_BYTES = 8 << 20
 """Smaller files are scanned in one process (the helper's start-up, ~0.3 s of CPU, would not pay)."""

@@ -18,9 +18,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 
-from evalgate.dataset.models import Case
-from evalgate.dataset.suite import did_you_mean
+from evalgate.config.suite import did_you_mean
 from evalgate.errors import UserError
+from evalgate.model import Case
 
 MAX_LISTED_UNKNOWN = 10
 

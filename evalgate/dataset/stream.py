@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from evalgate.config.suite import SuiteConfig
 from evalgate.dataset.compact import pack_case, write_packed
 from evalgate.dataset.load import DatasetFile, DatasetStream, _gc_paused
-from evalgate.dataset.models import Case
 from evalgate.dataset.parallel import ParallelScan, parallel_scan, read_packed_files
 from evalgate.dataset.select import select_cases
-from evalgate.dataset.suite import SuiteConfig
+from evalgate.model import Case
 
 KEEP_IN_MEMORY = 5_000
 """Up to this many cases are kept after the scan; beyond it they are packed into a temporary file

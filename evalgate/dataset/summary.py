@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from evalgate.dataset.load import DatasetFile
-from evalgate.dataset.models import Case, RiskLevel
+from evalgate.model import Case, RiskLevel
 
 NONE_LABEL = "(none)"
 DIMENSIONS: tuple[str, ...] = ("suite", "category", "difficulty", "risk_level", "evolution_type", "tag")

@@ -1,4 +1,4 @@
-"""Tiny loopback servers for the bundled ``live`` demo (``python -m evalgate.demo_live``).
+"""Tiny loopback servers for the bundled ``live`` demo (``python -m evalgate.demo.live``).
 
 They ship inside the package (standard library only) so the demo works from an installed package or the
 container image, where the ``tests`` package is absent: ``agent.py`` answers seed 002's

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from evalgate import __version__
-from evalgate.redact import redact, register_secret
+from evalgate.safety.redact import redact, register_secret
 
 DEFAULT_API_URL = "https://api.github.com"
 ACCEPT = "application/vnd.github+json"

@@ -33,7 +33,7 @@ import httpx
 from evalgate import __version__
 from evalgate.errors import UserError
 from evalgate.github.commands import add_mask
-from evalgate.redact import redact, register_secret
+from evalgate.safety.redact import redact, register_secret
 
 TOKEN_VAR = "ACTIONS_RUNTIME_TOKEN"
 RESULTS_URL_VAR = "ACTIONS_RESULTS_URL"

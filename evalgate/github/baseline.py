@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate import __version__
-from evalgate.compare import SQLITE_HEADER, load_results, load_results_sqlite, validate_results
 from evalgate.errors import UserError
 from evalgate.github.context import DEFAULT_API_URL
-from evalgate.redact import redact
+from evalgate.safety.redact import redact
+from evalgate.verdict.compare import SQLITE_HEADER, load_results, load_results_sqlite, validate_results
 
 if TYPE_CHECKING:
     import httpx

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Literal, TypedDict, Unpack
 
-from evalgate.redact import redact
+from evalgate.safety.redact import redact
 
 Level = Literal["error", "warning", "notice"]
 MAX_MESSAGE_CHARS = 4096

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from evalgate.github.api import GitHubAPI, GitHubAPIError
-from evalgate.redact import redact
 from evalgate.report.escape import cut_utf16, utf16_len
 from evalgate.report.markdown import comment_marker
+from evalgate.safety.redact import redact
 
 MAX_COMMENT_CHARS = 65536
 TRUNCATION_NOTE = "\n\n… comment truncated by evalgate ({omitted} characters omitted); see the job summary.\n"

@@ -18,19 +18,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from evalgate.execution import CallFailed, Runtime
+from evalgate.calls.chat import ChatBackend, Completion, make_backend
+from evalgate.calls.costs import Price, Usage, count_message_tokens, find_price, usage_from
+from evalgate.calls.executor import CallFailed, Runtime
 from evalgate.judges.cache import CachedReply, CacheKey, JudgeCache
-from evalgate.judges.chat import ChatBackend, Completion, make_backend
-from evalgate.judges.costs import Price, Usage, count_message_tokens, find_price, usage_from
 from evalgate.judges.parse import VerdictError, kept_raw, parse_verdict, schema_of
 from evalgate.metrics.registry import MetricUnavailable
-from evalgate.redact import redact, redact_mapping
+from evalgate.safety.redact import redact, redact_mapping
 
 if TYPE_CHECKING:
-    from evalgate.dataset.models import Case
+    from evalgate.calls.providers import ProviderConfig
     from evalgate.judges.prompts import JudgeTemplate, RenderedPrompt, Values
-    from evalgate.judges.providers import ProviderConfig
-    from evalgate.records import Answer
+    from evalgate.model import Answer, Case
 
 PROMPT_MARGIN = 1.1
 """Worst-case prompt tokens = local count × 1.1 + 16 (tokenizers differ between providers)."""

@@ -20,11 +20,11 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from evalgate.judges.costs import MESSAGE_OVERHEAD, Price, count_message_tokens
-from evalgate.records import Answer
+from evalgate.calls.costs import MESSAGE_OVERHEAD, Price, count_message_tokens
+from evalgate.model import Answer
 
 if TYPE_CHECKING:
-    from evalgate.dataset.models import Case
+    from evalgate.model import Case
 
 ASSUMED_ANSWER_TOKENS = 300
 ASSUMED_COMPLETION_TOKENS = 250

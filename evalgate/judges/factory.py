@@ -10,14 +10,14 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from evalgate.calls.executor import Runtime
+from evalgate.calls.providers import ProviderConfig, resolve_provider
 from evalgate.errors import UserError
-from evalgate.execution import Runtime
 from evalgate.judges.cache import JudgeCache, cache_path
-from evalgate.judges.providers import ProviderConfig, resolve_provider
 
 if TYPE_CHECKING:
+    from evalgate.config.settings import Settings
     from evalgate.judges.client import ChatService, JudgeClient
-    from evalgate.settings import Settings
 
 
 def build_judge(settings: Settings, runtime: Runtime | None = None, env: Mapping[str, str] | None = None

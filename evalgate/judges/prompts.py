@@ -33,8 +33,7 @@ from pydantic import BaseModel, Field
 from evalgate.judges.parse import VerdictError
 
 if TYPE_CHECKING:
-    from evalgate.dataset.models import Case
-    from evalgate.records import Answer
+    from evalgate.model import Answer, Case
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 SYSTEM_TEMPLATE = "_system.j2"

@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING
 from evalgate.metrics.registry import MetricContext, MetricSkipped, MetricUnavailable, Score, metric
 
 if TYPE_CHECKING:
-    from evalgate.dataset.models import Case
-    from evalgate.records import Answer
+    from evalgate.model import Answer, Case
 
 FAMILY = "judged"
 

@@ -32,8 +32,7 @@ from evalgate.metrics.registry import MetricContext, MetricUnavailable, Score, m
 from evalgate.metrics.text import collapse_whitespace, find_terms, fold, unique
 
 if TYPE_CHECKING:
-    from evalgate.dataset.models import Case
-    from evalgate.records import Answer
+    from evalgate.model import Answer, Case
 
 Detector = Literal["builtin", "target"]
 _MEMO_KEY = "mentions:detection"

@@ -8,7 +8,7 @@ A ``Score``'s details are read-only once returned: metrics of one family may sha
 
 An ``applies`` rule may read the case's suite, category and ``metrics`` list, and of every other field
 only how filled it is (unset, empty, blank text or list of blank texts, zero, filled; bools and enums
-as they are): plans are cached per such shape (``evalgate.run.case_shape``).
+as they are): plans are cached per such shape (``evalgate.runner.run.case_shape``).
 """
 
 from __future__ import annotations
@@ -17,39 +17,23 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from evalgate.model import MetricSkipped, MetricUnavailable, Score
+
 if TYPE_CHECKING:
-    from evalgate.dataset.models import Case
-    from evalgate.records import Answer
+    from evalgate.model import Answer, Case
+
+__all__ = ["REGISTRY", "Metric", "MetricContext", "MetricSkipped", "MetricUnavailable", "Score", "all_metrics",
+           "get_metric", "metric"]
 
 Direction = Literal["higher", "lower"]
 Kind = Literal["deterministic", "judged"]
-
-
-@dataclass(frozen=True, slots=True)
-class Score:
-    """A metric's value on one case plus whatever explains it."""
-
-    value: float
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-class MetricSkipped(Exception):
-    """The metric does not run in this configuration (e.g. judge provider ``none``)."""
-
-
-class MetricUnavailable(Exception):
-    """The metric should have run but produced no trustworthy value (strict mode fails on this)."""
-
-    def __init__(self, reason: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(reason)
-        self.details = details or {}
 
 
 @dataclass(slots=True)
 class MetricContext:
     """Per-case context handed to metric functions.
 
-    ``options``: suite metric options (``evalgate.metrics.options.MetricOptions``);
+    ``options``: suite metric options (``evalgate.config.options.MetricOptions``);
     ``judge``: the judge client or None; ``memo``: scratch space shared by the metrics of one case,
     so families (precision/recall/F1) compute their common part once.
     """

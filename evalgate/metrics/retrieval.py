@@ -27,8 +27,7 @@ from evalgate.metrics.registry import MetricContext, MetricUnavailable, Score, m
 from evalgate.metrics.text import fold, unique
 
 if TYPE_CHECKING:
-    from evalgate.dataset.models import Case
-    from evalgate.records import Answer
+    from evalgate.model import Answer, Case
 
 DETAILS_LIST_LIMIT = 20
 """Returned sources listed in a metric's details (the rest are counted, not listed)."""

@@ -11,12 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from evalgate.metrics.options import MetricOptions
+from evalgate.config.options import MetricOptions
 from evalgate.metrics.registry import MetricContext, MetricSkipped, MetricUnavailable, Score, metric
 
 if TYPE_CHECKING:
-    from evalgate.dataset.models import Case, RuleCheck
-    from evalgate.records import Answer
+    from evalgate.model import Answer, Case, RuleCheck
 
 FAMILY = "rules"
 _SNIPPET = 60

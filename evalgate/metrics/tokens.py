@@ -28,12 +28,11 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from evalgate.metrics.options import CombinedScoreOptions
+from evalgate.config.options import CombinedScoreOptions
 from evalgate.metrics.registry import MetricContext, MetricSkipped, MetricUnavailable, Score, metric
 
 if TYPE_CHECKING:
-    from evalgate.dataset.models import Case
-    from evalgate.records import Answer
+    from evalgate.model import Answer, Case
 
 logger = logging.getLogger(__name__)
 

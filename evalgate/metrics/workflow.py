@@ -18,8 +18,7 @@ from evalgate.errors import UserError
 from evalgate.metrics.registry import MetricContext, MetricUnavailable, Score, metric
 
 if TYPE_CHECKING:
-    from evalgate.dataset.models import Case
-    from evalgate.records import Answer
+    from evalgate.model import Answer, Case
 
 FAMILY = "workflow"
 Side = Literal["agents", "tools"]

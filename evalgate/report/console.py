@@ -77,7 +77,7 @@ def render_report(document: dict[str, Any], console: Console, *, verbose: bool =
 
 
 CALL_COUNTERS = ("calls", "attempts", "retries", "rate_limited_429", "failed", "timeouts")
-"""Totals in ``metadata.calls`` (evalgate.execution.Executor.metadata)."""
+"""Totals in ``metadata.calls`` (evalgate.calls.executor.Executor.metadata)."""
 CALL_PROBLEMS = (("retries", "retries"), ("rate_limited_429", "HTTP 429 responses"),
                  ("timeouts", "timed-out attempts"), ("failed", "failed calls"))
 """Counters shown when non-zero, with their labels."""

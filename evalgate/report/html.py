@@ -23,7 +23,6 @@ from typing import Any
 
 import jinja2
 
-from evalgate.redact import redact
 from evalgate.report.console import call_summary
 from evalgate.report.escape import truncate
 from evalgate.report.view import (
@@ -45,6 +44,7 @@ from evalgate.report.view import (
     usage_view,
     verdict_view,
 )
+from evalgate.safety.redact import redact
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 TEMPLATE_NAME = "report.html.j2"

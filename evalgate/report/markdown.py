@@ -37,7 +37,6 @@ import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
 from evalgate.errors import UserError
-from evalgate.redact import redact
 from evalgate.report.console import call_summary
 from evalgate.report.escape import (
     cut_utf16,
@@ -79,6 +78,7 @@ from evalgate.report.view import (
     usage_view,
     verdict_view,
 )
+from evalgate.safety.redact import redact
 
 TEMPLATE_PATH = Path(__file__).resolve().parent / "templates" / "comment.md.j2"
 COMMENT_MARKER = "<!-- evalgate:comment tag={tag} -->"

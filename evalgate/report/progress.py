@@ -13,7 +13,7 @@ from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from evalgate.records import CaseResult
+    from evalgate.model import CaseResult
 
 MAX_FAILED_LISTED = 25
 """Failed cases the console report lists (the collector keeps four times as many, for merges)."""

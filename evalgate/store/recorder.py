@@ -39,8 +39,8 @@ import time
 from itertools import compress
 from typing import IO, Any
 
-from evalgate.records import STATUS_TEXT, CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold, trusted
-from evalgate.redact import MASK, _longest_first, known_secrets, redact
+from evalgate.model import STATUS_TEXT, CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold, trusted
+from evalgate.safety.redact import MASK, _longest_first, known_secrets, redact
 from evalgate.store.results_json import CaseSpool
 from evalgate.store.sqlite import (
     COMMIT_EVERY_CASES,
@@ -136,7 +136,7 @@ class CaseRebuilder:
 
 
 def redact_with(secrets: tuple[str, ...], text: str) -> str:
-    """``evalgate.redact.redact`` with a given, ordered set of secrets."""
+    """``evalgate.safety.redact.redact`` with a given, ordered set of secrets."""
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)

@@ -24,7 +24,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from evalgate.records import STATUS_TEXT, CaseResult, MetricStatus
+from evalgate.model import STATUS_TEXT, CaseResult, MetricStatus
 
 SCHEMA_VERSION = 1
 

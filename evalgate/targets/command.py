@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from evalgate.errors import UserError
-from evalgate.records import Answer
-from evalgate.redact import redact
+from evalgate.model import Answer
+from evalgate.safety.redact import redact
 from evalgate.targets.http import case_context
 from evalgate.targets.mapping import ResponseMap
 
 if TYPE_CHECKING:
-    from evalgate.dataset.models import Case
-    from evalgate.execution import Runtime
-    from evalgate.settings import Settings
+    from evalgate.calls.executor import Runtime
+    from evalgate.config.settings import Settings
+    from evalgate.model import Case
 
 STDERR_TAIL_CHARS = 500
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from evalgate.calls.executor import Runtime
 from evalgate.errors import UserError
-from evalgate.execution import Runtime
 from evalgate.targets.recorded import RecordedTarget
 
 if TYPE_CHECKING:
-    from evalgate.settings import Settings
+    from evalgate.config.settings import Settings
     from evalgate.targets.base import Target
 
 

@@ -25,18 +25,18 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from evalgate.calls.executor import CallFailed, Runtime, StatusError
+from evalgate.calls.http_pool import HttpPool, Reply
 from evalgate.errors import UserError
-from evalgate.execution import CallFailed, Runtime, StatusError
-from evalgate.http_pool import HttpPool, Reply
-from evalgate.records import Answer
-from evalgate.redact import redact, register_secret
+from evalgate.model import Answer
+from evalgate.safety.redact import redact, register_secret
 from evalgate.targets.mapping import ResponseMap
 
 if TYPE_CHECKING:
     import jinja2
 
-    from evalgate.dataset.models import Case
-    from evalgate.settings import Settings
+    from evalgate.config.settings import Settings
+    from evalgate.model import Case
 
 ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 CAMEL_CASE = {"active_team_id": "activeTeamId", "active_league_id": "activeLeagueId", "team_name": "teamName"}

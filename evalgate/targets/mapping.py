@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalgate.errors import UserError
-from evalgate.redact import redact_mapping
+from evalgate.safety.redact import redact_mapping
 
 DEFAULT_RESPONSE_MAP: dict[str, str] = {
     "output": "response|answer|output|text|content|choices.0.message.content|message",

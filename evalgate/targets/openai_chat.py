@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from evalgate.execution import CallFailed, Runtime
+from evalgate.calls.executor import CallFailed, Runtime
+from evalgate.calls.providers import ProviderConfig, resolve_provider
 from evalgate.judges.client import ChatService
 from evalgate.judges.factory import check_budget_pricing
-from evalgate.judges.providers import ProviderConfig, resolve_provider
-from evalgate.records import Answer
-from evalgate.redact import redact
+from evalgate.model import Answer
+from evalgate.safety.redact import redact
 from evalgate.targets.http import case_context, compile_template
 
 if TYPE_CHECKING:
-    from evalgate.dataset.models import Case
-    from evalgate.settings import Settings
+    from evalgate.config.settings import Settings
+    from evalgate.model import Case
 
 TARGET_MAX_TOKENS = 2048
 SYSTEM_VARIABLES = frozenset({"input", "id", "category", "language", "context", "case"})

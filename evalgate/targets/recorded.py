@@ -14,9 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evalgate.dataset.models import Case
 from evalgate.errors import UserError
-from evalgate.records import Answer, trusted
+from evalgate.model import Answer, Case, trusted
 
 ANSWER_FIELDS = tuple(name for name in Answer.model_fields if name not in {"error", "cost_usd"})
 OUTPUT_ALIASES = ("output", "llm_answer_text", "answer", "response", "actual_output")

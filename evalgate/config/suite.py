@@ -9,7 +9,7 @@ A suite block looks like::
       metrics: [mention_f1]               # run on every case, besides the metrics that apply anyway
       exclude_metrics: [judge_quality]
       thresholds: {mention_precision: 0.9, false_is_mine_rate: {max: 0}}
-      options: {k: 3}                     # evalgate.metrics.options.MetricOptions
+      options: {k: 3}                     # evalgate.config.options.MetricOptions
       category_metrics: {waiver: [correctness, tool_calling]}
 
 A bare threshold number means ``min`` for a metric whose direction is ``higher`` and ``max`` for a
@@ -32,9 +32,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evalgate.config.options import MetricOptions
 from evalgate.errors import UserError
-from evalgate.metrics.options import MetricOptions
-from evalgate.records import Threshold
+from evalgate.model import Threshold
 
 SUITE_KEYS: frozenset[str] = frozenset(
     {"name", "description", "metrics", "exclude_metrics", "thresholds", "options", "category_metrics"}

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalgate.calls.executor import CallCancelled
 from evalgate.errors import UserError
-from evalgate.execution import CallCancelled
 
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "gpt-4o-mini": (0.15, 0.60),

@@ -1,6 +1,12 @@
-"""The test-case model: one pydantic ``Case`` that reads every seed format natively.
+"""The records every stage shares (a leaf: imports nothing else from evalgate).
 
-Field aliases (first name is canonical):
+* the test case: one pydantic ``Case`` that reads every seed format natively, with ``Mention``,
+  ``RuleCheck`` and ``RiskLevel``;
+* what flows down the pipeline: an ``Answer`` from a target, a ``Score`` from a metric function (or
+  ``MetricSkipped`` / ``MetricUnavailable``), a ``MetricResult`` per metric with its ``Threshold``, and a
+  ``CaseResult`` per case. Plain pydantic models and dataclasses, serialised as-is into results.json and SQLite.
+
+Case field aliases (first name is canonical):
 
 * ``id`` / ``intent_id`` (seed 001) / generated from the input when absent (seed 000)
 * ``input`` / ``question`` (000) / ``query`` (004) / ``message``
@@ -13,10 +19,19 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 RISK_WEIGHTS: dict[str, float] = {"critical": 4.0, "high": 2.0, "medium": 1.0, "low": 0.5}
 """Weights of the weighted pass rate: sum(weight·passed) / sum(weight) over cases."""
@@ -218,13 +233,13 @@ class Case(BaseModel):
                                  f"(as {mine_names[_fold_name(brand)]!r}); a brand is mine or a competitor")
         mine = {b.lower() for b in self.brands_mine or []}
         competitors = {b.lower() for b in self.brands_competitors or []}
-        for field, pool, pool_name in (
+        for name, pool, pool_name in (
             ("expected_my_mentions", mine, "brands_mine"),
             ("expected_competitor_mentions", competitors, "brands_competitors"),
         ):
-            for brand in getattr(self, field) or []:
+            for brand in getattr(self, name) or []:
                 if brand.lower() not in pool:
-                    raise ValueError(f"{field}: {brand!r} is not in {pool_name}")
+                    raise ValueError(f"{name}: {brand!r} is not in {pool_name}")
         either = mine | competitors
         for brand in self.expected_ranked_list or []:
             if brand.lower() not in either:
@@ -260,3 +275,183 @@ class Case(BaseModel):
         if isinstance(self.passing_criteria, list):
             return "\n".join(f"- {c}" for c in self.passing_criteria)
         return self.passing_criteria or self.expected_answer_criteria or self.verified_answer_summary
+
+
+# --- results ----------------------------------------------------------------------------------------
+
+
+class Answer(BaseModel):
+    """What the system under test returned for one case (recorded, HTTP, model or command)."""
+
+    model_config = ConfigDict(extra="forbid")
+    output: str | None = None
+    sources: list[str] | None = None
+    agents_called: list[str] | None = None
+    tools_used: list[str] | None = None
+    agent_id: str | None = None
+    data_sources: list[str] | None = None
+    mentions: list[Mention] | None = None
+    ranked_list: list[str] | None = None
+    debug_context: list[str] | None = None
+    num_tokens: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_ms: float | None = None
+    cost_usd: float | None = None
+    error: str | None = None
+    """Set when the target could not produce an answer; the case is then ``errored``."""
+
+
+class Threshold(BaseModel):
+    """A bound on a metric: ``{"min": x}`` (higher is better) or ``{"max": x}`` (lower is better)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    op: Literal["min", "max"]
+    value: float
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_mapping(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "op" not in data:
+            keys = set(data)
+            if keys == {"min"}:
+                return {"op": "min", "value": data["min"]}
+            if keys == {"max"}:
+                return {"op": "max", "value": data["max"]}
+            raise ValueError(f"a threshold is a number, {{'min': x}} or {{'max': x}}; got keys {sorted(keys)}")
+        return data
+
+    @model_serializer
+    def _to_mapping(self) -> dict[str, float]:
+        return {self.op: self.value}
+
+    def admits(self, value: float) -> bool:
+        """True when ``value`` meets the bound (``>=`` for min, ``<=`` for max)."""
+        return value >= self.value if self.op == "min" else value <= self.value
+
+    def __str__(self) -> str:
+        return f"{'≥' if self.op == 'min' else '≤'} {self.value:g}"
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """A metric's value on one case plus whatever explains it."""
+
+    value: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class MetricSkipped(Exception):
+    """The metric does not run in this configuration (e.g. judge provider ``none``)."""
+
+
+class MetricUnavailable(Exception):
+    """The metric should have run but produced no trustworthy value (strict mode fails on this)."""
+
+    def __init__(self, reason: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.details = details or {}
+
+
+class MetricStatus(StrEnum):
+    passed = "passed"
+    failed = "failed"
+    errored = "errored"
+    skipped = "skipped"
+    unavailable = "unavailable"
+
+
+class MetricResult(BaseModel):
+    """One metric on one case. ``value`` is None unless status is passed/failed."""
+
+    model_config = ConfigDict(extra="forbid")
+    value: float | None = None
+    threshold: Threshold | None = None
+    passed: bool | None = None
+    status: MetricStatus
+    reason: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class CaseStatus(StrEnum):
+    passed = "passed"
+    failed = "failed"
+    errored = "errored"
+    skipped = "skipped"
+
+
+STATUS_TEXT: dict[Any, str] = {status: status.value for status in (*MetricStatus, *CaseStatus)}
+"""``status.value`` of every metric and case status, without the enum property (slow on 3.11)."""
+
+
+class CaseResult(BaseModel):
+    """The scored outcome of one case (one repeat)."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    index: int = 0
+    suite: str | None = None
+    category: str | None = None
+    risk_level: str = "medium"
+    difficulty: str | None = None
+    evolution_type: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    description: str | None = None
+    source: str = "<memory>"
+    status: CaseStatus
+    passed: bool
+    error: str | None = None
+    reasons: list[str] = Field(default_factory=list)
+    input: str | None = None
+    expected: dict[str, Any] = Field(default_factory=dict)
+    output: str | None = None
+    answer: dict[str, Any] = Field(default_factory=dict)
+    """Target-side data other than the text (sources, tools, agents, mentions …)."""
+    metrics: dict[str, MetricResult] = Field(default_factory=dict)
+    num_tokens: int | None = None
+    latency_ms: float | None = None
+    cost_usd: float | None = None
+    repeat: int = 0
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def trusted(cls: type[ModelT], values: dict[str, Any], fields_set: set[str] | None = None) -> ModelT:
+    """``cls`` built from ``values`` without validation, for hot paths whose inputs already have exactly
+    the declared types (the caller checks what it cannot guarantee and validates otherwise).
+
+    ``values`` must hold every field (it becomes the instance's ``__dict__``); ``fields_set`` is the set
+    of fields given explicitly (default: all), as ``cls(**explicit)`` would record it. The result
+    equals ``cls(**values)``: a ``CaseResult`` costs ~1.5 µs instead of ~7 µs validated (``model_construct``
+    takes ~10 µs).
+    """
+    if not _TRUSTED_OK:
+        return cls.model_validate(values)  # pragma: no cover - only if pydantic's internals changed
+    instance = _new(cls)
+    _set(instance, "__dict__", values)
+    _set(instance, "__pydantic_fields_set__", set(values) if fields_set is None else fields_set)
+    _set(instance, "__pydantic_extra__", None)
+    _set(instance, "__pydantic_private__", None)
+    return instance
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _trusted_matches_validation() -> bool:
+    """One-time check that ``trusted`` reproduces pydantic's own construction (else it validates)."""
+    global _TRUSTED_OK
+    _TRUSTED_OK = True
+    values = {"value": 0.5, "threshold": Threshold(op="min", value=0.9), "passed": False,
+              "status": MetricStatus.failed, "reason": "r", "details": {"k": [1]}}
+    try:
+        fast, slow = trusted(MetricResult, dict(values)), MetricResult(**values)
+        return (fast == slow and fast.model_fields_set == slow.model_fields_set
+                and fast.model_dump_json() == slow.model_dump_json() and fast.model_copy() == slow)
+    except Exception:  # pragma: no cover - only if pydantic's internals changed
+        return False
+
+
+_TRUSTED_OK = _trusted_matches_validation()

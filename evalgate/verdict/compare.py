@@ -2,7 +2,7 @@
 
 Cases are matched by id. A case run several times (``repeat`` 0, 1, …) is collapsed first: each
 metric's value is the mean over the repeats that have a finite number, and its outcome is the repeat
-verdict (``evalgate.stats.repeat_verdict``, majority by default) over the repeats not skipped.
+verdict (``evalgate.verdict.stats.repeat_verdict``, majority by default) over the repeats not skipped.
 
 * Per metric: pairs are the shared cases with a value in both runs; ``base``/``head`` are the means
   over those pairs, ``delta`` = mean(head − base), ``ci_low``/``ci_high`` its paired-bootstrap
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalgate import stats
 from evalgate.errors import UserError
+from evalgate.verdict import stats
 
 DEFAULT_ALPHA = 0.05
 SQLITE_HEADER = b"SQLite format 3\x00"

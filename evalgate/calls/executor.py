@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from evalgate.judges.costs import CostLedger, Price
-    from evalgate.settings import Settings
+    from evalgate.calls.costs import CostLedger, Price
+    from evalgate.config.settings import Settings
 
 T = TypeVar("T")
 
@@ -115,7 +115,7 @@ def classify(exc: BaseException) -> Failure:
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc
             return Failure(f"connection error: {type(cause).__name__}: {cause}".rstrip(": "), True)
-    aiohttp = sys.modules.get("aiohttp")  # the hot-path client (evalgate.http_pool)
+    aiohttp = sys.modules.get("aiohttp")  # the hot-path client (evalgate.calls.http_pool)
     if aiohttp is not None and isinstance(exc, aiohttp.ClientError) and not isinstance(exc, TimeoutError):
         retryable = not isinstance(exc, aiohttp.InvalidURL | aiohttp.TooManyRedirects)
         kind = "connection error" if retryable else "request error"
@@ -407,14 +407,14 @@ class Runtime:
 
     @classmethod
     def from_settings(cls, settings: Settings, stop: asyncio.Event | None = None) -> Runtime:
-        from evalgate.judges.costs import CostLedger, price_table
+        from evalgate.calls.costs import CostLedger, price_table
 
         return cls(Executor.from_settings(settings, stop), CostLedger(settings.max_cost), price_table(settings.prices),
                    chat_client=settings.chat_client)
 
     @classmethod
     def default(cls, stop: asyncio.Event | None = None) -> Runtime:
-        from evalgate.judges.costs import CostLedger, price_table
+        from evalgate.calls.costs import CostLedger, price_table
 
         return cls(Executor(stop=stop), CostLedger(), price_table({}))
 

@@ -4,7 +4,7 @@ Sources: the ``github-token`` input (``INPUT_GITHUB-TOKEN``), the runner's ``ACT
 ``ACTIONS_ID_TOKEN_REQUEST_TOKEN``, every variable whose name looks like a key or token (judge keys such
 as ``OPENAI_API_KEY``), then — once settings exist — secret-looking ``target-headers`` values and
 passwords embedded in URLs. Each value of at least ``MIN_SECRET_LENGTH`` characters is registered
-with :mod:`evalgate.redact` and announced with ``::add-mask::``.
+with :mod:`evalgate.safety.redact` and announced with ``::add-mask::``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
+from evalgate.config.settings import Settings
 from evalgate.github.commands import add_mask
-from evalgate.redact import MIN_SECRET_LENGTH, looks_secret, register_secret, secrets_from_env
-from evalgate.settings import Settings
+from evalgate.safety.redact import MIN_SECRET_LENGTH, looks_secret, register_secret, secrets_from_env
 
 ALWAYS_SECRET = ("INPUT_GITHUB-TOKEN", "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN", "GITHUB_TOKEN")
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"})

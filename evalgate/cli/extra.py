@@ -44,7 +44,7 @@ def add_history(verbs: Any) -> None:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from evalgate.history import build_history, parse_until, plot_history, render_text
+    from evalgate.store.history import build_history, parse_until, plot_history, render_text
 
     history = build_history(Path(args.db), days=args.days, until=parse_until(args.until), limit=args.limit)
     if args.format == "json":
@@ -80,7 +80,7 @@ def report_format(requested: str | None, output: str | None) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from evalgate.merge import load_document
+    from evalgate.runner.merge import load_document
 
     document = load_document(args.results)
     text = render_report_text(document, report_format(args.format, args.output), max_cases=args.max_cases)
@@ -134,8 +134,8 @@ def add_merge(verbs: Any) -> None:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from evalgate.merge import merge_runs
     from evalgate.report.console import make_console, render_report
+    from evalgate.runner.merge import merge_runs
 
     outcome = merge_runs(args.shards, output_dir=Path(args.output_dir), db_path=Path(args.db) if args.db else None,
                          allow_partial=args.allow_partial)
@@ -220,8 +220,8 @@ def add_compare(verbs: Any) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from evalgate.compare import DEFAULT_ALPHA, compare_runs, comparison_gate_reasons, load_results
     from evalgate.report.console import make_console, render_comparison
+    from evalgate.verdict.compare import DEFAULT_ALPHA, compare_runs, comparison_gate_reasons, load_results
 
     base, head = load_results(args.base), load_results(args.head)
     config = (head.get("metadata") or {}).get("config") or {}

@@ -1,7 +1,7 @@
 """The "live" example: start the demo agent and the scripted judge on 127.0.0.1, then run
 ``datasets/live`` against them with the http target and the ``local`` judge provider.
 
-    python -m evalgate.demo_live [extra evalgate run options, e.g. --verbose --no-cache]
+    python -m evalgate.demo.live [extra evalgate run options, e.g. --verbose --no-cache]
 
 Equivalent command pair (two terminals, or background the servers):
 
@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from evalgate.demo.agent import CHAT_PATH, agent_server
 from evalgate.demo.judge import judge_server
 from evalgate.demo.server import JsonServer
-from evalgate.run import demo_dir
+from evalgate.runner.run import demo_dir
 
 DEFAULT_OUTPUT = "evalgate-results/live"
 JUDGE_PORT = 8012
@@ -66,7 +66,7 @@ def run_arguments(agent_url: str, judge_url: str, extra: Sequence[str]) -> list[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from evalgate.cli import main as cli_main
+    from evalgate.cli.main import main as cli_main
 
     extra = list(sys.argv[1:] if argv is None else argv)
     if not (demo_dir() / "live").is_dir():

@@ -9,7 +9,7 @@ run, or ``FILE#RUN_ID`` for a given one). The merged run is rebuilt from the per
    and no ``i`` twice; each case id in exactly one input (and in the shard its id hashes to);
 2. the records are spooled to disk and re-aggregated in dataset order (``index``, ``repeat``): through
    ``RepeatSink`` (each case's repeats collapse into one case, flaky cases and confidence intervals are
-   collected, as in ``evalgate.run``) into ``RunAggregate``; the gate is recomputed with ``run_verdict``
+   collected, as in ``evalgate.runner.run``) into ``RunAggregate``; the gate is recomputed with ``run_verdict``
    and the recorded thresholds, policy and repeat rule, so the verdict equals that of one unsharded run
    of the same cases;
 3. ``results.json`` and a new run with status ``merged`` in the SQLite file are written.
@@ -32,13 +32,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evalgate.aggregate import RunAggregate
 from evalgate.errors import UserError
-from evalgate.gate import GatePolicy, Verdict, run_verdict
-from evalgate.records import CaseResult, Threshold
-from evalgate.repeats import RepeatSink, apply_report
+from evalgate.model import CaseResult, Threshold
 from evalgate.report.console import CALL_COUNTERS
 from evalgate.store.results_json import SCHEMA_VERSION, CaseSpool, write_results
+from evalgate.verdict.aggregate import RunAggregate
+from evalgate.verdict.gate import GatePolicy, Verdict, run_verdict
+from evalgate.verdict.repeats import RepeatSink, apply_report
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 RESULTS_KEYS = ("schema_version", "run_id", "summary", "gate", "metrics", "results")
@@ -178,7 +178,7 @@ def _check_document(document: Any, where: str) -> None:
 
 
 def _settings_defaults() -> dict[str, Any]:
-    from evalgate.settings import Settings
+    from evalgate.config.settings import Settings
 
     return {name: Settings.model_fields[name].get_default(call_default_factory=True) for name in MATTERING_SETTINGS}
 
@@ -211,7 +211,7 @@ def recorded_thresholds(document: Mapping[str, Any]) -> dict[str, Any]:
 
 def shard_of_document(document: Mapping[str, Any], label: str) -> tuple[int, int] | None:
     """The ``(i, n)`` shard a run selected (``metadata.config.shard``), None for an unsharded run."""
-    from evalgate.settings import parse_shard
+    from evalgate.config.settings import parse_shard
 
     text = ((document.get("metadata") or {}).get("config") or {}).get("shard")
     if not text:
@@ -319,7 +319,7 @@ def merge_runs(
 ) -> MergeOutcome:
     """Merge ``sources`` into ``output_dir/results.json`` and a new ``merged`` run in ``db_path``."""
     from evalgate.metrics.registry import all_metrics
-    from evalgate.run import build_document, new_run_id
+    from evalgate.runner.run import build_document, new_run_id
     from evalgate.store.sqlite import SQLiteStore
 
     if not sources:

@@ -36,8 +36,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from evalgate import stats
-from evalgate.records import CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
+from evalgate.model import CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
+from evalgate.verdict import stats
 
 CONFIDENCE = 0.95
 FLAKY_LIMIT = 200

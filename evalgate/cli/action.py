@@ -19,16 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from entrypoint.masking import env_secrets, mask_all, settings_secrets
+from evalgate.config.settings import FIELD_NAMES, Settings, build_settings
 from evalgate.errors import EXIT_USER_ERROR, UserError
 from evalgate.github.commands import error, new_stop_token, warning
 from evalgate.github.context import ActionContext, read_inputs
+from evalgate.github.masking import env_secrets, mask_all, settings_secrets
 from evalgate.github.outputs import write_outputs
-from evalgate.publish import PUBLISH_INPUTS, PublishOptions, error_outputs, options_from_inputs, publish
-from evalgate.settings import FIELD_NAMES, Settings, build_settings
+from evalgate.github.publish import PUBLISH_INPUTS, PublishOptions, error_outputs, options_from_inputs, publish
 
 if TYPE_CHECKING:
-    from evalgate.run import RunOutcome
+    from evalgate.runner.run import RunOutcome
 
 LIST_INPUTS = ("dataset", "case-ids", "category", "tags")
 """Inputs that take a list: one item per line or comma-separated."""
@@ -95,7 +95,7 @@ def cli_flags(argv: Sequence[str]) -> dict[str, Any]:
     """``with: args`` / ``docker run … ARGS`` in Actions mode: ``evalgate run`` flags, highest precedence."""
     if not argv:
         return {}
-    from evalgate.cli import _cli_values, build_parser
+    from evalgate.cli.main import _cli_values, build_parser
 
     try:
         args = build_parser().parse_args(["run", *argv])
@@ -122,8 +122,8 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
 def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
     """Run the pipeline and print the console report inside a ``::stop-commands::`` block."""
     from evalgate.report.progress import make_progress
-    from evalgate.run import execute
-    from evalgate.warmup import REPORT_DELAY_S, preload
+    from evalgate.runner.run import execute
+    from evalgate.runner.warmup import REPORT_DELAY_S, preload
 
     settings = setup_.settings
     token = new_stop_token()

@@ -16,15 +16,24 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from evalgate.dataset.models import Mention, RiskLevel
-from evalgate.execution import CallCancelled
-from evalgate.gate import case_verdict, judge_metric
+from evalgate.calls.executor import CallCancelled
 from evalgate.metrics.registry import Metric, MetricContext, MetricSkipped, MetricUnavailable, Score
-from evalgate.records import Answer, CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold, trusted
-from evalgate.redact import redact
+from evalgate.model import (
+    Answer,
+    CaseResult,
+    CaseStatus,
+    Mention,
+    MetricResult,
+    MetricStatus,
+    RiskLevel,
+    Threshold,
+    trusted,
+)
+from evalgate.safety.redact import redact
+from evalgate.verdict.gate import case_verdict, judge_metric
 
 if TYPE_CHECKING:
-    from evalgate.dataset.models import Case
+    from evalgate.model import Case
     from evalgate.targets.base import Target
 
 EXPECTATION_FIELDS = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from evalgate.dataset.models import RuleCheck
+from evalgate.model import RuleCheck
 
 DEFAULT_SOURCE_INDICATORS: dict[str, list[str]] = {
     "rag": ["according to the", "document", "sop", "manual", "procedure", "section", "per the", "source:"],

@@ -99,9 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extra_verbs() -> list[Any]:
     """Verbs contributed by other modules (compare, merge, history, report)."""
-    from evalgate import cli_extra
+    from evalgate.cli import extra
 
-    return cli_extra.VERBS
+    return extra.VERBS
 
 
 def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
@@ -116,10 +116,10 @@ def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from evalgate.config.settings import build_settings
     from evalgate.report.progress import make_progress
-    from evalgate.run import execute
-    from evalgate.settings import build_settings
-    from evalgate.warmup import REPORT_DELAY_S, preload
+    from evalgate.runner.run import execute
+    from evalgate.runner.warmup import REPORT_DELAY_S, preload
 
     settings, suite_config, _ = build_settings(cli=_cli_values(args))
     json_mode = settings.format == "json"
@@ -156,9 +156,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     import json
 
+    from evalgate.config.settings import build_settings
     from evalgate.dataset.summary import dataset_summary, render_summary_text
-    from evalgate.run import prepare
-    from evalgate.settings import build_settings
+    from evalgate.runner.run import prepare
 
     settings, suite_config, _ = build_settings(cli=_cli_values(args))
     prepared = prepare(settings, suite_config)
@@ -189,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(handler(args))
     except UserError as exc:
-        from evalgate.redact import redact
+        from evalgate.safety.redact import redact
 
         print(f"evalgate: error: {redact(str(exc))}", file=sys.stderr)
         return EXIT_USER_ERROR
@@ -231,11 +231,11 @@ def report_crash(exc: BaseException) -> int:
     """One line on stderr, the redacted traceback in ``evalgate-crash.log``; exit 1 (not passed).
 
     results.json and the database already hold every case finished before the crash, with
-    ``status: crashed`` (see ``evalgate.run.execute``)."""
+    ``status: crashed`` (see ``evalgate.runner.run.execute``)."""
     import tempfile
     import traceback
 
-    from evalgate.redact import redact
+    from evalgate.safety.redact import redact
 
     text = redact("".join(traceback.format_exception(exc)))
     log = os.path.join(tempfile.gettempdir(), "evalgate-crash.log")

@@ -21,23 +21,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate import __version__
-from evalgate.aggregate import RunAggregate
-from evalgate.dataset.models import Case
+from evalgate.config.options import MetricOptions
+from evalgate.config.settings import Settings
 from evalgate.dataset.stream import SelectedCases
-from evalgate.engine import CasePlan, Engine
 from evalgate.errors import UserError
-from evalgate.gate import GatePolicy, Verdict, resolve_thresholds, run_verdict
 from evalgate.metrics.judged import default_category_metrics
-from evalgate.metrics.options import MetricOptions
 from evalgate.metrics.registry import Metric, all_metrics
-from evalgate.records import Threshold
-from evalgate.redact import redact, redact_mapping
-from evalgate.repeats import RepeatSink, apply_report
+from evalgate.model import Case, Threshold
 from evalgate.report.progress import FailureCollector
-from evalgate.settings import Settings
+from evalgate.runner.engine import CasePlan, Engine
+from evalgate.safety.redact import redact, redact_mapping
 from evalgate.store.recorder import InlineRecorder, ProcessRecorder, recorder_for
 from evalgate.store.results_json import SCHEMA_VERSION, CaseSpool, write_results
 from evalgate.store.sqlite import SQLiteStore
+from evalgate.verdict.aggregate import RunAggregate
+from evalgate.verdict.gate import GatePolicy, Verdict, resolve_thresholds, run_verdict
+from evalgate.verdict.repeats import RepeatSink, apply_report
 
 if TYPE_CHECKING:
     from evalgate.github.baseline import BaselineLookup
@@ -47,7 +46,7 @@ DEMO_EXCLUDED = {"failing", "live"}
 
 def demo_dir() -> Path:
     """Where the bundled demo suites live (repository checkout or the container image)."""
-    return Path(__file__).resolve().parent.parent / "datasets"
+    return Path(__file__).resolve().parents[2] / "datasets"
 
 
 def default_datasets() -> list[str]:
@@ -82,8 +81,8 @@ class RunOutcome:
 def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | None = None) -> Prepared:
     """Validate and select the cases (streamed: large datasets are not held in memory), resolve
     thresholds, and build each case's metric plan."""
+    from evalgate.config.suite import SuiteConfig, parse_suite_config
     from evalgate.dataset.stream import scan, selector
-    from evalgate.dataset.suite import SuiteConfig, parse_suite_config
 
     metrics = all_metrics()
     config_name = settings.config or "evalgate.yaml"
@@ -121,7 +120,7 @@ def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: Se
 
 def _check_metric_names(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any],
                         case_metrics: Iterable[tuple[str, list[str]]]) -> None:
-    from evalgate.dataset.suite import validate_metric_names
+    from evalgate.config.suite import validate_metric_names
 
     for where, suite in [("config", global_suite), *((f"suite {n!r}", s) for n, s in suites.items())]:
         validate_metric_names(list(suite.metrics or []) + list(suite.exclude_metrics or []), metrics, where)
@@ -365,12 +364,12 @@ async def execute(
     ``baseline_loader`` answers ``baseline: auto`` (the Action passes
     ``evalgate.github.baseline.auto_loader(...)``); a path baseline is read here, before the run.
     """
-    from evalgate.execution import Runtime
-    from evalgate.judges.costs import add_spend
+    from evalgate.calls.costs import add_spend
+    from evalgate.calls.executor import Runtime
     from evalgate.judges.estimate import announce_estimate
     from evalgate.judges.factory import build_judge
+    from evalgate.runner.warmup import preload
     from evalgate.targets.factory import build_target
-    from evalgate.warmup import preload
 
     if uses_http_pool(settings):  # every module-level import of this path is done: no concurrent imports
         preload(("aiohttp",))
@@ -564,7 +563,7 @@ def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None,
     document["comparison"] = None
     if baseline.document is None:
         return []
-    from evalgate.compare import compare_runs, comparison_gate_reasons
+    from evalgate.verdict.compare import compare_runs, comparison_gate_reasons
 
     head = {**document, "results": (_compared_record(json.loads(record)) for record in records)}
     try:

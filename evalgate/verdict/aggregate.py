@@ -12,8 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalgate.dataset.models import RISK_WEIGHTS
-from evalgate.records import CaseResult, CaseStatus, MetricStatus
+from evalgate.model import RISK_WEIGHTS, CaseResult, CaseStatus, MetricStatus
 
 BREAKDOWN_DIMENSIONS = ("suite", "category", "difficulty", "risk_level", "evolution_type", "tag")
 MAX_CRITICAL_LISTED = 200

@@ -3,7 +3,7 @@
 Two interchangeable backends speak the same OpenAI chat-completions protocol to every provider:
 
 * ``direct`` (default): posts the JSON body to ``{base_url}/chat/completions`` with
-  ``Authorization: Bearer <key>`` over the run's fast HTTP client (``evalgate.http_pool``) and reads
+  ``Authorization: Bearer <key>`` over the run's fast HTTP client (``evalgate.calls.http_pool``) and reads
   ``choices[0].message.content`` and ``usage`` from the JSON reply. ≈ 0.4 ms CPU per call on the bench
   machine.
 * ``openai-sdk``: the official ``openai.AsyncOpenAI`` client (its retries off; the run's retry layer
@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from evalgate import __version__
-from evalgate.execution import StatusError
-from evalgate.http_pool import HttpPool
+from evalgate.calls.executor import StatusError
+from evalgate.calls.http_pool import HttpPool
 
 if TYPE_CHECKING:
-    from evalgate.judges.providers import ProviderConfig
+    from evalgate.calls.providers import ProviderConfig
 
 USER_AGENT = f"evalgate/{__version__}"
 ERROR_EXCERPT_CHARS = 300

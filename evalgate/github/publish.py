@@ -27,8 +27,8 @@ from evalgate.github.commands import add_mask, warning
 from evalgate.github.comment import CommentResult, find_marked_comment, upsert_comment
 from evalgate.github.context import ActionContext, parse_pr_number
 from evalgate.github.outputs import write_outputs, write_summary_report
-from evalgate.redact import redact
 from evalgate.report.markdown import SourceLinks, comment_marker, render_comment, render_summary, sanitize_tag
+from evalgate.safety.redact import redact
 
 CommentMode = Literal["always", "on-failure", "never"]
 COMMENT_MODES: tuple[str, ...] = get_args(CommentMode)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from evalgate.errors import UserError
-from evalgate.redact import register_secret
+from evalgate.safety.redact import register_secret
 
 ResponseFormat = Literal["json_schema", "json_object", "none"]
 

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from evalgate.errors import EXIT_GATE_FAILED, EXIT_PASS, UserError
-from evalgate.records import CaseStatus, MetricResult, MetricStatus, Threshold, trusted
+from evalgate.model import CaseStatus, MetricResult, MetricStatus, Threshold, trusted
 
 if TYPE_CHECKING:
-    from evalgate.aggregate import RunAggregate
     from evalgate.metrics.registry import Metric
+    from evalgate.verdict.aggregate import RunAggregate
 
 
 def parse_threshold(name: str, raw: Any, direction: str, where: str) -> Threshold:
