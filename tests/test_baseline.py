@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from evalgate.github.baseline import (
-    BaselineLookup,
     BaselineQuery,
     auto_loader,
     choose_candidates,
@@ -21,9 +20,9 @@ from evalgate.github.baseline import (
     loader_from_env,
     query_from_context,
     read_results_zip,
-    resolve_baseline,
 )
 from evalgate.github.context import ActionContext
+from evalgate.store.reader import BaselineLookup, resolve_baseline
 from tests.servers.github_artifacts_fake import GitHubArtifactsFake, zip_bytes
 
 NAME = "evalgate-results"

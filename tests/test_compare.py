@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from evalgate.errors import UserError
-from evalgate.verdict.compare import compare_runs, comparison_gate_reasons, load_results, load_results_sqlite
+from evalgate.store.reader import load_results, load_results_sqlite
+from evalgate.verdict.compare import compare_runs, comparison_gate_reasons
 
 RESAMPLES = 4000
 
@@ -284,11 +285,12 @@ def test_load_results_missing_and_binary_files(tmp_path: Path) -> None:
 def _store(path: Path, runs: list[dict[str, Any]]) -> None:
     connection = sqlite3.connect(path)
     with connection:
-        connection.execute("CREATE TABLE eg_runs (run_id TEXT PRIMARY KEY, timestamp TEXT, document TEXT)")
+        connection.execute("CREATE TABLE eg_runs (run_id TEXT PRIMARY KEY, timestamp TEXT, document TEXT, "
+                           "status TEXT DEFAULT 'completed')")
         connection.execute("CREATE TABLE eg_cases (run_id TEXT, record TEXT)")
         for run in runs:
             summary = {k: v for k, v in run.items() if k != "results"}
-            connection.execute("INSERT INTO eg_runs VALUES (?, ?, ?)",
+            connection.execute("INSERT INTO eg_runs (run_id, timestamp, document) VALUES (?, ?, ?)",
                                (run["run_id"], run["timestamp"], json.dumps(summary)))
             for rec in reversed(run["results"]):  # stored out of order on purpose
                 connection.execute("INSERT INTO eg_cases VALUES (?, ?)", (run["run_id"], json.dumps(rec)))
@@ -302,7 +304,7 @@ def test_load_results_from_sqlite_takes_the_latest_run(tmp_path: Path) -> None:
     _store(path, [newer, older])
     assert load_results(path) == newer  # detected by the SQLite header, records back in index order
     assert load_results_sqlite(path, run_id="base") == older
-    with pytest.raises(UserError, match="no run 'missing' in table eg_runs"):
+    with pytest.raises(UserError, match="no run 'missing' in this database"):
         load_results_sqlite(path, run_id="missing")
 
 
@@ -317,7 +319,7 @@ def test_load_results_from_a_foreign_sqlite_file(tmp_path: Path) -> None:
     assert str(path) in str(info.value)
     empty = tmp_path / "empty.db"
     _store(empty, [])
-    with pytest.raises(UserError, match="no runs stored"):
+    with pytest.raises(UserError, match="no finished run in this database"):
         load_results(empty)
 
 

@@ -11,7 +11,7 @@ from evalgate.config.options import MetricOptions
 from evalgate.metrics.registry import Metric, MetricContext, MetricSkipped, MetricUnavailable, Score
 from evalgate.model import Answer, Case, CaseResult, CaseStatus, MetricStatus, Threshold
 from evalgate.runner.engine import CasePlan, Engine
-from evalgate.runner.run import ordered_metrics
+from evalgate.runner.setup import ordered_metrics
 
 
 class SlowTarget:

@@ -22,7 +22,7 @@ from evalgate.dataset.load import DatasetStream
 from evalgate.metrics.registry import Metric, MetricContext, Score, all_metrics
 from evalgate.model import Answer, Case, CaseResult, CaseStatus, Mention, MetricResult, MetricStatus, Threshold, trusted
 from evalgate.runner.engine import ANSWER_DETAIL_SET, CasePlan, Engine, answer_details
-from evalgate.runner.run import case_shape, fill, make_planner, make_uncached_planner
+from evalgate.runner.setup import case_shape, fill, make_planner, make_uncached_planner
 from evalgate.targets.recorded import RecordedTarget, answer_from_case
 from evalgate.verdict.gate import judge_metric, resolve_thresholds
 
@@ -73,7 +73,7 @@ def suites() -> tuple[SuiteConfig, dict[str, SuiteConfig]]:
 
 @pytest.mark.parametrize("shapes", [4096, 3])
 def test_the_plan_cache_gives_the_uncached_plan_for_every_case(shapes: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("evalgate.runner.run.PLAN_CACHE_SHAPES", shapes)  # 3: the cache is cleared again and again
+    monkeypatch.setattr("evalgate.runner.setup.PLAN_CACHE_SHAPES", shapes)  # 3: the cache is cleared again and again
     metrics = all_metrics()
     for global_suite, by_name in [(SuiteConfig(), {}), suites()]:
         cached, uncached = make_planner(metrics, global_suite, by_name), make_uncached_planner(metrics, global_suite,

@@ -11,9 +11,9 @@ from typing import Any
 
 from evalgate.calls.executor import Runtime
 from evalgate.config.settings import Settings
-from evalgate.judges.cache import CachedReply, CacheKey, JudgeCache, cache_path, endpoint_id
 from evalgate.judges.factory import build_judge
 from evalgate.model import Answer, Case
+from evalgate.store.judge_cache import CachedReply, CacheKey, JudgeCache, cache_path, endpoint_id
 from tests.servers.openai_server import Judge, OpenAIServer
 
 KEY = "sk-judge-cache-test-5a4b3c2d1e"
@@ -116,7 +116,7 @@ def test_live_demo_judge_prefers_a_stable_port_and_falls_back() -> None:
 
 
 def test_writes_are_batched_visible_before_they_reach_disk_and_flushed_on_close(tmp_path: Path) -> None:
-    from evalgate.judges import cache as cache_module
+    from evalgate.store import judge_cache as cache_module
 
     path = tmp_path / "judge-cache.db"
     cache = JudgeCache(path)

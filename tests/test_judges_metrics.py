@@ -16,7 +16,7 @@ from evalgate.config.suite import SuiteConfig
 from evalgate.metrics.judged import DEFAULT_CATEGORY_METRICS, SPECS
 from evalgate.metrics.registry import MetricContext, MetricSkipped, MetricUnavailable, all_metrics
 from evalgate.model import Answer, Case
-from evalgate.runner.run import make_planner
+from evalgate.runner.setup import make_planner
 from tests.servers.agent_server import AgentReply, AgentServer
 from tests.servers.openai_server import Judge, OpenAIServer
 

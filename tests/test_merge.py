@@ -14,7 +14,8 @@ import pytest
 
 from evalgate.cli.main import main as cli_main
 from evalgate.errors import UserError
-from evalgate.runner.merge import add_judge_spend, load_document, merge_runs, recorded_thresholds
+from evalgate.runner.merge import add_judge_spend, merge_runs, recorded_thresholds
+from evalgate.store.reader import load_document
 from tests.servers.github_fake import GitHubFake
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -105,16 +105,16 @@ def test_max_tokens_uses_the_reported_count() -> None:
 
 
 def test_max_tokens_falls_back_to_chars_over_four(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "evalgate.metrics.tokens", None)  # import fails
+    monkeypatch.setitem(sys.modules, "evalgate.text.tokens", None)  # import fails
     assert count_answer_tokens("x" * 41) == (10, "chars/4")
     assert check(rule("max_tokens", 10), "x" * 43) == (True, "10 tokens, chars/4 (max 10)")
     assert check(rule("max_tokens", 10), "x" * 44)[0] is False
 
 
 def test_max_tokens_uses_the_token_counter_when_present(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = types.ModuleType("evalgate.metrics.tokens")
+    fake = types.ModuleType("evalgate.text.tokens")
     fake.count_tokens = lambda text: (len(text.split()), "words")  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "evalgate.metrics.tokens", fake)
+    monkeypatch.setitem(sys.modules, "evalgate.text.tokens", fake)
     assert check(rule("max_tokens", 3), "one two three") == (True, "3 tokens, words (max 3)")
     assert check(rule("max_tokens", 2), "one two three")[0] is False
     fake.count_tokens = lambda text: len(text)  # type: ignore[attr-defined]

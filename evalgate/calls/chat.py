@@ -1,4 +1,4 @@
-"""The wire under ``ChatService``: one chat-completions request in, the reply text and token usage out.
+"""Chat completions: the wire (one request in, the reply text and token usage out) and ``ChatService`` on it.
 
 Two interchangeable backends speak the same OpenAI chat-completions protocol to every provider:
 
@@ -11,20 +11,26 @@ Two interchangeable backends speak the same OpenAI chat-completions protocol to 
   cost more than the call itself against a fast server. Choose it with ``chat_client: openai-sdk``
   (``--chat-client``) to rule evalgate's own client out when a provider misbehaves.
 
-Both raise what ``execution.classify`` understands: HTTP statuses (``StatusError`` / the SDK's
+Both raise what ``executor.classify`` understands: HTTP statuses (``StatusError`` / the SDK's
 ``APIStatusError``, with headers for ``Retry-After``), timeouts and connection errors; a 2xx reply that is
 not a chat completion raises ``ReplyError`` (not retried).
+
+``ChatService.complete`` (over either backend) is the only place a chat call is made: it reserves the
+worst-case cost against the budget, runs the call through the run's ``Executor`` (retries, adaptive
+limits, stop) and records tokens and cost. Judges and the ``openai`` target both use it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from evalgate import __version__
-from evalgate.calls.executor import StatusError
+from evalgate.calls.costs import Price, Usage, count_message_tokens, find_price, usage_from
+from evalgate.calls.executor import Runtime, StatusError
 from evalgate.calls.http_pool import HttpPool
 
 if TYPE_CHECKING:
@@ -147,3 +153,67 @@ class SdkChat:
 
     async def aclose(self) -> None:
         await self.client.close()
+
+
+# --- the service every judge and model target calls ----------------------------------------------------
+
+
+PROMPT_MARGIN = 1.1
+"""Worst-case prompt tokens = local count × 1.1 + 16 (tokenizers differ between providers)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatReply:
+    text: str
+    usage: Usage
+    cost_usd: float | None
+    latency_ms: float
+
+
+class ChatService:
+    """Chat completions against one provider with budget, retries and accounting."""
+
+    def __init__(self, provider: ProviderConfig, runtime: Runtime, *, role: str) -> None:
+        self.provider = provider
+        self.runtime = runtime
+        self.role = role
+        self.price: Price | None = find_price(provider.model, runtime.prices, self_hosted=provider.spec.self_hosted)
+        self.backend: ChatBackend = make_backend(runtime.chat_client, provider,
+                                                 timeout=runtime.executor.policy.attempt_seconds,
+                                                 concurrency=runtime.executor.concurrency)
+
+    @property
+    def model(self) -> str:
+        return self.provider.model
+
+    def worst_case_cost(self, messages: Sequence[Mapping[str, Any]], max_tokens: int) -> float:
+        """USD bound for one call: (prompt tokens · 1.1 + 16) at the input price + max_tokens at the output price."""
+        if self.price is None:
+            return 0.0
+        prompt = int(count_message_tokens(messages) * PROMPT_MARGIN) + 16
+        return self.price.cost(prompt, max_tokens)
+
+    async def complete(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *,
+                       max_tokens: int, what: str) -> ChatReply:
+        ledger = self.runtime.ledger
+        reserved = ledger.reserve(self.worst_case_cost(messages, max_tokens))
+        started = time.perf_counter()
+        try:
+            body = {"model": self.model, "messages": list(messages), **self._limit(max_tokens), **params}
+            completion: Completion = await self.runtime.executor.call(
+                self.provider.name, lambda: self.backend.create(body), what=what)
+        finally:
+            ledger.release(reserved)
+        latency = (time.perf_counter() - started) * 1000
+        text = completion.text
+        usage = usage_from(completion.prompt_tokens, completion.completion_tokens, messages, text)
+        cost = ledger.record(self.role, usage, self.price)
+        return ChatReply(text, usage, cost, round(latency, 3))
+
+    def _limit(self, max_tokens: int) -> dict[str, int]:
+        """OpenAI's newer models take ``max_completion_tokens``; compatible servers take ``max_tokens``."""
+        key = "max_completion_tokens" if self.provider.name == "openai" else "max_tokens"
+        return {key: max_tokens}
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()

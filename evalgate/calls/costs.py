@@ -8,17 +8,20 @@ providers (ollama, local) cost 0 unless priced explicitly.
 cost = prompt_tokens · input / 1e6 + completion_tokens · output / 1e6.
 
 Tokens come from the provider's ``usage`` fields, else from counting the text with tiktoken
-(``evalgate.metrics.tokens.count_tokens``) plus ``MESSAGE_OVERHEAD`` tokens per message.
+(``evalgate.text.tokens.count_tokens``) plus ``MESSAGE_OVERHEAD`` tokens per message.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.calls.executor import CallCancelled
 from evalgate.errors import UserError
+
+if TYPE_CHECKING:
+    from evalgate.calls.providers import ProviderConfig
 
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "gpt-4o-mini": (0.15, 0.60),
@@ -89,13 +92,13 @@ def find_price(model: str, table: Mapping[str, Price], *, self_hosted: bool = Fa
 
 def count_message_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     """Local token count of chat messages: Σ (tokens(content) + MESSAGE_OVERHEAD)."""
-    from evalgate.metrics.tokens import count_tokens
+    from evalgate.text.tokens import count_tokens
 
     return sum(count_tokens(str(m.get("content") or ""))[0] + MESSAGE_OVERHEAD for m in messages)
 
 
 def count_text_tokens(text: str) -> int:
-    from evalgate.metrics.tokens import count_tokens
+    from evalgate.text.tokens import count_tokens
 
     return count_tokens(text)[0]
 
@@ -200,3 +203,13 @@ def add_spend(summary: dict[str, Any], ledger: CostLedger) -> None:
     tokens["judge_prompt"] = judge.prompt_tokens
     tokens["judge_completion"] = judge.completion_tokens
     summary["judge_calls"] = {"made": judge.calls, "cached": judge.cached_calls, "cost_usd": round(judge.cost_usd, 6)}
+
+
+def check_budget_pricing(max_cost: float | None, provider: ProviderConfig, price: Price | None, setting: str) -> None:
+    """With ``max_cost`` set, every paid model must have a price, or the budget could not be kept."""
+    if max_cost is not None and price is None:
+        raise UserError(
+            f"max_cost is set but no price is known for model {provider.model!r} ({provider.name}); "
+            "add it to prices as {input: USD per 1M tokens, output: USD per 1M tokens}",
+            where=setting,
+        )

@@ -399,7 +399,7 @@ class Runtime:
     ledger: CostLedger
     prices: dict[str, Price]
     chat_client: str = "direct"
-    """``direct`` or ``openai-sdk`` (see ``judges.chat``)."""
+    """``direct`` or ``openai-sdk`` (see ``calls.chat``)."""
 
     @property
     def stop(self) -> asyncio.Event:

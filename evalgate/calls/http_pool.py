@@ -11,7 +11,7 @@ httpx stays for everything else (GitHub API, artifacts, baselines).
 Behaviour kept from httpx: redirects followed for targets (not for chat endpoints), ``HTTP(S)_PROXY`` /
 ``NO_PROXY`` honoured (looked up once per URL and pool: aiohttp's per-request lookup costs ≈ 0.5 ms), TLS verified against the system trust store (``SSL_CERT_FILE`` / ``SSL_CERT_DIR``
 honoured), each attempt cut at ``timeout`` seconds. Errors are aiohttp's (``aiohttp.ClientError``,
-``TimeoutError``); ``execution.classify`` maps them to retryable connection errors and timeouts.
+``TimeoutError``); ``executor.classify`` maps them to retryable connection errors and timeouts.
 """
 
 from __future__ import annotations

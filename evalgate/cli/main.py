@@ -98,10 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extra_verbs() -> list[Any]:
-    """Verbs contributed by other modules (compare, merge, history, report)."""
-    from evalgate.cli import extra
+    """The verbs defined in their own modules (compare, merge, history, report)."""
+    from evalgate.cli import compare, history, merge, report
 
-    return extra.VERBS
+    return [history.add_history, report.add_report, merge.add_merge, compare.add_compare]
 
 
 def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
@@ -158,7 +158,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     from evalgate.config.settings import build_settings
     from evalgate.dataset.summary import dataset_summary, render_summary_text
-    from evalgate.runner.run import prepare
+    from evalgate.runner.setup import prepare
 
     settings, suite_config, _ = build_settings(cli=_cli_values(args))
     prepared = prepare(settings, suite_config)

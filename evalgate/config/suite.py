@@ -79,13 +79,11 @@ class SuiteConfig(BaseModel):
             names.update(listed)
         return names
 
-    def resolve_thresholds(self, directions: Mapping[str, str] | None = None) -> dict[str, Threshold]:
+    def resolve_thresholds(self, directions: Mapping[str, str]) -> dict[str, Threshold]:
         """Thresholds as ``Threshold`` objects; a bare number becomes min (higher) or max (lower).
 
-        ``directions`` maps metric name → ``higher``/``lower``; by default it is read from the registry.
+        ``directions`` maps metric name → ``higher``/``lower`` (the registry's, from the caller).
         """
-        if directions is None:
-            directions = _registry_directions()
         where = f"suite {self.name!r}" if self.name else "suite"
         validate_metric_names(self.thresholds, directions, f"{where}: thresholds")
         return {name: resolve_threshold(spec, directions[name]) for name, spec in self.thresholds.items()}
@@ -119,12 +117,6 @@ def _threshold_entry(name: Any, raw: Any) -> ThresholdSpec:
     if not math.isfinite(value):
         raise ValueError(f"threshold {name!r} must be a finite number (got {value})")
     return threshold if threshold is not None else value
-
-
-def _registry_directions() -> dict[str, str]:
-    from evalgate.metrics.registry import all_metrics
-
-    return {name: m.direction for name, m in all_metrics().items()}
 
 
 def parse_suite_config(data: Any, where: str, label: str = "suite") -> SuiteConfig:

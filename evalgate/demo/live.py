@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from evalgate.demo.agent import CHAT_PATH, agent_server
 from evalgate.demo.judge import judge_server
 from evalgate.demo.server import JsonServer
-from evalgate.runner.run import demo_dir
+from evalgate.runner.setup import demo_dir
 
 DEFAULT_OUTPUT = "evalgate-results/live"
 JUDGE_PORT = 8012

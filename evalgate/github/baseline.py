@@ -40,7 +40,7 @@ from evalgate import __version__
 from evalgate.errors import UserError
 from evalgate.github.context import DEFAULT_API_URL
 from evalgate.safety.redact import redact
-from evalgate.verdict.compare import SQLITE_HEADER, load_results, load_results_sqlite, validate_results
+from evalgate.store.reader import SQLITE_HEADER, BaselineLookup, load_results_sqlite, validate_results
 
 if TYPE_CHECKING:
     import httpx
@@ -71,52 +71,11 @@ class BaselineQuery:
     base_sha: str | None = None
 
 
-@dataclass(frozen=True)
-class BaselineLookup:
-    """A baseline document and where it came from, or why there is none."""
-
-    document: dict[str, Any] | None
-    source: str | None = None
-    warning: str | None = None
-
-    @property
-    def found(self) -> bool:
-        return self.document is not None
-
-
 class BaselineUnavailable(Exception):
     """Why one step of the discovery could not give a baseline (becomes the warning)."""
 
 
 # ── resolving the setting ──────────────────────────────────────────────────────────────────────
-
-
-def resolve_baseline(
-    setting: str | None,
-    *,
-    auto: Callable[[], BaselineLookup] | None = None,
-    cwd: Path | None = None,
-) -> BaselineLookup | None:
-    """The baseline for ``setting``: None for ``none``; ``auto`` calls ``auto``; else a file path
-    (results.json or SQLite, relative to ``cwd``). Never raises: problems become the warning."""
-    text = (setting or "").strip()
-    if text.lower() in ("", "none"):
-        return None
-    if text.lower() == "auto":
-        if auto is None:
-            return BaselineLookup(None, warning="no baseline: baseline auto needs the GitHub Actions context "
-                                                "(pull request, repository and token)")
-        try:
-            return auto()
-        except Exception as exc:  # a baseline problem must never stop the run
-            return BaselineLookup(None, warning=f"no baseline: {type(exc).__name__}: {redact(str(exc))}")
-    path = Path(text)
-    if not path.is_absolute() and cwd is not None:
-        path = cwd / path
-    try:
-        return BaselineLookup(load_results(path), source=text)
-    except UserError as exc:
-        return BaselineLookup(None, warning=f"no baseline: {redact(str(exc))}")
 
 
 def query_from_context(ctx: Any, *, artifact_name: str | None = None, token: str | None = None) -> BaselineQuery | str:

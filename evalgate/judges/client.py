@@ -1,9 +1,6 @@
-"""One chat-completions service for every provider (over ``judges.chat``: direct JSON by default, or the
-official openai SDK), and the judge built on it.
+"""The judge, built on the run's chat-completions service (``evalgate.calls.chat.ChatService``).
 
-``ChatService.complete`` is the only place a chat call is made: it reserves the worst-case cost against
-the budget, runs the call through the run's ``Executor`` (retries, adaptive limits, stop) and records
-tokens and cost. ``JudgeClient.score(metric, case, answer, repeat=...)`` renders the metric's template,
+``JudgeClient.score(metric, case, answer, repeat=...)`` renders the metric's template,
 serves it from the cache or calls the judge ``judge_samples`` times, parses each reply (one repair
 retry) and returns the mean value with details; an unusable reply or a failed call raises
 ``MetricUnavailable`` with the reason (and the raw reply, when there was one).
@@ -12,88 +9,27 @@ retry) and returns the mean value with details; an unusable reply or a failed ca
 from __future__ import annotations
 
 import functools
-import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from evalgate.calls.chat import ChatBackend, Completion, make_backend
-from evalgate.calls.costs import Price, Usage, count_message_tokens, find_price, usage_from
-from evalgate.calls.executor import CallFailed, Runtime
-from evalgate.judges.cache import CachedReply, CacheKey, JudgeCache
+from evalgate.calls.chat import ChatReply, ChatService
+from evalgate.calls.costs import Usage
+from evalgate.calls.executor import CallFailed
 from evalgate.judges.parse import VerdictError, kept_raw, parse_verdict, schema_of
-from evalgate.metrics.registry import MetricUnavailable
+from evalgate.model import MetricUnavailable
 from evalgate.safety.redact import redact, redact_mapping
+from evalgate.store.judge_cache import CachedReply, CacheKey, JudgeCache
 
 if TYPE_CHECKING:
-    from evalgate.calls.providers import ProviderConfig
     from evalgate.judges.prompts import JudgeTemplate, RenderedPrompt, Values
     from evalgate.model import Answer, Case
-
-PROMPT_MARGIN = 1.1
-"""Worst-case prompt tokens = local count × 1.1 + 16 (tokenizers differ between providers)."""
 JUDGE_MAX_TOKENS = 1024
 LIST_MAX_TOKENS = 2048
 """Completion cap for judges that return claim/chunk/statement lists."""
 MEMO_SIZE = 512
-
-
-@dataclass(frozen=True, slots=True)
-class ChatReply:
-    text: str
-    usage: Usage
-    cost_usd: float | None
-    latency_ms: float
-
-
-class ChatService:
-    """Chat completions against one provider with budget, retries and accounting."""
-
-    def __init__(self, provider: ProviderConfig, runtime: Runtime, *, role: str) -> None:
-        self.provider = provider
-        self.runtime = runtime
-        self.role = role
-        self.price: Price | None = find_price(provider.model, runtime.prices, self_hosted=provider.spec.self_hosted)
-        self.backend: ChatBackend = make_backend(runtime.chat_client, provider,
-                                                 timeout=runtime.executor.policy.attempt_seconds,
-                                                 concurrency=runtime.executor.concurrency)
-
-    @property
-    def model(self) -> str:
-        return self.provider.model
-
-    def worst_case_cost(self, messages: Sequence[Mapping[str, Any]], max_tokens: int) -> float:
-        """USD bound for one call: (prompt tokens · 1.1 + 16) at the input price + max_tokens at the output price."""
-        if self.price is None:
-            return 0.0
-        prompt = int(count_message_tokens(messages) * PROMPT_MARGIN) + 16
-        return self.price.cost(prompt, max_tokens)
-
-    async def complete(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *,
-                       max_tokens: int, what: str) -> ChatReply:
-        ledger = self.runtime.ledger
-        reserved = ledger.reserve(self.worst_case_cost(messages, max_tokens))
-        started = time.perf_counter()
-        try:
-            body = {"model": self.model, "messages": list(messages), **self._limit(max_tokens), **params}
-            completion: Completion = await self.runtime.executor.call(
-                self.provider.name, lambda: self.backend.create(body), what=what)
-        finally:
-            ledger.release(reserved)
-        latency = (time.perf_counter() - started) * 1000
-        text = completion.text
-        usage = usage_from(completion.prompt_tokens, completion.completion_tokens, messages, text)
-        cost = ledger.record(self.role, usage, self.price)
-        return ChatReply(text, usage, cost, round(latency, 3))
-
-    def _limit(self, max_tokens: int) -> dict[str, int]:
-        """OpenAI's newer models take ``max_completion_tokens``; compatible servers take ``max_tokens``."""
-        key = "max_completion_tokens" if self.provider.name == "openai" else "max_tokens"
-        return {key: max_tokens}
-
-    async def aclose(self) -> None:
-        await self.backend.aclose()
+"""Verdicts remembered per judge (a repeated prompt within a run is answered from memory)."""
 
 
 # --- the judge -------------------------------------------------------------------------------------------

@@ -113,7 +113,7 @@ def estimate_run(
 
 def estimate_message_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     """Σ (ceil(characters(content) / 4) + MESSAGE_OVERHEAD): the tokenizer-free count."""
-    from evalgate.metrics.tokens import estimate_tokens
+    from evalgate.text.tokens import estimate_tokens
 
     return sum(estimate_tokens(str(m.get("content") or "")) + MESSAGE_OVERHEAD for m in messages)
 

@@ -10,14 +10,14 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from evalgate.calls.costs import check_budget_pricing
 from evalgate.calls.executor import Runtime
-from evalgate.calls.providers import ProviderConfig, resolve_provider
-from evalgate.errors import UserError
-from evalgate.judges.cache import JudgeCache, cache_path
+from evalgate.calls.providers import resolve_provider
+from evalgate.store.judge_cache import JudgeCache, cache_path
 
 if TYPE_CHECKING:
     from evalgate.config.settings import Settings
-    from evalgate.judges.client import ChatService, JudgeClient
+    from evalgate.judges.client import JudgeClient
 
 
 def build_judge(settings: Settings, runtime: Runtime | None = None, env: Mapping[str, str] | None = None
@@ -30,17 +30,7 @@ def build_judge(settings: Settings, runtime: Runtime | None = None, env: Mapping
                                 base_url=settings.judge_base_url, env=env)
     runtime = runtime or Runtime.from_settings(settings)
     service = ChatService(provider, runtime, role="judge")
-    check_budget_pricing(settings, provider, service, "judge_model")
+    check_budget_pricing(settings.max_cost, provider, service.price, "judge_model")
     cache = JudgeCache(cache_path(settings.db_path), read=not settings.no_cache)
     return JudgeClient(service, cache, temperature=settings.judge_temperature, seed=settings.judge_seed,
                        samples=settings.judge_samples)
-
-
-def check_budget_pricing(settings: Settings, provider: ProviderConfig, service: ChatService, setting: str) -> None:
-    """With ``max_cost`` set, every paid model must have a price, or the budget could not be kept."""
-    if settings.max_cost is not None and service.price is None:
-        raise UserError(
-            f"max_cost is set but no price is known for model {provider.model!r} ({provider.name}); "
-            "add it to prices as {input: USD per 1M tokens, output: USD per 1M tokens}",
-            where=setting,
-        )

@@ -31,6 +31,7 @@ import jinja2.meta
 from pydantic import BaseModel, Field
 
 from evalgate.judges.parse import VerdictError
+from evalgate.metrics.judged import context_of
 
 if TYPE_CHECKING:
     from evalgate.model import Answer, Case
@@ -151,13 +152,6 @@ class PromptInputs:
     def variables(self) -> dict[str, Any]:
         values = {name: getattr(self, name) for name in self.__slots__}
         return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
-
-
-def context_of(case: Case, answer: Answer) -> list[str]:
-    """Retrieved context: the target's ``debug_context`` when it returned one (002's eval mode), else the
-    case's ``retrieval_context``; blank chunks dropped."""
-    chunks = answer.debug_context if answer.debug_context else case.retrieval_context
-    return [chunk for chunk in chunks or [] if chunk and chunk.strip()]
 
 
 # --- fencing ----------------------------------------------------------------------------------------

@@ -88,6 +88,13 @@ def _by_category_only(case: Case) -> bool:
     return False
 
 
+def context_of(case: Case, answer: Answer) -> list[str]:
+    """Retrieved context: the target's ``debug_context`` when it returned one (002's eval mode), else the
+    case's ``retrieval_context``; blank chunks dropped."""
+    chunks = answer.debug_context if answer.debug_context else case.retrieval_context
+    return [chunk for chunk in chunks or [] if chunk and chunk.strip()]
+
+
 # --- preconditions ------------------------------------------------------------------------------------------
 
 
@@ -97,8 +104,6 @@ def _needs_reference(case: Case, answer: Answer) -> None:
 
 
 def _needs_context(case: Case, answer: Answer) -> None:
-    from evalgate.judges.prompts import context_of
-
     if not context_of(case, answer):
         raise MetricUnavailable(
             "no retrieved context: the target returned no debug_context and the case has no retrieval_context"

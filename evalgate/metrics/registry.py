@@ -8,7 +8,7 @@ A ``Score``'s details are read-only once returned: metrics of one family may sha
 
 An ``applies`` rule may read the case's suite, category and ``metrics`` list, and of every other field
 only how filled it is (unset, empty, blank text or list of blank texts, zero, filled; bools and enums
-as they are): plans are cached per such shape (``evalgate.runner.run.case_shape``).
+as they are): plans are cached per such shape (``evalgate.runner.setup.case_shape``).
 """
 
 from __future__ import annotations

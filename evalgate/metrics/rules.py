@@ -123,10 +123,10 @@ def _max_length(rule: RuleCheck, text: str) -> Verdict:
 
 
 def count_answer_tokens(text: str) -> tuple[int, str]:
-    """Tokens in ``text`` and how they were counted: ``evalgate.metrics.tokens.count_tokens`` (its
+    """Tokens in ``text`` and how they were counted: ``evalgate.text.tokens.count_tokens`` (its
     tokenizer's name), or ``len(text) // 4`` (``chars/4``) when that module cannot be imported."""
     try:
-        from evalgate.metrics.tokens import count_tokens
+        from evalgate.text.tokens import count_tokens
     except ImportError:
         return len(text) // 4, "chars/4"
     counted = count_tokens(text)

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,13 +34,12 @@ from pydantic import ValidationError
 from evalgate.errors import UserError
 from evalgate.model import CaseResult, Threshold
 from evalgate.report.console import CALL_COUNTERS
-from evalgate.store.results_json import SCHEMA_VERSION, CaseSpool, write_results
+from evalgate.store.reader import ShardRun, open_input
+from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.verdict.aggregate import RunAggregate
 from evalgate.verdict.gate import GatePolicy, Verdict, run_verdict
 from evalgate.verdict.repeats import RepeatSink, apply_report
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-RESULTS_KEYS = ("schema_version", "run_id", "summary", "gate", "metrics", "results")
 MATTERING_SETTINGS = (
     "strict_metrics", "fail_on_critical", "min_pass_rate", "max_errored", "fail_on_regression",
     "significance_level", "repeat", "repeat_rule", "judge_samples", "judge_provider", "judge_model",
@@ -56,121 +54,12 @@ SPOOL_NAME = ".merge-cases.jsonl"
 
 
 @dataclass
-class ShardRun:
-    """One input run: where it came from, its document (without ``results``) and its records."""
-
-    label: str
-    document: dict[str, Any]
-    records: Iterator[str]
-    shard: tuple[int, int] | None = None
-    cases: int = 0
-
-
-@dataclass
 class MergeOutcome:
     document: dict[str, Any]
     results_path: Path
     db_path: Path
     verdict: Verdict
     warnings: list[str] = field(default_factory=list)
-
-
-# ---------------------------------------------------------------------------------------------
-# reading inputs
-
-
-def open_input(spec: str | Path, *, skip_merged: bool = True) -> ShardRun:
-    """A results.json file or a SQLite file as a ``ShardRun``. In a SQLite file ``FILE#RUN_ID`` picks a
-    run; otherwise the newest finished one is taken (not a ``merged`` one when ``skip_merged``)."""
-    text = str(spec)
-    path, run_id = Path(text), None
-    if not path.exists() and "#" in text:
-        head, _, run_id = text.rpartition("#")
-        path = Path(head)
-    if not path.is_file():
-        raise UserError("shard results not found", where=text)
-    try:
-        with open(path, "rb") as handle:
-            magic = handle.read(len(SQLITE_MAGIC))
-    except OSError as exc:
-        raise UserError(f"cannot read ({exc.strerror})", where=text) from None
-    if magic == SQLITE_MAGIC:
-        return _open_sqlite(path, run_id, skip_merged)
-    if run_id is not None:
-        raise UserError("#RUN_ID selects a run in a SQLite file; this is not one", where=text)
-    return _open_json(path)
-
-
-def _open_json(path: Path) -> ShardRun:
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"cannot read ({exc.strerror})", where=str(path)) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        line = getattr(exc, "lineno", None)
-        raise UserError(f"not valid JSON ({exc})", where=f"{path}:{line}" if line else str(path)) from None
-    _check_document(document, str(path))
-    records = document.pop("results")
-    if not isinstance(records, list):
-        raise UserError("'results' must be a list of case records", where=str(path))
-    return ShardRun(label=str(path), document=document,
-                    records=(json.dumps(r, ensure_ascii=False) for r in records))
-
-
-def _open_sqlite(path: Path, run_id: str | None, skip_merged: bool) -> ShardRun:
-    label = f"{path}#{run_id}" if run_id else str(path)
-    connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        chosen, document_text = _pick_run(connection, run_id, label, skip_merged)
-    except sqlite3.DatabaseError as exc:
-        connection.close()
-        raise UserError(f"cannot read the results database ({exc})", where=label) from None
-    except UserError:
-        connection.close()
-        raise
-    try:
-        document = json.loads(document_text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"run {chosen}: stored document is not valid JSON ({exc.msg})", where=label) from None
-    document.pop("results", None)
-    _check_document({**document, "results": []}, f"{path}#{chosen}")
-    return ShardRun(label=f"{path}#{chosen}", document=document, records=_sqlite_records(connection, chosen))
-
-
-def _pick_run(connection: sqlite3.Connection, run_id: str | None, label: str, skip_merged: bool) -> tuple[str, str]:
-    tables = {r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not {"eg_runs", "eg_cases"} <= tables:
-        raise UserError("no evalgate runs in this database (tables eg_runs/eg_cases missing)", where=label)
-    if run_id:
-        row = connection.execute("SELECT run_id, document FROM eg_runs WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None:
-            raise UserError(f"no run {run_id!r} in this database", where=label)
-        return str(row[0]), str(row[1])
-    skipped = ("running", "merged") if skip_merged else ("running",)
-    row = connection.execute(
-        f"SELECT run_id, document FROM eg_runs WHERE status NOT IN ({', '.join('?' * len(skipped))})"
-        " ORDER BY julianday(timestamp) DESC, run_id DESC LIMIT 1",
-        skipped,
-    ).fetchone()
-    if row is None:
-        raise UserError("no finished run in this database (name one with FILE#RUN_ID)", where=label)
-    return str(row[0]), str(row[1])
-
-
-def _sqlite_records(connection: sqlite3.Connection, run_id: str) -> Iterator[str]:
-    try:
-        cursor = connection.execute("SELECT record FROM eg_cases WHERE run_id = ? ORDER BY idx, repeat", (run_id,))
-        for (record,) in cursor:
-            yield str(record)
-    finally:
-        connection.close()
-
-
-def _check_document(document: Any, where: str) -> None:
-    if not isinstance(document, dict) or any(key not in document for key in RESULTS_KEYS):
-        raise UserError(f"not an evalgate results document (needs {', '.join(RESULTS_KEYS)})", where=where)
-    if document["schema_version"] != SCHEMA_VERSION:
-        raise UserError(f"schema_version {document['schema_version']!r} is not {SCHEMA_VERSION}", where=where)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,7 +208,7 @@ def merge_runs(
 ) -> MergeOutcome:
     """Merge ``sources`` into ``output_dir/results.json`` and a new ``merged`` run in ``db_path``."""
     from evalgate.metrics.registry import all_metrics
-    from evalgate.runner.run import build_document, new_run_id
+    from evalgate.runner.finish import build_document, new_run_id
     from evalgate.store.sqlite import SQLiteStore
 
     if not sources:
@@ -467,17 +356,3 @@ def add_judge_spend(summary: dict[str, Any], documents: Sequence[Mapping[str, An
     tokens = summary.setdefault("tokens", {})
     for key in ("judge_prompt", "judge_completion"):
         tokens[key] = sum(int(((d.get("summary") or {}).get("tokens") or {}).get(key) or 0) for d in documents)
-
-
-def load_document(spec: str | Path) -> dict[str, Any]:
-    """A whole results document (with ``results``) from a results.json or SQLite file: ``FILE#RUN_ID``,
-    else its newest finished run (merged runs included)."""
-    run = open_input(spec, skip_merged=False)
-    records: list[Any] = []
-    for position, text in enumerate(run.records):
-        try:
-            records.append(json.loads(text))
-        except json.JSONDecodeError as exc:
-            raise UserError(f"case record is not valid JSON ({exc.msg})",
-                            where=f"{run.label}: results[{position}]") from None
-    return {**run.document, "results": records}

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
+from evalgate.calls.chat import ChatService
+from evalgate.calls.costs import check_budget_pricing
 from evalgate.calls.executor import CallFailed, Runtime
 from evalgate.calls.providers import ProviderConfig, resolve_provider
-from evalgate.judges.client import ChatService
-from evalgate.judges.factory import check_budget_pricing
 from evalgate.model import Answer
 from evalgate.safety.redact import redact
 from evalgate.targets.http import case_context, compile_template
@@ -61,7 +61,7 @@ class OpenAIChatTarget:
                       ) -> OpenAIChatTarget:
         provider = target_provider_config(settings, env)
         service = ChatService(provider, runtime, role="target")
-        check_budget_pricing(settings, provider, service, "target_model")
+        check_budget_pricing(settings.max_cost, provider, service.price, "target_model")
         return cls(service, system_prompt=settings.target_system_prompt, seed=settings.judge_seed,
                    eval_context=settings.eval_context)
 

@@ -19,19 +19,14 @@ verdict (``evalgate.verdict.stats.repeat_verdict``, majority by default) over th
 
 from __future__ import annotations
 
-import json
 import math
-import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from evalgate.errors import UserError
 from evalgate.verdict import stats
 
 DEFAULT_ALPHA = 0.05
-SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 @dataclass(slots=True)
@@ -393,99 +388,3 @@ def _num(value: float | None) -> str:
 
 def _p(value: float) -> str:
     return f"{value:.2f}" if value >= 0.01 else f"{value:.2g}"
-
-
-# ── loading ───────────────────────────────────────────────────────────────────────────────────
-
-
-def load_results(path: str | Path) -> dict[str, Any]:
-    """Read a results document from results.json or from evalgate's SQLite store (latest run)."""
-    file = Path(path)
-    try:
-        with file.open("rb") as handle:
-            header = handle.read(len(SQLITE_HEADER))
-    except FileNotFoundError:
-        raise UserError("baseline results file not found", where=str(file)) from None
-    except OSError as exc:
-        raise UserError(f"cannot read baseline results: {exc.strerror}", where=str(file)) from None
-    if header == SQLITE_HEADER:
-        return load_results_sqlite(file)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UserError("not a results.json file (not UTF-8 text)", where=str(file)) from None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"invalid JSON: {exc.msg} (column {exc.colno})", where=f"{file}:{exc.lineno}") from None
-    return validate_results(document, str(file))
-
-
-def load_results_sqlite(path: str | Path, run_id: str | None = None) -> dict[str, Any]:
-    """Read one run (the latest by timestamp unless ``run_id``) from evalgate's SQLite store.
-
-    Contract: ``eg_runs(run_id TEXT, timestamp TEXT, document TEXT)`` where ``document`` is the
-    results.json document without ``results``, and ``eg_cases(run_id TEXT, record TEXT)`` where
-    ``record`` is one entry of ``results`` exactly as in results.json.
-    """
-    file = Path(path)
-    if not file.is_file():
-        raise UserError("baseline SQLite store not found", where=str(file))
-    try:
-        connection = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise UserError(f"cannot open SQLite store: {exc}", where=str(file)) from None
-    try:
-        run, document_text = _read_run(connection, run_id, str(file))
-        record_texts = [row[0] for row in connection.execute("SELECT record FROM eg_cases WHERE run_id = ?", (run,))]
-    except sqlite3.Error as exc:
-        raise UserError(f"not an evalgate store (tables eg_runs, eg_cases): {exc}", where=str(file)) from None
-    finally:
-        connection.close()
-    document = _json_column(document_text, f"{file}: eg_runs.document of run {run}")
-    records = [_json_column(text, f"{file}: eg_cases.record of run {run}") for text in record_texts]
-    if isinstance(document, dict):
-        document.setdefault("run_id", run)
-        document["results"] = sorted(records, key=_record_order)
-    return validate_results(document, str(file))
-
-
-def _read_run(connection: sqlite3.Connection, run_id: str | None, where: str) -> tuple[str, str]:
-    if run_id is None:
-        query, args = "SELECT run_id, document FROM eg_runs ORDER BY timestamp DESC LIMIT 1", ()
-    else:
-        query, args = "SELECT run_id, document FROM eg_runs WHERE run_id = ?", (run_id,)
-    row = connection.execute(query, args).fetchone()
-    if row is None:
-        missing = "no runs stored" if run_id is None else f"no run {run_id!r}"
-        raise UserError(f"{missing} in table eg_runs", where=where)
-    return str(row[0]), row[1]
-
-
-def _json_column(text: Any, where: str) -> Any:
-    try:
-        return json.loads(text)
-    except (TypeError, json.JSONDecodeError) as exc:
-        raise UserError(f"invalid JSON: {exc}", where=where) from None
-
-
-def _record_order(record: Any) -> tuple[int, int]:
-    if not isinstance(record, dict):
-        return (0, 0)
-    index, repeat = record.get("index", 0), record.get("repeat", 0)
-    return (index if isinstance(index, int) else 0, repeat if isinstance(repeat, int) else 0)
-
-
-def validate_results(document: Any, where: str) -> dict[str, Any]:
-    """Check the shape compare_runs relies on; UserError naming ``where`` otherwise."""
-    if not isinstance(document, dict) or not isinstance(document.get("results"), list):
-        raise UserError("not an evalgate results document (no 'results' list)", where=where)
-    version = document.get("schema_version", 1)
-    if version != 1:
-        raise UserError(f"unsupported results schema_version {version!r} (this evalgate reads 1)", where=where)
-    for position, record in enumerate(document["results"]):
-        if not isinstance(record, dict) or not isinstance(record.get("id"), str | int):
-            raise UserError(f"results[{position}] is not a case record with an 'id'", where=where)
-        if not isinstance(record.get("metrics", {}), dict):
-            raise UserError(f"results[{position}] ({record['id']}): 'metrics' is not an object", where=where)
-    return document

@@ -1,0 +1,157 @@
+"""After the last case: the results document (``build_document``), its metadata, and the comparison with a
+baseline (``attach_comparison``). Pure but for reading the run's own spooled records."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import platform
+import secrets
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from evalgate import __version__
+from evalgate.config.settings import Settings
+from evalgate.metrics.registry import Metric
+from evalgate.model import Threshold
+from evalgate.runner.setup import Prepared
+from evalgate.safety.redact import redact, redact_mapping
+from evalgate.store.results_json import SCHEMA_VERSION
+from evalgate.verdict.aggregate import RunAggregate
+from evalgate.verdict.gate import GatePolicy, Verdict
+
+if TYPE_CHECKING:
+    from evalgate.store.reader import BaselineLookup
+
+
+def new_run_id(now: dt.datetime) -> str:
+    return now.strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def build_document(
+    *,
+    run_id: str,
+    timestamp: str,
+    status: str,
+    aggregate: RunAggregate,
+    thresholds: Mapping[str, Threshold],
+    verdict: Verdict,
+    metadata: dict[str, Any],
+    metrics: Mapping[str, Metric],
+) -> dict[str, Any]:
+    """The results.json document without ``results`` (those are streamed from the spool)."""
+    averages = aggregate.averages()
+    table: dict[str, Any] = {}
+    for name, tally in sorted(aggregate.metrics.items()):
+        metric = metrics.get(name)
+        threshold = thresholds.get(name)
+        table[name] = {
+            "average": _round(tally.average),
+            "count": tally.count,
+            "failed": tally.failed,
+            "skipped": tally.skipped,
+            "unavailable": tally.unavailable,
+            "errored": tally.errored,
+            "min": _round(tally.minimum) if tally.count else None,
+            "max": _round(tally.maximum) if tally.count else None,
+            "threshold": threshold.model_dump() if threshold else None,
+            "direction": metric.direction if metric else "higher",
+            "kind": metric.kind if metric else "deterministic",
+            "passed": verdict.metric_passed.get(name),
+            "reasons": dict(tally.reasons) if tally.reasons else {},
+        }
+    judged_unavailable = sum(
+        t.unavailable for n, t in aggregate.metrics.items() if n in metrics and metrics[n].kind == "judged"
+    )
+    summary = {
+        "pass_rate": round(aggregate.pass_rate, 6),
+        "weighted_pass_rate": round(aggregate.weighted_pass_rate, 6),
+        "total_test_cases": aggregate.total_test_cases,
+        "total_passed": aggregate.total_passed,
+        "total_failed": aggregate.total_failed,
+        "total_errored": aggregate.total_errored,
+        "total_skipped": aggregate.total_skipped,
+        "critical_failures": aggregate.critical_failure_count,
+        "average_scores": {k: _round(v) for k, v in averages.items() if v is not None},
+        "tokens": {
+            "total": aggregate.tokens_total,
+            "average": _round(aggregate.tokens_total / aggregate.tokens_cases) if aggregate.tokens_cases else None,
+        },
+        "latency_ms": {
+            "average": _round(aggregate.latency_total / aggregate.latency_cases) if aggregate.latency_cases else None
+        },
+        "cost_usd": round(aggregate.cost_usd, 6),
+        "judged_unavailable": judged_unavailable,
+    }
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "timestamp": timestamp,
+        "status": status,
+        "summary": summary,
+        "metrics": table,
+        "thresholds": {name: t.model_dump() for name, t in sorted(thresholds.items()) if name in table},
+        "thresholds_passed": verdict.thresholds_passed,
+        "gate": verdict.as_dict(),
+        "critical_failures": aggregate.critical_failures,
+        "breakdowns": aggregate.breakdowns_dict(),
+        "metadata": metadata,
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def run_metadata(settings: Settings, prepared: Prepared, target: Any) -> dict[str, Any]:
+    config = settings.model_dump(exclude_defaults=True)
+    return {
+        "datasets": prepared.files,
+        "config": redact_mapping(config),
+        "versions": {"evalgate": __version__, "python": platform.python_version()},
+        "judge": {"provider": settings.judge_provider, "model": settings.judge_model},
+        "target": redact_mapping(target.describe()),
+        "selected_cases": len(prepared.cases),
+        "repeat": settings.repeat,
+    }
+
+
+COMPARED_RECORD_KEYS = ("id", "source", "risk_level", "status", "passed", "repeat")
+
+
+def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None, records: Iterable[bytes],
+                      settings: Settings) -> list[str]:
+    """Put ``baseline`` (what was asked, found or why not) and ``comparison`` into ``document``; return
+    the gate reasons the comparison adds (only with ``fail_on_regression``). ``records`` are the run's
+    case records as JSON, streamed and slimmed to what the comparison reads. Never raises."""
+    if baseline is None:
+        return []
+    info: dict[str, Any] = {"setting": settings.baseline, "found": baseline.found, "source": baseline.source,
+                            "warning": baseline.warning}
+    document["baseline"] = info
+    document["comparison"] = None
+    if baseline.document is None:
+        return []
+    from evalgate.verdict.compare import compare_runs, comparison_gate_reasons
+
+    head = {**document, "results": (_compared_record(json.loads(record)) for record in records)}
+    try:
+        comparison = compare_runs(baseline.document, head, alpha=settings.significance_level,
+                                  baseline_source=baseline.source, repeat_rule=settings.repeat_rule)
+    except Exception as exc:  # a comparison problem must not lose the run's results
+        info["warning"] = redact(f"no comparison: {type(exc).__name__}: {exc}")
+        return []
+    document["comparison"] = comparison
+    return comparison_gate_reasons(comparison, settings.fail_on_regression)
+
+
+def _compared_record(record: dict[str, Any]) -> dict[str, Any]:
+    slim = {key: record[key] for key in COMPARED_RECORD_KEYS if key in record}
+    slim["metrics"] = {name: {"value": m.get("value")} for name, m in (record.get("metrics") or {}).items()
+                       if isinstance(m, dict)}
+    return slim
+
+
+def policy_of(settings: Settings) -> GatePolicy:
+    return GatePolicy(strict=settings.strict_metrics, fail_on_critical=settings.fail_on_critical,
+                      min_pass_rate=settings.min_pass_rate, max_errored=settings.max_errored)

@@ -1,0 +1,230 @@
+"""Before the first case runs: validate and select the cases (streamed), resolve thresholds, and plan
+each case's metrics (``prepare``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evalgate.config.options import MetricOptions
+from evalgate.config.settings import Settings
+from evalgate.dataset.stream import SelectedCases
+from evalgate.errors import UserError
+from evalgate.metrics.judged import default_category_metrics
+from evalgate.metrics.registry import Metric, all_metrics
+from evalgate.model import Case, Threshold
+from evalgate.runner.engine import CasePlan
+from evalgate.verdict.gate import resolve_thresholds
+
+if TYPE_CHECKING:
+    pass
+
+
+DEMO_EXCLUDED = {"failing", "live"}
+
+
+def demo_dir() -> Path:
+    """Where the bundled demo suites live (repository checkout or the container image)."""
+    return Path(__file__).resolve().parents[2] / "datasets"
+
+
+def default_datasets() -> list[str]:
+    """The passing demo suites: every sub-directory of ``datasets/`` except failing/ and live/."""
+    root = demo_dir()
+    if not root.is_dir():
+        raise UserError("no --dataset given and no bundled demo suites found", where="dataset")
+    return [str(p) for p in sorted(root.iterdir()) if p.is_dir() and p.name not in DEMO_EXCLUDED]
+
+
+@dataclass
+class Prepared:
+    """Everything decided before the first case runs."""
+
+    cases: SelectedCases
+    """Iterable any number of times, with ``len()``; streamed from the files when large."""
+    files: list[dict[str, Any]]
+    thresholds: dict[str, Threshold]
+    plan_for: Callable[[Case], CasePlan]
+    metrics: dict[str, Metric]
+
+
+def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | None = None) -> Prepared:
+    """Validate and select the cases (streamed: large datasets are not held in memory), resolve
+    thresholds, and build each case's metric plan."""
+    from evalgate.config.suite import SuiteConfig, parse_suite_config
+    from evalgate.dataset.stream import scan, selector
+
+    metrics = all_metrics()
+    config_name = settings.config or "evalgate.yaml"
+    global_suite = parse_suite_config(dict(suite_config), config_name, label="") if suite_config else SuiteConfig()
+    paths = settings.dataset or default_datasets()
+    choose = selector(case_ids=settings.case_ids or None, first_n=settings.first_n,
+                      categories=settings.category or None, tags=settings.tags or None, shard=settings.shard_tuple)
+    scanned = scan(paths, cwd or Path.cwd(), select=choose)
+    suites = dict(scanned.suites)
+    _check_metric_names(metrics, global_suite, suites, scanned.case_metrics)
+    thresholds = resolve_thresholds(metrics, _threshold_layers(global_suite, suites, settings))
+    plan_for = make_planner(metrics, global_suite, suites)
+    files = [file.as_metadata() for file in scanned.files]
+    return Prepared(cases=scanned.cases, files=files, thresholds=thresholds, plan_for=plan_for, metrics=metrics)
+
+
+def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: Settings) -> list[tuple[Mapping[str, Any], str]]:
+    layers: list[tuple[Mapping[str, Any], str]] = []
+    seen: dict[str, tuple[Any, str]] = {}
+    for name, suite in suites.items():
+        where = f"suite {name!r} thresholds"
+        for metric, raw in (suite.thresholds or {}).items():
+            if metric in seen and seen[metric][0] != raw:
+                raise UserError(
+                    f"suites disagree on the threshold for {metric!r} ({seen[metric][1]}: {seen[metric][0]}); "
+                    "set it once in evalgate.yaml or metric_thresholds",
+                    where=where,
+                )
+            seen[metric] = (raw, where)
+        layers.append((suite.thresholds or {}, where))
+    layers.append((global_suite.thresholds or {}, f"{settings.config or 'evalgate.yaml'}: thresholds"))
+    layers.append((settings.metric_thresholds, "metric_thresholds (EVALGATE_METRIC_THRESHOLDS)"))
+    return layers
+
+
+def _check_metric_names(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any],
+                        case_metrics: Iterable[tuple[str, list[str]]]) -> None:
+    from evalgate.config.suite import validate_metric_names
+
+    for where, suite in [("config", global_suite), *((f"suite {n!r}", s) for n, s in suites.items())]:
+        validate_metric_names(list(suite.metrics or []) + list(suite.exclude_metrics or []), metrics, where)
+        for category, names in (suite.category_metrics or {}).items():
+            validate_metric_names(names, metrics, f"{where} category_metrics.{category}")
+    for where, names in case_metrics:
+        validate_metric_names(names, metrics, where)
+
+
+def make_planner(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any]) -> Callable[[Case], CasePlan]:
+    """Return ``plan_for(case)``: the metrics that apply to the case, dependencies first.
+
+    Plans are cached by ``case_shape``: cases of one shape get the same plan (a 100k-case suite has a
+    handful of shapes), so the ``applies`` rules run once per shape instead of once per case."""
+    plan_uncached = make_uncached_planner(metrics, global_suite, suites)
+    plans: dict[tuple[Any, ...], CasePlan] = {}
+
+    def plan_for(case: Case) -> CasePlan:
+        key = case_shape(case)
+        plan = plans.get(key)
+        if plan is None:
+            if len(plans) >= PLAN_CACHE_SHAPES:  # a suite of (nearly) unique shapes: stay bounded
+                plans.clear()
+            plan = plans[key] = plan_uncached(case)
+        return plan
+
+    return plan_for
+
+
+def make_uncached_planner(metrics: Mapping[str, Metric], global_suite: Any,
+                          suites: Mapping[str, Any]) -> Callable[[Case], CasePlan]:
+    """``plan_for(case)`` evaluating every metric's ``applies`` rule for each case (equal plans are
+    shared)."""
+    options_cache: dict[str | None, MetricOptions] = {}
+    plan_cache: dict[tuple[Any, ...], CasePlan] = {}
+
+    def options_for(suite_name: str | None) -> MetricOptions:
+        if suite_name not in options_cache:
+            merged = global_suite.options.model_dump(exclude_unset=True)
+            suite = suites.get(suite_name) if suite_name else None
+            if suite is not None:
+                merged.update(suite.options.model_dump(exclude_unset=True))
+            options_cache[suite_name] = MetricOptions.model_validate(merged)
+        return options_cache[suite_name]
+
+    def plan_for(case: Case) -> CasePlan:
+        suite = suites.get(case.suite) if case.suite else None
+        options = options_for(case.suite)
+        names = {name for name, metric in metrics.items() if metric.applies_to(case, options)}
+        excluded: set[str] = set(global_suite.exclude_metrics or [])
+        configs = [config for config in (global_suite, suite) if config is not None]
+        category_maps = [c.category_metrics for c in configs if c.category_metrics] or [default_category_metrics()]
+        for category_map in category_maps:
+            names |= set(category_map.get(case.category or "", []))
+        for config in configs:
+            names |= set(config.metrics or [])
+            excluded |= set(config.exclude_metrics or [])
+        names |= set(case.metrics or [])
+        names -= excluded
+        key = (case.suite, frozenset(names))
+        if key not in plan_cache:
+            plan_cache[key] = CasePlan(metrics=ordered_metrics(names, metrics), options=options)
+        return plan_cache[key]
+
+    return plan_for
+
+
+PLAN_CACHE_SHAPES = 4096
+"""Shapes remembered by ``make_planner`` (a few hundred bytes each)."""
+SHAPE_IGNORED = frozenset({"id", "index", "source_file", "source_line", "suite", "category", "metrics"})
+"""Fields outside the filled-or-not part of ``case_shape`` (provenance, or kept whole)."""
+
+
+def case_shape(case: Case) -> tuple[Any, ...]:
+    """What decides a case's plan: suite, category, the case's own ``metrics`` list, and for every
+    other field set to a value how filled it is (``fill``).
+
+    ``applies`` rules must depend on no more than this (the registry's contract; tests check every
+    built-in metric against the uncached planner)."""
+    filled: list[Any] = [case.suite, case.category, None if case.metrics is None else tuple(case.metrics)]
+    for name, value in vars(case).items():
+        if value is not None and name not in SHAPE_IGNORED:
+            filled.append(name)
+            filled.append(fill(value))
+    return tuple(filled)
+
+
+EMPTY, BLANK, FILLED, ZERO = "empty", "blank", "filled", "zero"
+"""``fill`` codes (text, so that none equals a bool kept as it is)."""
+
+
+def fill(value: Any) -> Any:
+    """How filled a value is: ``EMPTY`` (an empty text or collection), ``BLANK`` (text, or a list of
+    texts, that is only whitespace), ``ZERO`` (the number 0), else ``FILLED``; bools and enums are
+    kept as they are."""
+    kind = type(value)
+    if kind is str:
+        return FILLED if value.strip() else BLANK if value else EMPTY
+    if kind is list:
+        if not value:
+            return EMPTY
+        first = value[0]
+        if type(first) is not str or first.strip():
+            return FILLED
+        return FILLED if any(type(item) is not str or item.strip() for item in value) else BLANK
+    if kind is bool or isinstance(value, Enum):
+        return value
+    if kind is int or kind is float:
+        return FILLED if value else ZERO
+    if isinstance(value, str):
+        return fill(str(value))
+    if isinstance(value, list | tuple):
+        return fill(list(value))
+    return FILLED if value else EMPTY
+
+
+def ordered_metrics(names: set[str], metrics: Mapping[str, Metric]) -> list[Metric]:
+    """Topological order over ``depends_on`` (dependencies that apply come first), then by name."""
+    ordered: list[Metric] = []
+    placed: set[str] = set()
+
+    def place(name: str, trail: tuple[str, ...]) -> None:
+        if name in placed or name not in names:
+            return
+        if name in trail:
+            raise UserError(f"metric dependency cycle: {' → '.join((*trail, name))}", where="metrics")
+        for dependency in metrics[name].depends_on:
+            place(dependency, (*trail, name))
+        placed.add(name)
+        ordered.append(metrics[name])
+
+    for name in sorted(names):
+        place(name, ())
+    return ordered

@@ -1,0 +1,275 @@
+"""Reading results back: results.json files and runs stored in evalgate's SQLite database.
+
+One rule picks "the latest run" of a database everywhere (baselines, ``compare``, ``report``, ``merge``):
+the newest run by ``julianday(timestamp)`` (ties: the larger run id) whose status is not ``running``;
+``merge`` also skips runs that are themselves merges. ``FILE#RUN_ID`` names a run explicitly.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalgate.errors import UserError
+from evalgate.safety.redact import redact
+from evalgate.store.results_json import SCHEMA_VERSION
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+RESULTS_KEYS = ("schema_version", "run_id", "summary", "gate", "metrics", "results")
+
+
+@dataclass
+class ShardRun:
+    """One input run: where it came from, its document (without ``results``) and its records."""
+
+    label: str
+    document: dict[str, Any]
+    records: Iterator[str]
+    shard: tuple[int, int] | None = None
+    cases: int = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# reading inputs
+
+
+def open_input(spec: str | Path, *, skip_merged: bool = True) -> ShardRun:
+    """A results.json file or a SQLite file as a ``ShardRun``. In a SQLite file ``FILE#RUN_ID`` picks a
+    run; otherwise the newest finished one is taken (not a ``merged`` one when ``skip_merged``)."""
+    text = str(spec)
+    path, run_id = Path(text), None
+    if not path.exists() and "#" in text:
+        head, _, run_id = text.rpartition("#")
+        path = Path(head)
+    if not path.is_file():
+        raise UserError("shard results not found", where=text)
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise UserError(f"cannot read ({exc.strerror})", where=text) from None
+    if magic == SQLITE_HEADER:
+        return _open_sqlite(path, run_id, skip_merged)
+    if run_id is not None:
+        raise UserError("#RUN_ID selects a run in a SQLite file; this is not one", where=text)
+    return _open_json(path)
+
+
+def _open_json(path: Path) -> ShardRun:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot read ({exc.strerror})", where=str(path)) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        line = getattr(exc, "lineno", None)
+        raise UserError(f"not valid JSON ({exc})", where=f"{path}:{line}" if line else str(path)) from None
+    _check_document(document, str(path))
+    records = document.pop("results")
+    if not isinstance(records, list):
+        raise UserError("'results' must be a list of case records", where=str(path))
+    return ShardRun(label=str(path), document=document,
+                    records=(json.dumps(r, ensure_ascii=False) for r in records))
+
+
+def _open_sqlite(path: Path, run_id: str | None, skip_merged: bool) -> ShardRun:
+    label = f"{path}#{run_id}" if run_id else str(path)
+    connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        chosen, document_text = _pick_run(connection, run_id, label, skip_merged)
+    except sqlite3.DatabaseError as exc:
+        connection.close()
+        raise UserError(f"cannot read the results database ({exc})", where=label) from None
+    except UserError:
+        connection.close()
+        raise
+    try:
+        document = json.loads(document_text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"run {chosen}: stored document is not valid JSON ({exc.msg})", where=label) from None
+    document.pop("results", None)
+    _check_document({**document, "results": []}, f"{path}#{chosen}")
+    return ShardRun(label=f"{path}#{chosen}", document=document, records=_sqlite_records(connection, chosen))
+
+
+def _pick_run(connection: sqlite3.Connection, run_id: str | None, label: str, skip_merged: bool) -> tuple[str, str]:
+    tables = {r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not {"eg_runs", "eg_cases"} <= tables:
+        raise UserError("not an evalgate store: no evalgate runs in this database (tables eg_runs/eg_cases missing)",
+                        where=label)
+    if run_id:
+        row = connection.execute("SELECT run_id, document FROM eg_runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise UserError(f"no run {run_id!r} in this database", where=label)
+        return str(row[0]), str(row[1])
+    skipped = ("running", "merged") if skip_merged else ("running",)
+    row = connection.execute(
+        f"SELECT run_id, document FROM eg_runs WHERE status NOT IN ({', '.join('?' * len(skipped))})"
+        " ORDER BY julianday(timestamp) DESC, run_id DESC LIMIT 1",
+        skipped,
+    ).fetchone()
+    if row is None:
+        raise UserError("no finished run in this database (name one with FILE#RUN_ID)", where=label)
+    return str(row[0]), str(row[1])
+
+
+def _sqlite_records(connection: sqlite3.Connection, run_id: str) -> Iterator[str]:
+    try:
+        cursor = connection.execute("SELECT record FROM eg_cases WHERE run_id = ? ORDER BY idx, repeat", (run_id,))
+        for (record,) in cursor:
+            yield str(record)
+    finally:
+        connection.close()
+
+
+def _check_document(document: Any, where: str) -> None:
+    if not isinstance(document, dict) or any(key not in document for key in RESULTS_KEYS):
+        raise UserError(f"not an evalgate results document (needs {', '.join(RESULTS_KEYS)})", where=where)
+    if document["schema_version"] != SCHEMA_VERSION:
+        raise UserError(f"schema_version {document['schema_version']!r} is not {SCHEMA_VERSION}", where=where)
+
+
+def load_document(spec: str | Path) -> dict[str, Any]:
+    """A whole results document (with ``results``) from a results.json or SQLite file: ``FILE#RUN_ID``,
+    else its newest finished run (merged runs included)."""
+    run = open_input(spec, skip_merged=False)
+    records: list[Any] = []
+    for position, text in enumerate(run.records):
+        try:
+            records.append(json.loads(text))
+        except json.JSONDecodeError as exc:
+            raise UserError(f"case record is not valid JSON ({exc.msg})",
+                            where=f"{run.label}: results[{position}]") from None
+    return {**run.document, "results": records}
+
+
+# ── whole documents for comparison ───────────────────────────────────────────────────────────────────────────────────
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """Read a results document from results.json or from evalgate's SQLite store (latest run)."""
+    file = Path(path)
+    try:
+        with file.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        raise UserError("baseline results file not found", where=str(file)) from None
+    except OSError as exc:
+        raise UserError(f"cannot read baseline results: {exc.strerror}", where=str(file)) from None
+    if header == SQLITE_HEADER:
+        return load_results_sqlite(file)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError("not a results.json file (not UTF-8 text)", where=str(file)) from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"invalid JSON: {exc.msg} (column {exc.colno})", where=f"{file}:{exc.lineno}") from None
+    return validate_results(document, str(file))
+
+
+def load_results_sqlite(path: str | Path, run_id: str | None = None) -> dict[str, Any]:
+    """Read one run (the latest finished one, see the module docstring, unless ``run_id``) from evalgate's
+    SQLite store.
+
+    Contract: ``eg_runs(run_id TEXT, timestamp TEXT, document TEXT)`` where ``document`` is the
+    results.json document without ``results``, and ``eg_cases(run_id TEXT, record TEXT)`` where
+    ``record`` is one entry of ``results`` exactly as in results.json.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise UserError("baseline SQLite store not found", where=str(file))
+    try:
+        connection = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise UserError(f"cannot open SQLite store: {exc}", where=str(file)) from None
+    try:
+        run, document_text = _pick_run(connection, run_id, str(file), skip_merged=False)
+        record_texts = [row[0] for row in connection.execute("SELECT record FROM eg_cases WHERE run_id = ?", (run,))]
+    except sqlite3.Error as exc:
+        raise UserError(f"not an evalgate store (tables eg_runs, eg_cases): {exc}", where=str(file)) from None
+    finally:
+        connection.close()
+    document = _json_column(document_text, f"{file}: eg_runs.document of run {run}")
+    records = [_json_column(text, f"{file}: eg_cases.record of run {run}") for text in record_texts]
+    if isinstance(document, dict):
+        document.setdefault("run_id", run)
+        document["results"] = sorted(records, key=_record_order)
+    return validate_results(document, str(file))
+
+
+def _json_column(text: Any, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise UserError(f"invalid JSON: {exc}", where=where) from None
+
+
+def _record_order(record: Any) -> tuple[int, int]:
+    if not isinstance(record, dict):
+        return (0, 0)
+    index, repeat = record.get("index", 0), record.get("repeat", 0)
+    return (index if isinstance(index, int) else 0, repeat if isinstance(repeat, int) else 0)
+
+
+def validate_results(document: Any, where: str) -> dict[str, Any]:
+    """Check the shape compare_runs relies on; UserError naming ``where`` otherwise."""
+    if not isinstance(document, dict) or not isinstance(document.get("results"), list):
+        raise UserError("not an evalgate results document (no 'results' list)", where=where)
+    version = document.get("schema_version", 1)
+    if version != 1:
+        raise UserError(f"unsupported results schema_version {version!r} (this evalgate reads 1)", where=where)
+    for position, record in enumerate(document["results"]):
+        if not isinstance(record, dict) or not isinstance(record.get("id"), str | int):
+            raise UserError(f"results[{position}] is not a case record with an 'id'", where=where)
+        if not isinstance(record.get("metrics", {}), dict):
+            raise UserError(f"results[{position}] ({record['id']}): 'metrics' is not an object", where=where)
+    return document
+
+
+# ── baselines ──
+
+
+@dataclass(frozen=True)
+class BaselineLookup:
+    """A baseline document and where it came from, or why there is none."""
+
+    document: dict[str, Any] | None
+    source: str | None = None
+    warning: str | None = None
+
+    @property
+    def found(self) -> bool:
+        return self.document is not None
+
+
+def resolve_baseline(
+    setting: str | None,
+    *,
+    auto: Callable[[], BaselineLookup] | None = None,
+    cwd: Path | None = None,
+) -> BaselineLookup | None:
+    """The baseline for ``setting``: None for ``none``; ``auto`` calls ``auto``; else a file path
+    (results.json or SQLite, relative to ``cwd``). Never raises: problems become the warning."""
+    text = (setting or "").strip()
+    if text.lower() in ("", "none"):
+        return None
+    if text.lower() == "auto":
+        if auto is None:
+            return BaselineLookup(None, warning="no baseline: baseline auto needs the GitHub Actions context "
+                                                "(pull request, repository and token)")
+        try:
+            return auto()
+        except Exception as exc:  # a baseline problem must never stop the run
+            return BaselineLookup(None, warning=f"no baseline: {type(exc).__name__}: {redact(str(exc))}")
+    path = Path(text)
+    if not path.is_absolute() and cwd is not None:
+        path = cwd / path
+    try:
+        return BaselineLookup(load_results(path), source=text)
+    except UserError as exc:
+        return BaselineLookup(None, warning=f"no baseline: {redact(str(exc))}")
