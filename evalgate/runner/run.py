@@ -26,6 +26,7 @@ from evalgate.runner.finish import (
     new_run_id,
     policy_of,
     run_metadata,
+    write_compat_documents,
 )
 from evalgate.runner.setup import prepare
 from evalgate.safety.redact import redact_mapping
@@ -47,6 +48,10 @@ class RunOutcome:
     db_path: Path
     verdict: Verdict
     failures: list[dict[str, Any]] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    """One-line notices from preparing the run (``Prepared.notices``)."""
+    compat_paths: dict[str, Path] = field(default_factory=dict)
+    """Seed-shaped documents written (``compat``): seed → path (``seed:output`` for ``compat_output``)."""
 
 
 async def execute(
@@ -166,12 +171,14 @@ async def execute(
         spool.path.unlink(missing_ok=True)
         if recorder_failure is not None and not crash_raised:
             raise recorder_failure
+    compat_paths = write_compat_documents(settings, results_path, cwd)
     if target.kind != "recorded" and aggregate.total_test_cases and aggregate.total_errored == aggregate.total_test_cases \
             and engine.stats.target_errors == aggregate.total_test_cases:
         raise UserError(f"the target never answered ({settings.target_url or settings.target}); "
                         f"partial results are in {results_path}", where="target")
     return RunOutcome(document=document, results_path=results_path, db_path=settings.db_path,
-                      verdict=verdict, failures=failures.failures)
+                      verdict=verdict, failures=failures.failures, compat_paths=compat_paths,
+                      notices=prepared.notices)
 
 
 def spare_workers(concurrency: int, target: Any) -> int:
