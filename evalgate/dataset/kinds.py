@@ -4,8 +4,9 @@ A suite declares its kind (``suite: {kind: seed001}``, or ``kind:`` in evalgate.
 a case shows it by using that seed's own spellings (``infer_kind``):
 
 * ``seed001`` — brand fields (``brands_mine``, ``brands_competitors``, ``expected_*_mentions``,
-  ``expected_ranked_list``) with seed 001's ``intent_id`` / ``llm_answer_text`` or without evalgate's
-  ``id`` / ``input`` / ``output``, or any case of a ``test_cases:`` file (seed 001's wrapper) that has one;
+  ``expected_ranked_list``) and no input (a seed 001 fixture has none: its text is the extractor's input),
+  with seed 001's ``intent_id`` / ``llm_answer_text``, or in a ``test_cases:`` file (seed 001's wrapper),
+  or without evalgate's ``id`` / ``output``;
 * ``seed004`` — ``expected_specialist`` with ``query`` (seed 004's name for the input).
 
 Seed 000, 002 and 003 cases are checked only when declared (their fields are shared with other
@@ -77,11 +78,12 @@ assert tuple(KINDS) == KIND_NAMES
 BRAND_FIELDS = frozenset({"brands_mine", "brands_competitors", "expected_my_mentions", "expected_competitor_mentions",
                           "expected_ranked_list"})
 EVALGATE_SPELLINGS = frozenset({"id", "input", "output"})
+INPUT_SPELLINGS = frozenset({"input", "question", "query", "message", "prompt"})
 SEED001_SPELLINGS = frozenset({"intent_id", "llm_answer_text"})
 def infer_kind(data: Mapping[str, Any], wrapper: str | None) -> tuple[str | None, str]:
     """The kind a raw case shows by its spellings, and why (module docstring); (None, "") for none."""
     keys = set(data)
-    if keys & BRAND_FIELDS:
+    if keys & BRAND_FIELDS and not keys & INPUT_SPELLINGS:  # seed 001 fixtures have no input: the text is the input
         if keys & SEED001_SPELLINGS:
             return "seed001", "it uses seed 001's field names"
         if wrapper == "test_cases":

@@ -263,6 +263,8 @@ class _RawCase:
     duplicate_key: str | None = None
     text_keys: bool = False
     """True when the parser guarantees text keys (JSON)."""
+    key_lines: dict[str, int] | None = None
+    """Line of each top-level key of the case (YAML), for problems about one key."""
 
 
 @dataclass(slots=True)
@@ -288,6 +290,8 @@ class _Document:
     """Case list (key, or None for a top-level list) → line of each element."""
     duplicates: dict[Any, dict[int, str]] = field(default_factory=dict)
     """Case list → element position → a key that element repeats (YAML only)."""
+    case_key_lines: dict[Any, dict[int, dict[str, int]]] = field(default_factory=dict)
+    """Case list → element position → line of each of its keys (YAML only)."""
     text_keys: bool = False
     """True when every mapping key is text by construction (JSON)."""
 
@@ -362,16 +366,19 @@ def _yaml_items(key: Any, seq: Any, doc: _Document) -> None:
 
     doc.item_lines[key] = [item.start_mark.line + 1 for item in seq.value]
     duplicates: dict[int, str] = {}
+    key_lines: dict[int, dict[str, int]] = {}
     for position, item in enumerate(seq.value):
         if isinstance(item, yaml.MappingNode):
-            seen: set[str] = set()
+            seen: dict[str, int] = {}
             for key_node, _ in item.value:
                 if isinstance(key_node, yaml.ScalarNode) and key_node.value != "<<":
                     if key_node.value in seen:
                         duplicates[position] = key_node.value
                         break
-                    seen.add(key_node.value)
+                    seen[key_node.value] = key_node.start_mark.line + 1
+            key_lines[position] = seen
     doc.duplicates[key] = duplicates
+    doc.case_key_lines[key] = key_lines
 
 
 def _parse_yaml(text: str) -> _Document:
@@ -492,8 +499,9 @@ def _raw_items(doc: _Document, key: Any, items: list[Any], fallback: int) -> lis
     if lines is None or len(lines) != len(items):
         lines = [fallback] * len(items)
     duplicates = doc.duplicates.get(key, {})
+    key_lines = doc.case_key_lines.get(key, {})
     pairs = enumerate(zip(items, lines, strict=True))
-    return [_RawCase(item, line, duplicates.get(i), doc.text_keys) for i, (item, line) in pairs]
+    return [_RawCase(item, line, duplicates.get(i), doc.text_keys, key_lines.get(i)) for i, (item, line) in pairs]
 
 
 def _split(doc: _Document) -> _Parsed:
@@ -591,7 +599,8 @@ def _case_label(data: dict[Any, Any], position: int) -> str:
 
 
 def _precheck(raw: _RawCase, data: dict[Any, Any]) -> str | None:
-    """Problems pydantic would word poorly: non-text keys, repeated keys, loader-owned keys."""
+    """Problems pydantic would word poorly: non-text keys, repeated keys, loader-owned keys, unknown keys
+    (for an unknown key ``raw.line`` is moved to the key's own line when known)."""
     if not raw.text_keys:
         bad_key = next((key for key in data if not isinstance(key, str)), None)
         if bad_key is not None:
@@ -603,6 +612,7 @@ def _precheck(raw: _RawCase, data: dict[Any, Any]) -> str | None:
         return f"key {reserved!r} is reserved (set by the loader)"
     unknown = next((key for key in data if key not in CASE_KEYS), None)
     if unknown is not None:
+        raw.line = (raw.key_lines or {}).get(str(unknown), raw.line)
         return (f"unknown key {unknown!r}{did_you_mean(str(unknown), CASE_KEYS)}; "
                 "put extra fields under 'metadata:'")
     return None
