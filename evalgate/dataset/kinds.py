@@ -126,6 +126,8 @@ class KindCheck:
         for field_name, allowed in sets.items():
             if not allowed:
                 continue
+            origin = ("the suite's 'valid:'" if field_name in self.valid
+                      else f"{kind.label if kind else ''}'s documented values; a suite's 'valid:' changes them")
             value = getattr(case, field_name, None)
             values = value if isinstance(value, list) else [] if value is None else [value]
             allowed_set = {str(a) for a in allowed}
@@ -133,7 +135,7 @@ class KindCheck:
                 text = getattr(item, "value", item)
                 if str(text) not in allowed_set:
                     return (f"field {field_name!r}: {str(text)!r} is not a valid value; valid: "
-                            f"{', '.join(map(str, allowed))} (suite 'valid:' sets these)")
+                            f"{', '.join(map(str, allowed))} ({origin})")
         return None
 
 
