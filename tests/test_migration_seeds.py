@@ -529,5 +529,5 @@ def test_seed004_value_sets_and_required_fields_are_checked(
     del dataset[1]["expected_specialist"]
     del dataset[2]["verified_answer_summary"]
     (seed / "golden_dataset.json").write_text(json.dumps(dataset, indent=2))
-    code, out, err = run(capsys, "validate", "-d", "golden_dataset.json")
+    code, _out, err = run(capsys, "validate", "-d", "golden_dataset.json")
     assert code == 2 and "case 'GD-021': missing required field 'verified_answer_summary' (seed 004 golden" in err

@@ -25,6 +25,7 @@ from typing import Any
 from evalgate.config.suite import KIND_NAMES
 from evalgate.model import Case
 
+
 @dataclass(frozen=True, slots=True)
 class Kind:
     """A seed's case format: the fields a case must carry (Case field, the seed's name for it)."""
