@@ -521,7 +521,7 @@ def test_seed004_value_sets_and_required_fields_are_checked(
     dataset = json.loads((seed / "golden_dataset.json").read_text())
     dataset[1]["expected_specialist"] = "generalist"
     (seed / "golden_dataset.json").write_text(json.dumps(dataset, indent=2))
-    code, out, err = run(capsys, "run", "--dry-run", "-d", "golden_dataset.json")
+    code, _out, err = run(capsys, "run", "--dry-run", "-d", "golden_dataset.json")
     assert code == 2
     assert re.search(r"golden_dataset\.json:\d+: case 'GD-011': field 'expected_specialist': 'generalist' is not a "
                      r"valid value; valid: procedure_expert, quality_inspector, maintenance_advisor, data_analyst, "
