@@ -112,9 +112,11 @@ SEED004_CHAT_PATH = "/chat"
 """Seed 004's runner posts ``{"message": query}`` to ``{api-url}/chat``."""
 
 
-def is_eval_config(data: Mapping[str, Any]) -> bool:
-    """True when a config file's top level is seed 004's ``eval_config.yaml`` (only its sections)."""
-    return bool(data) and all(str(key) in EVAL_CONFIG_SECTIONS for key in data)
+def is_eval_config(data: Mapping[str, Any], evalgate_keys: frozenset[str] = frozenset()) -> bool:
+    """True when a config file's top level is seed 004's ``eval_config.yaml``: it has one of that file's
+    sections and no evalgate key (``evalgate_keys``), so a misspelt section is reported as such."""
+    keys = {str(key) for key in data}
+    return bool(keys & set(EVAL_CONFIG_SECTIONS)) and not keys & evalgate_keys
 
 
 def chat_url(api_url: str) -> str:
@@ -139,6 +141,10 @@ def map_eval_config(data: Mapping[str, Any], where: str, notices: list[str]
     settings: dict[str, Any] = {"compat": ["seed004"]}
     suite: dict[str, Any] = {}
     headers: dict[str, str] = {}
+    for section in data:
+        if str(section) not in EVAL_CONFIG_SECTIONS:
+            raise UserError(f"unknown key {section!r}{did_you_mean(str(section), EVAL_CONFIG_SECTIONS)}; seed 004's "
+                            f"eval_config.yaml has {', '.join(EVAL_CONFIG_SECTIONS)}", where=where)
     for section, body in data.items():
         body = body or {}
         if not isinstance(body, Mapping):

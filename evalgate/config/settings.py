@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from evalgate.config import legacy
+from evalgate.config.suite import SUITE_KEYS
 from evalgate.errors import UserError
 from evalgate.safety.redact import register_secret
 
@@ -261,7 +262,7 @@ def config_file_layer(path: Path, notices: list[str] | None = None) -> tuple[dic
         raise UserError(f"invalid YAML: {getattr(exc, 'problem', exc)}", where=where) from None
     if not isinstance(data, dict):
         raise UserError("the config file must be a mapping of settings", where=str(path))
-    if legacy.is_eval_config(data):
+    if legacy.is_eval_config(data, frozenset(FIELD_NAMES) | SUITE_KEYS):
         mapped, suite = legacy.map_eval_config(data, str(path), notices if notices is not None else [])
         return {field: (value, f"{path} (seed 004 eval_config)") for field, value in mapped.items()}, suite
     settings_part: dict[str, tuple[Any, str]] = {}
