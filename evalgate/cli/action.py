@@ -30,7 +30,7 @@ from evalgate.github.publish import PUBLISH_INPUTS, PublishOptions, error_output
 if TYPE_CHECKING:
     from evalgate.runner.run import RunOutcome
 
-LIST_INPUTS = ("dataset", "case-ids", "category", "tags")
+LIST_INPUTS = ("dataset", "case-ids", "category", "tags", "compat")
 """Inputs that take a list: one item per line or comma-separated."""
 IGNORED_INPUTS = ("args", "entrypoint")
 """Inputs every Docker action accepts; the runner hands them to ``docker run`` itself."""
