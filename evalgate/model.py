@@ -331,11 +331,6 @@ class Threshold(BaseModel):
     def _to_mapping(self) -> dict[str, float]:
         return {self.op: self.value}
 
-    @property
-    def higher_is_better(self) -> bool:
-        """True for the lower bounds (min, gt)."""
-        return self.op in ("min", "gt")
-
     def admits(self, value: float) -> bool:
         """True when ``value`` meets the bound (``>=`` min, ``<=`` max, ``>`` gt, ``<`` lt)."""
         op = self.op

@@ -80,6 +80,8 @@ BRAND_FIELDS = frozenset({"brands_mine", "brands_competitors", "expected_my_ment
                           "expected_ranked_list"})
 EVALGATE_SPELLINGS = frozenset({"id", "input", "output"})
 INPUT_SPELLINGS = frozenset({"input", "question", "query", "message", "prompt"})
+MARKERS: tuple[str, ...] = (*sorted(BRAND_FIELDS), "expected_specialist")
+"""Fields without which ``infer_kind`` finds no kind."""
 SEED001_SPELLINGS = frozenset({"intent_id", "llm_answer_text"})
 def infer_kind(data: Mapping[str, Any], wrapper: str | None) -> tuple[str | None, str]:
     """The kind a raw case shows by its spellings, and why (module docstring); (None, "") for none."""
@@ -108,6 +110,8 @@ class KindCheck:
 
     def problem(self, case: Case, data: Mapping[str, Any]) -> str | None:
         """The first way ``case`` (read from ``data``) breaks its kind's rules, or None."""
+        if self.kind is None and not self.valid and not any(marker in data for marker in MARKERS):
+            return None  # the usual case: no declaration and none of the seeds' telltale fields
         name, why = (self.kind, "its suite declares it") if self.kind else infer_kind(data, self.wrapper)
         kind = KINDS.get(name or "")
         if kind is not None:

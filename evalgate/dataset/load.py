@@ -610,6 +610,8 @@ def _precheck(raw: _RawCase, data: dict[Any, Any]) -> str | None:
     reserved = next((key for key in RESERVED_CASE_KEYS if key in data), None)
     if reserved is not None:
         return f"key {reserved!r} is reserved (set by the loader)"
+    if CASE_KEYS.issuperset(data):  # one C-level check for the usual case
+        return None
     unknown = next((key for key in data if key not in CASE_KEYS), None)
     if unknown is not None:
         raw.line = (raw.key_lines or {}).get(str(unknown), raw.line)
