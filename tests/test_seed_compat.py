@@ -371,3 +371,10 @@ def test_langfuse_events_and_batches() -> None:
         send(events, host=server.base_url, public_key="pk", secret_key="sk")
     with pytest.raises(LangfuseError, match="cannot reach"):
         send(events, host="http://127.0.0.1:9", public_key="pk", secret_key="sk")
+
+
+def test_seed004_output_may_not_overwrite_evalgates_own_results(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    dataset = write(tmp_path / "d.yaml", "cases:\n  - {id: a, input: q, output: x}\n")
+    code = cli.main(["run", "-d", dataset, "-o", str(tmp_path), "--output", str(tmp_path / "results.json")])
+    assert code == 2 and "is where evalgate writes its own results" in capsys.readouterr().err

@@ -78,6 +78,7 @@ async def execute(
 
     if uses_http_pool(settings):  # every module-level import of this path is done: no concurrent imports
         preload(("aiohttp",))
+    check_output_paths(settings, cwd)
     prepared = prepare(settings, suite_config, cwd)
     baseline = None
     if settings.baseline_kind != "none":  # the default: nothing to look up or import
@@ -179,6 +180,21 @@ async def execute(
     return RunOutcome(document=document, results_path=results_path, db_path=settings.db_path,
                       verdict=verdict, failures=failures.failures, compat_paths=compat_paths,
                       notices=prepared.notices)
+
+
+def check_output_paths(settings: Settings, cwd: Path | None) -> None:
+    """``compat_output`` (seed 004's ``--output``) must not be one of the files evalgate writes itself."""
+    if not settings.compat_output:
+        return
+    base = cwd or Path.cwd()
+    extra = Path(settings.compat_output)
+    extra = (extra if extra.is_absolute() else base / extra).resolve()
+    output = settings.output_path if settings.output_path.is_absolute() else base / settings.output_path
+    own = {(output / "results.json").resolve(), (settings.db_path if settings.db_path.is_absolute()
+                                                   else base / settings.db_path).resolve()}
+    if extra in own:
+        raise UserError(f"{settings.compat_output} is where evalgate writes its own results; give --output another "
+                        "path or --output-dir another directory", where="--output (compat_output)")
 
 
 def spare_workers(concurrency: int, target: Any) -> int:
