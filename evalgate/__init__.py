@@ -10,7 +10,7 @@ returns, the result types and ``UserError``. Everything is imported on first use
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 __version__ = "0.1.0"
 __all__ = [
@@ -43,13 +43,6 @@ _LAZY = {
     "Answer": "evalgate.model",
     "UserError": "evalgate.errors",
 }
-
-if TYPE_CHECKING:
-    from evalgate.errors import UserError
-    from evalgate.metrics.checks import AnswerView, CaseView, metric
-    from evalgate.model import Answer, Score
-    from evalgate.runner.api import ComparisonResult, RunResult, ValidationResult, compare, run, validate
-
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
