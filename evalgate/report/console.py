@@ -140,12 +140,16 @@ def _metric_table(document: dict[str, Any]) -> Table:
     table = Table(title="Metrics", title_justify="left", show_edge=False, pad_edge=False)
     for column in ("metric", "average", "threshold", "", "cases", "not run"):
         table.add_column(column, justify="left" if column in ("metric", "") else "right")
+    summaries = any(row.get("summary") for row in document["metrics"].values())
+    if summaries:
+        table.add_column("checks", justify="left", overflow="ellipsis", no_wrap=True, max_width=60)
     for name, row in document["metrics"].items():
         threshold = row.get("threshold")
         bound = format_threshold(threshold) if threshold else "—"
         missing = not_run(row)
-        table.add_row(name, _fmt(row.get("average")), bound, metric_mark(row), str(row.get("count", 0)),
-                      str(missing) if missing else "")
+        cells = [name, _fmt(row.get("average")), bound, metric_mark(row), str(row.get("count", 0)),
+                 str(missing) if missing else ""]
+        table.add_row(*cells, *([Text(str(row.get("summary") or ""))] if summaries else []))
     return table
 
 
@@ -266,3 +270,5 @@ def render_failures(failures: list[dict[str, Any]], console: Console) -> None:
         console.print(f"  {marker} {failure['id']} [{failure['status']}] {failure['source']}", markup=False)
         for reason in failure["reasons"][:4]:
             console.print(f"      - {reason}", markup=False)
+        for name, text in failure.get("explanations", [])[:4]:
+            console.print(f"        {name}: {text}", markup=False)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from dataclasses import replace as _replace
 from pathlib import Path
 from typing import Any
 
@@ -98,9 +99,10 @@ def build_catalog(builtins: Mapping[str, Metric], global_suite: SuiteConfig, con
     for where, names in case_refs:
         for entry in names:
             _resolve_entry(catalog, entry, where, cwd)
-    if INLINE_CRITERIA not in catalog.metrics:
-        catalog.metrics[INLINE_CRITERIA] = criteria_metric(definition_of(
-            INLINE_CRITERIA, CaseAssertion(criteria="one-off criteria written on a case"), "cases"))
+    if INLINE_CRITERIA not in catalog.metrics:  # thresholds and reports may name it; each case has its own
+        placeholder = criteria_metric(definition_of(INLINE_CRITERIA, CaseAssertion(criteria="(per case)"), "cases"))
+        catalog.metrics[INLINE_CRITERIA] = _replace(placeholder, info=None,
+                                                    description="one-off criteria written on each case (assert:)")
     known = list(catalog.metrics)
     for _scope, suite, where in scopes:
         for name in suite.exclude_metrics:
@@ -215,9 +217,7 @@ def _qualname(fn: Callable[..., Any]) -> str:
 
 
 def _renamed(metric: Metric, name: str) -> Metric:
-    from dataclasses import replace
-
-    return replace(metric, name=name)
+    return _replace(metric, name=name)
 
 
 # --- per-case planning --------------------------------------------------------------------------------------

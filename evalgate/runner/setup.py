@@ -52,6 +52,11 @@ class Prepared:
     user_metrics: dict[str, Metric] = field(default_factory=dict)
     """The user's own metrics (declared, code checks, plug-ins) by name."""
 
+    @property
+    def used_inline(self) -> set[str]:
+        """One-off metrics of cases' ``assert:`` entries planned so far (they join ``metrics`` as planned)."""
+        return {name for name, metric in self.metrics.items() if metric.info is not None} - set(self.user_metrics)
+
 
 def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | None = None) -> Prepared:
     """Validate and select the cases (streamed: large datasets are not held in memory), resolve
