@@ -50,7 +50,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--verbose", "-v", action="store_true", default=None, help="breakdowns and more detail")
     out.add_argument("--progress", choices=["auto", "rich", "plain", "none"], help="progress display (default auto)")
     target = parser.add_argument_group("target and judge")
-    target.add_argument("--target", choices=["recorded", "http", "openai", "command"], help="how answers are obtained")
+    target.add_argument("--target", metavar="KIND",
+                        help="how answers are obtained: recorded | http | openai | command | package.module:factory")
+    target.add_argument("--target-options", metavar="JSON", help="keyword arguments of a custom target's factory")
     target.add_argument("--target-url", metavar="URL", help="HTTP target endpoint")
     target.add_argument("--outputs-file", metavar="FILE", help="recorded answers keyed by case id (JSON/JSONL)")
     target.add_argument("--target-command", metavar="CMD", help="command target: JSON list or comma-separated argv")
@@ -104,10 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extra_verbs() -> list[Any]:
-    """The verbs defined in their own modules (compare, merge, history, report)."""
-    from evalgate.cli import compare, history, merge, report
+    """The verbs defined in their own modules (compare, merge, history, report, init)."""
+    from evalgate.cli import compare, history, init, merge, report
 
-    return [history.add_history, report.add_report, merge.add_merge, compare.add_compare]
+    return [history.add_history, report.add_report, merge.add_merge, compare.add_compare, init.add_init]
 
 
 def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
@@ -150,11 +152,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         if warning:
             print(f"evalgate: warning: {warning}", file=sys.stderr)
     else:
-        from evalgate.report.console import make_console, render_failures, render_report  # loaded during the run
+        from evalgate.report.console import (  # loaded during the run
+            judge_hint,
+            make_console,
+            render_failures,
+            render_report,
+        )
 
         console = make_console(sys.stdout)
         render_report(outcome.document, console, verbose=settings.verbose)
         render_failures(outcome.failures, console)
+        hint = judge_hint(outcome.document)
+        if hint:
+            console.print(hint, markup=False)
         console.print(f"Results: {outcome.results_path}  ·  SQLite: {outcome.db_path}")
     return outcome.verdict.exit_code
 
