@@ -107,7 +107,7 @@ def make_spec(function: Callable[..., Any], *, name: str | None = None, threshol
               where: str) -> CheckSpec:
     if not callable(function):
         raise UserError(f"a code check must be a function, got {type(function).__name__}", where=where)
-    text = name or getattr(function, "__name__", "")
+    text = str(name or getattr(function, "__name__", ""))
     if not METRIC_NAME.fullmatch(text):
         raise UserError(f"{text!r} is not a valid metric name (letters, digits, '_', '.', '-')", where=where)
     if direction not in ("higher", "lower"):
@@ -116,7 +116,7 @@ def make_spec(function: Callable[..., Any], *, name: str | None = None, threshol
         raise UserError(f"value_range must be (low, high) with low < high (got {value_range!r})", where=where)
     doc = " ".join((inspect.getdoc(function) or "").split("\n\n")[0].split())
     return CheckSpec(fn=function, name=text, threshold=DEFAULT_CUSTOM_THRESHOLD if threshold is _UNSET else threshold,
-                     direction=direction, value_range=None if value_range is None else tuple(value_range),  # type: ignore[arg-type]
+                     direction=direction, value_range=None if value_range is None else (value_range[0], value_range[1]),
                      applies=applies, description=description or doc)
 
 

@@ -323,7 +323,8 @@ def compare(base: str | Path, head: str | Path, *, significance_level: float | N
     rule = repeat_rule or config.get("repeat_rule") or "majority"
     if rule not in ("majority", "all", "any"):
         raise UserError(f"repeat_rule must be majority, all or any (got {rule!r})", where="repeat_rule")
-    comparison = compare_runs(base_doc, head_doc, alpha=float(alpha), baseline_source=str(base), repeat_rule=rule)
+    comparison = compare_runs(base_doc, head_doc, alpha=float(alpha), baseline_source=str(base),
+                              repeat_rule=rule)  # type: ignore[arg-type]  # checked just above
     reasons = comparison_gate_reasons(comparison, fail_on_regression)
     return ComparisonResult(regression=bool(comparison.get("regression")), reasons=list(reasons),
                             summary=str(comparison.get("summary") or ""),
