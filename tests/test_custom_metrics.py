@@ -10,9 +10,11 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from evalgate.cli.main import main as cli_main
+from evalgate.report.markdown import render_comment
 from tests.servers.openai_server import (
     DEFAULT_STEPS,
     STEPS_PROMPT_MARKER,
@@ -23,6 +25,7 @@ from tests.servers.openai_server import (
 )
 
 KEY = "sk-custom-metrics-24680"
+SCHEMA = Path(__file__).resolve().parents[1] / "evalgate" / "schemas" / "results.schema.json"
 CASES = 20
 
 SUITE = """\
@@ -159,9 +162,13 @@ def test_declared_judged_metrics_and_a_file_check_against_the_loopback_judge(
     tone = [p for p in prompts if 'metric \\"helpdesk_tone\\"' in p]
     assert len(tone) == CASES and all(DEFAULT_STEPS[1] in p for p in tone)
 
-    # the report shows the criteria beside the score and the judge's reasoning for a failing case
+    # the reports show the criteria beside the score and the judge's reasoning for a failing case
     out = capsys.readouterr().out
-    assert "The reply is polite and empathetic." in out
+    assert "The reply is polite and empathetic." in out and "helpdesk_tone: scripted verdict" in out
+    jsonschema.validate(document, json.loads(SCHEMA.read_text()))
+    comment = render_comment(document, run_url=None, artifact_url=None, tag="default")
+    assert "`helpdesk_tone` — The reply is polite and empathetic." in comment
+    assert "misses threshold ≥ 0.7 — scripted verdict from the loopback judge" in comment
 
     # the rerun made no call; validate says the steps are cached
     assert rerun_counts == {} and code_again == code

@@ -154,6 +154,7 @@ def criteria_metric(definition: CriteriaDefinition, *, categories: tuple[str, ..
         return run_on_all
 
     judged.__name__ = judged.__qualname__ = definition.name
+    judged.definition = definition  # type: ignore[attr-defined]  # read by the cost estimate
     return Metric(name=definition.name, fn=judged, direction="higher", default_threshold=None, applies=applies,
                   kind="judged", description=description or definition.summary, family=FAMILY,
                   value_range=(0.0, 1.0), per_case=True, info=definition.info())
