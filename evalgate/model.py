@@ -500,6 +500,14 @@ class MetricDeclaration(_JudgedParts):
     run: Literal["all", "asked"] = "all"
     """``asked``: only on cases that list the metric (``metrics:`` or ``assert:``)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _not_critical(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "critical" in data:
+            raise ValueError("'critical' is not a metric setting: a case is critical by its own "
+                             "risk_level: critical (any failed metric of that case then fails the gate)")
+        return data
+
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:

@@ -394,4 +394,6 @@ def expectations_of(case: Case) -> dict[str, Any]:
             expected[name] = value
     if case.rules:
         expected["rules"] = [rule.model_dump(exclude_none=True, exclude_defaults=True) for rule in case.rules]
+    if case.assertions:
+        expected["assert"] = [entry.model_dump(mode="json", exclude_none=True) for entry in case.assertions]
     return expected

@@ -158,13 +158,15 @@ def _with_user_metrics(plan_shaped: Callable[[Case], CasePlan], catalog: Catalog
 
     global_excluded = set(global_suite.exclude_metrics or [])
     merged: dict[tuple[Any, ...], CasePlan] = {}
+    in_config, in_suite = catalog.in_config, catalog.in_suite
 
     def plan_for(case: Case) -> CasePlan:
         base = plan_shaped(case)
+        scoped = in_suite.get(case.suite) if in_suite and case.suite else None
+        if not in_config and not scoped and not case.metrics and not case.assertions:
+            return base  # no user metric can apply: the shape's plan as it is
         suite = suites.get(case.suite) if case.suite else None
-        in_scope = catalog.in_config + (catalog.in_suite.get(case.suite or "", []) if suite is not None else [])
-        if not in_scope and not case.metrics and not case.assertions:
-            return base
+        in_scope = [*in_config, *(scoped or ())]
         names = [name for name in in_scope if catalog.user[name].applies_to(case, base.options)]
         names += [catalog.alias[entry] for entry in case.metrics or [] if entry in catalog.alias]
         extra, thresholds = case_assertions(catalog, case)
