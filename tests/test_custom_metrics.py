@@ -243,3 +243,20 @@ def test_no_judge_skips_custom_judged_metrics_and_says_so(tmp_path: Path) -> Non
     strict = cli_main(["run", "--dataset", str(dataset), "--output-dir", str(tmp_path / "out2"), "--progress",
                        "none", "--strict-metrics"])
     assert strict == 1  # missing evidence never turns into a pass in strict mode
+
+
+def test_the_readme_example_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Your own metrics"):]
+    example = section[section.index("```yaml\n") + 8:section.index("```\n", section.index("```yaml\n") + 8)]
+    (tmp_path / "suite.yaml").write_text(example)
+    (tmp_path / "checks.py").write_text("def has_ticket(case, answer):\n    return 'TICKET-' in answer.text\n")
+    (tmp_path / "my_package").mkdir()
+    (tmp_path / "my_package" / "__init__.py").write_text("")
+    (tmp_path / "my_package" / "checks.py").write_text("def no_pii(case, answer):\n    return '@' not in answer.text\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert cli_main(["validate", "--dataset", "suite.yaml", "--format", "json"]) == 0
+    names = {row["name"] for row in json.loads(capsys.readouterr().out)["custom_metrics"]}
+    assert names == {"helpdesk_tone", "resolution", "has_ticket", "no_pii"}
