@@ -44,6 +44,8 @@ class MetricContext:
     values: dict[str, float] = field(default_factory=dict)
     """Values of metrics already computed for this case (for derived metrics such as composite)."""
     repeat: int = 0
+    thresholds: dict[str, Any] | None = None
+    """The case's own thresholds (``assert:`` entries), which override the run's; None when it has none."""
 
 
 MetricFn = Callable[["Case", "Answer", MetricContext], "Score | Awaitable[Score]"]
@@ -67,6 +69,10 @@ class Metric:
     applies_takes_options: bool = False
     strict_threshold: bool = False
     """True when the default threshold is a strict bound (``gt`` / ``lt``: the seed says "> x")."""
+    per_case: bool = False
+    """Plan this metric for every case (its ``applies`` may read any value: user metrics), not per shape."""
+    info: Any = None
+    """What the results' metadata shows about a user metric (origin, criteria, steps); None for built-ins."""
 
     def gated_by_default(self) -> bool:
         return self.default_threshold is not None
