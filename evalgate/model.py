@@ -120,7 +120,8 @@ def stable_case_id(text: str) -> str:
 
 
 class Case(BaseModel):
-    """One test case. Unknown keys are kept in ``metadata`` so nothing a user wrote is lost."""
+    """One test case. Built in code, unknown keys are kept in ``metadata`` so nothing is lost; the dataset
+    loader rejects them instead (``evalgate.dataset.load.CASE_KEYS``: a misspelt field must not pass)."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True, str_strip_whitespace=False)
 
