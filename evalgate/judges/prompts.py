@@ -8,8 +8,12 @@ between fence lines::
     …text…
     <<<END answer id=3f2a1c9b0d UNTRUSTED>>>
 
-The id is the first 10 hex digits of sha256(label + text), which text cannot contain about itself, and
-any ``<<<`` / ``>>>`` inside the text becomes ``< < <`` / ``> > >``, so text cannot close its fence early.
+The id is the first 16 hex digits of sha256(label + text), which text cannot contain about itself
+(and which stays the same for the same text, so judge replies can be cached). Text cannot forge a fence
+line either, not even one that only *looks* like one to a lenient reader (``neutralise``): every run of
+angle brackets that reads as ``<<<`` or ``>>>`` — ASCII, full-width (``＜``) or small (``﹤``) forms, angle
+quotation marks and other look-alikes, with or without whitespace or invisible characters between them —
+is shown as ``(3×<)`` / ``(3×>)``.
 
 The rubric steps are written in the templates, fixed per suite and never regenerated per case; each
 template's version is ``name@`` + 12 hex digits of sha256 over its source and every template it extends
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -168,17 +173,54 @@ class PromptInputs:
 # --- fencing ----------------------------------------------------------------------------------------
 
 
+_LT = "<\uff1c\ufe64\u2039\u2329\u27e8\u3008\u276e\u2770\u02c2\u1438\u227a\u22d6\u29fc"
+"""``<`` and what reads like it: full-width and small forms (NFKC ``<``), single angle quotation mark,
+angle brackets (technical, mathematical, CJK, ornamental), modifier and syllabic arrowheads, precedes."""
+_GT = ">\uff1e\ufe65\u203a\u232a\u27e9\u3009\u276f\u2771\u02c3\u1433\u227b\u22d7\u29fd"
+_LT_DOUBLE = "\u00ab\u300a\u226a\u22d8\u2aa1"
+"""Single characters that read as two: « 《 ≪ ⋘."""
+_GT_DOUBLE = "\u00bb\u300b\u226b\u22d9\u2aa2"
+_GAP = "[\\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\u3164\ufeff\uffa0]"
+"""Whitespace and invisible characters a reader skips between brackets."""
+_RUNS = {
+    "<": (re.compile(f"[{_LT}{_LT_DOUBLE}](?:{_GAP}*[{_LT}{_LT_DOUBLE}])+"), _LT_DOUBLE),
+    ">": (re.compile(f"[{_GT}{_GT_DOUBLE}](?:{_GAP}*[{_GT}{_GT_DOUBLE}])+"), _GT_DOUBLE),
+}
+
+
 def neutralise(text: str) -> str:
-    """``<<<`` → ``< < <`` and ``>>>`` → ``> > >`` so text cannot forge or close a fence."""
-    while "<<<" in text or ">>>" in text:
-        text = text.replace("<<<", "< < <").replace(">>>", "> > >")
+    """Replace every run of angle brackets that could read as a fence's ``<<<`` or ``>>>`` with
+    ``(N×<)`` / ``(N×>)``, N being the brackets it shows (« and 《 count two).
+
+    A run is brackets of one direction, each ``<``/``>`` or a look-alike, separated by nothing but
+    whitespace or invisible characters. It is replaced when it shows three or more brackets, or two
+    that are not the plain ASCII ``<<`` / ``>>`` (shift operators and heredocs keep their spelling):
+    so ``<<<``, ``< < <``, ``＜＜＜``, ``<\u200b<<`` and ``«<`` all become ``(3×<)``. The result holds no
+    two brackets in a row, so no text can close its fence or open another, however leniently read."""
+    for sign, (pattern, doubles) in _RUNS.items():
+
+        def replace(match: re.Match[str], sign: str = sign, doubles: str = doubles) -> str:
+            run = match.group(0)
+            shown = sum(2 if ch in doubles else 1 for ch in run if not _is_gap(ch))
+            if shown == 2 and run in ("<<", ">>"):
+                return run
+            return f"({shown}×{sign})"
+
+        text = pattern.sub(replace, text)
     return text
+
+
+_GAP_CHAR = re.compile(_GAP)
+
+
+def _is_gap(char: str) -> bool:
+    return _GAP_CHAR.fullmatch(char) is not None
 
 
 def fence(label: str, text: str | None) -> str:
     """``text`` between fence lines whose id is derived from the label and the text."""
     body = neutralise(text if text else EMPTY_TEXT)
-    tag = hashlib.sha256(f"{label}\x00{body}".encode()).hexdigest()[:10]
+    tag = hashlib.sha256(f"{label}\x00{body}".encode()).hexdigest()[:16]
     return "\n".join((FENCE_OPEN.format(label=label, tag=tag), body, FENCE_CLOSE.format(label=label, tag=tag)))
 
 
