@@ -70,7 +70,7 @@ class DirectChat:
 
     def __init__(self, provider: ProviderConfig, *, timeout: float, concurrency: int) -> None:
         self.url = f"{provider.base_url.rstrip('/')}/chat/completions"
-        headers = {"Authorization": f"Bearer {provider.api_key}", "User-Agent": USER_AGENT,
+        headers = {"Authorization": provider.authorization_header, "User-Agent": USER_AGENT,
                    "Accept": "application/json", "Content-Type": "application/json"}
         self.pool = HttpPool(timeout=timeout, concurrency=concurrency, headers=headers)
 
@@ -136,8 +136,9 @@ class SdkChat:
     def __init__(self, provider: ProviderConfig, *, timeout: float) -> None:
         import openai
 
+        extra = {"Authorization": provider.authorization} if provider.authorization else None
         self.client = openai.AsyncOpenAI(api_key=provider.api_key, base_url=provider.base_url, max_retries=0,
-                                         timeout=timeout)
+                                         timeout=timeout, default_headers=extra)
 
     async def create(self, body: Mapping[str, Any]) -> Completion:
         response = await self.client.chat.completions.create(**body)

@@ -1,7 +1,8 @@
 """The Action path of the entrypoint: ``INPUT_*`` + ``GITHUB_*`` + event → Settings → run → publish.
 
 Steps: mask secrets (before anything else is printed) → read inputs → build the Actions context and
-``Settings`` (inputs layer; relative ``output-dir``/``db`` anchored at ``GITHUB_WORKSPACE``) → run the
+``Settings`` (inputs layer; relative ``output-dir``/``db`` anchored at ``GITHUB_WORKSPACE``) → confine every
+path to the workspace or the runner temp directory (``evalgate.github.paths``, exit 2 otherwise) → run the
 same pipeline as ``evalgate run`` with its console report wrapped in ``::stop-commands::`` (answers
 are untrusted text) → publish. Exit status: the verdict's 0/1; 2 with one ``::error`` line for a
 configuration or dataset error. Publishing problems are warnings only. ``baseline: auto`` is answered
@@ -121,8 +122,12 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
         emit(notice(line, title="evalgate"))
     if settings.langfuse and not (settings.langfuse_public_key and settings.langfuse_secret_key):
         raise UserError("the Langfuse export needs LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY", where="langfuse")
-    return ActionSetup(ctx=ctx, options=options, settings=anchor(settings, workspace), suite_config=suite_config,
-                       workspace=workspace)
+    settings = anchor(settings, workspace)
+    from evalgate.github.paths import confine
+    from evalgate.runner.setup import demo_dir
+
+    confine(settings, env, workspace, comment_template=options.comment_template, bundled=[demo_dir()])
+    return ActionSetup(ctx=ctx, options=options, settings=settings, suite_config=suite_config, workspace=workspace)
 
 
 def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:

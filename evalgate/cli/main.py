@@ -67,6 +67,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="seed 004's agent API: --target http --target-url URL/chat")
     target.add_argument("--outputs-file", metavar="FILE", help="recorded answers keyed by case id (JSON/JSONL)")
     target.add_argument("--target-command", metavar="CMD", help="command target: JSON list or comma-separated argv")
+    target.add_argument("--target-response-format", choices=["auto", "json", "text"],
+                        help="how http/command replies are read: auto (default: JSON when it parses; a reply "
+                             "whose Content-Type says JSON must parse) | json (must parse) | text (never parsed)")
     target.add_argument("--target-model", metavar="MODEL", help="model for the openai target")
     target.add_argument("--target-provider", choices=["openai", "gemini", "ollama", "local"],
                         help="provider of the openai target (default: the judge's, else openai)")
@@ -82,6 +85,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("--concurrency", type=int, metavar="N", help="calls in flight at once (default 8)")
     ex.add_argument("--api-retries", type=int, metavar="N", help="retries per call (default 3)")
     ex.add_argument("--api-timeout-seconds", type=float, metavar="S", help="timeout per call (default 60)")
+    ex.add_argument("--max-answer-chars", type=int, metavar="N",
+                    help="largest answer kept whole (default 1000000); a larger one is cut and its case errored")
     ex.add_argument("--repeat", type=int, metavar="N", help="run each case N times (flakiness)")
     ex.add_argument("--repeat-rule", choices=["majority", "all", "any"],
                     help="case verdict over its repeats (default majority: passes > N/2)")

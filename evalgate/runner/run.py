@@ -119,6 +119,8 @@ async def execute(
         judge=judge,
         repeat=settings.repeat,
         stop=stop,
+        max_answer_chars=settings.max_answer_chars,
+        score_seconds=settings.api_timeout_seconds,
     )
     status = "crashed"
     handlers = _install_handlers(stop) if install_signal_handlers else []

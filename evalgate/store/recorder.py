@@ -40,7 +40,7 @@ from itertools import compress
 from typing import IO, Any
 
 from evalgate.model import STATUS_TEXT, CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold, trusted
-from evalgate.safety.redact import MASK, _longest_first, known_secrets, redact
+from evalgate.safety.redact import MASK, _longest_first, known_secrets, redact_exact
 from evalgate.store.results_json import CaseSpool
 from evalgate.store.sqlite import (
     COMMIT_EVERY_CASES,
@@ -160,7 +160,7 @@ class InlineRecorder:
         self.store = store
 
     def add(self, result: CaseResult) -> None:
-        record = redact(result.model_dump_json())
+        record = redact_exact(result.model_dump_json())
         self.spool.add(result.index, result.repeat, record)
         self.store.add(result, record)
 
