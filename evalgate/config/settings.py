@@ -311,12 +311,16 @@ def config_file_layer(path: Path, notices: list[str] | None = None) -> tuple[dic
         raise UserError(f"cannot read config file ({exc.strerror})", where=str(path)) from None
     import yaml
 
+    from evalgate.safety.structure import StructureError, load_yaml
+
     try:
-        data = yaml.safe_load(text) or {}
+        data = load_yaml(text) or {}
+    except StructureError as exc:
+        raise UserError(f"invalid YAML: {exc.message}", where=f"{path}:{exc.line}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise UserError(f"invalid YAML: {getattr(exc, 'problem', exc)}", where=where) from None
+        raise UserError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", where=where) from None
     if not isinstance(data, dict):
         raise UserError("the config file must be a mapping of settings", where=str(path))
     if legacy.is_eval_config(data, frozenset(FIELD_NAMES) | SUITE_KEYS):

@@ -387,6 +387,12 @@ def _parse_yaml(text: str) -> _Document:
     here, not at module level, so runs over JSON/JSONL datasets never load it."""
     import yaml
 
+    from evalgate.safety.structure import StructureError, check_yaml
+
+    try:
+        check_yaml(text)  # depth and alias expansion, before the C composer (recursive) sees the text
+    except StructureError as exc:
+        raise _Problem(exc.line, f"invalid YAML: {exc.message}") from None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         node = loader.get_single_node()
