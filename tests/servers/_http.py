@@ -46,6 +46,7 @@ ADMIN_PATHS = frozenset({"/_stats", "/_reset"})
 AUTH_HEADERS = frozenset({"authorization", "api-key", "x-api-key"})
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DROPPED = "dropped"
+DISCONNECTED = "client hung up"
 
 
 class BadRequest(Exception):
@@ -67,6 +68,11 @@ class Request:
     headers: Mapping[str, str]
     body: bytes = b""
     number: int = 0
+    connection: int = 0
+    """The 1-based serial number of the connection it arrived on (since start)."""
+    timing: dict[str, float] = field(default_factory=dict, compare=False)
+    """``time.perf_counter()`` stamps: ``received`` (the whole request read), ``answered`` (the response
+    handed to the socket); shared with the request's ``Recorded``."""
 
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
@@ -414,9 +420,30 @@ class Recorded:
     headers: Mapping[str, str]
     body: str
     received_at: float
+    connection: int = 0
+    timing: Mapping[str, float] = field(default_factory=dict, compare=False)
 
     def json(self) -> Any:
         return json.loads(self.body)
+
+    @property
+    def handled_ms(self) -> float | None:
+        """The server's own time for this request in milliseconds: from having read the whole request to
+        handing the whole response to the socket (None until answered, or when it was not)."""
+        if "received" not in self.timing or "answered" not in self.timing:
+            return None
+        return (self.timing["answered"] - self.timing["received"]) * 1000
+
+
+@dataclass(frozen=True)
+class Disconnect:
+    """A client that closed its connection while the server was still working on its request."""
+
+    connection: int
+    seq: int
+    path: str
+    at: float
+    """``time.perf_counter()`` when the server noticed."""
 
 
 class Recorder:
@@ -432,8 +459,9 @@ class Recorder:
             self._seq += 1
             self._items.append(
                 Recorded(self._seq, request.number, request.method, request.path, request.query,
-                         dict(request.headers), request.text(), time.time())
+                         dict(request.headers), request.text(), time.time(), request.connection, request.timing)
             )
+            request.timing["seq"] = self._seq
 
     def items(self, paths: Collection[str] | None = None) -> list[Recorded]:
         with self._lock:
@@ -480,8 +508,14 @@ class LoopbackServer:
     name = "loopback"
 
     def __init__(self, *, host: str = LOOPBACK, port: int = 0, latency_ms: float = 0.0,
-                 jitter_ms: float = 0.0, seed: int = 0, record_limit: int = RECORD_LIMIT) -> None:
+                 jitter_ms: float = 0.0, seed: int = 0, record_limit: int = RECORD_LIMIT,
+                 watch_disconnects: bool = False) -> None:
         self.host = host
+        self.watch_disconnects = watch_disconnects
+        """Notice a client that hangs up while its request is being answered: the handler is cancelled
+        (as llama.cpp's server stops generating) and a ``Disconnect`` is recorded (``disconnects()``)."""
+        self._disconnects: list[Disconnect] = []
+        self._connection_count = 0
         self.requested_port = port
         self.latency = Latency(latency_ms, jitter_ms, seed)
         self.stats = Stats()
@@ -545,6 +579,7 @@ class LoopbackServer:
 
     def on_reset(self) -> None:
         """Clear stats, recordings, route numbering, and reseed the jitter (subclasses add their state)."""
+        self._disconnects.clear()
         self.stats.clear()
         self.recorder.clear()
         self._numbers.clear()
@@ -593,11 +628,17 @@ class LoopbackServer:
 
     # ------------------------------------------------------------------------------------ connections
 
+    def disconnects(self) -> list[Disconnect]:
+        """Clients that hung up while their request was being answered (with ``watch_disconnects``)."""
+        return list(self._disconnects)
+
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.stats.connection_opened()
+        self._connection_count += 1
+        serial = self._connection_count
         self._writers.add(writer)
         try:
-            while await self._exchange(reader, writer):
+            while await self._exchange(reader, writer, serial):
                 pass
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
@@ -612,7 +653,7 @@ class LoopbackServer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, serial: int = 0) -> bool:
         """Serve one request on the connection; True when the connection stays open for the next."""
         try:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -625,18 +666,40 @@ class LoopbackServer:
             request = parse_head(head)
             if request.headers.get("expect", "").lower() == "100-continue":
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            request = replace(request, body=await read_body(reader, request.headers))
+            request = replace(request, body=await read_body(reader, request.headers), connection=serial)
         except BadRequest as exc:
             writer.write(render_response(json_response({"error": str(exc)}, exc.status), False))
             return False
-        outcome = await self.dispatch(request)
+        request.timing["received"] = time.perf_counter()
+        if self.watch_disconnects:
+            answered = await self._dispatch_watching(request, reader)
+            if answered is None:
+                return False
+            outcome = answered
+        else:
+            outcome = await self.dispatch(request)
         if isinstance(outcome, Drop):
             writer.transport.abort()
             return False
         keep_alive = request.keep_alive()
         writer.write(render_response(outcome, keep_alive))
+        request.timing["answered"] = time.perf_counter()
         await writer.drain()
         return keep_alive
+
+    async def _dispatch_watching(self, request: Request, reader: asyncio.StreamReader) -> Outcome | None:
+        """``dispatch(request)``, cancelled when the client hangs up first (polled every 5 ms); None then."""
+        task = asyncio.ensure_future(self.dispatch(request))
+        while not task.done():
+            await asyncio.wait({task}, timeout=0.005)
+            if not task.done() and reader.at_eof():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                self._disconnects.append(Disconnect(request.connection, int(request.timing.get("seq", 0)),
+                                                    request.path, time.perf_counter()))
+                self.stats.count(request.path, DISCONNECTED)
+                return None
+        return task.result()
 
     # -------------------------------------------------------------------------------------- lifecycle
 
