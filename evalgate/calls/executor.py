@@ -24,7 +24,7 @@ import random
 import sys
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -289,6 +289,20 @@ class CallStats:
 # --- executor ----------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class RetryNotice:
+    """A retry about to happen, for whoever reports progress: ``attempt`` failed (1-based) of
+    ``attempts``, the next starts after ``delay`` seconds."""
+
+    provider: str
+    what: str
+    attempt: int
+    attempts: int
+    reason: str
+    delay: float
+    status: int | None = None
+
+
 class Executor:
     """Runs calls with the retry policy, a shared bound on calls in flight (``concurrency``) and one
     adaptive limiter per provider."""
@@ -310,6 +324,19 @@ class Executor:
         self.stats = CallStats()
         self.limiters: dict[str, AdaptiveLimiter] = {}
         self._shared: asyncio.Semaphore | None = None
+        self.in_flight = 0
+        """Attempts running now (and command-target programs, see ``track``)."""
+        self.listeners: list[Callable[[RetryNotice], None]] = []
+        """Called with a ``RetryNotice`` before each retry's wait (progress reporting)."""
+
+    @contextlib.contextmanager
+    def track(self) -> Iterator[None]:
+        """Count a call made outside ``call`` (a command target's program) as in flight."""
+        self.in_flight += 1
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
 
     @classmethod
     def from_settings(cls, settings: Settings, stop: asyncio.Event | None = None) -> Executor:
@@ -350,6 +377,7 @@ class Executor:
                 )
             stats.retries += 1
             stats.waited_seconds += delay
+            self._notify(RetryNotice(provider, what, attempt + 1, attempts, failure.reason, delay, failure.status))
             await self._sleep(delay)
         stats.failed += 1
         raise CallFailed(f"{what}: no time left within the {self.policy.call_budget:g}s limit per call")
@@ -363,8 +391,12 @@ class Executor:
             async with shared:
                 self.check_stop()
                 stats.attempts += 1
-                async with asyncio.timeout(timeout):  # no extra task per call, unlike wait_for on 3.11
-                    result = await operation()
+                self.in_flight += 1
+                try:
+                    async with asyncio.timeout(timeout):  # no extra task per call, unlike wait_for on 3.11
+                        result = await operation()
+                finally:
+                    self.in_flight -= 1
         except (asyncio.CancelledError, CallCancelled):
             raise
         except Exception as exc:
@@ -380,6 +412,11 @@ class Executor:
             limiter.release()
         limiter.succeeded()
         return result
+
+    def _notify(self, notice: RetryNotice) -> None:
+        for listener in self.listeners:
+            with contextlib.suppress(Exception):  # reporting never breaks a call
+                listener(notice)
 
     def _shared_semaphore(self) -> asyncio.Semaphore:
         if self._shared is None:

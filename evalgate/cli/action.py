@@ -136,7 +136,8 @@ def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
         try:
             outcome = asyncio.run(execute(
                 settings, setup_.suite_config, cwd=setup_.workspace,
-                progress_for=lambda total: make_progress(settings.progress, total),
+                progress_for=lambda total: make_progress(settings.progress, total,
+                                                         every_seconds=settings.progress_interval_seconds),
                 baseline_loader=baseline_loader(setup_)))
         finally:
             warmup.cancel()

@@ -145,7 +145,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     json_mode = settings.format == "json"
 
     def progress_for(total: int) -> Any:
-        return make_progress(settings.progress, total, quiet=json_mode and settings.progress == "auto")
+        return make_progress(settings.progress, total, quiet=json_mode and settings.progress == "auto",
+                             every_seconds=settings.progress_interval_seconds)
 
     loader = None
     if settings.baseline_kind == "auto":

@@ -142,6 +142,8 @@ async def _execute(
     status = "crashed"
     frozen = _freeze_for_large_run(len(prepared.cases) * settings.repeat)
     try:
+        if progress is not None and hasattr(progress, "start"):
+            progress.start(runtime.executor)
         running = asyncio.ensure_future(engine.run(prepared.cases))
         estimating = asyncio.ensure_future(estimate_once_started(
             running, lambda: announce_estimate(settings, prepared, judge, target)))

@@ -82,7 +82,8 @@ class CommandTarget:
             self.runtime.executor.check_stop()
         stdin = self.stdin_for(case)
         if self.runtime is not None:
-            outcome = await self.runtime.wire.call(lambda: self._run(stdin))
+            with self.runtime.executor.track():
+                outcome = await self.runtime.wire.call(lambda: self._run(stdin))
         else:
             outcome = await self._run(stdin)
         if isinstance(outcome, Answer):
