@@ -195,6 +195,8 @@ def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = em
     note = baseline_warning(outcome.document)
     if note:
         emit(warning(note, title="evalgate: baseline"))
+    for text in (outcome.document.get("metadata") or {}).get("warnings") or []:
+        emit(warning(str(text), title="evalgate"))
     publish(outcome.results_path, outcome.db_path, ctx=setup_.ctx, options=setup_.options, env=env, emit=emit)
     return int(outcome.verdict.exit_code)
 

@@ -27,6 +27,7 @@ from evalgate.runner.finish import (
     run_metadata,
 )
 from evalgate.runner.preflight import check_reachable, endpoints_of
+from evalgate.runner.redundancy import IdenticalRepeats, upfront_warnings
 from evalgate.runner.setup import prepare
 from evalgate.safety.redact import redact_mapping
 from evalgate.store.recorder import InlineRecorder, ProcessRecorder, recorder_for
@@ -88,7 +89,6 @@ async def _execute(
 ) -> RunOutcome:
     from evalgate.calls.costs import add_spend
     from evalgate.calls.executor import Runtime
-    from evalgate.judges.estimate import announce_estimate
     from evalgate.judges.factory import build_judge
     from evalgate.runner.warmup import preload
     from evalgate.targets.factory import build_target
@@ -125,8 +125,12 @@ async def _execute(
     failures = FailureCollector()
     repeats = RepeatSink(aggregate, repeat=settings.repeat, rule=settings.repeat_rule)
     sinks: list[Any] = [repeats, recorder, failures]
+    echo = IdenticalRepeats(settings.repeat)
+    if settings.repeat > 1:
+        sinks.append(echo)
     if progress is not None:
         sinks.append(progress)
+    warnings: list[str] = []
     engine = Engine(
         target=target,
         plan_for=prepared.plan_for,
@@ -146,7 +150,7 @@ async def _execute(
             progress.start(runtime.executor)
         running = asyncio.ensure_future(engine.run(prepared.cases))
         estimating = asyncio.ensure_future(estimate_once_started(
-            running, lambda: announce_estimate(settings, prepared, judge, target)))
+            running, lambda: _announce(settings, prepared, judge, target, warnings)))
         try:
             stats = await running
             estimate = await estimating
@@ -172,7 +176,14 @@ async def _execute(
         if runtime.ledger.exceeded:
             extra.append(f"max_cost ${settings.max_cost:g} reached: the run stopped before exceeding the budget")
         verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra, interrupted=interrupted)
+        judge_totals = runtime.ledger.roles.get("judge")
+        late = echo.warning(target.kind, judge is not None, echo.results,
+                            judge_totals.calls if judge_totals is not None else 0)
+        if late is not None and status == "completed":
+            _warn(late, warnings)
         metadata = run_metadata(settings, prepared, target) | runtime.metadata() | {"estimate": estimate}
+        if warnings:
+            metadata["warnings"] = list(warnings)
         if judge is not None:
             metadata["judge"] = redact_mapping(judge.metadata())
         document = build_document(
@@ -267,6 +278,24 @@ def _close_recorder(recorder: InlineRecorder | ProcessRecorder) -> Exception | N
     except Exception as exc:
         return exc
     return None
+
+
+def _announce(settings: Settings, prepared: Any, judge: Any, target: Any, warnings: list[str]) -> dict[str, Any] | None:
+    """The cost estimate line, then the warnings about redundant samples or repeats (with its figures)."""
+    from evalgate.judges.estimate import announce_estimate
+
+    estimate = announce_estimate(settings, prepared, judge, target)
+    for text in upfront_warnings(settings, target.kind, judge is not None, estimate):
+        _warn(text, warnings)
+    return estimate
+
+
+def _warn(text: str, warnings: list[str]) -> None:
+    """Print a run warning on stderr and keep it for results.json (``metadata.warnings``)."""
+    import sys
+
+    warnings.append(text)
+    print(f"evalgate: warning: {text}", file=sys.stderr, flush=True)
 
 
 async def _close_quietly(target: Any, judge: Any, runtime: Any) -> None:
