@@ -42,7 +42,7 @@ LOOPBACK = "127.0.0.1"
 MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 64 * 1024 * 1024
 RECORD_LIMIT = 1000
-ADMIN_PATHS = frozenset({"/_stats", "/_reset"})
+ADMIN_PATHS = frozenset({"/_stats", "/_reset", "/_requests"})
 AUTH_HEADERS = frozenset({"authorization", "api-key", "x-api-key"})
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DROPPED = "dropped"
@@ -575,6 +575,10 @@ class LoopbackServer:
         if request.path == "/_reset" and request.method == "POST":
             self.on_reset()
             return json_response({"reset": True})
+        if request.path == "/_requests" and request.method == "GET":
+            return json_response([{"seq": r.seq, "path": r.path, "connection": r.connection, "body": r.body,
+                                   "handled_ms": r.handled_ms, "received": r.timing.get("received"),
+                                   "answered": r.timing.get("answered")} for r in self.recorder.items()])
         return json_response({"error": f"{request.method} not allowed on {request.path}"}, 405)
 
     def on_reset(self) -> None:
@@ -682,8 +686,9 @@ class LoopbackServer:
             writer.transport.abort()
             return False
         keep_alive = request.keep_alive()
-        writer.write(render_response(outcome, keep_alive))
-        request.timing["answered"] = time.perf_counter()
+        response = render_response(outcome, keep_alive)
+        request.timing["answered"] = time.perf_counter()  # before the bytes can leave: never after the client has them
+        writer.write(response)
         await writer.drain()
         return keep_alive
 
@@ -927,6 +932,11 @@ class SubprocessServer:
     def reset(self) -> None:
         with httpx.Client(trust_env=False, timeout=10.0) as client:
             client.post(f"{self.base_url}/_reset").raise_for_status()
+
+    def requests(self) -> list[dict[str, Any]]:
+        """``GET /_requests``: the recorded requests (seq, path, connection, body, handled_ms)."""
+        with httpx.Client(trust_env=False, timeout=10.0) as client:
+            return client.get(f"{self.base_url}/_requests").raise_for_status().json()
 
     def stderr(self) -> str:
         if self._stderr is None:
