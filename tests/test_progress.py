@@ -6,6 +6,7 @@ they happen (rate-limited), and the final line exactly once. Intervals are short
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import subprocess
@@ -73,7 +74,7 @@ def test_lines_come_on_schedule_while_calls_are_outstanding(tmp_path: Path) -> N
     periodic = [(at, text) for at, text in stream.lines if not text.startswith("[evalgate] done:")]
     assert len(periodic) >= 4  # ≈ 2.4 s / 0.3 s lines; far fewer would mean a stalled timer
     assert periodic[0][0] - started < interval + 1.0  # the first line soon after the start
-    gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
     assert max(gaps) < interval + 1.0  # never a long silence while calls are outstanding
     assert re.fullmatch(r"\[evalgate\] 0/4 cases \(0%\), 0 not passed · 2 calls in flight · 0 retries · \d+s",
                         periodic[0][1]), periodic[0][1]

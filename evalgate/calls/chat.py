@@ -145,10 +145,9 @@ class SdkChat:
 
     def __init__(self, provider: ProviderConfig, *, timeout: float, connect_timeout: float | None = None,
                  read_timeout: float | None = None) -> None:
-        import httpx
         import openai
 
-        limits = httpx.Timeout(timeout, connect=connect_timeout, read=read_timeout if read_timeout else timeout)
+        limits = openai.Timeout(timeout, connect=connect_timeout, read=read_timeout if read_timeout else timeout)
         self.client = openai.AsyncOpenAI(api_key=provider.api_key, base_url=provider.base_url, max_retries=0,
                                          timeout=limits)
 

@@ -90,7 +90,7 @@ class HttpPool:
         """The session, created on first use inside the loop that uses it (the wire loop, if any)."""
         import aiohttp
 
-        trace = aiohttp.TraceConfig(trace_config_ctx_factory=_timing_context)
+        trace = aiohttp.TraceConfig(trace_config_ctx_factory=_timing_context)  # type: ignore[arg-type]
         trace.on_connection_create_start.append(_connect_started)
         trace.on_connection_create_end.append(_connection_ready)
         trace.on_connection_reuseconn.append(_connection_ready)
