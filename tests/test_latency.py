@@ -97,3 +97,24 @@ def test_the_same_run_timed_on_the_busy_loop_is_distorted(tmp_path: Path, monkey
     monkeypatch.setattr(WireLoop, "call", on_the_callers_loop)
     figures = measure(tmp_path, monkeypatch)
     assert figures["diff_median"] >= MEDIAN_TOLERANCE_MS or figures["diff_p75"] >= P75_TOLERANCE_MS, figures
+
+
+class SleepyAgent:
+    """A custom target whose plain ``answer`` takes 50 ms."""
+
+    def answer(self, case: Any) -> str:
+        time.sleep(0.05)
+        return "an answer"
+
+
+def test_a_custom_targets_latency_is_its_calls_time(tmp_path: Path) -> None:
+    from evalgate.targets.custom import CustomTarget
+
+    async def ask() -> Any:
+        from evalgate.model import Case
+
+        target = CustomTarget(SleepyAgent(), "tests:SleepyAgent")
+        return await target.answer(Case(id="a", input="q"))
+
+    answer = asyncio.run(ask())
+    assert answer.error is None and 50 <= answer.latency_ms < 1000
