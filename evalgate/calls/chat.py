@@ -62,23 +62,25 @@ class ChatBackend(Protocol):
 
 
 def make_backend(kind: str, provider: ProviderConfig, *, timeout: float, concurrency: int,
-                 connect_timeout: float | None = None, read_timeout: float | None = None) -> ChatBackend:
+                 connect_timeout: float | None = None, read_timeout: float | None = None,
+                 timed: bool = False) -> ChatBackend:
     if kind == "openai-sdk":
         return SdkChat(provider, timeout=timeout, connect_timeout=connect_timeout, read_timeout=read_timeout)
     return DirectChat(provider, timeout=timeout, concurrency=concurrency, connect_timeout=connect_timeout,
-                      read_timeout=read_timeout)
+                      read_timeout=read_timeout, timed=timed)
 
 
 class DirectChat:
     """Chat completions as plain JSON over HTTP."""
 
     def __init__(self, provider: ProviderConfig, *, timeout: float, concurrency: int,
-                 connect_timeout: float | None = None, read_timeout: float | None = None) -> None:
+                 connect_timeout: float | None = None, read_timeout: float | None = None, timed: bool = False
+                 ) -> None:
         self.url = f"{provider.base_url.rstrip('/')}/chat/completions"
         headers = {"Authorization": f"Bearer {provider.api_key}", "User-Agent": USER_AGENT,
                    "Accept": "application/json", "Content-Type": "application/json"}
         self.pool = HttpPool(timeout=timeout, concurrency=concurrency, headers=headers,
-                             connect_timeout=connect_timeout, read_timeout=read_timeout)
+                             connect_timeout=connect_timeout, read_timeout=read_timeout, timed=timed)
 
     async def create(self, body: Mapping[str, Any]) -> Completion:
         response = await self.pool.request("POST", self.url, body=json.dumps(body, ensure_ascii=False).encode())
@@ -201,7 +203,7 @@ class ChatService:
         self.backend: ChatBackend = make_backend(runtime.chat_client, provider, timeout=policy.attempt_seconds,
                                                  concurrency=runtime.executor.concurrency,
                                                  connect_timeout=policy.connect_seconds,
-                                                 read_timeout=policy.read_seconds)
+                                                 read_timeout=policy.read_seconds, timed=role == "target")
         self.wire = runtime.wire if role == "target" else None
 
     @property

@@ -21,10 +21,11 @@ is silent for all that time; one that streams slowly is not (only ``timeout`` bo
 is cancelled or times out closes its connection: it is never handed back to the keep-alive pool with a
 reply still coming, and the server sees the disconnect.
 
-Timing: every ``Reply`` carries ``elapsed_ms``, from the moment the request is written to a ready
-connection (connection set-up excluded, reported as ``connect_ms``) until its last byte was read. With
-``wire`` (``calls.wire.WireLoop``) the pool lives on that dedicated loop, so the run's other work does
-not delay the timestamps.
+Timing (``timed=True``, the targets' pools): every ``Reply`` carries ``elapsed_ms``, from the moment the
+request is written to a ready connection (connection set-up excluded, reported as ``connect_ms``) until
+its last byte was read; untimed pools (judges) skip aiohttp's trace hooks. With ``wire``
+(``calls.wire.WireLoop``) the pool lives on that dedicated loop, so the run's other work does not delay
+the timestamps.
 """
 
 from __future__ import annotations
@@ -75,8 +76,9 @@ class HttpPool:
 
     def __init__(self, *, timeout: float, concurrency: int, headers: Mapping[str, str] | None = None,
                  follow_redirects: bool = False, connect_timeout: float | None = None,
-                 read_timeout: float | None = None, wire: WireLoop | None = None) -> None:
+                 read_timeout: float | None = None, wire: WireLoop | None = None, timed: bool = False) -> None:
         self.timeout = timeout
+        self.timed = timed
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.pool_size = max(concurrency, MIN_POOL)
@@ -90,13 +92,16 @@ class HttpPool:
         """The session, created on first use inside the loop that uses it (the wire loop, if any)."""
         import aiohttp
 
-        trace = aiohttp.TraceConfig(trace_config_ctx_factory=_timing_context)  # type: ignore[arg-type]
-        trace.on_connection_create_start.append(_connect_started)
-        trace.on_connection_create_end.append(_connection_ready)
-        trace.on_connection_reuseconn.append(_connection_ready)
+        traces = None
+        if self.timed:
+            trace = aiohttp.TraceConfig(trace_config_ctx_factory=_timing_context)  # type: ignore[arg-type]
+            trace.on_connection_create_start.append(_connect_started)
+            trace.on_connection_create_end.append(_connection_ready)
+            trace.on_connection_reuseconn.append(_connection_ready)
+            traces = [trace]
         connector = aiohttp.TCPConnector(limit=self.pool_size, ssl=True)
         self._session = aiohttp.ClientSession(
-            connector=connector, headers=self.headers, trust_env=False, trace_configs=[trace],
+            connector=connector, headers=self.headers, trust_env=False, trace_configs=traces,
             timeout=aiohttp.ClientTimeout(total=self.timeout, sock_connect=self.connect_timeout,
                                           sock_read=self.read_timeout),
         )
@@ -113,14 +118,17 @@ class HttpPool:
                        params: Mapping[str, Any] | None, body: bytes | None) -> Reply:
         session = self._session or self._open()
         proxy, proxy_auth = self._proxies.get(url) or self._proxy_for(url)
-        timing = Timing()
+        timing = Timing() if self.timed else None
         async with session.request(method, url, headers=headers, params=_query(params), data=body,
                                    allow_redirects=self.follow_redirects, proxy=proxy,
                                    proxy_auth=proxy_auth, trace_request_ctx=timing) as response:
             content = await response.read()
             finished = time.perf_counter()
-            return Reply(response.status, response.reason or "", {k.lower(): v for k, v in response.headers.items()},
-                         content, response.charset, timing.elapsed_ms(finished), timing.connect_ms)
+            headers_ = {k.lower(): v for k, v in response.headers.items()}
+            if timing is None:
+                return Reply(response.status, response.reason or "", headers_, content, response.charset)
+            return Reply(response.status, response.reason or "", headers_, content, response.charset,
+                         timing.elapsed_ms(finished), timing.connect_ms)
 
     def _proxy_for(self, url: str) -> tuple[Any, Any]:
         """The environment's proxy (and its credentials) for ``url``, or ``(None, None)``; remembered."""

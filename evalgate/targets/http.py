@@ -139,7 +139,7 @@ class HttpTarget:
         policy = runtime.executor.policy
         self.pool = HttpPool(timeout=policy.attempt_seconds, connect_timeout=policy.connect_seconds,
                              read_timeout=policy.read_seconds, concurrency=runtime.executor.concurrency,
-                             headers=self.headers, follow_redirects=True, wire=runtime.wire)
+                             headers=self.headers, follow_redirects=True, wire=runtime.wire, timed=True)
 
     @classmethod
     def from_settings(cls, settings: Settings, runtime: Runtime, env: Mapping[str, str] | None = None) -> HttpTarget:
