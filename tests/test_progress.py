@@ -135,3 +135,25 @@ def test_the_cli_prints_progress_from_the_setting(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert len(lines) >= 3 and lines[-1].startswith("[evalgate] done: 2/2 cases")
     assert all("call in flight" in line or "calls in flight" in line for line in lines[:-1])
+
+
+def test_the_rich_bar_shows_calls_in_flight_retries_and_429s() -> None:
+    import io
+
+    from rich.console import Console
+
+    from evalgate.report.progress import RichProgress
+
+    stats = CallStats()
+    live = SimpleNamespace(in_flight=5, listeners=[], stats=stats)
+    buffer = io.StringIO()
+    bar = RichProgress(10, Console(file=buffer, force_terminal=True, width=160))
+    bar.start(live)  # type: ignore[arg-type]
+    stats.of("target").retries += 2
+    stats.of("target").rate_limited += 1
+    assert bar.status() == "· 5 in flight · 2 retries (1 × 429)"
+    for listener in live.listeners:
+        listener(RetryNotice("target", "POST http://x/chat", 1, 4, "HTTP 429: slow down", 1.5, 429))
+    bar.close()
+    assert "[evalgate] retry 1/3 in 1.5s: POST http://x/chat: HTTP 429: slow down" in buffer.getvalue()
+    assert live.listeners == []
