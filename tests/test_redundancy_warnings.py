@@ -46,14 +46,17 @@ def test_judge_samples_at_temperature_0_are_warned_with_their_cost(tmp_path: Pat
     err = capsys.readouterr().err
     (warning,) = warnings
     assert code == 0
-    assert warning.startswith("judge_samples 3 at judge_temperature 0: a judge at temperature 0 gives the same "
-                              "verdict 3 times, so 2 of every 3 judge calls are paid for nothing "
+    assert warning.startswith("judge_samples 3 at temperature 0 (relevancy): a judge at temperature 0 gives the "
+                              "same verdict 3 times, so 2 of every 3 of those judge calls are paid for nothing "
                               "(~8 of the estimated 12 judge calls")  # 4 cases × 3 samples
     assert f"evalgate: warning: {warning}" in err
 
 
-def test_judge_samples_with_a_temperature_are_not_warned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EVALGATE_JUDGE_TEMPERATURE", "0.7")
+@pytest.mark.parametrize("variable, value", [("EVALGATE_JUDGE_TEMPERATURE", "0.7"),
+                                             ("EVALGATE_JUDGE_TEMPERATURES", '{"relevancy": 0.5}')])
+def test_judge_samples_with_a_temperature_are_not_warned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         variable: str, value: str) -> None:
+    monkeypatch.setenv(variable, value)
     with AgentServer({"question": "an answer"}) as agent, OpenAIServer(judge=Judge(score=0.9)) as judge:
         _, warnings, _ = run(tmp_path, agent, judge, "--judge-samples", "3")
     assert warnings == []

@@ -1,6 +1,6 @@
 """Timeouts per attempt, connect and read timeouts, and a timed-out request cancelled on the wire: its
-connection is closed (the server sees the client hang up, as llama.cpp's server does when it stops
-generating) before the retry goes out on a fresh connection."""
+connection is closed (the server sees the client hang up and, if it watches for that, stops working on
+the request) before the retry goes out on a fresh connection."""
 
 from __future__ import annotations
 

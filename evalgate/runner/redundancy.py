@@ -3,7 +3,8 @@
 
 * Judge samples: a judge at temperature 0 (with the run's seed) gives the same verdict K times, so
   K − 1 of every K judge calls are redundant: ``judge_calls · (K − 1) / K`` calls, and the same share
-  of the estimated judge cost. Warned before the run, with the estimate's figures.
+  of the estimated judge cost (an upper bound when some planned judged metrics have a temperature of
+  their own in ``judge_temperatures``). Warned before the run, naming the metrics at temperature 0.
 * Repeats of recorded answers (identical by construction) or of the model target (always called at
   temperature 0): warned before the run; ``(N − 1) / N`` of the model and judge calls are redundant.
 * Repeats of an http or command target: whether it is deterministic is only known afterwards; when
@@ -17,7 +18,7 @@ The warnings are printed on stderr (``evalgate: warning: …``), kept in results
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,29 +31,33 @@ def _share(total: float, count: int) -> float:
     return total * (count - 1) / count
 
 
-def _cost(estimate: Mapping[str, Any] | None, calls_key: str, count: int) -> str:
-    """`` (~N extra … calls, ~$X of the ~$Y estimate)`` from the estimate, or ``""``."""
+def _cost(estimate: Mapping[str, Any] | None, calls_key: str, count: int, bound: str = "") -> str:
+    """`` (~N of the estimated M … calls; of the ~$Y estimate, ~$X)`` from the estimate, or ``""``;
+    ``bound`` ("up to ") when only part of the calls may be redundant."""
     if not estimate or not estimate.get(calls_key):
         return ""
     calls = round(_share(estimate[calls_key], count))
-    text = f"~{calls} of the estimated {estimate[calls_key]} {calls_key.replace('_', ' ')}"
+    text = f"{bound}~{calls} of the estimated {estimate[calls_key]} {calls_key.replace('_', ' ')}"
     cost = estimate.get("cost_usd")
     if cost:
         text += f"; of the ~${cost:.4f} estimate, ~${_share(cost, count):.4f}"
     return f" ({text})"
 
 
-def upfront_warnings(settings: Settings, target_kind: str, judged: bool,
-                     estimate: Mapping[str, Any] | None) -> list[str]:
-    """The warnings known before the run (see the module docstring); ``judged``: a judge is configured."""
+def upfront_warnings(settings: Settings, target_kind: str, judged: bool, estimate: Mapping[str, Any] | None,
+                     cold_metrics: Sequence[str] = ()) -> list[str]:
+    """The warnings known before the run (see the module docstring); ``judged``: a judge is configured;
+    ``cold_metrics``: the planned judged metrics that run at temperature 0 (``judge_temperature`` or
+    their ``judge_temperatures`` entry)."""
     warnings: list[str] = []
     samples, repeat = settings.judge_samples, settings.repeat
-    if judged and samples > 1 and settings.judge_temperature == 0:
+    if judged and samples > 1 and cold_metrics:
+        every = "" if settings.judge_temperature == 0 and not settings.judge_temperatures else "up to "
         warnings.append(
-            f"judge_samples {samples} at judge_temperature 0: a judge at temperature 0 gives the same verdict "
-            f"{samples} times, so {samples - 1} of every {samples} judge calls are paid for nothing"
-            f"{_cost(estimate, 'judge_calls', samples)}; raise judge_temperature to measure judge spread, "
-            "or set judge_samples 1")
+            f"judge_samples {samples} at temperature 0 ({', '.join(cold_metrics)}): a judge at temperature 0 gives "
+            f"the same verdict {samples} times, so {samples - 1} of every {samples} of those judge calls are paid "
+            f"for nothing{_cost(estimate, 'judge_calls', samples, every)}; raise judge_temperature (or their "
+            "judge_temperatures) to measure judge spread, or set judge_samples 1")
     if repeat > 1 and (target_kind == "openai" or (target_kind == "recorded" and judged)):
         why = ("recorded answers are the same on every repeat" if target_kind == "recorded"
                else "the model target is called at temperature 0, so its answers barely vary")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.config.settings import Settings
+from evalgate.errors import UserError
 from evalgate.report.progress import FailureCollector
 from evalgate.runner.engine import Engine
 from evalgate.runner.finish import (
@@ -26,6 +27,7 @@ from evalgate.runner.finish import (
     new_run_id,
     policy_of,
     run_metadata,
+    write_compat_documents,
 )
 from evalgate.runner.preflight import check_reachable, endpoints_of
 from evalgate.runner.redundancy import IdenticalRepeats, upfront_warnings
@@ -49,6 +51,10 @@ class RunOutcome:
     db_path: Path
     verdict: Verdict
     failures: list[dict[str, Any]] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    """One-line notices from preparing the run (``Prepared.notices``)."""
+    compat_paths: dict[str, Path] = field(default_factory=dict)
+    """Seed-shaped documents written (``compat``): seed → path (``seed:output`` for ``compat_output``)."""
 
 
 async def execute(
@@ -96,6 +102,7 @@ async def _execute(
 
     if uses_http_pool(settings):  # every module-level import of this path is done: no concurrent imports
         preload(("aiohttp",))
+    check_output_paths(settings, cwd)
     prepared = prepare(settings, suite_config, cwd)
     baseline = None
     if settings.baseline_kind != "none":  # the default: nothing to look up or import
@@ -206,8 +213,25 @@ async def _execute(
         spool.path.unlink(missing_ok=True)
         if recorder_failure is not None and not crash_raised:
             raise recorder_failure
+    compat_paths = write_compat_documents(settings, results_path, cwd)
     return RunOutcome(document=document, results_path=results_path, db_path=settings.db_path,
-                      verdict=verdict, failures=failures.failures)
+                      verdict=verdict, failures=failures.failures, compat_paths=compat_paths,
+                      notices=prepared.notices)
+
+
+def check_output_paths(settings: Settings, cwd: Path | None) -> None:
+    """``compat_output`` (seed 004's ``--output``) must not be one of the files evalgate writes itself."""
+    if not settings.compat_output:
+        return
+    base = cwd or Path.cwd()
+    extra = Path(settings.compat_output)
+    extra = (extra if extra.is_absolute() else base / extra).resolve()
+    output = settings.output_path if settings.output_path.is_absolute() else base / settings.output_path
+    own = {(output / "results.json").resolve(), (settings.db_path if settings.db_path.is_absolute()
+                                                   else base / settings.db_path).resolve()}
+    if extra in own:
+        raise UserError(f"{settings.compat_output} is where evalgate writes its own results; give --output another "
+                        "path or --output-dir another directory", where="--output (compat_output)")
 
 
 def spare_workers(concurrency: int, target: Any) -> int:
@@ -288,9 +312,24 @@ def _announce(settings: Settings, prepared: Any, judge: Any, target: Any, warnin
     from evalgate.judges.estimate import announce_estimate
 
     estimate = announce_estimate(settings, prepared, judge, target)
-    for text in upfront_warnings(settings, target.kind, judge is not None, estimate):
+    cold = cold_judged_metrics(settings, prepared) if judge is not None and settings.judge_samples > 1 else []
+    for text in upfront_warnings(settings, target.kind, judge is not None, estimate, cold):
         _warn(text, warnings)
     return estimate
+
+
+def cold_judged_metrics(settings: Settings, prepared: Any, sample: int = 200) -> list[str]:
+    """The judged metrics planned for (the first ``sample``) cases that run at temperature 0."""
+    import itertools
+
+    from evalgate.judges.factory import metric_temperatures
+    from evalgate.judges.prompts import METRIC_TEMPLATES
+
+    temperatures = metric_temperatures(settings)
+    planned = {metric.name for case in itertools.islice(prepared.cases, sample)
+               for metric in prepared.plan_for(case).metrics}
+    return sorted(name for name in planned & set(METRIC_TEMPLATES)
+                  if temperatures.get(name, settings.judge_temperature) == 0)
 
 
 def _warn(text: str, warnings: list[str]) -> None:

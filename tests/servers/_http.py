@@ -513,7 +513,7 @@ class LoopbackServer:
         self.host = host
         self.watch_disconnects = watch_disconnects
         """Notice a client that hangs up while its request is being answered: the handler is cancelled
-        (as llama.cpp's server stops generating) and a ``Disconnect`` is recorded (``disconnects()``)."""
+        (as a server that watches for disconnects stops generating) and a ``Disconnect`` is recorded (``disconnects()``)."""
         self._disconnects: list[Disconnect] = []
         self._connection_count = 0
         self.requested_port = port
