@@ -19,7 +19,9 @@ body is a failed attempt, retried like a 5xx (``MalformedReply``), never an answ
 whatever the Content-Type; ``text`` never parses (the body is the answer). A reply needs answer text
 unless it carries an extraction (``mentions`` / ``ranked_list``, seed 001's extractor). The body read is at
 most ``REPLY_BYTES_PER_ANSWER_CHAR × max_answer_chars`` bytes (``ReplyTooLarge``, not retried). Latency is
-the time of the attempt that succeeded, in milliseconds.
+the time of the attempt that succeeded, in milliseconds: from writing the request on a ready connection (connection
+set-up, call-slot waits, retries and backoff excluded) to the last byte of the reply, timed on the run's
+wire thread (``calls.wire``) so that scoring and judging in the same process do not inflate it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -163,8 +164,10 @@ class HttpTarget:
         self.eval_context = dict(eval_context or {})
         self.response_format = response_format
         self.max_reply_bytes = REPLY_BYTES_PER_ANSWER_CHAR * max_answer_chars
-        self.pool = HttpPool(timeout=runtime.executor.policy.attempt_seconds,
-                             concurrency=runtime.executor.concurrency, headers=self.headers, follow_redirects=True)
+        policy = runtime.executor.policy
+        self.pool = HttpPool(timeout=policy.attempt_seconds, connect_timeout=policy.connect_seconds,
+                             read_timeout=policy.read_seconds, concurrency=runtime.executor.concurrency,
+                             headers=self.headers, follow_redirects=True, wire=runtime.wire, timed=True)
 
     @classmethod
     def from_settings(cls, settings: Settings, runtime: Runtime, env: Mapping[str, str] | None = None) -> HttpTarget:
@@ -212,7 +215,6 @@ class HttpTarget:
 
     async def _send(self, payload: Any) -> tuple[Reply, float, Any]:
         """One attempt: the reply, its latency (ms) and its JSON value (``TEXT`` when read as text)."""
-        started = time.perf_counter()
         if self.method in QUERY_METHODS:
             params = payload if isinstance(payload, dict) else {}
             response = await self.pool.request(self.method, self.url, params=params, max_bytes=self.max_reply_bytes)
@@ -220,7 +222,7 @@ class HttpTarget:
             body = json.dumps(payload, ensure_ascii=False).encode()
             response = await self.pool.request(self.method, self.url, body=body, headers=JSON_BODY,
                                                max_bytes=self.max_reply_bytes)
-        latency = (time.perf_counter() - started) * 1000
+        latency = response.elapsed_ms if response.elapsed_ms is not None else 0.0
         if response.status >= 400:
             excerpt = _excerpt(response.text_start(ERROR_BODY_CHARS * 4).strip(), ERROR_BODY_CHARS)
             raise StatusError(response.status, excerpt or response.reason, response.headers)
