@@ -44,8 +44,9 @@ class Confinement:
         if temp:
             self.roots.append(_real(Path(temp)))
         self.forbidden = {_real(Path(env[name])) for name in FILE_COMMAND_VARIABLES if env.get(name)}
+        # the directory of the file-command files (``_runner_file_commands``), unless it holds a root itself
         self.forbidden_dirs = {path.parent for path in self.forbidden
-                               if path.parent not in self.roots and path.parent != Path("/")}
+                               if not any(root.is_relative_to(path.parent) for root in self.roots)}
 
     def describe(self) -> str:
         names = ["the workspace (" + str(self.workspace) + ")"]

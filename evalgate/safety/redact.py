@@ -16,7 +16,10 @@ characters copied from a token-like secret (``FRAGMENT_CHARS``): a provider erro
 that ends with the first 25 characters of a key loses them too. A secret is token-like when a run of at
 least ``FRAGMENT_SOURCE_CHARS`` letters, digits, ``-`` or ``_`` in it mixes two of lower case, upper case
 and digits (a random key, not ``production`` or a path); only such runs give fragments, so a URL-valued
-or path-valued secret never masks every ``https://`` or ``/home/runner`` of a report.
+or path-valued secret never masks every ``https://`` or ``/home/runner`` of a report. A copied stretch
+must mix two of them too, so an ordinary word that happens to sit inside a key (``evalgate`` in
+``ghs_evalgateToken01…``, ``sk-proj-``) is left alone; 8 characters of a random key are mixed in all but
+≈ 0.2 % of cases, longer ones practically always.
 
 How fragments are found in linear time: every 4-character piece of every token-like run is indexed; the
 text is probed at every 5th position (a stretch of ≥ 8 copied characters always contains an aligned
@@ -170,8 +173,9 @@ class _FragmentIndex:
             for run, offset in pieces.get(text[position : position + _PROBE], ()):
                 before = _common_suffix(text, position, run, offset)
                 after = _common_prefix(text, position + _PROBE, run, offset + _PROBE)
-                if before + _PROBE + after >= FRAGMENT_CHARS:
-                    found.append((position - before, position + _PROBE + after))
+                start, end = position - before, position + _PROBE + after
+                if end - start >= FRAGMENT_CHARS and _mixed(text[start:end]):
+                    found.append((start, end))
         found.sort()
         merged: list[tuple[int, int]] = []
         for start, end in found:
