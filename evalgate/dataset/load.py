@@ -708,7 +708,8 @@ class DatasetStream:
         for source in sources:
             yield from self._read_file(source)
         if self.count == 0 and self._errors.total == 0:
-            where = ", ".join(self.paths) or "datasets"
+            # one file: point at it (line 1); several: name what the user gave
+            where = f"{sources[0].display}:1" if len(sources) == 1 else ", ".join(self.paths) or "datasets"
             self._errors.add(where, "the dataset is empty: no test cases found")
         self._errors.raise_if_any()
 

@@ -173,40 +173,56 @@ class PromptInputs:
 # --- fencing ----------------------------------------------------------------------------------------
 
 
-_LT = "<\uff1c\ufe64\u2039\u2329\u27e8\u3008\u276e\u2770\u02c2\u1438\u227a\u22d6\u29fc"
+_LT = "<\uff1c\ufe64\u2039\u2329\u27e8\u3008\u276c\u276e\u2770\u02c2\u02f1\u1438\u227a\u22d6\u29fc\u2991\ufe3f"
 """``<`` and what reads like it: full-width and small forms (NFKC ``<``), single angle quotation mark,
-angle brackets (technical, mathematical, CJK, ornamental), modifier and syllabic arrowheads, precedes."""
-_GT = ">\uff1e\ufe65\u203a\u232a\u27e9\u3009\u276f\u2771\u02c3\u1433\u227b\u22d7\u29fd"
-_LT_DOUBLE = "\u00ab\u300a\u226a\u22d8\u2aa1"
-"""Single characters that read as two: « 《 ≪ ⋘."""
-_GT_DOUBLE = "\u00bb\u300b\u226b\u22d9\u2aa2"
-_GAP = "[\\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\u3164\ufeff\uffa0]"
-"""Whitespace and invisible characters a reader skips between brackets."""
+angle brackets (technical, mathematical, CJK, ornamental, dotted, vertical), modifier and syllabic
+arrowheads, precedes."""
+_GT = ">\uff1e\ufe65\u203a\u232a\u27e9\u3009\u276d\u276f\u2771\u02c3\u02f2\u1433\u227b\u22d7\u29fd\u2992\ufe40\u2e16"
+_SHOWN = {**dict.fromkeys("\u00ab\u300a\u226a\u22d8\u2aa1\u00bb\u300b\u226b\u22d9\u2aa2\u27ea\u27eb\ufe3d\ufe3e", 2),
+          **dict.fromkeys("\u2af7\u2af8", 3)}
+"""Single characters that read as two or three brackets: « 《 ≪ ⋘ ⪡ ⟪ …, ⫷ ⫸."""
+_LT_MANY = "\u00ab\u300a\u226a\u22d8\u2aa1\u27ea\ufe3d\u2af7"
+_GT_MANY = "\u00bb\u300b\u226b\u22d9\u2aa2\u27eb\ufe3e\u2af8"
+_GAP = ("[\\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+        "\u2066-\u206f\u3164\ufeff\uffa0\U000e0000-\U000e007f\u0300-\u036f]")
+"""Whitespace, invisible characters (format controls, tag characters) and combining marks: what a
+reader skips between brackets."""
 _RUNS = {
-    "<": (re.compile(f"[{_LT}{_LT_DOUBLE}](?:{_GAP}*[{_LT}{_LT_DOUBLE}])+"), _LT_DOUBLE),
-    ">": (re.compile(f"[{_GT}{_GT_DOUBLE}](?:{_GAP}*[{_GT}{_GT_DOUBLE}])+"), _GT_DOUBLE),
+    "<": re.compile(f"[{_LT}{_LT_MANY}](?:{_GAP}*[{_LT}{_LT_MANY}])+"),
+    ">": re.compile(f"[{_GT}{_GT_MANY}](?:{_GAP}*[{_GT}{_GT_MANY}])+"),
 }
+_TRIPLES = {"<": re.compile("\u2af7"), ">": re.compile("\u2af8")}
+_TAGS = {point: (chr(point - 0xE0000) if 0xE0020 <= point <= 0xE007E else None) for point in range(0xE0000, 0xE0080)}
+_TAG_CHAR = re.compile("[\U000e0000-\U000e007f]")
+"""Unicode tag characters (U+E0000–U+E007F) are invisible, yet a model reads them: text hidden in them
+("ASCII smuggling") is shown as the ASCII it spells, other tags are dropped."""
+"""⫷ and ⫸ on their own (a run of one character is replaced only when it shows three)."""
 
 
 def neutralise(text: str) -> str:
     """Replace every run of angle brackets that could read as a fence's ``<<<`` or ``>>>`` with
-    ``(N×<)`` / ``(N×>)``, N being the brackets it shows (« and 《 count two).
+    ``(N×<)`` / ``(N×>)``, N being the brackets it shows (« and 《 count two, ⫷ three).
 
     A run is brackets of one direction, each ``<``/``>`` or a look-alike, separated by nothing but
-    whitespace or invisible characters. It is replaced when it shows three or more brackets, or two
-    that are not the plain ASCII ``<<`` / ``>>`` (shift operators and heredocs keep their spelling):
-    so ``<<<``, ``< < <``, ``＜＜＜``, ``<\u200b<<`` and ``«<`` all become ``(3×<)``. The result holds no
-    two brackets in a row, so no text can close its fence or open another, however leniently read."""
-    for sign, (pattern, doubles) in _RUNS.items():
+    whitespace, invisible characters or combining marks. It is replaced when it shows three or more
+    brackets, or two written with two characters other than the plain ASCII ``<<`` / ``>>`` (shift
+    operators and heredocs keep their spelling, and so does a lone guillemet « of French or German text):
+    so ``<<<``, ``< < <``, ``＜＜＜``, ``<\u200b<<``, ``«<`` and ``⫷`` all become ``(3×<)``. What is left
+    shows at most two brackets in a row, so no text can close its fence or open another, however leniently
+    read. Text hidden in Unicode tag characters is first shown as the ASCII it spells."""
+    if _TAG_CHAR.search(text):
+        text = text.translate(_TAGS)
+    for sign, pattern in _RUNS.items():
 
-        def replace(match: re.Match[str], sign: str = sign, doubles: str = doubles) -> str:
+        def replace(match: re.Match[str], sign: str = sign) -> str:
             run = match.group(0)
-            shown = sum(2 if ch in doubles else 1 for ch in run if not _is_gap(ch))
+            shown = sum(_SHOWN.get(ch, 1) for ch in run if not _is_gap(ch))
             if shown == 2 and run in ("<<", ">>"):
                 return run
             return f"({shown}×{sign})"
 
         text = pattern.sub(replace, text)
+        text = _TRIPLES[sign].sub(f"(3×{sign})", text)
     return text
 
 
