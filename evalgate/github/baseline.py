@@ -40,7 +40,13 @@ from evalgate import __version__
 from evalgate.errors import UserError
 from evalgate.github.context import DEFAULT_API_URL
 from evalgate.safety.redact import redact
-from evalgate.store.reader import SQLITE_HEADER, BaselineLookup, load_results_sqlite, validate_results
+from evalgate.store.reader import (
+    MAX_BASELINE_BYTES,
+    SQLITE_HEADER,
+    BaselineLookup,
+    load_results_sqlite,
+    validate_results,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -51,7 +57,7 @@ DEFAULT_ARTIFACT_NAME = "evalgate-results"
 MAX_PAGES = 10
 MAX_CANDIDATES = 3
 MAX_ZIP_BYTES = 256 * 1024 * 1024
-MAX_MEMBER_BYTES = 512 * 1024 * 1024
+MAX_MEMBER_BYTES = MAX_BASELINE_BYTES
 FINISHED = ("completed", "merged")
 REDIRECTS = (301, 302, 303, 307, 308)
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
@@ -353,6 +359,8 @@ def _json_document(content: bytes, label: str) -> dict[str, Any]:
         document = json.loads(content.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BaselineUnavailable(f"{label} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise BaselineUnavailable(f"{label} is not valid JSON (nested too deeply)") from None
     try:
         return validate_results(document, label)
     except UserError as exc:
