@@ -1,0 +1,216 @@
+"""``python -m bench.hostile``: the figures of issue #12 (hostile answers, datasets and signals), measured.
+
+* **mentions**: the built-in mention detector (``metrics.mentions.detect_brands``) on answers with 8k, 16k,
+  32k and 64k mentions of five brands (a fifth inside longer names); median of ``--repeats`` runs.
+* **redaction**: ``redact`` (secrets, their derived forms and 8+ character fragments) and ``redact_exact`` on
+  a 2.4 KB results record and on 1 MB of text, with ten 40-character keys registered (µs / ms per call).
+* **structures**: ``evalgate validate`` in a fresh process on YAML nested 50,000 levels, an alias bomb and
+  JSON nested 100,000 levels: exit status, wall and CPU seconds, peak RSS.
+* **big answer**: ``evalgate run`` (http target, C = 8, 2 s per attempt, no retries) on 40 ordinary cases and
+  one whose answer is 10 MB: wall time, errored cases other than the big one, attempt timeouts.
+* **signals** (``--signals``): SIGTERM at a random moment of a recorded run of ``--signal-cases`` cases,
+  ``--trials`` times: seconds from the signal to the process's exit, exit status, results status, and
+  whether results.json and SQLite hold the same finished cases.
+
+    python -m bench.hostile                                   # all but signals, ~1 min
+    python -m bench.hostile --signals --signal-cases 100000 --trials 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import sqlite3
+import statistics
+import string
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_OUTPUT = REPO / "bench" / "results" / "hostile.json"
+
+
+def mentions(repeats: int) -> dict[str, Any]:
+    from evalgate.metrics.mentions import BrandBook, detect_brands
+    from evalgate.model import Case
+
+    terms = ["HubSpot", "HubSpot CRM", "Salesforce", "Zoho", "HubSpot.com"]
+    case = Case(id="m", input="q", brands_mine=terms[:2] + terms[4:], brands_competitors=terms[2:4])
+    book = BrandBook.from_case(case)
+    out: dict[str, Any] = {}
+    for count in (8_000, 16_000, 32_000, 64_000):
+        text = " and ".join(terms[i % len(terms)] for i in range(count))
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            found = detect_brands(text, book)
+            times.append(time.perf_counter() - started)
+        assert sum(found.occurrences.values()) == count
+        out[str(count)] = {"seconds": round(statistics.median(times), 4), "chars": len(text)}
+    return out
+
+
+def redaction(repeats: int) -> dict[str, Any]:
+    from evalgate.safety import redact as module
+
+    rng = random.Random(12)
+    alphabet = string.ascii_letters + string.digits
+    saved = set(module._registered)
+    try:
+        for _ in range(10):
+            module.register_secret("".join(rng.choice(alphabet) for _ in range(40)))
+        record = json.dumps({"id": "case-1", "input": "What is the refund policy for damaged items? " * 8,
+                             "output": "You can return any product within 30 days of delivery. " * 20,
+                             "metrics": {f"m{i}": {"value": 0.5, "status": "passed", "reason": None} for i in range(8)}})
+        text = ("An ordinary answer about products, prices and policies. " * 20_000)[:1_000_000]
+        out: dict[str, Any] = {"record_chars": len(record)}
+        for name, fn in (("redact", module.redact), ("redact_exact", module.redact_exact)):
+            calls = 2_000
+            started = time.perf_counter()
+            for _ in range(calls):
+                fn(record)
+            out[f"{name}_record_us"] = round((time.perf_counter() - started) / calls * 1e6, 2)
+            times = []
+            for _ in range(repeats):
+                started = time.perf_counter()
+                fn(text)
+                times.append(time.perf_counter() - started)
+            out[f"{name}_1mb_ms"] = round(statistics.median(times) * 1000, 2)
+        return out
+    finally:
+        module._registered.clear()
+        module._registered.update(saved)
+
+
+def in_process(args: list[str], cwd: Path, stdin: int | None = subprocess.DEVNULL) -> dict[str, Any]:
+    started = time.monotonic()
+    process = subprocess.Popen([sys.executable, "-m", "evalgate", *args], cwd=cwd, stdin=stdin,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert process.stderr is not None
+    err = process.stderr.read().decode()
+    _, status, usage = os.wait4(process.pid, 0)
+    return {"exit": os.waitstatus_to_exitcode(status), "wall_s": round(time.monotonic() - started, 3),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "message": err.strip()[:200]}
+
+
+def structures(work: Path) -> dict[str, Any]:
+    from tests.hostile.test_datasets import alias_bomb, nested_json, nested_yaml
+
+    files = {"yaml_nested_50000.yaml": nested_yaml(50_000), "alias_bomb.yaml": alias_bomb(),
+             "json_nested_100000.json": nested_json(100_000)}
+    out = {}
+    for name, content in files.items():
+        (work / name).write_text(content)
+        out[name] = in_process(["validate", "--dataset", name], work)
+    return out
+
+
+def big_answer(work: Path) -> dict[str, Any]:
+    from tests.hostile import test_big_answers as scenario
+    from tests.hostile.helpers import write_cases
+    from tests.hostile.servers import Loopback
+
+    dataset = write_cases(work / "big" / "cases.json", scenario.cases())
+    with Loopback(scenario.agent) as server:
+        measured = in_process(["run", "--dataset", str(dataset), "--target", "http", "--target-url",
+                               server.url + "/chat", "--concurrency", "8", "--api-timeout-seconds", "2",
+                               "--api-retries", "0", "--output-dir", str(work / "big" / "out"), "--progress", "none"],
+                              work)
+    results = json.loads((work / "big" / "out" / "results.json").read_text())
+    records = {r["id"]: r for r in results["results"]}
+    huge = records.pop("huge")
+    return {**measured, "huge_status": huge["status"], "huge_truncated": huge["answer"].get("truncated"),
+            "other_cases": len(records), "other_errored": sum(r["status"] == "errored" for r in records.values()),
+            "timeouts": results["metadata"]["calls"]["timeouts"],
+            "results_json_bytes": (work / "big" / "out" / "results.json").stat().st_size,
+            "results_db_bytes": (work / "big" / "out" / "results.db").stat().st_size}
+
+
+def signals(work: Path, cases: int, trials: int, seed: int) -> dict[str, Any]:
+    """SIGTERM at a random moment of a recorded run; the moments are spread over the run's whole length
+    (measured once, without a signal)."""
+    dataset = work / "signal-cases.jsonl"
+    with dataset.open("w") as handle:
+        for i in range(cases):
+            handle.write(json.dumps({"id": f"s{i:06d}", "input": f"question {i}", "output": f"answer {i}",
+                                     "expected_keywords": ["answer"] if i % 5 else ["missing"]}) + "\n")
+    base = ["run", "--dataset", str(dataset), "--progress", "none"]
+    full = in_process([*base, "--output-dir", str(work / "full")], work)
+    rng = random.Random(seed)
+    runs = []
+    for trial in range(trials):
+        out = work / f"sig{trial}"
+        delay = rng.uniform(0.0, full["wall_s"])
+        process = subprocess.Popen([sys.executable, "-m", "evalgate", *base, "--output-dir", str(out)], cwd=work,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   env={**os.environ, "PYTHONPATH": str(REPO)})
+        time.sleep(delay)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        exited = time.monotonic() - sent
+        runs.append({"signal_at_s": round(delay, 3), "exit_after_s": round(exited, 3), "exit": process.returncode,
+                     **check_partial(out)})
+    ok = [r for r in runs if r["exit_after_s"] <= 1.0 and r["exit"] in (130, 0, 1) and r["consistent"]]
+    return {"cases": cases, "uninterrupted": full, "trials": runs, "within_1s_and_consistent": len(ok),
+            "max_exit_after_s": max(r["exit_after_s"] for r in runs)}
+
+
+def check_partial(out: Path) -> dict[str, Any]:
+    """What a signalled run left: results.json's status and case count, and whether SQLite agrees."""
+    results_path, db_path = out / "results.json", out / "results.db"
+    if not results_path.is_file():
+        return {"status": None, "cases": 0, "consistent": not db_path.exists()}
+    document = json.loads(results_path.read_text())
+    ids = {(r["id"], r["repeat"]) for r in document["results"]}
+    connection = sqlite3.connect(db_path)
+    try:
+        stored = {(row[0], row[1]) for row in connection.execute(
+            "SELECT case_id, repeat FROM eg_cases WHERE run_id = ?", (document["run_id"],))}
+        status = connection.execute("SELECT status FROM eg_runs WHERE run_id = ?", (document["run_id"],)).fetchone()
+    finally:
+        connection.close()
+    return {"status": document["status"], "cases": len(ids),
+            "consistent": stored == ids and status is not None and status[0] == document["status"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.hostile", description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--signals", action="store_true", help="also the SIGTERM trials")
+    parser.add_argument("--signal-cases", type=int, default=100_000)
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=12)
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    args = parser.parse_args(argv)
+    figures: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                               "load_average": os.getloadavg(), "cpus": os.cpu_count()}
+    with tempfile.TemporaryDirectory(prefix="evalgate-hostile-") as name:
+        work = Path(name)
+        figures["mentions"] = mentions(args.repeats)
+        figures["redaction"] = redaction(args.repeats)
+        figures["structures"] = structures(work)
+        figures["big_answer"] = big_answer(work)
+        if args.signals:
+            figures["signals"] = signals(work, args.signal_cases, args.trials, args.seed)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(figures, indent=2) + "\n")
+    print(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
