@@ -33,4 +33,4 @@ def build_judge(settings: Settings, runtime: Runtime | None = None, env: Mapping
     check_budget_pricing(settings.max_cost, provider, service.price, "judge_model")
     cache = JudgeCache(cache_path(settings.db_path), read=not settings.no_cache)
     return JudgeClient(service, cache, temperature=settings.judge_temperature, seed=settings.judge_seed,
-                       samples=settings.judge_samples)
+                       samples=settings.judge_samples, output=settings.judge_output)

@@ -37,7 +37,7 @@ from evalgate.report.console import CALL_COUNTERS
 from evalgate.store.reader import ShardRun, open_input
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.verdict.aggregate import RunAggregate
-from evalgate.verdict.gate import GatePolicy, Verdict, run_verdict
+from evalgate.verdict.gate import GatePolicy, Verdict, judge_metric_sets, run_verdict
 from evalgate.verdict.repeats import RepeatSink, apply_report
 
 MATTERING_SETTINGS = (
@@ -226,7 +226,8 @@ def merge_runs(
         run_id, timestamp = new_run_id(moment), moment.strftime("%Y-%m-%dT%H:%M:%SZ")
         thresholds = consistency.gate_thresholds()
         store = SQLiteStore(db_path, run_id, timestamp)
-        aggregate = RunAggregate()
+        judging = str(((runs[0].document.get("metadata") or {}).get("judge") or {}).get("provider") or "none") != "none"
+        aggregate = RunAggregate(*judge_metric_sets(all_metrics(), thresholds, judging=judging))
         repeats = consistency.repeat_sink(aggregate)
         for record in spool.iter_records_in_order():
             text = record.decode("utf-8")

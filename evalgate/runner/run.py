@@ -33,7 +33,7 @@ from evalgate.store.recorder import InlineRecorder, ProcessRecorder, recorder_fo
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.store.sqlite import SQLiteStore
 from evalgate.verdict.aggregate import RunAggregate
-from evalgate.verdict.gate import Verdict, run_verdict
+from evalgate.verdict.gate import Verdict, judge_metric_sets, run_verdict
 from evalgate.verdict.repeats import RepeatSink, apply_report
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ async def execute(
     spool = CaseSpool(output_dir / ".cases.jsonl")
     store = SQLiteStore(settings.db_path, run_id, timestamp)
     recorder = recorder_for(spool, store, len(prepared.cases) * settings.repeat)
-    aggregate = RunAggregate()
+    aggregate = RunAggregate(*judge_metric_sets(prepared.metrics, prepared.thresholds, judging=judge is not None))
     failures = FailureCollector()
     repeats = RepeatSink(aggregate, repeat=settings.repeat, rule=settings.repeat_rule)
     sinks: list[Any] = [repeats, recorder, failures]
@@ -112,6 +112,7 @@ async def execute(
         judge=judge,
         repeat=settings.repeat,
         stop=stop,
+        budget_reached=lambda: runtime.ledger.exceeded,
     )
     status = "crashed"
     handlers = _install_handlers(stop) if install_signal_handlers else []
@@ -145,7 +146,8 @@ async def execute(
             status = "crashed"
         extra = [f"run {status} before every case finished"] if status != "completed" else []
         if runtime.ledger.exceeded:
-            extra.append(f"max_cost ${settings.max_cost:g} reached: the run stopped before exceeding the budget")
+            extra.append(f"{runtime.ledger.stop_message()}; the cases in progress finished, "
+                         f"{max(0, len(prepared.cases) * settings.repeat - engine.stats.finished_cases)} were not run")
         verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra)
         metadata = run_metadata(settings, prepared, target) | runtime.metadata() | {"estimate": estimate}
         if judge is not None:
