@@ -146,7 +146,8 @@ class CostLedger:
     ``max_tokens`` completion, ``ChatService.worst_case_cost``) until the reply arrives; then ``release``
     frees it and ``record`` adds what the reply's usage says it cost. A call that fits the budget only once
     calls in flight have released their reservations waits for them; a call that cannot fit even then
-    (``spent + worst_case > max_cost``) is refused with ``BudgetExceeded`` and ``exceeded`` is set. So the
+    (``spent + worst_case > max_cost``) is refused with ``BudgetExceeded`` and ``exceeded`` is set, after which
+    every new call is refused. So the
     spend never passes the budget as long as the worst case bounds the real cost, and the run spends up to
     ``max_cost`` minus one call's worst case instead of stopping at the first crowd of reservations.
     """
@@ -172,6 +173,8 @@ class CostLedger:
         """Hold ``amount`` USD for one call (waiting for calls in flight when only they are in the way)."""
         import asyncio
 
+        if self.exceeded:  # the budget stopped the run: no new call starts, however small
+            raise BudgetExceeded(self.stop_message())
         while self.max_cost is not None and self.spent + self.reserved + amount > self.max_cost:
             if self.exceeded or self.spent + amount > self.max_cost or self.holding == 0:
                 self.exceeded = True

@@ -67,11 +67,23 @@ class RepairStats:
     attempted: int = 0
     rescued: int = 0
     unrescued_streak: int = 0
+    pending: int = 0
+    """Repairs sent whose outcome is not known yet (counted against the trial, so concurrent verdicts do not
+    all repair at once)."""
 
-    def enabled(self, mode: OutputMode) -> bool:
-        return mode == "prompt" and self.unrescued_streak < REPAIR_TRIAL
+    def start(self, mode: OutputMode) -> bool:
+        """Whether to repair now (and if so, count it as pending until ``record``): in prompt mode, until
+        ``REPAIR_TRIAL`` repairs in a row rescued nothing; before the run's first rescue, repairs still in
+        flight count towards that trial too."""
+        if mode != "prompt" or self.unrescued_streak >= REPAIR_TRIAL:
+            return False
+        if not self.rescued and self.unrescued_streak + self.pending >= REPAIR_TRIAL:
+            return False
+        self.pending += 1
+        return True
 
     def record(self, rescued: bool) -> None:
+        self.pending = max(0, self.pending - 1)
         self.attempted += 1
         if rescued:
             self.rescued += 1
@@ -257,7 +269,7 @@ class JudgeClient:
             return _with_cost(sample, [first]), first.text
         except VerdictError as exc:
             problem = exc.problem
-        if not self.repairs.enabled(mode):
+        if not self.repairs.start(mode):
             raise MetricUnavailable(
                 f"the judge's reply was not a valid verdict: {problem}",
                 {"raw_reply": kept_raw(redact(first.text)), "judge_failure": "unreadable",
@@ -269,7 +281,11 @@ class JudgeClient:
         try:
             second = await send(mode)
         except (CallFailed, BudgetExceeded) as exc:
+            self.repairs.pending -= 1
             raise self._call_failed(exc, prompt, mode, [first]) from None
+        except BaseException:
+            self.repairs.pending -= 1
+            raise
         try:
             sample = _read(prompt, second.text, mode, cached=False, repaired=True)
         except VerdictError as exc:

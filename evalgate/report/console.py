@@ -33,7 +33,10 @@ def _fmt(value: Any) -> str:
 
 
 def metric_mark(row: dict[str, Any]) -> str:
-    """✅ / ❌ against the threshold; with no value ⚠ (unavailable or errored somewhere) or ⏭ (skipped by design)."""
+    """✅ / ❌ against the threshold, ⚠ instead of ✅ when the judge left some of its verdicts missing; with no
+    value ⚠ (unavailable or errored somewhere) or ⏭ (skipped by design)."""
+    if row.get("passed") is True and row.get("judge_unavailable"):
+        return "⚠"
     if row.get("passed") is True:
         return "✅"
     if row.get("passed") is False:

@@ -152,12 +152,16 @@ def usage_view(results: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def metric_result(info: Mapping[str, Any]) -> str:
-    """``passed``/``failed`` against the threshold; with no value at all ``unavailable`` (some case should have
-    scored it: unavailable or errored) or ``skipped`` (not run by design); else ``none`` (informational)."""
+    """``passed``/``failed`` against the threshold (``judge_missing`` instead of ``passed`` when the judge left
+    some of its verdicts missing: the average then rests partly on the heuristic or on fewer cases); with no
+    value at all ``unavailable`` (some case should have scored it: unavailable or errored) or ``skipped`` (not
+    run by design); else ``none`` (informational)."""
     if info.get("average") is None:
         return "unavailable" if int(info.get("unavailable") or 0) + int(info.get("errored") or 0) else "skipped"
     if info.get("threshold") is None:
         return "none"
+    if info.get("passed") and info.get("judge_unavailable"):
+        return "judge_missing"
     return "passed" if info.get("passed") else "failed"
 
 

@@ -68,38 +68,59 @@ class MetricTally:
 
 @dataclass
 class JudgeTally:
-    """Judge verdicts of one metric: asked for, not given (``missing``), and the first reason one was missing."""
+    """Judge verdicts of one metric: asked for, not given (``missing``), of those the ones ``max_cost`` left
+    unasked (``budget``), the first reason one was missing and the first that was not the budget."""
 
     verdicts: int = 0
     missing: int = 0
+    budget: int = 0
     first: str | None = None
+    first_judge: str | None = None
 
-    def add(self, verdicts: int, missing: int, first: str | None) -> None:
-        self.verdicts += verdicts
-        self.missing += missing
-        if missing and self.first is None:
-            self.first = first
+    def add(self, other: JudgeTally) -> None:
+        self.verdicts += other.verdicts
+        self.missing += other.missing
+        self.budget += other.budget
+        self.first = self.first or other.first
+        self.first_judge = self.first_judge or other.first_judge
 
     @property
     def scored(self) -> int:
         return self.verdicts - self.missing
 
+    @property
+    def judge_missing(self) -> int:
+        """Missing for the judge's sake (unreachable, unreadable, refused), not the budget's."""
+        return self.missing - self.budget
 
-def judge_verdicts(result: MetricResult) -> tuple[int, int, str | None]:
-    """(verdicts, missing, first reason) that one metric result of a judge-scored metric stands for: a
-    collapsed result of several repeats carries them in ``details.judge_verdicts``; a single result is one
-    verdict unless skipped, missing when it is unavailable or errored or valued by the heuristic fallback."""
+    def as_dict(self) -> dict[str, Any]:
+        return {"of": self.verdicts, "missing": self.missing, "budget": self.budget, "first": self.first,
+                "first_judge": self.first_judge}
+
+
+def judge_verdicts(result: MetricResult) -> JudgeTally:
+    """The judge verdicts one metric result of a judge-scored metric stands for: a collapsed result of several
+    repeats carries them in ``details.judge_verdicts``; a single result is one verdict unless skipped, missing
+    when it is unavailable or errored or valued by the heuristic fallback (``details.judge_unavailable``), and
+    then ``budget`` when ``details.judge_failure`` says max_cost left it unasked."""
     details = result.details
     counted = details.get("judge_verdicts") if details else None
     if isinstance(counted, dict):
-        return int(counted.get("of") or 0), int(counted.get("missing") or 0), counted.get("first")
+        return JudgeTally(int(counted.get("of") or 0), int(counted.get("missing") or 0),
+                          int(counted.get("budget") or 0), counted.get("first"), counted.get("first_judge"))
     status = result.status
     if status is MetricStatus.skipped:
-        return 0, 0, None
+        return JudgeTally()
     if status is MetricStatus.unavailable or status is MetricStatus.errored:
-        return 1, 1, result.reason
-    fallback = details.get("judge_unavailable") if details else None
-    return (1, 1, str(fallback)) if fallback else (1, 0, None)
+        reason = result.reason
+    else:
+        fallback = details.get("judge_unavailable") if details else None
+        if not fallback:
+            return JudgeTally(1)
+        reason = str(fallback)
+    if details and details.get("judge_failure") == "budget":
+        return JudgeTally(1, 1, 1, reason, None)
+    return JudgeTally(1, 1, 0, reason, reason)
 
 
 def valued_metrics(result: CaseResult) -> list[tuple[str, float]]:
@@ -171,7 +192,7 @@ class RunAggregate:
         self.gated_judged = frozenset(gated_judged)
         self.judge: dict[str, JudgeTally] = {}
         self.judge_errored_cases = 0
-        """Errored cases with a missing verdict of a gated judged metric."""
+        """Errored cases missing a verdict of a gated judged metric for the judge's sake (not the budget's)."""
         self.total_test_cases = 0
         self.total_passed = 0
         self.total_failed = 0
@@ -241,13 +262,13 @@ class RunAggregate:
         missed_gated = False
         for name, metric in result.metrics.items():
             if name in self.judged:
-                verdicts, missing, first = judge_verdicts(metric)
-                if verdicts:
+                counted = judge_verdicts(metric)
+                if counted.verdicts:
                     tally = self.judge.get(name)
                     if tally is None:
                         tally = self.judge[name] = JudgeTally()
-                    tally.add(verdicts, missing, first)
-                    missed_gated = missed_gated or (missing > 0 and name in self.gated_judged)
+                    tally.add(counted)
+                    missed_gated = missed_gated or (counted.judge_missing > 0 and name in self.gated_judged)
         if missed_gated and result.status is _ERRORED:
             self.judge_errored_cases += 1
 
@@ -255,7 +276,7 @@ class RunAggregate:
         """Σ over the judge-scored metrics (the first reason of the first metric, by name, that missed one)."""
         total = JudgeTally()
         for _name, tally in sorted(self.judge.items()):
-            total.add(tally.verdicts, tally.missing, tally.first)
+            total.add(tally)
         return total
 
     @staticmethod

@@ -169,18 +169,20 @@ def judge_metric_sets(metrics: Mapping[str, Metric], thresholds: Mapping[str, Th
 
 def judge_reason(aggregate: RunAggregate, max_errored: int) -> str | None:
     """The gate reason for missing judge verdicts, or None. Given when a verdict of a gated judged metric is
-    missing and either more cases errored for it than ``max_errored`` allows, or the judge scored fewer than
+    missing for the judge's sake (unreachable, unreadable, refused: not ``max_cost``, which has its own
+    reason) and either more cases errored for it than ``max_errored`` allows, or the judge scored fewer than
     half of one gated metric's verdicts (its average would rest on a minority of the cases)."""
     gated = {name: tally for name, tally in sorted(aggregate.judge.items()) if name in aggregate.gated_judged}
-    missing = sum(t.missing for t in gated.values())
+    missing = sum(t.judge_missing for t in gated.values())
     if not missing:
         return None
-    minority = [name for name, t in gated.items() if 2 * t.missing > t.verdicts]
+    minority = [name for name, t in gated.items() if 2 * t.judge_missing > t.verdicts - t.budget]
     if aggregate.judge_errored_cases <= max_errored and not minority:
         return None
-    verdicts = sum(t.verdicts for t in gated.values())
-    first = next((t.first for t in gated.values() if t.first), None)
-    per_metric = ", ".join(f"{name} {t.missing} of {t.verdicts}" for name, t in gated.items() if t.missing)
+    verdicts = sum(t.verdicts - t.budget for t in gated.values())
+    first = next((t.first_judge for t in gated.values() if t.first_judge), None)
+    per_metric = ", ".join(f"{name} {t.judge_missing} of {t.verdicts - t.budget}"
+                           for name, t in gated.items() if t.judge_missing)
     return (f"judge unavailable: {missing} of {verdicts} verdicts of gated judged metrics could not be scored "
             f"({per_metric}; first: {first}) — see results.json")
 

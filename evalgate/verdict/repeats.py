@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from evalgate.model import CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
 from evalgate.verdict import stats
-from evalgate.verdict.aggregate import judge_verdicts
+from evalgate.verdict.aggregate import JudgeTally, judge_verdicts
 
 CONFIDENCE = 0.95
 FLAKY_LIMIT = 200
@@ -196,16 +196,12 @@ def _collapse_metric(ordered: Sequence[CaseResult], name: str, summary: stats.Re
 
 
 def _judge_verdicts(present: Sequence[MetricResult]) -> dict[str, Any]:
-    """Judge verdicts the repeats asked for, how many were missing, the first reason (``aggregate.judge_verdicts``
+    """Judge verdicts the repeats asked for, how many were missing and why first (``aggregate.judge_verdicts``
     reads this from a collapsed result instead of counting it as one verdict)."""
-    total, missing, first = 0, 0, None
+    total = JudgeTally()
     for result in present:
-        asked, lacking, why = judge_verdicts(result)
-        total += asked
-        missing += lacking
-        if lacking and first is None:
-            first = why
-    return {"of": total, "missing": missing, "first": first}
+        total.add(judge_verdicts(result))
+    return total.as_dict()
 
 
 def _reasons(ordered: Sequence[CaseResult], summary: CaseRepeats, rule: stats.RepeatRule) -> list[str]:
