@@ -147,7 +147,8 @@ async def execute(
         extra = [f"run {status} before every case finished"] if status != "completed" else []
         if runtime.ledger.exceeded:
             extra.append(f"{runtime.ledger.stop_message()}; the cases in progress finished, "
-                         f"{max(0, len(prepared.cases) * settings.repeat - engine.stats.finished_cases)} were not run")
+                         f"{max(0, len(prepared.cases) * settings.repeat - engine.stats.finished_cases)} case(s) "
+                         "not run")
         verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra)
         metadata = run_metadata(settings, prepared, target) | runtime.metadata() | {"estimate": estimate}
         if judge is not None:
