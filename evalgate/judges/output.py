@@ -87,16 +87,14 @@ def enumerated_bounds(node: Any) -> Any:
         return [enumerated_bounds(item) for item in node]
     if not isinstance(node, dict):
         return node
-    low, high = node.get("minimum"), node.get("maximum")
-    if node.get("type") == "number" and _number(low) and _number(high) and low < high:
+    bounds = node.get("minimum"), node.get("maximum")
+    if node.get("type") == "number" and isinstance(bounds[0], int | float) and isinstance(bounds[1], int | float) \
+            and not isinstance(bounds[0], bool) and not isinstance(bounds[1], bool) and bounds[0] < bounds[1]:
+        low, high = float(bounds[0]), float(bounds[1])
         steps = [round(low + (high - low) * k / SCALE_STEPS, 6) for k in range(SCALE_STEPS + 1)]
         kept = {k: v for k, v in node.items() if k not in ("minimum", "maximum")}
         return {**kept, "enum": [int(v) if float(v).is_integer() else v for v in steps]}
     return {key: enumerated_bounds(value) for key, value in node.items()}
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def is_refusal(mode: OutputMode, exc: CallFailed) -> bool:

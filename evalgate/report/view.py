@@ -212,7 +212,8 @@ def not_scored_view(results: Mapping[str, Any]) -> dict[str, Any]:
     unavailable, skipped = [], []
     for name, info in (results.get("metrics") or {}).items():
         info = info if isinstance(info, Mapping) else {}
-        first = info.get("first_reason") if isinstance(info.get("first_reason"), Mapping) else {}
+        recorded = info.get("first_reason")
+        first: Mapping[str, Any] = recorded if isinstance(recorded, Mapping) else {}
         count = int(info.get("unavailable") or 0) + int(info.get("errored") or 0)
         missing = int(info.get("judge_unavailable") or 0)
         if count or missing:
