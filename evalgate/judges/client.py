@@ -14,9 +14,9 @@ words (``parse.parse_verdict(words=True)``).
 
 Repair retry: in prompt mode an unreadable reply is answered once with the problem quoted and the verdict
 asked for again. It is dropped where it does not rescue verdicts: never in the structured modes (against
-SmolLM2-135M it rescued 0 of the unreadable structured replies: they are cut at ``max_tokens`` or off the
-scale, and asking again repeats that), and in prompt mode it stops for the rest of the run once
-``REPAIR_TRIAL`` repairs in a row rescued none. ``metadata.judge.repairs`` counts attempts and rescues.
+SmolLM2-135M it rescued 0 of 5 unreadable structured replies: off the scale or cut at ``max_tokens``, and at
+temperature 0 under the same grammar asking again repeats that), and in prompt mode it stops for the rest of
+the run once ``REPAIR_TRIAL`` repairs in a row rescued none (it rescued 0 of 7 prompt-only replies there). ``metadata.judge.repairs`` counts attempts and rescues.
 
 Samples: with ``judge_samples`` K, the verdict is the mean over the samples that were read when they are
 more than half of K (the failed ones are listed in ``details.sample_failures``); otherwise the verdict is
