@@ -35,7 +35,8 @@ RELEVANT = [{"id": f"r{i}", "input": f"Question {i}?", "output": f"Answer {i}.",
 GOLDEN = [{"id": f"GD-{i}", "query": f"How do I reset press {i}?", "answer": f"1. Lock out press {i}.\n2. Then reset it within 5 minutes.",
            "expected_specialist": "procedure_expert", "agent_id": "procedure_expert",
            "verified_answer_summary": "Lock out the press, then reset it.", "expected_keywords": ["lock out"],
-           "expected_data_sources": ["rag"], "data_sources": ["rag"]} for i in range(3)]
+           "expected_data_sources": ["rag"], "data_sources": ["rag"], "difficulty": "simple", "category": "procedure"}
+          for i in range(3)]
 
 
 @pytest.fixture(autouse=True)

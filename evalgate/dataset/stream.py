@@ -77,6 +77,8 @@ class Scan:
     total: int
     case_metrics: list[tuple[str, list[str]]] = field(default_factory=list)
     """(where, names) for every case that lists its own metrics, to validate against the registry."""
+    suite_where: dict[str, str] = field(default_factory=dict)
+    """Suite name → ``file:line`` of the suite block that configured it."""
 
 
 def scan(
@@ -85,16 +87,19 @@ def scan(
     *,
     select: Callable[[list[CaseRef]], list[CaseRef]] | None = None,
     keep_in_memory: int = KEEP_IN_MEMORY,
+    base: SuiteConfig | None = None,
 ) -> Scan:
     """Validate every case once and select; all problems raise one ``DatasetError`` (≤ 20 listed).
 
     Without ``select`` every case is selected and no per-case reference is kept; one large JSONL file
-    without a problem is then scanned by two processes (``evalgate.dataset.parallel``)."""
-    if select is None:
+    without a problem is then scanned by two processes (``evalgate.dataset.parallel``).
+
+    ``base``: evalgate.yaml's suite-level keys (its ``kind`` / ``valid`` apply to files without their own)."""
+    if select is None and (base is None or (base.kind is None and not base.valid)):
         fast = parallel_scan(list(paths), base_dir)
         if fast is not None:
             return _scanned_in_parallel(fast, list(paths), base_dir, keep_in_memory)
-    stream = DatasetStream(list(paths), base_dir, fail_fast=False)
+    stream = DatasetStream(list(paths), base_dir, fail_fast=False, base=base)
     refs: list[CaseRef] | None = [] if select else None
     kept: list[Case] | None = []
     packer = _Packer()
@@ -105,8 +110,8 @@ def scan(
             total += 1
             if refs is not None:
                 refs.append(CaseRef(case.id, case.index, case.category, case.tags))
-            if case.metrics:
-                case_metrics.append((f"{case.location}: case {case.id!r} metrics", list(case.metrics)))
+            if case.metrics or case.assertions:
+                case_metrics.append((f"{case.location}: case {case.id!r} metrics", case.requested_metrics))
             if kept is not None:
                 kept.append(case)
                 if len(kept) > keep_in_memory:
@@ -120,7 +125,7 @@ def scan(
     if kept is not None and indexes is not None:
         kept = [case for case in kept if case.index in indexes]
     selected = SelectedCases(list(paths), base_dir, count, indexes, kept, packer.finish())
-    return Scan(selected, stream.files, stream.suites, total, case_metrics)
+    return Scan(selected, stream.files, stream.suites, total, case_metrics, dict(stream.suite_where))
 
 
 def _scanned_in_parallel(fast: ParallelScan, paths: list[str], base_dir: Path, keep_in_memory: int) -> Scan:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ from evalgate.store.judge_cache import CachedReply, CacheKey, JudgeCache
 
 if TYPE_CHECKING:
     from evalgate.judges.prompts import JudgeTemplate, RenderedPrompt, Values
+    from evalgate.metrics.criteria import CriteriaDefinition
     from evalgate.model import Answer, Case
 JUDGE_MAX_TOKENS = 1024
 LIST_MAX_TOKENS = 2048
@@ -130,10 +132,12 @@ class JudgeClient:
     """Scores judged metrics with one provider and model."""
 
     def __init__(self, service: ChatService, cache: JudgeCache, *, temperature: float = 0.0, seed: int | None = None,
-                 samples: int = 1, output: str = "auto") -> None:
+                 samples: int = 1, temperatures: Mapping[str, float] | None = None, output: str = "auto") -> None:
         self.service = service
         self.cache = cache
         self.temperature = temperature
+        self.temperatures = dict(temperatures or {})
+        """Template name → temperature for that template's calls (``judges.factory.template_temperatures``)."""
         self.seed = seed
         self.samples = samples
         self.output = OutputNegotiator(modes_for(service.provider.name, output), forced=output != "auto")
@@ -149,20 +153,52 @@ class JudgeClient:
     def model(self) -> str:
         return self.service.model
 
-    async def score(self, metric: str, case: Case, answer: Answer, *, repeat: int = 0) -> JudgeScore:
-        """The value of judged ``metric`` for this answer (mean over samples) with details."""
+    async def score(self, metric: str, case: Case, answer: Answer, *, repeat: int = 0,
+                    rubric: str | None = None) -> JudgeScore:
+        """The value of judged ``metric`` for this answer (mean over samples) with details; ``rubric``
+        replaces the template's fixed rubric where the template allows it (response_quality)."""
         from evalgate.judges.prompts import template_for_metric  # jinja2: loaded by the first judged case
 
         template = template_for_metric(metric)
-        verdict = await self.verdict(template, case, answer, repeat=repeat)
+        verdict = await self.verdict(template, case, answer, repeat=repeat, rubric=rubric)
         return JudgeScore(verdict.values[metric], dict(verdict.details))
 
-    async def verdict(self, template: JudgeTemplate, case: Case, answer: Answer, *, repeat: int = 0) -> JudgeVerdict:
-        from evalgate.judges.prompts import render
+    async def criteria_score(self, definition: CriteriaDefinition, case: Case, answer: Answer, *,
+                             repeat: int = 0) -> JudgeScore:
+        """The value of a custom judged metric (``evalgate.judges.custom``) for this answer, with details."""
+        from evalgate.judges.custom import criteria_judging
 
+        return await criteria_judging(self).score(definition, case, answer, repeat=repeat)
+
+    async def once(self, prompt: RenderedPrompt) -> Sample:
+        """One reply to ``prompt`` that is not a per-case verdict (the steps of a custom metric): from the
+        cache, else one call in the run's output mode (with a repair retry where that mode has one);
+        ``MetricUnavailable`` when there is none."""
+        self.templates_used[prompt.template.name] = prompt.version
+        return await self._sample(prompt, 0, 0, self.output.mode, None)
+
+    def cached(self, prompt: RenderedPrompt) -> Sample | None:
+        """The cached reply to ``prompt`` (as ``once`` would ask it now), or None; never calls the judge."""
+        mode = self.output.mode
+        hit = self.cache.get(self._key(prompt, prompt.prompt_hash(self.request(prompt.template, 0, mode)), 0, 0))
+        if hit is None:
+            return None
+        try:
+            return _read(prompt, hit.reply, mode, cached=True, repaired=False)
+        except VerdictError:
+            return None
+
+    async def verdict(self, template: JudgeTemplate, case: Case, answer: Answer, *, repeat: int = 0,
+                      rubric: str | None = None) -> JudgeVerdict:
+        """``rubric``: a configured rubric shown in place of the template's (response_quality)."""
         if answer.output is None:
             raise MetricUnavailable("the target returned no output text to judge")
-        prompt = render(template, case, answer)
+        if rubric:  # a built-in template with the suite's rubric in place of its own
+            from evalgate.judges.prompts import render
+
+            prompt = render(template, case, answer, rubric)
+        else:
+            prompt = template.render(case, answer)
         self.templates_used[template.name] = prompt.version
         mode = self.output.mode
         first = self.request(template, 0, mode)
@@ -205,9 +241,9 @@ class JudgeClient:
         return JudgeVerdict(values, details)
 
     def params(self, template: JudgeTemplate, sample: int, mode: OutputMode | None = None) -> dict[str, Any]:
-        """Request parameters: temperature, seed (+ sample index) where supported, the output mode's
-        ``response_format`` (none in prompt mode)."""
-        params: dict[str, Any] = {"temperature": self.temperature}
+        """Request parameters: the template's temperature, seed (+ sample index) where supported, the output
+        mode's ``response_format`` (none in prompt mode)."""
+        params: dict[str, Any] = {"temperature": self.temperature_for(template.name)}
         if self.seed is not None and self.service.provider.spec.supports_seed:
             params["seed"] = self.seed + sample
         shape = response_format(mode or self.output.mode, f"{template.name}_verdict",
@@ -215,6 +251,10 @@ class JudgeClient:
         if shape is not None:
             params["response_format"] = shape
         return params
+
+    def temperature_for(self, template: str) -> float:
+        """The temperature of ``template``'s calls: its own when configured, else the judge's."""
+        return self.temperatures.get(template, self.temperature)
 
     def request(self, template: JudgeTemplate, sample: int, mode: OutputMode | None = None) -> dict[str, Any]:
         """What, besides the messages, decides sample ``sample``'s reply: ``params`` + ``max_tokens`` + the
@@ -311,7 +351,7 @@ class JudgeClient:
 
     def _identity(self, prompt: RenderedPrompt, mode: OutputMode) -> dict[str, Any]:
         return {"method": "judge", "provider": self.provider, "model": self.model,
-                "template_version": prompt.version, "temperature": self.temperature,
+                "template_version": prompt.version, "temperature": self.temperature_for(prompt.template.name),
                 "seed": self.seed if self.service.provider.spec.supports_seed else None, "output_mode": mode}
 
     def _details(self, prompt: RenderedPrompt, samples: list[Sample], values: Values) -> dict[str, Any]:
@@ -335,7 +375,8 @@ class JudgeClient:
     def metadata(self) -> dict[str, Any]:
         return {"provider": self.provider, "model": self.model, "base_url": self.service.provider.base_url,
                 "client": self.service.runtime.chat_client,
-                "temperature": self.temperature, "seed": self.seed, "samples": self.samples,
+                "temperature": self.temperature, "temperatures": dict(sorted(self.temperatures.items())),
+                "seed": self.seed, "samples": self.samples,
                 "output": self.output.metadata(), "repairs": self.repairs.as_dict(),
                 "templates": dict(sorted(self.templates_used.items())), "cache": self.cache.metadata()}
 

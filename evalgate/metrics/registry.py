@@ -44,6 +44,8 @@ class MetricContext:
     values: dict[str, float] = field(default_factory=dict)
     """Values of metrics already computed for this case (for derived metrics such as composite)."""
     repeat: int = 0
+    thresholds: dict[str, Any] | None = None
+    """The case's own thresholds (``assert:`` entries), which override the run's; None when it has none."""
     judge_fallbacks: dict[str, str] = field(default_factory=dict)
     """Metrics of this case scored by a heuristic because the judge could not score them: name → why."""
 
@@ -67,11 +69,24 @@ class Metric:
     depends_on: tuple[str, ...] = ()
     """Metrics whose values this one reads from ``ctx.values`` (computed first when they apply)."""
     applies_takes_options: bool = False
+    strict_threshold: bool = False
+    """True when the default threshold is a strict bound (``gt`` / ``lt``: the seed says "> x")."""
+    per_case: bool = False
+    """Plan this metric for every case (its ``applies`` may read any value: user metrics), not per shape."""
+    info: Any = None
+    """What the results' metadata shows about a user metric (origin, criteria, steps); None for built-ins."""
     uses_judge: bool = False
     """Scored by the LLM judge when one is configured (every ``judged`` metric, and response_quality)."""
 
     def gated_by_default(self) -> bool:
         return self.default_threshold is not None
+
+    @property
+    def default_op(self) -> str:
+        """The operator of the default threshold: min/max, or gt/lt when ``strict_threshold``."""
+        if self.direction == "higher":
+            return "gt" if self.strict_threshold else "min"
+        return "lt" if self.strict_threshold else "max"
 
     def applies_to(self, case: Case, options: Any) -> bool:
         """Whether the metric runs on ``case``; ``applies`` may take ``(case)`` or ``(case, options)``."""
@@ -93,9 +108,12 @@ def metric(
     kind: Kind = "deterministic",
     value_range: tuple[float, float] | None = (0.0, 1.0),
     depends_on: tuple[str, ...] = (),
+    strict: bool = False,
     uses_judge: bool | None = None,
 ) -> Callable[[MetricFn], MetricFn]:
-    """Register ``fn`` under ``name``. Its docstring's first paragraph is the metric's description."""
+    """Register ``fn`` under ``name``. Its docstring's first paragraph is the metric's description.
+
+    ``strict``: the default threshold is a strict bound (value > threshold for higher-is-better)."""
 
     def register(fn: MetricFn) -> MetricFn:
         if name in REGISTRY:
@@ -113,6 +131,7 @@ def metric(
             value_range=value_range,
             depends_on=depends_on,
             applies_takes_options=_arity(applies) >= 2,
+            strict_threshold=strict,
             uses_judge=kind == "judged" if uses_judge is None else uses_judge,
         )
         return fn

@@ -146,9 +146,14 @@ def spend_lines(spend: Mapping[str, Any]) -> list[str]:
 def _metric_table(document: dict[str, Any]) -> Table:
     table = Table(title="Metrics", title_justify="left", show_edge=False, pad_edge=False)
     rows = document["metrics"]
+    width = max((len(str(name)) for name in rows), default=6)
     errored = any(row.get("errored") for row in rows.values())
     for column in ("metric", "average", "threshold", "", "cases", "skipped", "unavailable", *(("errored",) if errored else ())):
-        table.add_column(column, justify="left" if column in ("metric", "") else "right")
+        table.add_column(column, justify="left" if column in ("metric", "") else "right",
+                         min_width=min(width, 28) if column == "metric" else None)
+    summaries = any(row.get("summary") for row in rows.values())
+    if summaries:
+        table.add_column("checks", justify="left", overflow="ellipsis", no_wrap=True, max_width=48)
     for name, row in rows.items():
         threshold = row.get("threshold")
         bound = format_threshold(threshold) if threshold else "—"
@@ -159,7 +164,7 @@ def _metric_table(document: dict[str, Any]) -> Table:
                  (str(unavailable) if unavailable else "") + (f" +{fallback} heuristic" if fallback else "")]
         if errored:
             cells.append(str(row.get("errored") or ""))
-        table.add_row(*cells)
+        table.add_row(*cells, *([Text(str(row.get("summary") or ""))] if summaries else []))
     return table
 
 
@@ -297,6 +302,20 @@ def _group_table(title: str, groups: dict[str, Any]) -> Table:
     return table
 
 
+def judge_hint(document: Mapping[str, Any]) -> str | None:
+    """How to turn the judge on, when judged metrics were skipped because none is configured."""
+    skipped = sum(int((row.get("reasons") or {}).get(NO_JUDGE_REASON, 0))
+                  for row in (document.get("metrics") or {}).values())
+    if not skipped:
+        return None
+    return (f"{skipped} judged metric result(s) skipped: no judge is configured. Turn it on with judge_provider "
+            "(openai, gemini, ollama or local) and its API key, e.g. judge_provider: openai in evalgate.yaml and "
+            "OPENAI_API_KEY in the environment (README: Judges).")
+
+
+NO_JUDGE_REASON = "no judge configured (judge_provider none)"
+
+
 def render_failures(failures: list[dict[str, Any]], console: Console) -> None:
     """Failed and errored cases, critical first, each with its location and reasons."""
     if not failures:
@@ -308,3 +327,5 @@ def render_failures(failures: list[dict[str, Any]], console: Console) -> None:
         console.print(f"  {marker} {failure['id']} [{failure['status']}] {failure['source']}", markup=False)
         for reason in failure["reasons"][:4]:
             console.print(f"      - {reason}", markup=False)
+        for name, text in failure.get("explanations", [])[:4]:
+            console.print(f"        {name}: {text}", markup=False)

@@ -15,6 +15,8 @@ import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from evalgate.model import THRESHOLD_SYMBOLS
+
 RISK_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3}
 FAILED_STATUSES = ("failed", "errored")
 
@@ -89,7 +91,7 @@ def critical_refs(cases: Sequence[Mapping[str, Any]], link: Link = no_link) -> l
 
 
 def case_metrics(case: Mapping[str, Any], statuses: Collection[str] | None = None) -> list[dict[str, Any]]:
-    """A case's metric rows ``{name, value, threshold (formatted), status, reason}`` as recorded; with
+    """A case's metric rows ``{name, value, threshold (formatted), status, reason, explanation}`` as recorded; with
     ``statuses``, only the metrics whose status is one of them."""
     return [
         {
@@ -98,10 +100,21 @@ def case_metrics(case: Mapping[str, Any], statuses: Collection[str] | None = Non
             "threshold": format_threshold(m.get("threshold")),
             "status": m.get("status"),
             "reason": m.get("reason"),
+            "explanation": explanation(m),
         }
         for name, m in (case.get("metrics") or {}).items()
         if isinstance(m, Mapping) and (statuses is None or m.get("status") in statuses)
     ]
+
+
+def explanation(result: Mapping[str, Any]) -> str | None:
+    """Why a metric scored what it did, in its own words: the judge's ``reasoning`` or a code check's
+    ``reason`` (from its details), else None."""
+    details = result.get("details")
+    if not isinstance(details, Mapping):
+        return None
+    text = details.get("reasoning") or details.get("reason")
+    return " ".join(str(text).split()) if text else None
 
 
 def _repeat(case: Mapping[str, Any]) -> int:
@@ -171,7 +184,8 @@ def not_run(info: Mapping[str, Any]) -> int:
 
 
 def metric_rows(results: Mapping[str, Any], *, unchanged: str = "=") -> list[dict[str, Any]]:
-    """One row per suite metric: average, min, max, formatted threshold, direction, kind, result, counts,
+    """One row per suite metric: summary (a user metric's criteria or docstring, first line), average, min,
+    max, formatted threshold, direction, kind, result, counts,
     and ``vs_base`` (``delta_view`` of the comparison's entry, or None)."""
     compared = (results.get("comparison") or {}).get("metrics") or {}
     rows = []
@@ -179,6 +193,7 @@ def metric_rows(results: Mapping[str, Any], *, unchanged: str = "=") -> list[dic
         info = info or {}
         rows.append({
             "name": str(name),
+            "summary": info.get("summary"),
             "average": info.get("average"),
             "min": info.get("min"),
             "max": info.get("max"),
@@ -432,18 +447,18 @@ def compact_json(value: Any) -> str:
 
 
 def format_threshold(threshold: Any) -> str | None:
-    """``{"min": 0.9}`` → ``≥ 0.9``; ``{"max": 0.2}`` → ``≤ 0.2``; a bare number counts as min."""
+    """``{"min": 0.9}`` → ``≥ 0.9``; ``{"max": 0.2}`` → ``≤ 0.2``; ``{"gt": 0.8}`` → ``> 0.8``;
+    ``{"lt": 1}`` → ``< 1``; a bare number counts as min."""
     if threshold is None:
         return None
     if isinstance(threshold, int | float):
         return f"≥ {threshold:g}"
     if isinstance(threshold, Mapping):
-        if "min" in threshold:
-            return f"≥ {float(threshold['min']):g}"
-        if "max" in threshold:
-            return f"≤ {float(threshold['max']):g}"
+        for op, symbol in THRESHOLD_SYMBOLS.items():
+            if op in threshold:
+                return f"{symbol} {float(threshold[op]):g}"
         if "op" in threshold and "value" in threshold:
-            return f"{'≥' if threshold['op'] == 'min' else '≤'} {float(threshold['value']):g}"
+            return f"{THRESHOLD_SYMBOLS.get(str(threshold['op']), '?')} {float(threshold['value']):g}"
     return str(threshold)
 
 

@@ -268,7 +268,8 @@ class RunAggregate:
                     if tally is None:
                         tally = self.judge[name] = JudgeTally()
                     tally.add(counted)
-                    missed_gated = missed_gated or (counted.judge_missing > 0 and name in self.gated_judged)
+                    missed_gated = missed_gated or (counted.judge_missing > 0 and (
+                        name in self.gated_judged or metric.threshold is not None))
         if missed_gated and result.status is _ERRORED:
             self.judge_errored_cases += 1
 

@@ -33,9 +33,10 @@ if TYPE_CHECKING:
 
 
 def parse_threshold(name: str, raw: Any, direction: str, where: str) -> Threshold:
-    """A bare number means ``min`` for higher-is-better metrics and ``max`` for lower-is-better."""
+    """A bare number means ``min`` for higher-is-better metrics and ``max`` for lower-is-better; a mapping is
+    ``{min|max|gt|lt: x}`` (gt and lt are strict bounds)."""
     if isinstance(raw, bool):
-        raise UserError(f"threshold for {name!r} must be a number or {{'min'|'max': number}}", where=where)
+        raise UserError(f"threshold for {name!r} must be a number or {{'min'|'max'|'gt'|'lt': number}}", where=where)
     if isinstance(raw, int | float):
         if not math.isfinite(raw):
             raise UserError(f"threshold for {name!r} must be finite", where=where)
@@ -59,7 +60,7 @@ def resolve_thresholds(
     ``null`` in a layer removes a threshold (the metric becomes informational). Unknown metric names
     raise ``UserError`` naming the layer and suggesting the closest known name."""
     thresholds = {
-        name: Threshold(op="min" if m.direction == "higher" else "max", value=m.default_threshold)
+        name: Threshold(op=m.default_op, value=m.default_threshold)  # type: ignore[arg-type]
         for name, m in metrics.items()
         if m.default_threshold is not None
     }
@@ -116,9 +117,10 @@ def case_verdict(
 ) -> tuple[CaseStatus, list[str]]:
     """A case's status and the reasons it did not pass.
 
-    ``evidence``: the gated metrics whose value must come from the judge (judge configured; see
-    ``judge_evidence``). One of them ``unavailable``, or valued only by a heuristic because the judge could
-    not score it (``details.judge_unavailable``), makes the case ``errored``: missing evidence never passes.
+    ``evidence``: the metrics whose value must come from the judge (judge configured;
+    ``metrics.registry.judge_dependent``). One of them gated on this case (its result has a threshold) that
+    is ``unavailable``, or valued only by a heuristic because the judge could not score it
+    (``details.judge_unavailable``), makes the case ``errored``: missing evidence never passes.
     """
     if error:
         return CaseStatus.errored, [error]
@@ -127,7 +129,7 @@ def case_verdict(
     for name, result in metrics.items():
         status = result.status
         if status is _PASSED or status is _FAILED:
-            if evidence and name in evidence and "judge_unavailable" in result.details:
+            if evidence and name in evidence and result.threshold is not None and "judge_unavailable" in result.details:
                 errored = True
                 reasons.append(f"{name}: no judge verdict ({result.details['judge_unavailable']}); "
                                f"the heuristic's {result.value:.4g} does not stand in for it")
@@ -136,7 +138,7 @@ def case_verdict(
         elif status is _ERRORED:
             errored = True
             reasons.append(f"{name} errored: {result.reason}")
-        elif status is _UNAVAILABLE and evidence and name in evidence:
+        elif status is _UNAVAILABLE and evidence and name in evidence and result.threshold is not None:
             errored = True
             reasons.append(f"{name} unavailable: {result.reason}")
         elif strict and status in _NOT_RUN:
