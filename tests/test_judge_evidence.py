@@ -348,3 +348,34 @@ def test_an_agent_target_with_a_dead_judge(tmp_path: Path) -> None:
     document = json.loads((tmp_path / "out" / "results.json").read_text())
     assert code == 1 and document["gate"]["reasons"][0].startswith("judge unavailable: 3 of 3 verdicts")
     assert document["summary"]["total_errored"] == 3
+
+
+def test_a_declared_judged_metric_with_a_case_threshold_needs_its_verdict(tmp_path: Path) -> None:
+    dataset = tmp_path / "cases.yaml"
+    dataset.write_text("""cases:
+  - id: a
+    input: Say hello politely.
+    output: Hello there, how can I help?
+    assert:
+      - criteria: Greets the user.
+        evaluation_steps: [Check for a greeting.]
+        threshold: 0.8
+  - id: b
+    input: Say hello.
+    output: Hi!
+    assert:
+      - criteria: Greets the user.
+        evaluation_steps: [Check for a greeting.]
+        threshold: 0.3
+  - id: c
+    input: Say goodbye.
+    output: Bye.
+""", encoding="utf-8")
+    with OpenAIServer([Rule(status=503)], api_key=KEY) as server, contextlib.redirect_stdout(io.StringIO()):
+        code = cli_main(["run", "-d", str(dataset), "-o", str(tmp_path / "out"), "--progress", "none",
+                         "--judge-provider", "local", "--judge-base-url", server.base_url + "/v1", "--api-retries", "0"])
+    document = json.loads((tmp_path / "out" / "results.json").read_text())
+    statuses = {r["id"]: r["status"] for r in document["results"]}
+    assert code == 1 and statuses == {"a": "errored", "b": "errored", "c": "passed"}
+    assert document["summary"]["judged_unavailable"] == 2 and document["summary"]["judged_verdicts"] == 2
+    assert document["results"][0]["reasons"][0].startswith("case_criteria unavailable: judge call failed")
