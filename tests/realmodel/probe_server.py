@@ -218,7 +218,8 @@ def latency(base_url: str, args: argparse.Namespace) -> None:
     print(json.dumps({"measure": "sequential schema calls", "threads": args.threads, "calls": len(seconds),
                       "seconds_median": round(statistics.median(seconds), 2), "seconds_min": round(min(seconds), 2),
                       "seconds_max": round(max(seconds), 2), "completion_tokens_median": statistics.median(tokens),
-                      "tokens_per_second": round(sum(tokens) / sum(seconds), 1)}), flush=True)
+                      "tokens_per_second": round(sum(tokens) / sum(seconds), 1), "load": os.getloadavg()}),
+          flush=True)
 
     results: list[tuple[int, float, float]] = []
     started = time.perf_counter()
@@ -237,7 +238,8 @@ def latency(base_url: str, args: argparse.Namespace) -> None:
     print(json.dumps({"measure": f"{args.concurrency} concurrent schema calls", "threads": args.threads,
                       "wall_seconds": round(wall, 2),
                       "per_call_seconds": sorted(round(took, 2) for _, _, took in results),
-                      "sum_of_sequential_medians": round(args.concurrency * statistics.median(seconds), 2)}),
+                      "sum_of_sequential_medians": round(args.concurrency * statistics.median(seconds), 2),
+                      "load": os.getloadavg()}),
           flush=True)
 
     idle = [chat(base_url, SHORT, max_tokens=8)[2] for _ in range(3)]
@@ -246,12 +248,15 @@ def latency(base_url: str, args: argparse.Namespace) -> None:
     for stream in (False, True):
         abandoned_after = 1.0
         abandon(base_url, LONG, args.long_tokens, abandoned_after, stream=stream)
-        _, _, following = chat(base_url, SHORT, max_tokens=8)
+        try:
+            following: float | str = round(chat(base_url, SHORT, max_tokens=8)[2], 2)
+        except TimeoutError:
+            following = "timed out after 300 s"
         print(json.dumps({"measure": "client disconnects mid-generation", "stream": stream, "threads": args.threads,
                           "short_call_idle_seconds": round(statistics.median(idle), 2),
                           "long_call_seconds": round(long_seconds, 2), "long_call_tokens": long_tokens,
                           "abandoned_after_seconds": abandoned_after,
-                          "next_short_call_seconds": round(following, 2)}), flush=True)
+                          "next_short_call_seconds": following, "load": os.getloadavg()}), flush=True)
 
 
 def abandon(base_url: str, messages: list[dict], max_tokens: int, after: float, *, stream: bool) -> None:
