@@ -34,6 +34,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+PEAK_REPORTING = ("import sys\nfrom evalgate.cli.main import main\ncode = main(sys.argv[1:])\n"
+                  "peak = [line for line in open('/proc/self/status') if line.startswith('VmHWM')]\n"
+                  "sys.stderr.write(peak[0] if peak else 'VmHWM: 0 kB\\n')\nsys.exit(code)")
+"""``evalgate ARGS`` reporting its own peak RSS (``VmHWM``; a child's ``ru_maxrss`` counts its parent's)."""
 DEFAULT_OUTPUT = REPO / "bench" / "results" / "hostile.json"
 
 
@@ -89,16 +93,17 @@ def redaction(repeats: int) -> dict[str, Any]:
         module._registered.update(saved)
 
 
-def in_process(args: list[str], cwd: Path, stdin: int | None = subprocess.DEVNULL) -> dict[str, Any]:
+def measured_process(args: list[str], cwd: Path, stdin: int | None = subprocess.DEVNULL) -> dict[str, Any]:
     started = time.monotonic()
-    process = subprocess.Popen([sys.executable, "-m", "evalgate", *args], cwd=cwd, stdin=stdin,
+    process = subprocess.Popen([sys.executable, "-c", PEAK_REPORTING, *args], cwd=cwd, stdin=stdin,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                env={**os.environ, "PYTHONPATH": str(REPO)})
     assert process.stderr is not None
     err = process.stderr.read().decode()
     _, status, usage = os.wait4(process.pid, 0)
+    err, _, peak = err.rpartition("VmHWM:")
     return {"exit": os.waitstatus_to_exitcode(status), "wall_s": round(time.monotonic() - started, 3),
-            "cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "peak_rss_mb": round(int(peak.split()[0]) / 1024, 1),
             "message": err.strip()[:200]}
 
 
@@ -110,7 +115,7 @@ def structures(work: Path) -> dict[str, Any]:
     out = {}
     for name, content in files.items():
         (work / name).write_text(content)
-        out[name] = in_process(["validate", "--dataset", name], work)
+        out[name] = measured_process(["validate", "--dataset", name], work)
     return out
 
 
@@ -121,7 +126,7 @@ def big_answer(work: Path) -> dict[str, Any]:
 
     dataset = write_cases(work / "big" / "cases.json", scenario.cases())
     with Loopback(scenario.agent) as server:
-        measured = in_process(["run", "--dataset", str(dataset), "--target", "http", "--target-url",
+        measured = measured_process(["run", "--dataset", str(dataset), "--target", "http", "--target-url",
                                server.url + "/chat", "--concurrency", "8", "--api-timeout-seconds", "2",
                                "--api-retries", "0", "--output-dir", str(work / "big" / "out"), "--progress", "none"],
                               work)
@@ -144,7 +149,7 @@ def signals(work: Path, cases: int, trials: int, seed: int) -> dict[str, Any]:
             handle.write(json.dumps({"id": f"s{i:06d}", "input": f"question {i}", "output": f"answer {i}",
                                      "expected_keywords": ["answer"] if i % 5 else ["missing"]}) + "\n")
     base = ["run", "--dataset", str(dataset), "--progress", "none"]
-    full = in_process([*base, "--output-dir", str(work / "full")], work)
+    full = measured_process([*base, "--output-dir", str(work / "full")], work)
     rng = random.Random(seed)
     runs = []
     for trial in range(trials):

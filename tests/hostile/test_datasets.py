@@ -46,17 +46,25 @@ def nested_json(levels: int) -> str:
     return '[{"id": "deep", "input": "q", "output": "a", "metadata": ' + '{"a": ' * levels + "1" + "}" * levels + "}]"
 
 
+PEAK_REPORTING = ("import sys\nfrom evalgate.cli.main import main\ncode = main(sys.argv[1:])\n"
+                  "peak = [line for line in open('/proc/self/status') if line.startswith('VmHWM')]\n"
+                  "sys.stderr.write(peak[0] if peak else 'VmHWM: 0 kB\\n')\nsys.exit(code)")
+"""``evalgate ARGS`` that reports its own peak RSS (``VmHWM``) on its last stderr line. The kernel's
+``ru_maxrss`` of a child would include the memory of the process it was forked from (this test run)."""
+
+
 def measured(args: list[str], cwd: Path) -> tuple[int, str, float, float, float]:
     """(exit status, stderr, wall seconds, CPU seconds, peak RSS in MB) of ``evalgate ARGS``."""
     started = time.monotonic()
-    process = subprocess.Popen([sys.executable, "-m", "evalgate", *args], cwd=cwd, stdout=subprocess.DEVNULL,
+    process = subprocess.Popen([sys.executable, "-c", PEAK_REPORTING, *args], cwd=cwd, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert process.stderr is not None
     err = process.stderr.read().decode()
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.monotonic() - started
     process.returncode = os.waitstatus_to_exitcode(status)
-    return process.returncode, err, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    err, _, peak = err.rpartition("VmHWM:")
+    return process.returncode, err, wall, usage.ru_utime + usage.ru_stime, int(peak.split()[0]) / 1024
 
 
 @pytest.mark.parametrize(("name", "content", "line"), [
