@@ -4,9 +4,9 @@ the verdict becomes the metric's value.
 Untrusted text (case input, the answer, retrieved context, tool/agent lists, reference text) is placed
 between fence lines::
 
-    <<<UNTRUSTED answer id=3f2a1c9b0d>>>
+    <<<UNTRUSTED answer id=3f2a1c9b0d4e5f60>>>
     …text…
-    <<<END answer id=3f2a1c9b0d UNTRUSTED>>>
+    <<<END answer id=3f2a1c9b0d4e5f60 UNTRUSTED>>>
 
 The id is the first 16 hex digits of sha256(label + text), which text cannot contain about itself
 (and which stays the same for the same text, so judge replies can be cached). Text cannot forge a fence

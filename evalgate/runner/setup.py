@@ -132,15 +132,16 @@ def check_names_match(cases: Iterable[Case], plan_for: Callable[[Case], CasePlan
             if raw is not None:
                 wanted.setdefault(name, where)
     categories: dict[str, str] = {}
-    for name, config in [(None, global_suite), *suites.items()]:
+    scopes: list[tuple[str | None, Any]] = [(None, global_suite), *suites.items()]
+    for scope, config in scopes:
         for category in (config.category_metrics or {}) if config is not None else {}:
-            if name is None:
-                where = "evalgate.yaml category_metrics"
+            if scope is None:
+                place = "evalgate.yaml category_metrics"
             elif where_of is not None:
-                where = where_of(name, "category_metrics", category)
+                place = where_of(scope, "category_metrics", category)
             else:
-                where = f"suite {name!r} category_metrics"
-            categories.setdefault(str(category), where)
+                place = f"suite {scope!r} category_metrics"
+            categories.setdefault(str(category), place)
     if not wanted and not categories:
         return []
     names, kinds = set(wanted), set(categories)

@@ -197,14 +197,14 @@ async def _exchange(process: asyncio.subprocess.Process, data: bytes, limit: int
 
     tasks = [asyncio.ensure_future(feed()), asyncio.ensure_future(collect()), asyncio.ensure_future(tail())]
     try:
-        _, out, err = await asyncio.gather(*tasks)
+        await asyncio.gather(*tasks)
     except BaseException:  # too much output, the timeout or the run stopping: stop reading
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
     await process.wait()
-    return out, err
+    return tasks[1].result() or b"", tasks[2].result() or b""
 
 
 async def _reap(process: asyncio.subprocess.Process) -> None:
