@@ -166,11 +166,35 @@ def baseline_warning(document: Mapping[str, Any]) -> str | None:
     return info.get("warning") if isinstance(info, Mapping) and info.get("warning") else None
 
 
+def written_paths(settings: Settings) -> list[Path]:
+    """What a run writes: the output directory, the SQLite file (with its journal files) and the judge cache."""
+    db = settings.db_path
+    sidecars = [db.with_name(db.name + suffix) for suffix in ("-wal", "-shm", "-journal")]
+    return [settings.output_path, db, *sidecars, db.parent / "judge-cache.db"]
+
+
 def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = emit_line) -> int:
-    """The whole Action step; returns the exit status."""
+    """The whole Action step; returns the exit status. Whatever happens, files written into the
+    workspace end up owned by the workspace's owner (:mod:`evalgate.github.workspace`)."""
+    from evalgate.github.workspace import hand_over, missing_ancestors
+
     mask_all(env_secrets(env), emit)
     try:
         setup_ = setup(env, argv, emit)
+    except UserError as exc:
+        emit(error(str(exc), title="evalgate: configuration or dataset error"))
+        _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
+        return EXIT_USER_ERROR
+    paths = written_paths(setup_.settings)
+    created = missing_ancestors(paths, setup_.workspace)
+    try:
+        return _evaluate_and_publish(setup_, env, emit)
+    finally:
+        hand_over(paths, setup_.workspace, created)
+
+
+def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:
+    try:
         mask_all(settings_secrets(setup_.settings), emit)
         outcome = evaluate(setup_, emit)
     except UserError as exc:
