@@ -34,7 +34,8 @@ RUN python /opt/evalgate/build/cache_encodings.py --timeout 60
 
 COPY evalgate/ /opt/evalgate/evalgate/
 COPY entrypoint/ /opt/evalgate/entrypoint/
-RUN python -m compileall -q /opt/evalgate/evalgate /opt/evalgate/entrypoint
+RUN python -m compileall -q /opt/evalgate/evalgate /opt/evalgate/entrypoint \
+    && ln -s /opt/evalgate/entrypoint/demo-agent /usr/local/bin/evalgate-demo-agent
 
 COPY datasets/ /opt/evalgate/datasets/
 

@@ -400,7 +400,7 @@ def test_outputs_use_workspace_relative_paths(tmp_path: Path) -> None:
                             summary_markdown="## x")
     assert outputs == {"passed": "false", "exit-code": "1", "pass-rate": "0.8125", "critical-failures": "2",
                        "results-json": "out/results.json", "results-db": "/var/tmp/x.db", "comment-url": "",
-                       "summary-markdown": "## x"}
+                       "summary-markdown": "## x", "artifact-name": "evalgate-results"}
     assert workspace_path(tmp_path, str(tmp_path)) == "."
 
 

@@ -53,7 +53,7 @@ PUBLISH_INPUTS: dict[str, str] = {
 """Inputs that configure publishing rather than the evaluation (every other input is a setting)."""
 
 OUTPUT_NAMES = ("passed", "exit-code", "pass-rate", "critical-failures", "results-json", "results-db",
-                "comment-url", "summary-markdown")
+                "comment-url", "summary-markdown", "artifact-name")
 
 Emit = Callable[[str], None]
 
@@ -187,7 +187,7 @@ def workspace_path(path: Path, workspace: str | None) -> str:
 
 
 def build_outputs(results: Mapping[str, Any], *, results_path: Path, db_path: Path, workspace: str | None,
-                  comment_url: str | None, summary_markdown: str) -> dict[str, str]:
+                  comment_url: str | None, summary_markdown: str, artifact_name: str = DEFAULT_ARTIFACT) -> dict[str, str]:
     """The step outputs. ``pass-rate`` is the fraction of cases passed (0–1); paths are workspace-relative."""
     gate = results.get("gate") or {}
     summary = results.get("summary") or {}
@@ -200,13 +200,14 @@ def build_outputs(results: Mapping[str, Any], *, results_path: Path, db_path: Pa
         "results-db": workspace_path(db_path, workspace),
         "comment-url": comment_url or "",
         "summary-markdown": summary_markdown,
+        "artifact-name": artifact_name,
     }
 
 
 def error_outputs(exit_code: int) -> dict[str, str]:
     """Outputs for a run that stopped before a verdict (configuration or dataset error)."""
     return {"passed": "false", "exit-code": str(exit_code), "pass-rate": "", "critical-failures": "",
-            "results-json": "", "results-db": "", "comment-url": "", "summary-markdown": ""}
+            "results-json": "", "results-db": "", "comment-url": "", "summary-markdown": "", "artifact-name": ""}
 
 
 def _number(value: Any) -> str:
@@ -253,7 +254,8 @@ def publish(
         template_path=options.comment_template, max_bytes=OUTPUT_SUMMARY_MAX_BYTES, source_links=links)) or ""
     report.outputs = build_outputs(results, results_path=results_path, db_path=db_path, workspace=ctx.workspace,
                                    comment_url=report.comment.url if report.comment else None,
-                                   summary_markdown=report.summary_markdown)
+                                   summary_markdown=report.summary_markdown,
+                                   artifact_name=options.resolved_artifact_name)
     _step("step outputs", warn, lambda: write_outputs(ctx.output_path, report.outputs))
     return report
 

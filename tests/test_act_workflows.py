@@ -1,0 +1,77 @@
+"""The repository's own workflows, run offline by nektos/act (tests/act_support.py): the CI dogfood job,
+a service container reached by name, host mode reaching an agent on localhost, and both modes agreeing.
+
+Marked ``docker`` and ``slow``; skipped with the reason when docker-local or act is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.act_support import TIMINGS, act_unavailable, prepare_images, repository_copy, run_act
+from tests.servers.github_fake import GitHubFake
+from tests.test_entrypoint import TOKEN, webhook_example
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
+RUNNER_UID = 1001
+
+
+@pytest.fixture(scope="module", autouse=True)
+def images() -> Iterator[None]:
+    reason = act_unavailable()
+    if reason:
+        pytest.skip(reason)
+    prepare_images()
+    yield
+    print("\nact timings: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in TIMINGS.items()))
+
+
+def tail(text: str, lines: int = 80) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def test_dogfood_job_passes_and_leaves_files_the_workspace_owner_can_delete(tmp_path: Path) -> None:
+    repo = repository_copy(tmp_path / "repo", owner=RUNNER_UID)
+    run = run_act(repo, "push", "ci.yml", "dogfood")
+    assert run.succeeded("dogfood"), tail(run.output)
+    assert "setpriv --reuid=1001" in run.output  # the clean-up step really ran as the owner
+    assert not (repo / "evalgate-results").exists()
+
+
+def test_container_action_reaches_a_service_by_its_name(tmp_path: Path) -> None:
+    repo = repository_copy(tmp_path / "repo")
+    run = run_act(repo, "workflow_dispatch", "examples.yml", "service-container")
+    assert run.succeeded("service-container"), tail(run.output)
+    assert "service answered 6 cases" in run.output
+
+
+def test_host_mode_reaches_an_agent_started_on_localhost(tmp_path: Path) -> None:
+    repo = repository_copy(tmp_path / "repo")
+    run = run_act(repo, "workflow_dispatch", "examples.yml", "host-agent")
+    assert run.succeeded("host-agent"), tail(run.output)
+    assert "agent answered 6 cases" in run.output
+
+
+def test_container_and_host_mode_give_the_same_outputs_results_and_comment(tmp_path: Path) -> None:
+    repo = repository_copy(tmp_path / "repo")
+    payload = webhook_example("pull_request", "opened")
+    payload["repository"]["full_name"] = "evalgate/evalgate"
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(payload), encoding="utf-8")
+    number = payload["pull_request"]["number"]
+    with GitHubFake(token=TOKEN) as github:
+        run = run_act(repo, "pull_request", "examples.yml", "modes-agree", event_payload=event,
+                      env={"GITHUB_API_URL": github.url}, secrets={"GITHUB_TOKEN": TOKEN})
+        comments = github.comments_on("evalgate/evalgate", number)
+        writes = [r for r in github.requests() if r.method in ("POST", "PATCH")]
+    assert run.succeeded("modes-agree"), tail(run.output)
+    assert "container and host mode agree" in run.output
+    assert len(comments) == 1 and [r.method for r in writes] == ["POST", "PATCH"]
+    bodies = [re.sub(r"`\d{8}T\d{6}Z-[0-9a-f]{6}` at \S+Z", "RUN", r.body["body"]) for r in writes]
+    assert bodies[0] == bodies[1]  # host mode rewrote the comment with the same content (its own run id)
+    assert bodies[0].count("RUN") == 1
