@@ -26,7 +26,7 @@ class JsonServer:
 
     @property
     def base_url(self) -> str:
-        host = self.httpd.server_address[0]
+        host = str(self.httpd.server_address[0])
         return f"http://{LOOPBACK if host in ('0.0.0.0', '') else host}:{self.httpd.server_address[1]}"
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
