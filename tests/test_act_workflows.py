@@ -75,3 +75,45 @@ def test_container_and_host_mode_give_the_same_outputs_results_and_comment(tmp_p
     bodies = [re.sub(r"`\d{8}T\d{6}Z-[0-9a-f]{6}` at \S+Z", "RUN", r.body["body"]) for r in writes]
     assert bodies[0] == bodies[1]  # host mode rewrote the comment with the same content (its own run id)
     assert bodies[0].count("RUN") == 1
+
+
+def test_fork_pattern_evaluates_read_only_then_comments_from_workflow_run(tmp_path: Path) -> None:
+    from tests.test_relay import HEAD_SHA, PR, RUN_ID, fork_pull_request_event, workflow_run_event
+
+    repo = repository_copy(tmp_path / "repo")
+    events = {"pull_request": fork_pull_request_event(), "workflow_run": workflow_run_event()}
+    for name, payload in events.items():
+        payload["repository"]["full_name"] = "evalgate/evalgate"
+        (tmp_path / f"{name}.json").write_text(json.dumps(payload), encoding="utf-8")
+    with GitHubFake(token=TOKEN) as github:
+        github.read_only = True  # a fork's pull_request token
+        evaluate = run_act(repo, "pull_request", "evals.yml", "evaluate", event_payload=tmp_path / "pull_request.json",
+                           env={"GITHUB_API_URL": github.url}, secrets={"GITHUB_TOKEN": TOKEN})
+        assert evaluate.succeeded("evaluate"), tail(evaluate.output)
+        assert github.requests("POST") == [] and github.requests("PATCH") == []
+        github.read_only = False
+        # what actions/upload-artifact keeps of the evaluating run (act's own artifact server is off)
+        data = zip_files(repo / "evalgate-results", ("results.json", "results.db"))
+        github.add_run_artifact("evalgate/evalgate", {**events["workflow_run"]["workflow_run"]}, "evalgate-results",
+                                data)
+        github.add_pull("evalgate/evalgate", PR, head_sha=HEAD_SHA, head_label="forker:fix-prompts")
+        published = run_act(repo, "workflow_run", "evals-publish.yml", "comment",
+                            event_payload=tmp_path / "workflow_run.json", env={"GITHUB_API_URL": github.url},
+                            secrets={"GITHUB_TOKEN": TOKEN},
+                            extra=["--local-repository", f"evalgate/evalgate@v1={repo}"])
+        comments = github.comments_on("evalgate/evalgate", PR)
+    assert published.succeeded("comment"), tail(published.output)
+    assert len(comments) == 1 and "evalgate" in comments[0]["body"]
+    assert f"/actions/runs/{RUN_ID}/artifacts/" in comments[0]["body"]
+    assert f"results of run {RUN_ID} published on pull request #{PR}" in published.output
+
+
+def zip_files(directory: Path, names: tuple[str, ...]) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in names:
+            archive.write(directory / name, name)
+    return buffer.getvalue()

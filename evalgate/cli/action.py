@@ -194,6 +194,10 @@ def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = em
 
 
 def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:
+    if setup_.options.mode == "publish":
+        from evalgate.github.relay import relay
+
+        return relay(env=env, options=setup_.options, output_dir=setup_.settings.output_path, emit=emit)
     try:
         mask_all(settings_secrets(setup_.settings), emit)
         outcome = evaluate(setup_, emit)

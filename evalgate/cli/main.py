@@ -99,9 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extra_verbs() -> list[Any]:
     """The verbs defined in their own modules (compare, merge, history, report)."""
-    from evalgate.cli import compare, history, merge, report
+    from evalgate.cli import compare, history, merge, publish, report
 
-    return [history.add_history, report.add_report, merge.add_merge, compare.add_compare]
+    return [history.add_history, report.add_report, merge.add_merge, compare.add_compare, publish.add_publish]
 
 
 def _cli_values(args: argparse.Namespace) -> dict[str, Any]:

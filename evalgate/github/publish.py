@@ -31,6 +31,8 @@ from evalgate.report.markdown import SourceLinks, comment_marker, render_comment
 from evalgate.safety.redact import redact
 
 CommentMode = Literal["always", "on-failure", "never"]
+Mode = Literal["evaluate", "publish"]
+MODES: tuple[str, ...] = get_args(Mode)
 COMMENT_MODES: tuple[str, ...] = get_args(CommentMode)
 DEFAULT_TAG = "default"
 DEFAULT_ARTIFACT = "evalgate-results"
@@ -41,6 +43,7 @@ TRUE_TEXT = {"true", "yes", "on", "1"}
 FALSE_TEXT = {"false", "no", "off", "0"}
 
 PUBLISH_INPUTS: dict[str, str] = {
+    "mode": "evaluate (default) | publish: in an on: workflow_run workflow, post the evaluated pull_request run's comment",
     "comment": "when to post the PR comment: always | on-failure | never",
     "comment-tag": "keeps one comment per tag when several evalgate steps run in one PR",
     "pr-number": "pull request to comment on (default: from the event payload)",
@@ -70,6 +73,7 @@ class PublishOptions:
     artifact_name: str | None = None
     retention_days: int | None = None
     comment_template: Path | None = None
+    mode: Mode = "evaluate"
 
     @property
     def resolved_artifact_name(self) -> str:
@@ -108,6 +112,7 @@ def options_from_inputs(inputs: Mapping[str, str], *, cwd: Path | None = None) -
         artifact_name=(inputs.get("artifact-name") or "").strip() or None,
         retention_days=_retention(inputs.get("retention-days")),
         comment_template=_template_path(inputs.get("comment-template"), cwd or Path.cwd()),
+        mode=_mode(inputs.get("mode")),
     )
     try:
         validate_artifact_name(options.resolved_artifact_name)
@@ -130,6 +135,13 @@ def _comment_mode(value: str | None) -> CommentMode:
     text = (value or "always").strip().lower()
     if text not in COMMENT_MODES:
         raise UserError(f"expected one of {', '.join(COMMENT_MODES)}, got {value!r}", where="input 'comment'")
+    return text  # type: ignore[return-value]
+
+
+def _mode(value: str | None) -> Mode:
+    text = (value or "evaluate").strip().lower()
+    if text not in MODES:
+        raise UserError(f"expected one of {', '.join(MODES)}, got {value!r}", where="input 'mode'")
     return text  # type: ignore[return-value]
 
 
@@ -227,10 +239,14 @@ def publish(
     env: Mapping[str, str],
     emit: Emit = print,
     api_factory: Callable[[str, str], GitHubAPI] | None = None,
+    artifact_url: str | None = None,
+    annotate: bool = True,
 ) -> PublishReport:
     """Run every publishing step for the run in ``results_path``; never raises for a publishing problem.
 
-    ``api_factory(token, api_url)`` builds the REST client (tests inject timeouts).
+    ``api_factory(token, api_url)`` builds the REST client (tests inject timeouts). ``artifact_url``: the
+    results' artifact when it was uploaded elsewhere (``evalgate publish``); ``annotate=False`` leaves out
+    the file annotations (they belong to the run that evaluated).
     """
     report = PublishReport()
     results = json.loads(results_path.read_text(encoding="utf-8"))
@@ -240,9 +256,10 @@ def publish(
         report.warnings.append(redact(message))
         emit(warning(message, title="evalgate"))
 
-    _step("annotations", warn, lambda: _annotate(results, ctx, base_dir, emit))
+    if annotate:
+        _step("annotations", warn, lambda: _annotate(results, ctx, base_dir, emit))
     report.artifact = _step("artifact upload", warn, lambda: _upload(results_path, db_path, options, env, emit, warn))
-    artifact_url = report.artifact.url if report.artifact else None
+    artifact_url = (report.artifact.url if report.artifact else None) or artifact_url
     links = _source_links(ctx, base_dir)
     _step("job summary", warn, lambda: write_summary_report(
         ctx.summary_path, results, run_url=ctx.run_url, artifact_url=artifact_url, tag=options.comment_tag,
