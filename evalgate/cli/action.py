@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.config.settings import FIELD_NAMES, Settings, build_settings
 from evalgate.errors import EXIT_USER_ERROR, UserError
-from evalgate.github.commands import error, new_stop_token, warning
+from evalgate.github.commands import counting, error, new_stop_token, notice, warning
 from evalgate.github.context import ActionContext, read_inputs
 from evalgate.github.masking import env_secrets, mask_all, settings_secrets
 from evalgate.github.outputs import write_outputs
@@ -160,10 +160,13 @@ def baseline_loader(setup_: ActionSetup) -> Callable[[], Any] | None:
                        token=setup_.options.github_token)
 
 
-def baseline_warning(document: Mapping[str, Any]) -> str | None:
-    """The run's note about its baseline (not found, unreadable, no comparison), if any."""
+def baseline_note(document: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(level, message)``: the run's note about its baseline (not found, unreadable, no comparison), if
+    any. ``notice`` when none was to be expected (push, schedule, the first pull request), else ``warning``."""
     info = document.get("baseline")
-    return info.get("warning") if isinstance(info, Mapping) and info.get("warning") else None
+    if not isinstance(info, Mapping) or not info.get("warning"):
+        return None
+    return ("notice" if info.get("severity") == "notice" else "warning"), str(info["warning"])
 
 
 def written_paths(settings: Settings) -> list[Path]:
@@ -178,6 +181,7 @@ def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = em
     workspace end up owned by the workspace's owner (:mod:`evalgate.github.workspace`)."""
     from evalgate.github.workspace import hand_over, missing_ancestors
 
+    emit = counting(emit)  # publishing spends what is left of the runner's annotation budget
     mask_all(env_secrets(env), emit)
     try:
         setup_ = setup(env, argv, emit)
@@ -205,9 +209,10 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
         emit(error(str(exc), title="evalgate: configuration or dataset error"))
         _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
         return EXIT_USER_ERROR
-    note = baseline_warning(outcome.document)
+    note = baseline_note(outcome.document)
     if note:
-        emit(warning(note, title="evalgate: baseline"))
+        level, message = note
+        emit((notice if level == "notice" else warning)(message, title="evalgate: baseline"))
     publish(outcome.results_path, outcome.db_path, ctx=setup_.ctx, options=setup_.options, env=env, emit=emit)
     return int(outcome.verdict.exit_code)
 

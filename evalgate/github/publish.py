@@ -23,7 +23,7 @@ from evalgate.errors import UserError
 from evalgate.github.annotations import annotation_lines
 from evalgate.github.api import GitHubAPI
 from evalgate.github.artifacts import UploadResult, upload_artifact, validate_artifact_name
-from evalgate.github.commands import add_mask, warning
+from evalgate.github.commands import CountingEmit, add_mask, counting, warning
 from evalgate.github.comment import CommentResult, find_marked_comment, upsert_comment
 from evalgate.github.context import ActionContext, parse_pr_number
 from evalgate.github.outputs import write_outputs, write_summary_report
@@ -251,13 +251,13 @@ def publish(
     report = PublishReport()
     results = json.loads(results_path.read_text(encoding="utf-8"))
     base_dir = ctx.workspace or os.getcwd()
+    counter = counting(emit)
+    emit = counter
 
     def warn(message: str) -> None:
         report.warnings.append(redact(message))
         emit(warning(message, title="evalgate"))
 
-    if annotate:
-        _step("annotations", warn, lambda: _annotate(results, ctx, base_dir, emit))
     report.artifact = _step("artifact upload", warn, lambda: _upload(results_path, db_path, options, env, emit, warn))
     artifact_url = (report.artifact.url if report.artifact else None) or artifact_url
     links = _source_links(ctx, base_dir)
@@ -274,6 +274,8 @@ def publish(
                                    summary_markdown=report.summary_markdown,
                                    artifact_name=options.resolved_artifact_name)
     _step("step outputs", warn, lambda: write_outputs(ctx.output_path, report.outputs))
+    if annotate:  # last: the step's own problems above get the runner's 10-per-type budget first
+        _step("annotations", warn, lambda: _annotate(results, ctx, base_dir, counter))
     return report
 
 
@@ -288,8 +290,10 @@ def _step(name: str, warn: Callable[[str], None], action: Callable[[], Any]) -> 
     return None
 
 
-def _annotate(results: Mapping[str, Any], ctx: ActionContext, base_dir: str, emit: Emit) -> None:
-    for line in annotation_lines(results, workspace=ctx.workspace, base_dir=base_dir):
+def _annotate(results: Mapping[str, Any], ctx: ActionContext, base_dir: str, emit: CountingEmit) -> None:
+    lines = annotation_lines(results, workspace=ctx.workspace, base_dir=base_dir, max_errors=emit.left("error"),
+                             max_warnings=emit.left("warning"))
+    for line in lines:
         emit(line)
 
 

@@ -241,6 +241,9 @@ class BaselineLookup:
     document: dict[str, Any] | None
     source: str | None = None
     warning: str | None = None
+    severity: str = "warning"
+    """``notice`` when having no baseline is expected (a push, the first pull request, no runs on the base
+    branch yet), ``warning`` when something is wrong (no permission, unreadable artifact, network)."""
 
     @property
     def found(self) -> bool:
