@@ -328,15 +328,21 @@ def _summary(
 
 
 def _metric_sentence(metrics: Mapping[str, Mapping[str, Any]], moved: list[str], alpha: float) -> str:
+    """Significant regressions and improvements of *gated* metrics (those with a threshold) first: only
+    they can fail the gate. Significant moves of ungated metrics are named as such, then the rest."""
     level = _confidence_label(alpha)
-    regressions = [n for n in moved if metrics[n]["regression"]]
-    improvements = [n for n in moved if metrics[n]["improvement"]]
+    regressions = [n for n in moved if metrics[n]["regression"] and metrics[n].get("gated", True)]
+    improvements = [n for n in moved if metrics[n]["improvement"] and metrics[n].get("gated", True)]
+    ungated = [n for n in moved if metrics[n]["significant"] and not metrics[n].get("gated", True)]
     quiet = [n for n in moved if not metrics[n]["significant"]]
     parts = []
     for label, names in (("regression", regressions), ("improvement", improvements)):
         if names:
             phrases = "; ".join(_metric_phrase(n, metrics[n], level) for n in names)
             parts.append(f"{_plural(len(names), f'significant {label}')}: {phrases}")
+    if ungated:
+        phrases = "; ".join(_metric_phrase(n, metrics[n], level) for n in ungated)
+        parts.append(f"{_plural(len(ungated), 'significant change')} of ungated metrics (no threshold): {phrases}")
     if quiet and parts:
         parts.append(f"{_plural(len(quiet), 'other metric change')} not significant at α={alpha:g}")
     elif quiet:
