@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shutil
 import sqlite3
 from collections.abc import Mapping
-import shutil
 from pathlib import Path
 from typing import Any
 
