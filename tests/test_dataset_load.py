@@ -447,7 +447,7 @@ def test_many_errors_keep_first_twenty_and_count_the_rest(tmp_path: Path) -> Non
 
 def test_suite_block_errors_name_key_and_file(tmp_path: Path) -> None:
     write(tmp_path, "a.yaml", "cases:\n  - id: a\nsuite:\n  name: s\n  metircs: [x]\n")
-    assert str(load_error(["a.yaml"], tmp_path)) == "a.yaml:4: suite: unknown key 'metircs' (did you mean 'metrics'?)"
+    assert str(load_error(["a.yaml"], tmp_path)) == "a.yaml:5: suite: unknown key 'metircs' (did you mean 'metrics'?)"
     write(tmp_path, "b.yaml", "suite: {options: {k: 0}}\ncases: [{id: b}]\n")
     assert str(load_error(["b.yaml"], tmp_path)).startswith("b.yaml:1: suite: field 'options.k': must be ≥ 1")
     write(tmp_path, "c.yaml", "suite: [1]\ncases: [{id: c}]\n")

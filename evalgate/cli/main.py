@@ -50,7 +50,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--verbose", "-v", action="store_true", default=None, help="breakdowns and more detail")
     out.add_argument("--progress", choices=["auto", "rich", "plain", "none"], help="progress display (default auto)")
     target = parser.add_argument_group("target and judge")
-    target.add_argument("--target", choices=["recorded", "http", "openai", "command"], help="how answers are obtained")
+    target.add_argument("--target", metavar="KIND",
+                        help="how answers are obtained: recorded | http | openai | command | package.module:factory")
+    target.add_argument("--target-options", metavar="JSON", help="keyword arguments of a custom target's factory")
     target.add_argument("--target-url", metavar="URL", help="HTTP target endpoint")
     target.add_argument("--outputs-file", metavar="FILE", help="recorded answers keyed by case id (JSON/JSONL)")
     target.add_argument("--target-command", metavar="CMD", help="command target: JSON list or comma-separated argv")
@@ -92,16 +94,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection(validate)
     validate.add_argument("--format", choices=["text", "json"], help="json prints the summary as JSON")
     validate.add_argument("--metric-thresholds", metavar="JSON")
+    looked_up = validate.add_argument_group("judge cache (read only, to tell whether generated steps are cached)")
+    looked_up.add_argument("--judge-provider", choices=["none", "openai", "gemini", "ollama", "local"])
+    looked_up.add_argument("--judge-model", metavar="MODEL")
+    looked_up.add_argument("--judge-base-url", metavar="URL")
+    looked_up.add_argument("--output-dir", "-o", metavar="DIR", help="where the run writes (judge-cache.db is there)")
+    looked_up.add_argument("--db", metavar="FILE")
     for extra in _extra_verbs():
         extra(verbs)
     return parser
 
 
 def _extra_verbs() -> list[Any]:
-    """The verbs defined in their own modules (compare, merge, history, report)."""
-    from evalgate.cli import compare, history, merge, publish, report
+    """The verbs defined in their own modules (compare, merge, history, report, init, publish)."""
+    from evalgate.cli import compare, history, init, merge, publish, report
 
-    return [history.add_history, report.add_report, merge.add_merge, compare.add_compare, publish.add_publish]
+    return [history.add_history, report.add_report, merge.add_merge, compare.add_compare, init.add_init,
+            publish.add_publish]
 
 
 def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
@@ -144,11 +153,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         if warning:
             print(f"evalgate: warning: {warning}", file=sys.stderr)
     else:
-        from evalgate.report.console import make_console, render_failures, render_report  # loaded during the run
+        from evalgate.report.console import (  # loaded during the run
+            judge_hint,
+            make_console,
+            render_failures,
+            render_report,
+        )
 
         console = make_console(sys.stdout)
         render_report(outcome.document, console, verbose=settings.verbose)
         render_failures(outcome.failures, console)
+        hint = judge_hint(outcome.document)
+        if hint:
+            console.print(hint, markup=False)
         console.print(f"Results: {outcome.results_path}  ·  SQLite: {outcome.db_path}")
     return outcome.verdict.exit_code
 
@@ -157,20 +174,40 @@ def cmd_validate(args: argparse.Namespace) -> int:
     import json
 
     from evalgate.config.settings import build_settings
-    from evalgate.dataset.summary import dataset_summary, render_summary_text
-    from evalgate.runner.setup import prepare
+    from evalgate.dataset.summary import render_summary_text
+    from evalgate.runner.api import validate_settings
 
     settings, suite_config, _ = build_settings(cli=_cli_values(args))
-    prepared = prepare(settings, suite_config)
-    summary = dataset_summary(prepared.cases)
-    summary["files"] = prepared.files
-    summary["thresholds"] = {name: t.model_dump() for name, t in sorted(prepared.thresholds.items())}
+    result = validate_settings(settings, suite_config)
+    summary = dict(result.summary)
+    summary["files"] = result.files
+    summary["thresholds"] = result.thresholds
+    summary["custom_metrics"] = result.custom_metrics
     if settings.format == "json":
         print(json.dumps(summary, indent=2, default=str))
     else:
         print(render_summary_text(summary))
-        print(f"OK: {len(prepared.cases)} cases valid in {len(prepared.files)} file(s); no network call was made.")
+        if result.custom_metrics:
+            print()
+            print(render_custom_metrics(result.custom_metrics))
+        print(f"OK: {result.cases} cases valid in {len(result.files)} file(s); no network call was made.")
     return 0
+
+
+def render_custom_metrics(rows: list[dict[str, Any]]) -> str:
+    """``evalgate validate``'s list of the user's own metrics: name, kind, threshold, what it checks, and
+    for judged metrics whether their evaluation steps are declared, cached or still to be written."""
+    from evalgate.report.view import format_threshold
+
+    lines = ["your own metrics"]
+    for row in rows:
+        threshold = format_threshold(row.get("threshold")) or "no threshold"
+        kind = "judged" if row["type"] == "judged" else "code check"
+        lines.append(f"  {row['name']}  [{kind}, {threshold}]  {row.get('summary') or ''}".rstrip())
+        lines.append(f"      from {row.get('origin')}")
+        if "steps" in row:
+            lines.append(f"      evaluation steps: {row['steps']}")
+    return "\n".join(lines)
 
 
 COMMANDS = {"run": cmd_run, "eval": cmd_run, "validate": cmd_validate}

@@ -19,6 +19,7 @@ from evalgate.errors import UserError
 
 JudgeProvider = Literal["none", "openai", "gemini", "ollama", "local"]
 TargetKind = Literal["recorded", "http", "openai", "command"]
+TARGET_KINDS: tuple[str, ...] = ("recorded", "http", "openai", "command")
 
 
 def _split_list(value: Any) -> Any:
@@ -59,7 +60,10 @@ class Settings(BaseModel):
     progress: Literal["auto", "rich", "plain", "none"] = "auto"
 
     # --- target ----------------------------------------------------------------------------------
-    target: TargetKind = "recorded"
+    target: str = "recorded"
+    """recorded | http | openai | command, or ``package.module:factory`` / ``file://agent.py:factory``."""
+    target_options: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments of a custom target's factory."""
     target_url: str | None = None
     target_method: str = "POST"
     target_headers: dict[str, str] = Field(default_factory=dict)
@@ -102,7 +106,8 @@ class Settings(BaseModel):
         return _split_list(value)
 
     @field_validator(
-        "metric_thresholds", "target_headers", "target_response_map", "eval_context", "prices", mode="before"
+        "metric_thresholds", "target_headers", "target_response_map", "eval_context", "prices", "target_options",
+        mode="before",
     )
     @classmethod
     def _json_mapping(cls, value: Any) -> Any:
@@ -116,6 +121,19 @@ class Settings(BaseModel):
             if not isinstance(value, dict):
                 raise ValueError("must be a JSON object")
         return value
+
+    @field_validator("target")
+    @classmethod
+    def _target_kind(cls, value: str) -> str:
+        value = value.strip()
+        if value in TARGET_KINDS or value.startswith("file://") or (":" in value and not value.startswith(":")):
+            return value
+        import difflib
+
+        close = difflib.get_close_matches(value, TARGET_KINDS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"target must be one of {', '.join(TARGET_KINDS)} or a factory reference "
+                         f"'package.module:factory' / 'file://agent.py:factory'; got {value!r}{hint}")
 
     @field_validator("shard")
     @classmethod

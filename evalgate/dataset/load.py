@@ -46,6 +46,7 @@ from evalgate.config.suite import (
     one_line,
     parse_suite_config,
     show_value,
+    yaml_line,
 )
 from evalgate.errors import UserError
 from evalgate.model import Case
@@ -656,6 +657,8 @@ class DatasetStream:
         self.count = 0
         self._errors = _ErrorLog(fail_fast)
         self._suite_where: dict[str, str] = {}
+        self.suite_where = self._suite_where
+        """Suite name → ``file:line`` of the block that configured it."""
         self._first_seen: dict[str, str] = {}
 
     def __iter__(self) -> Iterator[Case]:
@@ -719,8 +722,13 @@ class DatasetStream:
         if parsed.suite is None:
             return derived
         where = f"{source.display}:{parsed.suite_line}"
+
+        def locate(keys: list[Any]) -> str | None:
+            line = yaml_line(source.path, ("suite", *keys))
+            return f"{source.display}:{line}" if line else None
+
         try:
-            config = parse_suite_config(parsed.suite, where)
+            config = parse_suite_config(parsed.suite, where, locate=locate)
         except UserError as exc:
             self._errors.add_user_error(exc)
             return derived

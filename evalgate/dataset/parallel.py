@@ -76,8 +76,8 @@ def scan_range(path: Path, display: str, suite: str, start: int, stop: int | Non
             seen.add(case.id)
             found.ids.append(case.id)
             found.count += 1
-            if case.metrics:
-                found.case_metrics.append((f"{case.location}: case {case.id!r} metrics", list(case.metrics)))
+            if case.metrics or case.assertions:
+                found.case_metrics.append((f"{case.location}: case {case.id!r} metrics", case.requested_metrics))
     packed.flush()
     return found
 

@@ -77,6 +77,8 @@ class Scan:
     total: int
     case_metrics: list[tuple[str, list[str]]] = field(default_factory=list)
     """(where, names) for every case that lists its own metrics, to validate against the registry."""
+    suite_where: dict[str, str] = field(default_factory=dict)
+    """Suite name → ``file:line`` of the suite block that configured it."""
 
 
 def scan(
@@ -105,8 +107,8 @@ def scan(
             total += 1
             if refs is not None:
                 refs.append(CaseRef(case.id, case.index, case.category, case.tags))
-            if case.metrics:
-                case_metrics.append((f"{case.location}: case {case.id!r} metrics", list(case.metrics)))
+            if case.metrics or case.assertions:
+                case_metrics.append((f"{case.location}: case {case.id!r} metrics", case.requested_metrics))
             if kept is not None:
                 kept.append(case)
                 if len(kept) > keep_in_memory:
@@ -120,7 +122,7 @@ def scan(
     if kept is not None and indexes is not None:
         kept = [case for case in kept if case.index in indexes]
     selected = SelectedCases(list(paths), base_dir, count, indexes, kept, packer.finish())
-    return Scan(selected, stream.files, stream.suites, total, case_metrics)
+    return Scan(selected, stream.files, stream.suites, total, case_metrics, dict(stream.suite_where))
 
 
 def _scanned_in_parallel(fast: ParallelScan, paths: list[str], base_dir: Path, keep_in_memory: int) -> Scan:

@@ -24,6 +24,7 @@ from evalgate.store.judge_cache import CachedReply, CacheKey, JudgeCache
 
 if TYPE_CHECKING:
     from evalgate.judges.prompts import JudgeTemplate, RenderedPrompt, Values
+    from evalgate.metrics.criteria import CriteriaDefinition
     from evalgate.model import Answer, Case
 JUDGE_MAX_TOKENS = 1024
 LIST_MAX_TOKENS = 2048
@@ -89,12 +90,37 @@ class JudgeClient:
         verdict = await self.verdict(template, case, answer, repeat=repeat)
         return JudgeScore(verdict.values[metric], dict(verdict.details))
 
-    async def verdict(self, template: JudgeTemplate, case: Case, answer: Answer, *, repeat: int = 0) -> JudgeVerdict:
-        from evalgate.judges.prompts import render
+    async def criteria_score(self, definition: CriteriaDefinition, case: Case, answer: Answer, *,
+                             repeat: int = 0) -> JudgeScore:
+        """The value of a custom judged metric (``evalgate.judges.custom``) for this answer, with details."""
+        from evalgate.judges.custom import criteria_judging
 
+        return await criteria_judging(self).score(definition, case, answer, repeat=repeat)
+
+    async def once(self, prompt: RenderedPrompt) -> Sample:
+        """One reply to ``prompt`` that is not a per-case verdict (the steps of a custom metric): from the
+        cache, else one call with the usual repair retry; ``MetricUnavailable`` when there is none."""
+        self.templates_used[prompt.template.name] = prompt.version
+        request = self.request(prompt.template, 0)
+        return await self._sample(prompt, 0, 0, request, prompt.prompt_hash(request))
+
+    def cached(self, prompt: RenderedPrompt) -> Sample | None:
+        """The cached reply to ``prompt`` (as ``once`` would ask it), or None; never calls the judge."""
+        request = self.request(prompt.template, 0)
+        key = CacheKey(self.provider, self.service.provider.base_url, self.model, prompt.version,
+                       prompt.prompt_hash(request), 0, 0)
+        hit = self.cache.get(key)
+        if hit is None:
+            return None
+        try:
+            return _read(prompt, hit.reply, cached=True, repaired=False)
+        except VerdictError:
+            return None
+
+    async def verdict(self, template: JudgeTemplate, case: Case, answer: Answer, *, repeat: int = 0) -> JudgeVerdict:
         if answer.output is None:
             raise MetricUnavailable("the target returned no output text to judge")
-        prompt = render(template, case, answer)
+        prompt = template.render(case, answer)
         self.templates_used[template.name] = prompt.version
         first = self.request(template, 0)
         first_hash = prompt.prompt_hash(first)  # also the first sample's cache key: hashed once

@@ -78,7 +78,10 @@ def estimate_run(
     judging: bool,
     target_price: Price | None = None,
     model_target: bool = False,
+    criteria_for: Callable[[Case], Sequence[Any]] | None = None,
 ) -> RunEstimate:
+    """``criteria_for(case)``: the ``CriteriaDefinition`` of each declared judged metric planned for the case
+    (one call per case each, plus one step-writing call per criteria text without declared steps)."""
     from evalgate.judges.prompts import TEMPLATES, render  # jinja2: imported once a judge is in play
 
     priced = (not judging or judge_price is not None) and (not model_target or target_price is not None)
@@ -86,6 +89,7 @@ def estimate_run(
     sampled = list(itertools.islice(cases, SAMPLE_CASES))
     scale = len(cases) / len(sampled) if sampled else 0.0
     judge_calls = judge_prompt = target_prompt = 0
+    step_criteria: set[str] = set()
     for case in sampled:
         answer = Answer(output=case.output if case.output is not None else FILLER_WORD * ASSUMED_ANSWER_TOKENS,
                         debug_context=case.debug_context)
@@ -93,9 +97,22 @@ def estimate_run(
         for name in names:
             judge_prompt += count(render(TEMPLATES[name], case, answer).messages) * samples
         judge_calls += len(names) * samples
+        for definition in (criteria_for(case) if judging and criteria_for is not None else ()):
+            tokens = _criteria_prompt_tokens(definition, case, answer, count)
+            if tokens is None:
+                continue  # the case lacks a field the metric shows: skipped, no call
+            judge_prompt += tokens * samples
+            judge_calls += samples
+            if definition.steps is None:
+                step_criteria.add(definition.criteria)
         if model_target:
             target_prompt += count([{"content": case.input or ""}])
     judge_calls, judge_prompt = round(judge_calls * scale * repeat), round(judge_prompt * scale * repeat)
+    for criteria in step_criteria:  # once per run, not per case
+        from evalgate.judges.custom import steps_prompt
+
+        judge_calls += 1
+        judge_prompt += count(steps_prompt(criteria).messages)
     target_calls = len(cases) * repeat if model_target else 0
     target_prompt = round(target_prompt * scale * repeat)
     judge_completion = judge_calls * ASSUMED_COMPLETION_TOKENS
@@ -109,6 +126,21 @@ def estimate_run(
             cost += price.cost(prompt, completion)
     return RunEstimate(judge_calls, target_calls, judge_prompt + target_prompt, judge_completion + target_completion,
                        cost, tokens_counted=priced)
+
+
+def _criteria_prompt_tokens(definition: Any, case: Case, answer: Answer,
+                            count: Callable[[Sequence[Mapping[str, Any]]], int]) -> int | None:
+    """Prompt tokens of a declared judged metric on ``case`` (None when the case lacks a field it shows);
+    steps the judge will write are counted as one placeholder line."""
+    from evalgate.judges.custom import criteria_template
+    from evalgate.model import MetricSkipped, MetricUnavailable
+
+    steps = definition.steps or ("(evaluation steps the judge writes once from the criteria)",)
+    try:
+        prompt = criteria_template(definition, steps, definition.steps is None).render(case, answer)
+    except (MetricSkipped, MetricUnavailable):
+        return None
+    return count(prompt.messages)
 
 
 def estimate_message_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
@@ -130,6 +162,8 @@ def announce_estimate(settings: Any, prepared: Any, judge: Any, target: Any) -> 
         repeat=settings.repeat, samples=settings.judge_samples,
         judge_price=judge.service.price if judge is not None else None, judging=judge is not None,
         target_price=target.service.price if model_target else None, model_target=model_target,
+        criteria_for=lambda case: [m.fn.definition for m in prepared.plan_for(case).metrics  # type: ignore[attr-defined]
+                                   if hasattr(m.fn, "definition")],
     )
     print(f"evalgate: {estimate.line(settings.max_cost)}", file=sys.stderr)
     return estimate.as_dict()

@@ -106,6 +106,13 @@ class RecallVerdict(BaseModel):
     statements: list[Statement]
 
 
+class StepsVerdict(BaseModel):
+    """Evaluation steps written by the judge from a custom metric's criteria (once per criteria text)."""
+
+    reasoning: str
+    steps: list[str] = Field(min_length=1, max_length=20)
+
+
 # --- what a template sees ---------------------------------------------------------------------------
 
 
@@ -248,6 +255,10 @@ class JudgeTemplate:
     @property
     def file(self) -> str:
         return f"{self.name}.j2"
+
+    def render(self, case: Case, answer: Answer) -> RenderedPrompt:
+        """The messages of one judge call on ``case`` and ``answer``."""
+        return render_inputs(self, PromptInputs.of(case, answer))
 
 
 GEVAL_METRICS = ("math", "safety", "relevancy", "groundedness", "policy", "localization", "actionability",

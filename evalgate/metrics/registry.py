@@ -44,6 +44,8 @@ class MetricContext:
     values: dict[str, float] = field(default_factory=dict)
     """Values of metrics already computed for this case (for derived metrics such as composite)."""
     repeat: int = 0
+    thresholds: dict[str, Any] | None = None
+    """The case's own thresholds (``assert:`` entries), which override the run's; None when it has none."""
 
 
 MetricFn = Callable[["Case", "Answer", MetricContext], "Score | Awaitable[Score]"]
@@ -65,6 +67,10 @@ class Metric:
     depends_on: tuple[str, ...] = ()
     """Metrics whose values this one reads from ``ctx.values`` (computed first when they apply)."""
     applies_takes_options: bool = False
+    per_case: bool = False
+    """Plan this metric for every case (its ``applies`` may read any value: user metrics), not per shape."""
+    info: Any = None
+    """What the results' metadata shows about a user metric (origin, criteria, steps); None for built-ins."""
 
     def gated_by_default(self) -> bool:
         return self.default_threshold is not None

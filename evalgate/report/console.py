@@ -138,14 +138,20 @@ def spend_lines(spend: Mapping[str, Any]) -> list[str]:
 
 def _metric_table(document: dict[str, Any]) -> Table:
     table = Table(title="Metrics", title_justify="left", show_edge=False, pad_edge=False)
+    width = max((len(str(name)) for name in document["metrics"]), default=6)
     for column in ("metric", "average", "threshold", "", "cases", "not run"):
-        table.add_column(column, justify="left" if column in ("metric", "") else "right")
+        table.add_column(column, justify="left" if column in ("metric", "") else "right",
+                         min_width=min(width, 28) if column == "metric" else None)
+    summaries = any(row.get("summary") for row in document["metrics"].values())
+    if summaries:
+        table.add_column("checks", justify="left", overflow="ellipsis", no_wrap=True, max_width=48)
     for name, row in document["metrics"].items():
         threshold = row.get("threshold")
         bound = format_threshold(threshold) if threshold else "—"
         missing = not_run(row)
-        table.add_row(name, _fmt(row.get("average")), bound, metric_mark(row), str(row.get("count", 0)),
-                      str(missing) if missing else "")
+        cells = [name, _fmt(row.get("average")), bound, metric_mark(row), str(row.get("count", 0)),
+                 str(missing) if missing else ""]
+        table.add_row(*cells, *([Text(str(row.get("summary") or ""))] if summaries else []))
     return table
 
 
@@ -255,6 +261,20 @@ def _group_table(title: str, groups: dict[str, Any]) -> Table:
     return table
 
 
+def judge_hint(document: Mapping[str, Any]) -> str | None:
+    """How to turn the judge on, when judged metrics were skipped because none is configured."""
+    skipped = sum(int((row.get("reasons") or {}).get(NO_JUDGE_REASON, 0))
+                  for row in (document.get("metrics") or {}).values())
+    if not skipped:
+        return None
+    return (f"{skipped} judged metric result(s) skipped: no judge is configured. Turn it on with judge_provider "
+            "(openai, gemini, ollama or local) and its API key, e.g. judge_provider: openai in evalgate.yaml and "
+            "OPENAI_API_KEY in the environment (README: Judges).")
+
+
+NO_JUDGE_REASON = "no judge configured (judge_provider none)"
+
+
 def render_failures(failures: list[dict[str, Any]], console: Console) -> None:
     """Failed and errored cases, critical first, each with its location and reasons."""
     if not failures:
@@ -266,3 +286,5 @@ def render_failures(failures: list[dict[str, Any]], console: Console) -> None:
         console.print(f"  {marker} {failure['id']} [{failure['status']}] {failure['source']}", markup=False)
         for reason in failure["reasons"][:4]:
             console.print(f"      - {reason}", markup=False)
+        for name, text in failure.get("explanations", [])[:4]:
+            console.print(f"        {name}: {text}", markup=False)

@@ -444,7 +444,8 @@ def _detail_view(case: Mapping[str, Any], link: Link, limits: Excerpts) -> dict[
         "answer": truncate(str(case["output"]), limits.answer) if case.get("output") else None,
         "error": truncate(str(case["error"]), limits.error) if case.get("error") else None,
         "failed_metrics": [
-            {**row, "reason": truncate(str(row["reason"] or ""), limits.error)}
+            {**row, "reason": truncate(str(row["reason"] or ""), limits.error),
+             "explanation": truncate(row["explanation"], limits.error) if row["explanation"] else None}
             for row in case_metrics(case, METRIC_PROBLEM_STATUSES)
         ],
         "num_tokens": case.get("num_tokens"),

@@ -19,6 +19,18 @@ MAX_FAILED_LISTED = 25
 """Failed cases the console report lists (the collector keeps four times as many, for merges)."""
 
 
+_PROBLEMS = ("failed", "errored", "unavailable")
+
+
+def _explanation(details: dict[str, Any]) -> str | None:
+    """A judge's reasoning or a code check's reason, on one line (at most 300 characters)."""
+    text = details.get("reasoning") or details.get("reason") if details else None
+    if not text:
+        return None
+    line = " ".join(str(text).split())
+    return line if len(line) <= 300 else line[:299] + "…"
+
+
 class FailureCollector:
     """Sink that keeps the first few failed cases (bounded) for the console report."""
 
@@ -36,6 +48,8 @@ class FailureCollector:
             "risk_level": result.risk_level,
             "source": result.source,
             "reasons": result.reasons or ([result.error] if result.error else []),
+            "explanations": [(name, text) for name, metric in result.metrics.items()
+                             if metric.status in _PROBLEMS and (text := _explanation(metric.details))],
         })
 
 

@@ -89,7 +89,7 @@ def critical_refs(cases: Sequence[Mapping[str, Any]], link: Link = no_link) -> l
 
 
 def case_metrics(case: Mapping[str, Any], statuses: Collection[str] | None = None) -> list[dict[str, Any]]:
-    """A case's metric rows ``{name, value, threshold (formatted), status, reason}`` as recorded; with
+    """A case's metric rows ``{name, value, threshold (formatted), status, reason, explanation}`` as recorded; with
     ``statuses``, only the metrics whose status is one of them."""
     return [
         {
@@ -98,10 +98,21 @@ def case_metrics(case: Mapping[str, Any], statuses: Collection[str] | None = Non
             "threshold": format_threshold(m.get("threshold")),
             "status": m.get("status"),
             "reason": m.get("reason"),
+            "explanation": explanation(m),
         }
         for name, m in (case.get("metrics") or {}).items()
         if isinstance(m, Mapping) and (statuses is None or m.get("status") in statuses)
     ]
+
+
+def explanation(result: Mapping[str, Any]) -> str | None:
+    """Why a metric scored what it did, in its own words: the judge's ``reasoning`` or a code check's
+    ``reason`` (from its details), else None."""
+    details = result.get("details")
+    if not isinstance(details, Mapping):
+        return None
+    text = details.get("reasoning") or details.get("reason")
+    return " ".join(str(text).split()) if text else None
 
 
 def _repeat(case: Mapping[str, Any]) -> int:
@@ -166,7 +177,8 @@ def not_run(info: Mapping[str, Any]) -> int:
 
 
 def metric_rows(results: Mapping[str, Any], *, unchanged: str = "=") -> list[dict[str, Any]]:
-    """One row per suite metric: average, min, max, formatted threshold, direction, kind, result, counts,
+    """One row per suite metric: summary (a user metric's criteria or docstring, first line), average, min,
+    max, formatted threshold, direction, kind, result, counts,
     and ``vs_base`` (``delta_view`` of the comparison's entry, or None)."""
     compared = (results.get("comparison") or {}).get("metrics") or {}
     rows = []
@@ -174,6 +186,7 @@ def metric_rows(results: Mapping[str, Any], *, unchanged: str = "=") -> list[dic
         info = info or {}
         rows.append({
             "name": str(name),
+            "summary": info.get("summary"),
             "average": info.get("average"),
             "min": info.get("min"),
             "max": info.get("max"),

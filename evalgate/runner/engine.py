@@ -23,6 +23,7 @@ from evalgate.model import (
     CaseResult,
     CaseStatus,
     Mention,
+    MetricErrored,
     MetricResult,
     MetricStatus,
     RiskLevel,
@@ -79,6 +80,8 @@ class CasePlan:
 
     metrics: list[Metric]
     options: Any
+    thresholds: dict[str, Threshold | None] | None = None
+    """Per-case thresholds (a case's ``assert:`` entries) over the run's; None stands for "no threshold"."""
 
 
 @dataclass
@@ -227,7 +230,7 @@ class Engine:
             self.stats.target_errors += 1
             return self._result(case, answer, {}, repeat)
         plan = self.plan_for(case)
-        ctx = MetricContext(options=plan.options, judge=self.judge, repeat=repeat)
+        ctx = MetricContext(options=plan.options, judge=self.judge, repeat=repeat, thresholds=plan.thresholds)
         metrics: dict[str, MetricResult] = {}
         for metric in plan.metrics:
             outcome = self._score_now(metric, case, answer, ctx)
@@ -251,32 +254,38 @@ class Engine:
             if type(score) is not Score and inspect.isawaitable(score):
                 return score
         except Exception as exc:
-            return self._failed(metric, exc)
+            return self._failed(metric, exc, ctx)
         return self._judged(metric, score, ctx)
 
     async def _score_later(self, metric: Metric, pending: Any, ctx: MetricContext) -> MetricResult:
         try:
             score = await pending
         except Exception as exc:
-            return self._failed(metric, exc)
+            return self._failed(metric, exc, ctx)
         return self._judged(metric, score, ctx)
 
-    def _failed(self, metric: Metric, exc: Exception) -> MetricResult:
-        """The result of a metric that raised: skipped, unavailable or errored."""
+    def _threshold(self, name: str, ctx: MetricContext) -> Threshold | None:
+        """The case's own threshold for ``name`` when its plan sets one, else the run's."""
+        own = ctx.thresholds
+        if own is not None and name in own:
+            return own[name]
+        return self.thresholds.get(name)
+
+    def _failed(self, metric: Metric, exc: Exception, ctx: MetricContext) -> MetricResult:
+        """The result of a metric that raised: skipped, unavailable or errored (a ``MetricErrored``'s
+        message is the reason as it stands)."""
+        threshold = self._threshold(metric.name, ctx)
         if isinstance(exc, MetricSkipped):
-            return _skipped(str(exc), self.thresholds.get(metric.name))
+            return _skipped(str(exc), threshold)
         if isinstance(exc, MetricUnavailable):
             return MetricResult(
                 status=MetricStatus.unavailable,
                 reason=redact(str(exc)),
                 details=exc.details,
-                threshold=self.thresholds.get(metric.name),
+                threshold=threshold,
             )
-        return MetricResult(
-            status=MetricStatus.errored,
-            reason=redact(f"{type(exc).__name__}: {exc}"),
-            threshold=self.thresholds.get(metric.name),
-        )
+        reason = str(exc) if isinstance(exc, MetricErrored) else f"{type(exc).__name__}: {exc}"
+        return MetricResult(status=MetricStatus.errored, reason=redact(reason), threshold=threshold)
 
     def _judged(self, metric: Metric, score: Score, ctx: MetricContext) -> MetricResult:
         """A computed score: errored when outside the metric's range, else against its threshold."""
@@ -289,7 +298,7 @@ class Engine:
                 details=score.details,
             )
         ctx.values[metric.name] = value
-        return judge_metric(value, self.thresholds.get(metric.name), score.details)
+        return judge_metric(value, self._threshold(metric.name, ctx), score.details)
 
     def _result(self, case: Case, answer: Answer, metrics: dict[str, MetricResult], repeat: int) -> CaseResult:
         status, reasons = case_verdict(metrics, error=answer.error, strict=self.strict)
@@ -385,4 +394,6 @@ def expectations_of(case: Case) -> dict[str, Any]:
             expected[name] = value
     if case.rules:
         expected["rules"] = [rule.model_dump(exclude_none=True, exclude_defaults=True) for rule in case.rules]
+    if case.assertions:
+        expected["assert"] = [entry.model_dump(mode="json", exclude_none=True) for entry in case.assertions]
     return expected

@@ -60,6 +60,8 @@ def build_document(
             "passed": verdict.metric_passed.get(name),
             "reasons": dict(tally.reasons) if tally.reasons else {},
         }
+        if metric is not None and metric.info is not None:  # a user metric: what it checks, in one line
+            table[name]["summary"] = metric.description
     judged_unavailable = sum(
         t.unavailable for n, t in aggregate.metrics.items() if n in metrics and metrics[n].kind == "judged"
     )
@@ -114,6 +116,32 @@ def run_metadata(settings: Settings, prepared: Prepared, target: Any) -> dict[st
         "selected_cases": len(prepared.cases),
         "repeat": settings.repeat,
     }
+
+
+def custom_metrics_metadata(prepared: Prepared, judge: Any) -> dict[str, Any]:
+    """``metadata.custom_metrics``: each user metric's declaration (origin, criteria, rubric, fields) and,
+    for a judged metric whose steps the judge wrote, those steps (``steps_source`` generated or cache) or
+    why there are none."""
+    from evalgate.judges.custom import steps_metadata
+
+    generated = steps_metadata(judge) if judge is not None else {}
+    out: dict[str, Any] = {}
+    for name, metric in sorted(prepared.metrics.items()):
+        info = metric.info
+        if info is None or (name not in prepared.user_metrics and name not in prepared.used_inline):
+            continue
+        entry = {"summary": metric.description, **info}
+        if info.get("type") == "judged" and info.get("steps_source") == "generated":
+            steps = generated.get(info.get("criteria"))
+            if steps is None:
+                entry["steps_source"] = None  # no case asked the judge (no judge, or the metric never ran)
+            elif "error" in steps:
+                entry["steps_source"], entry["steps_error"] = None, steps["error"]
+            else:
+                entry["evaluation_steps"] = steps["steps"]
+                entry["steps_source"] = "cache" if steps["cached"] else "generated"
+        out[name] = redact_mapping(entry)
+    return out
 
 
 COMPARED_RECORD_KEYS = ("id", "source", "risk_level", "status", "passed", "repeat")

@@ -23,6 +23,7 @@ from evalgate.runner.finish import (
     _compared_record,
     attach_comparison,
     build_document,
+    custom_metrics_metadata,
     new_run_id,
     policy_of,
     run_metadata,
@@ -150,6 +151,8 @@ async def execute(
         metadata = run_metadata(settings, prepared, target) | runtime.metadata() | {"estimate": estimate}
         if judge is not None:
             metadata["judge"] = redact_mapping(judge.metadata())
+        if prepared.user_metrics or prepared.used_inline:
+            metadata["custom_metrics"] = custom_metrics_metadata(prepared, judge)
         document = build_document(
             run_id=run_id, timestamp=timestamp, status=status, aggregate=aggregate,
             thresholds=prepared.thresholds, verdict=verdict, metadata=metadata, metrics=prepared.metrics,
