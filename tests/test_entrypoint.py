@@ -771,7 +771,7 @@ def test_baseline_path_adds_the_comparison_to_the_comment(tmp_path: Path, github
     done = run_entrypoint(ws, env)
     assert done.returncode == 0, done.stdout + done.stderr
     body = github.comments_on("Codertocat/Hello-World", 2)[0]["body"]
-    assert "Compared with the base branch" in body and "base/results.json" in body
+    assert "### Against the base" in body and "base/results.json" in body
     missing = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
                          inputs={**inputs, "baseline": "base/missing.json"})
     done = run_entrypoint(ws, missing)

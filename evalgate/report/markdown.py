@@ -58,6 +58,7 @@ from evalgate.report.view import (
     compact_json,
     comparison_view,
     critical_refs,
+    failed_case_view,
     failing_by_importance,
     flaky_view,
     format_number,
@@ -69,11 +70,14 @@ from evalgate.report.view import (
     intervals_view,
     is_critical,
     judge_stability_view,
+    metric_groups,
     metric_rows,
     no_link,
     repeats_view,
+    reasons_view,
     risk_rank,
     run_view,
+    skipped_metrics,
     totals_view,
     usage_view,
     verdict_view,
@@ -110,6 +114,10 @@ EXCERPTS: dict[Mode, Excerpts] = {
     "comment": Excerpts(input=400, expected=300, answer=600, error=400),
     "summary": Excerpts(input=2000, expected=2000, answer=4000, error=2000),
 }
+
+
+FAILED_TOP = 10
+"""Failed cases listed in the open (most important first); the next ``list_cap`` go inside ``<details>``."""
 
 
 @dataclass(frozen=True)
@@ -336,6 +344,9 @@ def apply_plan(view: Mapping[str, Any], plan: Plan) -> dict[str, Any]:
     out["breakdown"] = view["breakdown"] if plan.breakdown else []
     out["breakdown_omitted"] = bool(view["breakdown"]) and not plan.breakdown
     out["critical"], out["critical_omitted"] = _capped(view["critical"], plan.list_cap)
+    failed = view["failed_cases"]
+    out["failed_top"] = failed[:FAILED_TOP]
+    out["failed_more"], out["failed_omitted"] = _capped(failed[FAILED_TOP:], plan.list_cap)
     out["flaky"], out["flaky_omitted"] = _capped(view["flaky"], plan.list_cap)
     if view["repeats"]:  # flaky cases beyond the ones results.json lists are counted, not named
         out["flaky_omitted"] = max(0, view["repeats"]["flaky_cases"] - len(out["flaky"]))
@@ -390,18 +401,24 @@ def build_view(
     link: Link = source_links.url if source_links else no_link
     cases = case_records(results)
     comparison = comparison_view(results.get("comparison"), link, unchanged=UNCHANGED_ARROW)
+    failing = failing_by_importance(cases)
+    metrics = metric_rows(results, unchanged=UNCHANGED_ARROW)
     return {
+        "reasons": reasons_view(results),
+        "failed_cases": [failed_case_view(c, link) for c in failing],
+        "metric_groups": metric_groups(results, metrics),
+        "skipped_metrics": skipped_metrics(results),
         "mode": mode,
         "tag": tag,
         "title": _title(tag),
         "verdict": verdict_view(results),
         "totals": totals_view(results),
-        "metrics": metric_rows(results, unchanged=UNCHANGED_ARROW),
+        "metrics": metrics,
         "has_comparison": comparison is not None,
         "critical": critical_refs(cases, link),
         "breakdown": _category_breakdown(results),
         "comparison": comparison,
-        "details": [_detail_view(c, link, EXCERPTS[mode]) for c in failing_by_importance(cases)],
+        "details": [_detail_view(c, link, EXCERPTS[mode]) for c in failing],
         "baseline_note": baseline_note(results),
         "repeats": repeats_view(results),
         "flaky": [flaky_view(f, link) for f in results.get("flaky") or [] if isinstance(f, Mapping)],

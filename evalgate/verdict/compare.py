@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalgate.text.numbers import score
 from evalgate.verdict import stats
 
 DEFAULT_ALPHA = 0.05
@@ -386,10 +387,8 @@ def _plural(count: int, noun: str) -> str:
 
 
 def _num(value: float | None) -> str:
-    """Three decimals for scores, one for large quantities (tokens, milliseconds)."""
-    if value is None:
-        return "n/a"
-    return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
+    """The report number format (:func:`evalgate.text.numbers.score`); ``n/a`` for None."""
+    return "n/a" if value is None else score(value)
 
 
 def _p(value: float) -> str:

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from evalgate.errors import EXIT_GATE_FAILED, EXIT_PASS, UserError
 from evalgate.model import CaseStatus, MetricResult, MetricStatus, Threshold, trusted
+from evalgate.text.numbers import score
 
 if TYPE_CHECKING:
     from evalgate.metrics.registry import Metric
@@ -87,7 +88,7 @@ def judge_metric(value: float, threshold: Threshold | None, details: dict[str, A
         "threshold": threshold,
         "passed": passed,
         "status": MetricStatus.passed if passed else MetricStatus.failed,
-        "reason": None if passed else f"{value:.4g} misses threshold {threshold}",
+        "reason": None if passed else f"{score(value)} misses threshold {threshold}",
         "details": details,
     }
     if _already_valid(value, threshold, details):  # skip validation: one of the run's hottest paths
@@ -179,7 +180,7 @@ def run_verdict(
     metric_passed = metric_table_verdicts(averages, thresholds)
     for name, ok in metric_passed.items():
         if ok is False:
-            reasons.append(f"{name} average {averages[name]:.4g} misses threshold {thresholds[name]}")
+            reasons.append(f"{name} average {score(averages[name])} misses threshold {thresholds[name]}")
     thresholds_passed = not reasons
     if policy.fail_on_critical:
         for failure in aggregate.critical_failures:
