@@ -151,6 +151,12 @@ class SourceLinks:
         anchor = f"#L{line}" if line else ""
         return f"{self.server_url.rstrip('/')}/{self.repository}/blob/{self.sha}/{rel}{anchor}"
 
+    def label(self, source: str | None) -> str | None:
+        """``source`` as the reader knows it: repository-relative ``path:line`` (else as given)."""
+        path, line = split_source(source)
+        rel = repo_relative(path, self.workspace, self.base_dir) if path else None
+        return source if rel is None else f"{rel}:{line}" if line else rel
+
 
 def split_source(source: str | None) -> tuple[str | None, int | None]:
     """``"datasets/a.yaml:12"`` → ``("datasets/a.yaml", 12)``; no line → ``(path, None)``."""
@@ -403,7 +409,7 @@ def build_view(
     comparison = comparison_view(results.get("comparison"), link, unchanged=UNCHANGED_ARROW)
     failing = failing_by_importance(cases)
     metrics = metric_rows(results, unchanged=UNCHANGED_ARROW)
-    return {
+    view = {
         "reasons": reasons_view(results),
         "failed_cases": [failed_case_view(c, link) for c in failing],
         "metric_groups": metric_groups(results, metrics),
@@ -429,6 +435,19 @@ def build_view(
         "run": _run_view(results),
         "links": {"run_url": run_url, "artifact_url": artifact_url},
     }
+    if source_links is not None:
+        _relabel(view, source_links)
+    return view
+
+
+def _relabel(view: dict[str, Any], links: SourceLinks) -> None:
+    """Linked case sources shown repository-relative (the link carries the commit)."""
+    comparison = view.get("comparison") or {}
+    for group in (view["failed_cases"], view["critical"], view["details"], view["flaky"],
+                  comparison.get("regressions") or [], comparison.get("fixes") or []):
+        for ref in group:
+            if ref.get("link"):
+                ref["source"] = links.label(ref.get("source"))
 
 
 def _title(tag: str) -> str:
