@@ -139,7 +139,7 @@ def spend_lines(spend: Mapping[str, Any]) -> list[str]:
 def _metric_table(document: dict[str, Any]) -> Table:
     table = Table(title="Metrics", title_justify="left", show_edge=False, pad_edge=False)
     width = max((len(str(name)) for name in document["metrics"]), default=6)
-    for column in ("metric", "average", "threshold", "", "cases", "not run"):
+    for column in ("metric", "average", "threshold", "", "cases", "skipped"):
         table.add_column(column, justify="left" if column in ("metric", "") else "right",
                          min_width=min(width, 28) if column == "metric" else None)
     summaries = any(row.get("summary") for row in document["metrics"].values())
@@ -284,6 +284,11 @@ def render_failures(failures: list[dict[str, Any]], console: Console) -> None:
     for failure in ordered[:MAX_FAILED_LISTED]:
         marker = "‼" if failure["risk_level"] == "critical" else "✗"
         console.print(f"  {marker} {failure['id']} [{failure['status']}] {failure['source']}", markup=False)
+        why = failure.get("why")
+        if why:  # the same one-line reasons as the PR comment
+            for line in why[:4]:
+                console.print(f"      - {line}", markup=False)
+            continue
         for reason in failure["reasons"][:4]:
             console.print(f"      - {reason}", markup=False)
         for name, text in failure.get("explanations", [])[:4]:
