@@ -120,7 +120,8 @@ def stable_case_id(text: str) -> str:
 
 
 class Case(BaseModel):
-    """One test case. Unknown keys are kept in ``metadata`` so nothing a user wrote is lost."""
+    """One test case. Built in code, unknown keys are kept in ``metadata`` so nothing is lost; the dataset
+    loader rejects them instead (``evalgate.dataset.load.CASE_KEYS``: a misspelt field must not pass)."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True, str_strip_whitespace=False)
 
@@ -316,11 +317,17 @@ class Answer(BaseModel):
     """Set when the target could not produce an answer; the case is then ``errored``."""
 
 
+ThresholdOp = Literal["min", "max", "gt", "lt"]
+THRESHOLD_OPS: tuple[str, ...] = ("min", "max", "gt", "lt")
+THRESHOLD_SYMBOLS: dict[str, str] = {"min": "≥", "max": "≤", "gt": ">", "lt": "<"}
+
+
 class Threshold(BaseModel):
-    """A bound on a metric: ``{"min": x}`` (higher is better) or ``{"max": x}`` (lower is better)."""
+    """A bound on a metric: ``{"min": x}`` (value ≥ x), ``{"max": x}`` (value ≤ x), or the strict
+    ``{"gt": x}`` (value > x) and ``{"lt": x}`` (value < x), for minimums a seed states as "> x"."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    op: Literal["min", "max"]
+    op: ThresholdOp
     value: float
 
     @model_validator(mode="before")
@@ -328,11 +335,11 @@ class Threshold(BaseModel):
     def _from_mapping(cls, data: Any) -> Any:
         if isinstance(data, dict) and "op" not in data:
             keys = set(data)
-            if keys == {"min"}:
-                return {"op": "min", "value": data["min"]}
-            if keys == {"max"}:
-                return {"op": "max", "value": data["max"]}
-            raise ValueError(f"a threshold is a number, {{'min': x}} or {{'max': x}}; got keys {sorted(keys)}")
+            if len(keys) == 1 and next(iter(keys)) in THRESHOLD_OPS:
+                op = next(iter(keys))
+                return {"op": op, "value": data[op]}
+            raise ValueError("a threshold is a number, {'min': x}, {'max': x}, {'gt': x} or {'lt': x}; "
+                             f"got keys {sorted(map(str, keys))}")
         return data
 
     @model_serializer
@@ -340,11 +347,16 @@ class Threshold(BaseModel):
         return {self.op: self.value}
 
     def admits(self, value: float) -> bool:
-        """True when ``value`` meets the bound (``>=`` for min, ``<=`` for max)."""
-        return value >= self.value if self.op == "min" else value <= self.value
+        """True when ``value`` meets the bound (``>=`` min, ``<=`` max, ``>`` gt, ``<`` lt)."""
+        op = self.op
+        if op == "min":
+            return value >= self.value
+        if op == "max":
+            return value <= self.value
+        return value > self.value if op == "gt" else value < self.value
 
     def __str__(self) -> str:
-        return f"{'≥' if self.op == 'min' else '≤'} {self.value:g}"
+        return f"{THRESHOLD_SYMBOLS[self.op]} {self.value:g}"
 
 
 # --- your own metrics: declarations and per-case assertions (docs/custom-metrics.md) ------------------

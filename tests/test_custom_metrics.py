@@ -78,7 +78,7 @@ def write_suite(root: Path, cases: int = CASES) -> Path:
               input: "Where is my refund for order {number}?"
               expected_output: Your refund is on its way.
               output: {json.dumps(output)}
-              tier: {"gold" if number % 3 == 0 else "basic"}
+              metadata: {{tier: {"gold" if number % 3 == 0 else "basic"}}}
             """), "  "))
     path = root / "helpdesk.yaml"
     path.write_text("".join(lines))

@@ -500,11 +500,11 @@ def test_suite_config_unknown_metric_in_thresholds_suggests_a_name() -> None:
 @pytest.mark.parametrize(
     ("thresholds", "fragment"),
     [
-        ({"m": True}, "threshold 'm' must be a number, {min: x} or {max: x} (got True)"),
+        ({"m": True}, "threshold 'm' must be a number, {min: x}, {max: x}, {gt: x} or {lt: x} (got True)"),
         ({"m": "high"}, "threshold 'm' must be a number"),
         ({"m": float("nan")}, "threshold 'm' must be a finite number"),
         ({"m": {"min": 1, "max": 2}}, "threshold 'm'"),
-        ({"m": {"above": 1}}, "threshold 'm' must be {min: x} or {max: x} with a number x"),
+        ({"m": {"above": 1}}, "threshold 'm' must be one of {min: x}, {max: x}, {gt: x} or {lt: x} with a number x"),
     ],
 )
 def test_suite_config_bad_thresholds(thresholds: dict[str, object], fragment: str) -> None:

@@ -689,7 +689,8 @@ def test_user_errors_exit_2_with_one_error_line(tmp_path: Path, inputs: dict[str
 @needs_examples
 def test_comment_stays_under_githubs_body_limit(tmp_path: Path, github: GitHubFake) -> None:
     ws = make_workspace(tmp_path, ())
-    cases = [{"intent_id": f"big_{i:03d}", "category": "bulk", "llm_answer_text": ("Zoho " * 600) + f"#{i}",
+    cases = [{"intent_id": f"big_{i:03d}", "description": f"bulk case {i}", "category": "bulk",
+              "llm_answer_text": ("Zoho " * 600) + f"#{i}",
               "brands_mine": ["HubSpot"], "brands_competitors": ["Zoho"], "expected_my_mentions": ["HubSpot"],
               "expected_competitor_mentions": [], "expected_ranked_list": ["HubSpot"]} for i in range(150)]
     (ws.workspace / "datasets").mkdir()

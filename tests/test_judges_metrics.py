@@ -126,7 +126,7 @@ def test_a_live_run_with_judged_metrics(tmp_path: Path, monkeypatch: pytest.Monk
     by_id = {r["id"]: r["metrics"] for r in document["results"]}
     assert code == 0, document["gate"]
     assert {k: v["value"] for k, v in by_id["waiver_1"].items()} == {
-        "actionability": 0.9, "correctness": 0.9, "relevancy": 0.9}
+        "actionability": 0.9, "correctness": 0.9, "relevancy": 0.9, "context_mrr": 0.0}  # no debug_context: 0.0
     rag = by_id["rag_1"]
     assert rag["faithfulness"]["value"] == 1.0  # no claims: documented value
     assert rag["context_precision"]["value"] == 1.0 and rag["context_recall"]["value"] == 1.0

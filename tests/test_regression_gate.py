@@ -62,7 +62,7 @@ def test_a_critical_flip_fails_the_gate_with_fail_on_regression(tmp_path: Path, 
                              "--fail-on-regression")
     assert run.returncode == 1, run.stdout + run.stderr
     reason = (f"critical case {CRITICAL} flipped from passed to failed against the baseline "
-              f"({SUITE / 'cases.yaml'}:28)")
+              f"({SUITE / 'cases.yaml'}:29)")
     assert document["gate"]["reasons"] == [reason]
     assert f"  • {reason}" in run.stdout and f"▼ {CRITICAL} critical: passed → failed" in run.stdout
     comparison = document["comparison"]

@@ -102,11 +102,11 @@ def test_checks_in_a_run_errored_never_a_crash(tmp_path: Path) -> None:
         suite:
           metrics: [file://checks.py:slow_len, file://checks.py:crashes, file://checks.py:uses_views]
         cases:
-          - {id: one, input: q, output: "hello world", sources: [a], lang: en, brands_mine: [Acme]}
+          - {id: one, input: q, output: "hello world", sources: [a], metadata: {lang: en}, brands_mine: [Acme]}
           - id: two
             input: q
             output: hi
-            lang: fr
+            metadata: {lang: fr}
             brands_mine: [Acme]
             assert: [{check: "file://checks.py:forgot_return"}]
         """)

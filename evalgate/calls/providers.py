@@ -80,13 +80,20 @@ def resolve_provider(
     env: Mapping[str, str] | None = None,
     setting: str = "judge_provider",
     base_url_setting: str = "EVALGATE_JUDGE_BASE_URL",
+    api_key: str | None = None,
+    api_key_origin: str = "judge_api_key",
 ) -> ProviderConfig:
-    """Resolve ``name`` into a base URL, key and model; a missing key or base URL is a ``UserError``."""
+    """Resolve ``name`` into a base URL, key and model; a missing key or base URL is a ``UserError``.
+    ``api_key``, when given, is used instead of the provider's key variables (``api_key_origin`` names
+    where it came from)."""
     env = os.environ if env is None else env
     spec = PROVIDERS.get(name)
     if spec is None:
         raise UserError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}", where=setting)
-    key_variable, api_key = _find_key(spec, env, setting)
+    if api_key:
+        key_variable: str | None = api_key_origin
+    else:
+        key_variable, api_key = _find_key(spec, env, setting)
     url = _base_url(spec, base_url, env, setting, base_url_setting)
     register_secret(api_key)
     return ProviderConfig(spec=spec, base_url=url, api_key=api_key, model=model or spec.default_model,

@@ -30,7 +30,7 @@ from evalgate.github.publish import PUBLISH_INPUTS, PublishOptions, error_output
 if TYPE_CHECKING:
     from evalgate.runner.run import RunOutcome
 
-LIST_INPUTS = ("dataset", "case-ids", "category", "tags")
+LIST_INPUTS = ("dataset", "case-ids", "category", "tags", "compat")
 """Inputs that take a list: one item per line or comma-separated."""
 IGNORED_INPUTS = ("args", "entrypoint")
 """Inputs every Docker action accepts; the runner hands them to ``docker run`` itself."""
@@ -91,10 +91,11 @@ def anchor(settings: Settings, workspace: Path) -> Settings:
     return settings.model_copy(update=update) if update else settings
 
 
-def cli_flags(argv: Sequence[str]) -> dict[str, Any]:
-    """``with: args`` / ``docker run … ARGS`` in Actions mode: ``evalgate run`` flags, highest precedence."""
+def cli_flags(argv: Sequence[str]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """``with: args`` / ``docker run … ARGS`` in Actions mode: ``evalgate run`` flags, highest precedence;
+    with the flags that set them and the notices for the seeds' spellings (``cli.main._cli_values``)."""
     if not argv:
-        return {}
+        return {}, {}, []
     from evalgate.cli.main import _cli_values, build_parser
 
     try:
@@ -113,8 +114,13 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
     workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
     options = options_from_inputs(publish_inputs, cwd=workspace)
     ctx = ActionContext.from_env(env, pr_number=options.pr_number)
-    settings, suite_config, _ = build_settings(cli=cli_flags(argv), inputs=settings_inputs, env=env, cwd=workspace,
-                                               defaults=ACTION_DEFAULTS)
+    values, origins, notices = cli_flags(argv)
+    settings, suite_config, _ = build_settings(cli=values, inputs=settings_inputs, env=env, cwd=workspace,
+                                               defaults=ACTION_DEFAULTS, cli_origins=origins)
+    for line in notices + settings.notices:
+        emit(notice(line, title="evalgate"))
+    if settings.langfuse and not (settings.langfuse_public_key and settings.langfuse_secret_key):
+        raise UserError("the Langfuse export needs LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY", where="langfuse")
     return ActionSetup(ctx=ctx, options=options, settings=anchor(settings, workspace), suite_config=suite_config,
                        workspace=workspace)
 
@@ -213,6 +219,15 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
     if note:
         level, message = note
         emit((notice if level == "notice" else warning)(message, title="evalgate: baseline"))
+    for line in outcome.notices:
+        emit(notice(line, title="evalgate"))
+    if setup_.settings.langfuse:
+        from evalgate.export.langfuse import LangfuseError, export_results
+
+        try:
+            emit(notice(export_results(outcome.results_path, setup_.settings), title="evalgate: Langfuse"))
+        except LangfuseError as exc:
+            emit(warning(f"Langfuse export failed: {exc}", title="evalgate: Langfuse"))
     publish(outcome.results_path, outcome.db_path, ctx=setup_.ctx, options=setup_.options, env=env, emit=emit)
     return int(outcome.verdict.exit_code)
 

@@ -27,6 +27,7 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
                        help="alias of --dataset (seed 001's 'eval --fixtures')")
     group.add_argument("--config", "-c", metavar="FILE", help="evalgate.yaml (default: ./evalgate.yaml if present)")
     group.add_argument("--case-ids", metavar="IDS", help="comma-separated case ids (overrides --first-n)")
+    group.add_argument("--ids", nargs="+", metavar="ID", help="space-separated case ids (seed 004's spelling of --case-ids)")
     group.add_argument("--first-n", type=int, metavar="N", help="run only the first N cases in dataset order")
     group.add_argument("--category", metavar="NAMES", help="comma-separated categories to keep")
     group.add_argument("--tags", metavar="TAGS", help="comma-separated tags to keep (any)")
@@ -46,7 +47,15 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("output")
     out.add_argument("--output-dir", "-o", metavar="DIR", help="where results.json and results.db go (default evalgate-results)")
     out.add_argument("--db", metavar="FILE", help="SQLite file (default OUTPUT_DIR/results.db); runs are appended")
-    out.add_argument("--format", choices=["text", "json"], help="json prints results.json to stdout")
+    out.add_argument("--format", choices=["text", "json"],
+                     help="json prints results.json to stdout (with one --compat seed: that seed's document)")
+    out.add_argument("--compat", metavar="SEEDS",
+                     help="also produce these seeds' output shapes: seed000, seed001, seed004 (comma-separated): "
+                          "files beside results.json and the seed's console summary")
+    out.add_argument("--output", dest="compat_output", metavar="FILE",
+                     help="seed 004's --output: write seed 004's results document to FILE too")
+    out.add_argument("--langfuse", action=BOOL, default=None,
+                     help="export scores to Langfuse (LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY, LANGFUSE_HOST)")
     out.add_argument("--verbose", "-v", action="store_true", default=None, help="breakdowns and more detail")
     out.add_argument("--progress", choices=["auto", "rich", "plain", "none"], help="progress display (default auto)")
     target = parser.add_argument_group("target and judge")
@@ -54,6 +63,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="how answers are obtained: recorded | http | openai | command | package.module:factory")
     target.add_argument("--target-options", metavar="JSON", help="keyword arguments of a custom target's factory")
     target.add_argument("--target-url", metavar="URL", help="HTTP target endpoint")
+    target.add_argument("--api-url", metavar="URL",
+                        help="seed 004's agent API: --target http --target-url URL/chat")
     target.add_argument("--outputs-file", metavar="FILE", help="recorded answers keyed by case id (JSON/JSONL)")
     target.add_argument("--target-command", metavar="CMD", help="command target: JSON list or comma-separated argv")
     target.add_argument("--target-model", metavar="MODEL", help="model for the openai target")
@@ -89,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         verb = verbs.add_parser(name, help=help_text, description=help_text)
         _add_selection(verb)
         _add_run_options(verb)
+        verb.add_argument("--dry-run", action="store_true", help="validate only, no call (same as evalgate validate)")
     validate = verbs.add_parser("validate", help="check datasets and config without calling anything (dry run)",
                                 description="Validate datasets and configuration; no network call is made.")
     _add_selection(validate)
@@ -113,13 +125,52 @@ def _extra_verbs() -> list[Any]:
             publish.add_publish]
 
 
-def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
-    values = {k: v for k, v in vars(args).items() if v is not None and k not in {"verb", "fixtures", "func"}}
+NOT_SETTINGS = frozenset({"verb", "fixtures", "func", "ids", "api_url", "dry_run"})
+
+
+def _cli_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """(settings from the flags, flag that set a setting when it is not ``--<setting>``, notices for the
+    seeds' spellings)."""
+    values = {k: v for k, v in vars(args).items() if v is not None and k not in NOT_SETTINGS}
+    origins: dict[str, str] = {}
+    notices: list[str] = []
     datasets = (args.dataset or []) + (getattr(args, "fixtures", None) or [])
     values.pop("dataset", None)
     if datasets:
         values["dataset"] = datasets
-    return values
+    ids = getattr(args, "ids", None)
+    if ids:
+        if values.get("case_ids"):
+            raise UserError("give case ids with --case-ids or --ids, not both", where="--ids")
+        values["case_ids"] = [part.strip() for item in ids for part in item.split(",") if part.strip()]
+        origins["case_ids"] = "--ids"
+        notices.append(f"--ids {' '.join(ids)} is read as --case-ids {','.join(values['case_ids'])}")
+    api_url = getattr(args, "api_url", None)
+    if api_url:
+        from evalgate.config.legacy import chat_url
+
+        if values.get("target_url"):
+            raise UserError("give the agent's URL with --target-url or --api-url, not both", where="--api-url")
+        values.setdefault("target", "http")
+        values["target_url"] = chat_url(api_url)
+        origins["target_url"] = "--api-url"
+        notices.append(f"--api-url {api_url} is read as --target http --target-url {values['target_url']} "
+                       "(seed 004's runner posts {\"message\": query} to URL/chat)")
+    if values.get("compat_output"):
+        compat = [part for part in str(values.get("compat") or "").split(",") if part.strip()]
+        if "seed004" not in compat and "004" not in compat:
+            values["compat"] = ",".join([*compat, "seed004"])
+        origins["compat_output"] = "--output"
+        notices.append(f"--output {values['compat_output']}: seed 004's results document is written there; "
+                       "evalgate's own results.json and results.db stay in --output-dir")
+    return values, origins, notices
+
+
+def _print_notices(notices: list[str]) -> None:
+    from evalgate.safety.redact import redact
+
+    for notice in notices:
+        print(f"evalgate: notice: {redact(notice)}", file=sys.stderr)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -130,7 +181,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from evalgate.runner.run import execute
     from evalgate.runner.warmup import REPORT_DELAY_S, preload
 
-    settings, suite_config, _ = build_settings(cli=_cli_values(args))
+    values, origins, notices = _cli_values(args)
+    defaults = {"compat": ["seed001"]} if args.verb == "eval" else None
+    settings, suite_config, _ = build_settings(cli=values, cli_origins=origins, defaults=defaults)
+    _print_notices(notices + settings.notices)
+    if getattr(args, "dry_run", False):
+        _print_notices(["--dry-run is evalgate validate: every file and setting is checked, no call is made"])
+        return validate_and_report(settings, suite_config)
+    if settings.langfuse and not (settings.langfuse_public_key and settings.langfuse_secret_key):
+        raise UserError("the Langfuse export needs LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY", where="--langfuse")
     json_mode = settings.format == "json"
 
     def progress_for(total: int) -> Any:
@@ -147,8 +206,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for, baseline_loader=loader))
     finally:
         warmup.cancel()
+    _print_notices(outcome.notices)
     if json_mode:
-        sys.stdout.write(outcome.results_path.read_text(encoding="utf-8"))
+        printed = outcome.results_path
+        if len(settings.compat) == 1:
+            printed = outcome.compat_paths[settings.compat[0]]
+        sys.stdout.write(printed.read_text(encoding="utf-8"))
         warning = (outcome.document.get("baseline") or {}).get("warning")
         if warning:
             print(f"evalgate: warning: {warning}", file=sys.stderr)
@@ -167,18 +230,48 @@ def cmd_run(args: argparse.Namespace) -> int:
         if hint:
             console.print(hint, markup=False)
         console.print(f"Results: {outcome.results_path}  ·  SQLite: {outcome.db_path}")
+        for seed, path in sorted(outcome.compat_paths.items()):
+            console.print(f"{seed.partition(':')[0]} output: {path}", markup=False)
+        if "seed001" in settings.compat:
+            from evalgate.report.compat import render_seed001_summary
+
+            sys.stdout.flush()
+            sys.stdout.write("\n" + render_seed001_summary(outcome.document, outcome.db_path))
+    if settings.langfuse:
+        export_langfuse(settings, outcome.results_path)
     return outcome.verdict.exit_code
 
 
+def export_langfuse(settings: Any, results_path: Any) -> None:
+    """Send the run's scores to Langfuse; a failure is a warning (the verdict stands)."""
+    from evalgate.export.langfuse import LangfuseError, export_results
+
+    try:
+        summary = export_results(results_path, settings)
+    except LangfuseError as exc:
+        print(f"evalgate: warning: Langfuse export failed: {exc}", file=sys.stderr)
+        return
+    print(f"evalgate: Langfuse: {summary}", file=sys.stderr)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
+    from evalgate.config.settings import build_settings
+
+    values, origins, notices = _cli_values(args)
+    settings, suite_config, _ = build_settings(cli=values, cli_origins=origins)
+    _print_notices(notices + settings.notices)
+    return validate_and_report(settings, suite_config)
+
+
+def validate_and_report(settings: Any, suite_config: Any) -> int:
+    """``evalgate validate`` once settings are built: prepare (validates everything), print the summary."""
     import json
 
-    from evalgate.config.settings import build_settings
     from evalgate.dataset.summary import render_summary_text
     from evalgate.runner.api import validate_settings
 
-    settings, suite_config, _ = build_settings(cli=_cli_values(args))
     result = validate_settings(settings, suite_config)
+    _print_notices(result.notices)
     summary = dict(result.summary)
     summary["files"] = result.files
     summary["thresholds"] = result.thresholds

@@ -35,14 +35,35 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 
 from evalgate.config.options import MetricOptions
 from evalgate.errors import UserError
-from evalgate.model import MetricDeclaration, Threshold
+from evalgate.model import THRESHOLD_OPS, MetricDeclaration, Threshold
 
 SUITE_KEYS: frozenset[str] = frozenset(
-    {"name", "description", "metrics", "exclude_metrics", "thresholds", "options", "category_metrics"}
+    {"name", "description", "kind", "valid", "metrics", "exclude_metrics", "thresholds", "options", "category_metrics"}
 )
 """Keys a suite block (or evalgate.yaml's suite part) may hold."""
 
+THRESHOLD_FORMS = "{min: x}, {max: x}, {gt: x} or {lt: x}"
+"""The explicit threshold forms (gt/lt are strict: value > x, value < x)."""
+
 ThresholdSpec = float | Threshold
+
+KIND_NAMES: tuple[str, ...] = ("seed000", "seed001", "seed002", "seed003", "seed004")
+"""Dataset kinds (``evalgate.dataset.kinds``): the in-house frameworks' case formats."""
+KIND_ALIASES: dict[str, str] = {
+    "000": "seed000", "wikipedia-agent": "seed000",
+    "001": "seed001", "brand-mentions": "seed001",
+    "002": "seed002", "blackbox-agent": "seed002",
+    "003": "seed003", "workflow-validation": "seed003",
+    "004": "seed004", "golden-dataset": "seed004",
+}
+"""Other names of each kind: the seed numbers and the bundled demo suites' names."""
+VALUE_FIELDS: frozenset[str] = frozenset({
+    "category", "difficulty", "evolution_type", "language", "risk_level", "tags", "expected_specialist",
+    "expected_data_sources", "expected_keywords", "expected_sources", "agent_id", "data_sources",
+    "agents_should_include", "agents_should_exclude", "tools_should_include", "tools_should_exclude",
+    "brands_mine", "brands_competitors",
+})
+"""Case fields a suite's ``valid:`` mapping may constrain (text, or lists of text)."""
 """A parsed threshold entry: a bare number (direction resolved later) or an explicit bound."""
 
 
@@ -65,6 +86,10 @@ class SuiteConfig(BaseModel):
 
     name: str | None = None
     description: str | None = None
+    kind: str | None = None
+    """The seed format of the suite's cases (``seed000`` … ``seed004``): their required fields are checked."""
+    valid: dict[str, list[str] | None] = Field(default_factory=dict)
+    """Field → allowed values (``null`` switches a kind's default set off), checked on every case."""
     metrics: list[MetricEntry] = Field(default_factory=list)
     exclude_metrics: list[str] = Field(default_factory=list)
     thresholds: dict[str, ThresholdSpec] = Field(default_factory=dict)
@@ -77,6 +102,28 @@ class SuiteConfig(BaseModel):
         if not isinstance(value, Mapping):
             return value
         return {name: _threshold_entry(name, raw) for name, raw in value.items()}
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind_name(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        name = KIND_ALIASES.get(value.strip().lower(), value.strip().lower())
+        if name not in KIND_NAMES:
+            raise ValueError(f"unknown kind {value!r}{did_you_mean(value, [*KIND_NAMES, *KIND_ALIASES])}; "
+                             f"choose one of {', '.join(KIND_NAMES)}")
+        return name
+
+    @field_validator("valid", mode="before")
+    @classmethod
+    def _valid_sets(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        for name in value:
+            if name not in VALUE_FIELDS:
+                raise ValueError(f"valid: {name!r} is not a field with a set of values"
+                                 f"{did_you_mean(str(name), VALUE_FIELDS)}")
+        return value
 
     @field_validator("metrics", "exclude_metrics", mode="before")
     @classmethod
@@ -121,13 +168,13 @@ def resolve_threshold(spec: ThresholdSpec, direction: str) -> Threshold:
 
 
 def _threshold_entry(name: Any, raw: Any) -> ThresholdSpec:
-    """One thresholds entry parsed: a finite number or ``{min: x}`` / ``{max: x}``."""
+    """One thresholds entry parsed: a finite number or ``{min: x}`` / ``{max: x}`` / ``{gt: x}`` / ``{lt: x}``."""
     if isinstance(raw, bool) or not isinstance(raw, int | float | Mapping):
-        raise ValueError(f"threshold {name!r} must be a number, {{min: x}} or {{max: x}} (got {show_value(raw)})")
+        raise ValueError(f"threshold {name!r} must be a number, {THRESHOLD_FORMS} (got {show_value(raw)})")
     if isinstance(raw, Mapping):
-        bound = raw.get("min", raw.get("max"))
+        bound = next((raw[op] for op in THRESHOLD_OPS if op in raw), None)
         if isinstance(bound, bool) or not isinstance(bound, int | float):
-            raise ValueError(f"threshold {name!r} must be {{min: x}} or {{max: x}} with a number x")
+            raise ValueError(f"threshold {name!r} must be one of {THRESHOLD_FORMS} with a number x")
         try:
             threshold = Threshold.model_validate(dict(raw))
         except ValidationError as exc:
@@ -275,6 +322,11 @@ def _union_members(annotation: Any) -> tuple[Any, ...]:
     if origin is typing.Union or isinstance(annotation, types.UnionType):
         return tuple(_unwrap(a) for a in typing.get_args(annotation) if a is not type(None))
     return (annotation,)
+
+
+def case_keys(model: type[BaseModel]) -> list[str]:
+    """Every key a mapping validated as ``model`` may use: field names and their alias choices."""
+    return list(_model_keys(model))
 
 
 def _model_keys(model: type[BaseModel]) -> dict[str, Any]:

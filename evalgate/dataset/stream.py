@@ -87,16 +87,19 @@ def scan(
     *,
     select: Callable[[list[CaseRef]], list[CaseRef]] | None = None,
     keep_in_memory: int = KEEP_IN_MEMORY,
+    base: SuiteConfig | None = None,
 ) -> Scan:
     """Validate every case once and select; all problems raise one ``DatasetError`` (≤ 20 listed).
 
     Without ``select`` every case is selected and no per-case reference is kept; one large JSONL file
-    without a problem is then scanned by two processes (``evalgate.dataset.parallel``)."""
-    if select is None:
+    without a problem is then scanned by two processes (``evalgate.dataset.parallel``).
+
+    ``base``: evalgate.yaml's suite-level keys (its ``kind`` / ``valid`` apply to files without their own)."""
+    if select is None and (base is None or (base.kind is None and not base.valid)):
         fast = parallel_scan(list(paths), base_dir)
         if fast is not None:
             return _scanned_in_parallel(fast, list(paths), base_dir, keep_in_memory)
-    stream = DatasetStream(list(paths), base_dir, fail_fast=False)
+    stream = DatasetStream(list(paths), base_dir, fail_fast=False, base=base)
     refs: list[CaseRef] | None = [] if select else None
     kept: list[Case] | None = []
     packer = _Packer()

@@ -65,10 +65,12 @@ class JudgeClient:
     """Scores judged metrics with one provider and model."""
 
     def __init__(self, service: ChatService, cache: JudgeCache, *, temperature: float = 0.0, seed: int | None = None,
-                 samples: int = 1) -> None:
+                 samples: int = 1, temperatures: Mapping[str, float] | None = None) -> None:
         self.service = service
         self.cache = cache
         self.temperature = temperature
+        self.temperatures = dict(temperatures or {})
+        """Template name → temperature for that template's calls (``judges.factory.template_temperatures``)."""
         self.seed = seed
         self.samples = samples
         self.templates_used: dict[str, str] = {}
@@ -82,12 +84,14 @@ class JudgeClient:
     def model(self) -> str:
         return self.service.model
 
-    async def score(self, metric: str, case: Case, answer: Answer, *, repeat: int = 0) -> JudgeScore:
-        """The value of judged ``metric`` for this answer (mean over samples) with details."""
+    async def score(self, metric: str, case: Case, answer: Answer, *, repeat: int = 0,
+                    rubric: str | None = None) -> JudgeScore:
+        """The value of judged ``metric`` for this answer (mean over samples) with details; ``rubric``
+        replaces the template's fixed rubric where the template allows it (response_quality)."""
         from evalgate.judges.prompts import template_for_metric  # jinja2: loaded by the first judged case
 
         template = template_for_metric(metric)
-        verdict = await self.verdict(template, case, answer, repeat=repeat)
+        verdict = await self.verdict(template, case, answer, repeat=repeat, rubric=rubric)
         return JudgeScore(verdict.values[metric], dict(verdict.details))
 
     async def criteria_score(self, definition: CriteriaDefinition, case: Case, answer: Answer, *,
@@ -117,10 +121,17 @@ class JudgeClient:
         except VerdictError:
             return None
 
-    async def verdict(self, template: JudgeTemplate, case: Case, answer: Answer, *, repeat: int = 0) -> JudgeVerdict:
+    async def verdict(self, template: JudgeTemplate, case: Case, answer: Answer, *, repeat: int = 0,
+                      rubric: str | None = None) -> JudgeVerdict:
+        """``rubric``: a configured rubric shown in place of the template's (response_quality)."""
         if answer.output is None:
             raise MetricUnavailable("the target returned no output text to judge")
-        prompt = template.render(case, answer)
+        if rubric:  # a built-in template with the suite's rubric in place of its own
+            from evalgate.judges.prompts import render
+
+            prompt = render(template, case, answer, rubric)
+        else:
+            prompt = template.render(case, answer)
         self.templates_used[template.name] = prompt.version
         first = self.request(template, 0)
         first_hash = prompt.prompt_hash(first)  # also the first sample's cache key: hashed once
@@ -150,7 +161,7 @@ class JudgeClient:
     def params(self, template: JudgeTemplate, sample: int) -> dict[str, Any]:
         """Request parameters: temperature, seed (+ sample index) where supported, response format."""
         spec = self.service.provider.spec
-        params: dict[str, Any] = {"temperature": self.temperature}
+        params: dict[str, Any] = {"temperature": self.temperature_for(template.name)}
         if self.seed is not None and spec.supports_seed:
             params["seed"] = self.seed + sample
         if spec.response_format == "json_schema":
@@ -159,6 +170,10 @@ class JudgeClient:
         elif spec.response_format == "json_object":
             params["response_format"] = {"type": "json_object"}
         return params
+
+    def temperature_for(self, template: str) -> float:
+        """The temperature of ``template``'s calls: its own when configured, else the judge's."""
+        return self.temperatures.get(template, self.temperature)
 
     def request(self, template: JudgeTemplate, sample: int) -> dict[str, Any]:
         """What, besides the messages, decides sample ``sample``'s reply: ``params`` + ``max_tokens``."""
@@ -218,7 +233,7 @@ class JudgeClient:
 
     def _identity(self, prompt: RenderedPrompt) -> dict[str, Any]:
         return {"method": "judge", "provider": self.provider, "model": self.model,
-                "template_version": prompt.version, "temperature": self.temperature,
+                "template_version": prompt.version, "temperature": self.temperature_for(prompt.template.name),
                 "seed": self.seed if self.service.provider.spec.supports_seed else None}
 
     def _details(self, prompt: RenderedPrompt, samples: list[Sample], values: Values) -> dict[str, Any]:
@@ -240,7 +255,8 @@ class JudgeClient:
     def metadata(self) -> dict[str, Any]:
         return {"provider": self.provider, "model": self.model, "base_url": self.service.provider.base_url,
                 "client": self.service.runtime.chat_client,
-                "temperature": self.temperature, "seed": self.seed, "samples": self.samples,
+                "temperature": self.temperature, "temperatures": dict(sorted(self.temperatures.items())),
+                "seed": self.seed, "samples": self.samples,
                 "templates": dict(sorted(self.templates_used.items())), "cache": self.cache.metadata()}
 
     async def aclose(self) -> None:

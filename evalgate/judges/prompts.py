@@ -135,9 +135,12 @@ class PromptInputs:
     keywords: tuple[str, ...]
     language: str
     category: str
+    rubric: str = ""
+    """A rubric the suite configured for this metric (seed 004's ``llm_judge.rubric``), shown in place of the
+    template's fixed one; configuration, not untrusted text."""
 
     @classmethod
-    def of(cls, case: Case, answer: Answer) -> PromptInputs:
+    def of(cls, case: Case, answer: Answer, rubric: str | None = None) -> PromptInputs:
         return cls(
             input=case.input or "",
             answer=answer.output or "",
@@ -154,6 +157,7 @@ class PromptInputs:
             keywords=tuple(case.expected_keywords or ()),
             language=case.language or "",
             category=case.category or "",
+            rubric=(rubric or "").strip(),
         )
 
     def variables(self) -> dict[str, Any]:
@@ -365,8 +369,8 @@ class RenderedPrompt:
         return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def render(template: JudgeTemplate, case: Case, answer: Answer) -> RenderedPrompt:
-    inputs = PromptInputs.of(case, answer)
+def render(template: JudgeTemplate, case: Case, answer: Answer, rubric: str | None = None) -> RenderedPrompt:
+    inputs = PromptInputs.of(case, answer, rubric)
     return render_inputs(template, inputs)
 
 

@@ -305,7 +305,11 @@ def _is_golden_case(case: Case) -> bool:
 
 async def _judged_quality(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     # the judge cache keys replies by repeat index (JudgeClient.score(metric, case, answer, *, repeat))
-    scored = await ctx.judge.score("response_quality", case, answer, repeat=ctx.repeat)
+    rubric = getattr(ctx.options, "response_quality_rubric", None)
+    if rubric:
+        scored = await ctx.judge.score("response_quality", case, answer, repeat=ctx.repeat, rubric=rubric)
+    else:
+        scored = await ctx.judge.score("response_quality", case, answer, repeat=ctx.repeat)
     value = getattr(scored, "value", None)
     low, high = QUALITY_RANGE
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:

@@ -67,6 +67,8 @@ class Metric:
     depends_on: tuple[str, ...] = ()
     """Metrics whose values this one reads from ``ctx.values`` (computed first when they apply)."""
     applies_takes_options: bool = False
+    strict_threshold: bool = False
+    """True when the default threshold is a strict bound (``gt`` / ``lt``: the seed says "> x")."""
     per_case: bool = False
     """Plan this metric for every case (its ``applies`` may read any value: user metrics), not per shape."""
     info: Any = None
@@ -74,6 +76,13 @@ class Metric:
 
     def gated_by_default(self) -> bool:
         return self.default_threshold is not None
+
+    @property
+    def default_op(self) -> str:
+        """The operator of the default threshold: min/max, or gt/lt when ``strict_threshold``."""
+        if self.direction == "higher":
+            return "gt" if self.strict_threshold else "min"
+        return "lt" if self.strict_threshold else "max"
 
     def applies_to(self, case: Case, options: Any) -> bool:
         """Whether the metric runs on ``case``; ``applies`` may take ``(case)`` or ``(case, options)``."""
@@ -95,8 +104,11 @@ def metric(
     kind: Kind = "deterministic",
     value_range: tuple[float, float] | None = (0.0, 1.0),
     depends_on: tuple[str, ...] = (),
+    strict: bool = False,
 ) -> Callable[[MetricFn], MetricFn]:
-    """Register ``fn`` under ``name``. Its docstring's first paragraph is the metric's description."""
+    """Register ``fn`` under ``name``. Its docstring's first paragraph is the metric's description.
+
+    ``strict``: the default threshold is a strict bound (value > threshold for higher-is-better)."""
 
     def register(fn: MetricFn) -> MetricFn:
         if name in REGISTRY:
@@ -114,6 +126,7 @@ def metric(
             value_range=value_range,
             depends_on=depends_on,
             applies_takes_options=_arity(applies) >= 2,
+            strict_threshold=strict,
         )
         return fn
 

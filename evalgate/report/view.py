@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from evalgate.model import THRESHOLD_SYMBOLS
 from evalgate.text.numbers import score
 
 RISK_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3}
@@ -388,18 +389,18 @@ def compact_json(value: Any) -> str:
 
 
 def format_threshold(threshold: Any) -> str | None:
-    """``{"min": 0.9}`` → ``≥ 0.9``; ``{"max": 0.2}`` → ``≤ 0.2``; a bare number counts as min."""
+    """``{"min": 0.9}`` → ``≥ 0.9``; ``{"max": 0.2}`` → ``≤ 0.2``; ``{"gt": 0.8}`` → ``> 0.8``;
+    ``{"lt": 1}`` → ``< 1``; a bare number counts as min."""
     if threshold is None:
         return None
     if isinstance(threshold, int | float):
         return f"≥ {threshold:g}"
     if isinstance(threshold, Mapping):
-        if "min" in threshold:
-            return f"≥ {float(threshold['min']):g}"
-        if "max" in threshold:
-            return f"≤ {float(threshold['max']):g}"
+        for op, symbol in THRESHOLD_SYMBOLS.items():
+            if op in threshold:
+                return f"{symbol} {float(threshold[op]):g}"
         if "op" in threshold and "value" in threshold:
-            return f"{'≥' if threshold['op'] == 'min' else '≤'} {float(threshold['value']):g}"
+            return f"{THRESHOLD_SYMBOLS.get(str(threshold['op']), '?')} {float(threshold['value']):g}"
     return str(threshold)
 
 

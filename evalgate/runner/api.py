@@ -85,6 +85,8 @@ class ValidationResult:
     judge writes, ``steps``: declared, cached, not cached, or why it cannot be told."""
     summary: dict[str, Any]
     """Counts by suite, category, difficulty, risk level, evolution type and tag."""
+    notices: list[str] = field(default_factory=list)
+    """One-line notices (a threshold that matches no selected case, …)."""
 
 
 @dataclass(frozen=True)
@@ -242,7 +244,7 @@ def validate_settings(settings: Settings, suite_config: Mapping[str, Any], *, cw
     return ValidationResult(
         cases=len(prepared.cases), files=prepared.files,
         thresholds={name: t.model_dump() for name, t in sorted(prepared.thresholds.items())},
-        custom_metrics=custom_metric_rows(settings, prepared, env), summary=summary,
+        custom_metrics=custom_metric_rows(settings, prepared, env), summary=summary, notices=list(prepared.notices),
     )
 
 

@@ -8,6 +8,7 @@ import json
 import platform
 import secrets
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate import __version__
@@ -179,6 +180,36 @@ def _compared_record(record: dict[str, Any]) -> dict[str, Any]:
     slim["metrics"] = {name: {"value": m.get("value")} for name, m in (record.get("metrics") or {}).items()
                        if isinstance(m, dict)}
     return slim
+
+
+def write_compat_documents(settings: Settings, results_path: Path, cwd: Path | None = None) -> dict[str, Path]:
+    """The ``compat`` seeds' documents (``report.compat``) written beside results.json, plus the single one
+    at ``compat_output`` (seed 004's ``--output``, relative to ``cwd``). Returns seed → path written."""
+    if not settings.compat:
+        return {}
+    from evalgate.errors import UserError
+    from evalgate.report.compat import COMPAT_FILES, compat_document
+
+    document = json.loads(results_path.read_text(encoding="utf-8"))
+    written: dict[str, Path] = {}
+    extra = Path(settings.compat_output) if settings.compat_output else None
+    if extra is not None and not extra.is_absolute():
+        extra = (cwd or Path.cwd()) / extra
+    for seed in settings.compat:
+        text = json.dumps(compat_document(seed, document, settings.compat_include_responses), indent=2,
+                          ensure_ascii=False) + "\n"
+        path = results_path.parent / COMPAT_FILES[seed]
+        path.write_text(redact(text), encoding="utf-8")
+        written[seed] = path
+        if extra is not None and (seed == "seed004" or len(settings.compat) == 1):
+            try:
+                extra.parent.mkdir(parents=True, exist_ok=True)
+                extra.write_text(redact(text), encoding="utf-8")
+            except OSError as exc:
+                raise UserError(f"cannot write {extra} ({exc.strerror}); results are in {results_path}",
+                                where="compat_output (--output)") from None
+            written[f"{seed}:output"] = extra
+    return written
 
 
 def policy_of(settings: Settings) -> GatePolicy:

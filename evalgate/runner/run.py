@@ -27,6 +27,7 @@ from evalgate.runner.finish import (
     new_run_id,
     policy_of,
     run_metadata,
+    write_compat_documents,
 )
 from evalgate.runner.setup import prepare
 from evalgate.safety.redact import redact_mapping
@@ -48,6 +49,10 @@ class RunOutcome:
     db_path: Path
     verdict: Verdict
     failures: list[dict[str, Any]] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    """One-line notices from preparing the run (``Prepared.notices``)."""
+    compat_paths: dict[str, Path] = field(default_factory=dict)
+    """Seed-shaped documents written (``compat``): seed → path (``seed:output`` for ``compat_output``)."""
 
 
 async def execute(
@@ -74,6 +79,7 @@ async def execute(
 
     if uses_http_pool(settings):  # every module-level import of this path is done: no concurrent imports
         preload(("aiohttp",))
+    check_output_paths(settings, cwd)
     prepared = prepare(settings, suite_config, cwd)
     baseline = None
     if settings.baseline_kind != "none":  # the default: nothing to look up or import
@@ -169,12 +175,29 @@ async def execute(
         spool.path.unlink(missing_ok=True)
         if recorder_failure is not None and not crash_raised:
             raise recorder_failure
+    compat_paths = write_compat_documents(settings, results_path, cwd)
     if target.kind != "recorded" and aggregate.total_test_cases and aggregate.total_errored == aggregate.total_test_cases \
             and engine.stats.target_errors == aggregate.total_test_cases:
         raise UserError(f"the target never answered ({settings.target_url or settings.target}); "
                         f"partial results are in {results_path}", where="target")
     return RunOutcome(document=document, results_path=results_path, db_path=settings.db_path,
-                      verdict=verdict, failures=failures.failures)
+                      verdict=verdict, failures=failures.failures, compat_paths=compat_paths,
+                      notices=prepared.notices)
+
+
+def check_output_paths(settings: Settings, cwd: Path | None) -> None:
+    """``compat_output`` (seed 004's ``--output``) must not be one of the files evalgate writes itself."""
+    if not settings.compat_output:
+        return
+    base = cwd or Path.cwd()
+    extra = Path(settings.compat_output)
+    extra = (extra if extra.is_absolute() else base / extra).resolve()
+    output = settings.output_path if settings.output_path.is_absolute() else base / settings.output_path
+    own = {(output / "results.json").resolve(), (settings.db_path if settings.db_path.is_absolute()
+                                                   else base / settings.db_path).resolve()}
+    if extra in own:
+        raise UserError(f"{settings.compat_output} is where evalgate writes its own results; give --output another "
+                        "path or --output-dir another directory", where="--output (compat_output)")
 
 
 def spare_workers(concurrency: int, target: Any) -> int:

@@ -3,7 +3,7 @@ each case's metrics (``prepare``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -53,6 +53,8 @@ class Prepared:
     thresholds: dict[str, Threshold]
     plan_for: Callable[[Case], CasePlan]
     metrics: dict[str, Metric]
+    notices: list[str] = field(default_factory=list)
+    """One-line notices for the edges to print (names that match no selected case in a subset run)."""
     user_metrics: dict[str, Metric] = field(default_factory=dict)
     """The user's own metrics (declared, code checks, plug-ins) by name."""
 
@@ -83,20 +85,61 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
     paths = settings.dataset or default_datasets()
     choose = selector(case_ids=settings.case_ids or None, first_n=settings.first_n,
                       categories=settings.category or None, tags=settings.tags or None, shard=settings.shard_tuple)
-    scanned = scan(paths, cwd, select=choose)
+    scanned = scan(paths, cwd, select=choose, base=global_suite)
     suites = dict(scanned.suites)
     catalog = build_catalog(builtins, global_suite, config_name, suites, scanned.suite_where, scanned.case_metrics,
                             cwd)
     metrics = catalog.metrics
     _check_metric_names(metrics, global_suite, suites)
     layers = _threshold_layers(global_suite, suites, settings)
+    user_layers = list(layers)  # what the user set: each name must concern some case of the run
     if catalog.declared_thresholds:
         layers.insert(0, (catalog.declared_thresholds, "metric declarations"))
     thresholds = resolve_thresholds(metrics, layers)
     plan_for = make_planner(metrics, global_suite, suites, catalog)
     files = [file.as_metadata() for file in scanned.files]
+    selected = choose is not None and len(scanned.cases) < scanned.total
+    notices = check_names_match(scanned.cases, plan_for, user_layers, global_suite, suites, selected=selected)
     return Prepared(cases=scanned.cases, files=files, thresholds=thresholds, plan_for=plan_for, metrics=metrics,
-                    user_metrics=catalog.user)
+                    user_metrics=catalog.user, notices=notices)
+
+
+def check_names_match(cases: Iterable[Case], plan_for: Callable[[Case], CasePlan],
+                      layers: list[tuple[Mapping[str, Any], str]], global_suite: Any, suites: Mapping[str, Any],
+                      *, selected: bool) -> list[str]:
+    """Every threshold the user set must concern a metric some case of the run computes, and every
+    ``category_metrics`` category must be some case's category: else the setting does nothing, which is
+    a ``UserError`` naming where it was set. In a run of selected cases (case ids, first-n, category,
+    tags, shard) the names are matched against those cases only and a miss is a notice instead (the
+    setting may concern the cases left out). Stops reading cases once everything has matched."""
+    wanted: dict[str, str] = {}
+    for mapping, where in layers:
+        for name, raw in mapping.items():
+            if raw is not None:
+                wanted.setdefault(name, where)
+    categories: dict[str, str] = {}
+    for where, config in [("evalgate.yaml category_metrics", global_suite),
+                          *((f"suite {n!r} category_metrics", c) for n, c in suites.items())]:
+        for category in (config.category_metrics or {}) if config is not None else {}:
+            categories.setdefault(str(category), where)
+    if not wanted and not categories:
+        return []
+    names, kinds = set(wanted), set(categories)
+    for case in cases:
+        if names:
+            names.difference_update(metric.name for metric in plan_for(case).metrics)
+        kinds.discard(case.category or "")
+        if not names and not kinds:
+            return []
+    problems = [(f"threshold for {name!r} matches no case: no {'selected ' if selected else ''}case computes "
+                 f"{name}", wanted[name]) for name in sorted(names)]
+    problems += [(f"category {category!r} matches no {'selected ' if selected else ''}case's category",
+                  categories[category]) for category in sorted(kinds)]
+    if selected:
+        return [f"{where}: {message}" for message, where in problems]
+    message, where = problems[0]
+    more = len(problems) - 1
+    raise UserError(message + (f" (and {more} more)" if more else ""), where=where)
 
 
 def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: Settings) -> list[tuple[Mapping[str, Any], str]]:

@@ -19,8 +19,8 @@ The process runs in its own process group and ignores SIGINT and SIGTERM: the ru
 and closes the pipe. Every batch it received is written and committed, also when the run crashes or
 is killed; end of input ends it.
 Protocol on stdin: ``size`` (8 bytes, little-endian) + ``marshal`` of a batch, a list of items
-``("secrets", ordered secrets)``, ``("case", plain_case)`` or ``("text", record_json, metric_rows,
-case_row)``.
+``("secrets", ordered secrets)``, ``("case", plain_case, test_description)`` or ``("text", record_json,
+metric_rows, case_row)``; the run's process decides every ``test_description`` (``sqlite.Descriptions``).
 """
 
 from __future__ import annotations
@@ -197,16 +197,16 @@ class ProcessRecorder:
         if secrets is not self._secrets:
             self._secrets = secrets
             self._batch.append(("secrets", secrets))
-        self._batch.append(("case", plain_case(result)))
+        self._batch.append(("case", plain_case(result), self.store.descriptions(result)))
         self._results.append((result, secrets))
         self.spool.expect(result.index, result.repeat)
         if len(self._results) >= COMMIT_EVERY_CASES or time.monotonic() - self._last_send > COMMIT_EVERY_SECONDS:
             self._send()
 
-    def _text_item(self, result: CaseResult, secrets: tuple[str, ...]) -> tuple[Any, ...]:
+    def _text_item(self, result: CaseResult, secrets: tuple[str, ...], description: str) -> tuple[Any, ...]:
         """The case serialised here (for values that do not travel as plain data)."""
         record = redact_with(secrets, result.model_dump_json())
-        rows = metric_rows(result, self.store.run_id, self.store.timestamp)
+        rows = metric_rows(result, self.store.run_id, self.store.timestamp, description)
         return ("text", record, rows, case_row(result, self.store.run_id, record))
 
     def _send(self) -> None:
@@ -245,7 +245,7 @@ class ProcessRecorder:
                 marshal.dumps(item)
                 checked.append(item)
             except ValueError:
-                checked.append(self._text_item(result, secrets))
+                checked.append(self._text_item(result, secrets, item[2]))
         return checked
 
     def close(self) -> None:
@@ -336,7 +336,8 @@ def record_batches(source: IO[bytes], db_path: str, spool_path: str, run_id: str
                     if kind == "case":
                         result = rebuild.case(item[1])
                         record = redact_with(secrets, result.model_dump_json())
-                        rows, case = metric_rows(result, run_id, timestamp), case_row(result, run_id, record)
+                        rows = metric_rows(result, run_id, timestamp, item[2])
+                        case = case_row(result, run_id, record)
                     else:
                         _, record, rows, case = item
                     spool.write(record.encode("utf-8") + b"\n")

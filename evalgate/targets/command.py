@@ -2,9 +2,11 @@
 
 ``target_command`` is the argv (a JSON list, or comma-separated). The program gets the case as one JSON
 object on stdin (every case field, plus ``context``: the merged ``eval_context`` and case context as the
-http target sends it) and must print one JSON object on stdout with the answer fields (read with the
-http target's response mapping, so ``output``/``answer``/``response``, ``sources``, ``tools_used`` …
-all work) or a JSON string (the answer text). A non-zero exit status, invalid JSON, or running longer
+http target sends it; a seed 001 case also carries its text as ``llm_answer_text``) and must print one
+JSON object on stdout with the answer fields (read with the http target's response mapping, so
+``output``/``answer``/``response``, ``sources``, ``tools_used`` … all work) or a JSON string (the answer
+text). An extractor (seed 001) may print only ``mentions`` (objects with ``brand``, ``is_mine``, ``rank``)
+and/or ``ranked_list``: those are scored instead of the built-in detector. A non-zero exit status, invalid JSON, or running longer
 than ``api_timeout_seconds`` makes the case ``errored``; on timeout the program and its process group
 are killed. Commands are not retried: a local program's failure is not transient.
 """
@@ -70,6 +72,8 @@ class CommandTarget:
     def stdin_for(self, case: Case) -> bytes:
         record = case.model_dump(mode="json", exclude_none=True)
         record["context"] = case_context(case, self.eval_context)
+        if case.output is not None and (case.brands_mine is not None or case.brands_competitors is not None):
+            record["llm_answer_text"] = case.output  # seed 001's name for the text an extractor reads
         return json.dumps(record, ensure_ascii=False).encode("utf-8")
 
     async def answer(self, case: Case) -> Answer:
@@ -108,8 +112,9 @@ class CommandTarget:
             answer = Answer(**self.response_map.apply(data), latency_ms=latency_ms)
         except (ValueError, ValidationError) as exc:
             return Answer(error=redact(f"command printed an unusable answer: {str(exc).splitlines()[0]}"))
-        if answer.output is None:
-            return Answer(error="command printed no answer text ('output', 'answer' or 'response')")
+        if answer.output is None and answer.mentions is None and answer.ranked_list is None:
+            return Answer(error="command printed no answer text ('output', 'answer' or 'response') "
+                                "and no extraction ('mentions', 'ranked_list')")
         return answer
 
     async def aclose(self) -> None:

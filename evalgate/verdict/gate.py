@@ -31,9 +31,10 @@ if TYPE_CHECKING:
 
 
 def parse_threshold(name: str, raw: Any, direction: str, where: str) -> Threshold:
-    """A bare number means ``min`` for higher-is-better metrics and ``max`` for lower-is-better."""
+    """A bare number means ``min`` for higher-is-better metrics and ``max`` for lower-is-better; a mapping is
+    ``{min|max|gt|lt: x}`` (gt and lt are strict bounds)."""
     if isinstance(raw, bool):
-        raise UserError(f"threshold for {name!r} must be a number or {{'min'|'max': number}}", where=where)
+        raise UserError(f"threshold for {name!r} must be a number or {{'min'|'max'|'gt'|'lt': number}}", where=where)
     if isinstance(raw, int | float):
         if not math.isfinite(raw):
             raise UserError(f"threshold for {name!r} must be finite", where=where)
@@ -57,7 +58,7 @@ def resolve_thresholds(
     ``null`` in a layer removes a threshold (the metric becomes informational). Unknown metric names
     raise ``UserError`` naming the layer and suggesting the closest known name."""
     thresholds = {
-        name: Threshold(op="min" if m.direction == "higher" else "max", value=m.default_threshold)
+        name: Threshold(op=m.default_op, value=m.default_threshold)  # type: ignore[arg-type]
         for name, m in metrics.items()
         if m.default_threshold is not None
     }
