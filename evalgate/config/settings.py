@@ -77,6 +77,7 @@ class Settings(BaseModel):
     langfuse_secret_key: str | None = Field(default=None, exclude=True, repr=False)
     verbose: bool = False
     progress: Literal["auto", "rich", "plain", "none"] = "auto"
+    progress_interval_seconds: float = Field(default=10.0, gt=0, le=3600)
 
     # --- target ----------------------------------------------------------------------------------
     target: str = "recorded"
@@ -115,6 +116,8 @@ class Settings(BaseModel):
     # --- execution -------------------------------------------------------------------------------
     concurrency: int = Field(default=8, ge=1, le=1024)
     api_timeout_seconds: float = Field(default=60.0, gt=0)
+    connect_timeout_seconds: float = Field(default=10.0, gt=0)
+    read_timeout_seconds: float | None = Field(default=None, gt=0)
     api_retries: int = Field(default=3, ge=0, le=20)
     repeat: int = Field(default=1, ge=1, le=100)
     repeat_rule: Literal["majority", "all", "any"] = "majority"

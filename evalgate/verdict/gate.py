@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from evalgate.errors import EXIT_GATE_FAILED, EXIT_PASS, UserError
+from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_PASS, UserError
 from evalgate.model import CaseStatus, MetricResult, MetricStatus, Threshold, trusted
 from evalgate.text.numbers import score
 
@@ -174,8 +174,11 @@ def run_verdict(
     thresholds: Mapping[str, Threshold],
     policy: GatePolicy,
     extra_reasons: list[str] | None = None,
+    *,
+    interrupted: bool = False,
 ) -> Verdict:
-    """The run's verdict with every reason it failed (empty when it passed)."""
+    """The run's verdict with every reason it failed (empty when it passed). ``interrupted`` (a signal or
+    the caller stopped the run) never passes and exits ``EXIT_INTERRUPTED`` (130) instead of 1."""
     reasons: list[str] = []
     averages = aggregate.averages()
     metric_passed = metric_table_verdicts(averages, thresholds)
@@ -201,10 +204,10 @@ def run_verdict(
     if aggregate.total_test_cases == 0:
         reasons.append("no case was evaluated")
     reasons.extend(extra_reasons or [])
-    passed = not reasons
+    passed = not reasons and not interrupted
     return Verdict(
         passed=passed,
-        exit_code=EXIT_PASS if passed else EXIT_GATE_FAILED,
+        exit_code=EXIT_INTERRUPTED if interrupted else EXIT_PASS if passed else EXIT_GATE_FAILED,
         reasons=reasons,
         thresholds_passed=thresholds_passed,
         metric_passed=metric_passed,
