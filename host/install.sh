@@ -5,8 +5,10 @@
 #   install.sh plan     → step outputs venv=<dir> and key=<cache key>
 #   install.sh install  → create the environment unless a complete one is already there
 # The environment lives in RUNNER_TOOL_CACHE (kept by self-hosted runners and act; actions/cache keeps it
-# on GitHub-hosted runners), keyed by evalgate's version, the Python version and a hash of the
-# dependency lock and the sources. Dependencies come from requirements.lock with hashes checked.
+# on GitHub-hosted runners), keyed by the Python version, the CPU and a hash of the dependency lock, so
+# the dependencies (the slow part) survive evalgate updates; evalgate itself is reinstalled whenever its
+# sources differ from the ones recorded in the environment. Dependencies come from requirements.lock
+# with hashes checked.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source_dir=$(cd "$here/.." && pwd)
@@ -20,12 +22,9 @@ pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 
 case "${1:-}" in
   plan)
-    version=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$source_dir/evalgate/__init__.py")
-    digest=$(cd "$source_dir" && find requirements.lock pyproject.toml evalgate entrypoint -type f \
-               \( -name '*.py' -o -name '*.j2' -o -name '*.json' -o -name '*.yaml' -o -name '*.lock' -o -name '*.toml' \) \
-               -not -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+    digest=$(sha256sum "$source_dir/requirements.lock" | cut -c1-16)
     arch=$(uname -m)
-    key="evalgate-host-${version}-py${pyver}-${arch}-${digest}"
+    key="evalgate-host-deps-py${pyver}-${arch}-${digest}"
     venv="${RUNNER_TOOL_CACHE:-${RUNNER_TEMP:-/tmp}}/evalgate/${key}"
     echo "venv=$venv" >> "$GITHUB_OUTPUT"
     echo "key=$key" >> "$GITHUB_OUTPUT"
@@ -33,19 +32,28 @@ case "${1:-}" in
     ;;
   install)
     venv=${EVALGATE_VENV:?EVALGATE_VENV is not set}
-    if [ -f "$venv/.evalgate-complete" ] && "$venv/bin/python" -c 'import evalgate, entrypoint' 2>/dev/null; then
-      echo "evalgate host mode: cached environment ($("$venv/bin/evalgate" --version))"
+    sources=$(cd "$source_dir" && find pyproject.toml setup.py evalgate entrypoint datasets -type f \
+                -not -path '*/__pycache__/*' -not -name '*.pyc' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum \
+                | sha256sum | cut -c1-16)
+    started=$(date +%s)
+    export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+    if [ -f "$venv/.evalgate-deps" ] && "$venv/bin/python" -c 'import pydantic, aiohttp' 2>/dev/null; then
+      deps="cached dependencies"
+    else
+      rm -rf "$venv"
+      "$python" -m venv "$venv"
+      "$venv/bin/python" -m pip install -q --no-deps --require-hashes --only-binary=:all: -r "$source_dir/requirements.lock"
+      touch "$venv/.evalgate-deps"
+      deps="dependencies installed"
+    fi
+    if [ "$(cat "$venv/.evalgate-source" 2>/dev/null)" = "$sources" ] && "$venv/bin/python" -c 'import evalgate, entrypoint' 2>/dev/null; then
+      echo "evalgate host mode: cached environment ($("$venv/bin/evalgate" --version), $deps)"
       exit 0
     fi
-    rm -rf "$venv"
-    started=$(date +%s)
-    "$python" -m venv "$venv"
-    export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
-    "$venv/bin/python" -m pip install -q --no-deps --require-hashes --only-binary=:all: -r "$source_dir/requirements.lock"
-    "$venv/bin/python" -m pip install -q --no-deps "$source_dir"
+    "$venv/bin/python" -m pip install -q --no-deps --force-reinstall "$source_dir"
     "$venv/bin/python" -m pip check >/dev/null
-    touch "$venv/.evalgate-complete"
-    echo "evalgate host mode: installed $("$venv/bin/evalgate" --version) in $(( $(date +%s) - started )) s"
+    echo "$sources" > "$venv/.evalgate-source"
+    echo "evalgate host mode: $deps, installed $("$venv/bin/evalgate" --version) from this ref in $(( $(date +%s) - started )) s"
     ;;
   *)
     echo "usage: install.sh plan|install" >&2

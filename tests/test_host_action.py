@@ -41,5 +41,6 @@ def test_install_is_pinned_to_the_actions_own_checkout_and_cached() -> None:
     script = (ROOT / "host" / "install.sh").read_text(encoding="utf-8")
     assert 'source_dir=$(cd "$here/.." && pwd)' in script
     assert '--require-hashes --only-binary=:all: -r "$source_dir/requirements.lock"' in script
-    assert 'pip install -q --no-deps "$source_dir"' in script
+    assert 'pip install -q --no-deps --force-reinstall "$source_dir"' in script  # this ref's code, every time it changes
+    assert 'key="evalgate-host-deps-py${pyver}-${arch}-${digest}"' in script  # dependencies cached by the lock
     assert "RUNNER_TOOL_CACHE" in script
