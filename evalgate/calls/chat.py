@@ -16,8 +16,9 @@ Both raise what ``executor.classify`` understands: HTTP statuses (``StatusError`
 not a chat completion raises ``ReplyError`` (not retried).
 
 ``ChatService.complete`` (over either backend) is the only place a chat call is made: it reserves the
-worst-case cost against the budget, runs the call through the run's ``Executor`` (retries, adaptive
-limits, stop) and records tokens and cost. Judges and the ``openai`` target both use it.
+call's worst-case cost against the budget (with ``max_cost`` set; ``CostLedger.reserve``), runs the call
+through the run's ``Executor`` (retries, adaptive limits, stop), records the tokens and cost the reply's
+usage reports, and only then releases the reservation. Judges and the ``openai`` target both use it.
 """
 
 from __future__ import annotations
@@ -220,16 +221,17 @@ class ChatService:
     async def complete(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *,
                        max_tokens: int, what: str) -> ChatReply:
         ledger = self.runtime.ledger
-        reserved = ledger.reserve(self.worst_case_cost(messages, max_tokens))
+        reserved = await ledger.reserve(self.worst_case_cost(messages, max_tokens)) if ledger.max_cost is not None \
+            else 0.0
         try:
             body = {"model": self.model, "messages": list(messages), **self._limit(max_tokens), **params}
             completion: Completion = await self.runtime.executor.call(
                 self.provider.name, lambda: self._create(body), what=what)
+            text = completion.text
+            usage = usage_from(completion.prompt_tokens, completion.completion_tokens, messages, text)
+            cost = ledger.record(self.role, usage, self.price)  # the reply's usage: before the reservation goes
         finally:
             ledger.release(reserved)
-        text = completion.text
-        usage = usage_from(completion.prompt_tokens, completion.completion_tokens, messages, text)
-        cost = ledger.record(self.role, usage, self.price)
         return ChatReply(text, usage, cost, completion.elapsed_ms)
 
     def _create(self, body: Mapping[str, Any]) -> Awaitable[Completion]:

@@ -85,6 +85,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--judge-model", metavar="MODEL")
     target.add_argument("--judge-base-url", metavar="URL")
     target.add_argument("--judge-samples", type=int, metavar="K", help="judge calls averaged per judged metric")
+    target.add_argument("--judge-output", choices=["auto", "json_schema", "json_object", "prompt"],
+                        help="how the verdict's JSON schema is requested (default auto: the provider's structured "
+                             "output, falling back once per run when refused)")
     target.add_argument("--chat-client", choices=["direct", "openai-sdk"],
                         help="how judge and model calls are made: direct JSON (default) or the openai SDK")
     target.add_argument("--no-cache", action="store_true", default=None, help="bypass the judge cache")

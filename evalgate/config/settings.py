@@ -108,6 +108,7 @@ class Settings(BaseModel):
     instead of the provider's own variable; never written anywhere."""
     judge_seed: int | None = 20261122
     judge_samples: int = Field(default=1, ge=1, le=20)
+    judge_output: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"
     no_cache: bool = False
     max_cost: float | None = Field(default=None, ge=0.0)
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)

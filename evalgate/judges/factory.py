@@ -34,7 +34,8 @@ def build_judge(settings: Settings, runtime: Runtime | None = None, env: Mapping
     check_budget_pricing(settings.max_cost, provider, service.price, "judge_model")
     cache = JudgeCache(cache_path(settings.db_path), read=not settings.no_cache)
     return JudgeClient(service, cache, temperature=settings.judge_temperature, seed=settings.judge_seed,
-                       samples=settings.judge_samples, temperatures=template_temperatures(settings))
+                       samples=settings.judge_samples, temperatures=template_temperatures(settings),
+                       output=settings.judge_output)
 
 
 DEFAULT_METRIC_TEMPERATURES: dict[str, float] = {"judge_score": 0.1}

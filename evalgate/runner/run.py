@@ -37,7 +37,7 @@ from evalgate.store.recorder import InlineRecorder, ProcessRecorder, recorder_fo
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.store.sqlite import SQLiteStore
 from evalgate.verdict.aggregate import RunAggregate
-from evalgate.verdict.gate import Verdict, run_verdict
+from evalgate.verdict.gate import Verdict, judge_metric_sets, run_verdict
 from evalgate.verdict.repeats import RepeatSink, apply_report
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ async def _execute(
     spool = CaseSpool(output_dir / ".cases.jsonl")
     store = SQLiteStore(settings.db_path, run_id, timestamp)
     recorder = recorder_for(spool, store, len(prepared.cases) * settings.repeat)
-    aggregate = RunAggregate()
+    aggregate = RunAggregate(*judge_metric_sets(prepared.metrics, prepared.thresholds, judging=judge is not None))
     failures = FailureCollector()
     repeats = RepeatSink(aggregate, repeat=settings.repeat, rule=settings.repeat_rule)
     sinks: list[Any] = [repeats, recorder, failures]
@@ -150,6 +150,8 @@ async def _execute(
         judge=judge,
         repeat=settings.repeat,
         stop=stop,
+        budget_reached=lambda: runtime.ledger.exceeded,
+        metrics=prepared.metrics,
     )
     status = "crashed"
     frozen = _freeze_for_large_run(len(prepared.cases) * settings.repeat)
@@ -182,7 +184,9 @@ async def _execute(
             by = " and ".join(dict.fromkeys(received)) or "the caller"
             extra[0] = f"interrupted by {by}: run cancelled before every case finished"
         if runtime.ledger.exceeded:
-            extra.append(f"max_cost ${settings.max_cost:g} reached: the run stopped before exceeding the budget")
+            extra.append(f"{runtime.ledger.stop_message()}; the cases in progress finished, "
+                         f"{max(0, len(prepared.cases) * settings.repeat - engine.stats.finished_cases)} case(s) "
+                         "not run")
         verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra, interrupted=interrupted)
         judge_totals = runtime.ledger.roles.get("judge")
         late = echo.warning(target.kind, judge is not None, echo.results,
