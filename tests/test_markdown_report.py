@@ -247,7 +247,7 @@ def test_metric_table_results_and_thresholds() -> None:
     assert "|  | `mention_f1` | 0.820 | ≥ 0.85 | ❌ failed |" in body
     assert "|  | `false_is_mine_rate` | 0.000 | ≤ 0.05 | ✅ passed |" in body
     assert "judge_overall" not in body.replace("judge\\_overall", "judge_overall").split("### Metrics")[1].split("<sub>")[0]
-    assert "<sub>1 deterministic metric skipped: no case needed it.</sub>" in body  # metrics that did not run: one line
+    assert "<sub>1 deterministic metric skipped (judge\\_overall): no case needed it.</sub>" in body  # one line
     assert "vs base" not in body
 
 

@@ -630,17 +630,20 @@ def metric_groups(results: Mapping[str, Any], rows: Sequence[Mapping[str, Any]])
 
 
 def skipped_metrics(results: Mapping[str, Any]) -> list[str]:
-    """One line per reason for the metrics that produced no value at all, e.g. ``16 judged metrics skipped:
-    no judge configured (judge_provider none)``."""
-    counted: dict[tuple[str, str, str], int] = {}
-    for info in (results.get("metrics") or {}).values():
+    """One line per reason for the metrics that were skipped everywhere, e.g. ``16 judged metrics skipped:
+    no judge configured (judge_provider none)``; up to 5 metrics are named: ``1 judged metric skipped
+    (math): …``."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for name, info in (results.get("metrics") or {}).items():
         if not isinstance(info, Mapping) or info.get("average") is not None or not info.get("skipped"):
             continue  # unavailable metrics (a problem, not a choice) are listed by not_scored_view
-        state = "skipped"
         reasons = info.get("reasons") or {}
         reason = max(reasons, key=lambda r: reasons[r]) if isinstance(reasons, Mapping) and reasons else \
             "no case needed it"
-        key = (str(info.get("kind") or "deterministic"), state, str(reason))
-        counted[key] = counted.get(key, 0) + 1
-    return [f"{n} {kind} metric{'' if n == 1 else 's'} {state}: {reason}"
-            for (kind, state, reason), n in sorted(counted.items(), key=lambda kv: (-kv[1], kv[0]))]
+        grouped.setdefault((str(info.get("kind") or "deterministic"), str(reason)), []).append(str(name))
+    lines = []
+    for (kind, reason), names in sorted(grouped.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        n = len(names)
+        named = f" ({', '.join(names)})" if n <= 5 else ""
+        lines.append(f"{n} {kind} metric{'' if n == 1 else 's'} skipped{named}: {reason}")
+    return lines
