@@ -35,11 +35,11 @@ from typing import Any
 from evalgate.errors import UserError
 from evalgate.github.api import GitHubAPI, GitHubAPIError
 from evalgate.github.baseline import MAX_MEMBER_BYTES, MAX_ZIP_BYTES, BaselineUnavailable, download_artifact
-from evalgate.store.reader import MAX_BASELINE_RECORDS
 from evalgate.github.commands import error, notice
 from evalgate.github.context import ActionContext
 from evalgate.github.publish import PublishOptions, publish
 from evalgate.safety.redact import redact
+from evalgate.store.reader import MAX_BASELINE_RECORDS
 
 Emit = Callable[[str], None]
 RESULT_FILES = ("results.json", "results.db")
