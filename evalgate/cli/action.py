@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.config.settings import FIELD_NAMES, Settings, build_settings
-from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USER_ERROR, UserError
+from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USER_ERROR, Interrupt, UserError
 from evalgate.github.commands import counting, error, new_stop_token, notice, warning
 from evalgate.github.context import ActionContext, read_inputs
 from evalgate.github.masking import env_secrets, mask_all, settings_secrets
@@ -198,18 +198,26 @@ def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = em
 
     emit = counting(emit)  # publishing spends what is left of the runner's annotation budget
     mask_all(env_secrets(env), emit)
+    previous = Interrupt.install()  # SIGINT/SIGTERM during the set-up: exit 130, nothing written
     try:
-        setup_ = setup(env, argv, emit)
-    except UserError as exc:
-        emit(error(str(exc), title="evalgate: configuration or dataset error"))
-        _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
-        return EXIT_USER_ERROR
-    paths = written_paths(setup_.settings)
-    created = missing_ancestors(paths, setup_.workspace)
-    try:
-        return _evaluate_and_publish(setup_, env, emit)
+        try:
+            setup_ = setup(env, argv, emit)
+        except UserError as exc:
+            emit(error(str(exc), title="evalgate: configuration or dataset error"))
+            _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
+            return EXIT_USER_ERROR
+        except KeyboardInterrupt:
+            emit(error("interrupted before any result was written", title="evalgate: interrupted"))
+            _best_effort_outputs(env, error_outputs(EXIT_INTERRUPTED), emit)
+            return EXIT_INTERRUPTED
+        paths = written_paths(setup_.settings)
+        created = missing_ancestors(paths, setup_.workspace)
+        try:
+            return _evaluate_and_publish(setup_, env, emit)
+        finally:
+            hand_over(paths, setup_.workspace, created)
     finally:
-        hand_over(paths, setup_.workspace, created)
+        Interrupt.restore(previous)
 
 
 def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:

@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from evalgate import __version__
-from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USER_ERROR, UserError
+from evalgate.errors import (
+    EXIT_GATE_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USER_ERROR,
+    Interrupt,
+    RunInterrupted,
+    UserError,
+)
 
 BOOL = argparse.BooleanOptionalAction
 
@@ -209,6 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from evalgate.runner.run import execute
     from evalgate.runner.warmup import REPORT_DELAY_S, preload
 
+    Interrupt.check()  # a signal that came during the imports above
     values, origins, notices = _cli_values(args)
     defaults = {"compat": ["seed001"]} if args.verb == "eval" else None
     settings, suite_config, _ = build_settings(cli=values, cli_origins=origins, defaults=defaults)
@@ -236,6 +244,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         warmup.cancel()
     code = int(outcome.verdict.exit_code)
+    late = outcome.signals or list(Interrupt.received)
+    if late and code != EXIT_INTERRUPTED:  # the results were complete and written when the signal came
+        print(f"evalgate: interrupted by {late[0]} after the results were written: they are complete "
+              f"(status {outcome.document['status']}), the report is not printed (exit {code})", file=sys.stderr)
+        return code
     try:
         _print_outcome(outcome, settings, json_mode)
     except BrokenPipeError:
@@ -362,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return EXIT_USER_ERROR
-    previous = _sigterm_interrupts()
+    previous = Interrupt.install()  # SIGINT/SIGTERM before a run installs its own handlers: exit 130
     try:
         return int(handler(args))
     except UserError as exc:
@@ -370,8 +383,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"evalgate: error: {redact(str(exc))}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:  # before a run installed its own handlers, or in another verb
-        print("evalgate: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # before any result was written (or in another verb)
+        how = f" by {exc.signal_name}" if isinstance(exc, RunInterrupted) else ""
+        print(f"evalgate: interrupted{how} before any case ran: nothing was evaluated, no results written "
+              f"(exit {EXIT_INTERRUPTED})", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -379,29 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug, not a user error: keep the traceback, but in a file
         return report_crash(exc)
     finally:
-        _restore_sigterm(previous)
-
-
-def _sigterm_interrupts() -> Any:
-    """Make SIGTERM interrupt like Ctrl-C (``KeyboardInterrupt`` → 130) outside a run's own handlers;
-    returns the previous handler (None when not in the main thread)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    return signal.signal(signal.SIGTERM, interrupt)
-
-
-def _restore_sigterm(previous: Any) -> None:
-    if previous is not None:
-        import signal
-
-        signal.signal(signal.SIGTERM, previous)
+        Interrupt.restore(previous)
 
 
 def console_main() -> NoReturn:

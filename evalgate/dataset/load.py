@@ -50,7 +50,7 @@ from evalgate.config.suite import (
     yaml_line,
 )
 from evalgate.dataset.kinds import KindCheck
-from evalgate.errors import UserError
+from evalgate.errors import Interrupt, UserError
 from evalgate.model import Case
 from evalgate.safety.redact import redact
 
@@ -728,6 +728,7 @@ class DatasetStream:
         check = self._kind_check(suite, parsed.wrapper)
         cases = 0
         for position, item in enumerate(parsed.items, start=1):
+            Interrupt.check()  # a signal deferred by its handler is honoured here, between two cases
             case = self._admit(source, item, position, suite, check)
             if case is not None:
                 cases += 1

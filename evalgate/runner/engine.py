@@ -142,6 +142,7 @@ class Engine:
         metrics: Mapping[str, Metric] | None = None,
         max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
         score_seconds: float = 60.0,
+        halted: Callable[[], bool] | None = None,
     ) -> None:
         self.target = target
         self.plan_for = plan_for
@@ -157,6 +158,9 @@ class Engine:
         self.max_answer_chars = max_answer_chars
         self.score_seconds = score_seconds
         self.live = getattr(target, "kind", "recorded") != "recorded"
+        self.halted = halted
+        """True once the run was interrupted (a signal): read before each case, because a worker whose
+        cases never wait (recorded answers) gives the loop no turn in which ``stop`` could be set."""
         self.budget_reached = budget_reached
         """True once ``max_cost`` refused a call (``CostLedger.exceeded``): the engine then drains."""
         self.draining = False
@@ -213,7 +217,12 @@ class Engine:
         return self._work_items_for(cases, self.repeat)
 
     async def _worker(self, work: Iterator[tuple[Case, int]]) -> None:
+        halted = self.halted
         while not self.stop.is_set() and not self.draining:
+            if halted is not None and halted():  # interrupted: no new case
+                self.stats.cancelled = True
+                self.stop.set()
+                return
             try:
                 case, repeat = next(work)
             except StopIteration:
