@@ -9,8 +9,10 @@
 * **big answer**: ``evalgate run`` (http target, C = 8, 2 s per attempt, no retries) on 40 ordinary cases and
   one whose answer is 10 MB: wall time, errored cases other than the big one, attempt timeouts.
 * **signals** (``--signals``): SIGTERM at a random moment of a recorded run of ``--signal-cases`` cases,
-  ``--trials`` times: seconds from the signal to the process's exit, exit status, results status, and
-  whether results.json and SQLite hold the same finished cases.
+  ``--trials`` times (trial i in the i-th of ``--trials`` equal slices of an uninterrupted run's wall time,
+  so every phase is hit: start-up, reading and checking the datasets, running, writing): seconds from the
+  signal to the process's exit, exit status, results status, and whether results.json and SQLite hold
+  the same finished cases.
 
     python -m bench.hostile                                   # all but signals, ~1 min
     python -m bench.hostile --signals --signal-cases 100000 --trials 20
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import statistics
@@ -140,37 +143,66 @@ def big_answer(work: Path) -> dict[str, Any]:
             "results_db_bytes": (work / "big" / "out" / "results.db").stat().st_size}
 
 
-def signals(work: Path, cases: int, trials: int, seed: int) -> dict[str, Any]:
-    """SIGTERM at a random moment of a recorded run; the moments are spread over the run's whole length
-    (measured once, without a signal)."""
-    dataset = work / "signal-cases.jsonl"
-    with dataset.open("w") as handle:
+def recorded_dataset(path: Path, cases: int) -> Path:
+    """``cases`` recorded cases in JSONL (every fifth fails its keyword check)."""
+    with path.open("w") as handle:
         for i in range(cases):
             handle.write(json.dumps({"id": f"s{i:06d}", "input": f"question {i}", "output": f"answer {i}",
                                      "expected_keywords": ["answer"] if i % 5 else ["missing"]}) + "\n")
-    base = ["run", "--dataset", str(dataset), "--progress", "none"]
-    full = measured_process([*base, "--output-dir", str(work / "full")], work)
+    return path
+
+
+def signal_command(dataset: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "evalgate", "run", "--dataset", str(dataset), "--output-dir", str(out),
+            "--progress", "none"]
+
+
+def signal_trial(dataset: Path, out: Path, delay: float) -> dict[str, Any]:
+    """``evalgate run`` in a fresh process, SIGTERM ``delay`` seconds after its start: seconds from the
+    signal to the exit, exit status, the last line of stderr and what it left (``check_partial``);
+    ``finished_first`` when the process had already exited (no signal was sent)."""
+    process = subprocess.Popen(signal_command(dataset, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env={**os.environ, "PYTHONPATH": str(REPO)})
+    time.sleep(delay)
+    finished_first = process.poll() is not None
+    sent = time.monotonic()
+    if not finished_first:
+        process.send_signal(signal.SIGTERM)
+    try:
+        _, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, err = process.communicate()
+    lines = err.decode(errors="replace").strip().splitlines()
+    return {"out": out.name, "signal_at_s": round(delay, 3), "exit_after_s": round(time.monotonic() - sent, 3),
+            "exit": process.returncode, "finished_first": finished_first, "stderr": lines[-1][:300] if lines else "",
+            **check_partial(out)}
+
+
+def signals(work: Path, cases: int, trials: int, seed: int) -> dict[str, Any]:
+    """SIGTERM at stratified random moments of a recorded run of ``cases`` cases: trial i at a random
+    moment of the i-th of ``trials`` equal slices of an uninterrupted run's wall time (measured once), so
+    every phase gets hit. A trial whose process had already finished (a warm run is quicker than the
+    measured one) is tried again 15 % earlier, up to five times: every trial counted got its signal."""
+    dataset = recorded_dataset(work / "signal-cases.jsonl", cases)
+    full = measured_process(signal_command(dataset, work / "full")[3:], work)
     rng = random.Random(seed)
     runs = []
     for trial in range(trials):
-        out = work / f"sig{trial}"
-        delay = rng.uniform(0.0, full["wall_s"])
-        process = subprocess.Popen([sys.executable, "-m", "evalgate", *base, "--output-dir", str(out)], cwd=work,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                   env={**os.environ, "PYTHONPATH": str(REPO)})
-        time.sleep(delay)
-        sent = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        exited = time.monotonic() - sent
-        runs.append({"signal_at_s": round(delay, 3), "exit_after_s": round(exited, 3), "exit": process.returncode,
-                     **check_partial(out)})
-    ok = [r for r in runs if r["exit_after_s"] <= 1.0 and r["exit"] in (130, 0, 1) and r["consistent"]]
-    return {"cases": cases, "uninterrupted": full, "trials": runs, "within_1s_and_consistent": len(ok),
+        delay = (trial + rng.random()) * full["wall_s"] / trials
+        for _ in range(6):
+            outcome = signal_trial(dataset, work / f"sig{trial}", delay)
+            if not outcome["finished_first"]:
+                break
+            shutil.rmtree(work / f"sig{trial}", ignore_errors=True)
+            delay *= 0.85
+        runs.append(outcome)
+    cancelled = [r for r in runs if r["exit"] == 130 and r["exit_after_s"] <= 1.0 and r["consistent"]]
+    return {"cases": cases, "uninterrupted": full, "trials": runs,
+            "signalled": sum(not r["finished_first"] for r in runs),
+            "exit_130_within_1s_and_consistent": len(cancelled),
+            "with_partial_results": sum(r["status"] == "cancelled" for r in runs),
+            "nothing_written": sum(r["status"] is None for r in runs),
             "max_exit_after_s": max(r["exit_after_s"] for r in runs)}
 
 
