@@ -1,0 +1,85 @@
+"""Boundaries of the pure core that mutation testing showed unguarded (issue #14): each value here is
+computed by hand from the rule in the module docstring, exactly at the edge where ``<`` and ``<=`` (or
+``break`` and ``continue``) part ways."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalgate.errors import EXIT_GATE_FAILED, EXIT_PASS
+from evalgate.metrics.mentions import f1
+from evalgate.metrics.registry import all_metrics
+from evalgate.model import CaseResult, CaseStatus, MetricStatus, Threshold
+from evalgate.verdict.aggregate import RunAggregate
+from evalgate.verdict.gate import GatePolicy, judge_metric, resolve_thresholds, run_verdict
+
+
+def case(case_id: str, status: CaseStatus) -> CaseResult:
+    return CaseResult(id=case_id, status=status, passed=status is CaseStatus.passed, risk_level="medium",
+                      source=f"d.yaml:{len(case_id)}")
+
+
+def aggregate_of(passed: int, failed: int) -> RunAggregate:
+    aggregate = RunAggregate()
+    for index in range(passed):
+        aggregate.add(case(f"p{index}", CaseStatus.passed))
+    for index in range(failed):
+        aggregate.add(case(f"f{index}", CaseStatus.failed))
+    return aggregate
+
+
+def test_f1_at_equal_precision_and_recall_is_their_common_value() -> None:
+    # 2·P·R / (P + R) with P = R = x is x; P + R = 1 here, the edge of the "P + R > 0" guard
+    assert f1(0.5, 0.5) == 0.5
+    assert f1(0.25, 0.25) == 0.25
+    assert f1(1.0, 1.0) == 1.0
+    assert f1(0.0, 0.0) == 0.0
+    assert f1(1.0, 0.5) == pytest.approx(2 * 1.0 * 0.5 / 1.5)
+
+
+def test_pass_rate_exactly_at_the_minimum_passes() -> None:
+    aggregate = aggregate_of(passed=4, failed=1)  # 4 / 5 = 0.8
+    assert aggregate.pass_rate == 0.8
+    at_minimum = run_verdict(aggregate, {}, GatePolicy(min_pass_rate=0.8))
+    assert at_minimum.passed and at_minimum.reasons == []
+    above = run_verdict(aggregate, {}, GatePolicy(min_pass_rate=0.81))
+    assert above.reasons == ["pass rate 80.0% is below min-pass-rate 81.0%"]
+
+
+def test_a_passing_run_exits_0_and_a_failing_one_1() -> None:
+    passing = run_verdict(aggregate_of(passed=2, failed=0), {}, GatePolicy())
+    assert (passing.passed, passing.exit_code, passing.as_dict()) == (
+        True, EXIT_PASS, {"passed": True, "exit_code": 0, "reasons": []})
+    assert EXIT_PASS == 0
+    failing = run_verdict(aggregate_of(passed=1, failed=1), {}, GatePolicy(min_pass_rate=1.0))
+    assert (failing.passed, failing.exit_code) == (False, EXIT_GATE_FAILED) and EXIT_GATE_FAILED == 1
+
+
+def test_an_unthresholded_metric_passes_whatever_its_value() -> None:
+    for value in (0.0, 0.5, 1.0, 4000.0):
+        result = judge_metric(value, None, {})
+        assert (result.passed, result.status, result.reason, result.threshold) == (
+            True, MetricStatus.passed, None, None)
+    aggregate = RunAggregate()
+    aggregate.add(CaseResult(id="a", status=CaseStatus.passed, passed=True, metrics={"m": judge_metric(0.0, None, {})}))
+    verdict = run_verdict(aggregate, {}, GatePolicy())
+    assert verdict.passed and verdict.metric_passed == {"m": None}
+
+
+def test_a_metric_exactly_at_its_threshold_passes_in_both_directions() -> None:
+    at_min = judge_metric(0.9, Threshold(op="min", value=0.9), {})
+    at_max = judge_metric(0.05, Threshold(op="max", value=0.05), {})
+    assert at_min.passed and at_min.status is MetricStatus.passed
+    assert at_max.passed and at_max.status is MetricStatus.passed
+    below = judge_metric(0.5, Threshold(op="min", value=0.9), {})
+    assert not below.passed and below.reason == "0.5 misses threshold ≥ 0.9"
+
+
+def test_a_null_threshold_in_a_multi_key_layer_removes_only_that_threshold() -> None:
+    metrics = all_metrics()
+    layer = {"hit_rate": None, "mention_f1": 0.5, "mention_precision": None, "num_tokens": 4000}
+    thresholds = resolve_thresholds(metrics, [(layer, "EVALGATE_METRIC_THRESHOLDS")])
+    assert "hit_rate" not in thresholds and "mention_precision" not in thresholds
+    assert thresholds["mention_f1"] == Threshold(op="min", value=0.5)  # a key after a null is still read
+    assert thresholds["num_tokens"] == Threshold(op="max", value=4000.0)
+    assert thresholds["false_is_mine_rate"] == Threshold(op="max", value=0.0)  # untouched default kept
