@@ -29,7 +29,7 @@ from evalgate.runner.finish import (
 )
 from evalgate.runner.setup import prepare
 from evalgate.safety.redact import redact_mapping
-from evalgate.store.recorder import InlineRecorder, ProcessRecorder, recorder_for
+from evalgate.store.recorder import CaseRecorder
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.store.sqlite import SQLiteStore
 from evalgate.verdict.aggregate import RunAggregate
@@ -94,7 +94,7 @@ async def execute(
     results_path = output_dir / "results.json"
     spool = CaseSpool(output_dir / ".cases.jsonl")
     store = SQLiteStore(settings.db_path, run_id, timestamp)
-    recorder = recorder_for(spool, store, len(prepared.cases) * settings.repeat)
+    recorder = CaseRecorder(spool, store)
     aggregate = RunAggregate()
     failures = FailureCollector()
     repeats = RepeatSink(aggregate, repeat=settings.repeat, rule=settings.repeat_rule)
@@ -139,10 +139,6 @@ async def execute(
             with contextlib.suppress(Exception):
                 await judge.aclose()
         repeats.finish()
-        recorder_failure = _close_recorder(recorder)  # every recorded case is in the spool after this
-        crash_raised = status == "crashed"
-        if recorder_failure is not None:  # some finished cases may be missing from the results
-            status = "crashed"
         extra = [f"run {status} before every case finished"] if status != "completed" else []
         if runtime.ledger.exceeded:
             extra.append(f"max_cost ${settings.max_cost:g} reached: the run stopped before exceeding the budget")
@@ -164,8 +160,6 @@ async def execute(
         spool.close()
         store.finish(document)
         spool.path.unlink(missing_ok=True)
-        if recorder_failure is not None and not crash_raised:
-            raise recorder_failure
     if target.kind != "recorded" and aggregate.total_test_cases and aggregate.total_errored == aggregate.total_test_cases \
             and engine.stats.target_errors == aggregate.total_test_cases:
         raise UserError(f"the target never answered ({settings.target_url or settings.target}); "
@@ -236,15 +230,6 @@ def _thaw(previous: tuple[int, int, int] | None) -> None:
 
 
 GC_YOUNG_THRESHOLD = 10_000
-
-
-def _close_recorder(recorder: InlineRecorder | ProcessRecorder) -> Exception | None:
-    """Close ``recorder``; its failure is returned, to be raised once the results are written."""
-    try:
-        recorder.close()
-    except Exception as exc:
-        return exc
-    return None
 
 
 def _install_handlers(stop: asyncio.Event) -> list[int]:

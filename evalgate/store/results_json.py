@@ -42,26 +42,6 @@ class CaseSpool:
         self._offsets.append(self._offset)
         self._offset += len(data)
 
-    def expect(self, index: int, repeat: int) -> None:
-        """Register a record that another process appends to the file (see ``index_appended``)."""
-        self._cases.append(index)
-        self._repeats.append(repeat)
-
-    def index_appended(self) -> None:
-        """Find the offsets of the records appended by another process since the last indexed one
-        (one per line, in ``expect`` order); expected records that never arrived are dropped."""
-        self.flush()
-        with open(self.path, "rb") as reader:
-            reader.seek(self._offset)
-            while len(self._offsets) < len(self._cases):
-                line = reader.readline()
-                if not line.endswith(b"\n"):  # end of file, or a record cut short
-                    break
-                self._offsets.append(self._offset)
-                self._offset += len(line)
-        del self._cases[len(self._offsets):]
-        del self._repeats[len(self._offsets):]
-
     def __len__(self) -> int:
         return len(self._offsets)
 
@@ -138,8 +118,3 @@ def write_results(path: Path, document: dict[str, Any], spool: CaseSpool) -> Non
         out.flush()
         os.fsync(out.fileno())
     os.replace(tmp, path)
-
-
-def read_results(path: Path) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)

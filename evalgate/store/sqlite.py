@@ -11,8 +11,7 @@ defines them, so its trend queries work unchanged. evalgate adds:
 errored cases show up in the seed's "find failing tests" query too. ``test_description`` is the case
 id, followed by `` — description`` when the case has one (and ``#r<repeat>`` for repeats > 0).
 Rows are written as each case finishes and committed in small batches (every 500 cases or every
-second). In a large run ``evalgate.store.recorder`` writes the case rows from its own process and this
-store writes only the run rows.
+second).
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.model import STATUS_TEXT, CaseResult, MetricStatus
+from evalgate.safety.redact import redact
 
 SCHEMA_VERSION = 1
 
@@ -162,7 +162,8 @@ _VALUED = (MetricStatus.passed, MetricStatus.failed)
 
 def metric_rows(result: CaseResult, run_id: str, timestamp: str) -> list[tuple[Any, ...]]:
     """Seed 001 rows for one case, in ``INSERT_RESULT`` column order: every metric with a value, plus
-    ``case_passed``. Metrics sharing one details mapping (a metric family) encode it once."""
+    ``case_passed``. Metrics sharing one details mapping (a metric family) encode it once; known secrets
+    are redacted from the details text (the database is uploaded as an artifact)."""
     description = description_of(result)
     overall = int(result.passed)
     rows: list[tuple[Any, ...]] = []
@@ -175,7 +176,7 @@ def metric_rows(result: CaseResult, run_id: str, timestamp: str) -> list[tuple[A
         if details:
             text = encoded.get(id(details))
             if text is None:
-                text = encoded[id(details)] = details_json(details)
+                text = encoded[id(details)] = redact(details_json(details))
         rows.append((run_id, description, overall, name, metric.value, int(bool(metric.passed)), text, timestamp))
     rows.append((run_id, description, overall, "case_passed", float(overall), overall,
                  case_passed_json(STATUS_TEXT[result.status], result.error), timestamp))
