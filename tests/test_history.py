@@ -23,7 +23,8 @@ from evalgate.store.history import (
     sparkline,
     window,
 )
-from evalgate.store.sqlite import SEED_001_DDL, SQLiteStore
+from evalgate.store.schema import SEED_001_DDL
+from evalgate.store.sqlite import SQLiteStore
 
 UNTIL = "2020-03-03T12:00:00Z"
 
