@@ -171,6 +171,9 @@ COMMANDS = {"run": cmd_run, "eval": cmd_run, "validate": cmd_validate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from evalgate.safety.redact import register_environment
+
+    register_environment(os.environ)  # the process environment is read here, at the edge
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     if not argv:

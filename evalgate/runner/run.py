@@ -28,7 +28,7 @@ from evalgate.runner.finish import (
     run_metadata,
 )
 from evalgate.runner.setup import prepare
-from evalgate.safety.redact import redact_mapping
+from evalgate.safety.redact import redact_mapping, register_environment
 from evalgate.store.recorder import CaseRecorder
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.store.sqlite import SQLiteStore
@@ -70,7 +70,11 @@ async def execute(
     from evalgate.judges.factory import build_judge
     from evalgate.runner.warmup import preload
     from evalgate.targets.factory import build_target
+    from evalgate.text.tokens import configure as configure_tokenizer
 
+    env = settings.environment  # read once at the edge (config), passed down from here
+    register_environment(env)
+    configure_tokenizer(env)
     if uses_http_pool(settings):  # every module-level import of this path is done: no concurrent imports
         preload(("aiohttp",))
     prepared = prepare(settings, suite_config, cwd)
@@ -84,8 +88,8 @@ async def execute(
     progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
     stop = stop or asyncio.Event()
     runtime = Runtime.from_settings(settings, stop)
-    judge = build_judge(settings, runtime)
-    target = build_target(settings, runtime)
+    judge = build_judge(settings, runtime, env)
+    target = build_target(settings, runtime, env)
     estimate: dict[str, Any] | None = None
     now = dt.datetime.now(dt.UTC)
     run_id, timestamp = new_run_id(now), now.strftime("%Y-%m-%dT%H:%M:%SZ")
