@@ -444,8 +444,8 @@ def _trusted_matches_validation() -> bool:
     """One-time check that ``trusted`` reproduces pydantic's own construction (else it validates)."""
     global _TRUSTED_OK
     _TRUSTED_OK = True
-    values = {"value": 0.5, "threshold": Threshold(op="min", value=0.9), "passed": False,
-              "status": MetricStatus.failed, "reason": "r", "details": {"k": [1]}}
+    values: dict[str, Any] = {"value": 0.5, "threshold": Threshold(op="min", value=0.9), "passed": False,
+                              "status": MetricStatus.failed, "reason": "r", "details": {"k": [1]}}
     try:
         fast, slow = trusted(MetricResult, dict(values)), MetricResult(**values)
         return (fast == slow and fast.model_fields_set == slow.model_fields_set

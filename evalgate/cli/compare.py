@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, cast
 
 from evalgate.errors import UserError
 
@@ -32,6 +32,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from evalgate.report.console import make_console, render_comparison
     from evalgate.store.reader import load_results
     from evalgate.verdict.compare import DEFAULT_ALPHA, compare_runs, comparison_gate_reasons
+    from evalgate.verdict.stats import REPEAT_RULES, RepeatRule
 
     base, head = load_results(args.base), load_results(args.head)
     config = (head.get("metadata") or {}).get("config") or {}
@@ -39,7 +40,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not isinstance(alpha, int | float) or not 0.0 < alpha < 1.0:
         raise UserError(f"significance level must be between 0 and 1, got {alpha!r}", where="--alpha")
     rule = args.repeat_rule or config.get("repeat_rule") or "majority"
-    comparison = compare_runs(base, head, alpha=float(alpha), baseline_source=args.base, repeat_rule=rule)
+    if rule not in REPEAT_RULES:
+        raise UserError(f"repeat rule must be one of {', '.join(REPEAT_RULES)}, got {rule!r}", where=args.head)
+    comparison = compare_runs(base, head, alpha=float(alpha), baseline_source=args.base,
+                              repeat_rule=cast(RepeatRule, rule))
     if args.format == "json":
         print(json.dumps(comparison, indent=2, ensure_ascii=False))
     elif args.format == "markdown":

@@ -159,7 +159,6 @@ def selector(
         return None
 
     def choose(refs: list[CaseRef]) -> list[CaseRef]:
-        return select_cases(refs, case_ids=case_ids, first_n=first_n, categories=categories, tags=tags,  # type: ignore[arg-type]
-                            shard=shard)
+        return select_cases(refs, case_ids=case_ids, first_n=first_n, categories=categories, tags=tags, shard=shard)
 
     return choose

@@ -65,7 +65,7 @@ ANSWER_DETAIL_FIELDS = (
     "prompt_tokens",
     "completion_tokens",
 )
-ANSWER_DETAIL_SET = frozenset(ANSWER_DETAIL_FIELDS)
+ANSWER_DETAIL_SET = set(ANSWER_DETAIL_FIELDS)
 
 
 class Sink(Protocol):
@@ -285,7 +285,7 @@ class Engine:
         num_tokens = answer.num_tokens
         if num_tokens is None and "num_tokens" in metrics and metrics["num_tokens"].value is not None:
             num_tokens = int(metrics["num_tokens"].value)
-        values = {
+        values: dict[str, Any] = {
             "id": case.id,
             "index": case.index,
             "suite": case.suite,
@@ -336,8 +336,8 @@ def _answer_values_valid(values: dict[str, Any]) -> bool:
 
 def _skipped(reason: str, threshold: Threshold | None) -> MetricResult:
     """``MetricResult(status=skipped, reason=…, threshold=…)`` without re-validating its inputs."""
-    values = {"value": None, "threshold": threshold, "passed": None, "status": MetricStatus.skipped,
-              "reason": reason, "details": {}}
+    values: dict[str, Any] = {"value": None, "threshold": threshold, "passed": None,
+                              "status": MetricStatus.skipped, "reason": reason, "details": {}}
     if threshold is None or type(threshold) is Threshold:
         return trusted(MetricResult, values, {"status", "reason", "threshold"})
     return MetricResult(status=MetricStatus.skipped, reason=reason, threshold=threshold)
