@@ -225,13 +225,6 @@ class Engine:
             metrics[metric.name] = outcome
         return self._result(case, answer, metrics, repeat)
 
-    async def _score(self, metric: Metric, case: Case, answer: Answer, ctx: MetricContext) -> MetricResult:
-        """Score one metric on one case; never raises for a metric failure."""
-        outcome = self._score_now(metric, case, answer, ctx)
-        if type(outcome) is not MetricResult:
-            outcome = await self._score_later(metric, outcome, ctx)
-        return outcome
-
     def _score_now(self, metric: Metric, case: Case, answer: Answer, ctx: MetricContext) -> MetricResult | Any:
         """The metric's result, or the awaitable an async metric returned (no coroutine of our own for
         the synchronous metrics: most of them)."""

@@ -181,13 +181,6 @@ class RunAggregate:
         if result.cost_usd:
             self.cost_usd += result.cost_usd
 
-    @staticmethod
-    def _keys(result: CaseResult, dimension: str) -> list[str]:
-        if dimension == "tag":
-            return list(result.tags)
-        value = getattr(result, dimension)
-        return [str(value)] if value not in (None, "") else []
-
     @property
     def pass_rate(self) -> float:
         decided = self.total_passed + self.total_failed + self.total_errored
