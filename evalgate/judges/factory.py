@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 def build_judge(settings: Settings, runtime: Runtime | None, env: Mapping[str, str]) -> JudgeClient | None:
     """The judge client for ``settings`` (its key from ``env``, as given by the caller), or None."""
     if settings.judge_provider == "none":
-        return None  # and the openai package (≈2 s to import) is never loaded
+        return None  # and the openai package (slow to import) is never loaded
     from evalgate.judges.client import ChatService, JudgeClient
     provider = resolve_provider(settings.judge_provider, model=settings.judge_model,
                                 base_url=settings.judge_base_url, env=env)

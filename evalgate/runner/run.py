@@ -175,9 +175,8 @@ async def execute(
 def spare_workers(concurrency: int, target: Any) -> int:
     """Cases in progress beyond ``concurrency`` (see ``Engine``): half as many again, at least two, when
     ``target.calls_bounded`` (every call the cases make waits at the executor's bound) and
-    ``concurrency`` > 1; none otherwise. At 50 ms latency and C = 8 a case spends ≈ 2 ms of each 100 ms
-    scoring between its calls, at 2 ms latency and C = 64 about as long as it waits: half of C keeps the
-    slots full in both."""
+    ``concurrency`` > 1; none otherwise. A case scores between its calls, and a call slot it leaves stays
+    empty meanwhile unless another case is waiting for it; the measured effect is in bench/README.md."""
     if concurrency == 1 or not getattr(target, "calls_bounded", False):
         return 0  # concurrency 1 stays one case at a time, start to finish (what debugging expects)
     return max(2, concurrency // 2)
@@ -189,15 +188,14 @@ def uses_http_pool(settings: Settings) -> bool:
 
 
 DISPATCH_TURNS = 256
-"""Event-loop turns given to the workers' first calls before the estimate: opening C loopback connections
-and writing the requests takes ≈ 100 turns at C = 8 (measured: all 8 requests received before the
-estimate from 128 turns on); an idle turn costs ≈ 10 µs, so 256 spend at most a few milliseconds."""
+"""Event-loop turns given to the workers' first calls before the estimate: enough for C connections to
+open and their requests to be written; idle turns are cheap, so a short run loses next to nothing."""
 
 
 async def estimate_once_started(running: asyncio.Future[Any], announce: Callable[[], dict[str, Any] | None],
                                 turns: int = DISPATCH_TURNS) -> dict[str, Any] | None:
-    """``announce()`` (the cost estimate: it renders up to 200 judge prompts, ≈ 60 ms with jinja2's
-    import), run in a thread once the event loop has turned ``turns`` times (fewer if ``running`` ends
+    """``announce()`` (the cost estimate: it renders up to 200 judge prompts, jinja2's import included),
+    run in a thread once the event loop has turned ``turns`` times (fewer if ``running`` ends
     first). The run's first calls are then already sent, and the estimate's work fills the wait for
     their replies: in the thread it yields the interpreter to the event loop every few milliseconds
     instead of holding the loop for its whole duration. It only reads the cases (each iteration is a
@@ -216,8 +214,7 @@ def _freeze_for_large_run(cases: int) -> tuple[int, int, int] | None:
     """For ``cases`` ≥ ``LARGE_RUN_CASES``: move every object alive now (modules, settings, plans…) out
     of the garbage collector's sight until the run ends (``gc.freeze``), so its full collections scan
     only what the run creates, and collect the young generation every ``GC_YOUNG_THRESHOLD``
-    allocations instead of 700 (fewer rescans of the cases in flight). Together ~10 % of a 100k-case
-    run. Returns the thresholds to restore (None: nothing changed)."""
+    allocations instead of 700 (fewer rescans of the cases in flight). Returns the thresholds to restore (None: nothing changed)."""
     if cases < LARGE_RUN_CASES:
         return None
     previous = gc.get_threshold()

@@ -14,8 +14,8 @@ Migrations run once each, in order, in one transaction together with the version
 
 A database whose version is newer than this evalgate knows is refused with a ``UserError``, never
 rewritten. Schema creation uses sqlite3 directly: every run opens (usually creates) its database, and
-importing sqlite-utils costs 0.16–0.25 s on the bench machine, a third of a run's fixed cost; the
-readers (``store.reader``, ``store.history``) use sqlite-utils.
+importing sqlite-utils (numpy, pluggy and dateutil with it) would lengthen every run's start-up (see
+bench/README.md); the readers (``store.reader``, ``store.history``) use sqlite-utils.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ INSERT_CASE = (
 
 ROWS_PER_STATEMENT = 100
 """Rows per multi-row INSERT (≤ 900 parameters, under SQLite's oldest limit of 999). One statement
-for many rows costs ~45 % less than one per row: fewer executions, and ``AUTOINCREMENT`` updates
+for many rows costs much less than one per row: fewer executions, and ``AUTOINCREMENT`` updates
 ``sqlite_sequence`` once per statement, not once per row. Rows, ids and order are the same."""
 
 
@@ -91,7 +91,7 @@ def description_of(result: CaseResult) -> str:
 
 def details_json(details: Any) -> str:
     """``json.dumps(details, default=str)``, byte for byte, without building a ``JSONEncoder`` per call
-    (~2 µs less; six or more calls a case)."""
+    (six or more calls a case)."""
     return encode_details(details, str)
 
 
