@@ -68,15 +68,12 @@ async def execute(
     from evalgate.calls.executor import Runtime
     from evalgate.judges.estimate import announce_estimate
     from evalgate.judges.factory import build_judge
-    from evalgate.runner.warmup import preload
     from evalgate.targets.factory import build_target
     from evalgate.text.tokens import configure as configure_tokenizer
 
     env = settings.environment  # read once at the edge (config), passed down from here
     register_environment(env)
     configure_tokenizer(env)
-    if uses_http_pool(settings):  # every module-level import of this path is done: no concurrent imports
-        preload(("aiohttp",))
     prepared = prepare(settings, suite_config, cwd)
     baseline = None
     if settings.baseline_kind != "none":  # the default: nothing to look up or import
