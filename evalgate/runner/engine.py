@@ -95,7 +95,8 @@ class Engine:
     goes through the run's ``Executor`` (whose shared semaphore keeps at most ``concurrency`` calls in
     flight), spare cases wait there with their next request ready, so a call slot is refilled the moment
     a reply is read instead of after the case that got it has scored it. The endpoints still never see
-    more than ``concurrency`` calls at once (checked at the servers by the benchmark)."""
+    more than ``concurrency`` calls at once (the benchmark checks it at the servers; the gain, which
+    matters when scoring takes about as long as a call, is measured in bench/README.md)."""
 
     def __init__(
         self,

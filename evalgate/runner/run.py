@@ -179,11 +179,6 @@ def spare_workers(concurrency: int, target: Any) -> int:
     return max(2, concurrency // 2)
 
 
-def uses_http_pool(settings: Settings) -> bool:
-    """Whether the run calls over ``http_pool`` (aiohttp): an HTTP or model target, or a judge."""
-    return settings.target in ("http", "openai") or settings.judge_provider != "none"
-
-
 DISPATCH_TURNS = 256
 """Event-loop turns given to the workers' first calls before the estimate: enough for C connections to
 open and their requests to be written; idle turns are cheap, so a short run loses next to nothing."""
