@@ -7,8 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from evalgate.errors import UserError
 
@@ -33,6 +32,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from evalgate.report.console import make_console, render_comparison
     from evalgate.store.reader import load_results
     from evalgate.verdict.compare import DEFAULT_ALPHA, compare_runs, comparison_gate_reasons
+    from evalgate.verdict.stats import REPEAT_RULES, RepeatRule
 
     base, head = load_results(args.base), load_results(args.head)
     config = (head.get("metadata") or {}).get("config") or {}
@@ -40,67 +40,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not isinstance(alpha, int | float) or not 0.0 < alpha < 1.0:
         raise UserError(f"significance level must be between 0 and 1, got {alpha!r}", where="--alpha")
     rule = args.repeat_rule or config.get("repeat_rule") or "majority"
-    comparison = compare_runs(base, head, alpha=float(alpha), baseline_source=args.base, repeat_rule=rule)
+    if rule not in REPEAT_RULES:
+        raise UserError(f"repeat rule must be one of {', '.join(REPEAT_RULES)}, got {rule!r}", where=args.head)
+    comparison = compare_runs(base, head, alpha=float(alpha), baseline_source=args.base,
+                              repeat_rule=cast(RepeatRule, rule))
     if args.format == "json":
         print(json.dumps(comparison, indent=2, ensure_ascii=False))
     elif args.format == "markdown":
-        sys.stdout.write(render_comparison_markdown(comparison))
+        from evalgate.report.markdown import render_comparison as render_markdown
+
+        sys.stdout.write(render_markdown(comparison))
     else:
         render_comparison(comparison, make_console(sys.stdout))
     reasons = comparison_gate_reasons(comparison, args.fail_on_regression)
     for reason in reasons:
         print(f"evalgate: regression: {reason}", file=sys.stderr)
     return 1 if reasons else 0
-
-
-def render_comparison_markdown(comparison: Mapping[str, Any]) -> str:
-    """A comparison block as GitHub Markdown: summary, the vs-base table (bold = significant), the
-    McNemar line, regressions (critical first) and fixes. Dataset text is escaped."""
-    from evalgate.report.escape import escape_cell, escape_prose, inline_code
-
-    alpha = float(comparison.get("significance_level", 0.05))
-    source = (comparison.get("baseline") or {}).get("source") or "baseline"
-    lines = [f"### evalgate: compared with {inline_code(source)}", "", escape_prose(str(comparison.get("summary", ""))), ""]
-    metrics = comparison.get("metrics") or {}
-    if metrics:
-        lines += [f"| Metric | Base | Head | Δ | {(1 - alpha) * 100:g}% CI | n | Change |",
-                  "|:--|--:|--:|--:|:--|--:|:--|"]
-        for name, row in metrics.items():
-            lines.append(f"| {inline_code(name, in_table=True)} | {row['base']:.3f} | {row['head']:.3f} | "
-                         f"{_delta_cell(row)} | {row['ci_low']:+.3f} … {row['ci_high']:+.3f} | {row['n_paired']} | "
-                         f"{escape_cell(_change(row))} |")
-        lines.append("")
-    rate = comparison.get("pass_rate") or {}
-    if rate.get("n_paired"):
-        verdict = "significant" if rate.get("significant") else "not significant"
-        lines += [f"Pass rate {rate['base']:.1%} → {rate['head']:.1%} over {rate['n_paired']} shared cases · "
-                  f"{rate['regressions']} regressed, {rate['fixes']} fixed · exact McNemar p={rate['p_value']:.3g} "
-                  f"({verdict} at α={alpha:g})", ""]
-    cases = comparison.get("cases") or {}
-    for title, flips in (("Regressions", cases.get("regressions") or []), ("Fixes", cases.get("fixes") or [])):
-        if flips:
-            lines += [f"#### {title} ({len(flips)})", ""]
-            lines += [f"- {'‼️ ' if f.get('critical') else ''}{inline_code(f['id'])}"
-                      f"{' (critical)' if f.get('critical') else ''}: {f.get('base_status')} → {f.get('head_status')}"
-                      f" — {inline_code(f.get('source') or '?')}" for f in flips]
-            lines.append("")
-    if cases.get("new") or cases.get("removed"):
-        lines += [f"{len(cases.get('new') or [])} new and {len(cases.get('removed') or [])} removed case(s).", ""]
-    return "\n".join(lines)
-
-
-def _delta_cell(row: Mapping[str, Any]) -> str:
-    """▲/▼ with the signed delta, bold when significant."""
-    delta = float(row["delta"])
-    arrow = "▲" if delta > 0 else "▼" if delta < 0 else "="
-    text = f"{arrow} {delta:+.3f}"
-    return f"**{text}**" if row.get("significant") else text
-
-
-def _change(row: Mapping[str, Any]) -> str:
-    if row.get("regression"):
-        return "regression"
-    if row.get("improvement"):
-        return "improvement"
-    return "not significant" if row.get("delta") else "no change"
-

@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from evalgate.errors import UserError
+from evalgate.safety.redact import register_environment
 
 JudgeProvider = Literal["none", "openai", "gemini", "ollama", "local"]
 TargetKind = Literal["recorded", "http", "openai", "command"]
@@ -31,6 +32,14 @@ class Settings(BaseModel):
     """Everything a run can be told. See the README's settings table for each field."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    _environment: dict[str, str] = PrivateAttr(default_factory=lambda: dict(os.environ))
+
+    @property
+    def environment(self) -> Mapping[str, str]:
+        """The environment these settings were built from (``build_settings``'s ``env``; for settings made
+        directly, the process environment when they were made): provider keys, ``${NAME}`` header values
+        and tiktoken's cache directory come from here, so no inner module reads the process environment."""
+        return self._environment
 
     # --- what to evaluate ------------------------------------------------------------------------
     dataset: list[str] = Field(default_factory=list)
@@ -258,6 +267,8 @@ def build_settings(
         raise UserError(f"{message}", where=origin) from None
     if config_path is not None:
         settings.config = str(config_path)
+    settings._environment = dict(env)
+    register_environment(env)
     return settings, suite_config, config_path
 
 

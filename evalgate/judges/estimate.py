@@ -9,8 +9,8 @@ from their mean. The estimate ignores cache hits, so a rerun usually costs less.
 
 Tokens are counted with the tokenizer (``metrics.tokens``) when they become dollars, i.e. when every model
 that will be called has a price. When some model has none the cost is unknown anyway, and the token
-figures are ceil(characters / 4) estimates (said so in the line): loading the tokenizer would add
-≈ 0.15–0.3 s to the start of every such run for no dollar figure.
+figures are ceil(characters / 4) estimates (said so in the line): loading the tokenizer would delay the
+start of every such run for no dollar figure.
 """
 
 from __future__ import annotations

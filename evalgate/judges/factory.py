@@ -6,7 +6,6 @@ a ``max_cost`` with no known price for the model) is a ``UserError`` here, befor
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -20,12 +19,11 @@ if TYPE_CHECKING:
     from evalgate.judges.client import JudgeClient
 
 
-def build_judge(settings: Settings, runtime: Runtime | None = None, env: Mapping[str, str] | None = None
-                ) -> JudgeClient | None:
+def build_judge(settings: Settings, runtime: Runtime | None, env: Mapping[str, str]) -> JudgeClient | None:
+    """The judge client for ``settings`` (its key from ``env``, as given by the caller), or None."""
     if settings.judge_provider == "none":
-        return None  # and the openai package (≈2 s to import) is never loaded
+        return None  # and the openai package (slow to import) is never loaded
     from evalgate.judges.client import ChatService, JudgeClient
-    env = os.environ if env is None else env
     provider = resolve_provider(settings.judge_provider, model=settings.judge_model,
                                 base_url=settings.judge_base_url, env=env)
     runtime = runtime or Runtime.from_settings(settings)

@@ -66,9 +66,6 @@ class Metric:
     """Metrics whose values this one reads from ``ctx.values`` (computed first when they apply)."""
     applies_takes_options: bool = False
 
-    def gated_by_default(self) -> bool:
-        return self.default_threshold is not None
-
     def applies_to(self, case: Case, options: Any) -> bool:
         """Whether the metric runs on ``case``; ``applies`` may take ``(case)`` or ``(case, options)``."""
         if self.applies_takes_options:

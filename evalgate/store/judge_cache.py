@@ -27,6 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 logger = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ class JudgeCache:
         logger.warning("judge cache %s failed (%s): %s; continuing without it", action, self.path, exc)
 
     def get(self, key: CacheKey) -> CachedReply | None:
-        row: tuple[object, ...] | None = None
+        row: tuple[Any, ...] | None = None
         if self._db is not None and self.read:
             try:
                 with self._lock:

@@ -165,11 +165,11 @@ class RunAggregate:
             if value is not None and metric_status in _VALUED:
                 valued.append((name, value))
         breakdowns = self.breakdowns
-        for dimension, value in (("suite", result.suite), ("category", result.category),
-                                 ("difficulty", result.difficulty), ("risk_level", risk_level),
-                                 ("evolution_type", result.evolution_type)):
-            if value is not None and value != "":
-                breakdowns[dimension][str(value)].add_valued(status, valued)
+        for dimension, key in (("suite", result.suite), ("category", result.category),
+                               ("difficulty", result.difficulty), ("risk_level", risk_level),
+                               ("evolution_type", result.evolution_type)):
+            if key is not None and key != "":
+                breakdowns[dimension][str(key)].add_valued(status, valued)
         for tag in result.tags:
             breakdowns["tag"][tag].add_valued(status, valued)
         if result.num_tokens is not None:
@@ -180,13 +180,6 @@ class RunAggregate:
             self.latency_cases += 1
         if result.cost_usd:
             self.cost_usd += result.cost_usd
-
-    @staticmethod
-    def _keys(result: CaseResult, dimension: str) -> list[str]:
-        if dimension == "tag":
-            return list(result.tags)
-        value = getattr(result, dimension)
-        return [str(value)] if value not in (None, "") else []
 
     @property
     def pass_rate(self) -> float:
