@@ -380,6 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=str(REPO / "bench" / "mutation" / "results.json"))
     parser.add_argument("--limit", type=int, default=0, help="stop after N mutants (0: all)")
     parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (forked children)")
+    parser.add_argument("--retest", metavar="FILE",
+                        help="test again only the mutants that survived in this earlier results file (after new "
+                             "tests); the output is that file's results with their statuses updated")
     args = parser.parse_args(argv)
     os.chdir(REPO)
     sys.path.insert(0, str(REPO))
@@ -401,6 +404,11 @@ def main(argv: list[str] | None = None) -> int:
         timeouts[tests] = max(20.0, 10 * clean_seconds)
         print(f"clean run {clean_seconds:.1f} s over {len(tests)} test files", file=sys.stderr)
     mutants = [(mutant, code, plan[name]) for name in modules for mutant, code in mutants_of(name)]
+    previous: list[Mutant] = []
+    if args.retest:
+        previous = [Mutant(**m) for m in json.loads(Path(args.retest).read_text(encoding="utf-8"))["mutants"]]
+        survived = {key(m) for m in previous if m.status == "survived"}
+        mutants = [item for item in mutants if key(item[0]) in survived]
     if args.limit:
         mutants = mutants[: args.limit]
     results: list[Mutant] = []
@@ -431,12 +439,19 @@ def main(argv: list[str] | None = None) -> int:
             elif len(results) % 25 == 0:
                 print(f"[{len(results)}/{total}] …", file=sys.stderr)
         time.sleep(0.02)
+    if previous:
+        retested = {key(m): m for m in results}
+        results = [retested.get(key(m), m) for m in previous]
     results.sort(key=lambda m: (m.path, m.line, m.operator, m.mutated))
     summary = summarise(results)
     Path(args.output).write_text(json.dumps({"summary": summary, "mutants": [asdict(m) for m in results]},
                                             indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(json.dumps(summary, indent=1), file=sys.stderr)
     return 0
+
+
+def key(mutant: Mutant) -> tuple[str, int, str, str, str, str]:
+    return (mutant.path, mutant.line, mutant.function, mutant.operator, mutant.original, mutant.mutated)
 
 
 def summarise(results: list[Mutant]) -> dict[str, object]:
