@@ -83,3 +83,39 @@ def test_a_null_threshold_in_a_multi_key_layer_removes_only_that_threshold() -> 
     assert thresholds["mention_f1"] == Threshold(op="min", value=0.5)  # a key after a null is still read
     assert thresholds["num_tokens"] == Threshold(op="max", value=4000.0)
     assert thresholds["false_is_mine_rate"] == Threshold(op="max", value=0.0)  # untouched default kept
+
+
+# --- what mutation testing found unguarded (bench/mutation/SURVIVORS.md) ---------------------------------
+
+
+def test_judge_metric_builds_the_same_result_on_its_fast_and_its_validated_path() -> None:
+    """The fast path (exact types) and pydantic's validation must agree; values of other types are
+    validated: an int becomes a float, a non-text details key is refused."""
+    from pydantic import ValidationError
+
+    fast = judge_metric(2.0, Threshold(op="max", value=3.0), {"k": 1})
+    validated = judge_metric(2, Threshold(op="max", value=3.0), {"k": 1})  # an int: validated
+    assert validated == fast and type(validated.value) is float and validated.passed
+    assert validated.model_dump_json() == fast.model_dump_json()
+    with pytest.raises(ValidationError):
+        judge_metric(0.5, None, {1: "not a text key"})  # type: ignore[dict-item]
+
+
+def test_metric_tallies_count_every_status_and_keep_the_extremes() -> None:
+    from evalgate.model import MetricResult
+
+    t = Threshold(op="min", value=0.5)
+    aggregate = RunAggregate()
+    statuses = [judge_metric(0.25, t, {}), judge_metric(0.75, t, {}), judge_metric(0.5, t, {}),
+                MetricResult(status=MetricStatus.skipped, reason="no judge configured"),
+                MetricResult(status=MetricStatus.unavailable, reason="judge down"),
+                MetricResult(status=MetricStatus.unavailable, reason="judge down"),
+                MetricResult(status=MetricStatus.errored, reason="boom")]
+    for index, metric in enumerate(statuses):
+        aggregate.add(CaseResult(id=f"c{index}", status=CaseStatus.passed, passed=True, metrics={"m": metric}))
+    tally = aggregate.metrics["m"]
+    assert (tally.count, tally.total, tally.minimum, tally.maximum) == (3, 1.5, 0.25, 0.75)
+    assert (tally.failed, tally.skipped, tally.unavailable, tally.errored) == (1, 1, 2, 1)
+    assert tally.average == 0.5
+    assert tally.reasons == {"no judge configured": 1, "judge down": 2, "boom": 1}
+    assert aggregate.not_run_metrics() == {"m": 3}

@@ -54,20 +54,24 @@ DEFAULT_MODULES = (
     "evalgate.metrics.text",
     "evalgate.metrics.judged",
 )
-VERDICT_TESTS = ("tests/test_gate_boundaries.py", "tests/test_gate.py", "tests/test_repeats.py",
-                 "tests/test_merge_repeats.py", "tests/test_engine.py")
-STATS_TESTS = ("tests/test_stats.py", "tests/test_compare.py", "tests/test_regression_gate.py", "tests/test_repeats.py")
-METRIC_TESTS = ("tests/test_gate_boundaries.py", "tests/test_metrics_mentions.py", "tests/test_metrics_retrieval.py",
-                "tests/test_metrics_golden.py", "tests/test_metrics_rules.py", "tests/test_metrics_tokens.py",
-                "tests/test_metrics_workflow.py", "tests/test_judges_metrics.py", "tests/test_fast_paths.py",
-                "tests/test_engine.py")
+GATE_TESTS = ("tests/test_gate_boundaries.py", "tests/test_gate.py", "tests/test_repeats.py")
 TESTS_FOR = {
-    "evalgate.verdict.gate": VERDICT_TESTS,
-    "evalgate.verdict.aggregate": VERDICT_TESTS,
-    "evalgate.verdict.stats": STATS_TESTS,
+    "evalgate.verdict.gate": GATE_TESTS,
+    "evalgate.verdict.aggregate": (*GATE_TESTS, "tests/test_merge_repeats.py"),
+    "evalgate.verdict.stats": ("tests/test_stats.py", "tests/test_compare.py", "tests/test_repeats.py"),
+    "evalgate.metrics.registry": ("tests/test_gate.py", "tests/test_gate_boundaries.py", "tests/test_fast_paths.py"),
+    "evalgate.metrics.retrieval": ("tests/test_metrics_retrieval.py",),
+    "evalgate.metrics.mentions": ("tests/test_gate_boundaries.py", "tests/test_metrics_mentions.py"),
+    "evalgate.metrics.workflow": ("tests/test_metrics_workflow.py",),
+    "evalgate.metrics.golden": ("tests/test_metrics_golden.py",),
+    "evalgate.metrics.rules": ("tests/test_metrics_rules.py",),
+    "evalgate.metrics.tokens": ("tests/test_metrics_tokens.py",),
+    "evalgate.metrics.text": ("tests/test_metrics_mentions.py", "tests/test_fast_paths.py"),
+    "evalgate.metrics.judged": ("tests/test_judges_metrics.py",),
 }
-"""The test files run against a module's mutants (the metric modules: ``METRIC_TESTS``). Every file that
-imports the module is in its list; unrelated files would only slow each mutant down."""
+METRIC_TESTS = tuple(sorted({t for tests in TESTS_FOR.values() for t in tests if "metrics" in t}))
+"""The test files run against each module's mutants: the files that test the module (the slow end-to-end
+files, which also cover it, are left out so a full run fits in well under an hour on 2 shared cores)."""
 
 
 COMPARE_SWAP: dict[type[ast.cmpop], type[ast.cmpop]] = {
@@ -328,38 +332,45 @@ def run_tests(tests: list[str]) -> int:
         return int(pytest.main(args))
 
 
-def run_child(mutant: Mutant | None, code: types.CodeType | None, tests: list[str], timeout: float) -> tuple[str, float]:
-    started = time.monotonic()
+def start_child(mutant: Mutant | None, code: types.CodeType | None, tests: list[str]) -> int:
+    """Fork a child that applies ``mutant`` (None: no mutant) and runs ``tests``; its pid."""
     pid = os.fork()
-    if pid == 0:  # child
-        try:
-            if mutant is not None and code is not None:
-                functions = live_functions(mutant.path, mutant.function)
-                if not functions:
-                    os._exit(97)
-                for function in functions:
-                    try:
-                        function.__code__ = code
-                    except ValueError:
-                        os._exit(98)
-            os._exit(run_tests(tests))
-        except BaseException:
-            os._exit(99)
-    deadline = started + timeout
+    if pid:
+        return pid
+    try:
+        if mutant is not None and code is not None:
+            functions = live_functions(mutant.path, mutant.function)
+            if not functions:
+                os._exit(97)
+            for function in functions:
+                try:
+                    function.__code__ = code
+                except ValueError:
+                    os._exit(98)
+        os._exit(run_tests(tests))
+    except BaseException:
+        os._exit(99)
+
+
+def outcome(exit_code: int) -> str:
+    if exit_code in (97, 98):
+        return "not-applied"
+    return "survived" if exit_code == 0 else "killed"
+
+
+def run_child(mutant: Mutant | None, code: types.CodeType | None, tests: list[str], timeout: float) -> tuple[str, float]:
+    """Run one child to the end (or ``timeout``): (status, seconds)."""
+    started = time.monotonic()
+    pid = start_child(mutant, code, tests)
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            break
-        if time.monotonic() > deadline:
+            return outcome(os.waitstatus_to_exitcode(status)), time.monotonic() - started
+        if time.monotonic() - started > timeout:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             return "timeout", time.monotonic() - started
         time.sleep(0.02)
-    code_ = os.waitstatus_to_exitcode(status)
-    elapsed = time.monotonic() - started
-    if code_ in (97, 98):
-        return "not-applied", elapsed
-    return ("survived" if code_ == 0 else "killed"), elapsed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -368,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tests", default="", help="test files for every module (default: TESTS_FOR)")
     parser.add_argument("--output", default=str(REPO / "bench" / "mutation" / "results.json"))
     parser.add_argument("--limit", type=int, default=0, help="stop after N mutants (0: all)")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (forked children)")
+    parser.add_argument("--retest", metavar="FILE",
+                        help="test again only the mutants that survived in this earlier results file (after new "
+                             "tests); the output is that file's results with their statuses updated")
     args = parser.parse_args(argv)
     os.chdir(REPO)
     sys.path.insert(0, str(REPO))
@@ -389,23 +404,54 @@ def main(argv: list[str] | None = None) -> int:
         timeouts[tests] = max(20.0, 10 * clean_seconds)
         print(f"clean run {clean_seconds:.1f} s over {len(tests)} test files", file=sys.stderr)
     mutants = [(mutant, code, plan[name]) for name in modules for mutant, code in mutants_of(name)]
+    previous: list[Mutant] = []
+    if args.retest:
+        previous = [Mutant(**m) for m in json.loads(Path(args.retest).read_text(encoding="utf-8"))["mutants"]]
+        survived = {key(m) for m in previous if m.status == "survived"}
+        mutants = [item for item in mutants if key(item[0]) in survived]
     if args.limit:
         mutants = mutants[: args.limit]
     results: list[Mutant] = []
     total = len(mutants)
-    for position, (mutant, code, tests) in enumerate(mutants, start=1):
-        mutant.status, mutant.seconds = run_child(mutant, code, tests, timeouts[tuple(tests)])
-        results.append(mutant)
-        if mutant.status == "survived":
-            print(f"[{position}/{total}] SURVIVED {mutant.path}:{mutant.line} {mutant.function}: "
-                  f"{mutant.original!r} → {mutant.mutated!r}", file=sys.stderr)
-        elif position % 25 == 0:
-            print(f"[{position}/{total}] …", file=sys.stderr)
+    running: dict[int, tuple[Mutant, float, float]] = {}  # pid → (mutant, started, timeout)
+    queue = list(mutants)
+    while queue or running:
+        while queue and len(running) < args.jobs:
+            mutant, code, tests = queue.pop(0)
+            running[start_child(mutant, code, tests)] = (mutant, time.monotonic(), timeouts[tuple(tests)])
+        for pid, (mutant, started, limit) in list(running.items()):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            elapsed = time.monotonic() - started
+            if not done and elapsed <= limit:
+                continue
+            if not done:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                mutant.status = "timeout"
+            else:
+                mutant.status = outcome(os.waitstatus_to_exitcode(status))
+            mutant.seconds = elapsed
+            del running[pid]
+            results.append(mutant)
+            if mutant.status == "survived":
+                print(f"[{len(results)}/{total}] SURVIVED {mutant.path}:{mutant.line} {mutant.function}: "
+                      f"{mutant.original!r} → {mutant.mutated!r}", file=sys.stderr)
+            elif len(results) % 25 == 0:
+                print(f"[{len(results)}/{total}] …", file=sys.stderr)
+        time.sleep(0.02)
+    if previous:
+        retested = {key(m): m for m in results}
+        results = [retested.get(key(m), m) for m in previous]
+    results.sort(key=lambda m: (m.path, m.line, m.operator, m.mutated))
     summary = summarise(results)
     Path(args.output).write_text(json.dumps({"summary": summary, "mutants": [asdict(m) for m in results]},
                                             indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(json.dumps(summary, indent=1), file=sys.stderr)
     return 0
+
+
+def key(mutant: Mutant) -> tuple[str, int, str, str, str, str]:
+    return (mutant.path, mutant.line, mutant.function, mutant.operator, mutant.original, mutant.mutated)
 
 
 def summarise(results: list[Mutant]) -> dict[str, object]:
