@@ -141,3 +141,28 @@ def test_metric_tallies_keep_at_most_20_distinct_reasons_and_no_empty_one() -> N
     reasons = aggregate.metrics["m"].reasons
     assert len(reasons) == 20 and None not in reasons and set(reasons) == {f"reason {i}" for i in range(1, 21)}
     assert aggregate.metrics["m"].unavailable == 25
+
+
+def test_run_totals_of_tokens_latency_cost_and_skipped_cases() -> None:
+    aggregate = RunAggregate()
+    rows = [(CaseStatus.passed, 100, 20.0, 0.25), (CaseStatus.failed, None, None, None),
+            (CaseStatus.skipped, 50, 40.0, 0.5), (CaseStatus.passed, 30, None, 0.0)]
+    for index, (status, tokens, latency, cost) in enumerate(rows):
+        aggregate.add(CaseResult(id=f"c{index}", status=status, passed=status is CaseStatus.passed,
+                                 num_tokens=tokens, latency_ms=latency, cost_usd=cost))
+    assert (aggregate.total_test_cases, aggregate.total_passed, aggregate.total_failed, aggregate.total_skipped) == (
+        4, 2, 1, 1)
+    assert (aggregate.tokens_total, aggregate.tokens_cases) == (180, 3)
+    assert (aggregate.latency_total, aggregate.latency_cases) == (60.0, 2)
+    assert aggregate.cost_usd == 0.75
+    assert aggregate.pass_rate == pytest.approx(2 / 3) and aggregate.weighted_pass_rate == pytest.approx(2 / 3)
+
+
+def test_breakdown_rates_and_averages_are_rounded_to_six_decimals() -> None:
+    aggregate = RunAggregate()
+    for index, (status, value) in enumerate(((CaseStatus.passed, 1.0), (CaseStatus.failed, 0.0),
+                                             (CaseStatus.failed, 0.0))):
+        aggregate.add(CaseResult(id=f"c{index}", status=status, passed=status is CaseStatus.passed, suite="s",
+                                 metrics={"m": judge_metric(value, None, {})}))
+    group = aggregate.breakdowns_dict()["suite"]["s"]
+    assert group["pass_rate"] == 0.333333 and group["average_scores"] == {"m": 0.333333}

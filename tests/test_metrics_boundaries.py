@@ -27,3 +27,27 @@ def test_brand_lists_apply_the_is_mine_check_with_either_list_alone() -> None:
     assert check.applies_to(Case(id="m", input="q", brands_mine=["Acme"]), options)
     assert check.applies_to(Case(id="c", input="q", brands_competitors=["Rival"]), options)
     assert not check.applies_to(Case(id="n", input="q"), options)
+
+
+def test_specialist_names_lose_a_trailing_agent_but_agent_alone_stays() -> None:
+    from evalgate.metrics.golden import _specialist_key
+
+    assert _specialist_key("ProcedureExpertAgent") == _specialist_key("procedure_expert") == "procedureexpert"
+    assert _specialist_key("Agent") == "agent"  # nothing left to strip: the name is kept
+
+
+def test_a_two_word_keyword_is_found_when_its_words_are_scattered() -> None:
+    from evalgate.metrics.golden import keyword_hits
+
+    hits = keyword_hits("The policy says a refund is possible.", ["refund policy", "refund window"])
+    assert hits["found"] == ["refund policy"] and hits["scattered"] == ["refund policy"]
+    assert hits["missing"] == ["refund window"]
+
+
+def test_heuristic_quality_gives_full_length_credit_from_60_words_and_no_more() -> None:
+    from evalgate.metrics.golden import LENGTH_FULL_CREDIT_WORDS, heuristic_quality
+
+    case = Case(id="g", input="q", verified_answer_summary="x")
+    short = heuristic_quality(case, Answer(output=" ".join(["word"] * 20))).details
+    long = heuristic_quality(case, Answer(output=" ".join(["word"] * (3 * LENGTH_FULL_CREDIT_WORDS)))).details
+    assert short["length_score"] == 0.3333 and long["length_score"] == 1.0  # min(1, words / 60), 4 decimals

@@ -64,7 +64,7 @@ TESTS_FOR = {
     "evalgate.metrics.mentions": ("tests/test_gate_boundaries.py", "tests/test_metrics_boundaries.py",
                                   "tests/test_metrics_mentions.py"),
     "evalgate.metrics.workflow": ("tests/test_metrics_workflow.py",),
-    "evalgate.metrics.golden": ("tests/test_metrics_golden.py",),
+    "evalgate.metrics.golden": ("tests/test_metrics_boundaries.py", "tests/test_metrics_golden.py"),
     "evalgate.metrics.rules": ("tests/test_metrics_rules.py",),
     "evalgate.metrics.tokens": ("tests/test_metrics_tokens.py",),
     "evalgate.metrics.text": ("tests/test_metrics_mentions.py", "tests/test_fast_paths.py"),
