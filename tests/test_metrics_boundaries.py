@@ -51,3 +51,43 @@ def test_heuristic_quality_gives_full_length_credit_from_60_words_and_no_more() 
     short = heuristic_quality(case, Answer(output=" ".join(["word"] * 20))).details
     long = heuristic_quality(case, Answer(output=" ".join(["word"] * (3 * LENGTH_FULL_CREDIT_WORDS)))).details
     assert short["length_score"] == 0.3333 and long["length_score"] == 1.0  # min(1, words / 60), 4 decimals
+
+
+def test_a_latency_exactly_at_the_maximum_passes() -> None:
+    from evalgate.metrics.rules import evaluate_rule
+    from evalgate.model import RuleCheck
+
+    rule = RuleCheck(type="max_latency", value=100)
+    assert evaluate_rule(rule, Answer(output="a", latency_ms=100.0)).passed is True
+    assert evaluate_rule(rule, Answer(output="a", latency_ms=100.5)).passed is False
+
+
+def test_blank_retrieval_context_or_reference_does_not_count() -> None:
+    from evalgate.metrics.judged import context_of
+
+    options = MetricOptions()
+    faithfulness, recall = get_metric("faithfulness"), get_metric("context_recall")
+    blank = Case(id="b", input="q", retrieval_context=["   ", ""], expected_output="ref")
+    real = Case(id="r", input="q", retrieval_context=["  ", "Paris is in France."], expected_output="  ")
+    assert not faithfulness.applies_to(blank, options) and faithfulness.applies_to(real, options)
+    assert not recall.applies_to(real, options)  # a blank reference is no reference
+    assert context_of(real, Answer(output="a")) == ["Paris is in France."]
+
+
+def test_a_judged_quality_at_either_end_of_the_scale_is_kept() -> None:
+    import asyncio
+    from types import SimpleNamespace
+
+    from evalgate.metrics.golden import _judged_quality
+
+    class Judge:
+        def __init__(self, value: float) -> None:
+            self.value = value
+
+        async def score(self, *args: object, **kwargs: object) -> SimpleNamespace:
+            return SimpleNamespace(value=self.value, details={})
+
+    case = Case(id="g", input="q", verified_answer_summary="x")
+    for value in (1.0, 5.0):
+        ctx = MetricContext(options=MetricOptions(), judge=Judge(value))
+        assert asyncio.run(_judged_quality(case, Answer(output="a"), ctx)).value == value

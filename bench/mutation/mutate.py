@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import copy
 import gc
 import importlib
@@ -65,10 +66,10 @@ TESTS_FOR = {
                                   "tests/test_metrics_mentions.py"),
     "evalgate.metrics.workflow": ("tests/test_metrics_workflow.py",),
     "evalgate.metrics.golden": ("tests/test_metrics_boundaries.py", "tests/test_metrics_golden.py"),
-    "evalgate.metrics.rules": ("tests/test_metrics_rules.py",),
+    "evalgate.metrics.rules": ("tests/test_metrics_boundaries.py", "tests/test_metrics_rules.py"),
     "evalgate.metrics.tokens": ("tests/test_metrics_tokens.py",),
     "evalgate.metrics.text": ("tests/test_metrics_mentions.py", "tests/test_fast_paths.py"),
-    "evalgate.metrics.judged": ("tests/test_judges_metrics.py",),
+    "evalgate.metrics.judged": ("tests/test_metrics_boundaries.py", "tests/test_judges_metrics.py"),
 }
 METRIC_TESTS = tuple(sorted({t for tests in TESTS_FOR.values() for t in tests if "metrics" in t}))
 """The test files run against each module's mutants: the files that test the module (the slow end-to-end
@@ -348,9 +349,21 @@ def start_child(mutant: Mutant | None, code: types.CodeType | None, tests: list[
                     function.__code__ = code
                 except ValueError:
                     os._exit(98)
+            for nested in _nested_codes(code):  # closures made already (at import) get the mutant too
+                for function in live_functions(mutant.path, nested.co_qualname):
+                    if function.__code__.co_code != nested.co_code or function.__code__.co_consts != nested.co_consts:
+                        with contextlib.suppress(ValueError):
+                            function.__code__ = nested
         os._exit(run_tests(tests))
     except BaseException:
         os._exit(99)
+
+
+def _nested_codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield const
+            yield from _nested_codes(const)
 
 
 def outcome(exit_code: int) -> str:
