@@ -119,3 +119,50 @@ def test_metric_tallies_count_every_status_and_keep_the_extremes() -> None:
     assert tally.average == 0.5
     assert tally.reasons == {"no judge configured": 1, "judge down": 2, "boom": 1}
     assert aggregate.not_run_metrics() == {"m": 3}
+
+
+def test_breakdown_groups_count_errored_and_skipped_cases() -> None:
+    aggregate = RunAggregate()
+    for index, status in enumerate((CaseStatus.passed, CaseStatus.errored, CaseStatus.skipped, CaseStatus.errored)):
+        aggregate.add(CaseResult(id=f"c{index}", status=status, passed=status is CaseStatus.passed, category="crm"))
+    group = aggregate.breakdowns_dict()["category"]["crm"]
+    assert (group["total"], group["passed"], group["failed"], group["errored"], group["skipped"]) == (4, 1, 0, 2, 1)
+    assert group["pass_rate"] == pytest.approx(1 / 3)  # passed / (passed + failed + errored)
+    assert (aggregate.total_errored, aggregate.total_skipped, aggregate.pass_rate) == (2, 1, pytest.approx(1 / 3))
+
+
+def test_metric_tallies_keep_at_most_20_distinct_reasons_and_no_empty_one() -> None:
+    from evalgate.model import MetricResult
+
+    aggregate = RunAggregate()
+    for index in range(25):
+        metric = MetricResult(status=MetricStatus.unavailable, reason=f"reason {index}" if index else None)
+        aggregate.add(CaseResult(id=f"c{index}", status=CaseStatus.passed, passed=True, metrics={"m": metric}))
+    reasons = aggregate.metrics["m"].reasons
+    assert len(reasons) == 20 and None not in reasons and set(reasons) == {f"reason {i}" for i in range(1, 21)}
+    assert aggregate.metrics["m"].unavailable == 25
+
+
+def test_run_totals_of_tokens_latency_cost_and_skipped_cases() -> None:
+    aggregate = RunAggregate()
+    rows = [(CaseStatus.passed, 100, 20.0, 0.25), (CaseStatus.failed, None, None, None),
+            (CaseStatus.skipped, 50, 40.0, 0.5), (CaseStatus.passed, 30, None, 0.0)]
+    for index, (status, tokens, latency, cost) in enumerate(rows):
+        aggregate.add(CaseResult(id=f"c{index}", status=status, passed=status is CaseStatus.passed,
+                                 num_tokens=tokens, latency_ms=latency, cost_usd=cost))
+    assert (aggregate.total_test_cases, aggregate.total_passed, aggregate.total_failed, aggregate.total_skipped) == (
+        4, 2, 1, 1)
+    assert (aggregate.tokens_total, aggregate.tokens_cases) == (180, 3)
+    assert (aggregate.latency_total, aggregate.latency_cases) == (60.0, 2)
+    assert aggregate.cost_usd == 0.75
+    assert aggregate.pass_rate == pytest.approx(2 / 3) and aggregate.weighted_pass_rate == pytest.approx(2 / 3)
+
+
+def test_breakdown_rates_and_averages_are_rounded_to_six_decimals() -> None:
+    aggregate = RunAggregate()
+    for index, (status, value) in enumerate(((CaseStatus.passed, 1.0), (CaseStatus.failed, 0.0),
+                                             (CaseStatus.failed, 0.0))):
+        aggregate.add(CaseResult(id=f"c{index}", status=status, passed=status is CaseStatus.passed, suite="s",
+                                 metrics={"m": judge_metric(value, None, {})}))
+    group = aggregate.breakdowns_dict()["suite"]["s"]
+    assert group["pass_rate"] == 0.333333 and group["average_scores"] == {"m": 0.333333}

@@ -257,3 +257,13 @@ def test_summarise_repeats_rejects_bad_input() -> None:
         summarise_repeats([], [])
     with pytest.raises(ValueError):
         repeat_verdict([True], "most")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("b", "c"), [(0, 2500), (1, 2400), (5, 3000), (15, 2001), (16, 2500), (200, 2300)])
+def test_mcnemar_large_n_with_few_discordant_pairs_one_way(b: int, c: int) -> None:
+    """Above the exact-sum limit with k = min(b, c) small: the k = 0 closed form and the Stirling error's
+    exact branch (x ≤ 15), each against scipy (found unguarded by mutation testing)."""
+    scipy_stats = pytest.importorskip("scipy.stats")
+    expected = scipy_stats.binomtest(min(b, c), b + c, 0.5).pvalue
+    assert b + c > 2000
+    assert mcnemar_exact(b, c) == pytest.approx(expected, rel=1e-10, abs=0.0)

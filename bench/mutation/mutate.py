@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import copy
 import gc
 import importlib
@@ -61,13 +62,14 @@ TESTS_FOR = {
     "evalgate.verdict.stats": ("tests/test_stats.py", "tests/test_compare.py", "tests/test_repeats.py"),
     "evalgate.metrics.registry": ("tests/test_gate.py", "tests/test_gate_boundaries.py", "tests/test_fast_paths.py"),
     "evalgate.metrics.retrieval": ("tests/test_metrics_retrieval.py",),
-    "evalgate.metrics.mentions": ("tests/test_gate_boundaries.py", "tests/test_metrics_mentions.py"),
+    "evalgate.metrics.mentions": ("tests/test_gate_boundaries.py", "tests/test_metrics_boundaries.py",
+                                  "tests/test_metrics_mentions.py"),
     "evalgate.metrics.workflow": ("tests/test_metrics_workflow.py",),
-    "evalgate.metrics.golden": ("tests/test_metrics_golden.py",),
-    "evalgate.metrics.rules": ("tests/test_metrics_rules.py",),
+    "evalgate.metrics.golden": ("tests/test_metrics_boundaries.py", "tests/test_metrics_golden.py"),
+    "evalgate.metrics.rules": ("tests/test_metrics_boundaries.py", "tests/test_metrics_rules.py"),
     "evalgate.metrics.tokens": ("tests/test_metrics_tokens.py",),
     "evalgate.metrics.text": ("tests/test_metrics_mentions.py", "tests/test_fast_paths.py"),
-    "evalgate.metrics.judged": ("tests/test_judges_metrics.py",),
+    "evalgate.metrics.judged": ("tests/test_metrics_boundaries.py", "tests/test_judges_metrics.py"),
 }
 METRIC_TESTS = tuple(sorted({t for tests in TESTS_FOR.values() for t in tests if "metrics" in t}))
 """The test files run against each module's mutants: the files that test the module (the slow end-to-end
@@ -94,7 +96,7 @@ class Mutant:
     original: str
     mutated: str
     status: str = "pending"
-    """killed | survived | timeout | not-applied"""
+    """killed | survived | timeout | not-applied | code-removed (a retest found its code gone)"""
     seconds: float = 0.0
 
 
@@ -347,9 +349,21 @@ def start_child(mutant: Mutant | None, code: types.CodeType | None, tests: list[
                     function.__code__ = code
                 except ValueError:
                     os._exit(98)
+            for nested in _nested_codes(code):  # closures made already (at import) get the mutant too
+                for function in live_functions(mutant.path, nested.co_qualname):
+                    if function.__code__.co_code != nested.co_code or function.__code__.co_consts != nested.co_consts:
+                        with contextlib.suppress(ValueError):
+                            function.__code__ = nested
         os._exit(run_tests(tests))
     except BaseException:
         os._exit(99)
+
+
+def _nested_codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield const
+            yield from _nested_codes(const)
 
 
 def outcome(exit_code: int) -> str:
@@ -408,6 +422,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.retest:
         previous = [Mutant(**m) for m in json.loads(Path(args.retest).read_text(encoding="utf-8"))["mutants"]]
         survived = {key(m) for m in previous if m.status == "survived"}
+        existing = {key(item[0]) for item in mutants}
+        for mutant in previous:  # its code was removed since (dead code): no longer a mutant
+            if mutant.status == "survived" and key(mutant) not in existing:
+                mutant.status = "code-removed"
         mutants = [item for item in mutants if key(item[0]) in survived]
     if args.limit:
         mutants = mutants[: args.limit]
@@ -455,7 +473,7 @@ def key(mutant: Mutant) -> tuple[str, int, str, str, str, str]:
 
 
 def summarise(results: list[Mutant]) -> dict[str, object]:
-    counted = [m for m in results if m.status != "not-applied"]
+    counted = [m for m in results if m.status not in ("not-applied", "code-removed")]
     killed = sum(m.status in ("killed", "timeout") for m in counted)
     by_module: dict[str, dict[str, int]] = {}
     for mutant in counted:
@@ -466,7 +484,8 @@ def summarise(results: list[Mutant]) -> dict[str, object]:
         "mutants": len(counted),
         "killed": killed,
         "survived": len(counted) - killed,
-        "not_applied": len(results) - len(counted),
+        "not_applied": sum(m.status == "not-applied" for m in results),
+        "code_removed": sum(m.status == "code-removed" for m in results),
         "score": round(killed / len(counted), 4) if counted else None,
         "by_module": {path: row | {"score": round(row["killed"] / row["mutants"], 4)}
                       for path, row in sorted(by_module.items())},

@@ -57,12 +57,6 @@ class MetricTally:
         return self.total / self.count if self.count else None
 
 
-def valued_metrics(result: CaseResult) -> list[tuple[str, float]]:
-    """(name, value) of the case's metrics that produced a value (status passed or failed)."""
-    return [(name, metric.value) for name, metric in result.metrics.items()
-            if metric.value is not None and metric.status in _VALUED]
-
-
 _VALUED = (MetricStatus.passed, MetricStatus.failed)
 _METRIC_FAILED = MetricStatus.failed
 _PASSED, _FAILED, _ERRORED, _SKIPPED = CaseStatus.passed, CaseStatus.failed, CaseStatus.errored, CaseStatus.skipped
@@ -79,11 +73,8 @@ class GroupTally:
     skipped: int = 0
     metric_sums: dict[str, list[float]] = field(default_factory=dict)
 
-    def add(self, result: CaseResult) -> None:
-        self.add_valued(result.status, valued_metrics(result))
-
     def add_valued(self, status: CaseStatus, valued: list[tuple[str, float]]) -> None:
-        """Count one case from its status and its ``valued_metrics``."""
+        """Count one case from its status and its metrics that produced a value, as ``(name, value)``."""
         self.total += 1
         if status is _PASSED:
             self.passed += 1
