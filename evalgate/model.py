@@ -120,7 +120,8 @@ def stable_case_id(text: str) -> str:
 
 
 class Case(BaseModel):
-    """One test case. Unknown keys are kept in ``metadata`` so nothing a user wrote is lost."""
+    """One test case. Built in code, unknown keys are kept in ``metadata`` so nothing is lost; the dataset
+    loader rejects them instead (``evalgate.dataset.load.CASE_KEYS``: a misspelt field must not pass)."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True, str_strip_whitespace=False)
 
@@ -156,6 +157,8 @@ class Case(BaseModel):
     retrieval_context: list[str] | None = None
     rules: list[RuleCheck] = Field(default_factory=list)
     metrics: list[str] | None = None
+    assertions: list[CaseAssertion] | None = Field(default=None, validation_alias=AliasChoices("assert", "assertions"))
+    """``assert:`` — metrics run on this case only, with per-case thresholds (see ``CaseAssertion``)."""
 
     # --- per-case target context (seed 002) ----------------------------------------------------
     active_team_id: str | int | None = _alias("active_team_id", "activeTeamId")
@@ -270,6 +273,18 @@ class Case(BaseModel):
         return self.risk_level is RiskLevel.critical
 
     @property
+    def requested_metrics(self) -> list[str]:
+        """Metric names (or code references) the case asks for: its ``metrics`` list and the ``metric`` /
+        ``check`` of its ``assert:`` entries."""
+        names = list(self.metrics or [])
+        for entry in self.assertions or []:
+            if entry.metric is not None:
+                names.append(entry.metric)
+            elif entry.check is not None:
+                names.append(entry.check)
+        return names
+
+    @property
     def criteria(self) -> str | None:
         """Rubric text for judges: passing_criteria, expected_answer_criteria or verified summary."""
         if isinstance(self.passing_criteria, list):
@@ -302,11 +317,17 @@ class Answer(BaseModel):
     """Set when the target could not produce an answer; the case is then ``errored``."""
 
 
+ThresholdOp = Literal["min", "max", "gt", "lt"]
+THRESHOLD_OPS: tuple[str, ...] = ("min", "max", "gt", "lt")
+THRESHOLD_SYMBOLS: dict[str, str] = {"min": "≥", "max": "≤", "gt": ">", "lt": "<"}
+
+
 class Threshold(BaseModel):
-    """A bound on a metric: ``{"min": x}`` (higher is better) or ``{"max": x}`` (lower is better)."""
+    """A bound on a metric: ``{"min": x}`` (value ≥ x), ``{"max": x}`` (value ≤ x), or the strict
+    ``{"gt": x}`` (value > x) and ``{"lt": x}`` (value < x), for minimums a seed states as "> x"."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    op: Literal["min", "max"]
+    op: ThresholdOp
     value: float
 
     @model_validator(mode="before")
@@ -314,11 +335,11 @@ class Threshold(BaseModel):
     def _from_mapping(cls, data: Any) -> Any:
         if isinstance(data, dict) and "op" not in data:
             keys = set(data)
-            if keys == {"min"}:
-                return {"op": "min", "value": data["min"]}
-            if keys == {"max"}:
-                return {"op": "max", "value": data["max"]}
-            raise ValueError(f"a threshold is a number, {{'min': x}} or {{'max': x}}; got keys {sorted(keys)}")
+            if len(keys) == 1 and next(iter(keys)) in THRESHOLD_OPS:
+                op = next(iter(keys))
+                return {"op": op, "value": data[op]}
+            raise ValueError("a threshold is a number, {'min': x}, {'max': x}, {'gt': x} or {'lt': x}; "
+                             f"got keys {sorted(map(str, keys))}")
         return data
 
     @model_serializer
@@ -326,19 +347,238 @@ class Threshold(BaseModel):
         return {self.op: self.value}
 
     def admits(self, value: float) -> bool:
-        """True when ``value`` meets the bound (``>=`` for min, ``<=`` for max)."""
-        return value >= self.value if self.op == "min" else value <= self.value
+        """True when ``value`` meets the bound (``>=`` min, ``<=`` max, ``>`` gt, ``<`` lt)."""
+        op = self.op
+        if op == "min":
+            return value >= self.value
+        if op == "max":
+            return value <= self.value
+        return value > self.value if op == "gt" else value < self.value
 
     def __str__(self) -> str:
-        return f"{'≥' if self.op == 'min' else '≤'} {self.value:g}"
+        return f"{THRESHOLD_SYMBOLS[self.op]} {self.value:g}"
+
+
+# --- your own metrics: declarations and per-case assertions (docs/custom-metrics.md) ------------------
+
+JUDGE_FIELDS: tuple[str, ...] = ("input", "output", "expected_output", "retrieval_context", "debug_context",
+                                 "expected_answer_criteria")
+"""Case and answer fields a custom judged metric may show its judge, besides ``metadata.KEY``."""
+DEFAULT_JUDGE_FIELDS: tuple[str, ...] = ("input", "output")
+DEFAULT_CUSTOM_THRESHOLD = 0.5
+"""Threshold of a declared metric that names none (``threshold: null`` makes it informational)."""
+METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}")
+MAX_STEPS = 20
+
+
+class RubricBand(BaseModel):
+    """One score band of a rubric: the score a judge gives when ``description`` fits the answer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    score: float
+    description: str
+
+    @field_validator("description")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a rubric band needs a description")
+        return value.strip()
+
+
+def _threshold_or_number(value: Any) -> Any:
+    """A threshold entry: a finite number, ``{min: x}`` / ``{max: x}``, or None (informational)."""
+    if value is None or isinstance(value, Threshold):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float | dict):
+        raise ValueError("threshold must be a number, {min: x} or {max: x}")
+    if isinstance(value, dict):
+        bound = value.get("min", value.get("max"))
+        if isinstance(bound, bool) or not isinstance(bound, int | float):
+            raise ValueError("threshold must be {min: x} or {max: x} with a number x")
+        value = Threshold.model_validate(value)
+        number = value.value
+    else:
+        number = float(value)
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError("threshold must be a finite number")
+    return value
+
+
+class _JudgedParts(BaseModel):
+    """What a custom judged metric (or an inline one-off check) is made of."""
+
+    criteria: str | None = None
+    """What a good answer does, in plain words (trusted: written by the test author)."""
+    evaluation_steps: list[str] | None = None
+    """The steps the judge follows; generated once from ``criteria`` by the judge when absent."""
+    rubric: list[RubricBand] | None = None
+    """Score bands (e.g. 0/0.25/0.5/0.75/1, or 1–5); the judge's score is mapped linearly onto 0–1."""
+    fields: list[str] | None = None
+    """What the judge sees: JUDGE_FIELDS and ``metadata.KEY`` (default: input, output)."""
+    check: str | None = None
+    """A code check instead of a judge: ``package.module:function`` or ``file://path.py:function``."""
+    threshold: float | Threshold | None = None
+
+    @field_validator("criteria", "check")
+    @classmethod
+    def _filled(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+    @field_validator("evaluation_steps")
+    @classmethod
+    def _steps(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        steps = [step.strip() for step in value]
+        if not steps or any(not step for step in steps):
+            raise ValueError("evaluation_steps must be a non-empty list of non-blank steps")
+        if len(steps) > MAX_STEPS:
+            raise ValueError(f"at most {MAX_STEPS} evaluation steps")
+        return steps
+
+    @field_validator("rubric", mode="before")
+    @classmethod
+    def _rubric_mapping(cls, value: Any) -> Any:
+        if isinstance(value, dict):  # {1.0: "...", 0.5: "..."} is a shorthand of the band list
+            return [{"score": score, "description": text} for score, text in value.items()]
+        return value
+
+    @field_validator("rubric")
+    @classmethod
+    def _bands(cls, value: list[RubricBand] | None) -> list[RubricBand] | None:
+        if value is None:
+            return None
+        scores = [band.score for band in value]
+        if len(value) < 2:
+            raise ValueError("a rubric needs at least two score bands")
+        if len(set(scores)) != len(scores):
+            raise ValueError("rubric scores must be distinct")
+        if any(s != s or s in (float("inf"), float("-inf")) for s in scores):
+            raise ValueError("rubric scores must be finite numbers")
+        return sorted(value, key=lambda band: -band.score)
+
+    @field_validator("fields")
+    @classmethod
+    def _fields(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("fields must name at least one field")
+        for name in value:
+            if name.startswith("metadata."):
+                if not name.removeprefix("metadata.").strip():
+                    raise ValueError("metadata.KEY needs a key")
+            elif name not in JUDGE_FIELDS:
+                import difflib
+
+                close = difflib.get_close_matches(name, [*JUDGE_FIELDS, "metadata.KEY"], n=1, cutoff=0.6)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"unknown field {name!r}{hint}; choose from {', '.join(JUDGE_FIELDS)} or metadata.KEY")
+        return list(dict.fromkeys(value))
+
+    @field_validator("threshold", mode="before")
+    @classmethod
+    def _threshold(cls, value: Any) -> Any:
+        return _threshold_or_number(value)
+
+    def _check_kind(self, what: str) -> None:
+        if self.check is not None:
+            extra = [name for name in ("criteria", "evaluation_steps", "rubric", "fields")
+                     if getattr(self, name) is not None]
+            if extra:
+                raise ValueError(f"{what} with 'check' (a code check) takes no {', '.join(extra)}")
+        elif self.criteria is None and (self.evaluation_steps or self.rubric or self.fields):
+            raise ValueError(f"{what} needs 'criteria' (what a good answer does)")
+
+    @property
+    def threshold_given(self) -> bool:
+        return "threshold" in self.model_fields_set
+
+
+class MetricDeclaration(_JudgedParts):
+    """A metric declared in a suite block or evalgate.yaml ``metrics:``: a judged metric (``criteria``)
+    or a code check (``check``), run on every case of its scope (or of its ``categories`` / ``tags``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    description: str | None = None
+    categories: list[str] | None = None
+    """Run only on cases of these categories."""
+    tags: list[str] | None = None
+    """Run only on cases with any of these tags."""
+    run: Literal["all", "asked"] = "all"
+    """``asked``: only on cases that list the metric (``metrics:`` or ``assert:``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_critical(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "critical" in data:
+            raise ValueError("'critical' is not a metric setting: a case is critical by its own "
+                             "risk_level: critical (any failed metric of that case then fails the gate)")
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not METRIC_NAME.fullmatch(value):
+            raise ValueError("a metric name is 1–64 letters, digits, '_', '.' or '-', starting with a letter or '_'")
+        return value
+
+    @field_validator("categories", "tags", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _kind(self) -> MetricDeclaration:
+        if self.criteria is None and self.check is None:
+            raise ValueError(f"metric {self.name!r} needs 'criteria' (a judged metric) or 'check' (a code check)")
+        if self.criteria is not None and self.check is not None:
+            raise ValueError(f"metric {self.name!r} takes 'criteria' or 'check', not both")
+        self._check_kind(f"metric {self.name!r}")
+        return self
+
+
+class CaseAssertion(_JudgedParts):
+    """One entry of a case's ``assert:`` list: run a metric on this case (``metric``, by name or reference),
+    or a one-off judged check (``criteria``) or code check (``check``), with an optional per-case threshold."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    metric: str | None = None
+    name: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is not None and not METRIC_NAME.fullmatch(value):
+            raise ValueError("a metric name is 1–64 letters, digits, '_', '.' or '-', starting with a letter or '_'")
+        return value
+
+    @model_validator(mode="after")
+    def _kind(self) -> CaseAssertion:
+        given = [key for key in ("metric", "criteria", "check") if getattr(self, key) is not None]
+        if len(given) != 1:
+            raise ValueError("an assert entry takes exactly one of 'metric' (a metric's name), 'criteria' "
+                             "(a one-off judged check) or 'check' (a one-off code check)")
+        if self.metric is not None:
+            extra = [k for k in ("name", "evaluation_steps", "rubric", "fields") if getattr(self, k) is not None]
+            if extra:
+                raise ValueError(f"an assert entry naming a metric takes only 'threshold' (not {', '.join(extra)})")
+        self._check_kind("an assert entry")
+        return self
 
 
 @dataclass(frozen=True, slots=True)
 class Score:
-    """A metric's value on one case plus whatever explains it."""
+    """A metric's value on one case plus whatever explains it: ``details`` (a JSON-able mapping kept in the
+    results) and ``reason`` (one line shown beside a failing value in the reports)."""
 
     value: float
     details: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
 
 
 class MetricSkipped(Exception):
@@ -351,6 +591,11 @@ class MetricUnavailable(Exception):
     def __init__(self, reason: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(reason)
         self.details = details or {}
+
+
+class MetricErrored(Exception):
+    """The metric's own code failed (a user check that raised or returned nonsense); the message is the
+    one-line reason recorded with the ``errored`` result."""
 
 
 class MetricStatus(StrEnum):
@@ -413,6 +658,8 @@ class CaseResult(BaseModel):
     cost_usd: float | None = None
     repeat: int = 0
 
+
+Case.model_rebuild()
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

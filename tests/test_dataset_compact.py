@@ -43,7 +43,7 @@ def test_values_that_would_not_come_back_equal_do_not_pack(extra: dict[str, Any]
 
 def test_large_datasets_read_back_packed_cases(tmp_path: Path) -> None:
     rows = [{"id": f"c{i}", "input": f"q{i}", "output": "a", "rules": [{"type": "contains", "value": "a"}],
-             "mentions": [{"brand": "B", "rank": 1}], "note": {"k": [1, 2.5, None]}} for i in range(30)]
+             "mentions": [{"brand": "B", "rank": 1}], "metadata": {"note": {"k": [1, 2.5, None]}}} for i in range(30)]
     (tmp_path / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     packed = scan(["cases.jsonl"], tmp_path, keep_in_memory=5)
     kept = scan(["cases.jsonl"], tmp_path, keep_in_memory=1000)

@@ -32,8 +32,8 @@ def load_error(name: str, base: Path) -> str:
     [
         (
             "brands.yaml",
-            "test_cases:\n  - intent_id: fine\n    brands_mine: [Zoho]\n"
-            "  - intent_id: t\n    brands_mine: [HubSpot, Zoho]\n    brands_competitors: [Salesforce, HUBSPOT]\n",
+            "cases:\n  - id: fine\n    brands_mine: [Zoho]\n"
+            "  - id: t\n    brands_mine: [HubSpot, Zoho]\n    brands_competitors: [Salesforce, HUBSPOT]\n",
             "brands.yaml:4: case 't': brands_competitors: 'HUBSPOT' is also in brands_mine (as 'HubSpot')",
         ),
         (

@@ -449,7 +449,7 @@ def test_many_errors_keep_first_twenty_and_count_the_rest(tmp_path: Path) -> Non
 
 def test_suite_block_errors_name_key_and_file(tmp_path: Path) -> None:
     write(tmp_path, "a.yaml", "cases:\n  - id: a\nsuite:\n  name: s\n  metircs: [x]\n")
-    assert str(load_error(["a.yaml"], tmp_path)) == "a.yaml:4: suite: unknown key 'metircs' (did you mean 'metrics'?)"
+    assert str(load_error(["a.yaml"], tmp_path)) == "a.yaml:5: suite: unknown key 'metircs' (did you mean 'metrics'?)"
     write(tmp_path, "b.yaml", "suite: {options: {k: 0}}\ncases: [{id: b}]\n")
     assert str(load_error(["b.yaml"], tmp_path)).startswith("b.yaml:1: suite: field 'options.k': must be ≥ 1")
     write(tmp_path, "c.yaml", "suite: [1]\ncases: [{id: c}]\n")
@@ -503,11 +503,11 @@ def test_suite_config_unknown_metric_in_thresholds_suggests_a_name() -> None:
 @pytest.mark.parametrize(
     ("thresholds", "fragment"),
     [
-        ({"m": True}, "threshold 'm' must be a number, {min: x} or {max: x} (got True)"),
+        ({"m": True}, "threshold 'm' must be a number, {min: x}, {max: x}, {gt: x} or {lt: x} (got True)"),
         ({"m": "high"}, "threshold 'm' must be a number"),
         ({"m": float("nan")}, "threshold 'm' must be a finite number"),
         ({"m": {"min": 1, "max": 2}}, "threshold 'm'"),
-        ({"m": {"above": 1}}, "threshold 'm' must be {min: x} or {max: x} with a number x"),
+        ({"m": {"above": 1}}, "threshold 'm' must be one of {min: x}, {max: x}, {gt: x} or {lt: x} with a number x"),
     ],
 )
 def test_suite_config_bad_thresholds(thresholds: dict[str, object], fragment: str) -> None:

@@ -73,7 +73,7 @@ def test_seed_precision_example() -> None:
     answer = Answer(mentions=[Mention(brand=b) for b in ("HubSpot", "Salesforce", "GitHub")])
     result = mention_precision(case, answer, ctx())
     assert round(result.value, 3) == 0.667
-    assert result.details["detector"] == "target"
+    assert result.details["extractor"] == "target"
     assert result.details["false_positives"] == ["GitHub"]
 
 
@@ -130,7 +130,7 @@ def test_seed_false_is_mine_example() -> None:
     answer = Answer(mentions=[Mention(brand="HubSpot", is_mine=True), Mention(brand="Salesforce", is_mine=True)])
     result = false_is_mine_rate(case, answer, ctx())
     assert result.value == 0.50
-    assert result.details == {"detector": "target", "false_is_mine": ["Salesforce"], "total_mentions": 2}
+    assert result.details == {"extractor": "target", "false_is_mine": ["Salesforce"], "total_mentions": 2}
 
 
 # --- the seed's example fixtures and regression case, through the built-in detector --------------
@@ -220,7 +220,7 @@ def test_seed_example_fixture_is_perfect(case: Case) -> None:
         "false_is_mine_rate": 0.0,
     }
     assert scores["rank_accuracy"].details["actual"] == case.expected_ranked_list
-    assert scores["mention_precision"].details["detector"] == "builtin"
+    assert scores["mention_precision"].details["extractor"] == "builtin"
 
 
 def test_aliases_each_found_once_where_they_stand() -> None:
@@ -374,7 +374,7 @@ def test_target_ranked_list_and_mention_ranks() -> None:
     result = rank_accuracy(case, by_rank, ctx())
     assert result.value == 1.0
     assert result.details == {
-        "detector": "target",
+        "extractor": "target",
         "expected": ["Salesforce", "HubSpot", "Pipedrive"],
         "actual": ["Salesforce", "HubSpot", "Pipedrive"],
     }
@@ -387,7 +387,7 @@ def test_target_mode_ignores_the_text() -> None:
     answer = Answer(output="HubSpot HubSpot HubSpot", mentions=[])
     result = mention_recall(case, answer, ctx())
     assert result.value == 0.0
-    assert result.details["detector"] == "target"
+    assert result.details["extractor"] == "target"
 
 
 def test_ranked_list_only_target_has_no_is_mine_flags() -> None:
@@ -435,7 +435,7 @@ def test_brand_in_both_lists_is_refused_by_the_model_and_unavailable_if_it_slips
 def test_detection_is_computed_once_per_case() -> None:
     case = brand_case(brands_mine=["HubSpot"], expected_my_mentions=["HubSpot"])
     context = ctx()
-    context.memo["mentions:detection"] = Detection(detector="builtin", found=[], ranked=[], flags=[])
+    context.memo["mentions:detection"] = Detection(extractor="builtin", found=[], ranked=[], flags=[])
     assert mention_recall(case, Answer(output="HubSpot"), context).value == 0.0
     fresh = ctx()
     assert mention_recall(case, Answer(output="HubSpot"), fresh).value == 1.0

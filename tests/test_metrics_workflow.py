@@ -223,8 +223,8 @@ def test_applies() -> None:
 
 def test_registration() -> None:
     assert REGISTRY["workflow"].default_threshold == 1.0
-    assert REGISTRY["workflow_agents"].default_threshold is None
-    assert REGISTRY["workflow_tools"].default_threshold is None
+    assert REGISTRY["workflow_agents"].default_threshold == 1.0  # binary sides: status agrees with details.pass
+    assert REGISTRY["workflow_tools"].default_threshold == 1.0
     assert REGISTRY["workflow"].description.startswith("1.0 when both the agents and the tools sides pass")
 
 

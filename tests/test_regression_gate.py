@@ -62,14 +62,14 @@ def test_a_critical_flip_fails_the_gate_with_fail_on_regression(tmp_path: Path, 
                              "--fail-on-regression")
     assert run.returncode == 1, run.stdout + run.stderr
     reason = (f"critical case {CRITICAL} flipped from passed to failed against the baseline "
-              f"({SUITE / 'cases.yaml'}:28)")
+              f"({SUITE / 'cases.yaml'}:29)")
     assert document["gate"]["reasons"] == [reason]
     assert f"  • {reason}" in run.stdout and f"▼ {CRITICAL} critical: passed → failed" in run.stdout
     comparison = document["comparison"]
     assert comparison["regression"] is True and comparison["pass_rate"]["regressions"] == 1
     assert [flip["id"] for flip in comparison["cases"]["regressions"]] == [CRITICAL]
     assert document["baseline"] == {"setting": str(baseline / "results.json"), "found": True,
-                                    "source": str(baseline / "results.json"), "warning": None}
+                                    "source": str(baseline / "results.json"), "warning": None, "severity": None}
 
 
 def test_the_same_flip_without_fail_on_regression_is_reported_but_passes(tmp_path: Path, baseline: Path) -> None:

@@ -107,11 +107,13 @@ def test_flaky_from_records_needs_disagreeing_repeats() -> None:
 
 
 def test_case_metrics_filters_by_status_and_formats_thresholds() -> None:
-    case = {"metrics": {"a": {"value": 0.2, "threshold": {"min": 0.5}, "status": "failed", "reason": "low"},
+    case = {"metrics": {"a": {"value": 0.2, "threshold": {"min": 0.5}, "status": "failed", "reason": "low",
+                              "details": {"reasoning": "the answer\n  is vague"}},
                         "b": {"value": 1.0, "threshold": 0.5, "status": "passed"},
                         "c": "not a metric"}}
     assert view.case_metrics(case, ("failed",)) == [
-        {"name": "a", "value": 0.2, "threshold": "≥ 0.5", "status": "failed", "reason": "low"}]
+        {"name": "a", "value": 0.2, "threshold": "≥ 0.5", "status": "failed", "reason": "low",
+         "explanation": "the answer is vague"}]
     assert [m["name"] for m in view.case_metrics(case)] == ["a", "b"]
 
 

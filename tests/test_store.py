@@ -71,7 +71,7 @@ def test_seed_001_schema_and_queries_across_runs(tmp_path: Path) -> None:
     runs = conn.execute(SEED_001_QUERIES["runs"]).fetchall()
     assert [r[0] for r in runs] == ["r2", "r1"] and runs[0][2:] == (0.5, 2, 1, 1)
     failing = conn.execute(SEED_001_QUERIES["failing"]).fetchall()
-    assert failing == [("b — about b", 4, "mention_f1:0.5,case_passed:0.0,mention_f1:0.5,case_passed:0.0")]
+    assert failing == [("about b", 4, "mention_f1:0.5,case_passed:0.0,mention_f1:0.5,case_passed:0.0")]
     # the trend query filters on datetime('now', '-30 days'): our timestamps are in the future of the
     # seed's clock only if the test machine's date is earlier, so assert on shape, not count
     trends = conn.execute(SEED_001_QUERIES["trends"]).fetchall()

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 from evalgate.errors import UserError
 from evalgate.safety.redact import register_secret
-
-ResponseFormat = Literal["json_schema", "json_object", "none"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +27,6 @@ class ProviderSpec:
     key_variables: tuple[str, ...]
     default_model: str
     base_url_variable: str | None = None
-    response_format: ResponseFormat = "json_schema"
     supports_seed: bool = True
     self_hosted: bool = False
     """Self-hosted models cost nothing per token unless ``prices`` says otherwise."""
@@ -44,8 +40,7 @@ PROVIDERS: dict[str, ProviderSpec] = {
     ),
     "ollama": ProviderSpec("ollama", None, (), "qwen2.5:14b-instruct", base_url_variable="OLLAMA_BASE_URL",
                            self_hosted=True),
-    "local": ProviderSpec("local", None, ("LOCAL_JUDGE_API_KEY",), "local-model", response_format="none",
-                          self_hosted=True),
+    "local": ProviderSpec("local", None, ("LOCAL_JUDGE_API_KEY",), "local-model", self_hosted=True),
 }
 NO_KEY = "no-key-required"
 """Sent as the bearer token to providers that take none (Ollama); the openai client insists on one."""
@@ -79,13 +74,19 @@ def resolve_provider(
     env: Mapping[str, str],
     setting: str = "judge_provider",
     base_url_setting: str = "EVALGATE_JUDGE_BASE_URL",
+    api_key: str | None = None,
+    api_key_origin: str = "judge_api_key",
 ) -> ProviderConfig:
     """Resolve ``name`` into a base URL, key and model (key and base URL variables read from ``env``, the
-    environment the caller was given); a missing key or base URL is a ``UserError``."""
+    environment the caller was given); a missing key or base URL is a ``UserError``. ``api_key``, when
+    given, is used instead of the provider's key variables (``api_key_origin`` names where it came from)."""
     spec = PROVIDERS.get(name)
     if spec is None:
         raise UserError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}", where=setting)
-    key_variable, api_key = _find_key(spec, env, setting)
+    if api_key:
+        key_variable: str | None = api_key_origin
+    else:
+        key_variable, api_key = _find_key(spec, env, setting)
     url = _base_url(spec, base_url, env, setting, base_url_setting)
     register_secret(api_key)
     return ProviderConfig(spec=spec, base_url=url, api_key=api_key, model=model or spec.default_model,

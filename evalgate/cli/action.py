@@ -3,8 +3,11 @@
 Steps: mask secrets (before anything else is printed) → read inputs → build the Actions context and
 ``Settings`` (inputs layer; relative ``output-dir``/``db`` anchored at ``GITHUB_WORKSPACE``) → run the
 same pipeline as ``evalgate run`` with its console report wrapped in ``::stop-commands::`` (answers
-are untrusted text) → publish. Exit status: the verdict's 0/1; 2 with one ``::error`` line for a
-configuration or dataset error. Publishing problems are warnings only. ``baseline: auto`` is answered
+are untrusted text) → publish. Exit status and the ``exit-code`` output follow the CLI's rule
+(``evalgate.errors``): the verdict's 0/1/130, always equal to results.json's ``gate.exit_code``; 2 with
+one ``::error`` line for a configuration or dataset error or an unreachable target/judge; 130 for an
+interruption before any result was written; 1 with one ``::error`` line for a crash. Publishing
+problems are warnings only. ``baseline: auto`` is answered
 from the base branch's artifact of the same name (``evalgate.github.baseline``); a path baseline is
 read by the run itself, and either way a missing baseline is a warning.
 """
@@ -20,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.config.settings import FIELD_NAMES, Settings, build_settings
-from evalgate.errors import EXIT_USER_ERROR, UserError
-from evalgate.github.commands import error, new_stop_token, warning
+from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USER_ERROR, UserError
+from evalgate.github.commands import counting, error, new_stop_token, notice, warning
 from evalgate.github.context import ActionContext, read_inputs
 from evalgate.github.masking import env_secrets, mask_all, settings_secrets
 from evalgate.github.outputs import write_outputs
@@ -30,7 +33,7 @@ from evalgate.github.publish import PUBLISH_INPUTS, PublishOptions, error_output
 if TYPE_CHECKING:
     from evalgate.runner.run import RunOutcome
 
-LIST_INPUTS = ("dataset", "case-ids", "category", "tags")
+LIST_INPUTS = ("dataset", "case-ids", "category", "tags", "compat")
 """Inputs that take a list: one item per line or comma-separated."""
 IGNORED_INPUTS = ("args", "entrypoint")
 """Inputs every Docker action accepts; the runner hands them to ``docker run`` itself."""
@@ -91,10 +94,11 @@ def anchor(settings: Settings, workspace: Path) -> Settings:
     return settings.model_copy(update=update) if update else settings
 
 
-def cli_flags(argv: Sequence[str]) -> dict[str, Any]:
-    """``with: args`` / ``docker run … ARGS`` in Actions mode: ``evalgate run`` flags, highest precedence."""
+def cli_flags(argv: Sequence[str]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """``with: args`` / ``docker run … ARGS`` in Actions mode: ``evalgate run`` flags, highest precedence;
+    with the flags that set them and the notices for the seeds' spellings (``cli.main._cli_values``)."""
     if not argv:
-        return {}
+        return {}, {}, []
     from evalgate.cli.main import _cli_values, build_parser
 
     try:
@@ -113,8 +117,13 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
     workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
     options = options_from_inputs(publish_inputs, cwd=workspace)
     ctx = ActionContext.from_env(env, pr_number=options.pr_number)
-    settings, suite_config, _ = build_settings(cli=cli_flags(argv), inputs=settings_inputs, env=env, cwd=workspace,
-                                               defaults=ACTION_DEFAULTS)
+    values, origins, notices = cli_flags(argv)
+    settings, suite_config, _ = build_settings(cli=values, inputs=settings_inputs, env=env, cwd=workspace,
+                                               defaults=ACTION_DEFAULTS, cli_origins=origins)
+    for line in notices + settings.notices:
+        emit(notice(line, title="evalgate"))
+    if settings.langfuse and not (settings.langfuse_public_key and settings.langfuse_secret_key):
+        raise UserError("the Langfuse export needs LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY", where="langfuse")
     return ActionSetup(ctx=ctx, options=options, settings=anchor(settings, workspace), suite_config=suite_config,
                        workspace=workspace)
 
@@ -130,7 +139,8 @@ def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
     try:
         outcome = asyncio.run(execute(
             settings, setup_.suite_config, cwd=setup_.workspace,
-            progress_for=lambda total: make_progress(settings.progress, total),
+            progress_for=lambda total: make_progress(settings.progress, total,
+                                                     every_seconds=settings.progress_interval_seconds),
             baseline_loader=baseline_loader(setup_)))
         from evalgate.report.console import make_console, render_failures, render_report
 
@@ -155,26 +165,81 @@ def baseline_loader(setup_: ActionSetup) -> Callable[[], Any] | None:
                        token=setup_.options.github_token)
 
 
-def baseline_warning(document: Mapping[str, Any]) -> str | None:
-    """The run's note about its baseline (not found, unreadable, no comparison), if any."""
+def baseline_note(document: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(level, message)``: the run's note about its baseline (not found, unreadable, no comparison), if
+    any. ``notice`` when none was to be expected (push, schedule, the first pull request), else ``warning``."""
     info = document.get("baseline")
-    return info.get("warning") if isinstance(info, Mapping) and info.get("warning") else None
+    if not isinstance(info, Mapping) or not info.get("warning"):
+        return None
+    return ("notice" if info.get("severity") == "notice" else "warning"), str(info["warning"])
+
+
+def written_paths(settings: Settings) -> list[Path]:
+    """What a run writes: the output directory, the SQLite file (with its journal files) and the judge cache."""
+    db = settings.db_path
+    sidecars = [db.with_name(db.name + suffix) for suffix in ("-wal", "-shm", "-journal")]
+    return [settings.output_path, db, *sidecars, db.parent / "judge-cache.db"]
 
 
 def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = emit_line) -> int:
-    """The whole Action step; returns the exit status."""
+    """The whole Action step; returns the exit status. Whatever happens, files written into the
+    workspace end up owned by the workspace's owner (:mod:`evalgate.github.workspace`)."""
+    from evalgate.github.workspace import hand_over, missing_ancestors
+
+    emit = counting(emit)  # publishing spends what is left of the runner's annotation budget
     mask_all(env_secrets(env), emit)
     try:
         setup_ = setup(env, argv, emit)
+    except UserError as exc:
+        emit(error(str(exc), title="evalgate: configuration or dataset error"))
+        _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
+        return EXIT_USER_ERROR
+    paths = written_paths(setup_.settings)
+    created = missing_ancestors(paths, setup_.workspace)
+    try:
+        return _evaluate_and_publish(setup_, env, emit)
+    finally:
+        hand_over(paths, setup_.workspace, created)
+
+
+def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:
+    if setup_.options.mode == "publish":
+        from evalgate.github.relay import relay
+
+        return relay(env=env, options=setup_.options, output_dir=setup_.settings.output_path, emit=emit)
+    try:
         mask_all(settings_secrets(setup_.settings), emit)
         outcome = evaluate(setup_, emit)
     except UserError as exc:
         emit(error(str(exc), title="evalgate: configuration or dataset error"))
         _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
         return EXIT_USER_ERROR
-    note = baseline_warning(outcome.document)
+    except KeyboardInterrupt:  # before the run wrote anything (it handles signals itself once started)
+        emit(error("interrupted before any result was written", title="evalgate: interrupted"))
+        _best_effort_outputs(env, error_outputs(EXIT_INTERRUPTED), emit)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # a bug: results already written say status 'crashed' and exit_code 1
+        from evalgate.cli.main import report_crash
+
+        code = report_crash(exc)  # one line on stderr, the traceback in a file it names
+        emit(error(f"internal error ({type(exc).__name__}); the gate did not pass", title="evalgate: crashed"))
+        _best_effort_outputs(env, error_outputs(code), emit)
+        return EXIT_GATE_FAILED
+    note = baseline_note(outcome.document)
     if note:
-        emit(warning(note, title="evalgate: baseline"))
+        level, message = note
+        emit((notice if level == "notice" else warning)(message, title="evalgate: baseline"))
+    for text in (outcome.document.get("metadata") or {}).get("warnings") or []:
+        emit(warning(str(text), title="evalgate"))
+    for line in outcome.notices:
+        emit(notice(line, title="evalgate"))
+    if setup_.settings.langfuse:
+        from evalgate.export.langfuse import LangfuseError, export_results
+
+        try:
+            emit(notice(export_results(outcome.results_path, setup_.settings), title="evalgate: Langfuse"))
+        except LangfuseError as exc:
+            emit(warning(f"Langfuse export failed: {exc}", title="evalgate: Langfuse"))
     publish(outcome.results_path, outcome.db_path, ctx=setup_.ctx, options=setup_.options, env=env, emit=emit)
     return int(outcome.verdict.exit_code)
 

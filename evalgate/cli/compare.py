@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, cast
+from typing import Any
 
 from evalgate.errors import UserError
 
@@ -30,20 +30,16 @@ def add_compare(verbs: Any) -> None:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from evalgate.report.console import make_console, render_comparison
-    from evalgate.store.reader import load_results
-    from evalgate.verdict.compare import DEFAULT_ALPHA, compare_runs, comparison_gate_reasons
-    from evalgate.verdict.stats import REPEAT_RULES, RepeatRule
+    from evalgate.runner.api import compare
 
-    base, head = load_results(args.base), load_results(args.head)
-    config = (head.get("metadata") or {}).get("config") or {}
-    alpha = args.alpha if args.alpha is not None else config.get("significance_level", DEFAULT_ALPHA)
-    if not isinstance(alpha, int | float) or not 0.0 < alpha < 1.0:
-        raise UserError(f"significance level must be between 0 and 1, got {alpha!r}", where="--alpha")
-    rule = args.repeat_rule or config.get("repeat_rule") or "majority"
-    if rule not in REPEAT_RULES:
-        raise UserError(f"repeat rule must be one of {', '.join(REPEAT_RULES)}, got {rule!r}", where=args.head)
-    comparison = compare_runs(base, head, alpha=float(alpha), baseline_source=args.base,
-                              repeat_rule=cast(RepeatRule, rule))
+    try:
+        result = compare(args.base, args.head, significance_level=args.alpha, repeat_rule=args.repeat_rule,
+                         fail_on_regression=args.fail_on_regression)
+    except UserError as exc:
+        if exc.where == "significance_level":
+            raise UserError(str(exc).removeprefix("significance_level: "), where="--alpha") from None
+        raise
+    comparison = result.comparison
     if args.format == "json":
         print(json.dumps(comparison, indent=2, ensure_ascii=False))
     elif args.format == "markdown":
@@ -52,7 +48,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         sys.stdout.write(render_markdown(comparison))
     else:
         render_comparison(comparison, make_console(sys.stdout))
-    reasons = comparison_gate_reasons(comparison, args.fail_on_regression)
-    for reason in reasons:
+    for reason in result.reasons:
         print(f"evalgate: regression: {reason}", file=sys.stderr)
-    return 1 if reasons else 0
+    return 1 if result.reasons else 0

@@ -1,7 +1,9 @@
 """The ``evalgate`` command line. Each verb is a thin wrapper over a library function.
 
-Exit status: 0 the gate passed, 1 the gate failed, 2 configuration or dataset error (one line on
-stderr, no traceback). Heavy modules are imported inside the verbs so ``--version`` starts fast.
+Exit status (``EXIT_EPILOG``; results.json's ``gate.exit_code`` is always the same number): 0 the gate
+passed, 1 the gate failed (or evalgate crashed), 2 configuration or dataset error or an unreachable
+target/judge (one line on stderr, no traceback), 130 interrupted by SIGINT/SIGTERM. Heavy modules are
+imported inside the verbs so ``--version`` starts fast.
 """
 
 from __future__ import annotations
@@ -14,9 +16,18 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from evalgate import __version__
-from evalgate.errors import EXIT_USER_ERROR, UserError
+from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USER_ERROR, UserError
 
 BOOL = argparse.BooleanOptionalAction
+
+EXIT_EPILOG = """\
+exit status (results.json's gate.exit_code is the same number):
+  0    the gate passed
+  1    the gate failed: a threshold, a critical case, errored cases beyond --max-errored (a target
+       answering with errors included), a regression, max_cost; also an internal crash (status crashed)
+  2    configuration or dataset error, or the target/judge could not be reached at all before any
+       case ran (DNS failure, connection refused, no connection within the connect timeout)
+  130  interrupted by SIGINT (Ctrl-C) or SIGTERM: partial results with status cancelled"""
 
 
 def _add_selection(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +38,7 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
                        help="alias of --dataset (seed 001's 'eval --fixtures')")
     group.add_argument("--config", "-c", metavar="FILE", help="evalgate.yaml (default: ./evalgate.yaml if present)")
     group.add_argument("--case-ids", metavar="IDS", help="comma-separated case ids (overrides --first-n)")
+    group.add_argument("--ids", nargs="+", metavar="ID", help="space-separated case ids (seed 004's spelling of --case-ids)")
     group.add_argument("--first-n", type=int, metavar="N", help="run only the first N cases in dataset order")
     group.add_argument("--category", metavar="NAMES", help="comma-separated categories to keep")
     group.add_argument("--tags", metavar="TAGS", help="comma-separated tags to keep (any)")
@@ -46,12 +58,24 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("output")
     out.add_argument("--output-dir", "-o", metavar="DIR", help="where results.json and results.db go (default evalgate-results)")
     out.add_argument("--db", metavar="FILE", help="SQLite file (default OUTPUT_DIR/results.db); runs are appended")
-    out.add_argument("--format", choices=["text", "json"], help="json prints results.json to stdout")
+    out.add_argument("--format", choices=["text", "json"],
+                     help="json prints results.json to stdout (with one --compat seed: that seed's document)")
+    out.add_argument("--compat", metavar="SEEDS",
+                     help="also produce these seeds' output shapes: seed000, seed001, seed004 (comma-separated): "
+                          "files beside results.json and the seed's console summary")
+    out.add_argument("--output", dest="compat_output", metavar="FILE",
+                     help="seed 004's --output: write seed 004's results document to FILE too")
+    out.add_argument("--langfuse", action=BOOL, default=None,
+                     help="export scores to Langfuse (LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY, LANGFUSE_HOST)")
     out.add_argument("--verbose", "-v", action="store_true", default=None, help="breakdowns and more detail")
     out.add_argument("--progress", choices=["auto", "rich", "plain", "none"], help="progress display (default auto)")
     target = parser.add_argument_group("target and judge")
-    target.add_argument("--target", choices=["recorded", "http", "openai", "command"], help="how answers are obtained")
+    target.add_argument("--target", metavar="KIND",
+                        help="how answers are obtained: recorded | http | openai | command | package.module:factory")
+    target.add_argument("--target-options", metavar="JSON", help="keyword arguments of a custom target's factory")
     target.add_argument("--target-url", metavar="URL", help="HTTP target endpoint")
+    target.add_argument("--api-url", metavar="URL",
+                        help="seed 004's agent API: --target http --target-url URL/chat")
     target.add_argument("--outputs-file", metavar="FILE", help="recorded answers keyed by case id (JSON/JSONL)")
     target.add_argument("--target-command", metavar="CMD", help="command target: JSON list or comma-separated argv")
     target.add_argument("--target-model", metavar="MODEL", help="model for the openai target")
@@ -61,6 +85,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--judge-model", metavar="MODEL")
     target.add_argument("--judge-base-url", metavar="URL")
     target.add_argument("--judge-samples", type=int, metavar="K", help="judge calls averaged per judged metric")
+    target.add_argument("--judge-output", choices=["auto", "json_schema", "json_object", "prompt"],
+                        help="how the verdict's JSON schema is requested (default auto: the provider's structured "
+                             "output, falling back once per run when refused)")
     target.add_argument("--chat-client", choices=["direct", "openai-sdk"],
                         help="how judge and model calls are made: direct JSON (default) or the openai SDK")
     target.add_argument("--no-cache", action="store_true", default=None, help="bypass the judge cache")
@@ -68,7 +95,15 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     ex = parser.add_argument_group("execution")
     ex.add_argument("--concurrency", type=int, metavar="N", help="calls in flight at once (default 8)")
     ex.add_argument("--api-retries", type=int, metavar="N", help="retries per call (default 3)")
-    ex.add_argument("--api-timeout-seconds", type=float, metavar="S", help="timeout per call (default 60)")
+    ex.add_argument("--api-timeout-seconds", type=float, metavar="S",
+                    help="time limit per attempt: connect, send, wait and read (default 60)")
+    ex.add_argument("--connect-timeout-seconds", type=float, metavar="S",
+                    help="time limit to open a connection, TCP and TLS (default 10)")
+    ex.add_argument("--read-timeout-seconds", type=float, metavar="S",
+                    help="longest silence while a reply is awaited: before its first byte or between two "
+                         "chunks (default: no limit beyond --api-timeout-seconds)")
+    ex.add_argument("--progress-interval-seconds", type=float, metavar="S",
+                    help="seconds between plain progress lines (default 10)")
     ex.add_argument("--repeat", type=int, metavar="N", help="run each case N times (flakiness)")
     ex.add_argument("--repeat-rule", choices=["majority", "all", "any"],
                     help="case verdict over its repeats (default majority: passes > N/2)")
@@ -78,39 +113,87 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="evalgate",
         description="Gate pull requests on the quality of LLM and agent systems.",
-        epilog="Exit status: 0 passed, 1 gate failed, 2 configuration or dataset error.",
+        epilog=EXIT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"evalgate {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="COMMAND")
     for name, help_text in (("run", "evaluate the datasets and apply the gate"),
                             ("eval", "alias of run (seed 001: eval --fixtures F --db D --format json)")):
-        verb = verbs.add_parser(name, help=help_text, description=help_text)
+        verb = verbs.add_parser(name, help=help_text, description=help_text, epilog=EXIT_EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_selection(verb)
         _add_run_options(verb)
+        verb.add_argument("--dry-run", action="store_true", help="validate only, no call (same as evalgate validate)")
     validate = verbs.add_parser("validate", help="check datasets and config without calling anything (dry run)",
                                 description="Validate datasets and configuration; no network call is made.")
     _add_selection(validate)
     validate.add_argument("--format", choices=["text", "json"], help="json prints the summary as JSON")
     validate.add_argument("--metric-thresholds", metavar="JSON")
+    looked_up = validate.add_argument_group("judge cache (read only, to tell whether generated steps are cached)")
+    looked_up.add_argument("--judge-provider", choices=["none", "openai", "gemini", "ollama", "local"])
+    looked_up.add_argument("--judge-model", metavar="MODEL")
+    looked_up.add_argument("--judge-base-url", metavar="URL")
+    looked_up.add_argument("--output-dir", "-o", metavar="DIR", help="where the run writes (judge-cache.db is there)")
+    looked_up.add_argument("--db", metavar="FILE")
     for extra in _extra_verbs():
         extra(verbs)
     return parser
 
 
 def _extra_verbs() -> list[Any]:
-    """The verbs defined in their own modules (compare, merge, history, report)."""
-    from evalgate.cli import compare, history, merge, report
+    """The verbs defined in their own modules (compare, merge, history, report, init, publish)."""
+    from evalgate.cli import compare, history, init, merge, publish, report
 
-    return [history.add_history, report.add_report, merge.add_merge, compare.add_compare]
+    return [history.add_history, report.add_report, merge.add_merge, compare.add_compare, init.add_init,
+            publish.add_publish]
 
 
-def _cli_values(args: argparse.Namespace) -> dict[str, Any]:
-    values = {k: v for k, v in vars(args).items() if v is not None and k not in {"verb", "fixtures", "func"}}
+NOT_SETTINGS = frozenset({"verb", "fixtures", "func", "ids", "api_url", "dry_run"})
+
+
+def _cli_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """(settings from the flags, flag that set a setting when it is not ``--<setting>``, notices for the
+    seeds' spellings)."""
+    values = {k: v for k, v in vars(args).items() if v is not None and k not in NOT_SETTINGS}
+    origins: dict[str, str] = {}
+    notices: list[str] = []
     datasets = (args.dataset or []) + (getattr(args, "fixtures", None) or [])
     values.pop("dataset", None)
     if datasets:
         values["dataset"] = datasets
-    return values
+    ids = getattr(args, "ids", None)
+    if ids:
+        if values.get("case_ids"):
+            raise UserError("give case ids with --case-ids or --ids, not both", where="--ids")
+        values["case_ids"] = [part.strip() for item in ids for part in item.split(",") if part.strip()]
+        origins["case_ids"] = "--ids"
+        notices.append(f"--ids {' '.join(ids)} is read as --case-ids {','.join(values['case_ids'])}")
+    api_url = getattr(args, "api_url", None)
+    if api_url:
+        from evalgate.config.legacy import chat_url
+
+        if values.get("target_url"):
+            raise UserError("give the agent's URL with --target-url or --api-url, not both", where="--api-url")
+        values.setdefault("target", "http")
+        values["target_url"] = chat_url(api_url)
+        origins["target_url"] = "--api-url"
+        notices.append(f"--api-url {api_url} is read as --target http --target-url {values['target_url']} "
+                       "(seed 004's runner posts {\"message\": query} to URL/chat)")
+    if values.get("compat_output"):
+        compat = [part for part in str(values.get("compat") or "").split(",") if part.strip()]
+        if "seed004" not in compat and "004" not in compat:
+            values["compat"] = ",".join([*compat, "seed004"])
+        origins["compat_output"] = "--output"
+        notices.append(f"--output {values['compat_output']}: seed 004's results document is written there; "
+                       "evalgate's own results.json and results.db stay in --output-dir")
+    return values, origins, notices
+
+
+def _print_notices(notices: list[str]) -> None:
+    from evalgate.safety.redact import redact
+
+    for notice in notices:
+        print(f"evalgate: notice: {redact(notice)}", file=sys.stderr)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -120,11 +203,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     from evalgate.report.progress import make_progress
     from evalgate.runner.run import execute
 
-    settings, suite_config, _ = build_settings(cli=_cli_values(args))
+    values, origins, notices = _cli_values(args)
+    defaults = {"compat": ["seed001"]} if args.verb == "eval" else None
+    settings, suite_config, _ = build_settings(cli=values, cli_origins=origins, defaults=defaults)
+    _print_notices(notices + settings.notices)
+    if getattr(args, "dry_run", False):
+        _print_notices(["--dry-run is evalgate validate: every file and setting is checked, no call is made"])
+        return validate_and_report(settings, suite_config)
+    if settings.langfuse and not (settings.langfuse_public_key and settings.langfuse_secret_key):
+        raise UserError("the Langfuse export needs LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY", where="--langfuse")
     json_mode = settings.format == "json"
 
     def progress_for(total: int) -> Any:
-        return make_progress(settings.progress, total, quiet=json_mode and settings.progress == "auto")
+        return make_progress(settings.progress, total, quiet=json_mode and settings.progress == "auto",
+                             every_seconds=settings.progress_interval_seconds)
 
     loader = None
     if settings.baseline_kind == "auto":
@@ -132,39 +224,118 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         loader = loader_from_env(os.environ)
     outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for, baseline_loader=loader))
+    code = int(outcome.verdict.exit_code)
+    try:
+        _print_outcome(outcome, settings, json_mode)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except KeyboardInterrupt:
+        print(f"evalgate: interrupted while printing the report; the results are complete (exit {code})",
+              file=sys.stderr)
+    except Exception as exc:  # a bug in a reporter does not change the verdict already written
+        report_crash(exc, note=f"while printing the report; the results are complete and the exit status "
+                               f"is the verdict's ({code})")
+    if settings.langfuse:
+        export_langfuse(settings, outcome.results_path)  # a failure is a warning: the verdict stands
+    return code
+
+
+def _print_outcome(outcome: Any, settings: Any, json_mode: bool) -> None:
+    """results.json on stdout (``--format json``) or the console report."""
+    _print_notices(outcome.notices)
     if json_mode:
-        sys.stdout.write(outcome.results_path.read_text(encoding="utf-8"))
+        printed = outcome.results_path
+        if len(settings.compat) == 1:
+            printed = outcome.compat_paths[settings.compat[0]]
+        sys.stdout.write(printed.read_text(encoding="utf-8"))
         warning = (outcome.document.get("baseline") or {}).get("warning")
         if warning:
             print(f"evalgate: warning: {warning}", file=sys.stderr)
     else:
-        from evalgate.report.console import make_console, render_failures, render_report
+        from evalgate.report.console import (
+            judge_hint,
+            make_console,
+            render_failures,
+            render_report,
+        )
 
         console = make_console(sys.stdout)
         render_report(outcome.document, console, verbose=settings.verbose)
         render_failures(outcome.failures, console)
+        hint = judge_hint(outcome.document)
+        if hint:
+            console.print(hint, markup=False)
         console.print(f"Results: {outcome.results_path}  ·  SQLite: {outcome.db_path}")
-    return outcome.verdict.exit_code
+        for seed, path in sorted(outcome.compat_paths.items()):
+            console.print(f"{seed.partition(':')[0]} output: {path}", markup=False)
+        if "seed001" in settings.compat:
+            from evalgate.report.compat import render_seed001_summary
+
+            sys.stdout.flush()
+            sys.stdout.write("\n" + render_seed001_summary(outcome.document, outcome.db_path))
+    if outcome.verdict.exit_code == EXIT_INTERRUPTED:
+        print("evalgate: interrupted: partial results written with status 'cancelled' (exit 130)", file=sys.stderr)
+
+
+def export_langfuse(settings: Any, results_path: Any) -> None:
+    """Send the run's scores to Langfuse; a failure is a warning (the verdict stands)."""
+    from evalgate.export.langfuse import LangfuseError, export_results
+
+    try:
+        summary = export_results(results_path, settings)
+    except LangfuseError as exc:
+        print(f"evalgate: warning: Langfuse export failed: {exc}", file=sys.stderr)
+        return
+    print(f"evalgate: Langfuse: {summary}", file=sys.stderr)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from evalgate.config.settings import build_settings
+
+    values, origins, notices = _cli_values(args)
+    settings, suite_config, _ = build_settings(cli=values, cli_origins=origins)
+    _print_notices(notices + settings.notices)
+    return validate_and_report(settings, suite_config)
+
+
+def validate_and_report(settings: Any, suite_config: Any) -> int:
+    """``evalgate validate`` once settings are built: prepare (validates everything), print the summary."""
     import json
 
-    from evalgate.config.settings import build_settings
-    from evalgate.dataset.summary import dataset_summary, render_summary_text
-    from evalgate.runner.setup import prepare
+    from evalgate.dataset.summary import render_summary_text
+    from evalgate.runner.api import validate_settings
 
-    settings, suite_config, _ = build_settings(cli=_cli_values(args))
-    prepared = prepare(settings, suite_config)
-    summary = dataset_summary(prepared.cases)
-    summary["files"] = prepared.files
-    summary["thresholds"] = {name: t.model_dump() for name, t in sorted(prepared.thresholds.items())}
+    result = validate_settings(settings, suite_config)
+    _print_notices(result.notices)
+    summary = dict(result.summary)
+    summary["files"] = result.files
+    summary["thresholds"] = result.thresholds
+    summary["custom_metrics"] = result.custom_metrics
     if settings.format == "json":
         print(json.dumps(summary, indent=2, default=str))
     else:
         print(render_summary_text(summary))
-        print(f"OK: {len(prepared.cases)} cases valid in {len(prepared.files)} file(s); no network call was made.")
+        if result.custom_metrics:
+            print()
+            print(render_custom_metrics(result.custom_metrics))
+        print(f"OK: {result.cases} cases valid in {len(result.files)} file(s); no network call was made.")
     return 0
+
+
+def render_custom_metrics(rows: list[dict[str, Any]]) -> str:
+    """``evalgate validate``'s list of the user's own metrics: name, kind, threshold, what it checks, and
+    for judged metrics whether their evaluation steps are declared, cached or still to be written."""
+    from evalgate.report.view import format_threshold
+
+    lines = ["your own metrics"]
+    for row in rows:
+        threshold = format_threshold(row.get("threshold")) or "no threshold"
+        kind = "judged" if row["type"] == "judged" else "code check"
+        lines.append(f"  {row['name']}  [{kind}, {threshold}]  {row.get('summary') or ''}".rstrip())
+        lines.append(f"      from {row.get('origin')}")
+        if "steps" in row:
+            lines.append(f"      evaluation steps: {row['steps']}")
+    return "\n".join(lines)
 
 
 COMMANDS = {"run": cmd_run, "eval": cmd_run, "validate": cmd_validate}
@@ -183,6 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return EXIT_USER_ERROR
+    previous = _sigterm_interrupts()
     try:
         return int(handler(args))
     except UserError as exc:
@@ -190,14 +362,38 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"evalgate: error: {redact(str(exc))}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before a run installed its own handlers, or in another verb
         print("evalgate: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return EXIT_GATE_FAILED
     except Exception as exc:  # a bug, not a user error: keep the traceback, but in a file
         return report_crash(exc)
+    finally:
+        _restore_sigterm(previous)
+
+
+def _sigterm_interrupts() -> Any:
+    """Make SIGTERM interrupt like Ctrl-C (``KeyboardInterrupt`` → 130) outside a run's own handlers;
+    returns the previous handler (None when not in the main thread)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)
+
+
+def _restore_sigterm(previous: Any) -> None:
+    if previous is not None:
+        import signal
+
+        signal.signal(signal.SIGTERM, previous)
 
 
 def console_main() -> NoReturn:
@@ -206,11 +402,12 @@ def console_main() -> NoReturn:
     sys.exit(main())
 
 
-def report_crash(exc: BaseException) -> int:
+def report_crash(exc: BaseException, note: str | None = None) -> int:
     """One line on stderr, the redacted traceback in ``evalgate-crash.log``; exit 1 (not passed).
 
     results.json and the database already hold every case finished before the crash, with
-    ``status: crashed`` (see ``evalgate.runner.run.execute``)."""
+    ``status: crashed`` and ``gate.exit_code`` 1 (see ``evalgate.runner.run.execute``). ``note``
+    replaces that sentence when the crash came after the results were complete."""
     import tempfile
     import traceback
 
@@ -220,9 +417,10 @@ def report_crash(exc: BaseException) -> int:
     log = os.path.join(tempfile.gettempdir(), "evalgate-crash.log")
     with contextlib.suppress(OSError), open(log, "w", encoding="utf-8") as handle:
         handle.write(text)
-    print(f"evalgate: internal error: {redact(f'{type(exc).__name__}: {exc}')} "
-          f"(partial results, if any, were written with status 'crashed'; traceback in {log})", file=sys.stderr)
-    return 1
+    context = note or "partial results, if any, were written with status 'crashed'"
+    print(f"evalgate: internal error: {redact(f'{type(exc).__name__}: {exc}')} ({context}; traceback in {log})",
+          file=sys.stderr)
+    return EXIT_GATE_FAILED
 
 
 if __name__ == "__main__":

@@ -49,5 +49,12 @@ class MetricOptions(BaseModel):
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_SOURCE_INDICATORS.items()}
     )
     k: int = Field(default=5, ge=1, description="cut-off for precision@k / recall@k")
+    context_mrr_min_overlap: float = Field(
+        default=0.25, gt=0.0, le=1.0,
+        description="seed 002's MRR: share of expected_output's words a debug_context chunk must hold to be relevant")
     always_expected_agents: list[str] = Field(default_factory=lambda: ["orchestrator"])
+    """Seed 003: agents that may run in every scenario without being listed (default: the orchestrator)."""
+    response_quality_rubric: str | None = None
+    """Seed 004's ``llm_judge.rubric``: the rubric the judge scores response_quality (1–5) with, instead of
+    the built-in one."""
     category_rules: dict[str, list[RuleCheck]] = Field(default_factory=dict)

@@ -15,11 +15,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from evalgate.config import legacy
+from evalgate.config.suite import SUITE_KEYS
 from evalgate.errors import UserError
-from evalgate.safety.redact import register_environment
+from evalgate.safety.redact import register_environment, register_secret
 
 JudgeProvider = Literal["none", "openai", "gemini", "ollama", "local"]
 TargetKind = Literal["recorded", "http", "openai", "command"]
+TARGET_KINDS: tuple[str, ...] = ("recorded", "http", "openai", "command")
+CompatSeed = Literal["seed000", "seed001", "seed004"]
+COMPAT_ALIASES: dict[str, str] = {"000": "seed000", "0": "seed000", "001": "seed001", "1": "seed001",
+                                  "004": "seed004", "4": "seed004"}
+"""Other spellings of ``compat`` values."""
 
 
 def _split_list(value: Any) -> Any:
@@ -64,11 +71,27 @@ class Settings(BaseModel):
     output_dir: str = "evalgate-results"
     db: str | None = None
     format: Literal["text", "json"] = "text"
+    compat: list[CompatSeed] = Field(default_factory=list)
+    """Seeds whose output shapes are produced too (``report.compat``): files beside results.json, the seed's
+    console summary, and with ``format: json`` (one seed) the seed's document on stdout."""
+    compat_output: str | None = None
+    """Another path for the (single) compat document: seed 004's ``--output results.json``."""
+    compat_include_responses: bool = True
+    """Seed 004's ``output.include_responses``: per_query entries carry the response text (≤ 2,000 chars)."""
+    langfuse: bool = False
+    """Export scores to Langfuse after the run (``LANGFUSE_PUBLIC_KEY`` / ``LANGFUSE_SECRET_KEY``)."""
+    langfuse_host: str = "https://cloud.langfuse.com"
+    langfuse_public_key: str | None = Field(default=None, exclude=True, repr=False)
+    langfuse_secret_key: str | None = Field(default=None, exclude=True, repr=False)
     verbose: bool = False
     progress: Literal["auto", "rich", "plain", "none"] = "auto"
+    progress_interval_seconds: float = Field(default=10.0, gt=0, le=3600)
 
     # --- target ----------------------------------------------------------------------------------
-    target: TargetKind = "recorded"
+    target: str = "recorded"
+    """recorded | http | openai | command, or ``package.module:factory`` / ``file://agent.py:factory``."""
+    target_options: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments of a custom target's factory."""
     target_url: str | None = None
     target_method: str = "POST"
     target_headers: dict[str, str] = Field(default_factory=dict)
@@ -85,9 +108,15 @@ class Settings(BaseModel):
     judge_provider: JudgeProvider = "none"
     judge_model: str | None = None
     judge_base_url: str | None = None
-    judge_temperature: float = 0.0
+    judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    judge_temperatures: dict[str, float] = Field(default_factory=dict)
+    """Per judged metric temperature (``judges.factory.DEFAULT_METRIC_TEMPERATURES``: judge_score 0.1)."""
+    judge_api_key: str | None = Field(default=None, exclude=True, repr=False)
+    """The judge's API key when given as a setting (seed 004's ``EVAL_JUDGE_API_KEY`` / ``llm_judge.api_key``)
+    instead of the provider's own variable; never written anywhere."""
     judge_seed: int | None = 20261122
     judge_samples: int = Field(default=1, ge=1, le=20)
+    judge_output: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"
     no_cache: bool = False
     max_cost: float | None = Field(default=None, ge=0.0)
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)
@@ -96,9 +125,36 @@ class Settings(BaseModel):
     # --- execution -------------------------------------------------------------------------------
     concurrency: int = Field(default=8, ge=1, le=1024)
     api_timeout_seconds: float = Field(default=60.0, gt=0)
+    connect_timeout_seconds: float = Field(default=10.0, gt=0)
+    read_timeout_seconds: float | None = Field(default=None, gt=0)
     api_retries: int = Field(default=3, ge=0, le=20)
     repeat: int = Field(default=1, ge=1, le=100)
     repeat_rule: Literal["majority", "all", "any"] = "majority"
+
+    _notices: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def notices(self) -> list[str]:
+        """One-line notices from reading the settings (old variable names, seed spellings), for the edges
+        to print before the run."""
+        return self._notices
+
+    @field_validator("compat", mode="before")
+    @classmethod
+    def _compat_names(cls, value: Any) -> Any:
+        value = _split_list(value)
+        if isinstance(value, list):
+            return list(dict.fromkeys(COMPAT_ALIASES.get(str(v).strip().lower(), str(v).strip().lower())
+                                      for v in value))
+        return value
+
+    @field_validator("judge_temperatures")
+    @classmethod
+    def _temperatures(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, temperature in value.items():
+            if not 0.0 <= temperature <= 2.0:
+                raise ValueError(f"judge temperature for {name!r} must be between 0 and 2 (got {temperature:g})")
+        return value
 
     @field_validator("dataset", "case_ids", "category", "tags", "target_command", mode="before")
     @classmethod
@@ -111,7 +167,8 @@ class Settings(BaseModel):
         return _split_list(value)
 
     @field_validator(
-        "metric_thresholds", "target_headers", "target_response_map", "eval_context", "prices", mode="before"
+        "metric_thresholds", "target_headers", "target_response_map", "eval_context", "prices", "target_options",
+        "judge_temperatures", mode="before",
     )
     @classmethod
     def _json_mapping(cls, value: Any) -> Any:
@@ -125,6 +182,19 @@ class Settings(BaseModel):
             if not isinstance(value, dict):
                 raise ValueError("must be a JSON object")
         return value
+
+    @field_validator("target")
+    @classmethod
+    def _target_kind(cls, value: str) -> str:
+        value = value.strip()
+        if value in TARGET_KINDS or value.startswith("file://") or (":" in value and not value.startswith(":")):
+            return value
+        import difflib
+
+        close = difflib.get_close_matches(value, TARGET_KINDS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"target must be one of {', '.join(TARGET_KINDS)} or a factory reference "
+                         f"'package.module:factory' / 'file://agent.py:factory'; got {value!r}{hint}")
 
     @field_validator("shard")
     @classmethod
@@ -169,14 +239,18 @@ FIELD_NAMES = set(Settings.model_fields)
 BOOL_TEXT = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
-def env_layer(env: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
-    """``EVALGATE_<FIELD>`` variables → {field: (value, origin)}; empty values count as unset."""
+def env_layer(env: Mapping[str, str], origins: Mapping[str, str] | None = None) -> dict[str, tuple[Any, str]]:
+    """``EVALGATE_<FIELD>`` variables → {field: (value, origin)}; empty values count as unset.
+
+    ``origins`` names the variable a value really came from (``FANVISE_EVAL_FIRST_N`` for
+    ``EVALGATE_FIRST_N``), so errors name what the user set."""
+    origins = origins or {}
     layer: dict[str, tuple[Any, str]] = {}
     for name in FIELD_NAMES:
         key = f"EVALGATE_{name.upper()}"
         value = env.get(key)
         if value is not None and value.strip() != "":
-            layer[name] = (value, key)
+            layer[name] = (value, origins.get(key, key))
     # seed 002's context variables reach the HTTP payload as defaults
     context = {
         name.removeprefix("EVALGATE_EVAL_").lower(): value
@@ -198,8 +272,11 @@ def inputs_layer(inputs: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
     return layer
 
 
-def config_file_layer(path: Path) -> tuple[dict[str, tuple[Any, str]], dict[str, Any]]:
-    """Read evalgate.yaml → (settings layer, suite-level keys such as thresholds/metrics/options)."""
+def config_file_layer(path: Path, notices: list[str] | None = None) -> tuple[dict[str, tuple[Any, str]], dict[str, Any]]:
+    """Read evalgate.yaml → (settings layer, suite-level keys such as thresholds/metrics/options).
+
+    A file holding only seed 004's ``eval_config.yaml`` sections (api, scoring, llm_judge, output) is read
+    key by key with ``legacy.map_eval_config``."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -214,6 +291,9 @@ def config_file_layer(path: Path) -> tuple[dict[str, tuple[Any, str]], dict[str,
         raise UserError(f"invalid YAML: {getattr(exc, 'problem', exc)}", where=where) from None
     if not isinstance(data, dict):
         raise UserError("the config file must be a mapping of settings", where=str(path))
+    if legacy.is_eval_config(data, frozenset(FIELD_NAMES) | SUITE_KEYS):
+        mapped, suite = legacy.map_eval_config(data, str(path), notices if notices is not None else [])
+        return {field: (value, f"{path} (seed 004 eval_config)") for field, value in mapped.items()}, suite
     settings_part: dict[str, tuple[Any, str]] = {}
     suite_part: dict[str, Any] = {}
     for key, value in data.items():
@@ -232,30 +312,44 @@ def build_settings(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     defaults: Mapping[str, Any] | None = None,
+    cli_origins: Mapping[str, str] | None = None,
 ) -> tuple[Settings, dict[str, Any], Path | None]:
     """Merge every layer and validate once. Returns (settings, suite-level config keys, config path).
 
     ``defaults`` replaces built-in defaults for one context (the Action defaults ``baseline`` to
-    ``auto``) while still yielding to every other layer.
+    ``auto``; ``evalgate eval`` defaults ``compat`` to seed001) while still yielding to every other layer.
+    ``cli_origins`` names the flag a CLI value came from when it is not ``--<field>`` (seed 004's
+    ``--ids``, ``--api-url``, ``--output``). The seeds' variable names and files are read by
+    ``config.legacy``; what they did is in ``settings.notices``.
 
     Any invalid value raises ``UserError`` naming the layer it came from (file key, variable, input
     or flag)."""
     env = os.environ if env is None else env
     cwd = cwd or Path.cwd()
+    notices: list[str] = []
     cli_layer = {k: (v, f"--{k.replace('_', '-')}") for k, v in (cli or {}).items() if v is not None}
-    env_values = env_layer(env)
+    cli_origins = dict(cli_origins or {})
+    for field, origin in cli_origins.items():
+        if field in cli_layer:
+            cli_layer[field] = (cli_layer[field][0], origin)
+    read_env = legacy.fanvise_environment(env, notices)
+    aliased = {target: name for name, target in legacy.FANVISE_ALIASES.items()
+               if read_env.get(target) is not None and env.get(target) is None}
+    env_values = {**legacy.langfuse_environment(env), **legacy.seed004_environment(env, notices),
+                  **env_layer(read_env, aliased)}
     input_values = inputs_layer(inputs or {})
 
     config_path = _find_config(env_values, input_values, cli_layer, cwd=cwd)
     file_values: dict[str, tuple[Any, str]] = {}
     suite_config: dict[str, Any] = {}
     if config_path is not None:
-        file_values, suite_config = config_file_layer(config_path)
+        file_values, suite_config = config_file_layer(config_path, notices)
 
     default_layer = {k: (v, f"default {k}") for k, v in (defaults or {}).items()}
     merged: dict[str, tuple[Any, str]] = {}
     for layer in (default_layer, file_values, env_values, input_values, cli_layer):
         merged.update(layer)
+    _apply_implied(merged, env, notices)
     values = {k: _coerce_bool(k, v) for k, (v, _) in merged.items()}
     try:
         settings = Settings.model_validate(values)
@@ -269,7 +363,34 @@ def build_settings(
         settings.config = str(config_path)
     settings._environment = dict(env)
     register_environment(env)
+    for secret in (settings.judge_api_key, settings.langfuse_public_key, settings.langfuse_secret_key):
+        if secret:
+            register_secret(secret)
+    settings.notices.extend(notices)
     return settings, suite_config, config_path
+
+
+SEED004_ORIGINS = ("--api-url", "seed 004 eval_config")
+
+
+def _apply_implied(merged: dict[str, tuple[Any, str]], env: Mapping[str, str], notices: list[str]) -> None:
+    """Settings the seeds' spellings imply when nothing else sets them: ``FANVISE_API_URL`` selects the
+    http target; a judge API key without a provider selects openai (seed 004's judge); seed 004's API
+    (``--api-url`` or eval_config ``api.url``) takes ``EVAL_API_KEY`` as its bearer token."""
+    url_origin = merged.get("target_url", (None, ""))[1]
+    if url_origin == "FANVISE_API_URL" and "target" not in merged:
+        merged["target"] = ("http", "FANVISE_API_URL")
+    if "judge_api_key" in merged and "judge_provider" not in merged:
+        merged["judge_provider"] = ("openai", merged["judge_api_key"][1])
+    agent_key = env.get("EVAL_API_KEY", "").strip()
+    if agent_key and any(origin in url_origin for origin in SEED004_ORIGINS):
+        headers = dict(merged.get("target_headers", ({}, ""))[0] or {})
+        if not any(name.lower() == "authorization" for name in headers):
+            headers["Authorization"] = f"Bearer {agent_key}"
+            register_secret(agent_key)
+            merged["target_headers"] = (headers, "EVAL_API_KEY")
+            notices.append("EVAL_API_KEY is sent as the agent's bearer token (seed 004); evalgate's setting is "
+                           "target_headers")
 
 
 def _coerce_bool(field: str, value: Any) -> Any:

@@ -27,22 +27,56 @@ import math
 import reprlib
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
 
 from evalgate.config.options import MetricOptions
 from evalgate.errors import UserError
-from evalgate.model import Threshold
+from evalgate.model import THRESHOLD_OPS, MetricDeclaration, Threshold
 
 SUITE_KEYS: frozenset[str] = frozenset(
-    {"name", "description", "metrics", "exclude_metrics", "thresholds", "options", "category_metrics"}
+    {"name", "description", "kind", "valid", "metrics", "exclude_metrics", "thresholds", "options", "category_metrics"}
 )
 """Keys a suite block (or evalgate.yaml's suite part) may hold."""
 
+THRESHOLD_FORMS = "{min: x}, {max: x}, {gt: x} or {lt: x}"
+"""The explicit threshold forms (gt/lt are strict: value > x, value < x)."""
+
 ThresholdSpec = float | Threshold
+
+KIND_NAMES: tuple[str, ...] = ("seed000", "seed001", "seed002", "seed003", "seed004")
+"""Dataset kinds (``evalgate.dataset.kinds``): the in-house frameworks' case formats."""
+KIND_ALIASES: dict[str, str] = {
+    "000": "seed000", "wikipedia-agent": "seed000",
+    "001": "seed001", "brand-mentions": "seed001",
+    "002": "seed002", "blackbox-agent": "seed002",
+    "003": "seed003", "workflow-validation": "seed003",
+    "004": "seed004", "golden-dataset": "seed004",
+}
+"""Other names of each kind: the seed numbers and the bundled demo suites' names."""
+VALUE_FIELDS: frozenset[str] = frozenset({
+    "category", "difficulty", "evolution_type", "language", "risk_level", "tags", "expected_specialist",
+    "expected_data_sources", "expected_keywords", "expected_sources", "agent_id", "data_sources",
+    "agents_should_include", "agents_should_exclude", "tools_should_include", "tools_should_exclude",
+    "brands_mine", "brands_competitors",
+})
+"""Case fields a suite's ``valid:`` mapping may constrain (text, or lists of text)."""
 """A parsed threshold entry: a bare number (direction resolved later) or an explicit bound."""
+
+
+def _entry_kind(value: Any) -> str:
+    return "MetricDeclaration" if isinstance(value, Mapping | MetricDeclaration) else "str"
+
+
+MetricEntry = Annotated[
+    Annotated[str, Tag("str")] | Annotated[MetricDeclaration, Tag("MetricDeclaration")],
+    Discriminator(_entry_kind),
+]
+"""One ``metrics:`` entry: a metric's name (built-in, declared, plug-in), a code reference
+(``package.module:function``, ``file://checks.py:function``) or a declaration (``MetricDeclaration``)."""
 
 
 class SuiteConfig(BaseModel):
@@ -52,7 +86,11 @@ class SuiteConfig(BaseModel):
 
     name: str | None = None
     description: str | None = None
-    metrics: list[str] = Field(default_factory=list)
+    kind: str | None = None
+    """The seed format of the suite's cases (``seed000`` … ``seed004``): their required fields are checked."""
+    valid: dict[str, list[str] | None] = Field(default_factory=dict)
+    """Field → allowed values (``null`` switches a kind's default set off), checked on every case."""
+    metrics: list[MetricEntry] = Field(default_factory=list)
     exclude_metrics: list[str] = Field(default_factory=list)
     thresholds: dict[str, ThresholdSpec] = Field(default_factory=dict)
     options: MetricOptions = Field(default_factory=MetricOptions)
@@ -65,6 +103,28 @@ class SuiteConfig(BaseModel):
             return value
         return {name: _threshold_entry(name, raw) for name, raw in value.items()}
 
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind_name(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        name = KIND_ALIASES.get(value.strip().lower(), value.strip().lower())
+        if name not in KIND_NAMES:
+            raise ValueError(f"unknown kind {value!r}{did_you_mean(value, [*KIND_NAMES, *KIND_ALIASES])}; "
+                             f"choose one of {', '.join(KIND_NAMES)}")
+        return name
+
+    @field_validator("valid", mode="before")
+    @classmethod
+    def _valid_sets(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        for name in value:
+            if name not in VALUE_FIELDS:
+                raise ValueError(f"valid: {name!r} is not a field with a set of values"
+                                 f"{did_you_mean(str(name), VALUE_FIELDS)}")
+        return value
+
     @field_validator("metrics", "exclude_metrics", mode="before")
     @classmethod
     def _name_list(cls, value: Any) -> Any:
@@ -72,9 +132,20 @@ class SuiteConfig(BaseModel):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
+    @property
+    def metric_refs(self) -> list[str]:
+        """The ``metrics:`` entries that name a metric (or a code reference), in order."""
+        return [entry for entry in self.metrics if isinstance(entry, str)]
+
+    @property
+    def declarations(self) -> list[MetricDeclaration]:
+        """The metrics this block declares (``metrics:`` entries that are mappings), in order."""
+        return [entry for entry in self.metrics if isinstance(entry, MetricDeclaration)]
+
     def metric_names(self) -> set[str]:
         """Every metric name this suite mentions (for validation against the registry)."""
-        names = set(self.metrics) | set(self.exclude_metrics) | set(self.thresholds)
+        names = set(self.metric_refs) | {d.name for d in self.declarations} | set(self.exclude_metrics)
+        names |= set(self.thresholds)
         for listed in self.category_metrics.values():
             names.update(listed)
         return names
@@ -97,13 +168,13 @@ def resolve_threshold(spec: ThresholdSpec, direction: str) -> Threshold:
 
 
 def _threshold_entry(name: Any, raw: Any) -> ThresholdSpec:
-    """One thresholds entry parsed: a finite number or ``{min: x}`` / ``{max: x}``."""
+    """One thresholds entry parsed: a finite number or ``{min: x}`` / ``{max: x}`` / ``{gt: x}`` / ``{lt: x}``."""
     if isinstance(raw, bool) or not isinstance(raw, int | float | Mapping):
-        raise ValueError(f"threshold {name!r} must be a number, {{min: x}} or {{max: x}} (got {show_value(raw)})")
+        raise ValueError(f"threshold {name!r} must be a number, {THRESHOLD_FORMS} (got {show_value(raw)})")
     if isinstance(raw, Mapping):
-        bound = raw.get("min", raw.get("max"))
+        bound = next((raw[op] for op in THRESHOLD_OPS if op in raw), None)
         if isinstance(bound, bool) or not isinstance(bound, int | float):
-            raise ValueError(f"threshold {name!r} must be {{min: x}} or {{max: x}} with a number x")
+            raise ValueError(f"threshold {name!r} must be one of {THRESHOLD_FORMS} with a number x")
         try:
             threshold = Threshold.model_validate(dict(raw))
         except ValidationError as exc:
@@ -119,10 +190,13 @@ def _threshold_entry(name: Any, raw: Any) -> ThresholdSpec:
     return threshold if threshold is not None else value
 
 
-def parse_suite_config(data: Any, where: str, label: str = "suite") -> SuiteConfig:
+def parse_suite_config(data: Any, where: str, label: str = "suite",
+                       locate: Callable[[list[Any]], str | None] | None = None) -> SuiteConfig:
     """Validate a suite block; errors become one-line UserErrors ``where: label: problem``.
 
-    ``where`` is ``file:line`` or ``file``; pass ``label=""`` for evalgate.yaml's top level.
+    ``where`` is ``file:line`` or ``file``; pass ``label=""`` for evalgate.yaml's top level. ``locate``
+    turns the path of the first problem (``["metrics", 1, "critera"]``) into a better ``where`` (the
+    ``file:line`` of that entry), or None to keep ``where``.
     """
     prefix = f"{label}: " if label else ""
     if data is None:
@@ -132,7 +206,8 @@ def parse_suite_config(data: Any, where: str, label: str = "suite") -> SuiteConf
     try:
         return SuiteConfig.model_validate(dict(data))
     except ValidationError as exc:
-        raise UserError(f"{prefix}{format_validation_error(exc, SuiteConfig)}", where=where) from None
+        found = locate(first_error_path(exc, SuiteConfig)) if locate is not None else None
+        raise UserError(f"{prefix}{format_validation_error(exc, SuiteConfig)}", where=found or where) from None
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         raise UserError(one_line(f"{prefix}invalid ({type(exc).__name__}: {exc})"), where=where) from None
 
@@ -235,11 +310,23 @@ def _phrase(errors: Sequence[Mapping[str, Any]]) -> str:
     return f"{text} (got {show_value(first.get('input'))})"
 
 
+def _unwrap(annotation: Any) -> Any:
+    while typing.get_origin(annotation) is Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation
+
+
 def _union_members(annotation: Any) -> tuple[Any, ...]:
+    annotation = _unwrap(annotation)
     origin = typing.get_origin(annotation)
     if origin is typing.Union or isinstance(annotation, types.UnionType):
-        return tuple(a for a in typing.get_args(annotation) if a is not type(None))
+        return tuple(_unwrap(a) for a in typing.get_args(annotation) if a is not type(None))
     return (annotation,)
+
+
+def case_keys(model: type[BaseModel]) -> list[str]:
+    """Every key a mapping validated as ``model`` may use: field names and their alias choices."""
+    return list(_model_keys(model))
 
 
 def _model_keys(model: type[BaseModel]) -> dict[str, Any]:
@@ -264,7 +351,8 @@ def _walk(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[list[Any], dict
     for part in loc:
         members = _union_members(current)
         if len(members) > 1 and isinstance(part, str):
-            current = Any  # pydantic names the union member tried; it is not a key
+            # pydantic names the union member tried (its class name or tag); it is not a key
+            current = next((m for m in members if getattr(m, "__name__", None) == part), Any)
             continue
         current = members[0] if len(members) == 1 else current
         path.append(part)
@@ -279,6 +367,41 @@ def _walk(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[list[Any], dict
         else:
             current = Any
     return path, parent_keys
+
+
+def first_error_path(exc: ValidationError, model: type[BaseModel]) -> list[Any]:
+    """The cleaned location of ``exc``'s first problem (union member names dropped): for an unknown key
+    the path ends with that key."""
+    errors = exc.errors(include_url=False)
+    if not errors:
+        return []
+    path, _ = _walk(model, tuple(errors[0].get("loc", ())))
+    return path
+
+
+def yaml_line(path: Path, keys: Iterable[Any]) -> int | None:
+    """1-based line of the node at ``keys`` (mapping keys and list indexes) in the YAML/JSON file at
+    ``path``; the deepest node that exists when the path goes further (a mapping key's own line when the
+    last key is there). Read only to point at a problem: None when the file cannot be read."""
+    import yaml
+
+    try:
+        node = yaml.compose(path.read_text(encoding="utf-8-sig"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except Exception:
+        return None
+    line = node.start_mark.line + 1 if node is not None else None
+    for key in keys:
+        if isinstance(node, yaml.MappingNode):
+            found = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(key)), None)
+            if found is None:
+                break
+            line, node = found[0].start_mark.line + 1, found[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+            node = node.value[key]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
 
 
 def _dotted(path: list[Any]) -> str:

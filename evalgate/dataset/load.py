@@ -41,12 +41,15 @@ from pydantic import ValidationError
 
 from evalgate.config.suite import (
     SuiteConfig,
+    case_keys,
     did_you_mean,
     format_validation_error,
     one_line,
     parse_suite_config,
     show_value,
+    yaml_line,
 )
+from evalgate.dataset.kinds import KindCheck
 from evalgate.errors import UserError
 from evalgate.model import Case
 from evalgate.safety.redact import redact
@@ -55,6 +58,11 @@ DATASET_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".json", ".jsonl")
 CASE_LIST_KEYS: tuple[str, ...] = ("test_cases", "cases")
 TOP_LEVEL_KEYS: tuple[str, ...] = (*CASE_LIST_KEYS, "suite")
 RESERVED_CASE_KEYS: tuple[str, ...] = ("source_file", "source_line", "index")
+CASE_KEYS: frozenset[str] = frozenset(case_keys(Case)) - set(RESERVED_CASE_KEYS)
+"""Every key a case may have: Case's fields and their seed aliases. Anything else belongs under
+``metadata:`` (an unknown key is a typo until proven otherwise: ``expected_my_mention`` must not
+silently drop an expectation)."""
+INFER_ONLY = KindCheck()
 MAX_REPORTED_ERRORS = 20
 
 _JSON = json.JSONDecoder()
@@ -256,6 +264,8 @@ class _RawCase:
     duplicate_key: str | None = None
     text_keys: bool = False
     """True when the parser guarantees text keys (JSON)."""
+    key_lines: dict[str, int] | None = None
+    """Line of each top-level key of the case (YAML), for problems about one key."""
 
 
 @dataclass(slots=True)
@@ -265,6 +275,8 @@ class _Parsed:
     items: Iterable[_RawCase | _Problem]
     suite: Any = None
     suite_line: int = 1
+    wrapper: str | None = None
+    """The case-list key (``test_cases`` or ``cases``); None for a top-level list or JSONL."""
 
 
 @dataclass(slots=True)
@@ -279,6 +291,8 @@ class _Document:
     """Case list (key, or None for a top-level list) → line of each element."""
     duplicates: dict[Any, dict[int, str]] = field(default_factory=dict)
     """Case list → element position → a key that element repeats (YAML only)."""
+    case_key_lines: dict[Any, dict[int, dict[str, int]]] = field(default_factory=dict)
+    """Case list → element position → line of each of its keys (YAML only)."""
     text_keys: bool = False
     """True when every mapping key is text by construction (JSON)."""
 
@@ -353,16 +367,19 @@ def _yaml_items(key: Any, seq: Any, doc: _Document) -> None:
 
     doc.item_lines[key] = [item.start_mark.line + 1 for item in seq.value]
     duplicates: dict[int, str] = {}
+    key_lines: dict[int, dict[str, int]] = {}
     for position, item in enumerate(seq.value):
         if isinstance(item, yaml.MappingNode):
-            seen: set[str] = set()
+            seen: dict[str, int] = {}
             for key_node, _ in item.value:
                 if isinstance(key_node, yaml.ScalarNode) and key_node.value != "<<":
                     if key_node.value in seen:
                         duplicates[position] = key_node.value
                         break
-                    seen.add(key_node.value)
+                    seen[key_node.value] = key_node.start_mark.line + 1
+            key_lines[position] = seen
     doc.duplicates[key] = duplicates
+    doc.case_key_lines[key] = key_lines
 
 
 def _parse_yaml(text: str) -> _Document:
@@ -483,8 +500,9 @@ def _raw_items(doc: _Document, key: Any, items: list[Any], fallback: int) -> lis
     if lines is None or len(lines) != len(items):
         lines = [fallback] * len(items)
     duplicates = doc.duplicates.get(key, {})
+    key_lines = doc.case_key_lines.get(key, {})
     pairs = enumerate(zip(items, lines, strict=True))
-    return [_RawCase(item, line, duplicates.get(i), doc.text_keys) for i, (item, line) in pairs]
+    return [_RawCase(item, line, duplicates.get(i), doc.text_keys, key_lines.get(i)) for i, (item, line) in pairs]
 
 
 def _split(doc: _Document) -> _Parsed:
@@ -510,7 +528,8 @@ def _split(doc: _Document) -> _Parsed:
     if not isinstance(items, list):
         raise _Problem(line, f"'{key}' must be a list of cases (got {show_value(items)})")
     suite_line = doc.key_lines.get("suite", doc.top_line)
-    return _Parsed(items=_raw_items(doc, key, items, line), suite=top.get("suite"), suite_line=suite_line)
+    return _Parsed(items=_raw_items(doc, key, items, line), suite=top.get("suite"), suite_line=suite_line,
+                   wrapper=key)
 
 
 def _read_yaml(path: Path, digest: Any) -> _Parsed:
@@ -581,7 +600,8 @@ def _case_label(data: dict[Any, Any], position: int) -> str:
 
 
 def _precheck(raw: _RawCase, data: dict[Any, Any]) -> str | None:
-    """Problems pydantic would word poorly: non-text keys, repeated keys, loader-owned keys."""
+    """Problems pydantic would word poorly: non-text keys, repeated keys, loader-owned keys, unknown keys
+    (for an unknown key ``raw.line`` is moved to the key's own line when known)."""
     if not raw.text_keys:
         bad_key = next((key for key in data if not isinstance(key, str)), None)
         if bad_key is not None:
@@ -589,11 +609,21 @@ def _precheck(raw: _RawCase, data: dict[Any, Any]) -> str | None:
     if raw.duplicate_key is not None:
         return f"key {raw.duplicate_key!r} appears twice"
     reserved = next((key for key in RESERVED_CASE_KEYS if key in data), None)
-    return f"key {reserved!r} is reserved (set by the loader)" if reserved is not None else None
+    if reserved is not None:
+        return f"key {reserved!r} is reserved (set by the loader)"
+    if CASE_KEYS.issuperset(data):  # one C-level check for the usual case
+        return None
+    unknown = next((key for key in data if key not in CASE_KEYS), None)
+    if unknown is not None:
+        raw.line = (raw.key_lines or {}).get(str(unknown), raw.line)
+        return (f"unknown key {unknown!r}{did_you_mean(str(unknown), CASE_KEYS)}; "
+                "put extra fields under 'metadata:'")
+    return None
 
 
-def _validate_case(raw: _RawCase, position: int) -> Case:
-    """``raw`` as a Case; every problem becomes a _Problem naming the case and the field."""
+def _validate_case(raw: _RawCase, position: int, check: KindCheck = INFER_ONLY) -> Case:
+    """``raw`` as a Case; every problem becomes a _Problem naming the case and the field. ``check``:
+    the kind rules of its file (required fields, value sets; ``evalgate.dataset.kinds``)."""
     data = raw.data
     if not isinstance(data, dict):
         raise _Problem(raw.line, f"case #{position} is not a mapping (got {show_value(data)})")
@@ -601,12 +631,17 @@ def _validate_case(raw: _RawCase, position: int) -> Case:
     if problem is not None:
         raise _Problem(raw.line, f"{_case_label(data, position)}: {problem}")
     try:
-        return Case.model_validate(data)
+        case = Case.model_validate(data)
     except ValidationError as exc:
         problem = format_validation_error(exc, Case)
     # Validators outside pydantic's control (re.compile, str.encode) may raise these on odd input.
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         problem = f"invalid ({type(exc).__name__}: {exc})"
+    else:
+        kind_problem = check.problem(case, data)
+        if kind_problem is None:
+            return case
+        problem = kind_problem
     raise _Problem(raw.line, f"{_case_label(data, position)}: {problem}")
 
 
@@ -645,17 +680,21 @@ class DatasetStream:
     """
 
     def __init__(self, paths: Iterable[str] | str, base_dir: Path | None = None, *, fail_fast: bool = True,
-                 checked: bool = False):
+                 checked: bool = False, base: SuiteConfig | None = None):
         self.paths = [paths] if isinstance(paths, str) else list(paths)
         self.base_dir = base_dir
         self.checked = checked
         """True when these files were already read in full without a problem (a scan): the checks that
         span cases (duplicate ids) and the files' sha256 are skipped, so no per-case state is kept."""
+        self.base = base
+        """evalgate.yaml's suite-level keys: its ``kind`` / ``valid`` apply to files that declare none."""
         self.files: list[DatasetFile] = []
         self.suites: dict[str, SuiteConfig] = {}
         self.count = 0
         self._errors = _ErrorLog(fail_fast)
         self._suite_where: dict[str, str] = {}
+        self.suite_where = self._suite_where
+        """Suite name → ``file:line`` of the block that configured it."""
         self._first_seen: dict[str, str] = {}
 
     def __iter__(self) -> Iterator[Case]:
@@ -679,20 +718,32 @@ class DatasetStream:
             self._errors.add(f"{source.display}:{problem.line}", problem.message)
             return
         suite = self._register_suite(source, parsed)
+        check = self._kind_check(suite, parsed.wrapper)
         cases = 0
         for position, item in enumerate(parsed.items, start=1):
-            case = self._admit(source, item, position, suite)
+            case = self._admit(source, item, position, suite, check)
             if case is not None:
                 cases += 1
                 yield case
         self.files.append(DatasetFile(source.display, digest.hexdigest(), cases, suite))
 
-    def _admit(self, source: DatasetSource, item: _RawCase | _Problem, position: int, suite: str) -> Case | None:
+    def _kind_check(self, suite: str, wrapper: str | None) -> KindCheck:
+        """The kind rules for a file of ``suite``: its suite block's kind and valid sets, else evalgate.yaml's."""
+        config = self.suites.get(suite)
+        base = self.base
+        kind = (config.kind if config is not None else None) or (base.kind if base is not None else None)
+        valid = {**(base.valid if base is not None else {}), **(config.valid if config is not None else {})}
+        if kind is None and not valid and wrapper is None:
+            return INFER_ONLY
+        return KindCheck(kind=kind, valid=valid, wrapper=wrapper)
+
+    def _admit(self, source: DatasetSource, item: _RawCase | _Problem, position: int, suite: str,
+               check: KindCheck = INFER_ONLY) -> Case | None:
         """Validate one raw case and stamp its provenance; None (and a recorded error) if invalid."""
         try:
             if isinstance(item, _Problem):
                 raise item
-            case = _validate_case(item, position)
+            case = _validate_case(item, position, check)
         except _Problem as problem:
             self._errors.add(f"{source.display}:{problem.line}", problem.message)
             return None
@@ -719,8 +770,13 @@ class DatasetStream:
         if parsed.suite is None:
             return derived
         where = f"{source.display}:{parsed.suite_line}"
+
+        def locate(keys: list[Any]) -> str | None:
+            line = yaml_line(source.path, ("suite", *keys))
+            return f"{source.display}:{line}" if line else None
+
         try:
-            config = parse_suite_config(parsed.suite, where)
+            config = parse_suite_config(parsed.suite, where, locate=locate)
         except UserError as exc:
             self._errors.add_user_error(exc)
             return derived

@@ -76,6 +76,8 @@ class Scan:
     total: int
     case_metrics: list[tuple[str, list[str]]] = field(default_factory=list)
     """(where, names) for every case that lists its own metrics, to validate against the registry."""
+    suite_where: dict[str, str] = field(default_factory=dict)
+    """Suite name → ``file:line`` of the suite block that configured it."""
 
 
 def scan(
@@ -84,11 +86,14 @@ def scan(
     *,
     select: Callable[[list[CaseRef]], list[CaseRef]] | None = None,
     keep_in_memory: int = KEEP_IN_MEMORY,
+    base: SuiteConfig | None = None,
 ) -> Scan:
     """Validate every case once and select; all problems raise one ``DatasetError`` (≤ 20 listed).
 
-    Without ``select`` every case is selected and no per-case reference is kept."""
-    stream = DatasetStream(list(paths), base_dir, fail_fast=False)
+    Without ``select`` every case is selected and no per-case reference is kept.
+
+    ``base``: evalgate.yaml's suite-level keys (its ``kind`` / ``valid`` apply to files without their own)."""
+    stream = DatasetStream(list(paths), base_dir, fail_fast=False, base=base)
     refs: list[CaseRef] | None = [] if select else None
     kept: list[Case] | None = []
     packer = _Packer()
@@ -99,8 +104,8 @@ def scan(
             total += 1
             if refs is not None:
                 refs.append(CaseRef(case.id, case.index, case.category, case.tags))
-            if case.metrics:
-                case_metrics.append((f"{case.location}: case {case.id!r} metrics", list(case.metrics)))
+            if case.metrics or case.assertions:
+                case_metrics.append((f"{case.location}: case {case.id!r} metrics", case.requested_metrics))
             if kept is not None:
                 kept.append(case)
                 if len(kept) > keep_in_memory:
@@ -114,7 +119,7 @@ def scan(
     if kept is not None and indexes is not None:
         kept = [case for case in kept if case.index in indexes]
     selected = SelectedCases(list(paths), base_dir, count, indexes, kept, packer.finish())
-    return Scan(selected, stream.files, stream.suites, total, case_metrics)
+    return Scan(selected, stream.files, stream.suites, total, case_metrics, dict(stream.suite_where))
 
 
 class _Packer:

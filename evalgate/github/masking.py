@@ -28,11 +28,13 @@ def env_secrets(env: Mapping[str, str]) -> list[str]:
 
 
 def settings_secrets(settings: Settings) -> list[str]:
-    """Credential header values (and their part after a scheme such as ``Bearer``) and URL passwords."""
+    """Credential header values (and their part after a scheme such as ``Bearer``), URL passwords, and the keys
+    given as settings (the judge's from seed 004's config, Langfuse's secret key)."""
     secret = [value for name, value in settings.target_headers.items() if is_secret_header(name)]
     values = set(secret) | {value.split(" ", 1)[1].strip() for value in secret if " " in value.strip()}
-    for url in (settings.target_url, settings.judge_base_url):
+    for url in (settings.target_url, settings.judge_base_url, settings.langfuse_host):
         values |= set(url_password(url))
+    values |= {key for key in (settings.judge_api_key, settings.langfuse_secret_key) if key}
     return _usable(values)
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from evalgate.calls.costs import check_budget_pricing
 from evalgate.calls.executor import Runtime
 from evalgate.calls.providers import resolve_provider
+from evalgate.errors import UserError
 from evalgate.store.judge_cache import JudgeCache, cache_path
 
 if TYPE_CHECKING:
@@ -25,10 +26,50 @@ def build_judge(settings: Settings, runtime: Runtime | None, env: Mapping[str, s
         return None  # and the openai package (slow to import) is never loaded
     from evalgate.judges.client import ChatService, JudgeClient
     provider = resolve_provider(settings.judge_provider, model=settings.judge_model,
-                                base_url=settings.judge_base_url, env=env)
+                                base_url=settings.judge_base_url, env=env, api_key=settings.judge_api_key)
     runtime = runtime or Runtime.from_settings(settings)
     service = ChatService(provider, runtime, role="judge")
     check_budget_pricing(settings.max_cost, provider, service.price, "judge_model")
     cache = JudgeCache(cache_path(settings.db_path), read=not settings.no_cache)
     return JudgeClient(service, cache, temperature=settings.judge_temperature, seed=settings.judge_seed,
-                       samples=settings.judge_samples)
+                       samples=settings.judge_samples, temperatures=template_temperatures(settings),
+                       output=settings.judge_output)
+
+
+DEFAULT_METRIC_TEMPERATURES: dict[str, float] = {"judge_score": 0.1}
+"""Per-metric judge temperatures that differ from ``judge_temperature`` (0) by default: seed 000's judge
+(``judge_score``) runs at 0.1 "for consistency", as that seed specifies."""
+
+
+def metric_temperatures(settings: Settings) -> dict[str, float]:
+    """Judged metric → temperature: ``judge_temperatures`` entries, then ``DEFAULT_METRIC_TEMPERATURES``;
+    metrics in neither use ``judge_temperature``. Unknown or non-judged metric names are a ``UserError``."""
+    from evalgate.config.suite import validate_metric_names
+    from evalgate.judges.prompts import METRIC_TEMPLATES
+
+    validate_metric_names(settings.judge_temperatures, METRIC_TEMPLATES, "judge_temperatures (judged metrics only)")
+    return {**DEFAULT_METRIC_TEMPERATURES, **settings.judge_temperatures}
+
+
+def template_temperatures(settings: Settings) -> dict[str, float]:
+    """Template name → temperature. Metrics scored by one call (seed 003's answer_quality,
+    factual_correctness and completeness) must agree, else ``UserError``."""
+    from evalgate.judges.prompts import METRIC_TEMPLATES
+
+    chosen: dict[str, tuple[float, str]] = {}
+    for metric, temperature in sorted(metric_temperatures(settings).items()):
+        template = METRIC_TEMPLATES[metric]
+        for other, (value, other_metric) in chosen.items():
+            if other == template and value != temperature:
+                raise UserError(f"{metric} and {other_metric} are scored by one judge call and need the same "
+                                f"temperature (got {temperature:g} and {value:g})", where="judge_temperatures")
+        chosen[template] = (temperature, metric)
+    shared = {template for template in METRIC_TEMPLATES.values()
+              if list(METRIC_TEMPLATES.values()).count(template) > 1}
+    for template in shared & set(chosen):
+        members = [m for m, t in METRIC_TEMPLATES.items() if t == template]
+        missing = [m for m in members if m not in metric_temperatures(settings)]
+        if missing:
+            raise UserError(f"{', '.join(members)} are scored by one judge call: set the same temperature for all "
+                            f"of them (missing {', '.join(missing)})", where="judge_temperatures")
+    return {template: value for template, (value, _) in chosen.items()}

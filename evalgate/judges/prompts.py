@@ -106,6 +106,13 @@ class RecallVerdict(BaseModel):
     statements: list[Statement]
 
 
+class StepsVerdict(BaseModel):
+    """Evaluation steps written by the judge from a custom metric's criteria (once per criteria text)."""
+
+    reasoning: str
+    steps: list[str] = Field(min_length=1, max_length=20)
+
+
 # --- what a template sees ---------------------------------------------------------------------------
 
 
@@ -128,9 +135,12 @@ class PromptInputs:
     keywords: tuple[str, ...]
     language: str
     category: str
+    rubric: str = ""
+    """A rubric the suite configured for this metric (seed 004's ``llm_judge.rubric``), shown in place of the
+    template's fixed one; configuration, not untrusted text."""
 
     @classmethod
-    def of(cls, case: Case, answer: Answer) -> PromptInputs:
+    def of(cls, case: Case, answer: Answer, rubric: str | None = None) -> PromptInputs:
         return cls(
             input=case.input or "",
             answer=answer.output or "",
@@ -147,6 +157,7 @@ class PromptInputs:
             keywords=tuple(case.expected_keywords or ()),
             language=case.language or "",
             category=case.category or "",
+            rubric=(rubric or "").strip(),
         )
 
     def variables(self) -> dict[str, Any]:
@@ -248,6 +259,10 @@ class JudgeTemplate:
     @property
     def file(self) -> str:
         return f"{self.name}.j2"
+
+    def render(self, case: Case, answer: Answer) -> RenderedPrompt:
+        """The messages of one judge call on ``case`` and ``answer``."""
+        return render_inputs(self, PromptInputs.of(case, answer))
 
 
 GEVAL_METRICS = ("math", "safety", "relevancy", "groundedness", "policy", "localization", "actionability",
@@ -354,8 +369,8 @@ class RenderedPrompt:
         return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def render(template: JudgeTemplate, case: Case, answer: Answer) -> RenderedPrompt:
-    inputs = PromptInputs.of(case, answer)
+def render(template: JudgeTemplate, case: Case, answer: Answer, rubric: str | None = None) -> RenderedPrompt:
+    inputs = PromptInputs.of(case, answer, rubric)
     return render_inputs(template, inputs)
 
 

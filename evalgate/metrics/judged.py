@@ -125,12 +125,14 @@ class JudgedSpec:
     applies: Callable[[Case], bool]
     doc: str
     check: Check | None = None
+    strict: bool = False
+    """The default threshold is a strict bound (the seed says "> x")."""
 
 
 SPECS: tuple[JudgedSpec, ...] = (
     JudgedSpec("judge_score", 0.75, _has_sources,
                "Seed 000's LLM judge: overall_score in [0, 1], with accuracy, completeness, relevance and "
-               "reasoning in details; threshold 0.75 (seed 000's minimum)."),
+               "reasoning in details; threshold > 0.75 (seed 000's minimum, strict).", strict=True),
     JudgedSpec("answer_quality", None, _has_answer_criteria,
                "Seed 003: is the response clear, well-structured and helpful? 0–1 rubric table "
                "(1.0 excellent … 0.0 incomprehensible); reported, not gated by default."),
@@ -195,4 +197,5 @@ def _make(spec: JudgedSpec) -> Callable[[Case, Answer, MetricContext], Awaitable
 
 
 for _spec in SPECS:
-    metric(_spec.name, family=FAMILY, threshold=_spec.threshold, applies=_spec.applies, kind="judged")(_make(_spec))
+    metric(_spec.name, family=FAMILY, threshold=_spec.threshold, applies=_spec.applies, kind="judged",
+           strict=_spec.strict)(_make(_spec))

@@ -1,7 +1,7 @@
 """Brand-mention metrics (seed 001): precision, recall, F1, rank accuracy, brand coverage and the
 false ``is_mine`` rate of the brands found in an answer, against a case's expectations.
 
-Where the brands found come from (``details["detector"]``):
+Where the brands found come from (``details["extractor"]``):
 
 * ``"target"``: the system under test is an extractor and reported ``mentions`` (brand, is_mine, rank)
   and/or a ``ranked_list``; those are scored as reported.
@@ -34,7 +34,7 @@ from evalgate.metrics.text import collapse_whitespace, find_terms, fold, unique
 if TYPE_CHECKING:
     from evalgate.model import Answer, Case
 
-Detector = Literal["builtin", "target"]
+Extractor = Literal["builtin", "target"]
 _MEMO_KEY = "mentions:detection"
 _BOOK_KEY = "mentions:book"
 _DETAILS_KEY = "mentions:details"
@@ -108,7 +108,7 @@ class Detection:
     ``occurrences``: per-brand match counts (built-in detector only).
     """
 
-    detector: Detector
+    extractor: Extractor
     found: list[str]
     ranked: list[str]
     flags: list[tuple[str, bool]] | None
@@ -124,7 +124,7 @@ def detect_brands(text: str, book: BrandBook) -> Detection:
         occurrences[name] = occurrences.get(name, 0) + 1
     found = list(occurrences)  # dicts keep insertion order, and matches come sorted by position
     return Detection(
-        detector="builtin",
+        extractor="builtin",
         found=found,
         ranked=list(found),
         flags=[(name, book.is_mine(name)) for name in found],
@@ -146,7 +146,7 @@ def reported_brands(answer: Answer, book: BrandBook) -> Detection:
     ranked = unique((book.display(b) for b in ranked_source if fold(b)), key=fold)
     found_source = [m.brand for m in mentions] if answer.mentions is not None else ranked
     return Detection(
-        detector="target",
+        extractor="target",
         found=unique((book.display(b) for b in found_source), key=fold),
         ranked=ranked,
         flags=[(book.display(m.brand), m.is_mine) for m in mentions] if answer.mentions is not None else None,
@@ -202,9 +202,9 @@ class Confusion:
         tp, fn = len(self.true_positives), len(self.false_negatives)
         return ratio(tp, tp + fn, agree=not self.found)
 
-    def details(self, detector: Detector) -> dict[str, Any]:
+    def details(self, extractor: Extractor) -> dict[str, Any]:
         return {
-            "detector": detector,
+            "extractor": extractor,
             "expected": self.expected,
             "found": self.found,
             "true_positives": self.true_positives,
@@ -245,7 +245,7 @@ def _confusion(case: Case, answer: Answer, ctx: MetricContext) -> tuple[Confusio
 
 
 def _details(confusion: Confusion, found: Detection) -> dict[str, Any]:
-    details = confusion.details(found.detector)
+    details = confusion.details(found.extractor)
     if found.occurrences:
         details["occurrences"] = found.occurrences
     return details
@@ -306,7 +306,7 @@ def rank_accuracy(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     expected = case.expected_ranked_list or []
     return Score(
         rank_accuracy_of(expected, found.ranked),
-        {"detector": found.detector, "expected": expected, "actual": found.ranked},
+        {"extractor": found.extractor, "expected": expected, "actual": found.ranked},
     )
 
 
@@ -339,5 +339,5 @@ def false_is_mine_rate(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     value = len(wrong) / len(found.flags) if found.flags else 0.0
     return Score(
         value,
-        {"detector": found.detector, "false_is_mine": wrong, "total_mentions": len(found.flags)},
+        {"extractor": found.extractor, "false_is_mine": wrong, "total_mentions": len(found.flags)},
     )

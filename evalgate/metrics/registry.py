@@ -13,7 +13,7 @@ as they are): plans are cached per such shape (``evalgate.runner.setup.case_shap
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from evalgate.model import Answer, Case
 
 __all__ = ["REGISTRY", "Metric", "MetricContext", "MetricSkipped", "MetricUnavailable", "Score", "all_metrics",
-           "get_metric", "metric"]
+           "get_metric", "judge_dependent", "metric"]
 
 Direction = Literal["higher", "lower"]
 Kind = Literal["deterministic", "judged"]
@@ -44,6 +44,10 @@ class MetricContext:
     values: dict[str, float] = field(default_factory=dict)
     """Values of metrics already computed for this case (for derived metrics such as composite)."""
     repeat: int = 0
+    thresholds: dict[str, Any] | None = None
+    """The case's own thresholds (``assert:`` entries), which override the run's; None when it has none."""
+    judge_fallbacks: dict[str, str] = field(default_factory=dict)
+    """Metrics of this case scored by a heuristic because the judge could not score them: name → why."""
 
 
 MetricFn = Callable[["Case", "Answer", MetricContext], "Score | Awaitable[Score]"]
@@ -65,6 +69,21 @@ class Metric:
     depends_on: tuple[str, ...] = ()
     """Metrics whose values this one reads from ``ctx.values`` (computed first when they apply)."""
     applies_takes_options: bool = False
+    strict_threshold: bool = False
+    """True when the default threshold is a strict bound (``gt`` / ``lt``: the seed says "> x")."""
+    per_case: bool = False
+    """Plan this metric for every case (its ``applies`` may read any value: user metrics), not per shape."""
+    info: Any = None
+    """What the results' metadata shows about a user metric (origin, criteria, steps); None for built-ins."""
+    uses_judge: bool = False
+    """Scored by the LLM judge when one is configured (every ``judged`` metric, and response_quality)."""
+
+    @property
+    def default_op(self) -> str:
+        """The operator of the default threshold: min/max, or gt/lt when ``strict_threshold``."""
+        if self.direction == "higher":
+            return "gt" if self.strict_threshold else "min"
+        return "lt" if self.strict_threshold else "max"
 
     def applies_to(self, case: Case, options: Any) -> bool:
         """Whether the metric runs on ``case``; ``applies`` may take ``(case)`` or ``(case, options)``."""
@@ -86,8 +105,12 @@ def metric(
     kind: Kind = "deterministic",
     value_range: tuple[float, float] | None = (0.0, 1.0),
     depends_on: tuple[str, ...] = (),
+    strict: bool = False,
+    uses_judge: bool | None = None,
 ) -> Callable[[MetricFn], MetricFn]:
-    """Register ``fn`` under ``name``. Its docstring's first paragraph is the metric's description."""
+    """Register ``fn`` under ``name``. Its docstring's first paragraph is the metric's description.
+
+    ``strict``: the default threshold is a strict bound (value > threshold for higher-is-better)."""
 
     def register(fn: MetricFn) -> MetricFn:
         if name in REGISTRY:
@@ -105,10 +128,27 @@ def metric(
             value_range=value_range,
             depends_on=depends_on,
             applies_takes_options=_arity(applies) >= 2,
+            strict_threshold=strict,
+            uses_judge=kind == "judged" if uses_judge is None else uses_judge,
         )
         return fn
 
     return register
+
+
+def judge_dependent(metrics: Mapping[str, Metric]) -> frozenset[str]:
+    """Metrics whose value comes from the judge: those that use it, and those that depend (directly or
+    through others) on one that does (``composite`` on ``response_quality``, ``combined_score`` on
+    ``judge_score``)."""
+    found = {name for name, m in metrics.items() if m.uses_judge}
+    grew = True
+    while grew:
+        grew = False
+        for name, m in metrics.items():
+            if name not in found and any(dependency in found for dependency in m.depends_on):
+                found.add(name)
+                grew = True
+    return frozenset(found)
 
 
 def _arity(fn: Callable[..., Any]) -> int:

@@ -1,4 +1,4 @@
-"""Source-retrieval metrics (seed 000's hit rate and MRR, seed 002's diagnostic MRR, precision@k and
+"""Source-retrieval metrics (seed 000's hit rate and MRR, seed 002's diagnostic ``context_mrr``, precision@k and
 recall@k): how well the sources a target returned, in rank order, cover a case's ``expected_sources``.
 
 Sources are compared by a normalised key (``normalize_source``):
@@ -133,10 +133,11 @@ def _cutoff(ctx: MetricContext) -> int:
     return int(getattr(ctx.options, "k", 5))
 
 
-@metric("hit_rate", family="retrieval", threshold=0.80, applies=_has_expected_sources)
+@metric("hit_rate", family="retrieval", threshold=0.80, strict=True, applies=_has_expected_sources)
 def hit_rate(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     """Hit rate: 1.0 when at least one expected source is among the returned sources, else 0.0; the
-    suite average is (questions with an expected source found) / (questions).
+    suite average is (questions with an expected source found) / (questions). Default threshold
+    > 0.80 (strict: seed 000's minimum is "Hit rate > 0.80").
 
     Sources are compared after normalisation (URL prefix stripped, percent-decoded, underscores as
     spaces, case-folded).
@@ -145,10 +146,11 @@ def hit_rate(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     return Score(1.0 if found.ranks else 0.0, _details(found, ctx))
 
 
-@metric("mrr", family="retrieval", threshold=0.70, applies=_has_expected_sources)
+@metric("mrr", family="retrieval", threshold=0.70, strict=True, applies=_has_expected_sources)
 def mrr(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     """Reciprocal rank: 1/rank of the first expected source among the returned sources (ranks from 1,
-    duplicates counted once), 0.0 when none is returned; the suite average is the MRR.
+    duplicates counted once), 0.0 when none is returned; the suite average is the MRR. Default threshold
+    > 0.70 (strict: seed 000's "MRR > 0.70").
     """
     found = _source_match(case, answer, ctx)
     first = found.first_rank
@@ -173,3 +175,54 @@ def recall_at_k(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     k = _cutoff(ctx)
     found = _source_match(case, answer, ctx)
     return Score(found.relevant_in_top(k) / len(found.expected), _details(found, ctx, k))
+
+
+# --- seed 002's diagnostic MRR over the target's debug_context ------------------------------------
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _words(text: str) -> set[str]:
+    """Lower-cased ASCII letter/digit runs of ``text`` (seed 002's tokenisation)."""
+    return set(_WORD.findall(text.lower()))
+
+
+def context_reciprocal_rank(chunks: list[str], reference: str, min_overlap: float) -> tuple[float, dict[str, Any]]:
+    """1/rank of the first chunk whose keyword overlap with ``reference`` reaches ``min_overlap``.
+
+    overlap(chunk) = |words(reference) ∩ words(chunk)| / |words(reference)|, words = lower-cased
+    ``[a-z0-9]+`` runs; ranks start at 1 in the order the chunks were returned; 0.0 when no chunk
+    reaches ``min_overlap``, when there is no chunk, or when the reference has no word.
+    """
+    expected = _words(reference)
+    overlaps: list[float] = []
+    first: int | None = None
+    if expected:
+        for rank, chunk in enumerate(chunks, start=1):
+            found = _words(chunk)
+            overlap = len(expected & found) / len(expected) if found else 0.0
+            overlaps.append(round(overlap, 6))
+            if first is None and found and overlap >= min_overlap:
+                first = rank
+    details = {"first_relevant_rank": first, "chunks": len(chunks), "overlaps": overlaps[:DETAILS_LIST_LIMIT],
+               "min_overlap": min_overlap, "reference_words": len(expected)}
+    return (1.0 / first if first else 0.0), details
+
+
+def _has_expected_output(case: Case) -> bool:
+    return bool(case.expected_output and case.expected_output.strip())
+
+
+@metric("context_mrr", family="retrieval", applies=_has_expected_output)
+def context_mrr(case: Case, answer: Answer, ctx: MetricContext) -> Score:
+    """Seed 002's MRR, a deterministic keyword-overlap approximation: 1/rank of the first chunk of the
+    target's ``debug_context`` whose words cover at least ``context_mrr_min_overlap`` (default 0.25) of
+    the words of ``expected_output``, else 0.0 (also when the target returned no debug_context, as in
+    seed 002). Diagnostic: no threshold by default; the suite average is the MRR.
+    """
+    min_overlap = float(getattr(ctx.options, "context_mrr_min_overlap", 0.25))
+    chunks = [chunk for chunk in answer.debug_context or [] if chunk is not None]
+    value, details = context_reciprocal_rank(chunks, case.expected_output or "", min_overlap)
+    if not chunks:
+        details["reason"] = "the target returned no debug_context"
+    return Score(value, details)

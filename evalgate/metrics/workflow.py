@@ -142,13 +142,15 @@ def workflow(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     return Score(1.0 if passed else 0.0, {"pass": passed, "agents": agents, "tools": tools})
 
 
-@metric("workflow_agents", family=FAMILY, applies=lambda case: _declares(case, "agents"))
+@metric("workflow_agents", family=FAMILY, threshold=1.0, applies=lambda case: _declares(case, "agents"))
 def workflow_agents(case: Case, answer: Answer, ctx: MetricContext) -> Score:
-    """1.0 when the agents side of the workflow check passes (see ``workflow``), else 0.0."""
+    """1.0 when the agents side of the workflow check passes (see ``workflow``), else 0.0; threshold 1.0
+    (the side is binary: its status agrees with its details' ``pass``)."""
     return _side_score("agents", case, answer, ctx)
 
 
-@metric("workflow_tools", family=FAMILY, applies=lambda case: _declares(case, "tools"))
+@metric("workflow_tools", family=FAMILY, threshold=1.0, applies=lambda case: _declares(case, "tools"))
 def workflow_tools(case: Case, answer: Answer, ctx: MetricContext) -> Score:
-    """1.0 when the tools side of the workflow check passes (see ``workflow``), else 0.0."""
+    """1.0 when the tools side of the workflow check passes (see ``workflow``), else 0.0; threshold 1.0
+    (the side is binary: its status agrees with its details' ``pass``)."""
     return _side_score("tools", case, answer, ctx)

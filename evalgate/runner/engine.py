@@ -11,17 +11,27 @@ import asyncio
 import inspect
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from evalgate.calls.costs import BudgetExceeded
 from evalgate.calls.executor import CallCancelled
-from evalgate.metrics.registry import Metric, MetricContext, MetricSkipped, MetricUnavailable, Score
+from evalgate.metrics.registry import (
+    Metric,
+    MetricContext,
+    MetricSkipped,
+    MetricUnavailable,
+    Score,
+    all_metrics,
+    judge_dependent,
+)
 from evalgate.model import (
     Answer,
     CaseResult,
     CaseStatus,
     Mention,
+    MetricErrored,
     MetricResult,
     MetricStatus,
     RiskLevel,
@@ -78,6 +88,8 @@ class CasePlan:
 
     metrics: list[Metric]
     options: Any
+    thresholds: dict[str, Threshold | None] | None = None
+    """Per-case thresholds (a case's ``assert:`` entries) over the run's; None stands for "no threshold"."""
 
 
 @dataclass
@@ -112,6 +124,8 @@ class Engine:
         repeat: int = 1,
         stop: asyncio.Event | None = None,
         grace_seconds: float = 5.0,
+        budget_reached: Callable[[], bool] | None = None,
+        metrics: Mapping[str, Metric] | None = None,
     ) -> None:
         self.target = target
         self.plan_for = plan_for
@@ -124,6 +138,13 @@ class Engine:
         self.repeat = repeat
         self.stop = stop or asyncio.Event()
         self.grace_seconds = grace_seconds
+        self.budget_reached = budget_reached
+        """True once ``max_cost`` refused a call (``CostLedger.exceeded``): the engine then drains."""
+        self.draining = False
+        """Set when ``max_cost`` stops the run: no new case starts, the cases in progress finish and are recorded."""
+        self.evidence = judge_dependent(metrics or all_metrics()) if judge is not None else frozenset()
+        """Metrics whose value needs a judge verdict: gated on a case, they error it without one
+        (``verdict.gate.case_verdict``)."""
         self.stats = EngineStats()
         self._sink_error: BaseException | None = None
         self._workers: list[asyncio.Task[None]] = []
@@ -171,20 +192,27 @@ class Engine:
         return self._work_items_for(cases, self.repeat)
 
     async def _worker(self, work: Iterator[tuple[Case, int]]) -> None:
-        while not self.stop.is_set():
+        while not self.stop.is_set() and not self.draining:
             try:
                 case, repeat = next(work)
             except StopIteration:
                 return
             try:
                 result = await self.evaluate(case, repeat)
-            except CallCancelled:  # the run is stopping (signal or budget): drop the unfinished case
+            except BudgetExceeded:  # the case's first paid call did not fit: nothing of it was paid, drop it;
+                self.draining = True  # the other cases in progress finish (their calls are paid for)
+                self.stats.cancelled = True
+                return
+            except CallCancelled:  # the run is stopping (signal): drop the unfinished case
                 self.stop.set()
                 self.stats.cancelled = True
                 return
             self._deliver(result)
             if self._sink_error is not None:
                 return
+            if self.budget_reached is not None and self.budget_reached():
+                self.draining = True
+                self.stats.cancelled = True
 
     def _deliver(self, result: CaseResult) -> None:
         """Hand ``result`` to every sink as soon as its case finished. A sink that raises stops the run:
@@ -205,19 +233,18 @@ class Engine:
         self.stats.finished_cases += 1
 
     async def evaluate(self, case: Case, repeat: int = 0) -> CaseResult:
-        """Answer and score one case; never raises for target or metric failures."""
-        started = time.perf_counter()
+        """Answer and score one case; never raises for target or metric failures. ``latency_ms`` is the
+        target's own measurement of its successful call (None when it has none): timing the await here
+        would add the wait for a call slot and every other case's work on this loop."""
         try:
             answer = await self.target.answer(case)
         except Exception as exc:  # a target must not raise, but a bug in one must not kill the run
             answer = Answer(error=f"target failed: {type(exc).__name__}: {exc}")
-        if answer.latency_ms is None and self.target.kind != "recorded":
-            answer.latency_ms = round((time.perf_counter() - started) * 1000, 3)
         if answer.error:
             self.stats.target_errors += 1
             return self._result(case, answer, {}, repeat)
         plan = self.plan_for(case)
-        ctx = MetricContext(options=plan.options, judge=self.judge, repeat=repeat)
+        ctx = MetricContext(options=plan.options, judge=self.judge, repeat=repeat, thresholds=plan.thresholds)
         metrics: dict[str, MetricResult] = {}
         for metric in plan.metrics:
             outcome = self._score_now(metric, case, answer, ctx)
@@ -234,32 +261,38 @@ class Engine:
             if type(score) is not Score and inspect.isawaitable(score):
                 return score
         except Exception as exc:
-            return self._failed(metric, exc)
+            return self._failed(metric, exc, ctx)
         return self._judged(metric, score, ctx)
 
     async def _score_later(self, metric: Metric, pending: Any, ctx: MetricContext) -> MetricResult:
         try:
             score = await pending
         except Exception as exc:
-            return self._failed(metric, exc)
+            return self._failed(metric, exc, ctx)
         return self._judged(metric, score, ctx)
 
-    def _failed(self, metric: Metric, exc: Exception) -> MetricResult:
-        """The result of a metric that raised: skipped, unavailable or errored."""
+    def _threshold(self, name: str, ctx: MetricContext) -> Threshold | None:
+        """The case's own threshold for ``name`` when its plan sets one, else the run's."""
+        own = ctx.thresholds
+        if own is not None and name in own:
+            return own[name]
+        return self.thresholds.get(name)
+
+    def _failed(self, metric: Metric, exc: Exception, ctx: MetricContext) -> MetricResult:
+        """The result of a metric that raised: skipped, unavailable or errored (a ``MetricErrored``'s
+        message is the reason as it stands)."""
+        threshold = self._threshold(metric.name, ctx)
         if isinstance(exc, MetricSkipped):
-            return _skipped(str(exc), self.thresholds.get(metric.name))
+            return _skipped(str(exc), threshold)
         if isinstance(exc, MetricUnavailable):
             return MetricResult(
                 status=MetricStatus.unavailable,
                 reason=redact(str(exc)),
                 details=exc.details,
-                threshold=self.thresholds.get(metric.name),
+                threshold=threshold,
             )
-        return MetricResult(
-            status=MetricStatus.errored,
-            reason=redact(f"{type(exc).__name__}: {exc}"),
-            threshold=self.thresholds.get(metric.name),
-        )
+        reason = str(exc) if isinstance(exc, MetricErrored) else f"{type(exc).__name__}: {exc}"
+        return MetricResult(status=MetricStatus.errored, reason=redact(reason), threshold=threshold)
 
     def _judged(self, metric: Metric, score: Score, ctx: MetricContext) -> MetricResult:
         """A computed score: errored when outside the metric's range, else against its threshold."""
@@ -272,10 +305,10 @@ class Engine:
                 details=score.details,
             )
         ctx.values[metric.name] = value
-        return judge_metric(value, self.thresholds.get(metric.name), score.details)
+        return judge_metric(value, self._threshold(metric.name, ctx), score.details)
 
     def _result(self, case: Case, answer: Answer, metrics: dict[str, MetricResult], repeat: int) -> CaseResult:
-        status, reasons = case_verdict(metrics, error=answer.error, strict=self.strict)
+        status, reasons = case_verdict(metrics, error=answer.error, strict=self.strict, evidence=self.evidence)
         num_tokens = answer.num_tokens
         if num_tokens is None and "num_tokens" in metrics and metrics["num_tokens"].value is not None:
             num_tokens = int(metrics["num_tokens"].value)
@@ -368,4 +401,6 @@ def expectations_of(case: Case) -> dict[str, Any]:
             expected[name] = value
     if case.rules:
         expected["rules"] = [rule.model_dump(exclude_none=True, exclude_defaults=True) for rule in case.rules]
+    if case.assertions:
+        expected["assert"] = [entry.model_dump(mode="json", exclude_none=True) for entry in case.assertions]
     return expected

@@ -8,6 +8,7 @@ import json
 import platform
 import secrets
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate import __version__
@@ -59,10 +60,15 @@ def build_document(
             "kind": metric.kind if metric else "deterministic",
             "passed": verdict.metric_passed.get(name),
             "reasons": dict(tally.reasons) if tally.reasons else {},
+            "first_reason": dict(tally.first_reason),
         }
-    judged_unavailable = sum(
-        t.unavailable for n, t in aggregate.metrics.items() if n in metrics and metrics[n].kind == "judged"
-    )
+        if metric is not None and metric.info is not None:  # a user metric: what it checks, in one line
+            table[name]["summary"] = metric.description
+        judged = aggregate.judge.get(name)
+        if judged is not None:
+            table[name].update({"judge_verdicts": judged.verdicts, "judge_unavailable": judged.missing,
+                                "judge_unavailable_first": judged.first})
+    judge_total = aggregate.judge_totals()
     summary = {
         "pass_rate": round(aggregate.pass_rate, 6),
         "weighted_pass_rate": round(aggregate.weighted_pass_rate, 6),
@@ -81,7 +87,9 @@ def build_document(
             "average": _round(aggregate.latency_total / aggregate.latency_cases) if aggregate.latency_cases else None
         },
         "cost_usd": round(aggregate.cost_usd, 6),
-        "judged_unavailable": judged_unavailable,
+        "judged_unavailable": judge_total.missing,
+        "judged_verdicts": judge_total.verdicts,
+        "judged_unavailable_first": judge_total.first,
     }
     return {
         "schema_version": SCHEMA_VERSION,
@@ -116,6 +124,32 @@ def run_metadata(settings: Settings, prepared: Prepared, target: Any) -> dict[st
     }
 
 
+def custom_metrics_metadata(prepared: Prepared, judge: Any) -> dict[str, Any]:
+    """``metadata.custom_metrics``: each user metric's declaration (origin, criteria, rubric, fields) and,
+    for a judged metric whose steps the judge wrote, those steps (``steps_source`` generated or cache) or
+    why there are none."""
+    from evalgate.judges.custom import steps_metadata
+
+    generated = steps_metadata(judge) if judge is not None else {}
+    out: dict[str, Any] = {}
+    for name, metric in sorted(prepared.metrics.items()):
+        info = metric.info
+        if info is None or (name not in prepared.user_metrics and name not in prepared.used_inline):
+            continue
+        entry = {"summary": metric.description, **info}
+        if info.get("type") == "judged" and info.get("steps_source") == "generated":
+            steps = generated.get(info.get("criteria"))
+            if steps is None:
+                entry["steps_source"] = None  # no case asked the judge (no judge, or the metric never ran)
+            elif "error" in steps:
+                entry["steps_source"], entry["steps_error"] = None, steps["error"]
+            else:
+                entry["evaluation_steps"] = steps["steps"]
+                entry["steps_source"] = "cache" if steps["cached"] else "generated"
+        out[name] = redact_mapping(entry)
+    return out
+
+
 COMPARED_RECORD_KEYS = ("id", "source", "risk_level", "status", "passed", "repeat")
 
 
@@ -127,7 +161,7 @@ def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None,
     if baseline is None:
         return []
     info: dict[str, Any] = {"setting": settings.baseline, "found": baseline.found, "source": baseline.source,
-                            "warning": baseline.warning}
+                            "warning": baseline.warning, "severity": baseline.severity if baseline.warning else None}
     document["baseline"] = info
     document["comparison"] = None
     if baseline.document is None:
@@ -140,16 +174,49 @@ def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None,
                                   baseline_source=baseline.source, repeat_rule=settings.repeat_rule)
     except Exception as exc:  # a comparison problem must not lose the run's results
         info["warning"] = redact(f"no comparison: {type(exc).__name__}: {exc}")
+        info["severity"] = "warning"
         return []
     document["comparison"] = comparison
     return comparison_gate_reasons(comparison, settings.fail_on_regression)
 
 
 def _compared_record(record: dict[str, Any]) -> dict[str, Any]:
+    """What the comparison reads of a case record; a value scored by the heuristic because the judge could
+    not score it is left out (it is not comparable with a judge's value on the other side)."""
     slim = {key: record[key] for key in COMPARED_RECORD_KEYS if key in record}
-    slim["metrics"] = {name: {"value": m.get("value")} for name, m in (record.get("metrics") or {}).items()
-                       if isinstance(m, dict)}
+    slim["metrics"] = {name: {"value": None if "judge_unavailable" in (m.get("details") or {}) else m.get("value")}
+                       for name, m in (record.get("metrics") or {}).items() if isinstance(m, dict)}
     return slim
+
+
+def write_compat_documents(settings: Settings, results_path: Path, cwd: Path | None = None) -> dict[str, Path]:
+    """The ``compat`` seeds' documents (``report.compat``) written beside results.json, plus the single one
+    at ``compat_output`` (seed 004's ``--output``, relative to ``cwd``). Returns seed → path written."""
+    if not settings.compat:
+        return {}
+    from evalgate.errors import UserError
+    from evalgate.report.compat import COMPAT_FILES, compat_document
+
+    document = json.loads(results_path.read_text(encoding="utf-8"))
+    written: dict[str, Path] = {}
+    extra = Path(settings.compat_output) if settings.compat_output else None
+    if extra is not None and not extra.is_absolute():
+        extra = (cwd or Path.cwd()) / extra
+    for seed in settings.compat:
+        text = json.dumps(compat_document(seed, document, settings.compat_include_responses), indent=2,
+                          ensure_ascii=False) + "\n"
+        path = results_path.parent / COMPAT_FILES[seed]
+        path.write_text(redact(text), encoding="utf-8")
+        written[seed] = path
+        if extra is not None and (seed == "seed004" or len(settings.compat) == 1):
+            try:
+                extra.parent.mkdir(parents=True, exist_ok=True)
+                extra.write_text(redact(text), encoding="utf-8")
+            except OSError as exc:
+                raise UserError(f"cannot write {extra} ({exc.strerror}); results are in {results_path}",
+                                where="compat_output (--output)") from None
+            written[f"{seed}:output"] = extra
+    return written
 
 
 def policy_of(settings: Settings) -> GatePolicy:

@@ -4,7 +4,7 @@ each case's metrics (``prepare``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,15 +20,19 @@ from evalgate.runner.engine import CasePlan
 from evalgate.verdict.gate import resolve_thresholds
 
 if TYPE_CHECKING:
-    pass
+    from evalgate.runner.catalog import Catalog
 
 
 DEMO_EXCLUDED = {"failing", "live"}
 
 
 def demo_dir() -> Path:
-    """Where the bundled demo suites live (repository checkout or the container image)."""
-    return Path(__file__).resolve().parents[2] / "datasets"
+    """Where the bundled demo suites live: inside the installed package (``evalgate/demo/datasets``,
+    copied there by the wheel build), else ``datasets/`` beside the package (a checkout, an editable
+    install, the container image)."""
+    package = Path(__file__).resolve().parents[1]
+    installed = package / "demo" / "datasets"
+    return installed if installed.is_dir() else package.parent / "datasets"
 
 
 def default_datasets() -> list[str]:
@@ -49,27 +53,93 @@ class Prepared:
     thresholds: dict[str, Threshold]
     plan_for: Callable[[Case], CasePlan]
     metrics: dict[str, Metric]
+    notices: list[str] = field(default_factory=list)
+    """One-line notices for the edges to print (names that match no selected case in a subset run)."""
+    user_metrics: dict[str, Metric] = field(default_factory=dict)
+    """The user's own metrics (declared, code checks, plug-ins) by name."""
+
+    @property
+    def used_inline(self) -> set[str]:
+        """One-off metrics of cases' ``assert:`` entries planned so far (they join ``metrics`` as planned)."""
+        return {name for name, metric in self.metrics.items() if metric.info is not None} - set(self.user_metrics)
 
 
 def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | None = None) -> Prepared:
     """Validate and select the cases (streamed: large datasets are not held in memory), resolve
-    thresholds, and build each case's metric plan."""
-    from evalgate.config.suite import SuiteConfig, parse_suite_config
+    thresholds and the user's own metrics (``evalgate.runner.catalog``), and build each case's plan."""
+    from evalgate.config.suite import SuiteConfig, parse_suite_config, yaml_line
     from evalgate.dataset.stream import scan, selector
+    from evalgate.runner.catalog import build_catalog
 
-    metrics = all_metrics()
+    cwd = cwd or Path.cwd()
+    builtins = all_metrics()
     config_name = settings.config or "evalgate.yaml"
-    global_suite = parse_suite_config(dict(suite_config), config_name, label="") if suite_config else SuiteConfig()
+    config_data = dict(suite_config)
+
+    def locate(keys: list[Any]) -> str | None:
+        line = yaml_line(Path(config_name), keys) if settings.config else None
+        return f"{config_name}:{line}" if line else None
+
+    global_suite = (parse_suite_config(config_data, config_name, label="", locate=locate) if config_data
+                    else SuiteConfig())
     paths = settings.dataset or default_datasets()
     choose = selector(case_ids=settings.case_ids or None, first_n=settings.first_n,
                       categories=settings.category or None, tags=settings.tags or None, shard=settings.shard_tuple)
-    scanned = scan(paths, cwd or Path.cwd(), select=choose)
+    scanned = scan(paths, cwd, select=choose, base=global_suite)
     suites = dict(scanned.suites)
-    _check_metric_names(metrics, global_suite, suites, scanned.case_metrics)
-    thresholds = resolve_thresholds(metrics, _threshold_layers(global_suite, suites, settings))
-    plan_for = make_planner(metrics, global_suite, suites)
+    catalog = build_catalog(builtins, global_suite, config_name, suites, scanned.suite_where, scanned.case_metrics,
+                            cwd)
+    metrics = catalog.metrics
+    _check_metric_names(metrics, global_suite, suites)
+    layers = _threshold_layers(global_suite, suites, settings)
+    user_layers = list(layers)  # what the user set: each name must concern some case of the run
+    if catalog.declared_thresholds:
+        layers.insert(0, (catalog.declared_thresholds, "metric declarations"))
+    thresholds = resolve_thresholds(metrics, layers)
+    plan_for = make_planner(metrics, global_suite, suites, catalog)
     files = [file.as_metadata() for file in scanned.files]
-    return Prepared(cases=scanned.cases, files=files, thresholds=thresholds, plan_for=plan_for, metrics=metrics)
+    selected = choose is not None and len(scanned.cases) < scanned.total
+    notices = check_names_match(scanned.cases, plan_for, user_layers, global_suite, suites, selected=selected)
+    return Prepared(cases=scanned.cases, files=files, thresholds=thresholds, plan_for=plan_for, metrics=metrics,
+                    user_metrics=catalog.user, notices=notices)
+
+
+def check_names_match(cases: Iterable[Case], plan_for: Callable[[Case], CasePlan],
+                      layers: list[tuple[Mapping[str, Any], str]], global_suite: Any, suites: Mapping[str, Any],
+                      *, selected: bool) -> list[str]:
+    """Every threshold the user set must concern a metric some case of the run computes, and every
+    ``category_metrics`` category must be some case's category: else the setting does nothing, which is
+    a ``UserError`` naming where it was set. In a run of selected cases (case ids, first-n, category,
+    tags, shard) the names are matched against those cases only and a miss is a notice instead (the
+    setting may concern the cases left out). Stops reading cases once everything has matched."""
+    wanted: dict[str, str] = {}
+    for mapping, where in layers:
+        for name, raw in mapping.items():
+            if raw is not None:
+                wanted.setdefault(name, where)
+    categories: dict[str, str] = {}
+    for where, config in [("evalgate.yaml category_metrics", global_suite),
+                          *((f"suite {n!r} category_metrics", c) for n, c in suites.items())]:
+        for category in (config.category_metrics or {}) if config is not None else {}:
+            categories.setdefault(str(category), where)
+    if not wanted and not categories:
+        return []
+    names, kinds = set(wanted), set(categories)
+    for case in cases:
+        if names:
+            names.difference_update(metric.name for metric in plan_for(case).metrics)
+        kinds.discard(case.category or "")
+        if not names and not kinds:
+            return []
+    problems = [(f"threshold for {name!r} matches no case: no {'selected ' if selected else ''}case computes "
+                 f"{name}", wanted[name]) for name in sorted(names)]
+    problems += [(f"category {category!r} matches no {'selected ' if selected else ''}case's category",
+                  categories[category]) for category in sorted(kinds)]
+    if selected:
+        return [f"{where}: {message}" for message, where in problems]
+    message, where = problems[0]
+    more = len(problems) - 1
+    raise UserError(message + (f" (and {more} more)" if more else ""), where=where)
 
 
 def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: Settings) -> list[tuple[Mapping[str, Any], str]]:
@@ -91,27 +161,29 @@ def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: Se
     return layers
 
 
-def _check_metric_names(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any],
-                        case_metrics: Iterable[tuple[str, list[str]]]) -> None:
+def _check_metric_names(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any]) -> None:
+    """Category maps may name built-in and declared metrics (the other entries were resolved by the
+    catalog)."""
     from evalgate.config.suite import validate_metric_names
 
     for where, suite in [("config", global_suite), *((f"suite {n!r}", s) for n, s in suites.items())]:
-        validate_metric_names(list(suite.metrics or []) + list(suite.exclude_metrics or []), metrics, where)
         for category, names in (suite.category_metrics or {}).items():
             validate_metric_names(names, metrics, f"{where} category_metrics.{category}")
-    for where, names in case_metrics:
-        validate_metric_names(names, metrics, where)
 
 
-def make_planner(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any]) -> Callable[[Case], CasePlan]:
+def make_planner(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any],
+                 catalog: Catalog | None = None) -> Callable[[Case], CasePlan]:
     """Return ``plan_for(case)``: the metrics that apply to the case, dependencies first.
 
-    Plans are cached by ``case_shape``: cases of one shape get the same plan (a 100k-case suite has a
-    handful of shapes), so the ``applies`` rules run once per shape instead of once per case."""
-    plan_uncached = make_uncached_planner(metrics, global_suite, suites)
+    Built-in metrics are planned per ``case_shape``: cases of one shape get the same plan (a 100k-case
+    suite has a handful of shapes), so their ``applies`` rules run once per shape instead of once per case.
+    Metrics marked ``per_case`` (the user's own: their ``applies`` may read any value) never enter that
+    cache: they are added for each case by ``catalog`` (``_with_user_metrics``)."""
+    shaped = {name: metric for name, metric in metrics.items() if not metric.per_case}
+    plan_uncached = make_uncached_planner(shaped, global_suite, suites)
     plans: dict[tuple[Any, ...], CasePlan] = {}
 
-    def plan_for(case: Case) -> CasePlan:
+    def plan_shaped(case: Case) -> CasePlan:
         key = case_shape(case)
         plan = plans.get(key)
         if plan is None:
@@ -120,13 +192,55 @@ def make_planner(metrics: Mapping[str, Metric], global_suite: Any, suites: Mappi
             plan = plans[key] = plan_uncached(case)
         return plan
 
+    if catalog is None:
+        return plan_shaped
+    return _with_user_metrics(plan_shaped, catalog, global_suite, suites)
+
+
+def _with_user_metrics(plan_shaped: Callable[[Case], CasePlan], catalog: Catalog, global_suite: Any,
+                       suites: Mapping[str, Any]) -> Callable[[Case], CasePlan]:
+    """``plan_shaped`` plus, per case, the user metrics in its scope whose ``applies`` holds, the ones the
+    case names, and its ``assert:`` entries with their per-case thresholds (equal plans are shared)."""
+    from evalgate.runner.catalog import case_assertions
+
+    global_excluded = set(global_suite.exclude_metrics or [])
+    merged: dict[tuple[Any, ...], CasePlan] = {}
+    in_config, in_suite = catalog.in_config, catalog.in_suite
+
+    def plan_for(case: Case) -> CasePlan:
+        base = plan_shaped(case)
+        scoped = in_suite.get(case.suite) if in_suite and case.suite else None
+        if not in_config and not scoped and not case.metrics and not case.assertions:
+            return base  # no user metric can apply: the shape's plan as it is
+        suite = suites.get(case.suite) if case.suite else None
+        in_scope = [*in_config, *(scoped or ())]
+        names = [name for name in in_scope if catalog.user[name].applies_to(case, base.options)]
+        names += [catalog.alias[entry] for entry in case.metrics or [] if entry in catalog.alias]
+        extra, thresholds = case_assertions(catalog, case)
+        excluded = global_excluded | set(suite.exclude_metrics or [] if suite is not None else [])
+        chosen = {catalog.metrics[name].name: catalog.metrics[name] for name in names if name not in excluded}
+        for metric in extra:
+            chosen[metric.name] = metric
+        present = {metric.name for metric in base.metrics}
+        added = [metric for name, metric in sorted(chosen.items()) if name not in present]
+        if not added and not thresholds:
+            return base
+        key = (id(base), tuple(id(m) for m in added), tuple(sorted(thresholds.items(), key=lambda kv: kv[0])))
+        plan = merged.get(key)
+        if plan is None:
+            if len(merged) >= PLAN_CACHE_SHAPES:
+                merged.clear()
+            plan = merged[key] = CasePlan(metrics=[*base.metrics, *added], options=base.options,
+                                          thresholds=thresholds or None)
+        return plan
+
     return plan_for
 
 
 def make_uncached_planner(metrics: Mapping[str, Metric], global_suite: Any,
                           suites: Mapping[str, Any]) -> Callable[[Case], CasePlan]:
     """``plan_for(case)`` evaluating every metric's ``applies`` rule for each case (equal plans are
-    shared)."""
+    shared). Entries of ``metrics`` lists that are not in ``metrics`` (the user's own) are left out."""
     options_cache: dict[str | None, MetricOptions] = {}
     plan_cache: dict[tuple[Any, ...], CasePlan] = {}
 
@@ -149,9 +263,10 @@ def make_uncached_planner(metrics: Mapping[str, Metric], global_suite: Any,
         for category_map in category_maps:
             names |= set(category_map.get(case.category or "", []))
         for config in configs:
-            names |= set(config.metrics or [])
+            names |= set(config.metric_refs)
             excluded |= set(config.exclude_metrics or [])
         names |= set(case.metrics or [])
+        names &= set(metrics)
         names -= excluded
         key = (case.suite, frozenset(names))
         if key not in plan_cache:
@@ -163,7 +278,8 @@ def make_uncached_planner(metrics: Mapping[str, Metric], global_suite: Any,
 
 PLAN_CACHE_SHAPES = 4096
 """Shapes remembered by ``make_planner`` (a few hundred bytes each)."""
-SHAPE_IGNORED = frozenset({"id", "index", "source_file", "source_line", "suite", "category", "metrics"})
+SHAPE_IGNORED = frozenset({"id", "index", "source_file", "source_line", "suite", "category", "metrics",
+                           "assertions"})
 """Fields outside the filled-or-not part of ``case_shape`` (provenance, or kept whole)."""
 
 

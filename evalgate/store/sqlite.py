@@ -9,8 +9,10 @@ evalgate adds:
   record exactly as in results.json.
 
 ``eval_results`` gets one row per computed metric plus one ``case_passed`` row per case (1.0/0.0), so
-errored cases show up in the seed's "find failing tests" query too. ``test_description`` is the case
-id, followed by `` — description`` when the case has one (and ``#r<repeat>`` for repeats > 0).
+errored cases show up in the seed's "find failing tests" query too. ``test_description`` is the case's
+``description`` as written in the dataset (seed 001's queries group by it), or its id when it has none;
+``#r<repeat>`` is appended for repeats > 0, and `` [id]`` when another case of the run already used the
+same text (the seed's ``UNIQUE(eval_run_id, test_description, metric_name)`` would otherwise drop rows).
 Rows are written as each case finishes and committed in small batches (every 500 cases or every
 second).
 """
@@ -85,8 +87,26 @@ def open_database(path: Path) -> sqlite3.Connection:
 
 
 def description_of(result: CaseResult) -> str:
-    text = result.id if not result.description else f"{result.id} — {result.description}"
+    """``test_description`` of a case: its description (else its id), plus ``#r<repeat>`` for repeats."""
+    text = result.description or result.id
     return text if result.repeat == 0 else f"{text} #r{result.repeat}"
+
+
+class Descriptions:
+    """Hands out each case's ``test_description`` for one run, keeping them distinct: a text already
+    taken by another case id gets `` [id]`` appended (ids are unique, so the result is too)."""
+
+    def __init__(self) -> None:
+        self._owner: dict[str, str] = {}
+
+    def __call__(self, result: CaseResult) -> str:
+        text = description_of(result)
+        owner = self._owner.setdefault(text, result.id)
+        if owner == result.id:
+            return text
+        text = f"{text} [{result.id}]"
+        self._owner.setdefault(text, result.id)
+        return text
 
 
 def details_json(details: Any) -> str:
@@ -108,11 +128,13 @@ _encode_ascii = json.encoder.encode_basestring_ascii
 _VALUED = (MetricStatus.passed, MetricStatus.failed)
 
 
-def metric_rows(result: CaseResult, run_id: str, timestamp: str) -> list[tuple[Any, ...]]:
+def metric_rows(result: CaseResult, run_id: str, timestamp: str, description: str | None = None) -> list[tuple[Any, ...]]:
     """Seed 001 rows for one case, in ``INSERT_RESULT`` column order: every metric with a value, plus
     ``case_passed``. Metrics sharing one details mapping (a metric family) encode it once; known secrets
-    are redacted from the details text (the database is uploaded as an artifact)."""
-    description = description_of(result)
+    are redacted from the details text (the database is uploaded as an artifact). ``description``: the
+    row's ``test_description`` (default ``description_of(result)``)."""
+    if description is None:
+        description = description_of(result)
     overall = int(result.passed)
     rows: list[tuple[Any, ...]] = []
     encoded: dict[int, str] = {}
@@ -155,6 +177,7 @@ class SQLiteStore:
         self._last_commit = time.monotonic()
         self._metric_rows: list[tuple[Any, ...]] = []
         self._case_rows: list[tuple[Any, ...]] = []
+        self.descriptions = Descriptions()
         self._conn = open_database(path)
         self._conn.execute("BEGIN")
         self._write_run_row("running", {"status": "running"}, totals=(0, 0, 0, 0.0))
@@ -162,7 +185,7 @@ class SQLiteStore:
 
     def add(self, result: CaseResult, record_json: str) -> None:
         """Queue one case's rows; they are written in batches (every 500 cases or every second)."""
-        self._metric_rows.extend(metric_rows(result, self.run_id, self.timestamp))
+        self._metric_rows.extend(metric_rows(result, self.run_id, self.timestamp, self.descriptions(result)))
         self._case_rows.append(case_row(result, self.run_id, record_json))
         self._pending += 1
         if self._pending >= COMMIT_EVERY_CASES or time.monotonic() - self._last_commit > COMMIT_EVERY_SECONDS:

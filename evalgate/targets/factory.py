@@ -32,4 +32,13 @@ def build_target(settings: Settings, runtime: Runtime | None, env: Mapping[str, 
         from evalgate.targets.command import CommandTarget
 
         return CommandTarget.from_settings(settings, runtime)
+    from evalgate.config.references import is_reference
+
+    if is_reference(settings.target):
+        from pathlib import Path
+
+        from evalgate.targets.custom import CustomTarget
+
+        base = Path(settings.config).parent if settings.config else None
+        return CustomTarget.from_reference(settings.target, settings.target_options, base)
     raise UserError(f"unknown target kind {settings.target!r}", where="target")

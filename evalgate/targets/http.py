@@ -1,6 +1,8 @@
 """The ``http`` target: one request per case to ``target_url`` (``EVALGATE_TARGET_URL``).
 
-Request body: without ``target_body_template``, ``{"message": input, **context}`` where context is
+Request body: without ``target_body_template``, ``{"message": input, **context}`` (for a seed 001 case,
+which has no input, ``{"message": llm_answer_text, "llm_answer_text", "brands_mine", "brands_competitors",
+**context}``: the text an extractor analyses and its brand lists) where context is
 ``eval_context`` (``EVALGATE_EVAL_*`` variables) overlaid with the case's own ``active_team_id``,
 ``active_league_id``, ``team_name`` and ``language``; seed 002's names are sent in its camelCase
 (``activeTeamId``, ``activeLeagueId``, ``teamName``). With a template, the jinja2 template renders the
@@ -10,15 +12,17 @@ send the top-level payload fields as query parameters instead of a body.
 
 Headers come from ``target_headers``; ``${NAME}`` in a value is replaced by environment variable NAME
 (missing → ``UserError`` at startup) and the value is registered as a secret. The reply is read with
-``targets.mapping.ResponseMap``; a non-JSON reply is taken as the answer text. Latency is the time of
-the attempt that succeeded, in milliseconds.
+``targets.mapping.ResponseMap``; a non-JSON reply is taken as the answer text. A reply needs answer text
+unless it carries an extraction (``mentions`` / ``ranked_list``, seed 001's extractor). Latency is the time
+of the attempt that succeeded, in milliseconds: from writing the request on a ready connection (connection
+set-up, call-slot waits, retries and backoff excluded) to the last byte of the reply, timed on the run's
+wire thread (``calls.wire``) so that scoring and judging in the same process do not inflate it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -133,8 +137,10 @@ class HttpTarget:
                          if body_template else None)
         self.response_map = ResponseMap.build(response_map)
         self.eval_context = dict(eval_context or {})
-        self.pool = HttpPool(timeout=runtime.executor.policy.attempt_seconds,
-                             concurrency=runtime.executor.concurrency, headers=self.headers, follow_redirects=True)
+        policy = runtime.executor.policy
+        self.pool = HttpPool(timeout=policy.attempt_seconds, connect_timeout=policy.connect_seconds,
+                             read_timeout=policy.read_seconds, concurrency=runtime.executor.concurrency,
+                             headers=self.headers, follow_redirects=True, wire=runtime.wire, timed=True)
 
     @classmethod
     def from_settings(cls, settings: Settings, runtime: Runtime, env: Mapping[str, str]) -> HttpTarget:
@@ -148,6 +154,10 @@ class HttpTarget:
         """The request payload for ``case`` (a JSON value)."""
         context = case_context(case, self.eval_context)
         if self.template is None:
+            if case.input is None and case.output is not None and _lists_brands(case):
+                # seed 001: the system under test is an extractor; the message is the text to analyse
+                return {"message": case.output, "llm_answer_text": case.output, "brands_mine": case.brands_mine or [],
+                        "brands_competitors": case.brands_competitors or [], **context}
             return {"message": case.input or "", **context}
         import jinja2  # loaded already: the template was compiled with it
 
@@ -175,14 +185,13 @@ class HttpTarget:
         return self._read(response, latency)
 
     async def _send(self, payload: Any) -> tuple[Reply, float]:
-        started = time.perf_counter()
         if self.method in QUERY_METHODS:
             params = payload if isinstance(payload, dict) else {}
             response = await self.pool.request(self.method, self.url, params=params)
         else:
             body = json.dumps(payload, ensure_ascii=False).encode()
             response = await self.pool.request(self.method, self.url, body=body, headers=JSON_BODY)
-        latency = (time.perf_counter() - started) * 1000
+        latency = response.elapsed_ms if response.elapsed_ms is not None else 0.0
         if response.status >= 400:
             excerpt = response.text[:ERROR_BODY_CHARS].strip()
             raise StatusError(response.status, excerpt or response.reason, response.headers)
@@ -198,7 +207,7 @@ class HttpTarget:
             answer = Answer(**fields, latency_ms=round(latency_ms, 3))
         except (ValueError, ValidationError) as exc:
             return Answer(error=redact(f"unexpected reply from {self.url}: {_first_line(exc)}"))
-        if answer.output is None:
+        if answer.output is None and answer.mentions is None and answer.ranked_list is None:
             paths = self.response_map.describe().get("output", "")
             return Answer(error=f"the reply from {self.url} has no answer text at {paths or '(no path)'}")
         return answer
@@ -209,6 +218,10 @@ class HttpTarget:
     def describe(self) -> dict[str, object]:
         return {"kind": self.kind, "url": self.url, "method": self.method, "headers": sorted(self.headers),
                 "body_template": self.template is not None, "response_map": self.response_map.describe()}
+
+
+def _lists_brands(case: Case) -> bool:
+    return case.brands_mine is not None or case.brands_competitors is not None
 
 
 def _first_line(exc: Exception) -> str:

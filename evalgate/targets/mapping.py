@@ -7,13 +7,17 @@ A path is dot-separated keys and list indexes: ``data.answer``, ``choices.0.mess
 overrides ``DEFAULT_RESPONSE_MAP`` field by field; an empty path switches a field off.
 
 The defaults read seed 002's ``POST /api/agent/chat`` reply (``response``, ``agent``, ``tools_used``,
-``agents_called``, ``debug_context``, ``sources``, ``usage``) and seed 004's ``POST /api/query`` reply
-(``answer``, ``agent_id``, ``data_sources``, ``citations``) without configuration.
+``agents_called``, ``debug_context``, ``sources``, ``usage``), seed 004's ``POST {api-url}/chat`` reply
+(``response``, ``agent_id`` — also under ``metadata``, ``debug`` or ``trace`` —, ``citations``,
+``data_sources``) and a seed 001 extractor's reply (``mentions``: objects with ``brand``, ``is_mine``,
+``rank``; ``ranked_list``) without configuration.
 
 Values are coerced to the answer's types: text fields take strings (objects become JSON text); list
 fields take lists (a single value becomes a one-item list); a list item that is an object becomes its
 ``title``/``name``/``id``/``url``/``source`` (sources, agents, tools) or its ``content``/``text``
-(context), else JSON text; token counts must be integers ≥ 0.
+(context), else JSON text; token counts must be integers ≥ 0; ``mentions`` items are objects with a
+``brand`` (or ``name``) text, an ``is_mine`` bool and an optional integer ``rank`` (a bare string is a brand
+not flagged as mine).
 """
 
 from __future__ import annotations
@@ -32,9 +36,11 @@ DEFAULT_RESPONSE_MAP: dict[str, str] = {
     "sources": "sources|citations",
     "agents_called": "agents_called",
     "tools_used": "tools_used|tool_calls[*].function.name|tool_calls[*].name",
-    "agent_id": "agent_id|agent|specialist",
+    "agent_id": "agent_id|agent|specialist|metadata.agent_id|debug.agent_id|trace.agent_id",
     "data_sources": "data_sources",
     "debug_context": "debug_context|retrieval_context|context",
+    "mentions": "mentions",
+    "ranked_list": "ranked_list",
     "num_tokens": "usage.total_tokens|num_tokens",
     "prompt_tokens": "usage.prompt_tokens|usage.input_tokens",
     "completion_tokens": "usage.completion_tokens|usage.output_tokens",
@@ -42,7 +48,9 @@ DEFAULT_RESPONSE_MAP: dict[str, str] = {
 TEXT_FIELDS = frozenset({"output", "agent_id"})
 LIST_FIELDS = frozenset({"sources", "agents_called", "tools_used", "data_sources", "debug_context", "ranked_list"})
 INT_FIELDS = frozenset({"num_tokens", "prompt_tokens", "completion_tokens"})
-FIELDS = TEXT_FIELDS | LIST_FIELDS | INT_FIELDS
+MENTION_FIELDS = frozenset({"mentions"})
+FIELDS = TEXT_FIELDS | LIST_FIELDS | INT_FIELDS | MENTION_FIELDS
+MENTION_BRAND_KEYS = ("brand", "name", "normalized_name")
 NAME_KEYS = ("title", "name", "id", "url", "source")
 TEXT_KEYS = ("content", "text", "page_content", "chunk")
 _SEGMENT = re.compile(r"[^.\[\]]+|\[\*\]|\[-?\d+\]")
@@ -163,11 +171,37 @@ def coerce(field: str, value: Any) -> Any:
         items = value if isinstance(value, list) else [value]
         keys = TEXT_KEYS if field == "debug_context" else NAME_KEYS
         return [_item_text(item, keys) for item in items if item is not None]
+    if field in MENTION_FIELDS:
+        items = value if isinstance(value, list) else [value]
+        return [_mention(item) for item in items if item is not None]
     if field in INT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or int(value) != value:
             raise ValueError(f"{field} must be an integer ≥ 0, got {value!r}")
         return int(value)
     return value
+
+
+def _mention(item: Any) -> dict[str, Any]:
+    """One reported brand mention as ``{"brand", "is_mine", "rank"}``: an object with ``brand`` (or ``name`` /
+    ``normalized_name``), ``is_mine`` (true/false) and an optional integer ``rank``; other keys are ignored.
+    A bare string is a brand without an ``is_mine`` flag, which counts as not mine."""
+    if isinstance(item, str):
+        return {"brand": item, "is_mine": False}
+    if not isinstance(item, Mapping):
+        raise ValueError(f"mentions: each mention must be an object with 'brand' and 'is_mine', got {item!r}")
+    brand = next((item[key] for key in MENTION_BRAND_KEYS if isinstance(item.get(key), str)), None)
+    if brand is None:
+        raise ValueError(f"mentions: a mention has no 'brand' text: {item!r}")
+    is_mine = item.get("is_mine", False)
+    if not isinstance(is_mine, bool):
+        raise ValueError(f"mentions: 'is_mine' must be true or false, got {is_mine!r}")
+    mention: dict[str, Any] = {"brand": brand, "is_mine": is_mine}
+    rank = item.get("rank")
+    if rank is not None:
+        if isinstance(rank, bool) or not isinstance(rank, int | float) or int(rank) != rank:
+            raise ValueError(f"mentions: 'rank' must be an integer, got {rank!r}")
+        mention["rank"] = int(rank)
+    return mention
 
 
 def _item_text(item: Any, keys: tuple[str, ...]) -> str:

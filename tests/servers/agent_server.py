@@ -1,4 +1,5 @@
-"""Loopback agent server in the shapes of seed 002 (``POST /api/agent/chat``) and seed 004 (``POST /api/query``).
+"""Loopback agent server in the shapes of seed 002 (``POST /api/agent/chat``) and seed 004 (``POST /api/query``,
+and ``POST /chat`` as seed 004's runner calls it: ``{"message"}`` → ``{"response", "agent_id", "citations"}``).
 
 Seed 002 request ``{"message", "activeTeamId"?, "activeLeagueId"?, "teamName"?, "language"?, ...}`` →
 ``{"response", "agent", "tools_used", "agents_called", "debug_context", "sources", "usage"}``.
@@ -35,7 +36,9 @@ from tests.servers._http import (
 
 CHAT_PATH = "/api/agent/chat"
 QUERY_PATH = "/api/query"
-TEXT_FIELDS: Mapping[str, str] = {CHAT_PATH: "message", QUERY_PATH: "query"}
+RUNNER_PATH = "/chat"
+"""Seed 004's runner posts ``{"message": query}`` to ``{api-url}/chat``."""
+TEXT_FIELDS: Mapping[str, str] = {CHAT_PATH: "message", QUERY_PATH: "query", RUNNER_PATH: "message"}
 DEFAULT_TEXT = "I don't have an answer for that."
 
 
@@ -111,6 +114,12 @@ def chat_body(text_in: str, reply: AgentReply) -> dict[str, Any]:
             "sources": list(reply.sources), "usage": usage_for(text_in, reply)}
 
 
+def runner_body(reply: AgentReply) -> dict[str, Any]:
+    """The reply seed 004's runner reads from ``/chat``: response, agent_id, citations."""
+    return {"response": reply.text, "agent_id": reply.agent, "citations": list(reply.citations),
+            "model_used": "loopback"}
+
+
 def query_body(reply: AgentReply) -> dict[str, Any]:
     """Seed 004 response shape."""
     return {"answer": reply.text, "agent_id": reply.agent, "data_sources": list(reply.data_sources),
@@ -132,6 +141,7 @@ class AgentServer(LoopbackServer):
         self.api_key = api_key
         self.add_route("agent.chat", [CHAT_PATH], {"POST"}, self._handle)
         self.add_route("query", [QUERY_PATH], {"POST"}, self._handle)
+        self.add_route("runner.chat", [RUNNER_PATH], {"POST"}, self._handle)
 
     def on_reset(self) -> None:
         super().on_reset()
@@ -162,6 +172,8 @@ class AgentServer(LoopbackServer):
         if (scripted := await scripted_outcome(fault, agent_error)) is not None:
             return scripted
         reply = resolve(find_answer(self.answers, text_in, self.default), payload)
+        if request.path == RUNNER_PATH:
+            return json_response(runner_body(reply))
         return json_response(chat_body(text_in, reply) if request.path == CHAT_PATH else query_body(reply))
 
 

@@ -1,0 +1,1 @@
+"""Exports of a finished run to other systems (Langfuse)."""

@@ -1,0 +1,179 @@
+"""Export a run's scores to Langfuse through its public ingestion API (``POST /api/public/ingestion``).
+
+Why the HTTP API and not the ``langfuse`` SDK: the ingestion endpoint takes traces and scores in one
+batched JSON request with HTTP Basic auth (public key : secret key), which ``httpx`` (already a
+dependency) sends; the SDK would add OpenTelemetry and its exporters to every install for one request.
+So the export needs no extra package.
+
+What is sent (``build_events``), all ids derived from the run id so a re-export updates instead of
+duplicating (uuid5):
+
+* one trace per case (``name``: the case id, ``sessionId``: the run id, input and output text cut to
+  ``TEXT_LIMIT`` characters, metadata: suite, category, risk level, status, dataset line), with one
+  NUMERIC score per metric that produced a value, named after the metric — seed 003's
+  ``answer_quality``, ``factual_correctness`` and ``completeness`` as ``quality_answer_quality``, … as
+  that seed logged them — plus ``case_passed`` (1/0);
+* one trace for the run (``name``: ``evalgate run <run id>``, same session) with the scores
+  ``pass_rate``, ``weighted_pass_rate``, ``gate_passed`` (1/0) and each metric's average.
+
+The keys travel only in the ``Authorization`` header and are registered as secrets; nothing else
+carries them (error messages are redacted). A reply other than 2xx, or a 207 listing per-event errors,
+is a ``LangfuseError``: the CLI prints it as a warning and the verdict stands.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from evalgate.safety.redact import redact
+
+INGESTION_PATH = "/api/public/ingestion"
+QUALITY_PREFIXED = frozenset({"answer_quality", "factual_correctness", "completeness"})
+"""Seed 003 logged these as ``quality_<name>``."""
+TEXT_LIMIT = 4000
+BATCH_BYTES = 3_000_000
+"""Events per request are kept under this many bytes of JSON (Langfuse accepts up to 3.5 MB a batch)."""
+NAMESPACE = uuid.UUID("5b0c8f7e-2f8c-4c47-9a64-0e5a3c6b1d21")
+TIMEOUT_SECONDS = 30.0
+
+
+class LangfuseError(Exception):
+    """The export did not go through (the message is safe to print)."""
+
+
+def score_name(metric: str) -> str:
+    """The Langfuse score name of ``metric`` (seed 003's ``quality_`` prefix for its judged metrics)."""
+    return f"quality_{metric}" if metric in QUALITY_PREFIXED else metric
+
+
+def _id(*parts: Any) -> str:
+    return str(uuid.uuid5(NAMESPACE, "/".join(str(p) for p in parts)))
+
+
+def _clip(text: Any) -> str | None:
+    if not isinstance(text, str):
+        return None
+    return redact(text if len(text) <= TEXT_LIMIT else text[: TEXT_LIMIT - 1] + "…")
+
+
+def _event(kind: str, body: dict[str, Any], timestamp: str, *key: Any) -> dict[str, Any]:
+    return {"id": _id("event", kind, *key), "timestamp": timestamp, "type": kind, "body": body}
+
+
+def _score(trace_id: str, name: str, value: float, timestamp: str, comment: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"id": _id("score", trace_id, name), "traceId": trace_id, "name": name,
+                            "value": float(value), "dataType": "NUMERIC"}
+    if comment:
+        body["comment"] = redact(comment)[:500]
+    return _event("score-create", body, timestamp, trace_id, name)
+
+
+def build_events(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ingestion events for a results document (with its ``results``): traces, then their scores."""
+    run_id = str(document.get("run_id"))
+    timestamp = str(document.get("timestamp"))
+    events: list[dict[str, Any]] = []
+    for record in document.get("results") or []:
+        repeat = int(record.get("repeat") or 0)
+        trace_id = _id("case", run_id, record.get("id"), repeat)
+        name = str(record.get("id")) + (f" #r{repeat}" if repeat else "")
+        events.append(_event("trace-create", {
+            "id": trace_id, "timestamp": timestamp, "name": name, "sessionId": run_id,
+            "input": _clip(record.get("input")), "output": _clip(record.get("output")),
+            "tags": [t for t in ("evalgate", record.get("suite"), record.get("category")) if t],
+            "metadata": {"suite": record.get("suite"), "category": record.get("category"),
+                         "risk_level": record.get("risk_level"), "status": record.get("status"),
+                         "source": record.get("source"), "run_id": run_id},
+        }, timestamp, trace_id))
+        for metric, result in (record.get("metrics") or {}).items():
+            value = result.get("value") if isinstance(result, Mapping) else None
+            if result.get("status") in ("passed", "failed") and isinstance(value, int | float):
+                events.append(_score(trace_id, score_name(metric), value, timestamp, result.get("reason")))
+        events.append(_score(trace_id, "case_passed", 1.0 if record.get("passed") else 0.0, timestamp,
+                             "; ".join(record.get("reasons") or []) or None))
+    run_trace = _id("run", run_id)
+    summary = document.get("summary") or {}
+    gate = document.get("gate") or {}
+    events.append(_event("trace-create", {
+        "id": run_trace, "timestamp": timestamp, "name": f"evalgate run {run_id}", "sessionId": run_id,
+        "tags": ["evalgate", "run"],
+        "metadata": {"run_id": run_id, "status": document.get("status"), "gate": gate,
+                     "total_test_cases": summary.get("total_test_cases")},
+    }, timestamp, run_trace))
+    for name in ("pass_rate", "weighted_pass_rate"):
+        if isinstance(summary.get(name), int | float):
+            events.append(_score(run_trace, name, summary[name], timestamp))
+    events.append(_score(run_trace, "gate_passed", 1.0 if gate.get("passed") else 0.0, timestamp,
+                         "; ".join(gate.get("reasons") or []) or None))
+    for metric, row in sorted((document.get("metrics") or {}).items()):
+        average = row.get("average") if isinstance(row, Mapping) else None
+        if isinstance(average, int | float):
+            events.append(_score(run_trace, score_name(metric), average, timestamp))
+    return events
+
+
+def batches(events: list[dict[str, Any]], limit: int = BATCH_BYTES) -> Iterator[list[dict[str, Any]]]:
+    """``events`` in consecutive groups whose JSON stays under ``limit`` bytes (one event per group at least)."""
+    group: list[dict[str, Any]] = []
+    size = 0
+    for event in events:
+        length = len(json.dumps(event, ensure_ascii=False).encode("utf-8")) + 1
+        if group and size + length > limit:
+            yield group
+            group, size = [], 0
+        group.append(event)
+        size += length
+    if group:
+        yield group
+
+
+def send(events: list[dict[str, Any]], *, host: str, public_key: str, secret_key: str,
+         transport: Any = None) -> dict[str, int]:
+    """POST ``events`` to ``host``'s ingestion endpoint in batches; returns counts of events accepted."""
+    import httpx
+
+    url = host.rstrip("/") + INGESTION_PATH
+    accepted = 0
+    try:
+        with httpx.Client(auth=(public_key, secret_key), timeout=TIMEOUT_SECONDS, transport=transport) as client:
+            for group in batches(events):
+                response = client.post(url, json={"batch": group})
+                if response.status_code >= 300 and response.status_code != 207:
+                    raise LangfuseError(redact(f"{url} answered HTTP {response.status_code}: "
+                                               f"{response.text[:200].strip()}"))
+                errors = _errors_of(response)
+                if errors:
+                    first = errors[0]
+                    raise LangfuseError(redact(f"{len(errors)} of {len(group)} events rejected by {url}; first: "
+                                               f"{first.get('status')} {first.get('message') or first.get('error')}"))
+                accepted += len(group)
+    except httpx.HTTPError as exc:
+        raise LangfuseError(redact(f"cannot reach {url}: {type(exc).__name__}: {exc}")) from None
+    return {"events": accepted}
+
+
+def _errors_of(response: Any) -> list[dict[str, Any]]:
+    try:
+        data = response.json()
+    except ValueError:
+        return []
+    errors = data.get("errors") if isinstance(data, dict) else None
+    return [e for e in errors if isinstance(e, dict)] if isinstance(errors, list) else []
+
+
+def export_results(results_path: Path, settings: Any, transport: Any = None) -> str:
+    """Export the run in ``results_path`` with ``settings`` (host, keys); returns a one-line summary."""
+    if not settings.langfuse_public_key or not settings.langfuse_secret_key:
+        raise LangfuseError("LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY must be set")
+    document = json.loads(Path(results_path).read_text(encoding="utf-8"))
+    events = build_events(document)
+    counts = send(events, host=settings.langfuse_host, public_key=settings.langfuse_public_key,
+                  secret_key=settings.langfuse_secret_key, transport=transport)
+    traces = sum(1 for e in events if e["type"] == "trace-create")
+    scores = sum(1 for e in events if e["type"] == "score-create")
+    return (f"exported {traces} traces and {scores} scores ({counts['events']} events) to {settings.langfuse_host}, "
+            f"session {document.get('run_id')}")

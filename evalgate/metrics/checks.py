@@ -1,0 +1,257 @@
+"""Code checks: your own metric as a Python function (docs/custom-metrics.md).
+
+A check is ``fn(case: CaseView, answer: AnswerView)`` (plain or ``async``) returning a ``float``, a
+``bool`` (True = 1.0, False = 0.0) or a ``Score(value, details, reason)``. It is named in ``metrics:`` as
+``package.module:function``, ``file://checks.py:function`` (relative to the file that names it), by the
+name an installed plug-in registers in the entry-point group ``evalgate.metrics``, or by the name given to
+``@evalgate.metric`` in code that is already imported (the Python API). An exception, or a return value of
+another type, makes the metric ``errored`` on that case with a one-line reason; the run goes on.
+
+``CaseView`` and ``AnswerView`` (``evalgate.dataset.views``) are the stable, documented views a check
+receives: read-only, their attributes named like the dataset keys, independent of evalgate's internal models.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, overload
+
+from evalgate.dataset.views import AnswerView, CaseView
+from evalgate.errors import UserError
+from evalgate.metrics.registry import REGISTRY, Metric, MetricContext
+from evalgate.model import DEFAULT_CUSTOM_THRESHOLD, METRIC_NAME, MetricErrored, Score
+
+if TYPE_CHECKING:
+    from evalgate.model import Answer, Case
+
+ENTRY_POINT_GROUP = "evalgate.metrics"
+FAMILY = "user"
+_UNSET: Any = object()
+
+
+def views(case: Case, answer: Answer, ctx: MetricContext) -> tuple[CaseView, AnswerView]:
+    """The views of ``case`` and ``answer``, built once per case (shared by its checks)."""
+    made = ctx.memo.get("user_views")
+    if made is None:
+        made = ctx.memo["user_views"] = (CaseView.of(case), AnswerView.of(answer))
+    return made
+
+
+# --- the @evalgate.metric decorator ------------------------------------------------------------------------
+
+
+CheckFn = Callable[[CaseView, AnswerView], "float | bool | Score | Awaitable[float | bool | Score]"]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSpec:
+    """How a code check is scored: set by ``@evalgate.metric``, or the defaults for a plain function."""
+
+    fn: Callable[..., Any]
+    name: str
+    threshold: float | dict[str, float] | None = DEFAULT_CUSTOM_THRESHOLD
+    direction: str = "higher"
+    value_range: tuple[float, float] | None = (0.0, 1.0)
+    applies: Callable[[CaseView], bool] | None = None
+    description: str = ""
+
+
+USER_METRICS: dict[str, CheckSpec] = {}
+"""Checks defined with ``@evalgate.metric`` in code imported so far, by name (a redefinition replaces)."""
+
+
+@overload
+def metric(fn: Callable[..., Any], /) -> Callable[..., Any]: ...
+
+
+@overload
+def metric(*, name: str | None = None, threshold: Any = _UNSET, direction: str = "higher",
+           value_range: tuple[float, float] | None = (0.0, 1.0),
+           applies: Callable[[CaseView], bool] | None = None,
+           description: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+
+
+def metric(fn: Callable[..., Any] | None = None, /, *, name: str | None = None, threshold: Any = _UNSET,
+           direction: str = "higher", value_range: tuple[float, float] | None = (0.0, 1.0),
+           applies: Callable[[CaseView], bool] | None = None, description: str | None = None) -> Any:
+    """Declare a code check: ``@evalgate.metric`` or ``@evalgate.metric(name=…, threshold=…, …)``.
+
+    ``name``: the metric's name in results (default: the function's name). ``threshold``: a number
+    (``min`` for higher-is-better, ``max`` for lower-is-better), ``{"min": x}``/``{"max": x}``, or None
+    for a reported, ungated metric (default 0.5). ``direction``: ``higher`` or ``lower`` is better.
+    ``value_range``: values outside it make the metric ``errored`` (None: any finite number).
+    ``applies(case) -> bool``: the cases it runs on (default: those that name it, or every case of a
+    suite that lists it); it may read any value of the case. The function is returned unchanged.
+    """
+
+    def register(function: Callable[..., Any]) -> Callable[..., Any]:
+        spec = make_spec(function, name=name, threshold=threshold, direction=direction, value_range=value_range,
+                         applies=applies, description=description, where="@evalgate.metric")
+        if spec.name in REGISTRY:
+            raise ValueError(f"@evalgate.metric: {spec.name!r} is a built-in metric; choose another name")
+        function.__evalgate_metric__ = spec  # type: ignore[attr-defined]
+        USER_METRICS[spec.name] = spec
+        return function
+
+    return register(fn) if fn is not None else register
+
+
+def make_spec(function: Callable[..., Any], *, name: str | None = None, threshold: Any = _UNSET,
+              direction: str = "higher", value_range: tuple[float, float] | None = (0.0, 1.0),
+              applies: Callable[[CaseView], bool] | None = None, description: str | None = None,
+              where: str) -> CheckSpec:
+    if not callable(function):
+        raise UserError(f"a code check must be a function, got {type(function).__name__}", where=where)
+    text = str(name or getattr(function, "__name__", ""))
+    if not METRIC_NAME.fullmatch(text):
+        raise UserError(f"{text!r} is not a valid metric name (letters, digits, '_', '.', '-')", where=where)
+    if direction not in ("higher", "lower"):
+        raise UserError(f"direction must be 'higher' or 'lower' (got {direction!r})", where=where)
+    if value_range is not None and not (len(value_range) == 2 and value_range[0] < value_range[1]):
+        raise UserError(f"value_range must be (low, high) with low < high (got {value_range!r})", where=where)
+    doc = " ".join((inspect.getdoc(function) or "").split("\n\n")[0].split())
+    return CheckSpec(fn=function, name=text, threshold=DEFAULT_CUSTOM_THRESHOLD if threshold is _UNSET else threshold,
+                     direction=direction, value_range=None if value_range is None else (value_range[0], value_range[1]),
+                     applies=applies, description=description or doc)
+
+
+def spec_of(obj: Any, *, name: str | None, where: str) -> CheckSpec:
+    """The ``CheckSpec`` of a decorated function (renamed to ``name`` when given), else the defaults."""
+    spec = getattr(obj, "__evalgate_metric__", None)
+    if isinstance(spec, CheckSpec):
+        return spec if name is None or name == spec.name else _renamed(spec, name)
+    return make_spec(obj, name=name, where=where)
+
+
+def _renamed(spec: CheckSpec, name: str) -> CheckSpec:
+    return CheckSpec(spec.fn, name, spec.threshold, spec.direction, spec.value_range, spec.applies, spec.description)
+
+
+# --- a check as a registry Metric ------------------------------------------------------------------------------
+
+
+def check_metric(spec: CheckSpec, *, origin: str, categories: tuple[str, ...] | None = None,
+                 tags: tuple[str, ...] | None = None, run_on_all: bool = True,
+                 description: str | None = None) -> Metric:
+    """The registry ``Metric`` that runs ``spec`` (planned per case: ``applies`` may read any value)."""
+    fn = spec.fn
+    asynchronous = inspect.iscoroutinefunction(fn)
+
+    def run(case: Case, answer: Answer, ctx: MetricContext) -> Score | Awaitable[Score]:
+        case_view, answer_view = views(case, answer, ctx)
+        try:
+            result = fn(case_view, answer_view)
+        except Exception as exc:
+            raise MetricErrored(f"{spec.name} raised {error_line(exc)}") from None
+        if asynchronous or inspect.isawaitable(result):
+            return _finish(spec.name, result)
+        return to_score(spec.name, result)
+
+    def applies(case: Case) -> bool:
+        if categories is not None and case.category not in categories:
+            return False
+        if tags is not None and not set(tags) & set(case.tags):
+            return False
+        if spec.applies is None:
+            return run_on_all
+        try:
+            return bool(spec.applies(CaseView.of(case)))
+        except Exception as exc:
+            raise UserError(f"applies() of metric {spec.name!r} raised {error_line(exc)} on case {case.id!r}",
+                            where=case.location) from None
+
+    run.__name__ = run.__qualname__ = spec.name
+    return Metric(
+        name=spec.name, fn=run, direction=spec.direction,  # type: ignore[arg-type]
+        default_threshold=None, applies=applies, kind="deterministic",
+        description=description or spec.description or f"code check {origin}", family=FAMILY,
+        value_range=spec.value_range, per_case=True,
+        info={"type": "check", "origin": origin, "function": qualname(fn)},
+    )
+
+
+def qualname(fn: Callable[..., Any]) -> str:
+    """``module.qualified_name`` of a function (a file's module name is unique per path)."""
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
+
+
+async def _finish(name: str, pending: Any) -> Score:
+    try:
+        result = await pending
+    except Exception as exc:
+        raise MetricErrored(f"{name} raised {error_line(exc)}") from None
+    return to_score(name, result)
+
+
+def to_score(name: str, result: Any) -> Score:
+    """A check's return value as a ``Score``: bool → 1.0/0.0, a number → itself, a ``Score`` as is; a
+    ``Score``'s ``reason`` is kept in its details (the reports show it beside a failing value)."""
+    if type(result) is Score:
+        if result.reason and "reason" not in result.details:
+            return Score(_number(name, result.value), {**result.details, "reason": str(result.reason)}, result.reason)
+        return Score(_number(name, result.value), dict(result.details), result.reason)
+    if isinstance(result, bool):
+        return Score(1.0 if result else 0.0)
+    if isinstance(result, int | float):
+        return Score(_number(name, result))
+    raise MetricErrored(f"{name} returned {type(result).__name__}; a check returns a float, a bool or "
+                        "evalgate.Score")
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise MetricErrored(f"{name} returned a Score whose value is not a number ({value!r})") from None
+    if not math.isfinite(number):
+        raise MetricErrored(f"{name} returned {number!r}, not a finite number")
+    return number
+
+
+def error_line(exc: BaseException) -> str:
+    """``Type: message`` on one line (at most 300 characters)."""
+    message = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
+# --- installed plug-ins ---------------------------------------------------------------------------------------
+
+
+def plugin_names() -> list[str]:
+    """Names registered in the ``evalgate.metrics`` entry-point group of the installed packages."""
+    from importlib.metadata import entry_points
+
+    return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+
+
+def load_plugin(name: str, where: str) -> Any | None:
+    """The object the installed plug-in ``name`` exports, or None when no package registers it."""
+    from importlib.metadata import entry_points
+
+    found = list(entry_points(group=ENTRY_POINT_GROUP, name=name))
+    if not found:
+        return None
+    if len({ep.value for ep in found}) > 1:
+        raise UserError(f"metric {name!r} is registered by several installed plug-ins: "
+                        f"{', '.join(sorted(ep.value for ep in found))}", where=where)
+    try:
+        return found[0].load()
+    except Exception as exc:
+        raise UserError(f"loading plug-in metric {name!r} ({found[0].value}) failed: {error_line(exc)}",
+                        where=where) from None
+
+
+def reference_base(where: str) -> Path | None:
+    """The directory of the file in ``where`` (``path:line`` or ``path``), for ``file://`` references."""
+    match = re.match(r"^(.*?)(?::\d+)?$", where)
+    text = match.group(1) if match else where
+    path = Path(text)
+    return path.parent if text and path.suffix else None

