@@ -72,7 +72,7 @@ def test_a_metric_exactly_at_its_threshold_passes_in_both_directions() -> None:
     assert at_min.passed and at_min.status is MetricStatus.passed
     assert at_max.passed and at_max.status is MetricStatus.passed
     below = judge_metric(0.5, Threshold(op="min", value=0.9), {})
-    assert not below.passed and below.reason == "0.5 misses threshold ≥ 0.9"
+    assert not below.passed and below.reason == "0.500 misses threshold ≥ 0.9"
 
 
 def test_a_null_threshold_in_a_multi_key_layer_removes_only_that_threshold() -> None:
