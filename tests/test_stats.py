@@ -259,10 +259,10 @@ def test_summarise_repeats_rejects_bad_input() -> None:
         repeat_verdict([True], "most")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("b", "c"), [(0, 2500), (1, 2400), (5, 3000), (15, 2001), (16, 2500), (200, 2300)])
-def test_mcnemar_large_n_with_few_discordant_pairs_one_way(b: int, c: int) -> None:
-    """Above the exact-sum limit with k = min(b, c) small: the k = 0 closed form and the Stirling error's
-    exact branch (x ≤ 15), each against scipy (found unguarded by mutation testing)."""
+@pytest.mark.parametrize(("b", "c"), [(800, 1250), (900, 1350), (818, 1183), (2100, 1400), (700, 1400)])
+def test_mcnemar_large_n_with_lopsided_discordant_pairs(b: int, c: int) -> None:
+    """Above the exact-sum limit with k = min(b, c) ≤ 0.41·n: the deviance's direct form (|k − n/2| ≥
+    0.1·(k + n/2)) against scipy, with p well above the underflow (found unguarded by mutation testing)."""
     scipy_stats = pytest.importorskip("scipy.stats")
     expected = scipy_stats.binomtest(min(b, c), b + c, 0.5).pvalue
     assert b + c > 2000
