@@ -166,3 +166,17 @@ def test_breakdown_rates_and_averages_are_rounded_to_six_decimals() -> None:
                                  metrics={"m": judge_metric(value, None, {})}))
     group = aggregate.breakdowns_dict()["suite"]["s"]
     assert group["pass_rate"] == 0.333333 and group["average_scores"] == {"m": 0.333333}
+
+
+def test_an_empty_run_has_zero_rates_and_critical_failures_are_listed_up_to_the_cap() -> None:
+    from evalgate.verdict.aggregate import MAX_CRITICAL_LISTED
+
+    empty = RunAggregate()
+    assert (empty.pass_rate, empty.weighted_pass_rate) == (0.0, 0.0)
+    aggregate = RunAggregate()
+    for index in range(MAX_CRITICAL_LISTED + 1):
+        aggregate.add(CaseResult(id=f"k{index}", status=CaseStatus.failed, passed=False, risk_level="critical",
+                                 reasons=["r1", "r2", "r3", "r4"], source="d.yaml:1"))
+    assert aggregate.critical_failure_count == MAX_CRITICAL_LISTED + 1
+    assert len(aggregate.critical_failures) == MAX_CRITICAL_LISTED
+    assert aggregate.critical_failures[0]["reasons"] == ["r1", "r2", "r3"]  # the first three reasons

@@ -91,3 +91,12 @@ def test_a_judged_quality_at_either_end_of_the_scale_is_kept() -> None:
     for value in (1.0, 5.0):
         ctx = MetricContext(options=MetricOptions(), judge=Judge(value))
         assert asyncio.run(_judged_quality(case, Answer(output="a"), ctx)).value == value
+
+
+def test_a_rule_that_reads_the_suite_options_applies_as_a_plain_bool() -> None:
+    from evalgate.model import RuleCheck
+
+    rules = get_metric("rules")
+    with_rule = Case(id="r", input="q", rules=[RuleCheck(type="contains", value="a")])
+    assert rules.applies_to(with_rule, MetricOptions()) is True
+    assert rules.applies_to(Case(id="n", input="q"), MetricOptions()) is False
