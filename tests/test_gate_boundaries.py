@@ -180,3 +180,10 @@ def test_an_empty_run_has_zero_rates_and_critical_failures_are_listed_up_to_the_
     assert aggregate.critical_failure_count == MAX_CRITICAL_LISTED + 1
     assert len(aggregate.critical_failures) == MAX_CRITICAL_LISTED
     assert aggregate.critical_failures[0]["reasons"] == ["r1", "r2", "r3"]  # the first three reasons
+
+
+def test_an_unknown_risk_level_weighs_as_medium() -> None:
+    aggregate = RunAggregate()
+    aggregate.add(CaseResult(id="u", status=CaseStatus.passed, passed=True, risk_level="unrated"))
+    aggregate.add(CaseResult(id="l", status=CaseStatus.failed, passed=False, risk_level="low"))
+    assert aggregate.weighted_pass_rate == pytest.approx(1.0 / (1.0 + 0.5))  # weights: unknown 1, low 0.5
