@@ -29,6 +29,7 @@ from evalgate.runner.finish import (
     run_metadata,
     write_compat_documents,
 )
+from evalgate.runner.reuse import add_reuse, restore_base_cache
 from evalgate.runner.setup import prepare
 from evalgate.safety.redact import redact_mapping
 from evalgate.store.recorder import InlineRecorder, ProcessRecorder, recorder_for
@@ -88,10 +89,17 @@ async def execute(
         baseline = await asyncio.to_thread(resolve_baseline, settings.baseline, auto=baseline_loader, cwd=cwd)
     if baseline is not None and baseline.document is not None:  # keep only what the comparison reads
         baseline.document["results"] = [_compared_record(r) for r in baseline.document["results"]]
+    restored = restore_base_cache(settings, baseline, cwd)
+    if restored.notice:
+        prepared.notices.append(restored.notice)
     progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
     stop = stop or asyncio.Event()
     runtime = Runtime.from_settings(settings, stop)
-    judge = build_judge(settings, runtime)
+    try:
+        judge = build_judge(settings, runtime, base_cache=restored.cache)
+    except BaseException:
+        restored.close()
+        raise
     target = build_target(settings, runtime)
     estimate: dict[str, Any] | None = None
     now = dt.datetime.now(dt.UTC)
@@ -145,6 +153,7 @@ async def execute(
         if judge is not None and hasattr(judge, "aclose"):
             with contextlib.suppress(Exception):
                 await judge.aclose()
+        restored.close()
         repeats.finish()
         recorder_failure = _close_recorder(recorder)  # every recorded case is in the spool after this
         crash_raised = status == "crashed"
@@ -164,6 +173,7 @@ async def execute(
             thresholds=prepared.thresholds, verdict=verdict, metadata=metadata, metrics=prepared.metrics,
         )
         add_spend(document["summary"], runtime.ledger)
+        add_reuse(document["summary"], judge)
         apply_report(document, repeats.report())
         regression_reasons = attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
         if regression_reasons:

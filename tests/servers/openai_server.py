@@ -25,6 +25,7 @@ from tests.servers._http import (
     LoopbackServer,
     Outcome,
     Request,
+    Response,
     Script,
     ScriptBook,
     bearer_token,
@@ -325,6 +326,31 @@ class OpenAIServer(LoopbackServer):
     def chat_requests(self) -> list[dict[str, Any]]:
         """Parsed bodies of the recorded chat-completions requests that were JSON."""
         return self.json_bodies(CHAT_PATHS)
+
+    def request_cost(self, request: Request) -> int:
+        """Tokens reserved on arrival, as OpenAI does: the prompt's (ceil(chars / 4)) plus ``max_tokens``
+        (or ``max_completion_tokens``) × n; settled to the reply's ``usage.total_tokens``."""
+        try:
+            payload = request.json()
+        except ValueError:
+            return 0
+        if not isinstance(payload, Mapping):
+            return 0
+        cap = payload.get("max_completion_tokens", payload.get("max_tokens"))
+        choices = payload.get("n", 1)
+        completion = cap * choices if isinstance(cap, int) and isinstance(choices, int) else 0
+        return estimate_tokens(prompt_text(payload)) + completion
+
+    def reply_cost(self, response: Response) -> int | None:
+        try:
+            usage = json.loads(response.body).get("usage") or {}
+        except (ValueError, AttributeError):
+            return None
+        total = usage.get("total_tokens") if isinstance(usage, dict) else None
+        return total if isinstance(total, int) else None
+
+    def error_body(self, status: int) -> Any:
+        return openai_error(status)
 
     def _denied(self, request: Request) -> Outcome | None:
         if self.api_key is None or bearer_token(request.headers) == self.api_key:
