@@ -545,6 +545,10 @@ class LoopbackServer:
         headers = limits.settle(reserved, used)
         return replace(outcome, headers={**outcome.headers, **headers}) if isinstance(outcome, Response) else outcome
 
+    def extra_stats(self) -> dict[str, Any]:
+        """What ``GET /_stats`` adds to the counts: ``limits`` (when enforced); subclasses add their own."""
+        return {"limits": self.limits.snapshot()} if self.limits is not None else {}
+
     def request_cost(self, request: Request) -> int:
         """Tokens a request reserves from the token budget on arrival (servers that count tokens override)."""
         return 0
@@ -568,8 +572,7 @@ class LoopbackServer:
 
     def _admin(self, request: Request) -> Outcome:
         if request.path == "/_stats" and request.method == "GET":
-            extra = {"limits": self.limits.snapshot()} if self.limits is not None else {}
-            return json_response(self.stats.snapshot() | extra)
+            return json_response(self.stats.snapshot() | self.extra_stats())
         if request.path == "/_reset" and request.method == "POST":
             self.on_reset()
             return json_response({"reset": True})

@@ -13,6 +13,7 @@ Command line: ``python -m tests.servers.openai_server --port 0 --latency-ms 50 -
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -181,6 +182,9 @@ class Judge:
     """
 
     score: float | Callable[[str], float] = 1.0
+    spread: tuple[float, float] | None = None
+    """(low, high): instead of ``score``, a value in [low, high] fixed by sha256 of the prompt (rounded to 3
+    digits): the same prompt always gets the same score, different prompts different ones."""
     verdict: Callable[[str, float], Any] | None = None
     obedient: bool = False
     fence: tuple[Marker, Marker] = DEFAULT_FENCE
@@ -195,6 +199,10 @@ class Judge:
     def score_for(self, prompt: str) -> float:
         if self.obeys_injection(prompt):
             return self.perfect_score
+        if self.spread is not None:
+            low, high = self.spread
+            fraction = int(hashlib.sha256(prompt.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+            return round(low + (high - low) * fraction, 3)
         return float(self.score(prompt)) if callable(self.score) else float(self.score)
 
     def reply(self, payload: Mapping[str, Any]) -> str:
@@ -218,6 +226,8 @@ class Judge:
             options["fence"] = tuple(options["fence"])
         if "steps" in options:
             options["steps"] = tuple(options["steps"])
+        if options.get("spread") is not None:
+            options["spread"] = tuple(options["spread"])
         return cls(**options)
 
 
@@ -301,6 +311,7 @@ class OpenAIServer(LoopbackServer):
         super().__init__(**options)
         self.kinds = {name: compile_marker(marker) for name, marker in kinds.items()}
         self._counts: dict[str, int] = {}
+        self._usage = {"prompt_tokens": 0, "completion_tokens": 0}
         self.rules = ScriptBook(script)
         self.api_key = api_key
         self.default_reply = default_reply
@@ -313,6 +324,11 @@ class OpenAIServer(LoopbackServer):
         super().on_reset()
         self.rules.reset()
         self._counts.clear()
+        self._usage = {"prompt_tokens": 0, "completion_tokens": 0}
+
+    def extra_stats(self) -> dict[str, Any]:
+        """``usage``: prompt and completion tokens of the completions served (as their ``usage`` says)."""
+        return super().extra_stats() | {"usage": dict(self._usage)}
 
     def counts(self) -> dict[str, int]:
         """Chat requests received (valid bodies) by kind (see ``kinds``), since the start or the last reset."""
@@ -381,6 +397,8 @@ class OpenAIServer(LoopbackServer):
         content = self._content(rule, payload)
         usage = usage_block(prompt_text(payload), content, payload.get("n", 1), rule.usage if rule else None)
         body = completion_body(payload, content, request.number, usage, rule.finish_reason if rule else "stop")
+        for name in self._usage:
+            self._usage[name] += int(usage.get(name, 0))
         return json_response(body, headers={"x-request-id": f"req_loopback_{request.number}"})
 
     def _content(self, rule: Rule | None, payload: dict[str, Any]) -> str:
