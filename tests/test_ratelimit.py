@@ -133,22 +133,24 @@ def test_headers_make_calls_wait_for_the_token_budget() -> None:
     pacer = Pacer("judge", clock=clock)
     probe = pacer.try_admit(pace_estimate)
     assert probe is not None and probe.tokens == 0  # nothing known about tokens yet
-    pacer.settle(probe, {"x-ratelimit-limit-tokens": "6000", "x-ratelimit-remaining-tokens": "300",
-                         "x-ratelimit-reset-tokens": "57s"}, total_tokens=120, prompt_tokens=100)
-    # rate = (6000 − 300) / 57 s = 100 tokens/s; a call is estimated at 100 · ratio(1) + 50 = 150
+    pacer.settle(probe, {"x-ratelimit-limit-tokens": "6000", "x-ratelimit-remaining-tokens": "400",
+                         "x-ratelimit-reset-tokens": "56s"}, total_tokens=120, prompt_tokens=100)
+    # rate = (6000 − 400) / 56 s = 100 tokens/s; a call is estimated at ⌈100 · ratio(1) · 1.1⌉ + 16 + 50 = 176
     assert pacer.tokens is not None and pacer.tokens.rate == pytest.approx(100.0)
     first, second = pacer.try_admit(pace_estimate), pacer.try_admit(pace_estimate)
-    assert first is not None and second is not None and first.tokens == 150
-    assert pacer.try_admit(pace_estimate) is None  # 300 − 2 × 150 = 0 left
-    clock.now += 1.5
+    assert first is not None and second is not None and first.tokens == 176
+    assert pacer.try_admit(pace_estimate) is None  # 400 − 2 × 176 = 48 left, 176 needed: 1.28 s
+    clock.now += 1.2
+    assert pacer.try_admit(pace_estimate) is None
+    clock.now += 0.1
     third = pacer.try_admit(pace_estimate)
     assert third is not None
-    # the reply of the first: 40 tokens really used, headers say 100 left with the other two in flight
-    pacer.settle(first, {"x-ratelimit-limit-tokens": "6000", "x-ratelimit-remaining-tokens": "400",
-                         "x-ratelimit-reset-tokens": "56s"}, total_tokens=40, prompt_tokens=80)
-    assert pacer.tokens.available(clock.now) == pytest.approx(400 - 2 * 150)
+    # the first's reply: 40 tokens really used, 80 of them prompt; 500 left with two others in flight
+    pacer.settle(first, {"x-ratelimit-limit-tokens": "6000", "x-ratelimit-remaining-tokens": "500",
+                         "x-ratelimit-reset-tokens": "55s"}, total_tokens=40, prompt_tokens=80)
+    assert pacer.tokens.available(clock.now) == pytest.approx(500 - 2 * 176)
     assert pacer.ratio == pytest.approx(0.8)  # the provider counts 80 where we counted 100: later estimates shrink
-    assert pacer._cost(pace_estimate) == (80 + 50, 100)
+    assert pacer._cost(pace_estimate) == (88 + 16 + 50, 100)
     assert pacer.metadata()["tokens_per_minute"] == 6000
 
 
@@ -171,7 +173,7 @@ def test_configured_caps_pace_a_provider_without_headers() -> None:
     clock = Clock()
     pacer = Pacer("judge", rpm=3, tpm=400, clock=clock)
     probe = pacer.try_admit(pace_estimate)
-    assert probe is not None and probe.tokens == 150
+    assert probe is not None and probe.tokens == 176
     pacer.settle(probe, {}, total_tokens=150)
     admitted = [pacer.try_admit(pace_estimate) for _ in range(3)]
     assert admitted[0] is not None and admitted[1] is None  # 150 + 150 + 150 > 400 tokens in one minute

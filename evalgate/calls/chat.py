@@ -25,13 +25,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from evalgate import __version__
 from evalgate.calls.costs import Price, Usage, count_message_tokens, find_price, usage_from
-from evalgate.calls.executor import Runtime, StatusError
+from evalgate.calls.executor import Pace, Runtime, StatusError, pace_key
 from evalgate.calls.http_pool import HttpPool
+from evalgate.calls.ratelimit import TokenEstimate
 
 if TYPE_CHECKING:
     from evalgate.calls.providers import ProviderConfig
@@ -47,6 +48,8 @@ class Completion:
     text: str
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    headers: Mapping[str, str] | None = field(default=None, repr=False)
+    """The reply's headers (lower-case names): its ``x-ratelimit-*`` budgets pace the next calls."""
 
 
 class ReplyError(Exception):
@@ -78,7 +81,9 @@ class DirectChat:
         response = await self.pool.request("POST", self.url, body=json.dumps(body, ensure_ascii=False).encode())
         if response.status >= 400:
             raise StatusError(response.status, error_message(response.body, response.reason), response.headers)
-        return parse_completion(response.body, self.url)
+        completion = parse_completion(response.body, self.url)
+        return Completion(completion.text, completion.prompt_tokens, completion.completion_tokens,
+                          headers=response.headers)
 
     async def aclose(self) -> None:
         await self.pool.aclose()
@@ -130,6 +135,13 @@ def _usage(usage: Any) -> tuple[int | None, int | None]:
     return (prompt, completion) if valid else (None, None)
 
 
+def _observed(completion: Completion) -> tuple[Mapping[str, str] | None, int | None, int | None]:
+    """(headers, total tokens, prompt tokens) of a completion for the pacer."""
+    prompt, generated = completion.prompt_tokens, completion.completion_tokens
+    total = prompt + generated if prompt is not None and generated is not None else None
+    return completion.headers, total, prompt
+
+
 class SdkChat:
     """Chat completions through the official openai SDK (imported only when chosen)."""
 
@@ -140,7 +152,9 @@ class SdkChat:
                                          timeout=timeout)
 
     async def create(self, body: Mapping[str, Any]) -> Completion:
-        response = await self.client.chat.completions.create(**body)
+        raw = await self.client.chat.completions.with_raw_response.create(**body)
+        headers = {k.lower(): v for k, v in raw.headers.items()}
+        response = raw.parse()
         if isinstance(response, str | bytes):  # the SDK hands back a non-JSON body as it came
             excerpt = (response.decode("utf-8", "replace") if isinstance(response, bytes) else response)[:80]
             raise ReplyError(f"{self.client.base_url}chat/completions replied with non-JSON ({excerpt.strip()!r})")
@@ -149,7 +163,7 @@ class SdkChat:
         text = str(getattr(message, "content", None) or "")
         usage = getattr(response, "usage", None)
         counts = {name: getattr(usage, name, None) for name in ("prompt_tokens", "completion_tokens")}
-        return Completion(text, *_usage(counts))
+        return Completion(text, *_usage(counts), headers=headers)
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -181,6 +195,10 @@ class ChatService:
         self.backend: ChatBackend = make_backend(runtime.chat_client, provider,
                                                  timeout=runtime.executor.policy.attempt_seconds,
                                                  concurrency=runtime.executor.concurrency)
+        rpm, tpm = runtime.caps.get(role, (None, None))
+        self.pace_key = pace_key(provider.base_url, provider.api_key)
+        self.pace_name = f"{role} {provider.name}"
+        self.caps = (rpm, tpm)
 
     @property
     def model(self) -> str:
@@ -201,7 +219,7 @@ class ChatService:
         try:
             body = {"model": self.model, "messages": list(messages), **self._limit(max_tokens), **params}
             completion: Completion = await self.runtime.executor.call(
-                self.provider.name, lambda: self.backend.create(body), what=what)
+                self.provider.name, lambda: self.backend.create(body), what=what, pace=self.pace(messages, max_tokens))
         finally:
             ledger.release(reserved)
         latency = (time.perf_counter() - started) * 1000
@@ -209,6 +227,14 @@ class ChatService:
         usage = usage_from(completion.prompt_tokens, completion.completion_tokens, messages, text)
         cost = ledger.record(self.role, usage, self.price)
         return ChatReply(text, usage, cost, round(latency, 3))
+
+    def pace(self, messages: Sequence[Mapping[str, Any]], max_tokens: int) -> Pace:
+        """How this call is paced (``calls.ratelimit``): its provider (base URL + key), its token estimate
+        (the messages counted locally + ``max_tokens``, computed only if the provider keeps a token budget)
+        and the role's configured caps."""
+        return Pace(self.pace_key, self.pace_name,
+                    estimate=lambda: TokenEstimate(count_message_tokens(messages), max_tokens),
+                    observe=_observed, rpm=self.caps[0], tpm=self.caps[1])
 
     def _limit(self, max_tokens: int) -> dict[str, int]:
         """OpenAI's newer models take ``max_completion_tokens``; compatible servers take ``max_tokens``."""

@@ -27,8 +27,9 @@ too, both apply.
 reply's ``usage`` total once that is known.
 
 **Scheduling**: calls wait first come, first served until every budget has room for their cost, then
-take it. Until a provider's first reply is back its calls go one at a time (the first reply tells the
-budgets, so an exhausted budget costs one 429, not one per call in flight). A 429's wait (``Retry-After``)
+take it. Until a provider's first reply is back (one that is not a 429) its calls go one at a time (the first
+reply tells the budgets and calibrates the token estimate, so an exhausted budget costs one 429, not one
+per call in flight). A 429's wait (``Retry-After``)
 pauses every call to that provider until it has passed. A provider that sends no headers, has no caps and
 never answered 429 is not paced at all (one dictionary lookup per reply).
 """
@@ -53,6 +54,8 @@ DERIVE_MIN_FRACTION = 0.02
 """A reply's refill rate (L − remaining) / reset is used once the deficit is at least 2 % of L."""
 MAX_NAP = 0.25
 """Longest single wait of a paced call before it looks again (seconds): replies can free budget earlier."""
+PROMPT_MARGIN, PROMPT_SLACK = 1.1, 16
+"""A call's prompt tokens are estimated as local count × ratio × 1.1 + 16 (as the cost budget does)."""
 RATIO_WEIGHT = 0.2
 """Weight of the newest reply in the moving average of the provider's prompt-token ratio."""
 BOUND_SHOWN_SECONDS = 10.0
@@ -309,6 +312,9 @@ def _short(value: float) -> str:
 class Pacer:
     """Schedules the calls to one provider (one base URL + key) within its budgets (module doc)."""
 
+    window_seconds = WINDOW_SECONDS
+    """The span of configured caps (a minute; tests shorten it)."""
+
     def __init__(self, name: str, *, rpm: float | None = None, tpm: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.name = name
@@ -316,8 +322,8 @@ class Pacer:
         self.rpm, self.tpm = rpm, tpm
         self.requests: HeaderBucket | None = None
         self.tokens: HeaderBucket | None = None
-        self.sent_requests = Window(rpm)
-        self.sent_tokens = Window(tpm)
+        self.sent_requests = Window(rpm, self.window_seconds)
+        self.sent_tokens = Window(tpm, self.window_seconds)
         self.probing = True
         self._probe_out = False
         self.paused_until = 0.0
@@ -335,6 +341,16 @@ class Pacer:
         self.headers_seen = False
         self._lock: asyncio.Lock | None = None
         self._nappers: list[asyncio.Future[None]] = []
+
+    def set_caps(self, rpm: float | None, tpm: float | None) -> None:
+        """Another caller's caps for the same provider: the smaller of each applies."""
+        if rpm:
+            self.rpm = min(rpm, self.rpm or rpm)
+            self.sent_requests.cap = self.rpm
+        if tpm:
+            self.tpm = min(tpm, self.tpm or tpm)
+            self.sent_tokens.cap = self.tpm
+        self.engaged = self.engaged or bool(rpm or tpm)
 
     # -- admission -------------------------------------------------------------------------------------
 
@@ -380,11 +396,13 @@ class Pacer:
         return None
 
     def _cost(self, estimate: Estimator | None) -> tuple[float, int]:
-        """(tokens, local prompt count) of the next call; (0, 0) when no token budget is kept."""
+        """(tokens, local prompt count) of the next call: ⌈prompt · ratio · 1.1⌉ + 16 + max_tokens (the margin
+        covers tokenizers counting differently from call to call); (0, 0) when no token budget is kept."""
         if estimate is None or not self.counts_tokens:
             return 0.0, 0
         guess = estimate()
-        return math.ceil(guess.prompt * self.ratio) + guess.max_tokens, guess.prompt
+        prompt = math.ceil(guess.prompt * self.ratio * PROMPT_MARGIN - 1e-9)
+        return prompt + PROMPT_SLACK + guess.max_tokens, guess.prompt
 
     def _wait(self, tokens: float, now: float) -> tuple[float, str]:
         """Seconds to wait before a call costing ``tokens`` may start, and which limit says so."""
@@ -437,12 +455,14 @@ class Pacer:
     # -- replies ---------------------------------------------------------------------------------------------
 
     def settle(self, ticket: Ticket, headers: Mapping[str, str] | None, *, total_tokens: int | None = None,
-               prompt_tokens: int | None = None) -> None:
-        """The attempt of ``ticket`` ended: adopt the reply's headers (if any) and its real token usage."""
+               prompt_tokens: int | None = None, refused: bool = False) -> None:
+        """The attempt of ``ticket`` ended (``refused``: with a 429): adopt the reply's headers (if any) and
+        its real token usage."""
         self.in_flight -= 1
         self.in_flight_tokens = max(0.0, self.in_flight_tokens - ticket.tokens)
-        if ticket.probe:
-            self.probing = self._probe_out = False
+        if ticket.probe:  # a refused probe (429) hands probing on: the next call goes alone too
+            self._probe_out = False
+            self.probing = refused
         report = read_rate_headers(headers) if headers else None
         now = self.clock()
         if report is not None:
