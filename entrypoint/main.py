@@ -38,7 +38,8 @@ def known_verbs() -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    """Dispatch on ``GITHUB_ACTIONS``; returns the exit status (0 pass, 1 gate failed, 2 user error)."""
+    """Dispatch on ``GITHUB_ACTIONS``; returns the exit status (0 pass, 1 gate failed, 2 user error, 130
+    interrupted; see ``evalgate.errors``)."""
     env = os.environ if env is None else env
     args = list(sys.argv[1:] if argv is None else argv)
     if env.get("GITHUB_ACTIONS") == "true":

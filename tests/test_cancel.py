@@ -1,5 +1,5 @@
 """Cancellation: Ctrl-C / SIGTERM stop new calls, let calls in flight finish briefly, write valid partial
-results marked ``cancelled`` and exit non-zero."""
+results marked ``cancelled`` and exit 130, the number results.json's ``gate.exit_code`` also holds."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ def check_partial(out: Path) -> dict:
     assert 0 < len(document["results"]) < CASES
     assert all(r["status"] == "passed" for r in document["results"])  # finished cases only, none half-done
     assert any("cancelled before every case finished" in r for r in document["gate"]["reasons"])
+    assert document["gate"]["exit_code"] == 130 and document["gate"]["passed"] is False
     with sqlite3.connect(out / "results.db") as db:
         (status,) = db.execute("SELECT status FROM eg_runs").fetchone()
         (rows,) = db.execute("SELECT COUNT(*) FROM eg_cases").fetchone()
@@ -63,7 +64,8 @@ def test_stop_event_writes_valid_partial_results(tmp_path: Path) -> None:
         outcome, elapsed = asyncio.run(scenario(agent.base_url + "/api/agent/chat"))
         served = len(agent.requests())
     document = check_partial(out)
-    assert outcome.verdict.exit_code == 1  # type: ignore[attr-defined]
+    assert outcome.verdict.exit_code == 130  # type: ignore[attr-defined]
+    assert "interrupted by the caller" in document["gate"]["reasons"][0]
     assert elapsed < 3.0  # 40 cases × 150 ms / 2 would take 3 s
     assert served == len(document["results"])  # no call started after the stop
 
@@ -84,6 +86,8 @@ def test_signals_stop_the_cli_with_partial_results(tmp_path: Path, sig: signal.S
             time.sleep(0.05)
         process.send_signal(sig)
         stdout, stderr = process.communicate(timeout=30)
-    assert process.returncode == 1, stderr
+    assert process.returncode == 130, stderr
     assert "cancelled" in stdout
-    check_partial(out)
+    assert "exit 130" in stderr
+    document = check_partial(out)
+    assert f"interrupted by {sig.name}" in document["gate"]["reasons"][0]

@@ -192,7 +192,7 @@ def test_steps_generation_failure_makes_the_metric_unavailable_once(tmp_path: Pa
     with OpenAIServer([broken], api_key=KEY, judge=Judge(score=score)) as judge:
         _, document = run(tmp_path, dataset, judge, "--api-retries", "0")
         counts = judge.counts()
-    assert counts["steps"] == 2  # the call and its one repair retry, for all 6 cases
+    assert counts["steps"] == 1  # one call for all 6 cases (structured output: no repair retry)
     for record in document["results"]:
         tone = record["metrics"]["helpdesk_tone"]
         assert tone["status"] == "unavailable" and "could not write evaluation steps" in tone["reason"]
@@ -202,6 +202,7 @@ def test_steps_generation_failure_makes_the_metric_unavailable_once(tmp_path: Pa
 
 def test_criteria_verdicts_use_repair_retry_samples_and_the_scale(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prompt-only output, where an unreadable reply gets its repair retry (structured output makes none)."""
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
     dataset = tmp_path / "one.yaml"
     dataset.write_text(textwrap.dedent("""\
@@ -221,10 +222,11 @@ def test_criteria_verdicts_use_repair_retry_samples_and_the_scale(tmp_path: Path
     first_invalid = Rule(contains="Greets the user.", invalid_json=True, times=1)
     judge_reply = Judge(score=lambda p: 0.85 if "Greets the user." in p else 5.0)
     with OpenAIServer([first_invalid], api_key=KEY, judge=judge_reply) as judge:
-        code, document = run(tmp_path, dataset, judge, "--judge-samples", "2")
+        code, document = run(tmp_path, dataset, judge, "--judge-samples", "2", "--judge-output", "prompt")
         counts = judge.counts()
     metrics = document["results"][0]["metrics"]
     greets, offers = metrics["case_criteria"], metrics["case_criteria_2"]
+    assert greets["details"]["output_mode"] == "prompt"
     assert greets["value"] == pytest.approx(0.85) and greets["threshold"] == {"min": 0.8}
     assert greets["details"]["repaired"] is True
     assert offers["value"] == pytest.approx(0.5) and offers["threshold"] == {"min": 0.4}  # 5 on a 0–10 scale

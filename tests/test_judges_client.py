@@ -66,16 +66,19 @@ def test_a_scored_metric_with_its_details_and_request_parameters(tmp_path: Path)
     assert details["template_version"].startswith("relevancy@")
     assert details["prompt_tokens"] > 0 and details["completion_tokens"] > 0
     assert sent["temperature"] == 0 and sent["seed"] == 20261122 and sent["model"] == "local-model"
-    assert "response_format" not in sent  # local servers get the schema in the prompt only
+    assert sent["response_format"]["type"] == "json_schema"  # structured output first, for every provider
+    assert sent["response_format"]["json_schema"]["name"] == "relevancy_verdict"
+    assert details["output_mode"] == "json_schema" and details["method"] == "judge"
     assert sent["max_tokens"] == 1024
     assert runtime.ledger.roles["judge"].calls == 1
 
 
-def test_invalid_json_gets_one_repair_retry(tmp_path: Path) -> None:
+def test_invalid_json_gets_one_repair_retry_in_prompt_mode(tmp_path: Path) -> None:
     with OpenAIServer([Rule(invalid_json=True, times=1)], api_key=KEY, judge=Judge(score=0.6)) as server:
-        result, _ = score(settings_for(server, tmp_path))
+        result, _ = score(settings_for(server, tmp_path, judge_output="prompt"))
         requests = server.chat_requests()
     assert result.value == 0.6 and result.details["repaired"] is True
+    assert result.details["output_mode"] == "prompt" and "response_format" not in requests[0]
     assert len(requests) == 2
     repair = requests[1]["messages"]
     assert repair[-2] == {"role": "assistant", "content": INVALID_JSON_TEXT}
@@ -84,14 +87,25 @@ def test_invalid_json_gets_one_repair_retry(tmp_path: Path) -> None:
 
 def test_a_second_invalid_reply_makes_the_metric_unavailable_with_the_raw_reply(tmp_path: Path) -> None:
     with OpenAIServer([Rule(invalid_json=True)], api_key=KEY) as server, pytest.raises(MetricUnavailable) as info:
-        score(settings_for(server, tmp_path))
+        score(settings_for(server, tmp_path, judge_output="prompt"))
     assert "not a valid verdict after one repair retry" in str(info.value)
     assert info.value.details["raw_reply"] == INVALID_JSON_TEXT
     assert info.value.details["template_version"].startswith("relevancy@")
+    assert info.value.details["judge_failure"] == "unreadable"
+
+
+def test_structured_output_makes_no_repair_retry(tmp_path: Path) -> None:
+    with OpenAIServer([Rule(invalid_json=True)], api_key=KEY) as server, pytest.raises(MetricUnavailable) as info:
+        score(settings_for(server, tmp_path))
+    assert len(server.chat_requests()) == 1
+    assert str(info.value) == "the judge's reply was not a valid verdict: the reply contains no JSON object"
+    assert (info.value.details["judge_failure"], info.value.details["output_mode"]) == ("unreadable", "json_schema")
+    assert info.value.details["raw_reply"] == INVALID_JSON_TEXT
 
 
 def test_out_of_range_scores_are_not_accepted(tmp_path: Path) -> None:
-    with OpenAIServer(api_key=KEY, judge=Judge(score=1.5)) as server, pytest.raises(MetricUnavailable) as info:
+    off_scale = Judge(verdict=lambda prompt, s: {"reasoning": "too good", "score": 1.5})
+    with OpenAIServer(api_key=KEY, judge=off_scale) as server, pytest.raises(MetricUnavailable) as info:
         score(settings_for(server, tmp_path))
     assert "less than or equal to 1" in str(info.value)
 
@@ -197,7 +211,7 @@ def test_rerun_of_an_unchanged_case_costs_no_call(tmp_path: Path) -> None:
 
 
 def test_unusable_replies_are_not_cached(tmp_path: Path) -> None:
-    with OpenAIServer([Rule(invalid_json=True, times=2)], api_key=KEY, judge=Judge(score=0.4)) as server:
+    with OpenAIServer([Rule(invalid_json=True, times=1)], api_key=KEY, judge=Judge(score=0.4)) as server:
         with pytest.raises(MetricUnavailable):
             score(settings_for(server, tmp_path))
         result, _ = score(settings_for(server, tmp_path))

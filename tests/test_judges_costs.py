@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,18 +60,42 @@ def test_usage_from_provider_fields_else_counted_locally() -> None:
     assert counted.completion_tokens >= 2
 
 
-def test_ledger_refuses_a_call_that_could_pass_the_budget() -> None:
-    ledger = CostLedger(max_cost=1.0)
-    held = ledger.reserve(0.6)
-    with pytest.raises(BudgetExceeded, match=r"max_cost \$1 reached"):
-        ledger.reserve(0.5)  # 0.6 held + 0.5 > 1.0
-    assert ledger.exceeded
-    ledger.release(held)
-    assert ledger.record("judge", Usage(1000, 1000, "provider"), Price(200, 200)) == pytest.approx(0.4)
-    ledger.reserve(0.6)
-    assert ledger.spent == pytest.approx(0.4)
-    assert ledger.record("judge", Usage(1, 1, "provider"), None) is None
-    assert ledger.metadata()["roles"]["judge"]["unpriced_calls"] == 1
+def test_ledger_waits_for_calls_in_flight_and_refuses_only_a_call_that_cannot_fit() -> None:
+    async def go() -> None:
+        ledger = CostLedger(max_cost=1.0)
+        held = await ledger.reserve(0.6)
+        waiting = asyncio.create_task(ledger.reserve(0.5))  # 0.6 held + 0.5 > 1.0: waits for the first call
+        await asyncio.sleep(0)
+        assert not waiting.done() and not ledger.exceeded
+        assert ledger.record("judge", Usage(1000, 1000, "provider"), Price(100, 100)) == pytest.approx(0.2)
+        ledger.release(held)  # the first call cost 0.2 of its 0.6: 0.2 + 0.5 fits
+        assert await waiting == 0.5 and ledger.reserved == pytest.approx(0.5)
+        with pytest.raises(BudgetExceeded, match=r"max_cost \$1 reached: spent \$0\.200000 of \$1 \(20%\); the next "
+                                                 r"call could cost up to \$0\.900000"):
+            await ledger.reserve(0.9)  # 0.2 spent + 0.9 > 1.0 even with nothing else in flight
+        assert ledger.exceeded
+        with pytest.raises(BudgetExceeded):
+            await ledger.reserve(0.01)  # once reached, no new call starts
+        ledger.release(0.5)
+        assert ledger.reserved == 0.0 and ledger.holding == 0
+        assert ledger.record("judge", Usage(1, 1, "provider"), None) is None
+        assert ledger.metadata()["roles"]["judge"]["unpriced_calls"] == 1
+
+    asyncio.run(go())
+
+
+def test_a_waiting_call_is_refused_when_the_release_leaves_too_little() -> None:
+    async def go() -> None:
+        ledger = CostLedger(max_cost=1.0)
+        held = await ledger.reserve(0.5)
+        waiting = asyncio.create_task(ledger.reserve(0.6))
+        await asyncio.sleep(0)
+        ledger.record("judge", Usage(1000, 0, "provider"), Price(450, 0))  # the call cost 0.45
+        ledger.release(held)
+        with pytest.raises(BudgetExceeded):
+            await waiting  # 0.45 spent + 0.6 > 1.0
+
+    asyncio.run(go())
 
 
 def test_spend_is_folded_into_the_summary() -> None:
@@ -106,30 +134,59 @@ def test_unpriced_estimate_counts_characters_without_loading_the_tokenizer() -> 
     assert 0.5 < unpriced.prompt_tokens / priced.prompt_tokens < 2.0 and chars > 400
 
 
-def test_max_cost_stops_the_run_before_the_budget_is_exceeded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+PRICES = {"gpt-4o-mini": {"input": 1000, "output": 1000}}
+"""USD per 1M tokens: a relevancy verdict (≈ 600 prompt + ≈ 20 completion tokens) costs ≈ $0.62; its worst case
+(≈ 610·1.1 + 16 prompt + 1024 completion tokens) ≈ $1.72."""
+
+
+def budget_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: float, concurrency: int, cases: int = 20
+               ) -> tuple[int, dict[str, Any], list[dict[str, Any]], str]:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setenv("EVALGATE_PRICES", json.dumps({"gpt-4o-mini": {"input": 1000, "output": 1000}}))
-    cases = [{"id": f"c{i}", "input": f"question {i}", "passing_criteria": "answers"} for i in range(20)]
+    monkeypatch.setenv("EVALGATE_PRICES", json.dumps(PRICES))
     dataset = tmp_path / "cases.json"
-    dataset.write_text(json.dumps(cases))
-    budget = 5.0
-    with AgentServer({"question": "an answer"}) as agent, OpenAIServer(api_key=KEY, judge=Judge(score=0.9)) as judge:
+    dataset.write_text(json.dumps([{"id": f"c{i:02d}", "input": f"question {i}", "passing_criteria": "answers"}
+                                   for i in range(cases)]))
+    with AgentServer({"question": "an answer"}) as agent, \
+            OpenAIServer(api_key=KEY, judge=Judge(score=0.9), latency_ms=30) as judge, \
+            contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
         code = cli_main(["run", "--dataset", str(dataset), "--target", "http", "--target-url",
                          agent.base_url + "/api/agent/chat", "--judge-provider", "openai", "--judge-base-url",
-                         judge.base_url + "/v1", "--max-cost", str(budget), "--concurrency", "1",
+                         judge.base_url + "/v1", "--max-cost", str(budget), "--concurrency", str(concurrency),
                          "--output-dir", str(tmp_path / "out"), "--progress", "none"])
-        judge_calls = len(judge.chat_requests())
-    err = capsys.readouterr().err
+        requests = judge.chat_requests()
     document = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert code == 1
-    assert "cost estimate: ~$" in err and "budget max_cost $5" in err and "exceeds it" in err
-    assert document["status"] == "cancelled"
-    assert any("max_cost $5 reached" in reason for reason in document["gate"]["reasons"])
+    return code, document, requests, out.getvalue() + err.getvalue()
+
+
+def test_max_cost_spends_close_to_its_budget_and_keeps_what_was_paid(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    budget = 5.0
+    code, document, requests, output = budget_run(tmp_path, monkeypatch, budget, concurrency=8)
     cost = document["metadata"]["cost"]
-    assert cost["budget_exceeded"] is True
-    assert 0 < cost["spent_usd"] <= budget
-    assert document["summary"]["cost_usd"] == pytest.approx(cost["spent_usd"], abs=1e-6)
-    assert 0 < judge_calls < len(cases)
-    assert len(document["results"]) == judge_calls  # every finished case was written; none half-judged
-    assert all(r["metrics"]["relevancy"]["status"] == "passed" for r in document["results"])
+    spent, calls = cost["spent_usd"], cost["roles"]["judge"]["calls"]
+    per_call = spent / calls
+    worst = max(r["metrics"]["relevancy"]["details"].get("cost_usd") or 0 for r in document["results"]) * 3
+    assert code == 1 and document["status"] == "cancelled" and cost["budget_exceeded"] is True
+    assert calls == len(requests) and 0.5 < per_call < 0.8
+    # spent up to the budget less about one call's worst case (the old ledger stopped at ≈ 2 calls, $1.2)
+    assert budget - 1.8 <= spent <= budget and calls >= 5
+    assert worst > 1.5  # the reservation per call really is ~3× a call's cost
+    # every paid verdict is in the results; the cases in progress when the budget ran out are recorded too
+    judged = [r for r in document["results"] if r["metrics"]["relevancy"]["status"] == "passed"]
+    refused = [r for r in document["results"] if r["metrics"]["relevancy"]["status"] == "unavailable"]
+    assert len(judged) == calls and len(judged) + len(refused) == len(document["results"]) < 20
+    assert all(r["metrics"]["relevancy"]["details"]["judge_failure"] == "budget" and r["status"] == "errored"
+               for r in refused)
+    assert document["summary"]["cost_usd"] == pytest.approx(spent, abs=1e-6)
+    reason = next(r for r in document["gate"]["reasons"] if r.startswith("max_cost"))
+    assert reason.startswith(f"max_cost $5 reached: spent ${spent:.6f} of $5 ({spent / budget:.0%}); the next call "
+                             "could cost up to $")
+    assert reason.endswith(f"the cases in progress finished, {20 - len(document['results'])} case(s) not run")
+    assert reason in output  # printed when stopping (the console report)
+    assert "cost estimate: ~$" in output and "budget max_cost $5" in output and "exceeds it" in output
+
+
+def test_a_budget_that_fits_the_run_is_not_reached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code, document, requests, _ = budget_run(tmp_path, monkeypatch, 100.0, concurrency=8, cases=10)
+    cost = document["metadata"]["cost"]
+    assert code == 0 and cost["budget_exceeded"] is False and len(requests) == 10 and cost["spent_usd"] < 10

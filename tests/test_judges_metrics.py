@@ -145,14 +145,14 @@ def test_unavailable_judged_metrics_are_counted_with_reasons(tmp_path: Path, mon
     dataset = tmp_path / "cases.json"
     dataset.write_text(json.dumps([{"id": "a", "input": "hello", "passing_criteria": "greets"},
                                    {"id": "b", "input": "hello again", "passing_criteria": "greets"}]))
-    with AgentServer({"hello": "hi"}) as agent, OpenAIServer(api_key=KEY, judge=Judge(score=7)) as judge:
+    off_scale = Judge(verdict=lambda prompt, score: {"reasoning": "excellent", "score": 7})
+    with AgentServer({"hello": "hi"}) as agent, OpenAIServer(api_key=KEY, judge=off_scale) as judge:
         code = cli_main(["run", "--dataset", str(dataset), "--target", "http", "--target-url",
                          agent.base_url + "/api/agent/chat", "--judge-provider", "local", "--judge-base-url",
-                         judge.base_url + "/v1", "--output-dir", str(tmp_path / "out"), "--progress", "none",
-                         "--strict-metrics"])
+                         judge.base_url + "/v1", "--output-dir", str(tmp_path / "out"), "--progress", "none"])
     document = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert code == 1
-    assert document["summary"]["judged_unavailable"] == 2
+    assert code == 1  # a gated judged metric without a verdict errors its case, strict mode or not
+    assert document["summary"]["judged_unavailable"] == 2 and document["summary"]["total_errored"] == 2
     row = document["metrics"]["relevancy"]
     assert row["unavailable"] == 2
     assert any("not a valid verdict" in reason for reason in row["reasons"])

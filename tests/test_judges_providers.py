@@ -41,7 +41,7 @@ def judge_once(settings: Settings, env: dict[str, str]) -> Any:
         ("openai", {"OPENAI_API_KEY": KEY}, "gpt-4o-mini", True, "json_schema"),
         ("gemini", {"GOOGLE_API_KEY": KEY}, "gemini-2.0-flash", False, "json_schema"),
         ("gemini", {"GEMINI_API_KEY": KEY}, "gemini-2.0-flash", False, "json_schema"),
-        ("local", {"LOCAL_JUDGE_API_KEY": KEY}, "local-model", True, None),
+        ("local", {"LOCAL_JUDGE_API_KEY": KEY}, "local-model", True, "json_schema"),
     ],
 )
 def test_each_provider_against_loopback(tmp_path: Path, provider: str, key_env: dict[str, str], model: str,

@@ -292,18 +292,44 @@ def test_judge_gets_the_repeat_index() -> None:
 
 
 @pytest.mark.parametrize("bad", [0.5, 7, float("nan"), "4", None, True])
-def test_judge_value_outside_scale_is_unavailable(bad: Any) -> None:
-    with pytest.raises(MetricUnavailable, match="judge returned"):
-        quality(case(verified_answer_summary="s"), Answer(output="answer"), ctx(judge=FakeJudge(bad)))
+def test_judge_value_outside_scale_falls_back_to_the_heuristic_and_says_why(bad: Any) -> None:
+    context = ctx(judge=FakeJudge(bad))
+    score = quality(case(verified_answer_summary="s"), Answer(output="answer"), context)
+    # heuristic: 1 word → L = 1/60; no reference terms (W = 0.5); no structure: 1 + 4·(0.3/60)/0.5 = 1.04
+    assert score.value == pytest.approx(1.04)
+    assert score.details["method"] == "heuristic"
+    assert "judge returned" in score.details["judge_unavailable"]
+    assert score.details["judge_failure"] == "unreadable"
+    assert context.judge_fallbacks == {"response_quality": score.details["judge_unavailable"]}
 
 
-def test_judge_unavailability_propagates() -> None:
+def test_an_unavailable_judge_falls_back_to_the_heuristic_with_the_reason() -> None:
     class DownJudge:
         async def score(self, name: str, case_: Case, answer: Answer, **kwargs: Any) -> Score:
-            raise MetricUnavailable("judge provider returned HTTP 503")
+            raise MetricUnavailable("judge call failed: HTTP 503", {"judge_failure": "unreachable", "method": "judge"})
 
-    with pytest.raises(MetricUnavailable, match="503"):
-        quality(case(verified_answer_summary="s"), Answer(output="answer"), ctx(judge=DownJudge()))
+    score = quality(case(verified_answer_summary="s"), Answer(output="answer"), ctx(judge=DownJudge()))
+    assert score.value == pytest.approx(1.04)
+    assert (score.details["method"], score.details["judge_failure"]) == ("heuristic", "unreachable")
+    assert "503" in score.details["judge_unavailable"]
+
+
+def test_no_output_text_stays_unavailable_with_a_judge() -> None:
+    class DownJudge:
+        async def score(self, name: str, case_: Case, answer: Answer, **kwargs: Any) -> Score:
+            raise MetricUnavailable("the target returned no output text to judge")
+
+    with pytest.raises(MetricUnavailable, match="no output text"):
+        quality(case(verified_answer_summary="s"), Answer(output=None), ctx(judge=DownJudge()))
+
+
+def test_composite_says_when_response_quality_came_from_the_heuristic() -> None:
+    values = {"specialist_match": 1.0, "keyword_coverage": 0.8, "data_source_match": 0.5, "response_quality": 4.0}
+    context = ctx(values=values)
+    context.judge_fallbacks["response_quality"] = "judge call failed: HTTP 503"
+    score = composite(case(expected_specialist="x"), Answer(), context)
+    assert score.value == pytest.approx(0.80)
+    assert score.details["judge_unavailable"] == "response_quality scored by the heuristic: judge call failed: HTTP 503"
 
 
 # --- composite --------------------------------------------------------------------------------------

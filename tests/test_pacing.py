@@ -6,11 +6,18 @@ are the measure."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
+from evalgate.calls import ratelimit
 from evalgate.calls.chat import ChatService
 from evalgate.calls.executor import Runtime
 from evalgate.calls.providers import resolve_provider
@@ -40,7 +47,14 @@ async def chat_calls(server: OpenAIServer, calls: int, settings: Settings) -> tu
     return runtime, list(replies)
 
 
-def test_headers_keep_calls_within_both_budgets() -> None:
+@pytest.fixture()
+def patient_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first call goes alone until its reply (not only its first 0.3 s), so a loaded machine that is slow
+    to send it cannot release the others early: these tests are about the budgets, not that timing."""
+    monkeypatch.setattr(ratelimit, "PROBE_SECONDS", 30.0)
+
+
+def test_headers_keep_calls_within_both_budgets(patient_probe: None) -> None:
     # 1,200 requests and 24,000 tokens per minute (20 requests, 400 tokens per second), both empty at the
     # start: a call reserves ≈ 60 prompt + 30 completion tokens, so tokens bind (≈ 4.4 calls/s)
     limits = RateLimits(rpm=1200, tpm=24_000, start="empty")
@@ -89,7 +103,7 @@ def test_a_429_pauses_every_call_to_that_provider_for_its_retry_after() -> None:
     assert later and min(later) >= 0.55
 
 
-def test_an_http_agent_is_paced_by_its_own_headers() -> None:
+def test_an_http_agent_is_paced_by_its_own_headers(patient_probe: None) -> None:
     limits = RateLimits(rpm=600, start="empty")  # 10 requests per second
     with AgentServer(default="ok", limits=limits) as agent:
         settings = Settings(target="http", target_url=agent.base_url + "/api/agent/chat", concurrency=8)
@@ -111,3 +125,42 @@ def test_an_http_agent_is_paced_by_its_own_headers() -> None:
     assert counted["admitted"] == 15 and counted["rate_limited_429"] <= 1  # at most the first call, alone
     assert elapsed >= 1.4  # 15 requests at 10 per second from an empty bucket cannot be faster
     assert runtime.executor.metadata()["pacing"]["target"]["requests_per_minute"] == 600
+
+
+def test_progress_lines_show_the_budget_that_paces_the_run(tmp_path: Path) -> None:
+    rows = [{"id": f"c{i}", "input": f"Question {i}: how do I rotate the key?", "output": f"Answer {i}: rotate it.",
+             "passing_criteria": "The answer says how."} for i in range(12)]
+    data = tmp_path / "cases.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    limits = RateLimits(tpm=150_000, start="empty")  # 2,500 tokens/s; a judge call reserves ≈ 1,600
+    with OpenAIServer(api_key=KEY, limits=limits) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "evalgate", "run", "-d", str(data), "--output-dir", str(tmp_path / "out"),
+             "--judge-provider", "local", "--judge-base-url", server.base_url + "/v1", "--progress", "plain",
+             "--progress-interval-seconds", "0.3"],
+            env={**os.environ, "LOCAL_JUDGE_API_KEY": KEY, "NO_COLOR": "1"}, capture_output=True, text=True,
+            timeout=120)
+        counted = limits.snapshot()
+    assert done.returncode in (0, 1), done.stderr
+    assert re.search(r"judge local: paced by tokens/min: [\d.]+k of 150k", done.stderr), done.stderr
+    assert counted["admitted"] == 12
+    pacing = json.loads((tmp_path / "out" / "results.json").read_text())["metadata"]["calls"]["pacing"]
+    assert pacing["judge local"]["tokens_per_minute"] == 150_000
+
+
+def test_plain_progress_line_names_the_binding_budget() -> None:
+    from evalgate.calls.executor import CallStats
+    from evalgate.report.progress import PlainProgress
+
+    class Live:
+        in_flight = 3
+        listeners: ClassVar[list[Any]] = []
+        stats = CallStats()
+
+        def pacing_status(self) -> list[str]:
+            return ["judge openai: paced by tokens/min: 148k of 150k"]
+
+    progress = PlainProgress(10, clock=lambda: 0.0)
+    progress.live = Live()
+    assert progress.line() == ("[evalgate] 0/10 cases (0%), 0 not passed · 3 calls in flight · judge openai: paced "
+                               "by tokens/min: 148k of 150k · 0 retries · 0s")

@@ -123,9 +123,26 @@ def test_the_first_call_goes_alone_until_its_reply_tells_the_budgets() -> None:
     first = pacer.try_admit(pace_estimate)
     assert first is not None and first.probe
     assert pacer.try_admit(pace_estimate) is None  # waits for the first reply
+    refused = first
+    pacer.settle(refused, {}, refused=True)  # a 429: the next call goes alone too
+    first = pacer.try_admit(pace_estimate)
+    assert first is not None and first.probe and pacer.try_admit(pace_estimate) is None
     pacer.settle(first, {})
     assert not pacer.engaged  # no headers, no caps, no 429: never paced again
     assert pacer.try_admit(pace_estimate) is not None and pacer.try_admit(pace_estimate) is not None
+
+
+def test_a_first_call_that_is_not_refused_at_once_lets_the_others_go() -> None:
+    clock = Clock()
+    pacer = Pacer("judge", clock=clock)
+    first = pacer.try_admit(None)
+    assert first is not None and pacer.try_admit(None) is None
+    clock.now += 0.31  # no 429 within 0.3 s: the provider is answering, not refusing
+    second = pacer.try_admit(None)
+    assert second is not None and not second.probe
+    pacer.settle(first, {})
+    pacer.settle(second, {})
+    assert not pacer.engaged and not pacer.probing
 
 
 def test_headers_make_calls_wait_for_the_token_budget() -> None:

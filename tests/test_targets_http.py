@@ -157,12 +157,12 @@ def test_run_with_http_target_records_failures_and_goes_on(tmp_path: Path) -> No
     assert document["metadata"]["calls"]["retries"] == 1
 
 
-def test_unreachable_target_for_every_case_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unreachable_target_is_exit_2_before_any_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dataset = write_dataset(tmp_path / "cases.json", [{"id": "a", "input": "x"}, {"id": "b", "input": "y"}])
     code = cli_main(["run", "--dataset", str(dataset), "--target", "http", "--target-url", "http://127.0.0.1:9/chat",
                      "--output-dir", str(tmp_path / "out"), "--api-retries", "0", "--progress", "none"])
     err = capsys.readouterr().err
     assert code == 2
-    assert "the target never answered" in err and "connection error" not in err.splitlines()[0][:10]
-    document = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert document["summary"]["total_errored"] == 2
+    assert err == ("evalgate: error: target_url: cannot reach the target at http://127.0.0.1:9/chat: connection "
+                   "refused by 127.0.0.1:9; no case was run\n")
+    assert not (tmp_path / "out" / "results.json").exists()

@@ -16,15 +16,16 @@ Both raise what ``executor.classify`` understands: HTTP statuses (``StatusError`
 not a chat completion raises ``ReplyError`` (not retried).
 
 ``ChatService.complete`` (over either backend) is the only place a chat call is made: it reserves the
-worst-case cost against the budget, runs the call through the run's ``Executor`` (retries, adaptive
-limits, stop) and records tokens and cost. Judges and the ``openai`` target both use it.
+call's worst-case cost against the budget (with ``max_cost`` set; ``CostLedger.reserve``), runs the call
+through the run's ``Executor`` (retries, adaptive limits, stop), records the tokens and cost the reply's
+usage reports, and only then releases the reservation. Judges and the ``openai`` target both use it.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -48,6 +49,8 @@ class Completion:
     text: str
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    elapsed_ms: float | None = None
+    """Milliseconds from sending the request to the reply's last byte (this attempt only)."""
     headers: Mapping[str, str] | None = field(default=None, repr=False)
     """The reply's headers (lower-case names): its ``x-ratelimit-*`` budgets pace the next calls."""
 
@@ -62,27 +65,34 @@ class ChatBackend(Protocol):
     async def aclose(self) -> None: ...
 
 
-def make_backend(kind: str, provider: ProviderConfig, *, timeout: float, concurrency: int) -> ChatBackend:
+def make_backend(kind: str, provider: ProviderConfig, *, timeout: float, concurrency: int,
+                 connect_timeout: float | None = None, read_timeout: float | None = None,
+                 timed: bool = False) -> ChatBackend:
     if kind == "openai-sdk":
-        return SdkChat(provider, timeout=timeout)
-    return DirectChat(provider, timeout=timeout, concurrency=concurrency)
+        return SdkChat(provider, timeout=timeout, connect_timeout=connect_timeout, read_timeout=read_timeout)
+    return DirectChat(provider, timeout=timeout, concurrency=concurrency, connect_timeout=connect_timeout,
+                      read_timeout=read_timeout, timed=timed)
 
 
 class DirectChat:
     """Chat completions as plain JSON over HTTP."""
 
-    def __init__(self, provider: ProviderConfig, *, timeout: float, concurrency: int) -> None:
+    def __init__(self, provider: ProviderConfig, *, timeout: float, concurrency: int,
+                 connect_timeout: float | None = None, read_timeout: float | None = None, timed: bool = False
+                 ) -> None:
         self.url = f"{provider.base_url.rstrip('/')}/chat/completions"
         headers = {"Authorization": f"Bearer {provider.api_key}", "User-Agent": USER_AGENT,
                    "Accept": "application/json", "Content-Type": "application/json"}
-        self.pool = HttpPool(timeout=timeout, concurrency=concurrency, headers=headers)
+        self.pool = HttpPool(timeout=timeout, concurrency=concurrency, headers=headers,
+                             connect_timeout=connect_timeout, read_timeout=read_timeout, timed=timed)
 
     async def create(self, body: Mapping[str, Any]) -> Completion:
         response = await self.pool.request("POST", self.url, body=json.dumps(body, ensure_ascii=False).encode())
         if response.status >= 400:
             raise StatusError(response.status, error_message(response.body, response.reason), response.headers)
         completion = parse_completion(response.body, self.url)
-        return Completion(completion.text, completion.prompt_tokens, completion.completion_tokens,
+        elapsed = None if response.elapsed_ms is None else round(response.elapsed_ms, 3)
+        return Completion(completion.text, completion.prompt_tokens, completion.completion_tokens, elapsed,
                           headers=response.headers)
 
     async def aclose(self) -> None:
@@ -145,14 +155,18 @@ def _observed(completion: Completion) -> tuple[Mapping[str, str] | None, int | N
 class SdkChat:
     """Chat completions through the official openai SDK (imported only when chosen)."""
 
-    def __init__(self, provider: ProviderConfig, *, timeout: float) -> None:
+    def __init__(self, provider: ProviderConfig, *, timeout: float, connect_timeout: float | None = None,
+                 read_timeout: float | None = None) -> None:
         import openai
 
+        limits = openai.Timeout(timeout, connect=connect_timeout, read=read_timeout if read_timeout else timeout)
         self.client = openai.AsyncOpenAI(api_key=provider.api_key, base_url=provider.base_url, max_retries=0,
-                                         timeout=timeout)
+                                         timeout=limits)
 
     async def create(self, body: Mapping[str, Any]) -> Completion:
+        started = time.perf_counter()
         raw = await self.client.chat.completions.with_raw_response.create(**body)
+        elapsed = round((time.perf_counter() - started) * 1000, 3)
         headers = {k.lower(): v for k, v in raw.headers.items()}
         response = raw.parse()
         if isinstance(response, str | bytes):  # the SDK hands back a non-JSON body as it came
@@ -163,7 +177,7 @@ class SdkChat:
         text = str(getattr(message, "content", None) or "")
         usage = getattr(response, "usage", None)
         counts = {name: getattr(usage, name, None) for name in ("prompt_tokens", "completion_tokens")}
-        return Completion(text, *_usage(counts), headers=headers)
+        return Completion(text, *_usage(counts), elapsed, headers=headers)
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -181,20 +195,28 @@ class ChatReply:
     text: str
     usage: Usage
     cost_usd: float | None
-    latency_ms: float
+    latency_ms: float | None
+    """The successful attempt's time from sending the request to the last byte of the reply."""
 
 
 class ChatService:
-    """Chat completions against one provider with budget, retries and accounting."""
+    """Chat completions against one provider with budget, retries and accounting.
+
+    The ``target`` role (a model under test, whose latency is recorded) makes its calls on the run's
+    wire thread (``calls.wire``), so the run's other work does not delay their timestamps; judges call
+    from the run's loop."""
 
     def __init__(self, provider: ProviderConfig, runtime: Runtime, *, role: str) -> None:
         self.provider = provider
         self.runtime = runtime
         self.role = role
         self.price: Price | None = find_price(provider.model, runtime.prices, self_hosted=provider.spec.self_hosted)
-        self.backend: ChatBackend = make_backend(runtime.chat_client, provider,
-                                                 timeout=runtime.executor.policy.attempt_seconds,
-                                                 concurrency=runtime.executor.concurrency)
+        policy = runtime.executor.policy
+        self.backend: ChatBackend = make_backend(runtime.chat_client, provider, timeout=policy.attempt_seconds,
+                                                 concurrency=runtime.executor.concurrency,
+                                                 connect_timeout=policy.connect_seconds,
+                                                 read_timeout=policy.read_seconds, timed=role == "target")
+        self.wire = runtime.wire if role == "target" else None
         rpm, tpm = runtime.caps.get(role, (None, None))
         self.pace_key = pace_key(provider.base_url, provider.api_key)
         self.pace_name = f"{role} {provider.name}"
@@ -214,19 +236,24 @@ class ChatService:
     async def complete(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *,
                        max_tokens: int, what: str) -> ChatReply:
         ledger = self.runtime.ledger
-        reserved = ledger.reserve(self.worst_case_cost(messages, max_tokens))
-        started = time.perf_counter()
+        reserved = await ledger.reserve(self.worst_case_cost(messages, max_tokens)) if ledger.max_cost is not None \
+            else 0.0
         try:
             body = {"model": self.model, "messages": list(messages), **self._limit(max_tokens), **params}
             completion: Completion = await self.runtime.executor.call(
-                self.provider.name, lambda: self.backend.create(body), what=what, pace=self.pace(messages, max_tokens))
+                self.provider.name, lambda: self._create(body), what=what, pace=self.pace(messages, max_tokens))
+            text = completion.text
+            usage = usage_from(completion.prompt_tokens, completion.completion_tokens, messages, text)
+            cost = ledger.record(self.role, usage, self.price)  # the reply's usage: before the reservation goes
         finally:
             ledger.release(reserved)
-        latency = (time.perf_counter() - started) * 1000
-        text = completion.text
-        usage = usage_from(completion.prompt_tokens, completion.completion_tokens, messages, text)
-        cost = ledger.record(self.role, usage, self.price)
-        return ChatReply(text, usage, cost, round(latency, 3))
+        return ChatReply(text, usage, cost, completion.elapsed_ms)
+
+    def _create(self, body: Mapping[str, Any]) -> Awaitable[Completion]:
+        """One attempt, on the wire thread for a model under test."""
+        if self.wire is not None:
+            return self.wire.call(lambda: self.backend.create(body))
+        return self.backend.create(body)
 
     def pace(self, messages: Sequence[Mapping[str, Any]], max_tokens: int) -> Pace:
         """How this call is paced (``calls.ratelimit``): its provider (base URL + key), its token estimate
@@ -242,4 +269,7 @@ class ChatService:
         return {key: max_tokens}
 
     async def aclose(self) -> None:
-        await self.backend.aclose()
+        if self.wire is not None and self.wire.running:
+            await self.wire.call(self.backend.aclose)
+        else:
+            await self.backend.aclose()

@@ -142,15 +142,25 @@ class RoleTotals:
 class CostLedger:
     """Spend so far per role (``judge``, ``target``), plus reservations for calls in flight.
 
-    Before a paid call, ``reserve(worst_case)`` refuses (``BudgetExceeded``) when
-    ``spent + reserved + worst_case > max_cost``; so the spend never passes the budget as long as the
-    worst case (prompt estimate + ``max_tokens`` completion) bounds the real cost.
+    Before a paid call, ``reserve(worst_case)`` holds the call's worst case (prompt estimate + its
+    ``max_tokens`` completion, ``ChatService.worst_case_cost``) until the reply arrives; then ``release``
+    frees it and ``record`` adds what the reply's usage says it cost. A call that fits the budget only once
+    calls in flight have released their reservations waits for them; a call that cannot fit even then
+    (``spent + worst_case > max_cost``) is refused with ``BudgetExceeded`` and ``exceeded`` is set, after which
+    every new call is refused. So the
+    spend never passes the budget as long as the worst case bounds the real cost, and the run spends up to
+    ``max_cost`` minus one call's worst case instead of stopping at the first crowd of reservations.
     """
 
     max_cost: float | None = None
     reserved: float = 0.0
+    holding: int = 0
+    """Reservations held (calls in flight under the budget)."""
     exceeded: bool = False
+    refused_call_usd: float = 0.0
+    """Worst case of the call that was refused (for the stop message)."""
     roles: dict[str, RoleTotals] = field(default_factory=dict)
+    _waiting: list[Any] = field(default_factory=list)
 
     @property
     def spent(self) -> float:
@@ -159,18 +169,41 @@ class CostLedger:
     def role(self, name: str) -> RoleTotals:
         return self.roles.setdefault(name, RoleTotals())
 
-    def reserve(self, amount: float) -> float:
-        if self.max_cost is not None and self.spent + self.reserved + amount > self.max_cost:
-            self.exceeded = True
-            raise BudgetExceeded(
-                f"max_cost ${self.max_cost:g} reached: spent ${self.spent:.6f}, the next call could cost up to "
-                f"${amount:.6f}; the run stopped before exceeding the budget"
-            )
+    async def reserve(self, amount: float) -> float:
+        """Hold ``amount`` USD for one call (waiting for calls in flight when only they are in the way)."""
+        import asyncio
+
+        if self.exceeded:  # the budget stopped the run: no new call starts, however small
+            raise BudgetExceeded(self.stop_message())
+        while self.max_cost is not None and self.spent + self.reserved + amount > self.max_cost:
+            if self.exceeded or self.spent + amount > self.max_cost or self.holding == 0:
+                self.exceeded = True
+                self.refused_call_usd = max(self.refused_call_usd, amount)
+                raise BudgetExceeded(self.stop_message(amount))
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            await waiter
         self.reserved += amount
+        self.holding += 1
         return amount
 
     def release(self, amount: float) -> None:
-        self.reserved = max(0.0, self.reserved - amount)
+        self.holding = max(0, self.holding - 1)
+        self.reserved = max(0.0, self.reserved - amount) if self.holding else 0.0
+        waiting, self._waiting = self._waiting, []
+        for waiter in waiting:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def stop_message(self, amount: float | None = None) -> str:
+        """``max_cost $B reached: spent $S of $B (P %)…``: what stopping on the budget says."""
+        budget = self.max_cost or 0.0
+        share = f" ({self.spent / budget:.0%})" if budget else ""
+        text = f"max_cost ${budget:g} reached: spent ${self.spent:.6f} of ${budget:g}{share}"
+        amount = self.refused_call_usd if amount is None else amount
+        if amount:
+            text += f"; the next call could cost up to ${amount:.6f}"
+        return text + ", so no new call was started"
 
     def record(self, role: str, usage: Usage, price: Price | None) -> float | None:
         """Add one finished call; returns its cost (None when the model has no price)."""

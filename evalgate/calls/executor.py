@@ -29,11 +29,12 @@ import random
 import sys
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from evalgate.calls.ratelimit import Estimator, Pacer, Ticket
+from evalgate.calls.wire import WireLoop
 
 if TYPE_CHECKING:
     from evalgate.calls.costs import CostLedger, Price
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 RETRYABLE_STATUS = frozenset({408, 425, 429})
+TIMED_OUT = "timed out"
+CONNECT_TIMED_OUT = "connect timed out"
+READ_TIMED_OUT = "read timed out"
+TIMEOUT_REASONS = frozenset({TIMED_OUT, CONNECT_TIMED_OUT, READ_TIMED_OUT})
 RECOVER_AFTER = 10
 """Consecutive successes after which a lowered concurrency limit rises by one."""
 
@@ -121,18 +126,26 @@ def classify(exc: BaseException) -> Failure:
             headers = {k.lower(): v for k, v in (getattr(exc.response, "headers", {}) or {}).items()}
             return status_failure(exc.status_code, _openai_message(exc), headers)
         if isinstance(exc, openai.APITimeoutError):
-            return Failure("timed out", True)
+            return Failure(TIMED_OUT, True)
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc
             return Failure(f"connection error: {type(cause).__name__}: {cause}".rstrip(": "), True)
     aiohttp = sys.modules.get("aiohttp")  # the hot-path client (evalgate.calls.http_pool)
+    if aiohttp is not None and isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return Failure(CONNECT_TIMED_OUT, True)
+    if aiohttp is not None and isinstance(exc, aiohttp.SocketTimeoutError):
+        return Failure(READ_TIMED_OUT, True)
     if aiohttp is not None and isinstance(exc, aiohttp.ClientError) and not isinstance(exc, TimeoutError):
         retryable = not isinstance(exc, aiohttp.InvalidURL | aiohttp.TooManyRedirects)
         kind = "connection error" if retryable else "request error"
         return Failure(f"{kind}: {type(exc).__name__}: {exc}".rstrip(": "), retryable)
     httpx = sys.modules.get("httpx")  # used by GitHub calls; imported by whoever makes them
+    if httpx is not None and isinstance(exc, httpx.ConnectTimeout):
+        return Failure(CONNECT_TIMED_OUT, True)
+    if httpx is not None and isinstance(exc, httpx.ReadTimeout):
+        return Failure(READ_TIMED_OUT, True)
     if isinstance(exc, TimeoutError) or (httpx is not None and isinstance(exc, httpx.TimeoutException)):
-        return Failure("timed out", True)
+        return Failure(TIMED_OUT, True)
     if isinstance(exc, ConnectionError) or (httpx is not None and isinstance(exc, httpx.TransportError)):
         return Failure(f"connection error: {type(exc).__name__}: {exc}".rstrip(": "), True)
     return Failure(f"{type(exc).__name__}: {exc}", False)
@@ -154,13 +167,17 @@ def _openai_message(exc: Any) -> str:
 class RetryPolicy:
     """Attempts = ``retries + 1``; per-attempt cap ``attempt_seconds``; per-call cap ``total_seconds``
     (default ``attempt_seconds · (retries + 1) + max_delay``); backoff ``base_delay · 2^k`` capped at
-    ``max_delay`` seconds, multiplied by a jitter factor drawn from U(0.5, 1.0)."""
+    ``max_delay`` seconds, multiplied by a jitter factor drawn from U(0.5, 1.0). ``connect_seconds`` and
+    ``read_seconds`` are the HTTP clients' connect and read (silence) timeouts (None: only the attempt's
+    cap applies)."""
 
     retries: int = 3
     attempt_seconds: float = 60.0
     total_seconds: float | None = None
     base_delay: float = 0.5
     max_delay: float = 20.0
+    connect_seconds: float | None = 10.0
+    read_seconds: float | None = None
 
     @property
     def call_budget(self) -> float:
@@ -174,7 +191,16 @@ class RetryPolicy:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RetryPolicy:
-        return cls(retries=settings.api_retries, attempt_seconds=settings.api_timeout_seconds)
+        return cls(retries=settings.api_retries, attempt_seconds=settings.api_timeout_seconds,
+                   connect_seconds=settings.connect_timeout_seconds, read_seconds=settings.read_timeout_seconds)
+
+    def timeout_reason(self, reason: str, attempt_timeout: float) -> str:
+        """A timeout's reason with the limit that was hit, e.g. ``read timed out (no data for 30s)``."""
+        if reason == CONNECT_TIMED_OUT and self.connect_seconds is not None:
+            return f"connect timed out after {self.connect_seconds:g}s"
+        if reason == READ_TIMED_OUT and self.read_seconds is not None:
+            return f"read timed out (no data for {self.read_seconds:g}s)"
+        return f"timed out after {attempt_timeout:.3g}s (the limit per attempt)"
 
 
 # --- adaptive limiter --------------------------------------------------------------------------------
@@ -302,6 +328,20 @@ def pace_key(base_url: str, secret: str | None) -> str:
     return f"{digest}:{hashlib.sha256((secret or '').encode()).hexdigest()[:12]}"
 
 
+@dataclass(frozen=True, slots=True)
+class RetryNotice:
+    """A retry about to happen, for whoever reports progress: ``attempt`` failed (1-based) of
+    ``attempts``, the next starts after ``delay`` seconds."""
+
+    provider: str
+    what: str
+    attempt: int
+    attempts: int
+    reason: str
+    delay: float
+    status: int | None = None
+
+
 class Executor:
     """Runs calls with the retry policy, a shared bound on calls in flight (``concurrency``), one
     adaptive limiter per provider and one pacer per paced provider (``Pace``)."""
@@ -324,6 +364,19 @@ class Executor:
         self.limiters: dict[str, AdaptiveLimiter] = {}
         self.pacers: dict[str, Pacer] = {}
         self._shared: asyncio.Semaphore | None = None
+        self.in_flight = 0
+        """Attempts running now (and command-target programs, see ``track``)."""
+        self.listeners: list[Callable[[RetryNotice], None]] = []
+        """Called with a ``RetryNotice`` before each retry's wait (progress reporting)."""
+
+    @contextlib.contextmanager
+    def track(self) -> Iterator[None]:
+        """Count a call made outside ``call`` (a command target's program) as in flight."""
+        self.in_flight += 1
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
 
     @classmethod
     def from_settings(cls, settings: Settings, stop: asyncio.Event | None = None) -> Executor:
@@ -392,6 +445,7 @@ class Executor:
                 )
             stats.retries += 1
             stats.waited_seconds += delay
+            self._notify(RetryNotice(provider, what, attempt + 1, attempts, failure.reason, delay, failure.status))
             await self._sleep(delay)
         stats.failed += 1
         raise CallFailed(f"{what}: no time left within the {self.policy.call_budget:g}s limit per call")
@@ -436,15 +490,19 @@ class Executor:
             async with shared:
                 self.check_stop()
                 stats.attempts += 1
-                async with asyncio.timeout(timeout):  # no extra task per call, unlike wait_for on 3.11
-                    result = await operation()
+                self.in_flight += 1
+                try:
+                    async with asyncio.timeout(timeout):  # no extra task per call, unlike wait_for on 3.11
+                        result = await operation()
+                finally:
+                    self.in_flight -= 1
         except (asyncio.CancelledError, CallCancelled):
             raise
         except Exception as exc:
             failure = classify(exc)
-            if failure.reason == "timed out":
+            if failure.reason in TIMEOUT_REASONS:
                 stats.timeouts += 1
-                failure = Failure(f"timed out after {timeout:.3g}s", True)
+                failure = Failure(self.policy.timeout_reason(failure.reason, timeout), True)
             if failure.status == 429:
                 stats.rate_limited += 1
                 limiter.rate_limited()
@@ -453,6 +511,11 @@ class Executor:
             limiter.release()
         limiter.succeeded()
         return result
+
+    def _notify(self, notice: RetryNotice) -> None:
+        for listener in self.listeners:
+            with contextlib.suppress(Exception):  # reporting never breaks a call
+                listener(notice)
 
     def _shared_semaphore(self) -> asyncio.Semaphore:
         if self._shared is None:
@@ -480,7 +543,9 @@ class Executor:
         pacing = {pacer.name: pacer.metadata() for pacer in self.pacers.values() if pacer.engaged}
         return {**totals, **({"pacing": pacing} if pacing else {}),
                 "policy": {"retries": self.policy.retries, "attempt_seconds": self.policy.attempt_seconds,
-                                     "call_seconds": self.policy.call_budget}, "providers": providers}
+                           "connect_seconds": self.policy.connect_seconds,
+                           "read_seconds": self.policy.read_seconds,
+                           "call_seconds": self.policy.call_budget}, "providers": providers}
 
 
 def _gave_up(what: str, failure: Failure, attempts: int) -> str:
@@ -495,7 +560,7 @@ def _gave_up(what: str, failure: Failure, attempts: int) -> str:
 @dataclass
 class Runtime:
     """What every target and judge of one run shares: the executor (retries, limits, stop event), the
-    cost ledger (budget) and the price table."""
+    cost ledger (budget), the price table and the wire thread on which targets make their timed calls."""
 
     executor: Executor
     ledger: CostLedger
@@ -504,6 +569,11 @@ class Runtime:
     """``direct`` or ``openai-sdk`` (see ``calls.chat``)."""
     caps: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     """Role (``judge``, ``target``) → configured (requests, tokens) per minute (``calls.ratelimit``)."""
+    wire: WireLoop = field(default_factory=lambda: WireLoop())
+    """Started by the first target call that uses it; closed by ``aclose``."""
+
+    async def aclose(self) -> None:
+        await self.wire.aclose()
 
     @property
     def stop(self) -> asyncio.Event:

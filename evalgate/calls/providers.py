@@ -14,12 +14,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 from evalgate.errors import UserError
 from evalgate.safety.redact import register_secret
-
-ResponseFormat = Literal["json_schema", "json_object", "none"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +28,6 @@ class ProviderSpec:
     key_variables: tuple[str, ...]
     default_model: str
     base_url_variable: str | None = None
-    response_format: ResponseFormat = "json_schema"
     supports_seed: bool = True
     self_hosted: bool = False
     """Self-hosted models cost nothing per token unless ``prices`` says otherwise."""
@@ -45,8 +41,7 @@ PROVIDERS: dict[str, ProviderSpec] = {
     ),
     "ollama": ProviderSpec("ollama", None, (), "qwen2.5:14b-instruct", base_url_variable="OLLAMA_BASE_URL",
                            self_hosted=True),
-    "local": ProviderSpec("local", None, ("LOCAL_JUDGE_API_KEY",), "local-model", response_format="none",
-                          self_hosted=True),
+    "local": ProviderSpec("local", None, ("LOCAL_JUDGE_API_KEY",), "local-model", self_hosted=True),
 }
 NO_KEY = "no-key-required"
 """Sent as the bearer token to providers that take none (Ollama); the openai client insists on one."""

@@ -27,9 +27,11 @@ too, both apply.
 reply's ``usage`` total once that is known.
 
 **Scheduling**: calls wait first come, first served until every budget has room for their cost, then
-take it. Until a provider's first reply is back (one that is not a 429) its calls go one at a time (the first
-reply tells the budgets and calibrates the token estimate, so an exhausted budget costs one 429, not one
-per call in flight). A 429's wait (``Retry-After``)
+take it. The first call to a provider goes alone for up to ``PROBE_SECONDS`` (0.3 s): a provider whose budget is
+already spent (another job on the same key) refuses it at once, with its budgets in the headers, so that
+costs one 429 instead of one per call in flight; a reply that is not a 429, or no reply within 0.3 s (a
+provider generating an answer is not refusing), lets the others go. A refused first call hands the role
+on to the next. A 429's wait (``Retry-After``)
 pauses every call to that provider until it has passed. A provider that sends no headers, has no caps and
 never answered 429 is not paced at all (one dictionary lookup per reply).
 """
@@ -52,6 +54,8 @@ WINDOW_SECONDS = 60.0
 """Budgets are per minute."""
 DERIVE_MIN_FRACTION = 0.02
 """A reply's refill rate (L − remaining) / reset is used once the deficit is at least 2 % of L."""
+PROBE_SECONDS = 0.3
+"""How long the other calls wait for a provider's first reply (see the module doc)."""
 MAX_NAP = 0.25
 """Longest single wait of a paced call before it looks again (seconds): replies can free budget earlier."""
 PROMPT_MARGIN, PROMPT_SLACK = 1.1, 16
@@ -326,6 +330,7 @@ class Pacer:
         self.sent_tokens = Window(tpm, self.window_seconds)
         self.probing = True
         self._probe_out = False
+        self._probe_until = 0.0
         self.paused_until = 0.0
         self.engaged = rpm is not None or tpm is not None
         """Whether calls are paced at all (module doc: a provider without headers, caps or 429s is not)."""
@@ -408,7 +413,10 @@ class Pacer:
         """Seconds to wait before a call costing ``tokens`` may start, and which limit says so."""
         waits = [(self.paused_until - now, "retry-after")]
         if self.probing and self._probe_out:
-            waits.append((MAX_NAP, "first reply"))
+            if now < self._probe_until:
+                waits.append((self._probe_until - now, "first reply"))
+            else:  # the first call is not being refused: the rest need not wait for its reply
+                self.probing = self._probe_out = False
         if self.requests is not None:
             waits.append((self.requests.wait(1, now), REQUESTS))
         waits.append((self.sent_requests.wait(1, now), REQUESTS))
@@ -424,6 +432,7 @@ class Pacer:
         ticket = Ticket(tokens, local)
         if self.probing:
             ticket.probe = self._probe_out = True
+            self._probe_until = now + PROBE_SECONDS
         if self.requests is not None:
             self.requests.take(1, now)
         if self.tokens is not None and tokens:
@@ -460,7 +469,7 @@ class Pacer:
         its real token usage."""
         self.in_flight -= 1
         self.in_flight_tokens = max(0.0, self.in_flight_tokens - ticket.tokens)
-        if ticket.probe:  # a refused probe (429) hands probing on: the next call goes alone too
+        if ticket.probe and self._probe_out:  # a refused first call hands the role on: the next goes alone too
             self._probe_out = False
             self.probing = refused
         report = read_rate_headers(headers) if headers else None

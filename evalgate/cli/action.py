@@ -3,8 +3,11 @@
 Steps: mask secrets (before anything else is printed) → read inputs → build the Actions context and
 ``Settings`` (inputs layer; relative ``output-dir``/``db`` anchored at ``GITHUB_WORKSPACE``) → run the
 same pipeline as ``evalgate run`` with its console report wrapped in ``::stop-commands::`` (answers
-are untrusted text) → publish. Exit status: the verdict's 0/1; 2 with one ``::error`` line for a
-configuration or dataset error. Publishing problems are warnings only. ``baseline: auto`` is answered
+are untrusted text) → publish. Exit status and the ``exit-code`` output follow the CLI's rule
+(``evalgate.errors``): the verdict's 0/1/130, always equal to results.json's ``gate.exit_code``; 2 with
+one ``::error`` line for a configuration or dataset error or an unreachable target/judge; 130 for an
+interruption before any result was written; 1 with one ``::error`` line for a crash. Publishing
+problems are warnings only. ``baseline: auto`` is answered
 from the base branch's artifact of the same name (``evalgate.github.baseline``); a path baseline is
 read by the run itself, and either way a missing baseline is a warning.
 """
@@ -20,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.config.settings import FIELD_NAMES, Settings, build_settings
-from evalgate.errors import EXIT_USER_ERROR, UserError
+from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USER_ERROR, UserError
 from evalgate.github.commands import error, new_stop_token, notice, warning
 from evalgate.github.context import ActionContext, read_inputs
 from evalgate.github.masking import env_secrets, mask_all, settings_secrets
@@ -139,7 +142,8 @@ def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
         try:
             outcome = asyncio.run(execute(
                 settings, setup_.suite_config, cwd=setup_.workspace,
-                progress_for=lambda total: make_progress(settings.progress, total),
+                progress_for=lambda total: make_progress(settings.progress, total,
+                                                         every_seconds=settings.progress_interval_seconds),
                 baseline_loader=baseline_loader(setup_)))
         finally:
             warmup.cancel()
@@ -183,9 +187,22 @@ def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = em
         emit(error(str(exc), title="evalgate: configuration or dataset error"))
         _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
         return EXIT_USER_ERROR
+    except KeyboardInterrupt:  # before the run wrote anything (it handles signals itself once started)
+        emit(error("interrupted before any result was written", title="evalgate: interrupted"))
+        _best_effort_outputs(env, error_outputs(EXIT_INTERRUPTED), emit)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # a bug: results already written say status 'crashed' and exit_code 1
+        from evalgate.cli.main import report_crash
+
+        code = report_crash(exc)  # one line on stderr, the traceback in a file it names
+        emit(error(f"internal error ({type(exc).__name__}); the gate did not pass", title="evalgate: crashed"))
+        _best_effort_outputs(env, error_outputs(code), emit)
+        return EXIT_GATE_FAILED
     note = baseline_warning(outcome.document)
     if note:
         emit(warning(note, title="evalgate: baseline"))
+    for text in (outcome.document.get("metadata") or {}).get("warnings") or []:
+        emit(warning(str(text), title="evalgate"))
     for line in outcome.notices:
         emit(notice(line, title="evalgate"))
     if setup_.settings.langfuse:

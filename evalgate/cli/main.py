@@ -1,7 +1,9 @@
 """The ``evalgate`` command line. Each verb is a thin wrapper over a library function.
 
-Exit status: 0 the gate passed, 1 the gate failed, 2 configuration or dataset error (one line on
-stderr, no traceback). Heavy modules are imported inside the verbs so ``--version`` starts fast.
+Exit status (``EXIT_EPILOG``; results.json's ``gate.exit_code`` is always the same number): 0 the gate
+passed, 1 the gate failed (or evalgate crashed), 2 configuration or dataset error or an unreachable
+target/judge (one line on stderr, no traceback), 130 interrupted by SIGINT/SIGTERM. Heavy modules are
+imported inside the verbs so ``--version`` starts fast.
 """
 
 from __future__ import annotations
@@ -14,9 +16,18 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from evalgate import __version__
-from evalgate.errors import EXIT_USER_ERROR, UserError
+from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USER_ERROR, UserError
 
 BOOL = argparse.BooleanOptionalAction
+
+EXIT_EPILOG = """\
+exit status (results.json's gate.exit_code is the same number):
+  0    the gate passed
+  1    the gate failed: a threshold, a critical case, errored cases beyond --max-errored (a target
+       answering with errors included), a regression, max_cost; also an internal crash (status crashed)
+  2    configuration or dataset error, or the target/judge could not be reached at all before any
+       case ran (DNS failure, connection refused, no connection within the connect timeout)
+  130  interrupted by SIGINT (Ctrl-C) or SIGTERM: partial results with status cancelled"""
 
 
 def _add_selection(parser: argparse.ArgumentParser) -> None:
@@ -74,6 +85,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--judge-model", metavar="MODEL")
     target.add_argument("--judge-base-url", metavar="URL")
     target.add_argument("--judge-samples", type=int, metavar="K", help="judge calls averaged per judged metric")
+    target.add_argument("--judge-output", choices=["auto", "json_schema", "json_object", "prompt"],
+                        help="how the verdict's JSON schema is requested (default auto: the provider's structured "
+                             "output, falling back once per run when refused)")
     target.add_argument("--chat-client", choices=["direct", "openai-sdk"],
                         help="how judge and model calls are made: direct JSON (default) or the openai SDK")
     target.add_argument("--no-cache", action="store_true", default=None, help="bypass the judge cache")
@@ -88,7 +102,15 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("--api-retries", type=int, metavar="N", help="retries per call (default 3)")
     ex.add_argument("--target-rpm", type=float, metavar="N", help="target requests per minute, when it sends no limits")
     ex.add_argument("--target-tpm", type=float, metavar="N", help="model target tokens per minute, when it sends none")
-    ex.add_argument("--api-timeout-seconds", type=float, metavar="S", help="timeout per call (default 60)")
+    ex.add_argument("--api-timeout-seconds", type=float, metavar="S",
+                    help="time limit per attempt: connect, send, wait and read (default 60)")
+    ex.add_argument("--connect-timeout-seconds", type=float, metavar="S",
+                    help="time limit to open a connection, TCP and TLS (default 10)")
+    ex.add_argument("--read-timeout-seconds", type=float, metavar="S",
+                    help="longest silence while a reply is awaited: before its first byte or between two "
+                         "chunks (default: no limit beyond --api-timeout-seconds)")
+    ex.add_argument("--progress-interval-seconds", type=float, metavar="S",
+                    help="seconds between plain progress lines (default 10)")
     ex.add_argument("--repeat", type=int, metavar="N", help="run each case N times (flakiness)")
     ex.add_argument("--repeat-rule", choices=["majority", "all", "any"],
                     help="case verdict over its repeats (default majority: passes > N/2)")
@@ -98,13 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="evalgate",
         description="Gate pull requests on the quality of LLM and agent systems.",
-        epilog="Exit status: 0 passed, 1 gate failed, 2 configuration or dataset error.",
+        epilog=EXIT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"evalgate {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="COMMAND")
     for name, help_text in (("run", "evaluate the datasets and apply the gate"),
                             ("eval", "alias of run (seed 001: eval --fixtures F --db D --format json)")):
-        verb = verbs.add_parser(name, help=help_text, description=help_text)
+        verb = verbs.add_parser(name, help=help_text, description=help_text, epilog=EXIT_EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_selection(verb)
         _add_run_options(verb)
         verb.add_argument("--dry-run", action="store_true", help="validate only, no call (same as evalgate validate)")
@@ -199,7 +222,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     json_mode = settings.format == "json"
 
     def progress_for(total: int) -> Any:
-        return make_progress(settings.progress, total, quiet=json_mode and settings.progress == "auto")
+        return make_progress(settings.progress, total, quiet=json_mode and settings.progress == "auto",
+                             every_seconds=settings.progress_interval_seconds)
 
     loader = None
     if settings.baseline_kind == "auto":
@@ -212,6 +236,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for, baseline_loader=loader))
     finally:
         warmup.cancel()
+    code = int(outcome.verdict.exit_code)
+    try:
+        _print_outcome(outcome, settings, json_mode)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except KeyboardInterrupt:
+        print(f"evalgate: interrupted while printing the report; the results are complete (exit {code})",
+              file=sys.stderr)
+    except Exception as exc:  # a bug in a reporter does not change the verdict already written
+        report_crash(exc, note=f"while printing the report; the results are complete and the exit status "
+                               f"is the verdict's ({code})")
+    if settings.langfuse:
+        export_langfuse(settings, outcome.results_path)  # a failure is a warning: the verdict stands
+    return code
+
+
+def _print_outcome(outcome: Any, settings: Any, json_mode: bool) -> None:
+    """results.json on stdout (``--format json``) or the console report."""
     _print_notices(outcome.notices)
     if json_mode:
         printed = outcome.results_path
@@ -243,9 +285,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             sys.stdout.flush()
             sys.stdout.write("\n" + render_seed001_summary(outcome.document, outcome.db_path))
-    if settings.langfuse:
-        export_langfuse(settings, outcome.results_path)
-    return outcome.verdict.exit_code
+    if outcome.verdict.exit_code == EXIT_INTERRUPTED:
+        print("evalgate: interrupted: partial results written with status 'cancelled' (exit 130)", file=sys.stderr)
 
 
 def export_langfuse(settings: Any, results_path: Any) -> None:
@@ -322,6 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return EXIT_USER_ERROR
+    previous = _sigterm_interrupts()
     try:
         return int(handler(args))
     except UserError as exc:
@@ -329,14 +371,38 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"evalgate: error: {redact(str(exc))}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before a run installed its own handlers, or in another verb
         print("evalgate: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return EXIT_GATE_FAILED
     except Exception as exc:  # a bug, not a user error: keep the traceback, but in a file
         return report_crash(exc)
+    finally:
+        _restore_sigterm(previous)
+
+
+def _sigterm_interrupts() -> Any:
+    """Make SIGTERM interrupt like Ctrl-C (``KeyboardInterrupt`` → 130) outside a run's own handlers;
+    returns the previous handler (None when not in the main thread)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)
+
+
+def _restore_sigterm(previous: Any) -> None:
+    if previous is not None:
+        import signal
+
+        signal.signal(signal.SIGTERM, previous)
 
 
 def console_main() -> NoReturn:
@@ -363,11 +429,12 @@ def console_main() -> NoReturn:
     os._exit(status)
 
 
-def report_crash(exc: BaseException) -> int:
+def report_crash(exc: BaseException, note: str | None = None) -> int:
     """One line on stderr, the redacted traceback in ``evalgate-crash.log``; exit 1 (not passed).
 
     results.json and the database already hold every case finished before the crash, with
-    ``status: crashed`` (see ``evalgate.runner.run.execute``)."""
+    ``status: crashed`` and ``gate.exit_code`` 1 (see ``evalgate.runner.run.execute``). ``note``
+    replaces that sentence when the crash came after the results were complete."""
     import tempfile
     import traceback
 
@@ -377,9 +444,10 @@ def report_crash(exc: BaseException) -> int:
     log = os.path.join(tempfile.gettempdir(), "evalgate-crash.log")
     with contextlib.suppress(OSError), open(log, "w", encoding="utf-8") as handle:
         handle.write(text)
-    print(f"evalgate: internal error: {redact(f'{type(exc).__name__}: {exc}')} "
-          f"(partial results, if any, were written with status 'crashed'; traceback in {log})", file=sys.stderr)
-    return 1
+    context = note or "partial results, if any, were written with status 'crashed'"
+    print(f"evalgate: internal error: {redact(f'{type(exc).__name__}: {exc}')} ({context}; traceback in {log})",
+          file=sys.stderr)
+    return EXIT_GATE_FAILED
 
 
 if __name__ == "__main__":

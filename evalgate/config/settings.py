@@ -77,6 +77,7 @@ class Settings(BaseModel):
     langfuse_secret_key: str | None = Field(default=None, exclude=True, repr=False)
     verbose: bool = False
     progress: Literal["auto", "rich", "plain", "none"] = "auto"
+    progress_interval_seconds: float = Field(default=10.0, gt=0, le=3600)
 
     # --- target ----------------------------------------------------------------------------------
     target: str = "recorded"
@@ -107,6 +108,7 @@ class Settings(BaseModel):
     instead of the provider's own variable; never written anywhere."""
     judge_seed: int | None = 20261122
     judge_samples: int = Field(default=1, ge=1, le=20)
+    judge_output: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"
     no_cache: bool = False
     judge_cache: str = ""
     """The base branch's judge cache to reuse verdicts from (``runner.reuse``): empty = the baseline's,
@@ -125,6 +127,8 @@ class Settings(BaseModel):
     """Caps for the target (an HTTP agent or a model) when it sends no rate-limit headers."""
     concurrency: int = Field(default=8, ge=1, le=1024)
     api_timeout_seconds: float = Field(default=60.0, gt=0)
+    connect_timeout_seconds: float = Field(default=10.0, gt=0)
+    read_timeout_seconds: float | None = Field(default=None, gt=0)
     api_retries: int = Field(default=3, ge=0, le=20)
     repeat: int = Field(default=1, ge=1, le=100)
     repeat_rule: Literal["majority", "all", "any"] = "majority"

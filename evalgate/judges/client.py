@@ -1,9 +1,26 @@
 """The judge, built on the run's chat-completions service (``evalgate.calls.chat.ChatService``).
 
-``JudgeClient.score(metric, case, answer, repeat=...)`` renders the metric's template,
-serves it from the cache or calls the judge ``judge_samples`` times, parses each reply (one repair
-retry) and returns the mean value with details; an unusable reply or a failed call raises
-``MetricUnavailable`` with the reason (and the raw reply, when there was one).
+``JudgeClient.score(metric, case, answer, repeat=...)`` renders the metric's template, serves it from the
+cache or calls the judge ``judge_samples`` times, parses each reply and returns the mean value with details;
+an unusable reply or a failed call raises ``MetricUnavailable`` with the reason, the raw reply when there was
+one, and ``details.judge_failure``: ``unreachable`` (connection, timeout, HTTP 5xx/429 after the retries),
+``refused`` (another HTTP error, e.g. 400/401/404), ``unreadable`` (no valid verdict in the reply) or
+``budget`` (``max_cost`` left no room for the call).
+
+Output: every call asks for the verdict's JSON schema in the run's output mode (``evalgate.judges.output``:
+``json_schema`` → ``json_object`` → ``prompt``, moved down once per run when the server refuses one);
+``details.output_mode`` says which mode produced a verdict. Prompt-only replies may state a lone score in
+words (``parse.parse_verdict(words=True)``).
+
+Repair retry: in prompt mode an unreadable reply is answered once with the problem quoted and the verdict
+asked for again. It is dropped where it does not rescue verdicts: never in the structured modes (against
+SmolLM2-135M it rescued 0 of 5 unreadable structured replies: off the scale or cut at ``max_tokens``, and at
+temperature 0 under the same grammar asking again repeats that), and in prompt mode it stops for the rest of
+the run once ``REPAIR_TRIAL`` repairs in a row rescued none (it rescued 0 of 7 prompt-only replies there). ``metadata.judge.repairs`` counts attempts and rescues.
+
+Samples: with ``judge_samples`` K, the verdict is the mean over the samples that were read when they are
+more than half of K (the failed ones are listed in ``details.sample_failures``); otherwise the verdict is
+unavailable with the first failure's reason. Sampling stops as soon as a majority can no longer be reached.
 """
 
 from __future__ import annotations
@@ -15,9 +32,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evalgate.calls.chat import ChatReply, ChatService
-from evalgate.calls.costs import Usage
+from evalgate.calls.costs import BudgetExceeded, Usage
 from evalgate.calls.executor import CallFailed
-from evalgate.judges.parse import VerdictError, kept_raw, parse_verdict, schema_of
+from evalgate.judges.output import OutputMode, OutputNegotiator, modes_for, response_format, schema_for
+from evalgate.judges.parse import VerdictError, kept_raw, parse_verdict, schema_of, verdict_in_words
 from evalgate.model import MetricUnavailable
 from evalgate.safety.redact import redact, redact_mapping
 from evalgate.store.judge_cache import CachedReply, CacheKey, JudgeCache
@@ -31,6 +49,53 @@ LIST_MAX_TOKENS = 2048
 """Completion cap for judges that return claim/chunk/statement lists."""
 MEMO_SIZE = 512
 """Verdicts remembered per judge (a repeated prompt within a run is answered from memory)."""
+REPAIR_TRIAL = 8
+"""Prompt mode: after this many repair retries in a row that rescued nothing, no more are made."""
+
+
+def failure_cause(exc: CallFailed) -> str:
+    """``unreachable`` for failures the retry layer retries (no status: connection or timeout; 408/425/429/5xx),
+    else ``refused``."""
+    status = exc.status
+    if status is None or status in (408, 425, 429) or status >= 500:
+        return "unreachable"
+    return "refused"
+
+
+@dataclass(slots=True)
+class RepairStats:
+    """Repair retries of one run: made, rescued (a valid verdict on the repair), and whether still on."""
+
+    attempted: int = 0
+    rescued: int = 0
+    unrescued_streak: int = 0
+    pending: int = 0
+    """Repairs sent whose outcome is not known yet (counted against the trial, so concurrent verdicts do not
+    all repair at once)."""
+
+    def start(self, mode: OutputMode) -> bool:
+        """Whether to repair now (and if so, count it as pending until ``record``): in prompt mode, until
+        ``REPAIR_TRIAL`` repairs in a row rescued nothing; before the run's first rescue, repairs still in
+        flight count towards that trial too."""
+        if mode != "prompt" or self.unrescued_streak >= REPAIR_TRIAL:
+            return False
+        if not self.rescued and self.unrescued_streak + self.pending >= REPAIR_TRIAL:
+            return False
+        self.pending += 1
+        return True
+
+    def record(self, rescued: bool) -> None:
+        self.pending = max(0, self.pending - 1)
+        self.attempted += 1
+        if rescued:
+            self.rescued += 1
+            self.unrescued_streak = 0
+        else:
+            self.unrescued_streak += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"attempted": self.attempted, "rescued": self.rescued,
+                "stopped": self.unrescued_streak >= REPAIR_TRIAL}
 
 
 # --- the judge -------------------------------------------------------------------------------------------
@@ -43,8 +108,10 @@ class Sample:
     extras: dict[str, Any]
     cached: bool
     repaired: bool
+    mode: OutputMode
     usage: Usage | None = None
     cost_usd: float | None = None
+    parsed_from: str = "json"
 
 
 @dataclass(slots=True)
@@ -65,7 +132,7 @@ class JudgeClient:
     """Scores judged metrics with one provider and model."""
 
     def __init__(self, service: ChatService, cache: JudgeCache, *, temperature: float = 0.0, seed: int | None = None,
-                 samples: int = 1, temperatures: Mapping[str, float] | None = None) -> None:
+                 samples: int = 1, temperatures: Mapping[str, float] | None = None, output: str = "auto") -> None:
         self.service = service
         self.cache = cache
         self.temperature = temperature
@@ -73,6 +140,8 @@ class JudgeClient:
         """Template name → temperature for that template's calls (``judges.factory.template_temperatures``)."""
         self.seed = seed
         self.samples = samples
+        self.output = OutputNegotiator(modes_for(service.provider.name, output), forced=output != "auto")
+        self.repairs = RepairStats()
         self.templates_used: dict[str, str] = {}
         self._memo: OrderedDict[tuple[str, str, int], JudgeVerdict | MetricUnavailable] = OrderedDict()
 
@@ -103,21 +172,19 @@ class JudgeClient:
 
     async def once(self, prompt: RenderedPrompt) -> Sample:
         """One reply to ``prompt`` that is not a per-case verdict (the steps of a custom metric): from the
-        cache, else one call with the usual repair retry; ``MetricUnavailable`` when there is none."""
+        cache, else one call in the run's output mode (with a repair retry where that mode has one);
+        ``MetricUnavailable`` when there is none."""
         self.templates_used[prompt.template.name] = prompt.version
-        request = self.request(prompt.template, 0)
-        return await self._sample(prompt, 0, 0, request, prompt.prompt_hash(request))
+        return await self._sample(prompt, 0, 0, self.output.mode, None)
 
     def cached(self, prompt: RenderedPrompt) -> Sample | None:
-        """The cached reply to ``prompt`` (as ``once`` would ask it), or None; never calls the judge."""
-        request = self.request(prompt.template, 0)
-        key = CacheKey(self.provider, self.service.provider.base_url, self.model, prompt.version,
-                       prompt.prompt_hash(request), 0, 0)
-        hit = self.cache.get(key)
+        """The cached reply to ``prompt`` (as ``once`` would ask it now), or None; never calls the judge."""
+        mode = self.output.mode
+        hit = self.cache.get(self._key(prompt, prompt.prompt_hash(self.request(prompt.template, 0, mode)), 0, 0))
         if hit is None:
             return None
         try:
-            return _read(prompt, hit.reply, cached=True, repaired=False)
+            return _read(prompt, hit.reply, mode, cached=True, repaired=False)
         except VerdictError:
             return None
 
@@ -133,13 +200,14 @@ class JudgeClient:
         else:
             prompt = template.render(case, answer)
         self.templates_used[template.name] = prompt.version
-        first = self.request(template, 0)
+        mode = self.output.mode
+        first = self.request(template, 0, mode)
         first_hash = prompt.prompt_hash(first)  # also the first sample's cache key: hashed once
         key = (template.name, first_hash, repeat)
         if key in self._memo:
             return _replay(self._memo[key])
         try:
-            result: JudgeVerdict | MetricUnavailable = await self._verdict(prompt, repeat, first, first_hash)
+            result: JudgeVerdict | MetricUnavailable = await self._verdict(prompt, repeat, mode, first_hash)
         except MetricUnavailable as exc:
             result = exc
         self._memo[key] = result
@@ -147,97 +215,147 @@ class JudgeClient:
             self._memo.popitem(last=False)
         return _replay(result)
 
-    async def _verdict(self, prompt: RenderedPrompt, repeat: int, first: dict[str, Any], first_hash: str
-                       ) -> JudgeVerdict:
-        samples = []
+    async def _verdict(self, prompt: RenderedPrompt, repeat: int, mode: OutputMode, first_hash: str) -> JudgeVerdict:
+        """Samples 0 … K−1; the verdict stands on the samples read when they are more than half of K."""
+        samples: list[Sample] = []
+        failures: list[MetricUnavailable] = []
         for index in range(self.samples):
-            request = first if index == 0 else self.request(prompt.template, index)
-            samples.append(await self._sample(prompt, repeat, index, request,
-                                              first_hash if index == 0 else prompt.prompt_hash(request)))
+            try:
+                samples.append(await self._sample(prompt, repeat, index, mode, first_hash if index == 0 else None))
+            except MetricUnavailable as exc:
+                failures.append(exc)
+                if 2 * (self.samples - len(failures)) <= self.samples:
+                    break  # a majority of readable samples is out of reach: spare the remaining calls
+        if not samples or 2 * len(samples) <= self.samples:
+            first = failures[0]
+            if self.samples > 1:
+                raise MetricUnavailable(f"{first} ({len(failures)} of {self.samples} samples failed)",
+                                        {**first.details, "samples_failed": len(failures)})
+            raise first
         names = samples[0].values.keys()
         values = {name: sum(s.values[name] for s in samples) / len(samples) for name in names}
-        return JudgeVerdict(values, self._details(prompt, samples, values))
+        details = self._details(prompt, samples, values)
+        if failures:
+            details["samples_failed"] = len(failures)
+            details["sample_failures"] = [str(f) for f in failures]
+        return JudgeVerdict(values, details)
 
-    def params(self, template: JudgeTemplate, sample: int) -> dict[str, Any]:
-        """Request parameters: temperature, seed (+ sample index) where supported, response format."""
-        spec = self.service.provider.spec
+    def params(self, template: JudgeTemplate, sample: int, mode: OutputMode | None = None) -> dict[str, Any]:
+        """Request parameters: the template's temperature, seed (+ sample index) where supported, the output
+        mode's ``response_format`` (none in prompt mode)."""
         params: dict[str, Any] = {"temperature": self.temperature_for(template.name)}
-        if self.seed is not None and spec.supports_seed:
+        if self.seed is not None and self.service.provider.spec.supports_seed:
             params["seed"] = self.seed + sample
-        if spec.response_format == "json_schema":
-            params["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": f"{template.name}_verdict", "schema": schema_of(template.verdict), "strict": False}}
-        elif spec.response_format == "json_object":
-            params["response_format"] = {"type": "json_object"}
+        shape = response_format(mode or self.output.mode, f"{template.name}_verdict",
+                                schema_for(self.provider, schema_of(template.verdict)))
+        if shape is not None:
+            params["response_format"] = shape
         return params
 
     def temperature_for(self, template: str) -> float:
         """The temperature of ``template``'s calls: its own when configured, else the judge's."""
         return self.temperatures.get(template, self.temperature)
 
-    def request(self, template: JudgeTemplate, sample: int) -> dict[str, Any]:
-        """What, besides the messages, decides sample ``sample``'s reply: ``params`` + ``max_tokens``."""
-        return {**self.params(template, sample), "max_tokens": max_tokens_for(template)}
+    def request(self, template: JudgeTemplate, sample: int, mode: OutputMode | None = None) -> dict[str, Any]:
+        """What, besides the messages, decides sample ``sample``'s reply: ``params`` + ``max_tokens`` + the
+        output mode (hashed into the cache key: a reply read in one mode is never served in another)."""
+        mode = mode or self.output.mode
+        return {**self.params(template, sample, mode), "max_tokens": max_tokens_for(template), "output_mode": mode}
 
-    async def _sample(self, prompt: RenderedPrompt, repeat: int, index: int, request: dict[str, Any],
-                      prompt_hash: str) -> Sample:
-        """Sample ``index``: ``request`` is ``self.request(template, index)``, ``prompt_hash`` the hash of the
-        messages with it (the cache key)."""
-        key = CacheKey(self.provider, self.service.provider.base_url, self.model, prompt.version,
-                       prompt_hash, repeat, index)
-        cached = self.cache.get(key)
+    async def _sample(self, prompt: RenderedPrompt, repeat: int, index: int, mode: OutputMode,
+                      prompt_hash: str | None) -> Sample:
+        """Sample ``index`` in ``mode`` (the run's mode when the verdict started), from the cache or the judge;
+        ``prompt_hash`` is the hash of the messages with ``self.request(template, index, mode)`` when known."""
+        template = prompt.template
+        if prompt_hash is None:
+            prompt_hash = prompt.prompt_hash(self.request(template, index, mode))
+        cached = self.cache.get(self._key(prompt, prompt_hash, repeat, index))
         if cached is not None:
             try:
-                sample = _read(prompt, cached.reply, cached=True, repaired=False)
+                sample = _read(prompt, cached.reply, mode, cached=True, repaired=False)
             except VerdictError:
                 pass  # a reply stored by an older parser: ask again
             else:
                 self.service.runtime.ledger.record_cached("judge")
                 return sample
-        params = {name: value for name, value in request.items() if name != "max_tokens"}
-        sample, final = await self._call(prompt, params, request["max_tokens"])
-        self.cache.put(key, CachedReply(redact(final), sample.usage.prompt_tokens if sample.usage else 0,
-                                        sample.usage.completion_tokens if sample.usage else 0))
+        sample, final = await self._call(prompt, index)
+        if sample.mode != mode:  # the server refused ``mode`` meanwhile: key the reply by the mode that made it
+            prompt_hash = prompt.prompt_hash(self.request(template, index, sample.mode))
+        self.cache.put(self._key(prompt, prompt_hash, repeat, index),
+                       CachedReply(redact(final), sample.usage.prompt_tokens if sample.usage else 0,
+                                   sample.usage.completion_tokens if sample.usage else 0))
         return sample
 
-    async def _call(self, prompt: RenderedPrompt, params: dict[str, Any], max_tokens: int) -> tuple[Sample, str]:
+    def _key(self, prompt: RenderedPrompt, prompt_hash: str, repeat: int, index: int) -> CacheKey:
+        return CacheKey(self.provider, self.service.provider.base_url, self.model, prompt.version, prompt_hash,
+                        repeat, index)
+
+    async def _call(self, prompt: RenderedPrompt, index: int) -> tuple[Sample, str]:
+        template = prompt.template
         messages = list(prompt.messages)
-        what = f"judge {self.provider}/{self.model} ({prompt.template.name})"
-        first = await self._complete(messages, params, max_tokens, what)
+        what = f"judge {self.provider}/{self.model} ({template.name})"
+        max_tokens = max_tokens_for(template)
+
+        async def send(mode: OutputMode) -> ChatReply:
+            return await self.service.complete(messages, self.params(template, index, mode), max_tokens=max_tokens,
+                                               what=what)
+
         try:
-            sample = _read(prompt, first.text, cached=False, repaired=False)
+            first, mode = await self.output.run(send)
+        except (CallFailed, BudgetExceeded) as exc:
+            raise self._call_failed(exc, prompt, self.output.mode) from None
+        try:
+            sample = _read(prompt, first.text, mode, cached=False, repaired=False)
             return _with_cost(sample, [first]), first.text
         except VerdictError as exc:
             problem = exc.problem
+        if not self.repairs.start(mode):
+            raise MetricUnavailable(
+                f"the judge's reply was not a valid verdict: {problem}",
+                {"raw_reply": kept_raw(redact(first.text)), "judge_failure": "unreadable",
+                 **self._identity(prompt, mode), **_spent([first])},
+            ) from None
         from evalgate.judges.prompts import repair_message
 
         messages += [{"role": "assistant", "content": first.text}, {"role": "user", "content": repair_message(problem)}]
-        second = await self._complete(messages, params, max_tokens, what + " repair")
         try:
-            sample = _read(prompt, second.text, cached=False, repaired=True)
+            second = await send(mode)
+        except (CallFailed, BudgetExceeded) as exc:
+            self.repairs.pending -= 1
+            raise self._call_failed(exc, prompt, mode, [first]) from None
+        except BaseException:
+            self.repairs.pending -= 1
+            raise
+        try:
+            sample = _read(prompt, second.text, mode, cached=False, repaired=True)
         except VerdictError as exc:
+            self.repairs.record(rescued=False)
             raise MetricUnavailable(
                 f"the judge's reply was not a valid verdict after one repair retry: {exc.problem}",
                 {"raw_reply": kept_raw(redact(second.text)), "first_reply": kept_raw(redact(first.text)),
-                 "first_problem": problem, **self._identity(prompt)},
+                 "first_problem": problem, "judge_failure": "unreadable", **self._identity(prompt, mode),
+                 **_spent([first, second])},
             ) from None
+        self.repairs.record(rescued=True)
         return _with_cost(sample, [first, second]), second.text
 
-    async def _complete(self, messages: list[Mapping[str, Any]], params: dict[str, Any], max_tokens: int,
-                        what: str) -> ChatReply:
-        try:
-            return await self.service.complete(messages, params, max_tokens=max_tokens, what=what)
-        except CallFailed as exc:
-            raise MetricUnavailable(redact(f"judge call failed: {exc}"), {"attempts": exc.attempts,
-                                                                         "status": exc.status}) from None
+    def _call_failed(self, exc: CallFailed | BudgetExceeded, prompt: RenderedPrompt, mode: OutputMode,
+                     paid: list[ChatReply] | None = None) -> MetricUnavailable:
+        """The ``MetricUnavailable`` for a call that failed after its retries, or that the budget stopped."""
+        details = {**self._identity(prompt, mode), **_spent(paid or [])}
+        if isinstance(exc, BudgetExceeded):
+            return MetricUnavailable(redact(f"not judged: {exc}"), {**details, "judge_failure": "budget"})
+        return MetricUnavailable(redact(f"judge call failed: {exc}"),
+                                 {**details, "judge_failure": failure_cause(exc), "attempts": exc.attempts,
+                                  "status": exc.status})
 
-    def _identity(self, prompt: RenderedPrompt) -> dict[str, Any]:
+    def _identity(self, prompt: RenderedPrompt, mode: OutputMode) -> dict[str, Any]:
         return {"method": "judge", "provider": self.provider, "model": self.model,
                 "template_version": prompt.version, "temperature": self.temperature_for(prompt.template.name),
-                "seed": self.seed if self.service.provider.spec.supports_seed else None}
+                "seed": self.seed if self.service.provider.spec.supports_seed else None, "output_mode": mode}
 
     def _details(self, prompt: RenderedPrompt, samples: list[Sample], values: Values) -> dict[str, Any]:
-        details = self._identity(prompt)
+        details = self._identity(prompt, samples[0].mode)
         details.update({
             "scores": {k: round(v, 6) for k, v in values.items()},
             "reasoning": kept_raw(redact(samples[0].reasoning)),
@@ -248,6 +366,8 @@ class JudgeClient:
             "cost_usd": round(sum(s.cost_usd or 0.0 for s in samples), 8),
             **redact_mapping(samples[0].extras),
         })
+        if any(s.parsed_from != "json" for s in samples):
+            details["parsed_from"] = "words"
         if len(samples) > 1:
             details["samples"] = [{k: round(v, 6) for k, v in s.values.items()} for s in samples]
         return details
@@ -270,6 +390,7 @@ class JudgeClient:
                 "client": self.service.runtime.chat_client,
                 "temperature": self.temperature, "temperatures": dict(sorted(self.temperatures.items())),
                 "seed": self.seed, "samples": self.samples,
+                "output": self.output.metadata(), "repairs": self.repairs.as_dict(),
                 "templates": dict(sorted(self.templates_used.items())), "cache": self.cache.metadata()}
 
     async def aclose(self) -> None:
@@ -286,12 +407,22 @@ def max_tokens_for(template: JudgeTemplate) -> int:
     return LIST_MAX_TOKENS if list_valued else JUDGE_MAX_TOKENS
 
 
-def _read(prompt: RenderedPrompt, text: str, *, cached: bool, repaired: bool) -> Sample:
+def _read(prompt: RenderedPrompt, text: str, mode: OutputMode, *, cached: bool, repaired: bool) -> Sample:
+    """The sample in ``text``: a JSON verdict, or in prompt mode also a lone score stated in words."""
     from evalgate.judges.prompts import verdict_details
 
-    verdict = parse_verdict(text, prompt.template.verdict)
-    values = prompt.template.values(verdict, prompt.inputs)
-    return Sample(values, str(getattr(verdict, "reasoning", "")), verdict_details(verdict), cached, repaired)
+    template = prompt.template
+    parsed_from = "json"
+    try:
+        verdict = parse_verdict(text, template.verdict)
+    except VerdictError:
+        in_words = verdict_in_words(text, template.verdict) if mode == "prompt" else None
+        if in_words is None:
+            raise
+        verdict, parsed_from = in_words, "words"
+    values = template.values(verdict, prompt.inputs)
+    reasoning = str(getattr(verdict, "reasoning", ""))
+    return Sample(values, reasoning, verdict_details(verdict), cached, repaired, mode, parsed_from=parsed_from)
 
 
 def _with_cost(sample: Sample, replies: list[ChatReply]) -> Sample:
@@ -300,6 +431,16 @@ def _with_cost(sample: Sample, replies: list[ChatReply]) -> Sample:
     costs = [r.cost_usd for r in replies]
     sample.cost_usd = None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
     return sample
+
+
+def _spent(replies: list[ChatReply]) -> dict[str, Any]:
+    """Tokens and cost of the calls an unavailable verdict made (paid although nothing could be read)."""
+    if not replies:
+        return {}
+    costs = [r.cost_usd for r in replies]
+    return {"prompt_tokens": sum(r.usage.prompt_tokens for r in replies),
+            "completion_tokens": sum(r.usage.completion_tokens for r in replies),
+            "cost_usd": None if any(c is None for c in costs) else round(sum(c or 0.0 for c in costs), 8)}
 
 
 def _replay(result: JudgeVerdict | MetricUnavailable) -> JudgeVerdict:

@@ -2,6 +2,9 @@
 
 calls = Σ over selected cases of (distinct judge templates among the case's planned judged metrics)
 × judge_samples × repeat, plus one model call per case × repeat for the ``openai`` target.
+Repair retries (``judges.client``: prompt-only output only) are counted apart as an upper bound: with the
+judge in prompt mode at the start, up to one per judge call, each costing the first call's prompt plus
+its reply plus ``REPAIR_EXTRA_TOKENS``; none in the structured modes.
 Judge prompt tokens are counted on the rendered prompt with the case's recorded answer (or
 ``ASSUMED_ANSWER_TOKENS`` when there is none); completions are assumed to use
 ``ASSUMED_COMPLETION_TOKENS``. At most ``SAMPLE_CASES`` cases are rendered; the rest are extrapolated
@@ -28,6 +31,8 @@ if TYPE_CHECKING:
 
 ASSUMED_ANSWER_TOKENS = 300
 ASSUMED_COMPLETION_TOKENS = 250
+REPAIR_EXTRA_TOKENS = 60
+"""The repair message and its framing, in tokens."""
 SAMPLE_CASES = 200
 FILLER_WORD = "word "
 
@@ -42,12 +47,21 @@ class RunEstimate:
     """None when a model involved has no known price."""
     tokens_counted: bool = True
     """False: token figures are characters/4 estimates (no price, so the tokenizer was not loaded)."""
+    repair_calls: int = 0
+    """At most this many repair retries on top (prompt-only output; 0 with structured output)."""
+    repair_cost_usd: float | None = 0.0
+    output_mode: str | None = None
 
     def line(self, max_cost: float | None) -> str:
         cost = "unknown (no price for the model)" if self.cost_usd is None else f"~${self.cost_usd:.4f}"
         text = (f"cost estimate: {cost} for {self.judge_calls} judge call(s) and {self.target_calls} model call(s), "
                 f"~{self.prompt_tokens} prompt + ~{self.completion_tokens} completion tokens "
                 f"({'' if self.tokens_counted else 'estimated as characters/4; '}cache hits not counted)")
+        if self.repair_calls:
+            extra = "" if self.repair_cost_usd is None else f" (≤ ${self.repair_cost_usd:.4f})"
+            text += f"; up to {self.repair_calls} repair retries more{extra} with prompt-only judge output"
+        elif self.judge_calls and self.output_mode and self.output_mode != "prompt":
+            text += f"; {self.output_mode} judge output: no repair retries"
         if max_cost is not None:
             text += f"; budget max_cost ${max_cost:g}"
             if self.cost_usd is not None and self.cost_usd > max_cost:
@@ -58,7 +72,9 @@ class RunEstimate:
         return {"judge_calls": self.judge_calls, "target_calls": self.target_calls,
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
-                "tokens_counted": self.tokens_counted}
+                "tokens_counted": self.tokens_counted, "repair_calls_max": self.repair_calls,
+                "repair_cost_usd_max": None if self.repair_cost_usd is None else round(self.repair_cost_usd, 6),
+                "output_mode": self.output_mode}
 
 
 def judge_templates_for(metric_names: Sequence[str]) -> list[str]:
@@ -79,9 +95,11 @@ def estimate_run(
     target_price: Price | None = None,
     model_target: bool = False,
     criteria_for: Callable[[Case], Sequence[Any]] | None = None,
+    output_mode: str | None = None,
 ) -> RunEstimate:
     """``criteria_for(case)``: the ``CriteriaDefinition`` of each declared judged metric planned for the case
-    (one call per case each, plus one step-writing call per criteria text without declared steps)."""
+    (one call per case each, plus one step-writing call per criteria text without declared steps);
+    ``output_mode``: the judge's output mode at the start (``prompt``: repair retries are possible)."""
     from evalgate.judges.prompts import TEMPLATES, render  # jinja2: imported once a judge is in play
 
     priced = (not judging or judge_price is not None) and (not model_target or target_price is not None)
@@ -124,8 +142,15 @@ def estimate_run(
             cost = None
         elif calls and cost is not None and price is not None:
             cost += price.cost(prompt, completion)
+    repair_calls = judge_calls if judging and output_mode == "prompt" else 0
+    repair_prompt = judge_prompt + judge_completion + repair_calls * REPAIR_EXTRA_TOKENS if repair_calls else 0
+    repair_cost: float | None = 0.0
+    if repair_calls:
+        repair_cost = None if judge_price is None else judge_price.cost(repair_prompt,
+                                                                         repair_calls * ASSUMED_COMPLETION_TOKENS)
     return RunEstimate(judge_calls, target_calls, judge_prompt + target_prompt, judge_completion + target_completion,
-                       cost, tokens_counted=priced)
+                       cost, tokens_counted=priced, repair_calls=repair_calls, repair_cost_usd=repair_cost,
+                       output_mode=output_mode if judging else None)
 
 
 def _criteria_prompt_tokens(definition: Any, case: Case, answer: Answer,
@@ -164,6 +189,7 @@ def announce_estimate(settings: Any, prepared: Any, judge: Any, target: Any) -> 
         target_price=target.service.price if model_target else None, model_target=model_target,
         criteria_for=lambda case: [m.fn.definition for m in prepared.plan_for(case).metrics  # type: ignore[attr-defined]
                                    if hasattr(m.fn, "definition")],
+        output_mode=judge.output.mode if judge is not None else None,
     )
     print(f"evalgate: {estimate.line(settings.max_cost)}", file=sys.stderr)
     return estimate.as_dict()

@@ -38,7 +38,8 @@ def build_judge(settings: Settings, runtime: Runtime | None = None, env: Mapping
     cache = JudgeCache(cache_path(settings.db_path), read=not settings.no_cache,
                        base=restored.path if restored else None, base_label=restored.label if restored else None)
     return JudgeClient(service, cache, temperature=settings.judge_temperature, seed=settings.judge_seed,
-                       samples=settings.judge_samples, temperatures=template_temperatures(settings))
+                       samples=settings.judge_samples, temperatures=template_temperatures(settings),
+                       output=settings.judge_output)
 
 
 DEFAULT_METRIC_TEMPERATURES: dict[str, float] = {"judge_score": 0.1}

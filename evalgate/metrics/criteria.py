@@ -157,7 +157,7 @@ def criteria_metric(definition: CriteriaDefinition, *, categories: tuple[str, ..
     judged.definition = definition  # type: ignore[attr-defined]  # read by the cost estimate
     return Metric(name=definition.name, fn=judged, direction="higher", default_threshold=None, applies=applies,
                   kind="judged", description=description or definition.summary, family=FAMILY,
-                  value_range=(0.0, 1.0), per_case=True, info=definition.info())
+                  value_range=(0.0, 1.0), per_case=True, info=definition.info(), uses_judge=True)
 
 
 def declaration_metric(declaration: MetricDeclaration, origin: str) -> Metric:

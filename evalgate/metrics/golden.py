@@ -313,7 +313,8 @@ async def _judged_quality(case: Case, answer: Answer, ctx: MetricContext) -> Sco
     value = getattr(scored, "value", None)
     low, high = QUALITY_RANGE
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise MetricUnavailable(f"the judge returned {value!r} for response_quality, not a number in {low:g}–{high:g}")
+        raise MetricUnavailable(f"the judge returned {value!r} for response_quality, not a number in {low:g}–{high:g}",
+                                {"judge_failure": "unreadable"})
     return Score(float(value), {**dict(getattr(scored, "details", None) or {}), "method": "judge"})
 
 
@@ -323,16 +324,30 @@ async def _judged_quality(case: Case, answer: Answer, ctx: MetricContext) -> Sco
     threshold=3.5,
     applies=_is_golden_case,
     value_range=QUALITY_RANGE,
+    uses_judge=True,
 )
 async def response_quality(case: Case, answer: Answer, ctx: MetricContext) -> Score:
-    """Answer quality on a 1–5 scale: the judge's rubric score, or without a judge a heuristic
-    ``1 + 4·(0.3·length + 0.5·summary-overlap + 0.2·structure)`` (see ``heuristic_quality``).
+    """Answer quality on a 1–5 scale: the judge's rubric score, or without a judge — none configured, or one
+    that could not score this answer — a heuristic ``1 + 4·(0.3·length + 0.5·summary-overlap + 0.2·structure)``
+    (see ``heuristic_quality``).
 
-    details.method says which one produced the value: ``judge`` or ``heuristic``.
+    details.method says which one produced the value: ``judge`` or ``heuristic``; when the judge was
+    configured but could not score the answer, details.judge_unavailable says why (and the gate treats the
+    verdict as missing: the case is errored).
     """
     if ctx.judge is None:
         return heuristic_quality(case, answer)
-    return await _judged_quality(case, answer, ctx)
+    try:
+        return await _judged_quality(case, answer, ctx)
+    except MetricUnavailable as exc:
+        if answer.output is None:
+            raise
+        reason = str(exc)
+        fallback = heuristic_quality(case, answer)
+        ctx.judge_fallbacks["response_quality"] = reason
+        return Score(fallback.value, {**fallback.details, "judge_unavailable": reason,
+                                      "judge_failure": exc.details.get("judge_failure"),
+                                      "judge_details": {k: v for k, v in exc.details.items() if k != "method"}})
 
 
 # --- composite ------------------------------------------------------------------------------------
@@ -350,21 +365,23 @@ def composite(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     0.20·data_source_match + 0.25·(response_quality / 5).
 
     Weights come from options ``composite_weights``; a component that did not produce a value makes
-    the composite unavailable.
+    the composite unavailable; a response_quality scored by the heuristic because the judge failed is
+    used, and details.judge_unavailable says so.
     """
     missing = [name for name in COMPONENTS if ctx.values.get(name) is None]
     if missing:
         raise MetricUnavailable(f"composite needs {', '.join(missing)}, which produced no value", {"missing": missing})
     weights = ctx.options.composite_weights
+    fallbacks = {name: ctx.judge_fallbacks[name] for name in COMPONENTS if name in ctx.judge_fallbacks}
     normalised = {name: float(ctx.values[name]) for name in COMPONENTS}
     normalised["response_quality"] /= QUALITY_RANGE[1]
     contributions = {name: getattr(weights, name) * normalised[name] for name in COMPONENTS}
     value = sum(contributions.values())
-    return Score(
-        min(1.0, max(0.0, value)),
-        {
-            "components": normalised,
-            "weights": {name: getattr(weights, name) for name in COMPONENTS},
-            "contributions": {name: round(c, 6) for name, c in contributions.items()},
-        },
-    )
+    details: dict[str, Any] = {
+        "components": normalised,
+        "weights": {name: getattr(weights, name) for name in COMPONENTS},
+        "contributions": {name: round(c, 6) for name, c in contributions.items()},
+    }
+    if fallbacks:  # a component came from the heuristic because the judge could not score it
+        details["judge_unavailable"] = "; ".join(f"{name} scored by the heuristic: {why}" for name, why in fallbacks.items())
+    return Score(min(1.0, max(0.0, value)), details)

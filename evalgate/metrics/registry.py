@@ -13,7 +13,7 @@ as they are): plans are cached per such shape (``evalgate.runner.setup.case_shap
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from evalgate.model import Answer, Case
 
 __all__ = ["REGISTRY", "Metric", "MetricContext", "MetricSkipped", "MetricUnavailable", "Score", "all_metrics",
-           "get_metric", "metric"]
+           "get_metric", "judge_dependent", "metric"]
 
 Direction = Literal["higher", "lower"]
 Kind = Literal["deterministic", "judged"]
@@ -46,6 +46,8 @@ class MetricContext:
     repeat: int = 0
     thresholds: dict[str, Any] | None = None
     """The case's own thresholds (``assert:`` entries), which override the run's; None when it has none."""
+    judge_fallbacks: dict[str, str] = field(default_factory=dict)
+    """Metrics of this case scored by a heuristic because the judge could not score them: name → why."""
 
 
 MetricFn = Callable[["Case", "Answer", MetricContext], "Score | Awaitable[Score]"]
@@ -73,6 +75,8 @@ class Metric:
     """Plan this metric for every case (its ``applies`` may read any value: user metrics), not per shape."""
     info: Any = None
     """What the results' metadata shows about a user metric (origin, criteria, steps); None for built-ins."""
+    uses_judge: bool = False
+    """Scored by the LLM judge when one is configured (every ``judged`` metric, and response_quality)."""
 
     def gated_by_default(self) -> bool:
         return self.default_threshold is not None
@@ -105,6 +109,7 @@ def metric(
     value_range: tuple[float, float] | None = (0.0, 1.0),
     depends_on: tuple[str, ...] = (),
     strict: bool = False,
+    uses_judge: bool | None = None,
 ) -> Callable[[MetricFn], MetricFn]:
     """Register ``fn`` under ``name``. Its docstring's first paragraph is the metric's description.
 
@@ -127,10 +132,26 @@ def metric(
             depends_on=depends_on,
             applies_takes_options=_arity(applies) >= 2,
             strict_threshold=strict,
+            uses_judge=kind == "judged" if uses_judge is None else uses_judge,
         )
         return fn
 
     return register
+
+
+def judge_dependent(metrics: Mapping[str, Metric]) -> frozenset[str]:
+    """Metrics whose value comes from the judge: those that use it, and those that depend (directly or
+    through others) on one that does (``composite`` on ``response_quality``, ``combined_score`` on
+    ``judge_score``)."""
+    found = {name for name, m in metrics.items() if m.uses_judge}
+    grew = True
+    while grew:
+        grew = False
+        for name, m in metrics.items():
+            if name not in found and any(dependency in found for dependency in m.depends_on):
+                found.add(name)
+                grew = True
+    return frozenset(found)
 
 
 def _arity(fn: Callable[..., Any]) -> int:

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evalgate.report.progress import MAX_FAILED_LISTED
-from evalgate.report.view import format_threshold, is_number, not_run, trend_arrow
+from evalgate.report.view import format_threshold, is_number, not_scored_view, trend_arrow
 
 MAX_FLIPS_LISTED = 20
 MAX_FLAKY_LISTED = 20
@@ -33,11 +33,17 @@ def _fmt(value: Any) -> str:
 
 
 def metric_mark(row: dict[str, Any]) -> str:
+    """✅ / ❌ against the threshold, ⚠ instead of ✅ when the judge left some of its verdicts missing; with no
+    value ⚠ (unavailable or errored somewhere) or ⏭ (skipped by design)."""
+    if row.get("passed") is True and row.get("judge_unavailable"):
+        return "⚠"
     if row.get("passed") is True:
         return "✅"
     if row.get("passed") is False:
         return "❌"
-    if row.get("average") is None and (row.get("skipped") or row.get("unavailable")):
+    if row.get("average") is None and (row.get("unavailable") or row.get("errored")):
+        return "⚠"
+    if row.get("average") is None and row.get("skipped"):
         return "⏭"
     return "·"
 
@@ -58,6 +64,7 @@ def render_report(document: dict[str, Any], console: Console, *, verbose: bool =
         f"  weighted {summary['weighted_pass_rate']:.1%}  critical failures {summary['critical_failures']}"
     )
     console.print(_metric_table(document))
+    render_not_scored(document, console, verbose=verbose)
     render_baseline(document, console)
     render_repeats(document, console)
     suites = document.get("breakdowns", {}).get("suite", {})
@@ -161,21 +168,55 @@ def spend_lines(spend: Mapping[str, Any]) -> list[str]:
 
 def _metric_table(document: dict[str, Any]) -> Table:
     table = Table(title="Metrics", title_justify="left", show_edge=False, pad_edge=False)
-    width = max((len(str(name)) for name in document["metrics"]), default=6)
-    for column in ("metric", "average", "threshold", "", "cases", "not run"):
+    rows = document["metrics"]
+    width = max((len(str(name)) for name in rows), default=6)
+    errored = any(row.get("errored") for row in rows.values())
+    for column in ("metric", "average", "threshold", "", "cases", "skipped", "unavailable", *(("errored",) if errored else ())):
         table.add_column(column, justify="left" if column in ("metric", "") else "right",
                          min_width=min(width, 28) if column == "metric" else None)
-    summaries = any(row.get("summary") for row in document["metrics"].values())
+    summaries = any(row.get("summary") for row in rows.values())
     if summaries:
         table.add_column("checks", justify="left", overflow="ellipsis", no_wrap=True, max_width=48)
-    for name, row in document["metrics"].items():
+    for name, row in rows.items():
         threshold = row.get("threshold")
         bound = format_threshold(threshold) if threshold else "—"
-        missing = not_run(row)
+        unavailable = int(row.get("unavailable") or 0)
+        fallback = max(0, int(row.get("judge_unavailable") or 0) - unavailable - int(row.get("errored") or 0))
         cells = [name, _fmt(row.get("average")), bound, metric_mark(row), str(row.get("count", 0)),
-                 str(missing) if missing else ""]
+                 str(row.get("skipped") or ""),
+                 (str(unavailable) if unavailable else "") + (f" +{fallback} heuristic" if fallback else "")]
+        if errored:
+            cells.append(str(row.get("errored") or ""))
         table.add_row(*cells, *([Text(str(row.get("summary") or ""))] if summaries else []))
     return table
+
+
+def render_not_scored(document: dict[str, Any], console: Console, *, verbose: bool = False) -> None:
+    """Unavailable verdicts (should have been scored), then skipped ones (by design), each with its count and
+    first reason; skipped metrics get one line each with ``--verbose``, a one-line summary otherwise."""
+    view = not_scored_view(document)
+    judge = view["judge"]
+    if judge:
+        of = f" of {judge['verdicts']}" if judge.get("verdicts") else ""
+        console.print(f"⚠ Judge verdicts unavailable: {judge['missing']}{of} (first: {judge['first']})", markup=False)
+    for row in view["unavailable"]:
+        parts = []
+        if row["count"]:
+            parts.append(f"unavailable in {row['count']} case(s)")
+        if row["heuristic"]:
+            total = f" of {row['judge_verdicts']}" if row.get("judge_verdicts") else ""
+            parts.append(f"no judge verdict in {row['heuristic']}{total} case(s), scored by the heuristic instead")
+        console.print(f"  ⚠ {row['name']}: {', '.join(parts)} — first: {row['reason'] or 'no reason recorded'}",
+                      markup=False)
+    skipped = view["skipped"]
+    if skipped and verbose:
+        console.print("Skipped by design:")
+        for row in skipped:
+            console.print(f"  ⏭ {row['name']}: skipped in {row['count']} case(s) — {row['reason'] or 'no reason'}",
+                          markup=False)
+    elif skipped:
+        listed = ", ".join(f"{row['name']} ({row['count']})" for row in skipped)
+        console.print(f"Skipped by design: {listed} — first: {skipped[0]['reason'] or 'no reason'}", markup=False)
 
 
 def render_baseline(document: dict[str, Any], console: Console) -> None:

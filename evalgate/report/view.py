@@ -165,11 +165,16 @@ def usage_view(results: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def metric_result(info: Mapping[str, Any]) -> str:
-    """``passed``/``failed`` against the threshold, ``skipped`` with no value, else ``none`` (informational)."""
+    """``passed``/``failed`` against the threshold (``judge_missing`` instead of ``passed`` when the judge left
+    some of its verdicts missing: the average then rests partly on the heuristic or on fewer cases); with no
+    value at all ``unavailable`` (some case should have scored it: unavailable or errored) or ``skipped`` (not
+    run by design); else ``none`` (informational)."""
     if info.get("average") is None:
-        return "skipped"
+        return "unavailable" if int(info.get("unavailable") or 0) + int(info.get("errored") or 0) else "skipped"
     if info.get("threshold") is None:
         return "none"
+    if info.get("passed") and info.get("judge_unavailable"):
+        return "judge_missing"
     return "passed" if info.get("passed") else "failed"
 
 
@@ -200,10 +205,64 @@ def metric_rows(results: Mapping[str, Any], *, unchanged: str = "=") -> list[dic
             "failed": info.get("failed", 0),
             "skipped": info.get("skipped", 0),
             "unavailable": info.get("unavailable", 0),
+            "errored": info.get("errored", 0),
+            "judge_unavailable": int(info.get("judge_unavailable") or 0),
+            "judge_verdicts": info.get("judge_verdicts"),
             "not_run": not_run(info),
             "vs_base": delta_view(compared.get(name), unchanged=unchanged),
         })
     return rows
+
+
+def not_scored_view(results: Mapping[str, Any]) -> dict[str, Any]:
+    """What was not scored, unavailable apart from skipped, with counts and first reasons:
+
+    * ``judge``: ``{missing, verdicts, first}`` when the judge left verdicts missing (``summary.judged_*``);
+    * ``unavailable``: metrics some case should have scored but could not, ``{name, count (unavailable +
+      errored), judge_missing, judge_verdicts, heuristic (judge verdicts missing but scored by the heuristic),
+      reason}``;
+    * ``skipped``: metrics not run by design on some cases, ``{name, count, reason}``.
+    """
+    summary = results.get("summary") or {}
+    unavailable, skipped = [], []
+    for name, info in (results.get("metrics") or {}).items():
+        info = info if isinstance(info, Mapping) else {}
+        recorded = info.get("first_reason")
+        first: Mapping[str, Any] = recorded if isinstance(recorded, Mapping) else {}
+        count = int(info.get("unavailable") or 0) + int(info.get("errored") or 0)
+        missing = int(info.get("judge_unavailable") or 0)
+        if count or missing:
+            reason = info.get("judge_unavailable_first") or first.get("unavailable") or first.get("errored") \
+                or _first_reason(info)
+            unavailable.append({"name": str(name), "count": count, "judge_missing": missing,
+                                "judge_verdicts": info.get("judge_verdicts"), "heuristic": max(0, missing - count),
+                                "reason": _cut(reason)})
+        if info.get("skipped"):
+            reason = first.get("skipped") or _first_reason(info)
+            skipped.append({"name": str(name), "count": int(info.get("skipped") or 0), "reason": _cut(reason)})
+    missing = int(summary.get("judged_unavailable") or 0)
+    judge = {"missing": missing, "verdicts": summary.get("judged_verdicts"),
+             "first": _cut(summary.get("judged_unavailable_first"))} if missing else None
+    return {"judge": judge, "unavailable": unavailable, "skipped": skipped}
+
+
+REASON_CHARS = 400
+"""Longest reason ``not_scored_view`` keeps (a judge's error message can be long)."""
+
+
+def _cut(text: Any) -> str | None:
+    if text is None:
+        return None
+    text = str(text)
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS] + "…"
+
+
+def _first_reason(info: Mapping[str, Any]) -> str | None:
+    """The most frequent recorded reason (results written before ``first_reason`` existed)."""
+    reasons = info.get("reasons")
+    if isinstance(reasons, Mapping) and reasons:
+        return str(max(reasons.items(), key=lambda kv: kv[1] if isinstance(kv[1], int) else 0)[0])
+    return None
 
 
 def trend_arrow(delta: float, unchanged: str = "=") -> str:

@@ -39,7 +39,7 @@ class RunResult:
 
     passed: bool
     exit_code: int
-    """0 passed, 1 gate failed."""
+    """0 passed, 1 gate failed (or crashed), 130 interrupted (README "Exit status")."""
     reasons: list[str]
     """Why the gate failed (empty when it passed)."""
     status: str
@@ -206,7 +206,8 @@ def run_settings(settings: Settings, suite_config: Mapping[str, Any], *, cwd: Pa
         from evalgate.report.progress import make_progress
 
         def progress_for(total: int) -> Any:
-            return make_progress(settings.progress, total, quiet=False)
+            return make_progress(settings.progress, total, quiet=False,
+                                 every_seconds=settings.progress_interval_seconds)
 
     return _sync(lambda: execute(settings, suite_config, cwd=cwd, progress_for=progress_for,
                                  install_signal_handlers=install_signal_handlers, baseline_loader=baseline_loader))

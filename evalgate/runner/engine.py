@@ -12,12 +12,21 @@ import inspect
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from evalgate.calls.costs import BudgetExceeded
 from evalgate.calls.executor import CallCancelled
-from evalgate.metrics.registry import Metric, MetricContext, MetricSkipped, MetricUnavailable, Score
+from evalgate.metrics.registry import (
+    Metric,
+    MetricContext,
+    MetricSkipped,
+    MetricUnavailable,
+    Score,
+    all_metrics,
+    judge_dependent,
+)
 from evalgate.model import (
     Answer,
     CaseResult,
@@ -115,6 +124,8 @@ class Engine:
         repeat: int = 1,
         stop: asyncio.Event | None = None,
         grace_seconds: float = 5.0,
+        budget_reached: Callable[[], bool] | None = None,
+        metrics: Mapping[str, Metric] | None = None,
     ) -> None:
         self.target = target
         self.plan_for = plan_for
@@ -127,6 +138,13 @@ class Engine:
         self.repeat = repeat
         self.stop = stop or asyncio.Event()
         self.grace_seconds = grace_seconds
+        self.budget_reached = budget_reached
+        """True once ``max_cost`` refused a call (``CostLedger.exceeded``): the engine then drains."""
+        self.draining = False
+        """Set when ``max_cost`` stops the run: no new case starts, the cases in progress finish and are recorded."""
+        self.evidence = judge_dependent(metrics or all_metrics()) if judge is not None else frozenset()
+        """Metrics whose value needs a judge verdict: gated on a case, they error it without one
+        (``verdict.gate.case_verdict``)."""
         self.stats = EngineStats()
         self._undelivered: deque[CaseResult] = deque()
         self._sink_error: BaseException | None = None
@@ -176,18 +194,25 @@ class Engine:
         return self._work_items_for(cases, self.repeat)
 
     async def _worker(self, work: Iterator[tuple[Case, int]]) -> None:
-        while not self.stop.is_set():
+        while not self.stop.is_set() and not self.draining:
             try:
                 case, repeat = next(work)
             except StopIteration:
                 return
             try:
                 result = await self.evaluate(case, repeat)
-            except CallCancelled:  # the run is stopping (signal or budget): drop the unfinished case
+            except BudgetExceeded:  # the case's first paid call did not fit: nothing of it was paid, drop it;
+                self.draining = True  # the other cases in progress finish (their calls are paid for)
+                self.stats.cancelled = True
+                return
+            except CallCancelled:  # the run is stopping (signal): drop the unfinished case
                 self.stop.set()
                 self.stats.cancelled = True
                 return
             self._finished(result)
+            if self.budget_reached is not None and self.budget_reached():
+                self.draining = True
+                self.stats.cancelled = True
 
     def _finished(self, result: CaseResult) -> None:
         """Queue ``result`` for the sinks, which run once this worker has started its next case and waits
@@ -218,14 +243,13 @@ class Engine:
             self.stats.finished_cases += 1
 
     async def evaluate(self, case: Case, repeat: int = 0) -> CaseResult:
-        """Answer and score one case; never raises for target or metric failures."""
-        started = time.perf_counter()
+        """Answer and score one case; never raises for target or metric failures. ``latency_ms`` is the
+        target's own measurement of its successful call (None when it has none): timing the await here
+        would add the wait for a call slot and every other case's work on this loop."""
         try:
             answer = await self.target.answer(case)
         except Exception as exc:  # a target must not raise, but a bug in one must not kill the run
             answer = Answer(error=f"target failed: {type(exc).__name__}: {exc}")
-        if answer.latency_ms is None and self.target.kind != "recorded":
-            answer.latency_ms = round((time.perf_counter() - started) * 1000, 3)
         if answer.error:
             self.stats.target_errors += 1
             return self._result(case, answer, {}, repeat)
@@ -301,7 +325,7 @@ class Engine:
         return judge_metric(value, self._threshold(metric.name, ctx), score.details)
 
     def _result(self, case: Case, answer: Answer, metrics: dict[str, MetricResult], repeat: int) -> CaseResult:
-        status, reasons = case_verdict(metrics, error=answer.error, strict=self.strict)
+        status, reasons = case_verdict(metrics, error=answer.error, strict=self.strict, evidence=self.evidence)
         num_tokens = answer.num_tokens
         if num_tokens is None and "num_tokens" in metrics and metrics["num_tokens"].value is not None:
             num_tokens = int(metrics["num_tokens"].value)

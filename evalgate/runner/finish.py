@@ -60,12 +60,15 @@ def build_document(
             "kind": metric.kind if metric else "deterministic",
             "passed": verdict.metric_passed.get(name),
             "reasons": dict(tally.reasons) if tally.reasons else {},
+            "first_reason": dict(tally.first_reason),
         }
         if metric is not None and metric.info is not None:  # a user metric: what it checks, in one line
             table[name]["summary"] = metric.description
-    judged_unavailable = sum(
-        t.unavailable for n, t in aggregate.metrics.items() if n in metrics and metrics[n].kind == "judged"
-    )
+        judged = aggregate.judge.get(name)
+        if judged is not None:
+            table[name].update({"judge_verdicts": judged.verdicts, "judge_unavailable": judged.missing,
+                                "judge_unavailable_first": judged.first})
+    judge_total = aggregate.judge_totals()
     summary = {
         "pass_rate": round(aggregate.pass_rate, 6),
         "weighted_pass_rate": round(aggregate.weighted_pass_rate, 6),
@@ -84,7 +87,9 @@ def build_document(
             "average": _round(aggregate.latency_total / aggregate.latency_cases) if aggregate.latency_cases else None
         },
         "cost_usd": round(aggregate.cost_usd, 6),
-        "judged_unavailable": judged_unavailable,
+        "judged_unavailable": judge_total.missing,
+        "judged_verdicts": judge_total.verdicts,
+        "judged_unavailable_first": judge_total.first,
     }
     return {
         "schema_version": SCHEMA_VERSION,
@@ -175,9 +180,11 @@ def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None,
 
 
 def _compared_record(record: dict[str, Any]) -> dict[str, Any]:
+    """What the comparison reads of a case record; a value scored by the heuristic because the judge could
+    not score it is left out (it is not comparable with a judge's value on the other side)."""
     slim = {key: record[key] for key in COMPARED_RECORD_KEYS if key in record}
-    slim["metrics"] = {name: {"value": m.get("value")} for name, m in (record.get("metrics") or {}).items()
-                       if isinstance(m, dict)}
+    slim["metrics"] = {name: {"value": None if "judge_unavailable" in (m.get("details") or {}) else m.get("value")}
+                       for name, m in (record.get("metrics") or {}).items() if isinstance(m, dict)}
     return slim
 
 

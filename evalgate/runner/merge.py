@@ -37,7 +37,7 @@ from evalgate.report.console import CALL_COUNTERS
 from evalgate.store.reader import ShardRun, open_input
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.verdict.aggregate import RunAggregate
-from evalgate.verdict.gate import GatePolicy, Verdict, run_verdict
+from evalgate.verdict.gate import GatePolicy, Verdict, judge_metric_sets, run_verdict
 from evalgate.verdict.repeats import RepeatSink, apply_report
 
 MATTERING_SETTINGS = (
@@ -226,7 +226,7 @@ def merge_runs(
         run_id, timestamp = new_run_id(moment), moment.strftime("%Y-%m-%dT%H:%M:%SZ")
         thresholds = consistency.gate_thresholds()
         store = SQLiteStore(db_path, run_id, timestamp)
-        aggregate = RunAggregate()
+        aggregate = RunAggregate(*merged_judge_sets(runs, thresholds))
         repeats = consistency.repeat_sink(aggregate)
         for record in spool.iter_records_in_order():
             text = record.decode("utf-8")
@@ -251,6 +251,22 @@ def merge_runs(
                 for run in runs if run.document.get("comparison")]
     return MergeOutcome(document=document, results_path=results_path, db_path=db_path, verdict=verdict,
                         warnings=warnings)
+
+
+def merged_judge_sets(runs: Sequence[ShardRun], thresholds: Mapping[str, Threshold]
+                      ) -> tuple[frozenset[str], frozenset[str]]:
+    """``RunAggregate``'s (judged, gated_judged) for the merged run: the built-in metrics that use the judge,
+    plus the metrics the shards' tables mark ``judged`` (metrics a config declared), when the shards had a
+    judge."""
+    from evalgate.metrics.registry import all_metrics
+
+    judging = str(((runs[0].document.get("metadata") or {}).get("judge") or {}).get("provider") or "none") != "none"
+    judged, gated = judge_metric_sets(all_metrics(), thresholds, judging=judging)
+    if not judging:
+        return judged, gated
+    declared = {str(name) for run in runs for name, row in (run.document.get("metrics") or {}).items()
+                if isinstance(row, Mapping) and row.get("kind") == "judged"}
+    return judged | declared, gated | {name for name in declared if thresholds.get(name) is not None}
 
 
 def _spool_inputs(sources: Sequence[str | Path], spool: CaseSpool) -> tuple[Consistency, list[ShardRun]]:

@@ -29,6 +29,8 @@ from evalgate.runner.finish import (
     run_metadata,
     write_compat_documents,
 )
+from evalgate.runner.preflight import check_reachable, endpoints_of
+from evalgate.runner.redundancy import IdenticalRepeats, upfront_warnings
 from evalgate.runner.reuse import add_reuse, restore_base_cache
 from evalgate.runner.setup import prepare
 from evalgate.safety.redact import redact_mapping
@@ -36,7 +38,7 @@ from evalgate.store.recorder import InlineRecorder, ProcessRecorder, recorder_fo
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.store.sqlite import SQLiteStore
 from evalgate.verdict.aggregate import RunAggregate
-from evalgate.verdict.gate import Verdict, run_verdict
+from evalgate.verdict.gate import Verdict, judge_metric_sets, run_verdict
 from evalgate.verdict.repeats import RepeatSink, apply_report
 
 if TYPE_CHECKING:
@@ -70,10 +72,31 @@ async def execute(
 
     ``baseline_loader`` answers ``baseline: auto`` (the Action passes
     ``evalgate.github.baseline.auto_loader(...)``); a path baseline is read here, before the run.
+    SIGINT and SIGTERM (with ``install_signal_handlers``), like setting ``stop``, end the run early:
+    partial results with status ``cancelled`` and ``gate.exit_code`` 130.
     """
+    stop = stop or asyncio.Event()
+    received: list[str] = []
+    handlers = _install_handlers(stop, received) if install_signal_handlers else {}
+    try:
+        return await _execute(settings, suite_config, cwd=cwd, progress_for=progress_for, stop=stop,
+                              received=received, baseline_loader=baseline_loader)
+    finally:
+        _remove_handlers(handlers)
+
+
+async def _execute(
+    settings: Settings,
+    suite_config: Mapping[str, Any],
+    *,
+    cwd: Path | None,
+    progress_for: Callable[[int], Any] | None,
+    stop: asyncio.Event,
+    received: list[str],
+    baseline_loader: Callable[[], BaselineLookup] | None,
+) -> RunOutcome:
     from evalgate.calls.costs import add_spend
     from evalgate.calls.executor import Runtime
-    from evalgate.judges.estimate import announce_estimate
     from evalgate.judges.factory import build_judge
     from evalgate.runner.warmup import preload
     from evalgate.targets.factory import build_target
@@ -92,15 +115,20 @@ async def execute(
     restored = restore_base_cache(settings, baseline, cwd)
     if restored.notice:
         prepared.notices.append(restored.notice)
-    progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
-    stop = stop or asyncio.Event()
     runtime = Runtime.from_settings(settings, stop)
     try:
         judge = build_judge(settings, runtime, base_cache=restored.cache)
+        target = build_target(settings, runtime)
     except BaseException:
         restored.close()
         raise
-    target = build_target(settings, runtime)
+    try:
+        await check_reachable(endpoints_of(target, judge), settings.connect_timeout_seconds)
+    except BaseException:
+        await _close_quietly(target, judge, runtime)
+        restored.close()
+        raise
+    progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
     estimate: dict[str, Any] | None = None
     now = dt.datetime.now(dt.UTC)
     run_id, timestamp = new_run_id(now), now.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -110,12 +138,16 @@ async def execute(
     spool = CaseSpool(output_dir / ".cases.jsonl")
     store = SQLiteStore(settings.db_path, run_id, timestamp)
     recorder = recorder_for(spool, store, len(prepared.cases) * settings.repeat)
-    aggregate = RunAggregate()
+    aggregate = RunAggregate(*judge_metric_sets(prepared.metrics, prepared.thresholds, judging=judge is not None))
     failures = FailureCollector()
     repeats = RepeatSink(aggregate, repeat=settings.repeat, rule=settings.repeat_rule)
     sinks: list[Any] = [repeats, recorder, failures]
+    echo = IdenticalRepeats(settings.repeat)
+    if settings.repeat > 1:
+        sinks.append(echo)
     if progress is not None:
         sinks.append(progress)
+    warnings: list[str] = []
     engine = Engine(
         target=target,
         plan_for=prepared.plan_for,
@@ -127,14 +159,17 @@ async def execute(
         judge=judge,
         repeat=settings.repeat,
         stop=stop,
+        budget_reached=lambda: runtime.ledger.exceeded,
+        metrics=prepared.metrics,
     )
     status = "crashed"
-    handlers = _install_handlers(stop) if install_signal_handlers else []
     frozen = _freeze_for_large_run(len(prepared.cases) * settings.repeat)
     try:
+        if progress is not None and hasattr(progress, "start"):
+            progress.start(runtime.executor)
         running = asyncio.ensure_future(engine.run(prepared.cases))
         estimating = asyncio.ensure_future(estimate_once_started(
-            running, lambda: announce_estimate(settings, prepared, judge, target)))
+            running, lambda: _announce(settings, prepared, judge, target, warnings)))
         try:
             stats = await running
             estimate = await estimating
@@ -144,26 +179,33 @@ async def execute(
         status = "cancelled" if stats.cancelled else "completed"
     finally:
         _thaw(frozen)
-        for sig in handlers:
-            asyncio.get_running_loop().remove_signal_handler(sig)
         if progress is not None and hasattr(progress, "close"):
             progress.close()
-        with contextlib.suppress(Exception):
-            await target.aclose()
-        if judge is not None and hasattr(judge, "aclose"):
-            with contextlib.suppress(Exception):
-                await judge.aclose()
+        await _close_quietly(target, judge, runtime)
         restored.close()
         repeats.finish()
         recorder_failure = _close_recorder(recorder)  # every recorded case is in the spool after this
         crash_raised = status == "crashed"
         if recorder_failure is not None:  # some finished cases may be missing from the results
             status = "crashed"
+        interrupted = status == "cancelled" and (bool(received) or not runtime.ledger.exceeded)
         extra = [f"run {status} before every case finished"] if status != "completed" else []
+        if interrupted:
+            by = " and ".join(dict.fromkeys(received)) or "the caller"
+            extra[0] = f"interrupted by {by}: run cancelled before every case finished"
         if runtime.ledger.exceeded:
-            extra.append(f"max_cost ${settings.max_cost:g} reached: the run stopped before exceeding the budget")
-        verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra)
+            extra.append(f"{runtime.ledger.stop_message()}; the cases in progress finished, "
+                         f"{max(0, len(prepared.cases) * settings.repeat - engine.stats.finished_cases)} case(s) "
+                         "not run")
+        verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra, interrupted=interrupted)
+        judge_totals = runtime.ledger.roles.get("judge")
+        late = echo.warning(target.kind, judge is not None, echo.results,
+                            judge_totals.calls if judge_totals is not None else 0)
+        if late is not None and status == "completed":
+            _warn(late, warnings)
         metadata = run_metadata(settings, prepared, target) | runtime.metadata() | {"estimate": estimate}
+        if warnings:
+            metadata["warnings"] = list(warnings)
         if judge is not None:
             metadata["judge"] = redact_mapping(judge.metadata())
         if prepared.user_metrics or prepared.used_inline:
@@ -177,7 +219,8 @@ async def execute(
         apply_report(document, repeats.report())
         regression_reasons = attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
         if regression_reasons:
-            verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra + regression_reasons)
+            verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra + regression_reasons,
+                                  interrupted=interrupted)
             document["gate"] = verdict.as_dict()
         write_results(results_path, document, spool)
         spool.close()
@@ -186,10 +229,6 @@ async def execute(
         if recorder_failure is not None and not crash_raised:
             raise recorder_failure
     compat_paths = write_compat_documents(settings, results_path, cwd)
-    if target.kind != "recorded" and aggregate.total_test_cases and aggregate.total_errored == aggregate.total_test_cases \
-            and engine.stats.target_errors == aggregate.total_test_cases:
-        raise UserError(f"the target never answered ({settings.target_url or settings.target}); "
-                        f"partial results are in {results_path}", where="target")
     return RunOutcome(document=document, results_path=results_path, db_path=settings.db_path,
                       verdict=verdict, failures=failures.failures, compat_paths=compat_paths,
                       notices=prepared.notices)
@@ -283,13 +322,76 @@ def _close_recorder(recorder: InlineRecorder | ProcessRecorder) -> Exception | N
     return None
 
 
-def _install_handlers(stop: asyncio.Event) -> list[int]:
+def _announce(settings: Settings, prepared: Any, judge: Any, target: Any, warnings: list[str]) -> dict[str, Any] | None:
+    """The cost estimate line, then the warnings about redundant samples or repeats (with its figures)."""
+    from evalgate.judges.estimate import announce_estimate
+
+    estimate = announce_estimate(settings, prepared, judge, target)
+    cold = cold_judged_metrics(settings, prepared) if judge is not None and settings.judge_samples > 1 else []
+    for text in upfront_warnings(settings, target.kind, judge is not None, estimate, cold):
+        _warn(text, warnings)
+    return estimate
+
+
+def cold_judged_metrics(settings: Settings, prepared: Any, sample: int = 200) -> list[str]:
+    """The judged metrics planned for (the first ``sample``) cases that run at temperature 0."""
+    import itertools
+
+    from evalgate.judges.factory import metric_temperatures
+    from evalgate.judges.prompts import METRIC_TEMPLATES
+
+    temperatures = metric_temperatures(settings)
+    planned = {metric.name for case in itertools.islice(prepared.cases, sample)
+               for metric in prepared.plan_for(case).metrics}
+    return sorted(name for name in planned & set(METRIC_TEMPLATES)
+                  if temperatures.get(name, settings.judge_temperature) == 0)
+
+
+def _warn(text: str, warnings: list[str]) -> None:
+    """Print a run warning on stderr and keep it for results.json (``metadata.warnings``)."""
+    import sys
+
+    warnings.append(text)
+    print(f"evalgate: warning: {text}", file=sys.stderr, flush=True)
+
+
+async def _close_quietly(target: Any, judge: Any, runtime: Any) -> None:
+    """Close the target's and judge's connections, then the run's wire thread; failures are ignored."""
+    with contextlib.suppress(Exception):
+        await target.aclose()
+    if judge is not None and hasattr(judge, "aclose"):
+        with contextlib.suppress(Exception):
+            await judge.aclose()
+    with contextlib.suppress(Exception):
+        await runtime.aclose()
+
+
+def _install_handlers(stop: asyncio.Event, received: list[str]) -> dict[int, Any]:
+    """SIGINT and SIGTERM stop the run (their names are appended to ``received``): no new call starts,
+    calls in flight get the engine's grace period, the finished cases are written. Returns the
+    handlers they replaced."""
     loop = asyncio.get_running_loop()
-    installed: list[int] = []
+    installed: dict[int, Any] = {}
+
+    def handle(sig: signal.Signals) -> None:
+        received.append(sig.name)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, stop.set)
-            installed.append(sig)
+            previous = signal.getsignal(sig)
+            loop.add_signal_handler(sig, handle, sig)
+            installed[sig] = previous
         except (NotImplementedError, RuntimeError, ValueError):
             pass
     return installed
+
+
+def _remove_handlers(installed: dict[int, Any]) -> None:
+    """Undo ``_install_handlers``: the handlers from before the run are back."""
+    loop = asyncio.get_running_loop()
+    for sig, previous in installed.items():
+        loop.remove_signal_handler(sig)
+        if previous is not None:
+            with contextlib.suppress(TypeError, ValueError):
+                signal.signal(sig, previous)

@@ -35,7 +35,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 logger = logging.getLogger(__name__)
@@ -201,8 +201,8 @@ class JudgeCache:
             self.misses += 1
             return None
         self.hits += 1
-        reply, prompt_tokens, completion_tokens = cast("tuple[str, int, int]", row)
-        return CachedReply(reply, int(prompt_tokens), int(completion_tokens))
+        found = cast("tuple[Any, ...]", row)  # a stored row or a pending one (which also holds its time)
+        return CachedReply(str(found[0]), int(found[1]), int(found[2]))
 
     def _from_base(self, key: CacheKey) -> CachedReply | None:
         """The base cache's reply for ``key`` (copied into the run's own cache), or None (a miss)."""

@@ -9,6 +9,11 @@ text). An extractor (seed 001) may print only ``mentions`` (objects with ``brand
 and/or ``ranked_list``: those are scored instead of the built-in detector. A non-zero exit status, invalid JSON, or running longer
 than ``api_timeout_seconds`` makes the case ``errored``; on timeout the program and its process group
 are killed. Commands are not retried: a local program's failure is not transient.
+
+Latency is the time from starting the program to having read all its output and seen it exit: it
+includes the program's own start-up (e.g. an interpreter importing its modules), not evalgate's
+scoring. The program is started, fed and waited for on the run's wire thread (``calls.wire``), so the
+run's other work does not delay the timestamps.
 """
 
 from __future__ import annotations
@@ -79,6 +84,22 @@ class CommandTarget:
     async def answer(self, case: Case) -> Answer:
         if self.runtime is not None:
             self.runtime.executor.check_stop()
+        stdin = self.stdin_for(case)
+        if self.runtime is not None:
+            with self.runtime.executor.track():
+                outcome = await self.runtime.wire.call(lambda: self._run(stdin))
+        else:
+            outcome = await self._run(stdin)
+        if isinstance(outcome, Answer):
+            return outcome
+        returncode, stdout, stderr, latency = outcome
+        if returncode != 0:
+            return Answer(error=redact(f"command exited with status {returncode}: {_tail(stderr)}"))
+        return self._read(stdout, latency)
+
+    async def _run(self, stdin: bytes) -> tuple[int, bytes, bytes, float] | Answer:
+        """Start the program, feed it ``stdin``, read its output and wait for it: (exit status, stdout,
+        stderr, milliseconds from start to exit), or the error ``Answer``."""
         started = time.perf_counter()
         try:
             process = await asyncio.create_subprocess_exec(
@@ -88,15 +109,13 @@ class CommandTarget:
         except OSError as exc:
             return Answer(error=f"cannot start {self.argv[0]!r}: {exc.strerror or exc}")
         try:
-            stdout, stderr = await asyncio.wait_for(process.communicate(self.stdin_for(case)), timeout=self.timeout)
+            stdout, stderr = await asyncio.wait_for(process.communicate(stdin), timeout=self.timeout)
+            latency = round((time.perf_counter() - started) * 1000, 3)
         except TimeoutError:
             return Answer(error=f"command timed out after {self.timeout:g}s and was killed")
         finally:
             await _reap(process)
-        latency = round((time.perf_counter() - started) * 1000, 3)
-        if process.returncode != 0:
-            return Answer(error=redact(f"command exited with status {process.returncode}: {_tail(stderr)}"))
-        return self._read(stdout, latency)
+        return process.returncode or 0, stdout, stderr, latency
 
     def _read(self, stdout: bytes, latency_ms: float) -> Answer:
         text = stdout.decode("utf-8", errors="replace").strip()

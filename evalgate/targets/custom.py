@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -56,17 +57,27 @@ class CustomTarget:
         return cls(made, reference)
 
     async def answer(self, case: Case) -> Answer:
+        """The system's answer; ``latency_ms``, unless the answer reports its own, is the call's time: a
+        plain ``answer`` is timed in its worker thread (the wait for a free thread excluded), an
+        ``async`` one around its ``await`` on the run's loop (where other cases' work can add to it)."""
         view = CaseView.of(case)
         try:
             if self._asynchronous:
+                started = time.perf_counter()
                 result = await self._answer(view)
+                elapsed = (time.perf_counter() - started) * 1000
             else:
-                result = await asyncio.to_thread(self._answer, view)
+                result, elapsed = await asyncio.to_thread(_timed, self._answer, view)
                 if inspect.isawaitable(result):
+                    started = time.perf_counter()
                     result = await result
+                    elapsed += (time.perf_counter() - started) * 1000
         except Exception as exc:
             return Answer(error=f"target {self.reference} raised {_line(exc)}")
-        return _as_answer(result, self.reference)
+        answer = _as_answer(result, self.reference)
+        if answer.latency_ms is None and answer.error is None:
+            answer.latency_ms = round(elapsed, 3)
+        return answer
 
     async def aclose(self) -> None:
         for name in ("aclose", "close"):
@@ -87,6 +98,13 @@ class CustomTarget:
             except Exception as exc:
                 extra = {"describe_error": _line(exc)}
         return {"kind": self.kind, "reference": self.reference, **extra}
+
+
+def _timed(function: Any, argument: Any) -> tuple[Any, float]:
+    """``function(argument)`` and its duration in milliseconds (run in the worker thread)."""
+    started = time.perf_counter()
+    result = function(argument)
+    return result, (time.perf_counter() - started) * 1000
 
 
 def _as_answer(result: Any, reference: str) -> Answer:

@@ -13,8 +13,10 @@ send the top-level payload fields as query parameters instead of a body.
 Headers come from ``target_headers``; ``${NAME}`` in a value is replaced by environment variable NAME
 (missing → ``UserError`` at startup) and the value is registered as a secret. The reply is read with
 ``targets.mapping.ResponseMap``; a non-JSON reply is taken as the answer text. A reply needs answer text
-unless it carries an extraction (``mentions`` / ``ranked_list``, seed 001's extractor). Latency is the time of
-the attempt that succeeded, in milliseconds.
+unless it carries an extraction (``mentions`` / ``ranked_list``, seed 001's extractor). Latency is the time
+of the attempt that succeeded, in milliseconds: from writing the request on a ready connection (connection
+set-up, call-slot waits, retries and backoff excluded) to the last byte of the reply, timed on the run's
+wire thread (``calls.wire``) so that scoring and judging in the same process do not inflate it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -139,8 +140,10 @@ class HttpTarget:
                          if body_template else None)
         self.response_map = ResponseMap.build(response_map)
         self.eval_context = dict(eval_context or {})
-        self.pool = HttpPool(timeout=runtime.executor.policy.attempt_seconds,
-                             concurrency=runtime.executor.concurrency, headers=self.headers, follow_redirects=True)
+        policy = runtime.executor.policy
+        self.pool = HttpPool(timeout=policy.attempt_seconds, connect_timeout=policy.connect_seconds,
+                             read_timeout=policy.read_seconds, concurrency=runtime.executor.concurrency,
+                             headers=self.headers, follow_redirects=True, wire=runtime.wire, timed=True)
         rpm, tpm = runtime.caps.get("target", (None, None))
         origin = urlsplit(url)
         credentials = json.dumps(sorted(self.headers.items()))  # requests with other keys are another budget
@@ -190,14 +193,13 @@ class HttpTarget:
         return self._read(response, latency)
 
     async def _send(self, payload: Any) -> tuple[Reply, float]:
-        started = time.perf_counter()
         if self.method in QUERY_METHODS:
             params = payload if isinstance(payload, dict) else {}
             response = await self.pool.request(self.method, self.url, params=params)
         else:
             body = json.dumps(payload, ensure_ascii=False).encode()
             response = await self.pool.request(self.method, self.url, body=body, headers=JSON_BODY)
-        latency = (time.perf_counter() - started) * 1000
+        latency = response.elapsed_ms if response.elapsed_ms is not None else 0.0
         if response.status >= 400:
             excerpt = response.text[:ERROR_BODY_CHARS].strip()
             raise StatusError(response.status, excerpt or response.reason, response.headers)

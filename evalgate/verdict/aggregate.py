@@ -4,15 +4,20 @@
 * ``weighted_pass_rate`` = Σ w(risk)·passed / Σ w(risk) over the same cases, with weights
   critical 4, high 2, medium 1, low 0.5 (``RISK_WEIGHTS``).
 * metric averages are arithmetic means over the cases where the metric produced a value.
+* judge verdicts (with a judge configured, for the metrics that use it): per metric, the verdicts asked for
+  (the metric ran, i.e. was not skipped; every repeat counts) and how many the judge did not give
+  (``unavailable``/``errored``, or valued only by the heuristic fallback: ``details.judge_unavailable``),
+  with the first reason; and the errored cases that miss a verdict of a gated judged metric.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalgate.model import RISK_WEIGHTS, CaseResult, CaseStatus, MetricStatus
+from evalgate.model import RISK_WEIGHTS, CaseResult, CaseStatus, MetricResult, MetricStatus
 
 BREAKDOWN_DIMENSIONS = ("suite", "category", "difficulty", "risk_level", "evolution_type", "tag")
 MAX_CRITICAL_LISTED = 200
@@ -31,6 +36,8 @@ class MetricTally:
     unavailable: int = 0
     errored: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
+    first_reason: dict[str, str] = field(default_factory=dict)
+    """The first reason seen per status that gave no value (``skipped``, ``unavailable``, ``errored``)."""
 
     def add(self, status: MetricStatus, value: float | None, reason: str | None) -> None:
         if value is not None and status in _VALUED:
@@ -49,12 +56,71 @@ class MetricTally:
             self.unavailable += 1
         elif status is MetricStatus.errored:
             self.errored += 1
-        if reason and len(self.reasons) < 20:
-            self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        if reason:
+            if len(self.reasons) < 20:
+                self.reasons[reason] = self.reasons.get(reason, 0) + 1
+            self.first_reason.setdefault(_STATUS_TEXT[status], reason)
 
     @property
     def average(self) -> float | None:
         return self.total / self.count if self.count else None
+
+
+@dataclass
+class JudgeTally:
+    """Judge verdicts of one metric: asked for, not given (``missing``), of those the ones ``max_cost`` left
+    unasked (``budget``), the first reason one was missing and the first that was not the budget."""
+
+    verdicts: int = 0
+    missing: int = 0
+    budget: int = 0
+    first: str | None = None
+    first_judge: str | None = None
+
+    def add(self, other: JudgeTally) -> None:
+        self.verdicts += other.verdicts
+        self.missing += other.missing
+        self.budget += other.budget
+        self.first = self.first or other.first
+        self.first_judge = self.first_judge or other.first_judge
+
+    @property
+    def scored(self) -> int:
+        return self.verdicts - self.missing
+
+    @property
+    def judge_missing(self) -> int:
+        """Missing for the judge's sake (unreachable, unreadable, refused), not the budget's."""
+        return self.missing - self.budget
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"of": self.verdicts, "missing": self.missing, "budget": self.budget, "first": self.first,
+                "first_judge": self.first_judge}
+
+
+def judge_verdicts(result: MetricResult) -> JudgeTally:
+    """The judge verdicts one metric result of a judge-scored metric stands for: a collapsed result of several
+    repeats carries them in ``details.judge_verdicts``; a single result is one verdict unless skipped, missing
+    when it is unavailable or errored or valued by the heuristic fallback (``details.judge_unavailable``), and
+    then ``budget`` when ``details.judge_failure`` says max_cost left it unasked."""
+    details = result.details
+    counted = details.get("judge_verdicts") if details else None
+    if isinstance(counted, dict):
+        return JudgeTally(int(counted.get("of") or 0), int(counted.get("missing") or 0),
+                          int(counted.get("budget") or 0), counted.get("first"), counted.get("first_judge"))
+    status = result.status
+    if status is MetricStatus.skipped:
+        return JudgeTally()
+    if status is MetricStatus.unavailable or status is MetricStatus.errored:
+        reason = result.reason
+    else:
+        fallback = details.get("judge_unavailable") if details else None
+        if not fallback:
+            return JudgeTally(1)
+        reason = str(fallback)
+    if details and details.get("judge_failure") == "budget":
+        return JudgeTally(1, 1, 1, reason, None)
+    return JudgeTally(1, 1, 0, reason, reason)
 
 
 def valued_metrics(result: CaseResult) -> list[tuple[str, float]]:
@@ -64,6 +130,7 @@ def valued_metrics(result: CaseResult) -> list[tuple[str, float]]:
 
 
 _VALUED = (MetricStatus.passed, MetricStatus.failed)
+_STATUS_TEXT = {status: status.value for status in MetricStatus}
 _METRIC_FAILED = MetricStatus.failed
 _PASSED, _FAILED, _ERRORED, _SKIPPED = CaseStatus.passed, CaseStatus.failed, CaseStatus.errored, CaseStatus.skipped
 
@@ -115,9 +182,17 @@ class GroupTally:
 
 
 class RunAggregate:
-    """Everything the summary, gate and reports need, updated one case at a time."""
+    """Everything the summary, gate and reports need, updated one case at a time.
 
-    def __init__(self) -> None:
+    ``judged``: the metrics scored by the judge, counted in ``judge`` (empty without a judge);
+    ``gated_judged``: those among them the gate depends on (``verdict.gate.judge_metric_sets``)."""
+
+    def __init__(self, judged: Collection[str] = (), gated_judged: Collection[str] = ()) -> None:
+        self.judged = frozenset(judged)
+        self.gated_judged = frozenset(gated_judged)
+        self.judge: dict[str, JudgeTally] = {}
+        self.judge_errored_cases = 0
+        """Errored cases missing a verdict of a gated judged metric for the judge's sake (not the budget's)."""
         self.total_test_cases = 0
         self.total_passed = 0
         self.total_failed = 0
@@ -180,6 +255,30 @@ class RunAggregate:
             self.latency_cases += 1
         if result.cost_usd:
             self.cost_usd += result.cost_usd
+        if self.judged:
+            self._add_judge(result)
+
+    def _add_judge(self, result: CaseResult) -> None:
+        missed_gated = False
+        for name, metric in result.metrics.items():
+            if name in self.judged:
+                counted = judge_verdicts(metric)
+                if counted.verdicts:
+                    tally = self.judge.get(name)
+                    if tally is None:
+                        tally = self.judge[name] = JudgeTally()
+                    tally.add(counted)
+                    missed_gated = missed_gated or (counted.judge_missing > 0 and (
+                        name in self.gated_judged or metric.threshold is not None))
+        if missed_gated and result.status is _ERRORED:
+            self.judge_errored_cases += 1
+
+    def judge_totals(self) -> JudgeTally:
+        """Σ over the judge-scored metrics (the first reason of the first metric, by name, that missed one)."""
+        total = JudgeTally()
+        for _name, tally in sorted(self.judge.items()):
+            total.add(tally)
+        return total
 
     @staticmethod
     def _keys(result: CaseResult, dimension: str) -> list[str]:

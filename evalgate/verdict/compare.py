@@ -165,11 +165,14 @@ def _status(record: Mapping[str, Any]) -> str:
 
 
 def _record_values(record: Mapping[str, Any]) -> dict[str, float]:
-    """Finite numeric metric values of one record."""
+    """Finite numeric metric values of one record, except values a heuristic gave because the judge could
+    not score the answer (``details.judge_unavailable``): they are not comparable with judge values."""
     values = {}
     for name, result in (record.get("metrics") or {}).items():
-        value = _number(result.get("value") if isinstance(result, Mapping) else None)
-        if value is not None:
+        if not isinstance(result, Mapping):
+            continue
+        value = _number(result.get("value"))
+        if value is not None and "judge_unavailable" not in (result.get("details") or {}):
             values[name] = value
     return values
 

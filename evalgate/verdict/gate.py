@@ -4,10 +4,13 @@ Rules (documented in the README):
 
 * a metric result passes when its value meets its threshold (``>=`` min, ``<=`` max); a metric with
   no threshold is informational and always passes;
-* a case fails when any of its metrics failed; it is errored when the target or a metric crashed;
+* a case fails when any of its metrics failed; it is errored when the target or a metric crashed, and
+  (judge configured) when a gated metric that needs the judge has no judge verdict (``case_verdict``);
   in strict mode a skipped or unavailable metric fails the case;
 * the run fails when a gated metric's suite average misses its threshold, when any critical case
-  failed or errored (``fail_on_critical``), when more cases errored than ``max_errored``, when the
+  failed or errored (``fail_on_critical``), when more cases errored than ``max_errored``, when the judge
+  left verdicts of gated metrics missing beyond that or scored fewer than half of one's (``judge_reason``,
+  the first reason given), when the
   pass rate is below ``min_pass_rate``, in strict mode when any metric was skipped or unavailable,
   and when a comparison reports a significant regression with ``fail_on_regression``.
 """
@@ -15,13 +18,13 @@ Rules (documented in the README):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from evalgate.errors import EXIT_GATE_FAILED, EXIT_PASS, UserError
+from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_PASS, UserError
 from evalgate.model import CaseStatus, MetricResult, MetricStatus, Threshold, trusted
 
 if TYPE_CHECKING:
@@ -110,22 +113,34 @@ _TEXT_ONLY = {str}
 
 
 def case_verdict(
-    metrics: Mapping[str, MetricResult], *, error: str | None, strict: bool
+    metrics: Mapping[str, MetricResult], *, error: str | None, strict: bool, evidence: Collection[str] = ()
 ) -> tuple[CaseStatus, list[str]]:
-    """A case's status and the reasons it did not pass."""
+    """A case's status and the reasons it did not pass.
+
+    ``evidence``: the metrics whose value must come from the judge (judge configured;
+    ``metrics.registry.judge_dependent``). One of them gated on this case (its result has a threshold) that
+    is ``unavailable``, or valued only by a heuristic because the judge could not score it
+    (``details.judge_unavailable``), makes the case ``errored``: missing evidence never passes.
+    """
     if error:
         return CaseStatus.errored, [error]
     reasons: list[str] = []
     errored = False
     for name, result in metrics.items():
         status = result.status
-        if status is _PASSED:
-            continue
-        if status is _FAILED:
-            reasons.append(f"{name}: {result.reason or 'failed'}")
+        if status is _PASSED or status is _FAILED:
+            if evidence and name in evidence and result.threshold is not None and "judge_unavailable" in result.details:
+                errored = True
+                reasons.append(f"{name}: no judge verdict ({result.details['judge_unavailable']}); "
+                               f"the heuristic's {result.value:.4g} does not stand in for it")
+            elif status is _FAILED:
+                reasons.append(f"{name}: {result.reason or 'failed'}")
         elif status is _ERRORED:
             errored = True
             reasons.append(f"{name} errored: {result.reason}")
+        elif status is _UNAVAILABLE and evidence and name in evidence and result.threshold is not None:
+            errored = True
+            reasons.append(f"{name} unavailable: {result.reason}")
         elif strict and status in _NOT_RUN:
             reasons.append(f"{name} {status.value} (strict mode): {result.reason}")
     if errored:
@@ -133,7 +148,49 @@ def case_verdict(
     return (CaseStatus.failed if reasons else CaseStatus.passed), reasons
 
 
+def judge_evidence(judge_dependent: Collection[str], thresholds: Mapping[str, Threshold]) -> frozenset[str]:
+    """The gated metrics among ``judge_dependent`` (``metrics.registry.judge_dependent``): with a judge
+    configured, a case is errored when one of them has no judge verdict."""
+    return frozenset(name for name in judge_dependent if thresholds.get(name) is not None)
+
+
+def judge_metric_sets(metrics: Mapping[str, Metric], thresholds: Mapping[str, Threshold], *, judging: bool
+                      ) -> tuple[frozenset[str], frozenset[str]]:
+    """(judged, gated_judged) for ``RunAggregate``: the metrics the judge scores (none without a judge), and
+    those among them the gate depends on: gated themselves, or read by a gated metric (``depends_on``)."""
+    if not judging:
+        return frozenset(), frozenset()
+    from evalgate.metrics.registry import judge_dependent
+
+    judged = frozenset(name for name, metric in metrics.items() if metric.uses_judge)
+    evidence = judge_evidence(judge_dependent(metrics), thresholds)
+    gated = frozenset(name for name in judged
+                      if name in evidence or any(name in metrics[e].depends_on for e in evidence if e in metrics))
+    return judged, gated
+
+
+def judge_reason(aggregate: RunAggregate, max_errored: int) -> str | None:
+    """The gate reason for missing judge verdicts, or None. Given when a verdict of a gated judged metric is
+    missing for the judge's sake (unreachable, unreadable, refused: not ``max_cost``, which has its own
+    reason) and either more cases errored for it than ``max_errored`` allows, or the judge scored fewer than
+    half of one gated metric's verdicts (its average would rest on a minority of the cases)."""
+    gated = {name: tally for name, tally in sorted(aggregate.judge.items()) if name in aggregate.gated_judged}
+    missing = sum(t.judge_missing for t in gated.values())
+    if not missing:
+        return None
+    minority = [name for name, t in gated.items() if 2 * t.judge_missing > t.verdicts - t.budget]
+    if aggregate.judge_errored_cases <= max_errored and not minority:
+        return None
+    verdicts = sum(t.verdicts - t.budget for t in gated.values())
+    first = next((t.first_judge for t in gated.values() if t.first_judge), None)
+    per_metric = ", ".join(f"{name} {t.judge_missing} of {t.verdicts - t.budget}"
+                           for name, t in gated.items() if t.judge_missing)
+    return (f"judge unavailable: {missing} of {verdicts} verdicts of gated judged metrics could not be scored "
+            f"({per_metric}; first: {first}) — see results.json")
+
+
 _PASSED, _FAILED, _ERRORED = MetricStatus.passed, MetricStatus.failed, MetricStatus.errored
+_UNAVAILABLE = MetricStatus.unavailable
 _NOT_RUN = (MetricStatus.unavailable, MetricStatus.skipped)
 
 
@@ -173,8 +230,11 @@ def run_verdict(
     thresholds: Mapping[str, Threshold],
     policy: GatePolicy,
     extra_reasons: list[str] | None = None,
+    *,
+    interrupted: bool = False,
 ) -> Verdict:
-    """The run's verdict with every reason it failed (empty when it passed)."""
+    """The run's verdict with every reason it failed (empty when it passed). ``interrupted`` (a signal or
+    the caller stopped the run) never passes and exits ``EXIT_INTERRUPTED`` (130) instead of 1."""
     reasons: list[str] = []
     averages = aggregate.averages()
     metric_passed = metric_table_verdicts(averages, thresholds)
@@ -182,6 +242,9 @@ def run_verdict(
         if ok is False:
             reasons.append(f"{name} average {averages[name]:.4g} misses threshold {thresholds[name]}")
     thresholds_passed = not reasons
+    judge_missing = judge_reason(aggregate, policy.max_errored)
+    if judge_missing is not None:  # first: it explains the errored cases and critical failures listed after it
+        reasons.insert(0, judge_missing)
     if policy.fail_on_critical:
         for failure in aggregate.critical_failures:
             reasons.append(
@@ -200,10 +263,10 @@ def run_verdict(
     if aggregate.total_test_cases == 0:
         reasons.append("no case was evaluated")
     reasons.extend(extra_reasons or [])
-    passed = not reasons
+    passed = not reasons and not interrupted
     return Verdict(
         passed=passed,
-        exit_code=EXIT_PASS if passed else EXIT_GATE_FAILED,
+        exit_code=EXIT_INTERRUPTED if interrupted else EXIT_PASS if passed else EXIT_GATE_FAILED,
         reasons=reasons,
         thresholds_passed=thresholds_passed,
         metric_passed=metric_passed,

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 from evalgate.model import CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
 from evalgate.verdict import stats
+from evalgate.verdict.aggregate import JudgeTally, judge_verdicts
 
 CONFIDENCE = 0.95
 FLAKY_LIMIT = 200
@@ -140,8 +141,12 @@ def _metric_names(results: Sequence[CaseResult]) -> list[str]:
 
 
 def _valued(results: Sequence[CaseResult], name: str) -> list[MetricResult]:
+    """The repeats' valued results of ``name``; values the heuristic gave in place of a missing judge verdict
+    (``details.judge_unavailable``) only when no repeat has a judge's value."""
     metrics = (r.metrics.get(name) for r in results)
-    return [m for m in metrics if m is not None and m.status in _VALUED and m.value is not None]
+    valued = [m for m in metrics if m is not None and m.status in _VALUED and m.value is not None]
+    judged = [m for m in valued if "judge_unavailable" not in m.details]
+    return judged if judged and len(judged) < len(valued) else valued
 
 
 def collapse_repeats(results: Sequence[CaseResult], rule: stats.RepeatRule = "majority") -> CaseResult:
@@ -175,6 +180,7 @@ def _collapsed(ordered: Sequence[CaseResult], summary: CaseRepeats, rule: stats.
 def _collapse_metric(ordered: Sequence[CaseResult], name: str, summary: stats.RepeatSummary | None) -> MetricResult:
     present = [r.metrics[name] for r in ordered if name in r.metrics]
     threshold = next((m.threshold for m in present if m.threshold is not None), None)
+    verdicts = _judge_verdicts(present)
     if summary is not None and summary.mean is not None:
         reason = None if summary.passed else (
             f"passed in {round(summary.pass_fraction * summary.repeats)} of {summary.repeats} repeats "
@@ -182,10 +188,20 @@ def _collapse_metric(ordered: Sequence[CaseResult], name: str, summary: stats.Re
         )
         return MetricResult(value=summary.mean, threshold=threshold, passed=summary.passed,
                             status=MetricStatus.passed if summary.passed else MetricStatus.failed,
-                            reason=reason, details={"repeats": _spread_dict(summary)})
+                            reason=reason, details={"repeats": _spread_dict(summary), "judge_verdicts": verdicts})
     worst = next(s for s in _SEVERITY if any(m.status is s for m in present))
     example = next(m for m in present if m.status is worst)
-    return MetricResult(status=worst, threshold=threshold, reason=example.reason, details=example.details)
+    return MetricResult(status=worst, threshold=threshold, reason=example.reason,
+                        details={**example.details, "judge_verdicts": verdicts})
+
+
+def _judge_verdicts(present: Sequence[MetricResult]) -> dict[str, Any]:
+    """Judge verdicts the repeats asked for, how many were missing and why first (``aggregate.judge_verdicts``
+    reads this from a collapsed result instead of counting it as one verdict)."""
+    total = JudgeTally()
+    for result in present:
+        total.add(judge_verdicts(result))
+    return total.as_dict()
 
 
 def _reasons(ordered: Sequence[CaseResult], summary: CaseRepeats, rule: stats.RepeatRule) -> list[str]:

@@ -157,7 +157,10 @@ class Run:
         return [row for row in self.judged() if row["status"] in ("passed", "failed") and row["method"] == "judge"]
 
     def unavailable(self) -> list[dict[str, Any]]:
-        return [row for row in self.judged() if row["status"] == "unavailable"]
+        """Judged metrics the judge could not score: ``unavailable``, or (``response_quality``) valued by the
+        heuristic because the judge could not (``details.judge_unavailable``)."""
+        return [row for row in self.judged()
+                if row["status"] == "unavailable" or "judge_unavailable" in row["details"]]
 
 
 def run_evalgate(args: list[str], *, workdir: Path, judge_url: str | None, timeout: float = 900,
@@ -183,7 +186,8 @@ def run_evalgate(args: list[str], *, workdir: Path, judge_url: str | None, timeo
 
 class JudgeProxy:
     """Forwards chat completions to a real server on 127.0.0.1, optionally capping ``max_tokens`` (so the real
-    model's verdicts are cut short) or going down for good after ``serve_calls`` completions (an outage)."""
+    model's verdicts are cut short) or going down for good once ``serve_calls`` completions were answered
+    with 2xx (an outage; an error reply, such as a refused ``response_format``, does not count)."""
 
     def __init__(self, upstream: str, *, max_tokens: int | None = None, serve_calls: int | None = None) -> None:
         self.upstream = urlsplit(upstream)
@@ -191,6 +195,8 @@ class JudgeProxy:
         self.serve_calls = serve_calls
         self.calls = 0
         self.forwarded = 0
+        self.served = 0
+        """Completions answered with 2xx."""
         self._lock = threading.Lock()
         proxy = self
 
@@ -210,7 +216,7 @@ class JudgeProxy:
                 if body is not None and self.path.endswith("/chat/completions"):
                     with proxy._lock:
                         proxy.calls += 1
-                        down = proxy.serve_calls is not None and proxy.forwarded >= proxy.serve_calls
+                        down = proxy.serve_calls is not None and proxy.served >= proxy.serve_calls
                         if not down:
                             proxy.forwarded += 1
                     if down:
@@ -231,6 +237,9 @@ class JudgeProxy:
                     payload = reply.read()
                 finally:
                     upstream.close()
+                if body is not None and self.path.endswith("/chat/completions") and reply.status < 300:
+                    with proxy._lock:
+                        proxy.served += 1
                 self.send_response(reply.status)
                 self.send_header("Content-Type", reply.getheader("Content-Type") or "application/json")
                 self.send_header("Content-Length", str(len(payload)))

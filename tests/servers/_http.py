@@ -44,10 +44,11 @@ LOOPBACK = "127.0.0.1"
 MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 64 * 1024 * 1024
 RECORD_LIMIT = 1000
-ADMIN_PATHS = frozenset({"/_stats", "/_reset"})
+ADMIN_PATHS = frozenset({"/_stats", "/_reset", "/_requests"})
 AUTH_HEADERS = frozenset({"authorization", "api-key", "x-api-key"})
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DROPPED = "dropped"
+DISCONNECTED = "client hung up"
 
 
 class BadRequest(Exception):
@@ -69,6 +70,11 @@ class Request:
     headers: Mapping[str, str]
     body: bytes = b""
     number: int = 0
+    connection: int = 0
+    """The 1-based serial number of the connection it arrived on (since start)."""
+    timing: dict[str, float] = field(default_factory=dict, compare=False)
+    """``time.perf_counter()`` stamps: ``received`` (the whole request read), ``answered`` (the response
+    handed to the socket); shared with the request's ``Recorded``."""
 
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
@@ -416,9 +422,30 @@ class Recorded:
     headers: Mapping[str, str]
     body: str
     received_at: float
+    connection: int = 0
+    timing: Mapping[str, float] = field(default_factory=dict, compare=False)
 
     def json(self) -> Any:
         return json.loads(self.body)
+
+    @property
+    def handled_ms(self) -> float | None:
+        """The server's own time for this request in milliseconds: from having read the whole request to
+        handing the whole response to the socket (None until answered, or when it was not)."""
+        if "received" not in self.timing or "answered" not in self.timing:
+            return None
+        return (self.timing["answered"] - self.timing["received"]) * 1000
+
+
+@dataclass(frozen=True)
+class Disconnect:
+    """A client that closed its connection while the server was still working on its request."""
+
+    connection: int
+    seq: int
+    path: str
+    at: float
+    """``time.perf_counter()`` when the server noticed."""
 
 
 class Recorder:
@@ -434,8 +461,9 @@ class Recorder:
             self._seq += 1
             self._items.append(
                 Recorded(self._seq, request.number, request.method, request.path, request.query,
-                         dict(request.headers), request.text(), time.time())
+                         dict(request.headers), request.text(), time.time(), request.connection, request.timing)
             )
+            request.timing["seq"] = self._seq
 
     def items(self, paths: Collection[str] | None = None) -> list[Recorded]:
         with self._lock:
@@ -483,8 +511,13 @@ class LoopbackServer:
 
     def __init__(self, *, host: str = LOOPBACK, port: int = 0, latency_ms: float = 0.0,
                  jitter_ms: float = 0.0, seed: int = 0, record_limit: int = RECORD_LIMIT,
-                 limits: RateLimits | None = None) -> None:
+                 watch_disconnects: bool = False, limits: RateLimits | None = None) -> None:
         self.host = host
+        self.watch_disconnects = watch_disconnects
+        """Notice a client that hangs up while its request is being answered: the handler is cancelled
+        (as a server that watches for disconnects stops generating) and a ``Disconnect`` is recorded (``disconnects()``)."""
+        self._disconnects: list[Disconnect] = []
+        self._connection_count = 0
         self.limits = limits
         """Request and token budgets enforced with 429s (``tests.servers.limits``); None: unlimited."""
         self.requested_port = port
@@ -576,10 +609,15 @@ class LoopbackServer:
         if request.path == "/_reset" and request.method == "POST":
             self.on_reset()
             return json_response({"reset": True})
+        if request.path == "/_requests" and request.method == "GET":
+            return json_response([{"seq": r.seq, "path": r.path, "connection": r.connection, "body": r.body,
+                                   "handled_ms": r.handled_ms, "received": r.timing.get("received"),
+                                   "answered": r.timing.get("answered")} for r in self.recorder.items()])
         return json_response({"error": f"{request.method} not allowed on {request.path}"}, 405)
 
     def on_reset(self) -> None:
         """Clear stats, recordings, route numbering, and reseed the jitter (subclasses add their state)."""
+        self._disconnects.clear()
         self.stats.clear()
         self.recorder.clear()
         self._numbers.clear()
@@ -630,11 +668,17 @@ class LoopbackServer:
 
     # ------------------------------------------------------------------------------------ connections
 
+    def disconnects(self) -> list[Disconnect]:
+        """Clients that hung up while their request was being answered (with ``watch_disconnects``)."""
+        return list(self._disconnects)
+
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.stats.connection_opened()
+        self._connection_count += 1
+        serial = self._connection_count
         self._writers.add(writer)
         try:
-            while await self._exchange(reader, writer):
+            while await self._exchange(reader, writer, serial):
                 pass
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
@@ -649,7 +693,7 @@ class LoopbackServer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, serial: int = 0) -> bool:
         """Serve one request on the connection; True when the connection stays open for the next."""
         try:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -662,18 +706,41 @@ class LoopbackServer:
             request = parse_head(head)
             if request.headers.get("expect", "").lower() == "100-continue":
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            request = replace(request, body=await read_body(reader, request.headers))
+            request = replace(request, body=await read_body(reader, request.headers), connection=serial)
         except BadRequest as exc:
             writer.write(render_response(json_response({"error": str(exc)}, exc.status), False))
             return False
-        outcome = await self.dispatch(request)
+        request.timing["received"] = time.perf_counter()
+        if self.watch_disconnects:
+            answered = await self._dispatch_watching(request, reader)
+            if answered is None:
+                return False
+            outcome = answered
+        else:
+            outcome = await self.dispatch(request)
         if isinstance(outcome, Drop):
             writer.transport.abort()
             return False
         keep_alive = request.keep_alive()
-        writer.write(render_response(outcome, keep_alive))
+        response = render_response(outcome, keep_alive)
+        request.timing["answered"] = time.perf_counter()  # before the bytes can leave: never after the client has them
+        writer.write(response)
         await writer.drain()
         return keep_alive
+
+    async def _dispatch_watching(self, request: Request, reader: asyncio.StreamReader) -> Outcome | None:
+        """``dispatch(request)``, cancelled when the client hangs up first (polled every 5 ms); None then."""
+        task = asyncio.ensure_future(self.dispatch(request))
+        while not task.done():
+            await asyncio.wait({task}, timeout=0.005)
+            if not task.done() and reader.at_eof():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                self._disconnects.append(Disconnect(request.connection, int(request.timing.get("seq", 0)),
+                                                    request.path, time.perf_counter()))
+                self.stats.count(request.path, DISCONNECTED)
+                return None
+        return task.result()
 
     # -------------------------------------------------------------------------------------- lifecycle
 
@@ -907,6 +974,11 @@ class SubprocessServer:
     def reset(self) -> None:
         with httpx.Client(trust_env=False, timeout=10.0) as client:
             client.post(f"{self.base_url}/_reset").raise_for_status()
+
+    def requests(self) -> list[dict[str, Any]]:
+        """``GET /_requests``: the recorded requests (seq, path, connection, body, handled_ms)."""
+        with httpx.Client(trust_env=False, timeout=10.0) as client:
+            return client.get(f"{self.base_url}/_requests").raise_for_status().json()
 
     def stderr(self) -> str:
         if self._stderr is None:

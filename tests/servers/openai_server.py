@@ -100,12 +100,15 @@ def match_text(payload: Mapping[str, Any]) -> str:
 
 
 def response_schema(payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The JSON schema of ``response_format: {"type": "json_schema", ...}``, if any."""
+    """The JSON schema of ``response_format: {"type": "json_schema", "json_schema": {"schema": …}}`` or of
+    llama.cpp's ``{"type": "json_object", "schema": …}``, if any."""
     fmt = payload.get("response_format")
     if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
         spec = fmt.get("json_schema")
         if isinstance(spec, Mapping) and isinstance(spec.get("schema"), Mapping):
             return spec["schema"]
+    if isinstance(fmt, Mapping) and fmt.get("type") == "json_object" and isinstance(fmt.get("schema"), Mapping):
+        return fmt["schema"]
     return None
 
 
@@ -156,9 +159,13 @@ def outside_fences(text: str, start: Marker, end: Marker) -> str:
 
 def verdict_from_schema(schema: Mapping[str, Any], score: float, reasoning: str) -> Any:
     """An instance of ``schema``: numbers = score, integers = round(score), strings = reasoning, booleans =
-    score >= 0.5, arrays empty, objects filled property by property (enum: its first value)."""
+    score >= 0.5, arrays empty, objects filled property by property (enum: the value nearest the score when
+    they are all numbers, else the first)."""
     if schema.get("enum"):
-        return schema["enum"][0]
+        options = schema["enum"]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in options):
+            return min(options, key=lambda v: abs(v - score))
+        return options[0]
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
