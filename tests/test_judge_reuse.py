@@ -271,3 +271,21 @@ def test_an_unreadable_base_cache_is_ignored(tmp_path: Path) -> None:
     cache.put(key, CachedReply("r", 1, 1))
     assert cache.get(key) == CachedReply("r", 1, 1)
     cache.close()
+
+
+def test_merge_carries_every_shards_verdicts(tmp_path: Path) -> None:
+    from evalgate.store.judge_cache import merge_cache_files
+
+    keys = [CacheKey("local", "http://127.0.0.1:9/v1", "m", "relevancy@1", f"h{i}") for i in range(3)]
+    for shard, owned in (("a", keys[:2]), ("b", keys[1:])):
+        cache = JudgeCache(tmp_path / shard / "judge-cache.db")
+        for key in owned:
+            cache.put(key, CachedReply(f"reply {key.prompt_hash} from {shard}", 5, 6))
+        cache.close()
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "judge-cache.db").write_bytes(b"not a database")
+    added = merge_cache_files([tmp_path / s / "judge-cache.db" for s in "abcd"], tmp_path / "merged" / "judge-cache.db")
+    assert added == 3
+    merged = JudgeCache(tmp_path / "merged" / "judge-cache.db")
+    assert [merged.get(k).reply for k in keys] == ["reply h0 from a", "reply h1 from a", "reply h2 from b"]  # type: ignore[union-attr]
+    merged.close()

@@ -33,6 +33,7 @@ import logging
 import sqlite3
 import threading
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -286,3 +287,34 @@ class JudgeCache:
                             "prompt_tokens": self.base_prompt_tokens,
                             "completion_tokens": self.base_completion_tokens, "error": self.base_error}
         return data
+
+
+def merge_cache_files(sources: list[Path], destination: Path) -> int:
+    """Add every reply of the judge caches at ``sources`` (shards' ``judge-cache.db``) to the one at
+    ``destination`` (a reply already there is kept); returns the replies added. A source that is missing
+    or not a judge cache is skipped: a cache only saves calls."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    added = 0
+    with closing(sqlite3.connect(str(destination), isolation_level=None, timeout=BUSY_TIMEOUT_S)) as db:
+        _create_table(db)
+        for number, source in enumerate(sources):
+            if not source.is_file() or source.resolve() == destination.resolve():
+                continue
+            alias = f"shard{number}"
+            try:
+                db.execute(f"ATTACH DATABASE ? AS {alias}", (f"{source.resolve().as_uri()}?mode=ro",))
+            except sqlite3.Error as exc:
+                logger.warning("judge cache %s cannot be merged: %s", source, exc)
+                continue
+            try:
+                columns = {row[1] for row in db.execute(f"PRAGMA {alias}.table_info(judge_cache)")}
+                if "endpoint" in columns:
+                    names = ", ".join(row[1] for row in db.execute("PRAGMA main.table_info(judge_cache)"))
+                    before = db.total_changes
+                    db.execute(f"INSERT OR IGNORE INTO main.judge_cache ({names}) SELECT {names} FROM {alias}.judge_cache")
+                    added += db.total_changes - before
+            except sqlite3.Error as exc:
+                logger.warning("judge cache %s cannot be merged: %s", source, exc)
+            finally:
+                db.execute(f"DETACH DATABASE {alias}")
+    return added
