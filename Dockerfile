@@ -3,11 +3,19 @@
 # the workspace at /github/workspace and makes it the working directory), exec-form ENTRYPOINT so the
 # runner's args are appended. Layers go from least to most often changed: lock → dependencies →
 # tiktoken encodings → code → bundled demo datasets.
-FROM python:3.12-slim
+#
+# PYTHON_IMAGE: the base image. Local and fork builds take the tag; the release workflow
+# (.github/workflows/release.yml) passes the same tag pinned by digest (BASE_IMAGE there, refreshed
+# with .github/pin-base-image.sh), so a published image never changes under a moving tag.
+ARG PYTHON_IMAGE=python:3.12-slim
+FROM ${PYTHON_IMAGE}
 
+# The release workflow adds version, revision, created and the base image's digest (docker/metadata-action).
 LABEL org.opencontainers.image.title="evalgate" \
       org.opencontainers.image.description="Gate pull requests on the quality of LLM and agent systems" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/evalgate/evalgate" \
+      org.opencontainers.image.documentation="https://github.com/evalgate/evalgate#readme"
 
 ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -26,7 +34,8 @@ RUN python /opt/evalgate/build/cache_encodings.py --timeout 60
 
 COPY evalgate/ /opt/evalgate/evalgate/
 COPY entrypoint/ /opt/evalgate/entrypoint/
-RUN python -m compileall -q /opt/evalgate/evalgate /opt/evalgate/entrypoint
+RUN python -m compileall -q /opt/evalgate/evalgate /opt/evalgate/entrypoint \
+    && ln -s /opt/evalgate/entrypoint/demo-agent /usr/local/bin/evalgate-demo-agent
 
 COPY datasets/ /opt/evalgate/datasets/
 

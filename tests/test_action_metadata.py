@@ -112,10 +112,12 @@ def test_the_schema_rejects_broken_metadata(mutate: Any, expected: str) -> None:
     assert errors and any(expected in error for error in errors), errors
 
 
-def test_runs_the_repository_dockerfile() -> None:
+def test_runs_the_published_image_of_this_version() -> None:
+    from evalgate import __version__
+
     runs = metadata()["runs"]
-    assert runs == {"using": "docker", "image": "Dockerfile"}
-    assert (REPO_ROOT / runs["image"]).is_file()
+    assert runs == {"using": "docker", "image": f"docker://ghcr.io/evalgate/evalgate:{__version__}"}
+    assert (REPO_ROOT / "Dockerfile").is_file()  # what the release builds, and forks build from
 
 
 # ---- inputs and outputs ----------------------------------------------------------------------------------

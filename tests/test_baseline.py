@@ -92,7 +92,8 @@ def test_not_found(fake: GitHubArtifactsFake) -> None:
     fake.add_artifact("some-other-artifact", results_zip("other"))
     lookup = discover(fake)
     assert not lookup.found and lookup.document is None
-    assert lookup.warning == f"no baseline: no artifact named {NAME!r} in {fake.repository}"
+    assert lookup.warning == (f"no baseline: no artifact named {NAME!r} in {fake.repository} yet "
+                              "(the first run, or evalgate has not run on 'main')")
 
 
 def test_expired_only(fake: GitHubArtifactsFake) -> None:
@@ -270,10 +271,44 @@ def test_query_from_the_actions_context(tmp_path: Path) -> None:
     built = query_from_context(ActionContext.from_env(env), artifact_name="evalgate-nightly", token="t")
     assert built == BaselineQuery("octo/evals", "main", "evalgate-nightly", "t", "http://127.0.0.1:1", BASE_SHA)
     push = ActionContext.from_env({"GITHUB_EVENT_NAME": "push", "GITHUB_REPOSITORY": "octo/evals"})
-    assert query_from_context(push, token="t") == "no baseline: not a pull request (no base branch to compare with)"
-    assert "no GitHub token" in str(query_from_context(ActionContext.from_env(env), token=None))
+    assert query_from_context(push, token="t") == BaselineLookup(
+        None, warning="no baseline: not a pull request or merge queue run (no base branch to compare with)",
+        severity="notice")
+    no_token = query_from_context(ActionContext.from_env(env), token=None)
+    assert isinstance(no_token, BaselineLookup) and "no GitHub token" in (no_token.warning or "")
+    assert no_token.severity == "warning"
     lookup = auto_loader(push, token="t")()
-    assert not lookup.found and "not a pull request" in (lookup.warning or "")
+    assert not lookup.found and "not a pull request" in (lookup.warning or "") and lookup.severity == "notice"
+
+
+def test_merge_group_compares_with_its_base_sha(tmp_path: Path, fake: GitHubArtifactsFake) -> None:
+    from tests.test_entrypoint import webhook_example
+
+    payload = webhook_example("merge_group", "checks_requested")
+    group = payload["merge_group"]
+    path = tmp_path / "merge_group.json"
+    path.write_text(json.dumps(payload))
+    env = {"GITHUB_EVENT_NAME": "merge_group", "GITHUB_EVENT_PATH": str(path), "GITHUB_REPOSITORY": fake.repository,
+           "GITHUB_API_URL": fake.url}
+    query = query_from_context(ActionContext.from_env(env), token=fake.token)
+    assert isinstance(query, BaselineQuery)
+    assert query.base_ref == group["base_ref"].removeprefix("refs/heads/") and query.base_sha == group["base_sha"]
+    fake.add_artifact("evalgate-results", results_zip("newer"), head_branch=query.base_ref, head_sha="e" * 40,
+                      created_at="2026-11-21T10:00:00Z")
+    at_base = fake.add_artifact("evalgate-results", results_zip("at-base"), head_branch=query.base_ref,
+                                head_sha=group["base_sha"], created_at="2026-11-20T10:00:00Z")
+    lookup = auto_loader(ActionContext.from_env(env), token=fake.token)()
+    assert lookup.found and f"(id {at_base})" in (lookup.source or "") and "base commit" in (lookup.source or "")
+
+
+def test_expected_absences_are_notices_and_real_problems_warnings(fake: GitHubArtifactsFake) -> None:
+    first = discover(fake)  # nothing uploaded yet: the first pull request
+    assert first.severity == "notice" and "no artifact named 'evalgate-results'" in (first.warning or "")
+    fake.add_artifact("evalgate-results", results_zip("x"), head_branch="feature")
+    assert discover(fake).severity == "notice"  # only other branches so far
+    fake.forbidden = True
+    denied = discover(fake)
+    assert denied.severity == "warning" and "actions: read" in (denied.warning or "")
 
 
 def test_loader_from_env_end_to_end(fake: GitHubArtifactsFake, tmp_path: Path) -> None:

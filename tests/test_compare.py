@@ -152,6 +152,9 @@ def test_ungated_metric_regression_does_not_set_regression() -> None:
     overridden = compare(*f1_runs(diffs), gated_metrics=set())
     assert overridden["regression"] is False
     assert comparison_gate_reasons(overridden, fail_on_regression=True) == []
+    # the headline does not call it a significant regression: it cannot fail the gate
+    assert result["summary"].startswith("1 significant change of ungated metrics (no threshold): mention_f1 fell 0.100")
+    assert "significant regression" not in result["summary"]
 
 
 def test_significant_improvement() -> None:

@@ -11,7 +11,6 @@ a registry (``.ci/run`` calls it); the tests skip when the script is absent or `
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator, Mapping
@@ -19,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.docker_support import REPO_ROOT, build_release_image, docker_available
+from tests.docker_support import TEST_TAG as IMAGE
 from tests.servers.artifact_service import ArtifactService
 from tests.servers.github_fake import GitHubFake
 from tests.test_entrypoint import (
@@ -43,9 +44,6 @@ from tests.test_entrypoint import (
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]  # the first test builds the image
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SETUP_SCRIPT = REPO_ROOT.parent / "shared" / "tools" / "docker-local" / "setup.sh"
-IMAGE = "evalgate:test"
 CONTAINER_PATHS = {"workspace": "/github/workspace", "workflow": "/github/workflow",
                    "file_commands": "/github/file_commands"}
 PASSED_PREFIXES = ("INPUT_", "GITHUB_", "ACTIONS_")
@@ -53,29 +51,12 @@ PASSED_NAMES = ("CI", "OPENAI_API_KEY")
 MAX_ADDED_MB = 250
 
 
-def docker_available() -> str | None:
-    """None when a Docker engine answers, else why the tests skip."""
-    if not SETUP_SCRIPT.is_file():
-        return f"no {SETUP_SCRIPT} on this machine (it starts a local Docker engine): image tests skipped"
-    if shutil.which("docker") is None:
-        return f"docker CLI not installed: run bash {SETUP_SCRIPT} 3.12"
-    try:
-        info = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=30, check=False)
-    except subprocess.TimeoutExpired:
-        return "docker info timed out"
-    if info.returncode != 0:
-        return f"docker info failed (no engine running): run bash {SETUP_SCRIPT} 3.12"
-    return None
-
-
 @pytest.fixture(scope="module")
 def image() -> str:
     reason = docker_available()
     if reason:
         pytest.skip(reason)
-    done = subprocess.run(["docker", "build", "-t", IMAGE, str(REPO_ROOT)], capture_output=True, text=True,
-                          timeout=1500, check=False)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    build_release_image()
     return IMAGE
 
 

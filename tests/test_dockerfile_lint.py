@@ -64,7 +64,11 @@ def action_rule_problems(text: str) -> list[str]:
     instructions = parse_dockerfile(text)
     keywords = [i.keyword for i in instructions]
     froms = [i for i in instructions if i.keyword == "FROM"]
-    if [f.args for f in froms] != [BASE_IMAGE]:
+    base_arg = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", text, re.M)
+    stage = [f.args for f in froms]
+    if stage == ["${PYTHON_IMAGE}"] and base_arg:  # the release passes the same tag pinned by digest
+        stage = [base_arg.group(1)]
+    if stage != [BASE_IMAGE]:
         problems.append(f"expected exactly one stage FROM {BASE_IMAGE}, got {[f.args for f in froms]}")
     problems += [f"line {i.line}: {i.keyword} (actions run as root in the mounted workspace)"
                  for i in instructions if i.keyword in ("USER", "WORKDIR")]

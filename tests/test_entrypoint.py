@@ -32,7 +32,7 @@ import yaml
 
 from entrypoint import cache_encodings
 from entrypoint.main import cli_argv
-from evalgate.cli.action import ActionSetup, anchor, baseline_loader, baseline_warning, list_text, split_inputs
+from evalgate.cli.action import ActionSetup, anchor, baseline_loader, baseline_note, list_text, split_inputs
 from evalgate.config.settings import Settings
 from evalgate.errors import UserError
 from evalgate.github.context import ActionContext
@@ -400,7 +400,7 @@ def test_outputs_use_workspace_relative_paths(tmp_path: Path) -> None:
                             summary_markdown="## x")
     assert outputs == {"passed": "false", "exit-code": "1", "pass-rate": "0.8125", "critical-failures": "2",
                        "results-json": "out/results.json", "results-db": "/var/tmp/x.db", "comment-url": "",
-                       "summary-markdown": "## x"}
+                       "summary-markdown": "## x", "artifact-name": "evalgate-results"}
     assert workspace_path(tmp_path, str(tmp_path)) == "."
 
 
@@ -426,8 +426,11 @@ def test_baseline_auto_gets_a_loader_for_the_uploaded_artifact_name(tmp_path: Pa
     assert baseline_loader(setup_for("base/results.json")) is None
     lookup = baseline_loader(setup_for("auto"))()  # a push has no base branch: a reason, no request
     assert lookup.document is None and "not a pull request" in lookup.warning
-    assert baseline_warning({"baseline": {"warning": "no baseline: x"}}) == "no baseline: x"
-    assert baseline_warning({"baseline": None}) is None
+    assert baseline_note({"baseline": {"warning": "no baseline: x", "severity": "warning"}}) == ("warning",
+                                                                                                "no baseline: x")
+    assert baseline_note({"baseline": {"warning": "no baseline: y", "severity": "notice"}}) == ("notice",
+                                                                                               "no baseline: y")
+    assert baseline_note({"baseline": None}) is None
 
 
 # ---- tiktoken build-time cache ---------------------------------------------------------------------------
@@ -555,6 +558,44 @@ def test_fork_pull_request_read_only_token_warns_and_keeps_the_verdict(tmp_path:
     outputs = ws.outputs()
     assert outputs["passed"] == "true" and outputs["comment-url"] == ""
     assert "evalgate passed" in ws.summary()
+
+
+ALL_FAILING = ("failing/blackbox-agent-regressions.yaml", "failing/brand-mentions-regressions.yaml",
+               "failing/golden-regressions.json", "failing/wikipedia-agent-regressions.yaml",
+               "failing/workflow-regressions.yaml")
+
+
+def test_the_steps_own_problems_come_before_case_annotations(tmp_path: Path, github: GitHubFake) -> None:
+    """The runner keeps 10 warnings per step: a refused comment is one of them, whatever the failures."""
+    github.read_only = True
+    ws = make_workspace(tmp_path, ALL_FAILING)
+    payload = webhook_example("pull_request", "opened")
+    payload["pull_request"]["head"]["repo"]["full_name"] = "forker/Hello-World"
+    env = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
+                     inputs={"dataset": "datasets/failing", "baseline": "none"})
+    done = run_entrypoint(ws, env)
+    assert done.returncode == 1
+    commands = workflow_commands(done.stdout)
+    warnings = [rest for name, rest in commands if name == "warning"]
+    assert len(warnings) == 10, warnings  # exactly the runner's budget, no more
+    # the step's own problems first (no artifact service in this test, and the fork's refused comment) …
+    assert "artifacts were not uploaded" in warnings[0] and "could not post the PR comment" in warnings[1]
+    # … then the failed cases, with what is left
+    assert sum("case " in w and " failed" in w for w in warnings[2:]) == 8
+    notices = [rest for name, rest in commands if name == "notice"]
+    assert any("more warning(s) not annotated" in n for n in notices)
+
+
+def test_no_baseline_on_a_push_is_a_notice(tmp_path: Path, github: GitHubFake) -> None:
+    ws = make_workspace(tmp_path, PASSING)
+    env = runner_env(ws, event_name="push", payload=webhook_example("push"), api_url=github.url,
+                     inputs={"dataset": "datasets/brand-mentions", "baseline": "auto", "upload-artifacts": "false"})
+    done = run_entrypoint(ws, env)
+    assert done.returncode == 0
+    commands = workflow_commands(done.stdout)
+    assert [name for name, _ in commands if name in ("warning", "error")] == []
+    baseline = [rest for name, rest in commands if name == "notice" and "no baseline" in rest]
+    assert len(baseline) == 1 and "not a pull request" in baseline[0]
 
 
 @needs_examples
@@ -731,7 +772,7 @@ def test_baseline_path_adds_the_comparison_to_the_comment(tmp_path: Path, github
     done = run_entrypoint(ws, env)
     assert done.returncode == 0, done.stdout + done.stderr
     body = github.comments_on("Codertocat/Hello-World", 2)[0]["body"]
-    assert "Compared with the base branch" in body and "base/results.json" in body
+    assert "### Against the base" in body and "base/results.json" in body
     missing = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
                          inputs={**inputs, "baseline": "base/missing.json"})
     done = run_entrypoint(ws, missing)

@@ -116,7 +116,7 @@ def test_judge_metric_equals_the_validated_result(details: dict[Any, Any], value
         passed = True if threshold is None else threshold.admits(value)
         expected = {"value": value, "threshold": threshold, "passed": passed,
                     "status": MetricStatus.passed if passed else MetricStatus.failed,
-                    "reason": None if passed else f"{value:.4g} misses threshold {threshold}", "details": details}
+                    "reason": None if passed else f"{value:.3f} misses threshold {threshold}", "details": details}
         if any(not isinstance(key, str) for key in details):  # invalid before and after: the same error
             with pytest.raises(ValidationError):
                 MetricResult(**expected)

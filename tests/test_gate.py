@@ -87,8 +87,8 @@ def test_suite_average_thresholds_every_reason_listed() -> None:
     verdict = run_verdict(aggregate, {"p": t, "q": Threshold(op="max", value=0.25)}, GatePolicy())
     assert verdict.metric_passed == {"p": False, "q": False}
     assert verdict.reasons == [
-        "p average 0.85 misses threshold ≥ 0.9",
-        "q average 0.3 misses threshold ≤ 0.25",
+        "p average 0.850 misses threshold ≥ 0.9",
+        "q average 0.300 misses threshold ≤ 0.25",
         "1 case(s) errored (allowed: 0)",
     ]
     assert not verdict.thresholds_passed

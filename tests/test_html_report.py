@@ -7,6 +7,7 @@ import contextlib
 import copy
 import io
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -129,7 +130,12 @@ def assert_report_dom(dom: Node, document: dict[str, Any]) -> None:
     assert "evalgate failed" in verdict.all_text()
     assert any("critical case fail_004_competitor_flagged_mine failed" in li.all_text() for li in verdict.find_all("li"))
     rows = [n for n in dom.walk() if n.tag == "tr" and "metric-row" in n.classes()]
-    assert [r.attrs["data-metric"] for r in rows] == list(document["metrics"])
+    ran = [name for name, m in document["metrics"].items() if m.get("average") is not None]
+    assert [r.attrs["data-metric"] for r in rows] == ran  # the metrics that ran; the rest in one line each reason
+    skipped = [n.all_text() for n in dom.walk() if n.tag == "p" and "skipped-metrics" in n.classes()]
+    assert skipped and all(re.search(r" skipped( \([^)]*\))?: ", line) for line in skipped), skipped
+    sections = [n.attrs.get("id") for n in dom.walk() if n.tag == "section"]
+    assert sections.index("failed") < sections.index("metrics"), sections  # the comment's order
     failed_row = next(r for r in rows if r.attrs["data-metric"] == "false_is_mine_rate")
     assert "result-failed" in failed_row.classes() and "≤ 0" in failed_row.all_text()
     cases = [n for n in dom.walk() if n.tag == "details" and "case" in n.classes()]
@@ -145,7 +151,7 @@ def assert_report_dom(dom: Node, document: dict[str, Any]) -> None:
     for node in dom.walk():
         assert not [a for a in node.attrs if a.startswith("on")], node.tag
         assert "data-pwned" not in node.attrs
-    assert dom.find_all("section", id="breakdowns") and dom.find_all("section", id="critical")
+    assert dom.find_all("section", id="breakdowns") and dom.find_all("section", id="failed")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -315,7 +315,7 @@ def test_markdown_and_html_show_unavailable_apart_from_skipped(outage: dict[str,
         assert "Judge verdicts unavailable: 5 of 7**" in text
         assert "- ⚠️ `relevancy`: unavailable in 2 case(s) — first: judge call failed" in text
         assert "`response_quality`: no judge verdict in 3 of 3 case(s), scored by the heuristic instead" in text
-        assert "Skipped by design: `math` (1)" in text
+        assert "judged metric skipped (math): " in text  # skipped (a choice) apart from unavailable (a problem)
         assert "⚠️ 3 without a judge verdict" in text  # response_quality's row: not a plain ✅
     html = render_html(outage)
     assert 'id="judge-unavailable"' in html and "Judge verdicts unavailable: 5 of 7" in html

@@ -225,9 +225,11 @@ def test_marker_and_failed_verdict_with_every_reason() -> None:
     lines = body.split("\n")
     assert lines[0] == "<!-- evalgate:comment tag=main -->"
     assert lines[1].startswith("## ❌ evalgate · main failed")
-    assert "mention\\_f1 average 0.82 misses threshold ≥ 0.85" in body
-    assert "critical case crit-1 failed" in body
+    assert "- `mention_f1` average 0.820 misses its threshold ≥ 0.85" in body
+    assert "- 🚨 1 critical case failed: `crit-1`" in body
+    assert body.count("critical case crit-1 failed") == 0  # each reason once: the case is listed below
     assert "**8/10 cases passed** (80.0%, risk-weighted 75.0%)" in body
+    assert body.index("misses its threshold") < body.index("**8/10 cases passed**") < body.index("### Metrics")
 
 
 def test_passed_verdict_and_partial_run_note() -> None:
@@ -240,28 +242,30 @@ def test_passed_verdict_and_partial_run_note() -> None:
 
 def test_metric_table_results_and_thresholds() -> None:
     body = render(results_doc())
-    assert "| Metric | Average | Threshold | Result |\n" in body
-    assert "| `mention_precision` | 0.950 | ≥ 0.9 | ✅ |" in body
-    assert "| `mention_f1` | 0.820 | ≥ 0.85 | ❌ |" in body
-    assert "| `false_is_mine_rate` | 0.000 | ≤ 0.05 | ✅ |" in body
-    assert "| `judge_overall` | — | — | ⏭ skipped |" in body
+    assert "| Suite | Metric | Average | Threshold | Result |\n" in body
+    assert "| — | `mention_precision` | 0.950 | ≥ 0.9 | ✅ passed |" in body
+    assert "|  | `mention_f1` | 0.820 | ≥ 0.85 | ❌ failed |" in body
+    assert "|  | `false_is_mine_rate` | 0.000 | ≤ 0.05 | ✅ passed |" in body
+    assert "judge_overall" not in body.replace("judge\\_overall", "judge_overall").split("### Metrics")[1].split("<sub>")[0]
+    assert "<sub>1 deterministic metric skipped (judge\\_overall): no case needed it.</sub>" in body  # one line
     assert "vs base" not in body
 
 
 def test_comparison_column_and_regressions_section() -> None:
     body = render(results_doc(comparison=True))
-    assert "| Metric | Average | Threshold | Result | vs base |" in body
-    assert "| `mention_f1` | 0.820 | ≥ 0.85 | ❌ | **▼ −0.090** |" in body
-    assert "| `mention_precision` | 0.950 | ≥ 0.9 | ✅ | ▲ +0.010 |" in body
-    assert "| `false_is_mine_rate` | 0.000 | ≤ 0.05 | ✅ | — |" in body
-    assert "### Compared with the base branch" in body
+    assert "| Suite | Metric | Average | Threshold | Result | vs base |" in body
+    assert "|  | `mention_f1` | 0.820 | ≥ 0.85 | ❌ failed | **▼ −0.090** |" in body
+    assert "| — | `mention_precision` | 0.950 | ≥ 0.9 | ✅ passed | ▲ +0.010 |" in body
+    assert "|  | `false_is_mine_rate` | 0.000 | ≤ 0.05 | ✅ passed | — |" in body
+    assert "### Against the base" in body
     assert "1 significant regression: mention\\_f1 fell 0.090" in body
-    assert "Baseline: artifact evalgate-results of run 123 on main" in body
-    assert "Pass rate 90.0% → 80.0% (2 regression(s), 1 fix(es), McNemar p=0.500, not significant)" in body
-    assert "1 new · 2 removed" in body
+    assert "baseline: artifact evalgate-results of run 123 on main" in body
+    assert "Pass rate 90.0% → 80.0% · McNemar p=0.500, not significant · 1 new · 2 removed case(s)" in body
+    assert "Significant metric changes: `mention_f1` ▼ −0.090" in body
     regressed = body.index("| Regressed case |")
     assert body.index("`crit-1` 🚨", regressed) < body.index("`low-3`", regressed), "critical regressions first"
-    assert "| `fixed-9` |" in body
+    assert regressed < body.index("### Failed cases") < body.index("### Metrics"), "what changed comes first"
+    assert "<details><summary>1 fixed case(s)</summary>" in body and "- `fixed-9` ·" in body
     for row in elements(body).rows:
         assert row in (4, 5, 6, 3), row
 
@@ -269,9 +273,12 @@ def test_comparison_column_and_regressions_section() -> None:
 def test_critical_failures_first_with_links_to_the_head_sha() -> None:
     body = render(results_doc())
     link = f"https://github.com/octo/hello/blob/{'0123abcd' * 5}/datasets/brand/fixtures.yaml#L13"
-    section = body.index("### 🚨 Critical failures (1)")
-    assert f"- `crit-1` failed — [datasets/brand/fixtures.yaml:13]({link})" in body[section:]
-    details = body.index("### Failed cases")
+    section = body.index("### Failed cases (2)")
+    assert (f"- 🚨 `crit-1` · [datasets/brand/fixtures.yaml:13]({link}) · critical — mention\\_f1 0.400 "
+            "(needs ≥ 0.85): missed HubSpot") in body[section:]
+    assert body.index("`crit-1`", section) < body.index("`err-2`", section)
+    assert "- 💥 `err-2` ·" in body and "errored — error: target timed out after 30 s" in body
+    details = body.index("Case details: inputs, expected and answers")
     assert body.index("<code>crit-1</code>", details) < body.index("<code>err-2</code>", details)
     assert section < details
 
@@ -291,7 +298,8 @@ def test_category_breakdown_table() -> None:
 
 def test_case_details_content() -> None:
     body = render(results_doc())
-    block = body[body.index("<code>crit-1</code>"): body.index("</details>")]
+    start = body.index("<code>crit-1</code>")
+    block = body[start: body.index("</details>", start)]
     assert "· failed · 🚨 critical · crm</summary>\n\n" in block
     assert "| `mention_f1` | 0.400 | ≥ 0.85 | failed | missed HubSpot |" in block
     assert "mention_precision" not in block, "only failed metrics are listed"
@@ -301,14 +309,14 @@ def test_case_details_content() -> None:
     assert f"… (truncated, {answer_len} chars)" in block
     errored = body[body.index("<code>err-2</code>"):]
     assert "target timed out after 30 s" in errored
-    assert elements(body).tags["details"] == 2
+    assert elements(body).tags["details"] == 2 + 2  # two case blocks, their wrapper, the breakdown
 
 
 def test_usage_metadata_and_links() -> None:
     body = render(results_doc())
-    footer = body[body.index("<sub>"):]
-    assert "Tokens: 50000 total, 2500 per case · Cost" in footer
-    assert "Judge: 8 call(s) + 2 cached · 1200 prompt + 300 completion tokens · $0.0023" in body[: body.index("<sub>")]
+    footer = body[body.rindex("<sub>"):]
+    assert "Tokens: 50,000 total, 2,500 per case · Cost" in footer
+    assert "Judge: 8 call(s) + 2 cached · 1200 prompt + 300 completion tokens · $0.0023" in body[: body.rindex("<sub>")]
     assert "Cost: $0.0123" in footer
     assert "Run `20261122T101500Z-3f2a1c`" in footer
     assert "`datasets/brand/fixtures.yaml` (10 cases)" in footer
@@ -348,8 +356,8 @@ def test_hostile_case_text_stays_inert() -> None:
     assert "<img" not in html
     assert "<i>" not in html and "<b>" not in html
     assert 'href="javascript' not in html
-    assert seen.tags.get("details") == 2
-    assert seen.tags.get("summary") == 2
+    assert seen.tags.get("details") == 2 + 2  # the case block, its wrapper, the breakdown, fixed/more lists
+    assert seen.tags.get("summary") == seen.tags.get("details")
     assert seen.tags.get("h1") is None, "no heading injected"
     assert set(seen.rows) <= {4, 5, 6}, f"table shapes broken: {seen.rows}"
     assert "@" + ZWJ + "octocat" in seen.prose
@@ -387,10 +395,10 @@ def test_large_reports_drop_non_critical_details_first() -> None:
     assert utf16_len(body) <= 30_000
     omitted = re.search(r"(\d+) case details omitted — see the full report in the job summary / artifact", body)
     assert omitted is not None
-    kept = len(re.findall(r"<details>", body))
+    kept = len(re.findall(r"<details>\n<summary>", body))
     assert kept + int(omitted.group(1)) == 300
     assert all(f"<code>crit-{i}</code>" in body for i in range(3))
-    assert "### By category" in body
+    assert "<summary>By category</summary>" in body
     assert utf16_len(render(many_failures(300), max_chars=30_000 + 3_000)) > utf16_len(body), "room is used"
 
 
@@ -536,7 +544,7 @@ def test_minimal_documents_render() -> None:
         artifact_url=None,
         tag="x",
     )
-    assert "| `m` | 0.500 | — | — | — |" in partial
+    assert "| — | `m` | 0.500 | — | informational |" in partial
     assert "<code>1</code> · failed</summary>" in partial
 
 
@@ -552,7 +560,8 @@ def test_render_does_not_mutate_the_results() -> None:
 
 
 def spend_line(body: str) -> str:
-    return next(line for line in body.split("\n") if line.startswith("Judge:") or line.startswith("API calls:"))
+    lines = (line.removeprefix("<sub>").removesuffix("</sub>") for line in body.split("\n"))
+    return next(line for line in lines if line.startswith("Judge:") or line.startswith("API calls:"))
 
 
 def test_spend_line_counts_judge_calls_retries_and_429s() -> None:
@@ -584,12 +593,12 @@ def test_calls_without_a_judge_and_no_line_without_calls() -> None:
     [
         ({"setting": "auto", "found": False, "source": None,
           "warning": "no baseline: no artifact 'evalgate-results' from branch main"},
-         False, "> ⚠️ **No baseline:** no artifact 'evalgate-results' from branch main"),
+         False, "<sub>No baseline: no artifact 'evalgate-results' from branch main</sub>"),
         ({"setting": "auto", "found": False, "source": None, "warning": None}, False,
-         "> ⚠️ **No baseline:** none found"),
+         "<sub>No baseline: none found</sub>"),
         ({"setting": "base.json", "found": True, "source": "base.json",
           "warning": "no comparison: ValueError: schema_version 2"},
-         False, "> ⚠️ **No comparison:** ValueError: schema\\_version 2"),
+         False, "<sub>No comparison: ValueError: schema\\_version 2</sub>"),
         ({"setting": "base.json", "found": True, "source": "base.json", "warning": None}, True, None),
     ],
 )
@@ -597,7 +606,7 @@ def test_baseline_note(baseline: dict[str, Any], comparison: bool, expected: str
     doc = results_doc(comparison=comparison)
     doc["baseline"] = baseline
     body = render(doc)
-    notes = [line for line in body.split("\n") if line.startswith("> ⚠️")]
+    notes = [line for line in body.split("\n") if line.startswith(("<sub>No baseline", "<sub>No comparison"))]
     assert notes == ([expected] if expected else [])
     assert "No baseline" not in render(results_doc())
 
@@ -634,7 +643,7 @@ def test_repeats_flaky_cases_and_confidence_intervals() -> None:
     assert "| Suite average | Mean | 95% CI (bootstrap over cases) | Cases | SD within case |" in section
     assert "| pass rate | 80.0% | 55.0% – 100.0% | 10 | — |" in section
     assert "| `mention_f1` | 0.820 | 0.710 – 0.900 | 10 | 0.050 |" in section
-    assert section.index("### 🎲 Repeats") < section.index("### By category")
+    assert section.index("### 🎲 Repeats") < section.index("<summary>By category</summary>")
     assert set(elements(body).rows) <= {3, 4, 5, 6}, elements(body).rows
 
 

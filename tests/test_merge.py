@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shutil
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
@@ -108,6 +109,32 @@ def test_merged_verdict_equals_unsharded_run(runs: dict[str, Any], tmp_path: Pat
     assert "Merged 3 input(s)" in out
     report = html.read_text(encoding="utf-8")
     assert "evalgate failed" in report and "Merged from 3 run(s)" in report
+
+
+def test_download_artifact_directories_are_inputs(runs: dict[str, Any], tmp_path: Path) -> None:
+    """``actions/download-artifact`` without a name: DIR/<artifact name>/results.json and results.db."""
+    downloaded = tmp_path / "shards"
+    for index in (1, 2, 3):
+        artifact = downloaded / f"evalgate-results-shard-{index}"
+        artifact.mkdir(parents=True)
+        for name in ("results.json", "results.db"):
+            shutil.copyfile(runs["root"] / f"shard{index}" / name, artifact / name)
+    code, _, err = run_cli("merge", downloaded, "--output-dir", downloaded / "merged")
+    assert code == runs["full_code"], err
+    merged = load(downloaded / "merged" / "results.json")
+    assert_same_run(merged, runs["full"])
+    assert [m["source"] for m in merged["metadata"]["merged_from"]] == [
+        str(downloaded / f"evalgate-results-shard-{i}" / "results.json") for i in (1, 2, 3)]
+    # one artifact's directory (download-artifact with name:) is one input; a rerun skips its own output
+    code, _, err = run_cli("merge", downloaded / "evalgate-results-shard-1", downloaded / "evalgate-results-shard-2",
+                           downloaded / "evalgate-results-shard-3", "--output-dir", tmp_path / "again")
+    assert code == runs["full_code"], err
+    code, _, err = run_cli("merge", downloaded, "--output-dir", downloaded / "merged")
+    assert code == runs["full_code"], err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = run_cli("merge", empty, "--output-dir", tmp_path / "x")
+    assert code == 2 and "no results.json or results.db in this directory or below it" in err
 
 
 def test_sqlite_inputs_give_the_same_run(runs: dict[str, Any], tmp_path: Path) -> None:

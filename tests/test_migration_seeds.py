@@ -90,7 +90,7 @@ def test_seed000_ground_truth_runs_unchanged_with_its_numbers_and_evaluation_jso
     assert document["thresholds"]["judge_score"] == {"gt": 0.75}
     assert document["metrics"]["hit_rate"]["average"] == APPROX(0.8)
     assert document["metrics"]["hit_rate"]["passed"] is False
-    assert any("hit_rate average 0.8 misses threshold > 0.8" in r for r in document["gate"]["reasons"])
+    assert any("hit_rate average 0.800 misses threshold > 0.8" in r for r in document["gate"]["reasons"])
     assert document["metrics"]["judge_score"]["passed"] is True
     # seed 000's judge runs at temperature 0.1 ("for consistency")
     assert requests and {r["temperature"] for r in requests} == {0.1}

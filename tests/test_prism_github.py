@@ -188,3 +188,29 @@ def test_prism_rejects_malformed_requests(prism_url: str) -> None:
     violations = [json.loads(x["violations"]) for x in transport.exchanges if x["violations"]]
     assert len(violations) >= 3
     assert any("body" in json.dumps(v) for v in violations)
+
+
+def test_publish_requests_validate_against_the_github_description(prism_url: str) -> None:
+    """``evalgate publish``: the run, its artifacts (by name) and the pull request search by head, as
+    GitHub's description defines them. Prism answers with the description's examples, which name another
+    artifact and another head commit, so each lookup ends in its one-line refusal."""
+    from evalgate.github.relay import RelayError, evaluated_run, pull_request_number, run_artifact
+
+    transport = RecordingTransport()
+    with client(prism_url, transport) as api:
+        run = evaluated_run(api.get(f"/repos/{REPO}/actions/runs/30433642"), REPO)
+        assert isinstance(run.run_id, int) and run.head_sha
+        with pytest.raises(RelayError, match="was not uploaded"):
+            run_artifact(api, run, "evalgate-results")
+        fork = type(run)(run_id=run.run_id, repository=REPO, head_sha="0" * 40, head_branch="fix", head_owner="forker")
+        with pytest.raises(RelayError, match="cannot list pull requests"):
+            pull_request_number(api, fork)
+    assert [(x["method"], x["status"], x["violations"]) for x in transport.exchanges[:2]] == [("GET", 200, None)] * 2
+    # The pulls list: the request passes; GitHub's own example reply breaks its schema (a requested team
+    # without `type`), which --errors turns into a 500 naming only response-side violations.
+    pulls = transport.exchanges[2]
+    violations = json.loads(pulls["violations"] or "[]")
+    assert pulls["status"] == 500 and violations
+    assert all(v["location"][0] == "response" for v in violations), violations
+    assert "name=evalgate-results" in transport.exchanges[1]["url"]
+    assert "head=forker%3Afix" in transport.exchanges[2]["url"] and "state=open" in transport.exchanges[2]["url"]

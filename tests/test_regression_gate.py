@@ -69,7 +69,7 @@ def test_a_critical_flip_fails_the_gate_with_fail_on_regression(tmp_path: Path, 
     assert comparison["regression"] is True and comparison["pass_rate"]["regressions"] == 1
     assert [flip["id"] for flip in comparison["cases"]["regressions"]] == [CRITICAL]
     assert document["baseline"] == {"setting": str(baseline / "results.json"), "found": True,
-                                    "source": str(baseline / "results.json"), "warning": None}
+                                    "source": str(baseline / "results.json"), "warning": None, "severity": None}
 
 
 def test_the_same_flip_without_fail_on_regression_is_reported_but_passes(tmp_path: Path, baseline: Path) -> None:

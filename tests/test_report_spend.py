@@ -90,7 +90,7 @@ def test_console_prints_judge_spend_retries_and_429s(run: dict[str, Any]) -> Non
     assert (f"Judge: 12 call(s), 0 cached; {tokens['judge_prompt']:,} prompt + {tokens['judge_completion']:,} "
             "completion tokens; cost $0.0000") in out
     assert "Calls: 12 API call(s), 2 retries, 2 HTTP 429 responses" in out
-    assert "No baseline: GITHUB_REPOSITORY is not set" in out
+    assert "No baseline: not a pull request or merge queue run (no base branch to compare with)" in out
     assert "Flaky cases (1):" in out and "‼ q1 passed 1/2 [passed failed]" in out
     assert "Judge stability relevancy: 2 samples per answer" in out
     assert KEY not in out + run["err"]
@@ -102,7 +102,7 @@ def test_comment_from_the_real_run(run: dict[str, Any]) -> None:
     tokens = document["summary"]["tokens"]
     assert (f"Judge: 12 call(s) + 0 cached · {tokens['judge_prompt']} prompt + {tokens['judge_completion']} "
             "completion tokens · $0.0000 · API calls: 12 · 2 retries · 2 × HTTP 429") in body
-    assert "> ⚠️ **No baseline:** GITHUB\\_REPOSITORY is not set" in body
+    assert "<sub>No baseline: not a pull request or merge queue run (no base branch to compare with)</sub>" in body
     assert "2 runs per case (majority rule) · 1 flaky case(s) of 3" in body
     assert re.search(r"^\| `q1` 🚨 \| `.*cases\.json:\d+` \| critical \| 1/2 \| passed failed \| failed \|$", body, re.M)
     assert "| pass rate | 66.7% |" in body

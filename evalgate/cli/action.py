@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.config.settings import FIELD_NAMES, Settings, build_settings
 from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USER_ERROR, UserError
-from evalgate.github.commands import error, new_stop_token, notice, warning
+from evalgate.github.commands import counting, error, new_stop_token, notice, warning
 from evalgate.github.context import ActionContext, read_inputs
 from evalgate.github.masking import env_secrets, mask_all, settings_secrets
 from evalgate.github.outputs import write_outputs
@@ -170,17 +170,49 @@ def baseline_loader(setup_: ActionSetup) -> Callable[[], Any] | None:
                        token=setup_.options.github_token)
 
 
-def baseline_warning(document: Mapping[str, Any]) -> str | None:
-    """The run's note about its baseline (not found, unreadable, no comparison), if any."""
+def baseline_note(document: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(level, message)``: the run's note about its baseline (not found, unreadable, no comparison), if
+    any. ``notice`` when none was to be expected (push, schedule, the first pull request), else ``warning``."""
     info = document.get("baseline")
-    return info.get("warning") if isinstance(info, Mapping) and info.get("warning") else None
+    if not isinstance(info, Mapping) or not info.get("warning"):
+        return None
+    return ("notice" if info.get("severity") == "notice" else "warning"), str(info["warning"])
+
+
+def written_paths(settings: Settings) -> list[Path]:
+    """What a run writes: the output directory, the SQLite file (with its journal files) and the judge cache."""
+    db = settings.db_path
+    sidecars = [db.with_name(db.name + suffix) for suffix in ("-wal", "-shm", "-journal")]
+    return [settings.output_path, db, *sidecars, db.parent / "judge-cache.db"]
 
 
 def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = emit_line) -> int:
-    """The whole Action step; returns the exit status."""
+    """The whole Action step; returns the exit status. Whatever happens, files written into the
+    workspace end up owned by the workspace's owner (:mod:`evalgate.github.workspace`)."""
+    from evalgate.github.workspace import hand_over, missing_ancestors
+
+    emit = counting(emit)  # publishing spends what is left of the runner's annotation budget
     mask_all(env_secrets(env), emit)
     try:
         setup_ = setup(env, argv, emit)
+    except UserError as exc:
+        emit(error(str(exc), title="evalgate: configuration or dataset error"))
+        _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
+        return EXIT_USER_ERROR
+    paths = written_paths(setup_.settings)
+    created = missing_ancestors(paths, setup_.workspace)
+    try:
+        return _evaluate_and_publish(setup_, env, emit)
+    finally:
+        hand_over(paths, setup_.workspace, created)
+
+
+def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:
+    if setup_.options.mode == "publish":
+        from evalgate.github.relay import relay
+
+        return relay(env=env, options=setup_.options, output_dir=setup_.settings.output_path, emit=emit)
+    try:
         mask_all(settings_secrets(setup_.settings), emit)
         outcome = evaluate(setup_, emit)
     except UserError as exc:
@@ -198,9 +230,10 @@ def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = em
         emit(error(f"internal error ({type(exc).__name__}); the gate did not pass", title="evalgate: crashed"))
         _best_effort_outputs(env, error_outputs(code), emit)
         return EXIT_GATE_FAILED
-    note = baseline_warning(outcome.document)
+    note = baseline_note(outcome.document)
     if note:
-        emit(warning(note, title="evalgate: baseline"))
+        level, message = note
+        emit((notice if level == "notice" else warning)(message, title="evalgate: baseline"))
     for text in (outcome.document.get("metadata") or {}).get("warnings") or []:
         emit(warning(str(text), title="evalgate"))
     for line in outcome.notices:

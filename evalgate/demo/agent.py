@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalgate.demo.server import JsonServer, port_argument, serve_forever
+from evalgate.demo.server import LOOPBACK, JsonServer, port_argument, serve_forever
 
 CHAT_PATH = "/api/agent/chat"
 
@@ -85,9 +85,10 @@ def chat(body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, 
     }
 
 
-def agent_server(port: int = 0) -> JsonServer:
-    return JsonServer({CHAT_PATH: chat}, port=port)
+def agent_server(port: int = 0, host: str = LOOPBACK) -> JsonServer:
+    return JsonServer({CHAT_PATH: chat}, port=port, host=host)
 
 
 if __name__ == "__main__":
-    serve_forever(agent_server(port_argument("evalgate demo agent (seed 002 API)").port), "demo agent")
+    arguments = port_argument("evalgate demo agent (seed 002 API)")
+    serve_forever(agent_server(arguments.port, arguments.host), "demo agent")

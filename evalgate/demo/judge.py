@@ -25,7 +25,7 @@ import math
 import re
 from typing import Any
 
-from evalgate.demo.server import JsonServer, port_argument, serve_forever
+from evalgate.demo.server import LOOPBACK, JsonServer, port_argument, serve_forever
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 FENCE = re.compile(r"<<<UNTRUSTED (?P<label>.+?) id=(?P<id>[0-9a-f]{10})>>>\n(?P<body>.*?)\n"
@@ -131,10 +131,11 @@ def make_chat(api_key: str | None) -> Any:
     return chat
 
 
-def judge_server(api_key: str | None = None, port: int = 0) -> JsonServer:
+def judge_server(api_key: str | None = None, port: int = 0, host: str = LOOPBACK) -> JsonServer:
     chat = make_chat(api_key)
-    return JsonServer({path: chat for path in CHAT_PATHS}, port=port)
+    return JsonServer({path: chat for path in CHAT_PATHS}, port=port, host=host)
 
 
 if __name__ == "__main__":
-    serve_forever(judge_server(port=port_argument("evalgate demo judge (OpenAI-compatible)").port), "demo judge")
+    arguments = port_argument("evalgate demo judge (OpenAI-compatible)")
+    serve_forever(judge_server(port=arguments.port, host=arguments.host), "demo judge")

@@ -17,16 +17,17 @@ LOOPBACK = "127.0.0.1"
 class JsonServer:
     """Serves ``routes`` (path → handler) for POST with JSON bodies; ``GET /health`` answers ``{"ok": true}``."""
 
-    def __init__(self, routes: dict[str, Route], *, port: int = 0) -> None:
+    def __init__(self, routes: dict[str, Route], *, port: int = 0, host: str = LOOPBACK) -> None:
         self.routes = routes
         handler = self._handler_class()
-        self.httpd = ThreadingHTTPServer((LOOPBACK, port), handler)
+        self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
-        return f"http://{LOOPBACK}:{self.httpd.server_address[1]}"
+        host = str(self.httpd.server_address[0])
+        return f"http://{LOOPBACK if host in ('0.0.0.0', '') else host}:{self.httpd.server_address[1]}"
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         routes = self.routes
@@ -97,6 +98,10 @@ def serve_forever(server: JsonServer, description: str) -> None:
 
 
 def port_argument(description: str) -> argparse.Namespace:
+    """``--port`` and ``--host``: loopback by default; ``--host 0.0.0.0`` inside a service container, where
+    other containers on the job's network reach it by the service's name."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
+    parser.add_argument("--port", type=int, default=0, help="port (default: any free port)")
+    parser.add_argument("--host", default=LOOPBACK,
+                        help="address to listen on (default: 127.0.0.1; 0.0.0.0 in a service container)")
     return parser.parse_args()

@@ -4,10 +4,11 @@
 * ``::warning`` for each other failed/errored case;
 * case annotations point at the dataset case (``file`` relative to ``GITHUB_WORKSPACE``, ``line``).
 
-The runner records only 10 annotations per type and step, so the most important come first
-(thresholds, then cases by risk and dataset order), at most ``max_errors`` / ``max_warnings`` are
-emitted, and one ``::notice`` says how many more were left out. ``max_warnings`` defaults to 8 to leave
-room for other warnings of the same step (e.g. a failed PR comment).
+The runner records only 10 annotations per type and step. Publishing emits these last, with what is
+left of that budget once the step's own problems (a refused comment, a failed upload, an unreadable
+baseline) have been reported; within it the most important come first (thresholds, then cases by risk
+and dataset order), at most ``max_errors`` / ``max_warnings`` are emitted, and one ``::notice`` says how
+many more were left out.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalgate.github.commands import Level, annotation
+from evalgate.github.commands import RUNNER_LIMIT_PER_TYPE, Level, annotation
 from evalgate.report.markdown import repo_relative, split_source
 from evalgate.report.view import format_number, format_threshold, is_critical, risk_rank
 
-RUNNER_LIMIT_PER_TYPE = 10
 FAILED = ("failed", "errored")
 
 
@@ -45,7 +45,7 @@ def build_annotations(
     workspace: str | None,
     base_dir: str | None = None,
     max_errors: int = RUNNER_LIMIT_PER_TYPE,
-    max_warnings: int = RUNNER_LIMIT_PER_TYPE - 2,
+    max_warnings: int = RUNNER_LIMIT_PER_TYPE,
 ) -> list[Annotation]:
     """Errors, then warnings (each list cut to its maximum), then one summary notice if any were cut."""
     errors = threshold_annotations(results)

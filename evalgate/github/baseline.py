@@ -81,32 +81,56 @@ class BaselineQuery:
 
 
 class BaselineUnavailable(Exception):
-    """Why one step of the discovery could not give a baseline (becomes the warning)."""
+    """Why one step of the discovery could not give a baseline (becomes the warning, or a notice when
+    ``expected``: nothing is wrong, there is simply no earlier run to compare with)."""
+
+    def __init__(self, message: str, *, expected: bool = False) -> None:
+        super().__init__(message)
+        self.expected = expected
+
+
+NOTICE = "notice"
+NOT_A_PULL_REQUEST = "no baseline: not a pull request or merge queue run (no base branch to compare with)"
 
 
 # ── resolving the setting ──────────────────────────────────────────────────────────────────────
 
 
-def query_from_context(ctx: Any, *, artifact_name: str | None = None, token: str | None = None) -> BaselineQuery | str:
-    """A ``BaselineQuery`` from an ``ActionContext`` (base ref, base SHA from the event, repository,
-    API URL), or the reason there cannot be one."""
-    repository = getattr(ctx, "repository", None)
-    base_ref = getattr(ctx, "base_ref", None)
-    if not repository:
-        return "no baseline: GITHUB_REPOSITORY is not set"
-    if not base_ref:
-        return "no baseline: not a pull request (no base branch to compare with)"
-    if not token:
-        return "no baseline: no GitHub token to list the base branch's artifacts"
+def base_of(ctx: Any) -> tuple[str | None, str | None]:
+    """``(base branch, base SHA)``: a pull request's base, or a merge queue group's ``merge_group.base_ref``
+    (``refs/heads/`` removed) and ``merge_group.base_sha``; ``(None, None)`` for other events."""
     event = getattr(ctx, "event", None) or {}
-    base = ((event.get("pull_request") or {}).get("base") or {}) if isinstance(event, Mapping) else {}
+    if not isinstance(event, Mapping):
+        return getattr(ctx, "base_ref", None), None
+    group = event.get("merge_group")
+    if getattr(ctx, "event_name", None) == "merge_group" and isinstance(group, Mapping):
+        ref = group.get("base_ref")
+        sha = group.get("base_sha")
+        branch = ref.removeprefix("refs/heads/") if isinstance(ref, str) and ref else None
+        return branch, sha if isinstance(sha, str) else None
+    base = (event.get("pull_request") or {}).get("base") or {}
+    return getattr(ctx, "base_ref", None), base.get("sha") if isinstance(base.get("sha"), str) else None
+
+
+def query_from_context(ctx: Any, *, artifact_name: str | None = None,
+                       token: str | None = None) -> BaselineQuery | BaselineLookup:
+    """A ``BaselineQuery`` from an ``ActionContext`` (base branch and SHA of a pull request or merge
+    queue group, repository, API URL), or the lookup result saying why there cannot be one."""
+    repository = getattr(ctx, "repository", None)
+    base_ref, base_sha = base_of(ctx)
+    if not base_ref:
+        return BaselineLookup(None, warning=NOT_A_PULL_REQUEST, severity=NOTICE)
+    if not repository:
+        return BaselineLookup(None, warning="no baseline: GITHUB_REPOSITORY is not set")
+    if not token:
+        return BaselineLookup(None, warning="no baseline: no GitHub token to list the base branch's artifacts")
     return BaselineQuery(
         repository=repository,
         base_ref=base_ref,
         artifact_name=artifact_name or DEFAULT_ARTIFACT_NAME,
         token=token,
         api_url=getattr(ctx, "api_url", None) or DEFAULT_API_URL,
-        base_sha=base.get("sha") if isinstance(base.get("sha"), str) else None,
+        base_sha=base_sha,
     )
 
 
@@ -117,8 +141,8 @@ def auto_loader(ctx: Any, *, artifact_name: str | None = None, token: str | None
 
     def load() -> BaselineLookup:
         query = query_from_context(ctx, artifact_name=artifact_name, token=token)
-        if isinstance(query, str):
-            return BaselineLookup(None, warning=query)
+        if isinstance(query, BaselineLookup):
+            return query
         return discover_baseline(query, **options)
 
     return load
@@ -164,7 +188,8 @@ def discover_baseline(
             candidates = choose_candidates(artifacts, query)
             return _first_finished(api, query, candidates, max_zip_bytes, max_member_bytes, timeout, blob_transport)
     except BaselineUnavailable as exc:
-        return BaselineLookup(None, warning=f"no baseline: {redact(str(exc))}")
+        return BaselineLookup(None, warning=f"no baseline: {redact(str(exc))}",
+                              severity=NOTICE if exc.expected else "warning")
     except GitHubAPIError as exc:
         return BaselineLookup(None, warning=f"no baseline: {api_problem(exc, query)}")
     except Exception as exc:  # never let the baseline break a run
@@ -212,17 +237,19 @@ def choose_candidates(artifacts: Sequence[Mapping[str, Any]], query: BaselineQue
     """Usable artifacts, best first (module doc, steps 2–3); ``BaselineUnavailable`` saying why none is."""
     named = [a for a in artifacts if a.get("name") == query.artifact_name]
     if not named:
-        raise BaselineUnavailable(f"no artifact named {query.artifact_name!r} in {query.repository}")
+        raise BaselineUnavailable(f"no artifact named {query.artifact_name!r} in {query.repository} yet "
+                                  f"(the first run, or evalgate has not run on {query.base_ref!r})", expected=True)
     live = [a for a in named if not a.get("expired")]
     if not live:
         raise BaselineUnavailable(f"every artifact named {query.artifact_name!r} has expired "
-                                  "(retention-days); the next run on the base branch will create one")
+                                  "(retention-days); the next run on the base branch will create one", expected=True)
     on_branch = [a for a in live if _on_base_branch(a, query.base_ref)]
     if not on_branch:
         branches = sorted({str(_run(a).get("head_branch")) for a in live})
         shown = ", ".join(branches[:3]) + (", …" if len(branches) > 3 else "")
         raise BaselineUnavailable(f"no artifact named {query.artifact_name!r} from branch {query.base_ref!r} "
-                                  f"(found only on: {shown}); run evalgate on pushes to {query.base_ref!r}")
+                                  f"(found only on: {shown}); run evalgate on pushes to {query.base_ref!r}",
+                                  expected=True)
     return sorted(on_branch, key=lambda a: _preference(a, query.base_sha), reverse=True)
 
 

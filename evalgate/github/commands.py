@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Literal, TypedDict, Unpack
 
 from evalgate.safety.redact import redact
@@ -150,3 +150,31 @@ def neutralise(text: str) -> str:
 
 def _nonempty_lines(value: str) -> list[str]:
     return [part for part in re.split(r"\r\n|\r|\n", value) if part.strip()]
+
+
+RUNNER_LIMIT_PER_TYPE = 10
+"""The runner records at most this many errors, warnings and notices per step (the rest stay in the log)."""
+
+
+class CountingEmit:
+    """Wraps an emit function and counts the annotations (``::error``/``::warning``/``::notice``) it printed,
+    so later, less important annotations take only what is left of the runner's per-step budget."""
+
+    def __init__(self, emit: Callable[[str], None]) -> None:
+        self.emit = emit
+        self.counts: dict[str, int] = {"error": 0, "warning": 0, "notice": 0}
+
+    def __call__(self, line: str) -> None:
+        match = re.match(r"\s*::(error|warning|notice)[ :]", line)
+        if match:
+            self.counts[match.group(1)] += 1
+        self.emit(line)
+
+    def left(self, level: Level) -> int:
+        """How many more ``level`` annotations the runner will still record in this step."""
+        return max(0, RUNNER_LIMIT_PER_TYPE - self.counts[level])
+
+
+def counting(emit: Callable[[str], None]) -> CountingEmit:
+    """``emit`` itself when it already counts, else a counting wrapper."""
+    return emit if isinstance(emit, CountingEmit) else CountingEmit(emit)

@@ -23,7 +23,7 @@ from evalgate.errors import UserError
 from evalgate.github.annotations import annotation_lines
 from evalgate.github.api import GitHubAPI
 from evalgate.github.artifacts import UploadResult, upload_artifact, validate_artifact_name
-from evalgate.github.commands import add_mask, warning
+from evalgate.github.commands import CountingEmit, add_mask, counting, warning
 from evalgate.github.comment import CommentResult, find_marked_comment, upsert_comment
 from evalgate.github.context import ActionContext, parse_pr_number
 from evalgate.github.outputs import write_outputs, write_summary_report
@@ -32,6 +32,8 @@ from evalgate.safety.redact import redact
 from evalgate.store.judge_cache import cache_path
 
 CommentMode = Literal["always", "on-failure", "never"]
+Mode = Literal["evaluate", "publish"]
+MODES: tuple[str, ...] = get_args(Mode)
 COMMENT_MODES: tuple[str, ...] = get_args(CommentMode)
 DEFAULT_TAG = "default"
 DEFAULT_ARTIFACT = "evalgate-results"
@@ -42,6 +44,7 @@ TRUE_TEXT = {"true", "yes", "on", "1"}
 FALSE_TEXT = {"false", "no", "off", "0"}
 
 PUBLISH_INPUTS: dict[str, str] = {
+    "mode": "evaluate (default) | publish: in an on: workflow_run workflow, post the evaluated pull_request run's comment",
     "comment": "when to post the PR comment: always | on-failure | never",
     "comment-tag": "keeps one comment per tag when several evalgate steps run in one PR",
     "pr-number": "pull request to comment on (default: from the event payload)",
@@ -54,7 +57,7 @@ PUBLISH_INPUTS: dict[str, str] = {
 """Inputs that configure publishing rather than the evaluation (every other input is a setting)."""
 
 OUTPUT_NAMES = ("passed", "exit-code", "pass-rate", "critical-failures", "results-json", "results-db",
-                "comment-url", "summary-markdown")
+                "comment-url", "summary-markdown", "artifact-name")
 
 Emit = Callable[[str], None]
 
@@ -71,6 +74,7 @@ class PublishOptions:
     artifact_name: str | None = None
     retention_days: int | None = None
     comment_template: Path | None = None
+    mode: Mode = "evaluate"
 
     @property
     def resolved_artifact_name(self) -> str:
@@ -109,6 +113,7 @@ def options_from_inputs(inputs: Mapping[str, str], *, cwd: Path | None = None) -
         artifact_name=(inputs.get("artifact-name") or "").strip() or None,
         retention_days=_retention(inputs.get("retention-days")),
         comment_template=_template_path(inputs.get("comment-template"), cwd or Path.cwd()),
+        mode=_mode(inputs.get("mode")),
     )
     try:
         validate_artifact_name(options.resolved_artifact_name)
@@ -131,6 +136,13 @@ def _comment_mode(value: str | None) -> CommentMode:
     text = (value or "always").strip().lower()
     if text not in COMMENT_MODES:
         raise UserError(f"expected one of {', '.join(COMMENT_MODES)}, got {value!r}", where="input 'comment'")
+    return text  # type: ignore[return-value]
+
+
+def _mode(value: str | None) -> Mode:
+    text = (value or "evaluate").strip().lower()
+    if text not in MODES:
+        raise UserError(f"expected one of {', '.join(MODES)}, got {value!r}", where="input 'mode'")
     return text  # type: ignore[return-value]
 
 
@@ -188,7 +200,7 @@ def workspace_path(path: Path, workspace: str | None) -> str:
 
 
 def build_outputs(results: Mapping[str, Any], *, results_path: Path, db_path: Path, workspace: str | None,
-                  comment_url: str | None, summary_markdown: str) -> dict[str, str]:
+                  comment_url: str | None, summary_markdown: str, artifact_name: str = DEFAULT_ARTIFACT) -> dict[str, str]:
     """The step outputs. ``pass-rate`` is the fraction of cases passed (0–1); paths are workspace-relative."""
     gate = results.get("gate") or {}
     summary = results.get("summary") or {}
@@ -201,13 +213,14 @@ def build_outputs(results: Mapping[str, Any], *, results_path: Path, db_path: Pa
         "results-db": workspace_path(db_path, workspace),
         "comment-url": comment_url or "",
         "summary-markdown": summary_markdown,
+        "artifact-name": artifact_name,
     }
 
 
 def error_outputs(exit_code: int) -> dict[str, str]:
     """Outputs for a run that stopped before a verdict (configuration or dataset error)."""
     return {"passed": "false", "exit-code": str(exit_code), "pass-rate": "", "critical-failures": "",
-            "results-json": "", "results-db": "", "comment-url": "", "summary-markdown": ""}
+            "results-json": "", "results-db": "", "comment-url": "", "summary-markdown": "", "artifact-name": ""}
 
 
 def _number(value: Any) -> str:
@@ -227,22 +240,27 @@ def publish(
     env: Mapping[str, str],
     emit: Emit = print,
     api_factory: Callable[[str, str], GitHubAPI] | None = None,
+    artifact_url: str | None = None,
+    annotate: bool = True,
 ) -> PublishReport:
     """Run every publishing step for the run in ``results_path``; never raises for a publishing problem.
 
-    ``api_factory(token, api_url)`` builds the REST client (tests inject timeouts).
+    ``api_factory(token, api_url)`` builds the REST client (tests inject timeouts). ``artifact_url``: the
+    results' artifact when it was uploaded elsewhere (``evalgate publish``); ``annotate=False`` leaves out
+    the file annotations (they belong to the run that evaluated).
     """
     report = PublishReport()
     results = json.loads(results_path.read_text(encoding="utf-8"))
     base_dir = ctx.workspace or os.getcwd()
+    counter = counting(emit)
+    emit = counter
 
     def warn(message: str) -> None:
         report.warnings.append(redact(message))
         emit(warning(message, title="evalgate"))
 
-    _step("annotations", warn, lambda: _annotate(results, ctx, base_dir, emit))
     report.artifact = _step("artifact upload", warn, lambda: _upload(results_path, db_path, options, env, emit, warn))
-    artifact_url = report.artifact.url if report.artifact else None
+    artifact_url = (report.artifact.url if report.artifact else None) or artifact_url
     links = _source_links(ctx, base_dir)
     _step("job summary", warn, lambda: write_summary_report(
         ctx.summary_path, results, run_url=ctx.run_url, artifact_url=artifact_url, tag=options.comment_tag,
@@ -254,8 +272,11 @@ def publish(
         template_path=options.comment_template, max_bytes=OUTPUT_SUMMARY_MAX_BYTES, source_links=links)) or ""
     report.outputs = build_outputs(results, results_path=results_path, db_path=db_path, workspace=ctx.workspace,
                                    comment_url=report.comment.url if report.comment else None,
-                                   summary_markdown=report.summary_markdown)
+                                   summary_markdown=report.summary_markdown,
+                                   artifact_name=options.resolved_artifact_name)
     _step("step outputs", warn, lambda: write_outputs(ctx.output_path, report.outputs))
+    if annotate:  # last: the step's own problems above get the runner's 10-per-type budget first
+        _step("annotations", warn, lambda: _annotate(results, ctx, base_dir, counter))
     return report
 
 
@@ -270,8 +291,10 @@ def _step(name: str, warn: Callable[[str], None], action: Callable[[], Any]) -> 
     return None
 
 
-def _annotate(results: Mapping[str, Any], ctx: ActionContext, base_dir: str, emit: Emit) -> None:
-    for line in annotation_lines(results, workspace=ctx.workspace, base_dir=base_dir):
+def _annotate(results: Mapping[str, Any], ctx: ActionContext, base_dir: str, emit: CountingEmit) -> None:
+    lines = annotation_lines(results, workspace=ctx.workspace, base_dir=base_dir, max_errors=emit.left("error"),
+                             max_warnings=emit.left("warning"))
+    for line in lines:
         emit(line)
 
 

@@ -348,6 +348,11 @@ def render_failures(failures: list[dict[str, Any]], console: Console) -> None:
     for failure in ordered[:MAX_FAILED_LISTED]:
         marker = "‼" if failure["risk_level"] == "critical" else "✗"
         console.print(f"  {marker} {failure['id']} [{failure['status']}] {failure['source']}", markup=False)
+        why = failure.get("why")
+        if why:  # the same one-line reasons as the PR comment
+            for line in why[:4]:
+                console.print(f"      - {line}", markup=False)
+            continue
         for reason in failure["reasons"][:4]:
             console.print(f"      - {reason}", markup=False)
         for name, text in failure.get("explanations", [])[:4]:

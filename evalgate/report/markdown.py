@@ -58,6 +58,7 @@ from evalgate.report.view import (
     compact_json,
     comparison_view,
     critical_refs,
+    failed_case_view,
     failing_by_importance,
     flaky_view,
     format_number,
@@ -69,12 +70,15 @@ from evalgate.report.view import (
     intervals_view,
     is_critical,
     judge_stability_view,
+    metric_groups,
     metric_rows,
     no_link,
     not_scored_view,
+    reasons_view,
     repeats_view,
     risk_rank,
     run_view,
+    skipped_metrics,
     totals_view,
     usage_view,
     verdict_view,
@@ -113,6 +117,10 @@ EXCERPTS: dict[Mode, Excerpts] = {
 }
 
 
+FAILED_TOP = 10
+"""Failed cases listed in the open (most important first); the next ``list_cap`` go inside ``<details>``."""
+
+
 @dataclass(frozen=True)
 class Plan:
     """How much of the report to render: ``details`` case blocks, the breakdown, list caps."""
@@ -143,6 +151,12 @@ class SourceLinks:
             return None
         anchor = f"#L{line}" if line else ""
         return f"{self.server_url.rstrip('/')}/{self.repository}/blob/{self.sha}/{rel}{anchor}"
+
+    def label(self, source: str | None) -> str | None:
+        """``source`` as the reader knows it: repository-relative ``path:line`` (else as given)."""
+        path, line = split_source(source)
+        rel = repo_relative(path, self.workspace, self.base_dir) if path else None
+        return source if rel is None else f"{rel}:{line}" if line else rel
 
 
 def split_source(source: str | None) -> tuple[str | None, int | None]:
@@ -337,6 +351,9 @@ def apply_plan(view: Mapping[str, Any], plan: Plan) -> dict[str, Any]:
     out["breakdown"] = view["breakdown"] if plan.breakdown else []
     out["breakdown_omitted"] = bool(view["breakdown"]) and not plan.breakdown
     out["critical"], out["critical_omitted"] = _capped(view["critical"], plan.list_cap)
+    failed = view["failed_cases"]
+    out["failed_top"] = failed[:FAILED_TOP]
+    out["failed_more"], out["failed_omitted"] = _capped(failed[FAILED_TOP:], plan.list_cap)
     out["flaky"], out["flaky_omitted"] = _capped(view["flaky"], plan.list_cap)
     if view["repeats"]:  # flaky cases beyond the ones results.json lists are counted, not named
         out["flaky_omitted"] = max(0, view["repeats"]["flaky_cases"] - len(out["flaky"]))
@@ -391,19 +408,25 @@ def build_view(
     link: Link = source_links.url if source_links else no_link
     cases = case_records(results)
     comparison = comparison_view(results.get("comparison"), link, unchanged=UNCHANGED_ARROW)
-    return {
+    failing = failing_by_importance(cases)
+    metrics = metric_rows(results, unchanged=UNCHANGED_ARROW)
+    view = {
+        "reasons": reasons_view(results),
+        "failed_cases": [failed_case_view(c, link) for c in failing],
+        "metric_groups": metric_groups(results, metrics),
+        "skipped_metrics": skipped_metrics(results),
         "mode": mode,
         "tag": tag,
         "title": _title(tag),
         "verdict": verdict_view(results),
         "totals": totals_view(results),
-        "metrics": metric_rows(results, unchanged=UNCHANGED_ARROW),
+        "metrics": metrics,
         "not_scored": not_scored_view(results),
         "has_comparison": comparison is not None,
         "critical": critical_refs(cases, link),
         "breakdown": _category_breakdown(results),
         "comparison": comparison,
-        "details": [_detail_view(c, link, EXCERPTS[mode]) for c in failing_by_importance(cases)],
+        "details": [_detail_view(c, link, EXCERPTS[mode]) for c in failing],
         "baseline_note": baseline_note(results),
         "repeats": repeats_view(results),
         "flaky": [flaky_view(f, link) for f in results.get("flaky") or [] if isinstance(f, Mapping)],
@@ -414,6 +437,19 @@ def build_view(
         "run": _run_view(results),
         "links": {"run_url": run_url, "artifact_url": artifact_url},
     }
+    if source_links is not None:
+        _relabel(view, source_links)
+    return view
+
+
+def _relabel(view: dict[str, Any], links: SourceLinks) -> None:
+    """Linked case sources shown repository-relative (the link carries the commit)."""
+    comparison = view.get("comparison") or {}
+    for group in (view["failed_cases"], view["critical"], view["details"], view["flaky"],
+                  comparison.get("regressions") or [], comparison.get("fixes") or []):
+        for ref in group:
+            if ref.get("link"):
+                ref["source"] = links.label(ref.get("source"))
 
 
 def _title(tag: str) -> str:

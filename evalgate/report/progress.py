@@ -34,6 +34,22 @@ def _explanation(details: dict[str, Any]) -> str | None:
     return line if len(line) <= 300 else line[:299] + "…"
 
 
+def _why(result: CaseResult) -> list[str]:
+    """The same one-line reasons as the PR comment (:func:`evalgate.report.view.why_line`)."""
+    from evalgate.report.view import format_threshold, why_line
+
+    lines = []
+    for name, metric in result.metrics.items():
+        status = getattr(metric.status, "value", metric.status)
+        if status not in _PROBLEMS:
+            continue
+        threshold = metric.threshold
+        bound = format_threshold({"op": threshold.op, "value": threshold.value} if threshold is not None else None)
+        lines.append((status != "failed", why_line(name, metric.value, bound, status, metric.details, metric.reason)))
+    ordered = [line for _, line in sorted(lines, key=lambda item: item[0])]
+    return ([f"error: {' '.join(str(result.error).split())}"] if result.error else []) + ordered
+
+
 class FailureCollector:
     """Sink that keeps the first few failed cases (bounded) for the console report."""
 
@@ -53,6 +69,7 @@ class FailureCollector:
             "reasons": result.reasons or ([result.error] if result.error else []),
             "explanations": [(name, text) for name, metric in result.metrics.items()
                              if metric.status in _PROBLEMS and (text := _explanation(metric.details))],
+            "why": _why(result),
         })
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from evalgate.model import THRESHOLD_SYMBOLS
+from evalgate.text.numbers import score
 
 RISK_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3}
 FAILED_STATUSES = ("failed", "errored")
@@ -463,10 +464,9 @@ def format_threshold(threshold: Any) -> str | None:
 
 
 def format_number(value: Any, digits: int = 3) -> str:
-    """A score with ``digits`` decimals; ``—`` for None or non-numbers."""
-    if not is_number(value):
-        return "—"
-    return f"{value:.{digits}f}"
+    """The report number format (:func:`evalgate.text.numbers.score`): ``digits`` decimals below 1000, a
+    thousands-separated whole number above; ``—`` for None or non-numbers."""
+    return score(value, digits)
 
 
 def format_signed(value: Any, digits: int = 3) -> str:
@@ -494,3 +494,156 @@ def format_usd(value: Any) -> str:
 def is_number(value: Any) -> bool:
     """True for an int or float that is not a bool."""
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+# ── why a case failed, in one line per metric ────────────────────────────────────────────────────
+
+WHY_MAX_CHARS = 240
+WHY_LIST = 5
+
+
+def _names(values: Any, limit: int = WHY_LIST) -> str:
+    items = [str(v) for v in values or [] if str(v)]
+    shown = ", ".join(items[:limit])
+    return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
+
+
+def why_detail(name: str, details: Any) -> str | None:
+    """What a metric's details say went wrong, in words: the rule that failed, the keywords missing,
+    the mentions missed or invented, the judge's reasoning … (None when the details say nothing)."""
+    if not isinstance(details, Mapping):
+        return None
+    parts: list[str] = []
+    checks = details.get("checks")
+    if isinstance(checks, list):
+        failed = [c for c in checks if isinstance(c, Mapping) and c.get("passed") is False]
+        parts += [f"rule {c.get('label') or c.get('type')}: {c.get('reason') or 'failed'}" for c in failed[:3]]
+        if len(failed) > 3:
+            parts.append(f"+{len(failed) - 3} more rules")
+    if details.get("missing") and name in ("keyword_coverage", "data_source_match"):
+        noun = "keywords" if name == "keyword_coverage" else "data sources"
+        parts.append(f"missing {noun}: {_names(details['missing'])}")
+    if details.get("false_negatives"):
+        parts.append(f"missed mentions: {_names(details['false_negatives'])}")
+    if details.get("false_positives"):
+        parts.append(f"unexpected mentions: {_names(details['false_positives'])}")
+    if details.get("false_is_mine"):
+        parts.append(f"wrongly flagged as ours: {_names(details['false_is_mine'])}")
+    if name == "specialist_match" and "expected" in details:
+        parts.append(f"routed to {details.get('actual') or 'nobody'}, expected {details.get('expected')}")
+    if name == "rank_accuracy" and details.get("expected") is not None:
+        parts.append(f"order {_names(details.get('actual'))}, expected {_names(details.get('expected'))}")
+    if name in ("hit_rate", "mrr") and "returned" in details and not details.get("matched"):
+        parts.append(f"no expected source among the {len(details.get('returned') or [])} returned")
+    elif name == "mrr" and details.get("first_rank"):
+        parts.append(f"first expected source at rank {details['first_rank']}")
+    if details.get("method") == "heuristic" and details.get("overlap_missing"):
+        parts.append(f"heuristic score (no judge); the answer lacks: {_names(details['overlap_missing'])}")
+    for side in ("agents", "tools"):
+        block = details.get(side)
+        if isinstance(block, Mapping):
+            if block.get("missing"):
+                parts.append(f"{side} not called: {_names(block['missing'])}")
+            if block.get("unexpected"):
+                parts.append(f"{side} that should not be called: {_names(block['unexpected'])}")
+    text = details.get("reasoning") or (details.get("reason") if not parts else None)
+    if text:
+        parts.append(" ".join(str(text).split()))
+    return "; ".join(parts) or None
+
+
+def why_line(name: str, value: Any, threshold: str | None, status: Any, details: Any = None,
+             reason: Any = None) -> str:
+    """``metric value (needs ≥ x): why`` — one line (at most ``WHY_MAX_CHARS`` characters)."""
+    state = str(getattr(status, "value", status) or "")
+    head = name if state in ("failed", "passed") else f"{name} {state}"
+    if state in ("failed", "passed") and is_number(value):
+        head += f" {format_number(value)}" + (f" (needs {threshold})" if threshold else "")
+    generic = reason is not None and "misses threshold" in str(reason)
+    detail = why_detail(name, details) or (str(reason) if reason and not generic else None)
+    line = f"{head}: {detail}" if detail else head
+    line = " ".join(line.split())
+    return line if len(line) <= WHY_MAX_CHARS else line[: WHY_MAX_CHARS - 1] + "…"
+
+
+def case_why(case: Mapping[str, Any], statuses: Collection[str] = ("failed", "errored", "unavailable")) -> list[str]:
+    """One ``why_line`` per problem metric of a case record, failed metrics first; the error when it errored."""
+    rows = []
+    for name, m in (case.get("metrics") or {}).items():
+        if isinstance(m, Mapping) and m.get("status") in statuses:
+            rows.append((m.get("status") != "failed", why_line(str(name), m.get("value"),
+                                                               format_threshold(m.get("threshold")) or None,
+                                                               m.get("status"), m.get("details"), m.get("reason"))))
+    lines = [line for _, line in sorted(rows, key=lambda r: r[0])]
+    if case.get("error"):
+        lines.insert(0, "error: " + " ".join(str(case["error"]).split())[: WHY_MAX_CHARS])
+    return lines
+
+
+# ── the sections of a report a reviewer reads first ───────────────────────────────────────────────
+
+CRITICAL_NAMED = 5
+
+
+def reasons_view(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The verdict's reasons, each once and compact: ``metrics`` that miss their threshold
+    ``[{name, average, threshold}]``, ``critical`` ``{count, ids (first few)}`` and ``other`` reasons
+    (errored cases, pass rate, regressions, strict mode …) as recorded."""
+    gate = results.get("gate") or {}
+    reasons = [str(r) for r in gate.get("reasons") or []]
+    missed = [{"name": str(name), "average": info.get("average"), "threshold": format_threshold(info.get("threshold"))}
+              for name, info in (results.get("metrics") or {}).items()
+              if isinstance(info, Mapping) and info.get("threshold") is not None and info.get("passed") is False
+              and info.get("average") is not None]
+    prefixes = tuple(f"{m['name']} average " for m in missed)
+    critical = [r for r in reasons if r.startswith("critical case ")]
+    failures = [c for c in results.get("critical_failures") or [] if isinstance(c, Mapping)]
+    ids = [str(c.get("id")) for c in failures] or [r.split()[2] for r in critical]
+    other = [r for r in reasons if not r.startswith(prefixes) and not r.startswith("critical case ")]
+    count = max(len(critical), len(ids))
+    return {"metrics": missed, "critical": {"count": count, "ids": ids[:CRITICAL_NAMED]} if count else None,
+            "other": other}
+
+
+def failed_case_view(case: Mapping[str, Any], link: Link = no_link) -> dict[str, Any]:
+    """A failed case for the list: its reference and the one-line reasons (``case_why``)."""
+    return {**case_ref(case, link), "why": case_why(case)}
+
+
+def metric_groups(results: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The metric rows that ran (a value in at least one case), grouped by the suite they ran in:
+    ``[{suite, rows}]`` in suite order; a metric of several suites goes to a group naming them."""
+    suites = (results.get("breakdowns") or {}).get("suite") or {}
+    ran_in = {str(name): [str(s) for s, g in suites.items()
+                          if isinstance(g, Mapping) and name in (g.get("average_scores") or {})]
+              for name in (results.get("metrics") or {})}
+    order = [str(s) for s in suites]
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        if row["average"] is None:  # did not run: skipped (one line per reason) or unavailable (listed above)
+            continue
+        where = ran_in.get(row["name"]) or []
+        label = where[0] if len(where) == 1 else ("several suites: " + ", ".join(where) if where else "")
+        groups.setdefault(label, []).append(row)
+    ordered = sorted(groups, key=lambda g: (order.index(g) if g in order else len(order), g))
+    return [{"suite": label, "rows": groups[label]} for label in ordered]
+
+
+def skipped_metrics(results: Mapping[str, Any]) -> list[str]:
+    """One line per reason for the metrics that were skipped everywhere, e.g. ``16 judged metrics skipped:
+    no judge configured (judge_provider none)``; up to 5 metrics are named: ``1 judged metric skipped
+    (math): …``."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for name, info in (results.get("metrics") or {}).items():
+        if not isinstance(info, Mapping) or info.get("average") is not None or not info.get("skipped"):
+            continue  # unavailable metrics (a problem, not a choice) are listed by not_scored_view
+        reasons = info.get("reasons") or {}
+        reason = max(reasons, key=lambda r: reasons[r]) if isinstance(reasons, Mapping) and reasons else \
+            "no case needed it"
+        grouped.setdefault((str(info.get("kind") or "deterministic"), str(reason)), []).append(str(name))
+    lines = []
+    for (kind, reason), names in sorted(grouped.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        n = len(names)
+        named = f" ({', '.join(names)})" if n <= 5 else ""
+        lines.append(f"{n} {kind} metric{'' if n == 1 else 's'} skipped{named}: {reason}")
+    return lines

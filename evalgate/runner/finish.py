@@ -161,7 +161,7 @@ def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None,
     if baseline is None:
         return []
     info: dict[str, Any] = {"setting": settings.baseline, "found": baseline.found, "source": baseline.source,
-                            "warning": baseline.warning}
+                            "warning": baseline.warning, "severity": baseline.severity if baseline.warning else None}
     document["baseline"] = info
     document["comparison"] = None
     if baseline.document is None:
@@ -174,6 +174,7 @@ def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None,
                                   baseline_source=baseline.source, repeat_rule=settings.repeat_rule)
     except Exception as exc:  # a comparison problem must not lose the run's results
         info["warning"] = redact(f"no comparison: {type(exc).__name__}: {exc}")
+        info["severity"] = "warning"
         return []
     document["comparison"] = comparison
     return comparison_gate_reasons(comparison, settings.fail_on_regression)

@@ -218,7 +218,9 @@ def merge_runs(
     db_path = db_path or output_dir / "results.db"
     spool = CaseSpool(output_dir / SPOOL_NAME)
     try:
-        consistency, runs = _spool_inputs(sources, spool)
+        from evalgate.store.reader import expand_inputs
+
+        consistency, runs = _spool_inputs(expand_inputs(sources, exclude=output_dir), spool)
         missing = consistency.missing_shards()
         if missing and not allow_partial:
             raise UserError(f"shard(s) {', '.join(missing)} missing (pass --allow-partial to merge anyway)",

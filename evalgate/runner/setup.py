@@ -27,8 +27,12 @@ DEMO_EXCLUDED = {"failing", "live"}
 
 
 def demo_dir() -> Path:
-    """Where the bundled demo suites live (repository checkout or the container image)."""
-    return Path(__file__).resolve().parents[2] / "datasets"
+    """Where the bundled demo suites live: inside the installed package (``evalgate/demo/datasets``,
+    copied there by the wheel build), else ``datasets/`` beside the package (a checkout, an editable
+    install, the container image)."""
+    package = Path(__file__).resolve().parents[1]
+    installed = package / "demo" / "datasets"
+    return installed if installed.is_dir() else package.parent / "datasets"
 
 
 def default_datasets() -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,32 @@ class ShardRun:
 
 # ---------------------------------------------------------------------------------------------
 # reading inputs
+
+
+RESULT_NAMES = ("results.json", "results.db")
+
+
+def expand_inputs(specs: Sequence[str | Path], *, exclude: Path | None = None) -> list[str]:
+    """Files to merge: files as given; a directory stands for every run under it, as
+    ``actions/download-artifact`` lays them out (``DIR/<artifact>/results.json``, or the files directly in
+    ``DIR``). Per directory ``results.json`` is taken, else ``results.db``; ``exclude`` (the merge's own
+    output directory) is skipped. A directory with neither is a ``UserError``."""
+    found: list[str] = []
+    for spec in specs:
+        path = Path(spec)
+        if not path.is_dir():
+            found.append(str(spec))
+            continue
+        picked = []
+        for folder in sorted({p.parent for name in RESULT_NAMES for p in path.rglob(name)}):
+            if exclude is not None and (folder.resolve() == exclude.resolve() or exclude.resolve() in folder.resolve().parents):
+                continue
+            name = next(n for n in RESULT_NAMES if (folder / n).is_file())
+            picked.append(str(folder / name))
+        if not picked:
+            raise UserError("no results.json or results.db in this directory or below it", where=str(spec))
+        found += picked
+    return found
 
 
 def open_input(spec: str | Path, *, skip_merged: bool = True) -> ShardRun:
@@ -244,6 +270,9 @@ class BaselineLookup:
     document: dict[str, Any] | None
     source: str | None = None
     warning: str | None = None
+    severity: str = "warning"
+    """``notice`` when having no baseline is expected (a push, the first pull request, no runs on the base
+    branch yet), ``warning`` when something is wrong (no permission, unreadable artifact, network)."""
     label: str | None = None
     """Short name of the base run for reports: ``main @ abc1234`` or the path."""
     judge_cache: bytes | None = field(default=None, repr=False)

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalgate.text.numbers import score
 from evalgate.verdict import stats
 
 DEFAULT_ALPHA = 0.05
@@ -331,15 +332,21 @@ def _summary(
 
 
 def _metric_sentence(metrics: Mapping[str, Mapping[str, Any]], moved: list[str], alpha: float) -> str:
+    """Significant regressions and improvements of *gated* metrics (those with a threshold) first: only
+    they can fail the gate. Significant moves of ungated metrics are named as such, then the rest."""
     level = _confidence_label(alpha)
-    regressions = [n for n in moved if metrics[n]["regression"]]
-    improvements = [n for n in moved if metrics[n]["improvement"]]
+    regressions = [n for n in moved if metrics[n]["regression"] and metrics[n].get("gated", True)]
+    improvements = [n for n in moved if metrics[n]["improvement"] and metrics[n].get("gated", True)]
+    ungated = [n for n in moved if metrics[n]["significant"] and not metrics[n].get("gated", True)]
     quiet = [n for n in moved if not metrics[n]["significant"]]
     parts = []
     for label, names in (("regression", regressions), ("improvement", improvements)):
         if names:
             phrases = "; ".join(_metric_phrase(n, metrics[n], level) for n in names)
             parts.append(f"{_plural(len(names), f'significant {label}')}: {phrases}")
+    if ungated:
+        phrases = "; ".join(_metric_phrase(n, metrics[n], level) for n in ungated)
+        parts.append(f"{_plural(len(ungated), 'significant change')} of ungated metrics (no threshold): {phrases}")
     if quiet and parts:
         parts.append(f"{_plural(len(quiet), 'other metric change')} not significant at α={alpha:g}")
     elif quiet:
@@ -383,10 +390,8 @@ def _plural(count: int, noun: str) -> str:
 
 
 def _num(value: float | None) -> str:
-    """Three decimals for scores, one for large quantities (tokens, milliseconds)."""
-    if value is None:
-        return "n/a"
-    return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
+    """The report number format (:func:`evalgate.text.numbers.score`); ``n/a`` for None."""
+    return "n/a" if value is None else score(value)
 
 
 def _p(value: float) -> str:

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_PASS, UserError
 from evalgate.model import CaseStatus, MetricResult, MetricStatus, Threshold, trusted
+from evalgate.text.numbers import score
 
 if TYPE_CHECKING:
     from evalgate.metrics.registry import Metric
@@ -91,7 +92,7 @@ def judge_metric(value: float, threshold: Threshold | None, details: dict[str, A
         "threshold": threshold,
         "passed": passed,
         "status": MetricStatus.passed if passed else MetricStatus.failed,
-        "reason": None if passed else f"{value:.4g} misses threshold {threshold}",
+        "reason": None if passed else f"{score(value)} misses threshold {threshold}",
         "details": details,
     }
     if _already_valid(value, threshold, details):  # skip validation: one of the run's hottest paths
@@ -240,7 +241,7 @@ def run_verdict(
     metric_passed = metric_table_verdicts(averages, thresholds)
     for name, ok in metric_passed.items():
         if ok is False:
-            reasons.append(f"{name} average {averages[name]:.4g} misses threshold {thresholds[name]}")
+            reasons.append(f"{name} average {score(averages[name])} misses threshold {thresholds[name]}")
     thresholds_passed = not reasons
     judge_missing = judge_reason(aggregate, policy.max_errored)
     if judge_missing is not None:  # first: it explains the errored cases and critical failures listed after it

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from evalgate.model import CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
+from evalgate.text.numbers import score
 from evalgate.verdict import stats
 from evalgate.verdict.aggregate import JudgeTally, judge_verdicts
 
@@ -184,7 +185,7 @@ def _collapse_metric(ordered: Sequence[CaseResult], name: str, summary: stats.Re
     if summary is not None and summary.mean is not None:
         reason = None if summary.passed else (
             f"passed in {round(summary.pass_fraction * summary.repeats)} of {summary.repeats} repeats "
-            f"(mean {summary.mean:.4g}, {summary.rule} rule)"
+            f"(mean {score(summary.mean)}, {summary.rule} rule)"
         )
         return MetricResult(value=summary.mean, threshold=threshold, passed=summary.passed,
                             status=MetricStatus.passed if summary.passed else MetricStatus.failed,

@@ -7,6 +7,12 @@ Endpoints (under ``/repos/{owner}/{repo}``):
 * ``POST /issues/{n}/comments`` ``{"body": …}`` → 201;
 * ``PATCH /issues/comments/{id}`` ``{"body": …}`` → 200 (404 for an unknown id).
 
+Also, for ``evalgate publish`` (workflow_run): ``GET /actions/runs/{id}`` and
+``GET /actions/runs/{id}/artifacts?name=`` (seeded with ``add_run_artifact``), ``GET
+/actions/artifacts/{id}/zip`` → 302 to ``/_blob/{id}?sig=…`` on the same server (served without
+authentication, like a signed storage URL), and ``GET /pulls?head=owner:branch&state=open`` /
+``GET /pulls/{n}`` (seeded with ``add_pull``).
+
 Modes: ``read_only`` answers writes with 403 "Resource not accessible by integration" (a fork PR's
 token); bodies over 65,536 characters get GitHub's 422; ``fail_next`` queues canned responses
 (5xx, secondary rate limits) for the next requests; a wrong or missing bearer token gets 401.
@@ -15,6 +21,7 @@ Every request is recorded in ``log`` (the Authorization header is stored as give
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections import deque
@@ -63,6 +70,10 @@ class GitHubFake:
         self.comments: dict[int, dict[str, Any]] = {}
         self._issue_of: dict[int, tuple[str, int]] = {}
         self._canned: deque[Canned] = deque()
+        self.runs: dict[int, dict[str, Any]] = {}
+        self.run_artifacts: dict[int, list[dict[str, Any]]] = {}
+        self.blobs: dict[int, tuple[str, bytes]] = {}
+        self.pulls: list[dict[str, Any]] = []
         self._next_id = 1000
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -121,6 +132,31 @@ class GitHubFake:
         with self._lock:
             self._canned.append(Canned(status, body, dict(headers or {}), method))
 
+    def add_run_artifact(self, repo: str, run: dict[str, Any], name: str, content: bytes, *,
+                         expired: bool = False) -> int:
+        """Store ``content`` (zip bytes) as artifact ``name`` of workflow run ``run`` (a run object with ``id``)."""
+        with self._lock:
+            self._next_id += 1
+            artifact_id = self._next_id
+            self.runs[run["id"]] = run
+            self.blobs[artifact_id] = (f"sig{artifact_id}x{len(content)}", content)
+            self.run_artifacts.setdefault(run["id"], []).append({
+                "id": artifact_id, "name": name, "size_in_bytes": len(content), "expired": expired,
+                "created_at": _now(), "digest": "sha256:" + hashlib.sha256(content).hexdigest(),
+                "archive_download_url": f"{self.url}/repos/{repo}/actions/artifacts/{artifact_id}/zip",
+                "workflow_run": {"id": run["id"], "head_branch": run.get("head_branch"),
+                                 "head_sha": run.get("head_sha")},
+            })
+            return artifact_id
+
+    def add_pull(self, repo: str, number: int, *, head_sha: str, head_label: str, state: str = "open") -> None:
+        """Seed a pull request whose head is ``head_label`` (``owner:branch``) at ``head_sha``."""
+        owner, _, branch = head_label.partition(":")
+        with self._lock:
+            self.pulls.append({"number": number, "state": state, "base": {"repo": {"full_name": repo}},
+                               "head": {"sha": head_sha, "ref": branch, "label": head_label,
+                                        "repo": {"full_name": f"{owner}/{repo.split('/')[1]}"}}})
+
     def requests(self, method: str | None = None) -> list[Recorded]:
         return [r for r in self.log if method is None or r.method == method]
 
@@ -135,6 +171,8 @@ class GitHubFake:
             canned = self._take_canned(method)
             if canned is not None:
                 return canned.status, canned.body, canned.headers
+            if parts.path.startswith("/_blob/"):
+                return self._blob(parts.path, query)
             if headers.get("authorization") != f"Bearer {self.token}":
                 return bad_credentials(DOCS)
             return self._route(method, parts.path, query, body)
@@ -159,7 +197,44 @@ class GitHubFake:
         is_comment = len(segments) == 6 and segments[0] == "repos" and segments[3:5] == ["issues", "comments"]
         if is_comment and method == "PATCH" and segments[5].isdigit():
             return self._write(body, lambda text: self._update(int(segments[5]), text))
+        if method == "GET" and len(segments) >= 4 and segments[0] == "repos":
+            return self._read(f"{segments[1]}/{segments[2]}", segments[3:], query)
         return not_found(DOCS)
+
+    def _read(self, repo: str, rest: list[str], query: dict[str, list[str]]) -> tuple[int, Any, dict]:
+        if rest[:2] == ["actions", "runs"] and len(rest) >= 3 and rest[2].isdigit():
+            run_id = int(rest[2])
+            if run_id not in self.runs:
+                return not_found(DOCS)
+            if len(rest) == 3:
+                return 200, self.runs[run_id], {}
+            if rest[3:] == ["artifacts"]:
+                name = (query.get("name") or [None])[0]
+                items = [a for a in self.run_artifacts.get(run_id, []) if name in (None, a["name"])]
+                return 200, {"total_count": len(items), "artifacts": items}, {}
+        if rest[:2] == ["actions", "artifacts"] and len(rest) == 4 and rest[2].isdigit() and rest[3] == "zip":
+            artifact_id = int(rest[2])
+            if artifact_id not in self.blobs:
+                return not_found(DOCS)
+            signature = self.blobs[artifact_id][0]
+            return 302, None, {"Location": f"{self.url}/_blob/{artifact_id}?sig={signature}"}
+        if rest == ["pulls"]:
+            head = (query.get("head") or [None])[0]
+            state = (query.get("state") or ["open"])[0]
+            items = [p for p in self.pulls if (head is None or p["head"]["label"] == head)
+                     and state in ("all", p["state"])]
+            return 200, items, {}
+        if len(rest) == 2 and rest[0] == "pulls" and rest[1].isdigit():
+            found = [p for p in self.pulls if p["number"] == int(rest[1])]
+            return (200, found[0], {}) if found else not_found(DOCS)
+        return not_found(DOCS)
+
+    def _blob(self, path: str, query: dict[str, list[str]]) -> tuple[int, Any, dict]:
+        segment = path.rsplit("/", 1)[-1]
+        stored = self.blobs.get(int(segment)) if segment.isdigit() else None
+        if stored is None or (query.get("sig") or [None])[0] != stored[0]:
+            return 403, b"AuthenticationFailed", {"Content-Type": "application/xml"}
+        return 200, stored[1], {"Content-Type": "application/zip"}
 
     def _list(self, repo: str, issue: int, query: dict[str, list[str]], path: str) -> tuple[int, Any, dict]:
         items = [c for cid, c in sorted(self.comments.items()) if self._issue_of[cid] == (repo, issue)]
@@ -230,9 +305,10 @@ def _make_handler(fake: GitHubFake) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             headers = {k.lower(): v for k, v in self.headers.items()}
             status, body, extra = fake.handle(self.command, self.path, headers, raw)
-            data = json.dumps(body).encode("utf-8")
+            data = body if isinstance(body, bytes) else b"" if body is None else json.dumps(body).encode("utf-8")
             self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=utf-8")
+            if not isinstance(body, bytes):
+                self.send_header("Content-Type", "application/json; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
             self.send_header("X-GitHub-Api-Version-Selected", "2022-11-28")
             for key, value in extra.items():

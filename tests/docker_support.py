@@ -1,0 +1,67 @@
+"""One Docker engine check and one image build per test session, shared by the image, release and act tests.
+
+The image is built from the repository's Dockerfile exactly as the release workflow builds it, except
+for the base: no registry is reachable here, so ``PYTHON_IMAGE`` is the local ``python:3.12-slim``
+stand-in that ``../shared/tools/docker-local/setup.sh`` makes, where the release passes the same tag
+pinned by digest. It is tagged with the name action.yml runs (``ghcr.io/evalgate/evalgate:<version>``),
+so ``act --pull=false`` finds it locally. Docker's layer cache makes a rebuild of unchanged sources take
+seconds.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SETUP_CANDIDATES = [base / "shared" / "tools" / "docker-local" / "setup.sh" for base in REPO_ROOT.parents[:2]]
+"""``../shared`` beside a CI clone, or ``../../shared`` beside a developer's worktree."""
+SETUP_SCRIPT = next((path for path in SETUP_CANDIDATES if path.is_file()), SETUP_CANDIDATES[0])
+LOCAL_BASE = "python:3.12-slim"
+TEST_TAG = "evalgate:test"
+BUILD_SECONDS: dict[str, float] = {}
+"""How long the session's builds took (reported by the tests that need them)."""
+
+
+def docker_available() -> str | None:
+    """None when a Docker engine answers, else why the tests skip."""
+    if not SETUP_SCRIPT.is_file():
+        return f"no {SETUP_SCRIPT} on this machine (it starts a local Docker engine): Docker tests skipped"
+    if shutil.which("docker") is None:
+        return f"docker CLI not installed: run bash {SETUP_SCRIPT} 3.12"
+    try:
+        info = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=30, check=False)
+    except subprocess.TimeoutExpired:
+        return "docker info timed out"
+    if info.returncode != 0:
+        return f"docker info failed (no engine running): run bash {SETUP_SCRIPT} 3.12"
+    return None
+
+
+def action_image() -> str:
+    """The image action.yml runs, ``ghcr.io/evalgate/evalgate:<version>``."""
+    from tools.release import action_image as parse
+
+    repository, tag = parse()
+    return f"{repository}:{tag}"
+
+
+@functools.cache
+def build_release_image() -> str:
+    """Build the Dockerfile as the release does (base: the local stand-in), tagged with action.yml's
+    image name and ``evalgate:test``; returns the action image name. Raises with the build log on failure."""
+    from evalgate import __version__
+
+    image = action_image()
+    started = time.perf_counter()
+    command = ["docker", "build", "--build-arg", f"PYTHON_IMAGE={LOCAL_BASE}",
+               "--label", f"org.opencontainers.image.version={__version__}",
+               "-t", image, "-t", TEST_TAG, str(REPO_ROOT)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1500, check=False)
+    BUILD_SECONDS["release image"] = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError("docker build failed:\n" + (done.stdout + done.stderr)[-4000:])
+    return image

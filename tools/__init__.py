@@ -1,0 +1,1 @@
+"""Maintainer scripts (not part of the installed package)."""
