@@ -54,12 +54,14 @@ def patient_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ratelimit, "PROBE_SECONDS", 30.0)
 
 
-def test_headers_keep_calls_within_both_budgets(patient_probe: None) -> None:
+@pytest.mark.parametrize("client", ["direct", "openai-sdk"])
+def test_headers_keep_calls_within_both_budgets(patient_probe: None, client: str) -> None:
     # 1,200 requests and 24,000 tokens per minute (20 requests, 400 tokens per second), both empty at the
     # start: a call reserves ≈ 60 prompt + 30 completion tokens, so tokens bind (≈ 4.4 calls/s)
     limits = RateLimits(rpm=1200, tpm=24_000, start="empty")
     with OpenAIServer(api_key=KEY, default_reply="fine", limits=limits, latency_ms=20) as server:
-        runtime, replies = asyncio.run(chat_calls(server, 24, Settings(concurrency=16, api_retries=5)))
+        runtime, replies = asyncio.run(chat_calls(server, 24, Settings(concurrency=16, api_retries=5,
+                                                                        chat_client=client)))
         counted = limits.snapshot()
     assert not [r for r in replies if isinstance(r, BaseException)] and counted["admitted"] == 24
     # the first call goes alone and meets the empty budget at most once; after its reply every call is paced
