@@ -91,10 +91,17 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--chat-client", choices=["direct", "openai-sdk"],
                         help="how judge and model calls are made: direct JSON (default) or the openai SDK")
     target.add_argument("--no-cache", action="store_true", default=None, help="bypass the judge cache")
+    target.add_argument("--judge-cache", metavar="PATH|none",
+                        help="base branch's judge-cache.db (or its directory) to reuse verdicts from "
+                             "(default: the baseline's)")
+    target.add_argument("--judge-rpm", type=float, metavar="N", help="judge requests per minute, when it sends no limits")
+    target.add_argument("--judge-tpm", type=float, metavar="N", help="judge tokens per minute, when it sends no limits")
     target.add_argument("--max-cost", type=float, metavar="USD", help="abort cleanly before exceeding this spend")
     ex = parser.add_argument_group("execution")
     ex.add_argument("--concurrency", type=int, metavar="N", help="calls in flight at once (default 8)")
     ex.add_argument("--api-retries", type=int, metavar="N", help="retries per call (default 3)")
+    ex.add_argument("--target-rpm", type=float, metavar="N", help="target requests per minute, when it sends no limits")
+    ex.add_argument("--target-tpm", type=float, metavar="N", help="model target tokens per minute, when it sends none")
     ex.add_argument("--api-timeout-seconds", type=float, metavar="S",
                     help="time limit per attempt: connect, send, wait and read (default 60)")
     ex.add_argument("--connect-timeout-seconds", type=float, metavar="S",

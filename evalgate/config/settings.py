@@ -118,11 +118,21 @@ class Settings(BaseModel):
     judge_samples: int = Field(default=1, ge=1, le=20)
     judge_output: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"
     no_cache: bool = False
+    judge_cache: str = ""
+    """The base branch's judge cache to reuse verdicts from (``runner.reuse``): empty = the baseline's,
+    ``none``, or a judge-cache.db file or a directory holding one."""
+    judge_rpm: float | None = Field(default=None, gt=0)
+    judge_tpm: float | None = Field(default=None, gt=0)
+    """Caps (requests / tokens per minute) for a judge provider that sends no rate-limit headers
+    (``calls.ratelimit``)."""
     max_cost: float | None = Field(default=None, ge=0.0)
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)
     chat_client: Literal["direct", "openai-sdk"] = "direct"
 
     # --- execution -------------------------------------------------------------------------------
+    target_rpm: float | None = Field(default=None, gt=0)
+    target_tpm: float | None = Field(default=None, gt=0)
+    """Caps for the target (an HTTP agent or a model) when it sends no rate-limit headers."""
     concurrency: int = Field(default=8, ge=1, le=1024)
     api_timeout_seconds: float = Field(default=60.0, gt=0)
     connect_timeout_seconds: float = Field(default=10.0, gt=0)

@@ -29,6 +29,7 @@ from evalgate.github.context import ActionContext, parse_pr_number
 from evalgate.github.outputs import write_outputs, write_summary_report
 from evalgate.report.markdown import SourceLinks, comment_marker, render_comment, render_summary, sanitize_tag
 from evalgate.safety.redact import redact
+from evalgate.store.judge_cache import cache_path
 
 CommentMode = Literal["always", "on-failure", "never"]
 Mode = Literal["evaluate", "publish"]
@@ -48,7 +49,7 @@ PUBLISH_INPUTS: dict[str, str] = {
     "comment-tag": "keeps one comment per tag when several evalgate steps run in one PR",
     "pr-number": "pull request to comment on (default: from the event payload)",
     "github-token": "token for the PR comment (default: the workflow's GITHUB_TOKEN)",
-    "upload-artifacts": "upload results.json and results.db as one workflow artifact",
+    "upload-artifacts": "upload results.json, results.db and judge-cache.db as one workflow artifact",
     "artifact-name": "artifact name (default evalgate-results, plus -<comment-tag> for a non-default tag)",
     "retention-days": "artifact retention in days (1–90; default: the repository setting)",
     "comment-template": "path of a jinja2 template that replaces the bundled comment/summary template",
@@ -325,7 +326,7 @@ def _annotate(results: Mapping[str, Any], ctx: ActionContext, base_dir: str, emi
 
 def _upload(results_path: Path, db_path: Path, options: PublishOptions, env: Mapping[str, str], emit: Emit,
             warn: Callable[[str], None]) -> UploadResult | None:
-    files = [p for p in (results_path, db_path) if p.is_file()]
+    files = [p for p in (results_path, db_path, cache_path(db_path)) if p.is_file()]
     if not options.upload_artifacts:
         emit(f"evalgate: artifact upload disabled (upload-artifacts: false); the files are at "
              f"{', '.join(str(p) for p in files)}")

@@ -31,6 +31,7 @@ from evalgate.runner.finish import (
 )
 from evalgate.runner.preflight import check_reachable, endpoints_of
 from evalgate.runner.redundancy import IdenticalRepeats, upfront_warnings
+from evalgate.runner.reuse import add_reuse, restore_base_cache
 from evalgate.runner.setup import prepare
 from evalgate.safety.redact import redact_mapping, register_environment
 from evalgate.store.recorder import CaseRecorder
@@ -112,13 +113,21 @@ async def _execute(
         baseline = await asyncio.to_thread(resolve_baseline, settings.baseline, auto=baseline_loader, cwd=cwd)
     if baseline is not None and baseline.document is not None:  # keep only what the comparison reads
         baseline.document["results"] = [_compared_record(r) for r in baseline.document["results"]]
+    restored = restore_base_cache(settings, baseline, cwd)
+    if restored.notice:
+        prepared.notices.append(restored.notice)
     runtime = Runtime.from_settings(settings, stop)
-    judge = build_judge(settings, runtime, env)
-    target = build_target(settings, runtime, env)
+    try:
+        judge = build_judge(settings, runtime, env, base_cache=restored.cache)
+        target = build_target(settings, runtime, env)
+    except BaseException:
+        restored.close()
+        raise
     try:
         await check_reachable(endpoints_of(target, judge), settings.connect_timeout_seconds, env)
     except BaseException:
         await _close_quietly(target, judge, runtime)
+        restored.close()
         raise
     progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
     estimate: dict[str, Any] | None = None
@@ -174,6 +183,7 @@ async def _execute(
         if progress is not None and hasattr(progress, "close"):
             progress.close()
         await _close_quietly(target, judge, runtime)
+        restored.close()
         repeats.finish()
         interrupted = status == "cancelled" and (bool(received) or not runtime.ledger.exceeded)
         extra = [f"run {status} before every case finished"] if status != "completed" else []
@@ -202,6 +212,7 @@ async def _execute(
             thresholds=prepared.thresholds, verdict=verdict, metadata=metadata, metrics=prepared.metrics,
         )
         add_spend(document["summary"], runtime.ledger)
+        add_reuse(document["summary"], judge)
         apply_report(document, repeats.report())
         regression_reasons = attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
         if regression_reasons:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import UserError
 from evalgate.safety.redact import redact
+from evalgate.store.judge_cache import CACHE_FILE as JUDGE_CACHE_FILE
 from evalgate.store.results_json import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -275,7 +276,9 @@ def validate_results(document: Any, where: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class BaselineLookup:
-    """A baseline document and where it came from, or why there is none."""
+    """A baseline document and where it came from, or why there is none; with the base run's judge cache
+    when it has one (``judge_cache``: the file's bytes from an artifact; ``judge_cache_file``: the
+    ``judge-cache.db`` beside a results file)."""
 
     document: dict[str, Any] | None
     source: str | None = None
@@ -283,6 +286,10 @@ class BaselineLookup:
     severity: str = "warning"
     """``notice`` when having no baseline is expected (a push, the first pull request, no runs on the base
     branch yet), ``warning`` when something is wrong (no permission, unreadable artifact, network)."""
+    label: str | None = None
+    """Short name of the base run for reports: ``main @ abc1234`` or the path."""
+    judge_cache: bytes | None = field(default=None, repr=False)
+    judge_cache_file: Path | None = None
 
     @property
     def found(self) -> bool:
@@ -312,6 +319,8 @@ def resolve_baseline(
     if not path.is_absolute() and cwd is not None:
         path = cwd / path
     try:
-        return BaselineLookup(load_results(path), source=text)
+        document = load_results(path)
     except UserError as exc:
         return BaselineLookup(None, warning=f"no baseline: {redact(str(exc))}")
+    beside = path.parent / JUDGE_CACHE_FILE
+    return BaselineLookup(document, source=text, label=text, judge_cache_file=beside if beside.is_file() else None)

@@ -25,10 +25,11 @@ import json
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from evalgate.calls.executor import CallFailed, Runtime, StatusError
+from evalgate.calls.executor import CallFailed, Pace, Runtime, StatusError, pace_key
 from evalgate.calls.http_pool import HttpPool, Reply
 from evalgate.errors import UserError
 from evalgate.model import Answer
@@ -141,6 +142,11 @@ class HttpTarget:
         self.pool = HttpPool(timeout=policy.attempt_seconds, connect_timeout=policy.connect_seconds,
                              read_timeout=policy.read_seconds, concurrency=runtime.executor.concurrency,
                              headers=self.headers, follow_redirects=True, wire=runtime.wire, timed=True)
+        rpm, tpm = runtime.caps.get("target", (None, None))
+        origin = urlsplit(url)
+        credentials = json.dumps(sorted(self.headers.items()))  # requests with other keys are another budget
+        self.pace = Pace(pace_key(f"{origin.scheme}://{origin.netloc}", credentials), "target", observe=_observed,
+                         rpm=rpm, tpm=tpm)
 
     @classmethod
     def from_settings(cls, settings: Settings, runtime: Runtime, env: Mapping[str, str]) -> HttpTarget:
@@ -179,7 +185,7 @@ class HttpTarget:
             return Answer(error=f"request body: {exc}")
         try:
             response, latency = await self.runtime.executor.call(
-                PROVIDER, lambda: self._send(payload), what=f"{self.method} {self.url}")
+                PROVIDER, lambda: self._send(payload), what=f"{self.method} {self.url}", pace=self.pace)
         except CallFailed as exc:
             return Answer(error=redact(str(exc)))
         return self._read(response, latency)
@@ -226,3 +232,8 @@ def _lists_brands(case: Case) -> bool:
 
 def _first_line(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _observed(sent: tuple[Reply, float]) -> tuple[Mapping[str, str], None, None]:
+    """The reply's headers for the pacer (an agent reports no token usage)."""
+    return sent[0].headers, None, None
