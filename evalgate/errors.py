@@ -27,7 +27,3 @@ class UserError(Exception):
     def __init__(self, message: str, *, where: str | None = None) -> None:
         self.where = where
         super().__init__(f"{where}: {message}" if where else message)
-
-
-class Cancelled(Exception):
-    """The run was cancelled (SIGINT/SIGTERM) after writing partial results."""

@@ -4,11 +4,11 @@ Two interchangeable backends speak the same OpenAI chat-completions protocol to 
 
 * ``direct`` (default): posts the JSON body to ``{base_url}/chat/completions`` with
   ``Authorization: Bearer <key>`` over the run's fast HTTP client (``evalgate.calls.http_pool``) and reads
-  ``choices[0].message.content`` and ``usage`` from the JSON reply. ≈ 0.4 ms CPU per call on the bench
-  machine.
+  ``choices[0].message.content`` and ``usage`` from the JSON reply.
 * ``openai-sdk``: the official ``openai.AsyncOpenAI`` client (its retries off; the run's retry layer
-  decides). Same requests and replies, ≈ 1.9 ms CPU per call: its request building and response models
-  cost more than the call itself against a fast server. Choose it with ``chat_client: openai-sdk``
+  decides). Same requests and replies, several times the CPU per call (``python -m bench --scenarios
+  clients``): its request building and response models cost more than the call itself against a fast
+  server. Choose it with ``chat_client: openai-sdk``
   (``--chat-client``) to rule evalgate's own client out when a provider misbehaves.
 
 Both raise what ``executor.classify`` understands: HTTP statuses (``StatusError`` / the SDK's

@@ -268,6 +268,10 @@ class AdaptiveLimiter:
 # --- statistics ----------------------------------------------------------------------------------------
 
 
+CALL_COUNTERS = ("calls", "attempts", "retries", "rate_limited_429", "failed", "timeouts")
+"""The call totals of a run's ``metadata.calls`` (``Executor.metadata``); a merged run sums its shards'."""
+
+
 @dataclass(slots=True)
 class ProviderStats:
     calls: int = 0
@@ -537,9 +541,7 @@ class Executor:
                 {"concurrency_initial": limiter.initial, "concurrency_lowest": limiter.lowest,
                  "concurrency_final": limiter.limit, "peak_in_flight": limiter.peak} if limiter else {}
             )
-        totals = {key: self.stats.total(attr) for key, attr in
-                  (("calls", "calls"), ("attempts", "attempts"), ("retries", "retries"),
-                   ("rate_limited_429", "rate_limited"), ("failed", "failed"), ("timeouts", "timeouts"))}
+        totals = {key: self.stats.total("rate_limited" if key == "rate_limited_429" else key) for key in CALL_COUNTERS}
         pacing = {pacer.name: pacer.metadata() for pacer in self.pacers.values() if pacer.engaged}
         return {**totals, **({"pacing": pacing} if pacing else {}),
                 "policy": {"retries": self.policy.retries, "attempt_seconds": self.policy.attempt_seconds,

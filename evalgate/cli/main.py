@@ -209,7 +209,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from evalgate.config.settings import build_settings
     from evalgate.report.progress import make_progress
     from evalgate.runner.run import execute
-    from evalgate.runner.warmup import REPORT_DELAY_S, preload
 
     values, origins, notices = _cli_values(args)
     defaults = {"compat": ["seed001"]} if args.verb == "eval" else None
@@ -231,12 +230,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from evalgate.github.baseline import loader_from_env
 
         loader = loader_from_env(os.environ)
-    report_modules = () if json_mode else ("evalgate.report.console",)
-    warmup = preload(report_modules, REPORT_DELAY_S)
-    try:
-        outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for, baseline_loader=loader))
-    finally:
-        warmup.cancel()
+    outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for, baseline_loader=loader))
     code = int(outcome.verdict.exit_code)
     try:
         _print_outcome(outcome, settings, json_mode)
@@ -265,7 +259,7 @@ def _print_outcome(outcome: Any, settings: Any, json_mode: bool) -> None:
         if warning:
             print(f"evalgate: warning: {warning}", file=sys.stderr)
     else:
-        from evalgate.report.console import (  # loaded during the run
+        from evalgate.report.console import (
             judge_hint,
             make_console,
             render_failures,
@@ -355,6 +349,9 @@ COMMANDS = {"run": cmd_run, "eval": cmd_run, "validate": cmd_validate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from evalgate.safety.redact import register_environment
+
+    register_environment(os.environ)  # the process environment is read here, at the edge
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     if not argv:
@@ -407,27 +404,9 @@ def _restore_sigterm(previous: Any) -> None:
 
 
 def console_main() -> NoReturn:
-    """The ``evalgate`` console script: ``main()``, then flush and leave with ``os._exit``.
-
-    Every file evalgate writes (results.json, SQLite, reports, the judge cache) is closed before ``main``
-    returns, so the interpreter's own teardown (freeing every module and object one by one) only costs
-    time: ≈ 0.1 s per run on the 2-core bench machine, which is 1 % of a 10 s CI job's efficiency. In-process
-    callers (tests, libraries) use ``main`` and keep the normal exit."""
-    import logging
-
-    try:
-        code: object = main()
-    except SystemExit as exc:  # argparse errors, --help, --version
-        code = exc.code
-    if isinstance(code, str):
-        print(code, file=sys.stderr)
-        code = 1
-    status = 0 if code is None else int(code)  # type: ignore[call-overload]
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(status)
+    """The ``evalgate`` console script: ``main()`` and its exit status, with the interpreter's normal exit
+    (atexit hooks, buffered output flushed)."""
+    sys.exit(main())
 
 
 def report_crash(exc: BaseException, note: str | None = None) -> int:

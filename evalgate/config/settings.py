@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from evalgate.config import legacy
 from evalgate.config.suite import SUITE_KEYS
 from evalgate.errors import UserError
-from evalgate.safety.redact import register_secret
+from evalgate.safety.redact import register_environment, register_secret
 
 JudgeProvider = Literal["none", "openai", "gemini", "ollama", "local"]
 TargetKind = Literal["recorded", "http", "openai", "command"]
@@ -39,6 +39,14 @@ class Settings(BaseModel):
     """Everything a run can be told. See the README's settings table for each field."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    _environment: dict[str, str] = PrivateAttr(default_factory=lambda: dict(os.environ))
+
+    @property
+    def environment(self) -> Mapping[str, str]:
+        """The environment these settings were built from (``build_settings``'s ``env``; for settings made
+        directly, the process environment when they were made): provider keys, ``${NAME}`` header values
+        and tiktoken's cache directory come from here, so no inner module reads the process environment."""
+        return self._environment
 
     # --- what to evaluate ------------------------------------------------------------------------
     dataset: list[str] = Field(default_factory=list)
@@ -363,6 +371,8 @@ def build_settings(
         raise UserError(f"{message}", where=origin) from None
     if config_path is not None:
         settings.config = str(config_path)
+    settings._environment = dict(env)
+    register_environment(env)
     for secret in (settings.judge_api_key, settings.langfuse_public_key, settings.langfuse_secret_key):
         if secret:
             register_secret(secret)

@@ -6,7 +6,6 @@ a ``max_cost`` with no known price for the model) is a ``UserError`` here, befor
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -21,14 +20,14 @@ if TYPE_CHECKING:
     from evalgate.judges.client import JudgeClient
 
 
-def build_judge(settings: Settings, runtime: Runtime | None = None, env: Mapping[str, str] | None = None,
+def build_judge(settings: Settings, runtime: Runtime | None, env: Mapping[str, str],
                 base_cache: BaseCache | None = None) -> JudgeClient | None:
-    """The judge; ``base_cache`` is the base branch's restored cache (``store.judge_cache``), consulted
-    after the run's own (never with ``no_cache``)."""
+    """The judge client for ``settings`` (its key from ``env``, as given by the caller), or None;
+    ``base_cache`` is the base branch's restored cache (``store.judge_cache``), consulted after the run's
+    own (never with ``no_cache``)."""
     if settings.judge_provider == "none":
-        return None  # and the openai package (≈2 s to import) is never loaded
+        return None  # and the openai package (slow to import) is never loaded
     from evalgate.judges.client import ChatService, JudgeClient
-    env = os.environ if env is None else env
     provider = resolve_provider(settings.judge_provider, model=settings.judge_model,
                                 base_url=settings.judge_base_url, env=env, api_key=settings.judge_api_key)
     runtime = runtime or Runtime.from_settings(settings)

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from evalgate.calls.executor import CALL_COUNTERS
 from evalgate.report.progress import MAX_FAILED_LISTED
 from evalgate.report.view import format_threshold, is_number, not_scored_view, trend_arrow
 
@@ -83,8 +84,6 @@ def render_report(document: dict[str, Any], console: Console, *, verbose: bool =
         console.print(line, markup=False)
 
 
-CALL_COUNTERS = ("calls", "attempts", "retries", "rate_limited_429", "failed", "timeouts")
-"""Totals in ``metadata.calls`` (evalgate.calls.executor.Executor.metadata)."""
 CALL_PROBLEMS = (("retries", "retries"), ("rate_limited_429", "HTTP 429 responses"),
                  ("timeouts", "timed-out attempts"), ("failed", "failed calls"))
 """Counters shown when non-zero, with their labels."""

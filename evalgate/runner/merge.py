@@ -31,9 +31,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evalgate.calls.executor import CALL_COUNTERS
 from evalgate.errors import UserError
 from evalgate.model import CaseResult, Threshold
-from evalgate.report.console import CALL_COUNTERS
 from evalgate.store.judge_cache import CACHE_FILE, cache_path, merge_cache_files
 from evalgate.store.reader import ShardRun, open_input
 from evalgate.store.results_json import CaseSpool, write_results

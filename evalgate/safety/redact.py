@@ -1,12 +1,12 @@
 """Keep secrets out of everything evalgate prints or writes.
 
-Secrets are collected from the environment (names that look like keys/tokens/passwords) and from
-values registered at run time; ``redact(text)`` replaces each with ``***``.
+Secrets are registered: values found in an environment under names that look like keys, tokens or
+passwords (``register_environment``, called by the edges with the environment they were given) and
+values known at run time (``register_secret``); ``redact(text)`` replaces each with ``***``.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
@@ -17,6 +17,8 @@ MIN_SECRET_LENGTH = 6
 MASK = "***"
 
 _registered: set[str] = set()
+_ordered: tuple[str, ...] = ()
+"""The registered secrets, longest first (so a secret inside a longer one never leaves a piece behind)."""
 
 
 @lru_cache(maxsize=4096)
@@ -27,55 +29,37 @@ def looks_secret(name: str) -> bool:
 
 def register_secret(value: str | None) -> None:
     """Remember a value that must never be printed (only values of 6+ characters, to avoid noise)."""
-    if value and len(value) >= MIN_SECRET_LENGTH:
+    global _ordered
+    if value and len(value) >= MIN_SECRET_LENGTH and value not in _registered:
         _registered.add(value)
+        _ordered = tuple(sorted(_registered, key=len, reverse=True))
 
 
-def secrets_from_env(env: Mapping[str, str] | None = None) -> set[str]:
-    if env is None:
-        return set(_environ_secrets())
+def secrets_from_env(env: Mapping[str, str]) -> set[str]:
+    """The values of ``env`` whose names look secret (6+ characters)."""
     return {v for k, v in env.items() if looks_secret(k) and v and len(v) >= MIN_SECRET_LENGTH}
 
 
-_environ_seen: dict[Any, Any] | None = None
-_environ_found: frozenset[str] = frozenset()
-
-
-def _environ_secrets() -> frozenset[str]:
-    """Secrets in ``os.environ``, rescanned only when the environment changed since the last scan.
-
-    ``redact`` runs once per case or more; scanning (and decoding) every variable each time cost ~1/7
-    of a 10k-case deterministic run. The change test compares the raw mapping behind ``os.environ``
-    (~1 µs), so ``setenv``/``putenv`` through ``os.environ`` are always seen."""
-    global _environ_seen, _environ_found
-    raw = getattr(os.environ, "_data", None)
-    if raw is None:  # not CPython's os._Environ: no cheap change test, scan every time
-        return frozenset(v for k, v in os.environ.items() if looks_secret(k) and v and len(v) >= MIN_SECRET_LENGTH)
-    if raw != _environ_seen:
-        _environ_found = frozenset(
-            v for k, v in os.environ.items() if looks_secret(k) and v and len(v) >= MIN_SECRET_LENGTH
-        )
-        _environ_seen = dict(raw)
-    return _environ_found
+def register_environment(env: Mapping[str, str]) -> None:
+    """Register the secrets of an environment. The edges (the CLI, the Action, ``build_settings``) and
+    the run (``Settings.environment``) call it with the environment they were given; nothing here
+    reads the process environment."""
+    for value in secrets_from_env(env):
+        register_secret(value)
 
 
 def known_secrets() -> set[str]:
-    return _registered | _environ_secrets()
-
-
-@lru_cache(maxsize=64)
-def _longest_first(secrets: frozenset[str]) -> tuple[str, ...]:
-    return tuple(sorted(secrets, key=len, reverse=True))
+    return set(_registered)
 
 
 def redact(text: str, extra: Iterable[str] = ()) -> str:
-    """Replace every known secret (longest first) in ``text`` with ``***``."""
+    """Replace every registered secret (longest first) and every ``extra`` one in ``text`` with ``***``."""
     if not text:
         return text
-    secrets = known_secrets()
+    secrets = _ordered
     if extra:
-        secrets |= set(extra)
-    for secret in _longest_first(frozenset(secrets)):
+        secrets = tuple(sorted(set(secrets) | set(extra), key=len, reverse=True))
+    for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
     return text

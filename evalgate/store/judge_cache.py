@@ -36,7 +36,7 @@ import time
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 logger = logging.getLogger(__name__)
@@ -184,7 +184,7 @@ class JudgeCache:
         logger.warning("judge cache %s failed (%s): %s; continuing without it", action, self.path, exc)
 
     def get(self, key: CacheKey) -> CachedReply | None:
-        row: tuple[object, ...] | None = None
+        row: tuple[Any, ...] | None = None
         if self._db is not None and self.read:
             try:
                 with self._lock:
@@ -202,8 +202,7 @@ class JudgeCache:
             self.misses += 1
             return None
         self.hits += 1
-        found = cast("tuple[Any, ...]", row)  # a stored row or a pending one (which also holds its time)
-        return CachedReply(str(found[0]), int(found[1]), int(found[2]))
+        return CachedReply(str(row[0]), int(row[1]), int(row[2]))  # a stored row or a pending one
 
     def _from_base(self, key: CacheKey) -> CachedReply | None:
         """The base cache's reply for ``key`` (copied into the run's own cache), or None (a miss)."""

@@ -22,7 +22,6 @@ wire thread (``calls.wire``) so that scoring and judging in the same process do 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -128,8 +127,7 @@ class HttpTarget:
 
     def __init__(self, *, url: str, runtime: Runtime, method: str = "POST", headers: Mapping[str, str] | None = None,
                  body_template: str | None = None, response_map: Mapping[str, str] | None = None,
-                 eval_context: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> None:
-        env = os.environ if env is None else env
+                 eval_context: Mapping[str, Any] | None = None, env: Mapping[str, str]) -> None:
         if not url.startswith(("http://", "https://")):
             raise UserError(f"target_url must be an http:// or https:// URL, got {url!r}", where="target_url")
         self.url = url
@@ -151,7 +149,7 @@ class HttpTarget:
                          rpm=rpm, tpm=tpm)
 
     @classmethod
-    def from_settings(cls, settings: Settings, runtime: Runtime, env: Mapping[str, str] | None = None) -> HttpTarget:
+    def from_settings(cls, settings: Settings, runtime: Runtime, env: Mapping[str, str]) -> HttpTarget:
         if not settings.target_url:
             raise UserError("target 'http' needs target_url (EVALGATE_TARGET_URL)", where="target_url")
         return cls(url=settings.target_url, runtime=runtime, method=settings.target_method,
