@@ -25,6 +25,8 @@ from typing import Any
 
 from bench import cases as content
 from bench import report
+from bench.incremental import INCREMENTAL_HEADERS, IncrementalSpec, incremental_rows, incremental_tools, run_incremental
+from bench.limits import LIMITS_HEADERS, LimitsSpec, limits_rows, run_limits
 from bench.measure import run_measured
 from bench.peers.install import PeerUnavailable, ensure_deepeval, ensure_promptfoo
 from bench.servers import Endpoints, loopback_endpoints
@@ -49,7 +51,11 @@ DEFAULT_GRID: tuple[tuple[float, int], ...] = ((50.0, 8), (50.0, 64), (2.0, 64))
 DEFAULT_CASES = 1000
 SCALE_SIZES = (10_000, 30_000, 100_000)
 QUICK_SCALE_SIZES = (2_000, 5_000, 10_000)
-ALL_SCENARIOS = ("judged", "rules", "scale", "startup", "clients")
+ALL_SCENARIOS = ("judged", "rules", "limits", "incremental", "scale", "startup", "clients")
+PEER_SCENARIOS = ("judged", "rules", "limits", "incremental")
+"""Scenarios the peers take part in (the others measure evalgate alone)."""
+DEFAULT_TIME_SCALE = 4.0
+LIMITS_CONCURRENCY = 16
 CLIENT_CALLS = 2000
 CLIENT_CONCURRENCY = 64
 ALL_TOOLS = ("evalgate", "promptfoo", "deepeval", "floor")
@@ -86,6 +92,7 @@ class Options:
     quick: bool
     scratch: Path
     results: Path
+    time_scale: float = DEFAULT_TIME_SCALE
 
 
 # --- HTTP scenarios ----------------------------------------------------------------------------------------
@@ -418,6 +425,17 @@ def render(document: dict[str, Any]) -> str:
     if document["http"]:
         parts += ["HTTP scenarios (median of repeats; ratio = peer wall / evalgate wall)",
                   report.render_table(report.HTTP_HEADERS, report.http_rows(document["http"])), ""]
+    limits = document.get("limits")
+    if limits:
+        parts += [f"Rate limits ({limits['description']}); minimum = the limit-implied time, "
+                  "60 s × max(calls / rpm, tokens / tpm), counted at the servers",
+                  report.render_table(LIMITS_HEADERS, limits_rows(limits)), ""]
+    incremental = document.get("incremental")
+    if incremental:
+        spec = incremental["spec"]
+        parts += [f"Incremental ({spec['cases']:,} judged cases, {spec['changed_cases']:,} answers changed on the PR; "
+                  "cost = tokens counted at the judge × gpt-4o-mini's price)",
+                  report.render_table(INCREMENTAL_HEADERS, incremental_rows(incremental)), ""]
     scale = document.get("scale")
     if scale and scale.get("sizes"):
         rows = [[int(n), s["wall_s"], s["cpu_s"], s["peak_rss_mb"], s["us_per_case"], "; ".join(s["problems"])]
@@ -438,7 +456,7 @@ def render(document: dict[str, Any]) -> str:
     if document["targets"]:
         rows = [[t["target"], t["measured"], {True: "met", False: "NOT met", None: "not measured"}[t["met"]],
                  _bounds(t)] for t in document["targets"]]
-        parts += ["Targets (issue #6)", report.render_table(("target", "measured", "status", "bounds"), rows)]
+        parts += ["Targets (issues #6 and #16)", report.render_table(("target", "measured", "status", "bounds"), rows)]
     return "\n".join(parts)
 
 
@@ -475,9 +493,19 @@ def byte_compile_evalgate(log: Log) -> None:
 def run(options: Options, log: Log = log_stderr) -> dict[str, Any]:
     started = dt.datetime.now(dt.UTC)
     byte_compile_evalgate(log)
-    wants_http = any(kind in options.scenarios for kind in ("judged", "rules"))
-    tools, missing = build_tools(options.tools, options.scratch, options.install, log) if wants_http else ([], {})
+    wants_peers = any(kind in options.scenarios for kind in PEER_SCENARIOS)
+    tools, missing = build_tools(options.tools, options.scratch, options.install, log) if wants_peers else ([], {})
     http = run_http(options, tools, missing, log)
+    limits = incremental = None
+    if "limits" in options.scenarios:
+        spec = LimitsSpec(cases=options.cases, concurrency=LIMITS_CONCURRENCY, time_scale=options.time_scale)
+        limits = run_limits(tools, {k: v for k, v in missing.items() if k != "floor"}, spec,
+                            content.agent_script(options.cases), options.scratch / "runs", options.repeats, log,
+                            RUN_TIMEOUT_S)
+    if "incremental" in options.scenarios:
+        incremental = run_incremental(incremental_tools(tools), {k: v for k, v in missing.items() if k != "floor"},
+                                      IncrementalSpec(cases=options.cases), options.scratch / "runs", options.repeats,
+                                      log)
     scale = (run_scale(options.scale_sizes, options.repeats, options.scratch / "scale", log)
              if "scale" in options.scenarios else None)
     startup = run_startup(options.repeats, options.scratch / "startup", log) if "startup" in options.scenarios else None
@@ -487,12 +515,15 @@ def run(options: Options, log: Log = log_stderr) -> dict[str, Any]:
         "started": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "finished": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "options": {"cases": options.cases, "repeats": options.repeats, "grid": options.grid,
+                    "time_scale": options.time_scale,
                     "jitter_fraction": options.jitter_fraction, "scenarios": options.scenarios,
                     "tools": options.tools, "scale_sizes": options.scale_sizes, "quick": options.quick},
         "environment": environment_facts({tool.name: tool.version for tool in tools} | {
             name: f"not run: {reason}" for name, reason in missing.items()}),
-        "http": http, "scale": scale, "startup": startup, "clients": clients,
-        "targets": evaluate_targets(http, scale, startup),
+        "http": http, "limits": limits, "incremental": incremental, "scale": scale, "startup": startup,
+        "clients": clients,
+        "targets": evaluate_targets(http, scale, startup) + (limits or {}).get("targets", [])
+        + (incremental or {}).get("targets", []),
     }
 
 
@@ -535,6 +566,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
     parser.add_argument("--jitter", type=float, default=0.1, help="jitter as a fraction of the latency (default 0.1)")
     parser.add_argument("--scale-sizes", type=lambda t: tuple(int(x) for x in t.split(",")), default=None)
     parser.add_argument("--no-install", action="store_true", help="do not install peers (they are reported as not run)")
+    parser.add_argument("--time-scale", type=float, default=DEFAULT_TIME_SCALE,
+                        help="limits scenario: limits × K and latency ÷ K, the run compressed K-fold (default 4)")
     parser.add_argument("--output", type=Path, default=RESULTS, help="results file (default bench/results/latest.json)")
     args = parser.parse_args(argv)
     if args.repeats < 3:
@@ -543,9 +576,11 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
     if cases < 1:
         parser.error("--cases must be at least 1")
     sizes = args.scale_sizes or (QUICK_SCALE_SIZES if args.quick else SCALE_SIZES)
+    if args.time_scale <= 0:
+        parser.error("--time-scale must be positive")
     return Options(cases=cases, repeats=args.repeats, grid=args.grid, jitter_fraction=args.jitter,
                    scenarios=args.scenarios, tools=args.tools, scale_sizes=sizes, install=not args.no_install,
-                   quick=args.quick, scratch=SCRATCH, results=args.output)
+                   quick=args.quick, scratch=SCRATCH, results=args.output, time_scale=args.time_scale)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

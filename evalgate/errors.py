@@ -33,10 +33,6 @@ class UserError(Exception):
         super().__init__(f"{where}: {message}" if where else message)
 
 
-class Cancelled(Exception):
-    """The run was cancelled (SIGINT/SIGTERM) after writing partial results."""
-
-
 class Interrupt:
     """SIGINT / SIGTERM received by this process, as a request the code honours at a safe moment.
 

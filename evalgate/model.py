@@ -673,8 +673,7 @@ def trusted(cls: type[ModelT], values: dict[str, Any], fields_set: set[str] | No
 
     ``values`` must hold every field (it becomes the instance's ``__dict__``); ``fields_set`` is the set
     of fields given explicitly (default: all), as ``cls(**explicit)`` would record it. The result
-    equals ``cls(**values)``: a ``CaseResult`` costs ~1.5 µs instead of ~7 µs validated (``model_construct``
-    takes ~10 µs).
+    equals ``cls(**values)`` and costs a fraction of validating it (or of ``model_construct``).
     """
     if not _TRUSTED_OK:
         return cls.model_validate(values)  # pragma: no cover - only if pydantic's internals changed
@@ -694,8 +693,8 @@ def _trusted_matches_validation() -> bool:
     """One-time check that ``trusted`` reproduces pydantic's own construction (else it validates)."""
     global _TRUSTED_OK
     _TRUSTED_OK = True
-    values = {"value": 0.5, "threshold": Threshold(op="min", value=0.9), "passed": False,
-              "status": MetricStatus.failed, "reason": "r", "details": {"k": [1]}}
+    values: dict[str, Any] = {"value": 0.5, "threshold": Threshold(op="min", value=0.9), "passed": False,
+                              "status": MetricStatus.failed, "reason": "r", "details": {"k": [1]}}
     try:
         fast, slow = trusted(MetricResult, dict(values)), MetricResult(**values)
         return (fast == slow and fast.model_fields_set == slow.model_fields_set

@@ -311,3 +311,38 @@ def test_client_scenario_makes_every_call_and_reports_cpu_per_call() -> None:
         "httpx": {"cpu_ms_per_call": 2.4, "ratio_to_evalgate_direct": 12.0, "wall_s": 1.0, "problems": []}}}}
     text = render(document)
     assert "HTTP clients (40 chat calls at C=4" in text and "12.00" in text
+
+
+def test_limits_minimum_is_the_binding_budget_at_the_scaled_limits() -> None:
+    from bench.limits import LimitsSpec, limits_targets, minimum_seconds, server_counts
+
+    spec = LimitsSpec(time_scale=4)
+    assert spec.scaled == {"judge_rpm": 2400, "judge_tpm": 600_000, "agent_rpm": 4800, "latency_ms": 137.5,
+                           "jitter_ms": 62.5}
+    judge = server_counts({"paths": {"/v1/chat/completions": {"200": 1000, "429": 3, "500": 1}},
+                           "limits": {"tokens": 620_000}})
+    assert judge == {"ok": 1000, "rate_limited_429": 3, "other_failures": 1, "tokens": 620_000, "peak_in_flight": 0}
+    agent = {"ok": 1000, "tokens": 0}
+    assert minimum_seconds(agent, judge, spec) == pytest.approx(62.0)  # 620k tokens at 10k/s binds
+    assert minimum_seconds(agent, {"ok": 1000, "tokens": 200_000}, spec) == pytest.approx(25.0)  # requests bind
+    assert "time-scaled ×4 (a minute lasts 15 s)" in spec.describe()
+    met = [t["met"] for t in limits_targets({"ratio": 1.04, "share_429": 0.002, "errored_cases": 0})]
+    assert met == [True, True, True]
+    assert [t["met"] for t in limits_targets({"ratio": 1.2, "share_429": 0.02, "errored_cases": 3})] == [False] * 3
+
+
+def test_incremental_result_compares_the_pr_run_with_a_full_re_judge() -> None:
+    from bench.incremental import IncrementalSpec, Outcome, judge_result
+
+    spec = IncrementalSpec(cases=20)
+    assert spec.changed_count == 2
+    verdicts = [i % 3 != 0 for i in range(20)]
+    usage = {"prompt_tokens": 10_000, "completion_tokens": 1_000}
+    stages = {"base": Outcome(1.0, 20, usage, verdicts, False, []),
+              "pr": Outcome(1.0, 2, {"prompt_tokens": 1_000, "completion_tokens": 100}, verdicts, False, []),
+              "full": Outcome(1.0, 20, usage, verdicts, False, [])}
+    result = judge_result(stages, spec)
+    assert (result["pr_judge_calls"], result["verdict_identical"]) == (2, True)
+    assert result["cost_share"] == pytest.approx(0.1)
+    stages["pr"].verdicts = [not verdicts[0], *verdicts[1:]]
+    assert judge_result(stages, spec)["verdict_identical"] is False

@@ -1,5 +1,5 @@
-"""The console script leaves with os._exit after flushing: exit codes and output must be exactly those of
-``main``, including large JSON on a pipe and argparse's own exits."""
+"""The console script: exit codes and output must be exactly those of ``main``, including large JSON on a
+pipe and argparse's own exits."""
 
 from __future__ import annotations
 
@@ -30,6 +30,6 @@ def test_user_error_gate_failure_and_a_flushed_json_document(tmp_path: Path) -> 
     assert failing.returncode == 1
     passing = console("run", "--format", "json", "--output-dir", str(tmp_path / "p"), "--progress", "none")
     assert passing.returncode == 0
-    document = json.loads(passing.stdout)  # the whole document reached the pipe before os._exit
+    document = json.loads(passing.stdout)  # the whole document reached the pipe
     assert document["summary"]["total_test_cases"] == len(document["results"]) > 50
     assert json.loads((tmp_path / "p" / "results.json").read_text())["run_id"] == document["run_id"]

@@ -110,10 +110,11 @@ def test_markdown_format_marks_significance_and_escapes_dataset_text(tmp_path: P
     assert out.startswith(f"### evalgate: compared with `{base}`")
     assert "| Metric | Base | Head | Δ | 95% CI | n | Change |" in out
     score_row = next(line for line in out.splitlines() if line.startswith("| `score`"))
-    assert "**▼ -0.050**" in score_row and score_row.endswith("| 30 | regression |")
-    assert "#### Regressions (1)" in out
-    assert "- ‼️ ``evil|`id` @octocat <b>`` (critical): passed → failed — `datasets/x.yaml:11`" in out
-    assert "exact McNemar p=1 (not significant at α=0.05)" in out
+    assert "**▼ −0.050**" in score_row and score_row.endswith("| 30 | regression |")
+    # the same section the PR comment shows (one renderer: report/templates/comparison.md.j2)
+    assert "| Regressed case | Source | Risk | Base → head |" in out
+    assert "| ``evil\\|`id` @octocat <b>`` 🚨 | `datasets/x.yaml:11` | critical | passed → failed |" in out
+    assert "Pass rate 100.0% → 96.7% · McNemar p=1.000, not significant · 0 new · 0 removed case(s)" in out
 
 
 def sqlite_store(path: Path, doc: dict[str, Any]) -> str:

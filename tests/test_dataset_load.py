@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,7 @@ from evalgate.dataset.load import (
 from evalgate.dataset.summary import dataset_summary, render_summary_text
 from evalgate.errors import UserError
 from evalgate.model import Case, RiskLevel, Threshold, stable_case_id
+from evalgate.safety.redact import register_environment
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
 SEEDS = FIXTURES / "seeds"
@@ -465,6 +467,7 @@ def test_same_suite_configured_differently_in_two_files(tmp_path: Path) -> None:
 
 def test_secrets_never_appear_in_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVALGATE_TEST_API_KEY", "sk-very-secret-value")
+    register_environment(os.environ)  # what the edges (CLI, Action, build_settings) do with the environment
     write(tmp_path, "a.yaml", "- id: a\n  risk_level: sk-very-secret-value\n")
     error = load_error(["a.yaml"], tmp_path)
     assert "sk-very-secret-value" not in str(error) and "***" in str(error)

@@ -48,6 +48,7 @@ from evalgate.github.publish import (
 )
 from tests.servers.artifact_service import ArtifactService
 from tests.servers.github_fake import GitHubFake
+from tests.servers.openai_server import OpenAIServer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ACTION_YML = REPO_ROOT / "action.yml"
@@ -712,10 +713,13 @@ def test_comment_stays_under_githubs_body_limit(tmp_path: Path, github: GitHubFa
 def test_artifact_upload_round_trips_through_the_official_client(tmp_path: Path, github: GitHubFake,
                                                                  artifacts: ArtifactService) -> None:
     ws = make_workspace(tmp_path, FAILING)
-    env = runner_env(ws, event_name="pull_request", payload=webhook_example("pull_request", "opened"),
-                     api_url=github.url, inputs={"dataset": "datasets/failing", "comment-tag": "nightly"},
-                     extra=artifact_env(artifacts))
-    done = run_entrypoint(ws, env)
+    with OpenAIServer(api_key="sk-artifact-judge") as judge:  # a judge: its cache travels in the artifact too
+        env = runner_env(ws, event_name="pull_request", payload=webhook_example("pull_request", "opened"),
+                         api_url=github.url, inputs={"dataset": "datasets/failing", "comment-tag": "nightly",
+                                                     "judge-provider": "local",
+                                                     "judge-base-url": judge.base_url + "/v1"},
+                         extra=artifact_env(artifacts) | {"LOCAL_JUDGE_API_KEY": "sk-artifact-judge"})
+        done = run_entrypoint(ws, env)
     assert done.returncode == 1, done.stdout + done.stderr
     masks = [rest for cmd, rest in workflow_commands(done.stdout) if cmd == "add-mask"]
     assert "::" + artifacts.token in masks
@@ -726,7 +730,7 @@ def test_artifact_upload_round_trips_through_the_official_client(tmp_path: Path,
     downloaded = official_download(artifacts, "evalgate-results-nightly", tmp_path / "download")
     assert not downloaded["digestMismatch"]
     out = ws.workspace / "evalgate-results"
-    for name in ("results.json", "results.db"):
+    for name in ("results.json", "results.db", "judge-cache.db"):
         assert (Path(downloaded["downloadPath"]) / name).read_bytes() == (out / name).read_bytes()
     comment = github.comments_on("Codertocat/Hello-World", 2)[0]["body"]
     artifact_id = artifacts.artifacts["evalgate-results-nightly"].database_id

@@ -165,7 +165,9 @@ def _uncached_engine_result(engine: Engine, case: Case) -> CaseResult:
     metrics = {}
     for metric in plan.metrics:
         ctx = MetricContext(options=plan.options, values=dict(values))
-        result = asyncio.run(engine._score(metric, case, answer, ctx))
+        result = engine._score_now(metric, case, answer, ctx)
+        if type(result) is not MetricResult:  # a judged metric: finish it
+            result = asyncio.run(engine._score_later(metric, result, ctx))
         values.update(ctx.values)
         metrics[metric.name] = MetricResult.model_validate(result.model_dump())
     return engine._result(case, answer, metrics, 0)

@@ -7,6 +7,7 @@ import contextlib
 import copy
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ import pytest
 
 from evalgate.cli.main import main as cli_main
 from evalgate.report.html import render_html
+from evalgate.safety.redact import register_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 FAILING = ROOT / "datasets" / "failing"
@@ -262,6 +264,7 @@ def test_case_cap_says_how_many_are_omitted(run: dict[str, Any]) -> None:
 def test_secrets_are_redacted(run: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk-test-html-secret-0123456789"
     monkeypatch.setenv("EVALGATE_TEST_API_KEY", secret)
+    register_environment(os.environ)  # what the edges (CLI, Action, build_settings) do with the environment
     doc = copy.deepcopy(run["document"])
     doc["results"][0]["output"] = f"the key is {secret}"
     html = render_html(doc)

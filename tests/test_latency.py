@@ -65,7 +65,7 @@ def measure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, float]
         settings, suite, _ = build_settings(cli={
             "dataset": [str(data)], "target": "http", "target_url": agent.base_url + CHAT, "concurrency": 8,
             "judge_provider": "local", "judge_base_url": judge.base_url + "/v1", "no_cache": True,
-            "output_dir": str(tmp_path / "out")}, env={})
+            "output_dir": str(tmp_path / "out")}, env={"LOCAL_JUDGE_API_KEY": "sk-local"})  # keys: the env given
         outcome = asyncio.run(execute(settings, suite, install_signal_handlers=False,
                                       progress_for=lambda total: BusySink()))
         served = {json.loads(r["body"])["message"]: r["handled_ms"] for r in agent.requests() if r["path"] == CHAT}

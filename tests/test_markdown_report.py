@@ -681,3 +681,15 @@ def test_hostile_flaky_entries_stay_inert() -> None:
     html = to_html(body)
     assert "<script" not in html and "<b>" not in html
     assert set(elements(body).rows) <= {3, 4, 5, 6}
+
+
+def test_reused_verdicts_and_their_savings_are_reported() -> None:
+    doc = results_doc()
+    doc["summary"]["judge_calls"]["base_cache"] = {"source": "main @ abc1234", "reused": 842, "verdicts": 1000,
+                                                   "base_rows": 1000, "prompt_tokens_saved": 500_000,
+                                                   "completion_tokens_saved": 40_000, "saved_usd": 1.91, "error": None}
+    assert "♻️ 842 of 1,000 verdicts reused from main @ abc1234, $1.91 saved" in render(doc)
+    doc["summary"]["judge_calls"]["base_cache"] |= {"reused": 0}
+    assert "0 of 1,000 verdicts reused from main @ abc1234 (none of its 1,000 verdicts matched" in render(doc)
+    del doc["summary"]["judge_calls"]["base_cache"]
+    assert "verdicts reused" not in render(doc)

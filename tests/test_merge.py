@@ -371,4 +371,4 @@ def test_comment_without_pull_request_is_a_warning(
     code, _, err = run_cli("merge", shard_json(runs, 1), shard_json(runs, 2), shard_json(runs, 3),
                            "-o", tmp_path / "out", "--comment")
     assert code == 1
-    assert "evalgate: warning: no pull request" in err and "PR comment skipped" in err
+    assert "evalgate: warning: PR comment skipped: " in err and "no pull request" in err

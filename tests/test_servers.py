@@ -188,7 +188,8 @@ def test_times_limits_a_rule_and_reset_restores_it(client: httpx.Client) -> None
         codes = [chat(client, srv.base_url).status_code for _ in range(3)]
         assert client.post(f"{srv.base_url}/_reset").json() == {"reset": True}
         assert client.get(f"{srv.base_url}/_stats").json() == {"total": 0, "connections": 0, "peak_in_flight": 0,
-                                                                   "paths": {}}
+                                                                   "paths": {}, "usage": {"prompt_tokens": 0,
+                                                                                          "completion_tokens": 0}}
         after = chat(client, srv.base_url)
         srv.reset()
         again = chat(client, srv.base_url)
@@ -372,6 +373,7 @@ def test_stats_count_paths_statuses_and_keepalive_connections(client: httpx.Clie
         client.get(f"{srv.base_url}/nowhere")
         client.get(f"{srv.base_url}/v1/chat/completions")
         stats = client.get(f"{srv.base_url}/_stats").json()
+        assert stats.pop("usage") == {"prompt_tokens": 12, "completion_tokens": 12}  # the one completion served
         assert srv.stats() == srv.stats.snapshot() == stats
         retry = chat(client, srv.base_url).headers.get("retry-after")
     assert stats == {"total": 8, "connections": 1, "peak_in_flight": 1, "paths": {

@@ -257,3 +257,27 @@ def test_summarise_repeats_rejects_bad_input() -> None:
         summarise_repeats([], [])
     with pytest.raises(ValueError):
         repeat_verdict([True], "most")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("b", "c"), [(800, 1250), (900, 1350), (818, 1183), (2100, 1400), (700, 1400)])
+def test_mcnemar_large_n_with_lopsided_discordant_pairs(b: int, c: int) -> None:
+    """Above the exact-sum limit with k = min(b, c) ≤ 0.41·n: the deviance's direct form (|k − n/2| ≥
+    0.1·(k + n/2)) against scipy, with p well above the underflow (found unguarded by mutation testing)."""
+    scipy_stats = pytest.importorskip("scipy.stats")
+    expected = scipy_stats.binomtest(min(b, c), b + c, 0.5).pvalue
+    assert b + c > 2000
+    assert mcnemar_exact(b, c) == pytest.approx(expected, rel=1e-10, abs=0.0)
+
+
+def test_no_repeats_never_pass_and_interval_arguments_are_checked_at_their_edges() -> None:
+    from evalgate.verdict.stats import bootstrap_mean_ci, repeat_verdict
+
+    for rule in ("majority", "all", "any"):
+        assert repeat_verdict([], rule) is False  # type: ignore[arg-type]
+    for confidence in (0.0, 1.0):
+        with pytest.raises(ValueError, match="confidence"):
+            bootstrap_mean_ci([0.0, 1.0], confidence=confidence)
+    with pytest.raises(ValueError, match="resamples"):
+        bootstrap_mean_ci([0.0, 1.0], resamples=0)
+    mean, low, high = bootstrap_mean_ci([0.0, 1.0], resamples=1)  # one resample is allowed
+    assert mean == 0.5 and 0.0 <= low <= high <= 1.0

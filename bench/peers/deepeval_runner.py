@@ -7,9 +7,16 @@ scored by ``deepeval.evaluate`` with one GEval metric whose judge is DeepEval's 
 pointed at the loopback OpenAI-compatible server, ``AsyncConfig(max_concurrent=C)`` and no cache.
 Evaluation steps are given, so GEval makes exactly one judge call per case.
 
-Usage: python deepeval_runner.py --cases FILE --agent-url URL --judge-base-url URL --model NAME
-       --concurrency C --out FILE
-Writes {"fetched", "fetch_seconds", "evaluate_seconds", "scored", "errors", "first_error"} to --out.
+An agent that answers 429 (scenario ``limits``) gets the request again after its ``Retry-After`` (at most
+``FETCH_ATTEMPTS`` times): the fetch stands in for the HTTP target DeepEval lacks, and a user's would retry.
+With ``--answers FILE`` (JSON lines ``{"question", "answer"}``, scenario ``incremental``) nothing is
+fetched; ``--use-cache`` turns DeepEval's own cache on (``.deepeval/.deepeval-cache.json`` in the
+working directory, read and written).
+
+Usage: python deepeval_runner.py (--cases FILE --agent-url URL | --answers FILE) --judge-base-url URL
+       --model NAME --concurrency C --out FILE [--use-cache]
+Writes {"fetched", "fetch_seconds", "evaluate_seconds", "scored", "errors", "first_error", "fetch_retries",
+"verdicts"} to --out (``verdicts``: per case, whether GEval passed it; None when it errored).
 """
 
 from __future__ import annotations
@@ -28,6 +35,10 @@ EVALUATION_STEPS = [
 ]
 
 
+FETCH_ATTEMPTS = 10
+RETRIES = [0]
+
+
 async def fetch_answers(questions: list[str], url: str, concurrency: int) -> list[str]:
     import aiohttp
 
@@ -36,6 +47,14 @@ async def fetch_answers(questions: list[str], url: str, concurrency: int) -> lis
     async with aiohttp.ClientSession(connector=connector) as session:
 
         async def one(question: str) -> str:
+            for _ in range(FETCH_ATTEMPTS - 1):
+                async with limit, session.post(url, json={"message": question}) as response:
+                    if response.status != 429:
+                        response.raise_for_status()
+                        return str((await response.json())["response"])
+                    wait = float(response.headers.get("Retry-After", "1"))
+                RETRIES[0] += 1
+                await asyncio.sleep(wait)
             async with limit, session.post(url, json={"message": question}) as response:
                 response.raise_for_status()
                 return str((await response.json())["response"])
@@ -57,34 +76,46 @@ def evaluate(questions: list[str], answers: list[str], args: argparse.Namespace)
     result = deepeval_evaluate(
         cases, [metric],
         async_config=AsyncConfig(run_async=True, max_concurrent=args.concurrency),
-        cache_config=CacheConfig(write_cache=False, use_cache=False),
+        cache_config=CacheConfig(write_cache=args.use_cache, use_cache=args.use_cache),
         display_config=DisplayConfig(show_indicator=False, print_results=False, inspect_after_run=False),
         error_config=ErrorConfig(ignore_errors=True),
     )
     scored, errors, first_error = 0, 0, None
+    verdicts: dict[str, bool | None] = {}
     for test in result.test_results:
         for data in test.metrics_data or []:
             if data.error is None and data.score is not None:
                 scored += 1
+                verdicts[str(test.input)] = bool(data.success)
             else:
                 errors += 1
+                verdicts[str(test.input)] = None
                 first_error = first_error or str(data.error)[:300]
-    return {"scored": scored, "errors": errors, "first_error": first_error}
+    return {"scored": scored, "errors": errors, "first_error": first_error,
+            "verdicts": [verdicts.get(q) for q in questions]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    for flag in ("--cases", "--agent-url", "--judge-base-url", "--model", "--out"):
+    for flag in ("--judge-base-url", "--model", "--out"):
         parser.add_argument(flag, required=True)
+    parser.add_argument("--cases")
+    parser.add_argument("--agent-url")
+    parser.add_argument("--answers")
+    parser.add_argument("--use-cache", action="store_true")
     parser.add_argument("--concurrency", type=int, required=True)
     args = parser.parse_args()
-    questions = [json.loads(line)["question"] for line in Path(args.cases).read_text().splitlines() if line]
     started = time.perf_counter()
-    answers = asyncio.run(fetch_answers(questions, args.agent_url, args.concurrency))
+    if args.answers:
+        rows = [json.loads(line) for line in Path(args.answers).read_text().splitlines() if line]
+        questions, answers = [r["question"] for r in rows], [r["answer"] for r in rows]
+    else:
+        questions = [json.loads(line)["question"] for line in Path(args.cases).read_text().splitlines() if line]
+        answers = asyncio.run(fetch_answers(questions, args.agent_url, args.concurrency))
     fetched = time.perf_counter()
     summary = evaluate(questions, answers, args)
     done = time.perf_counter()
-    summary |= {"fetched": len(answers), "fetch_seconds": round(fetched - started, 3),
+    summary |= {"fetched": len(answers), "fetch_seconds": round(fetched - started, 3), "fetch_retries": RETRIES[0],
                 "evaluate_seconds": round(done - fetched, 3)}
     Path(args.out).write_text(json.dumps(summary))
 

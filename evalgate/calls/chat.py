@@ -4,11 +4,11 @@ Two interchangeable backends speak the same OpenAI chat-completions protocol to 
 
 * ``direct`` (default): posts the JSON body to ``{base_url}/chat/completions`` with
   ``Authorization: Bearer <key>`` over the run's fast HTTP client (``evalgate.calls.http_pool``) and reads
-  ``choices[0].message.content`` and ``usage`` from the JSON reply. ≈ 0.4 ms CPU per call on the bench
-  machine.
+  ``choices[0].message.content`` and ``usage`` from the JSON reply.
 * ``openai-sdk``: the official ``openai.AsyncOpenAI`` client (its retries off; the run's retry layer
-  decides). Same requests and replies, ≈ 1.9 ms CPU per call: its request building and response models
-  cost more than the call itself against a fast server. Choose it with ``chat_client: openai-sdk``
+  decides). Same requests and replies, several times the CPU per call (``python -m bench --scenarios
+  clients``): its request building and response models cost more than the call itself against a fast
+  server. Choose it with ``chat_client: openai-sdk``
   (``--chat-client``) to rule evalgate's own client out when a provider misbehaves.
 
 Both raise what ``executor.classify`` understands: HTTP statuses (``StatusError`` / the SDK's
@@ -26,13 +26,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from evalgate import __version__
 from evalgate.calls.costs import Price, Usage, count_message_tokens, find_price, usage_from
-from evalgate.calls.executor import Runtime, StatusError
+from evalgate.calls.executor import Pace, Runtime, StatusError, pace_key
 from evalgate.calls.http_pool import HttpPool
+from evalgate.calls.ratelimit import TokenEstimate
 
 if TYPE_CHECKING:
     from evalgate.calls.providers import ProviderConfig
@@ -50,6 +51,8 @@ class Completion:
     completion_tokens: int | None = None
     elapsed_ms: float | None = None
     """Milliseconds from sending the request to the reply's last byte (this attempt only)."""
+    headers: Mapping[str, str] | None = field(default=None, repr=False)
+    """The reply's headers (lower-case names): its ``x-ratelimit-*`` budgets pace the next calls."""
 
 
 class ReplyError(Exception):
@@ -88,10 +91,9 @@ class DirectChat:
         if response.status >= 400:
             raise StatusError(response.status, error_message(response.body, response.reason), response.headers)
         completion = parse_completion(response.body, self.url)
-        if response.elapsed_ms is None:
-            return completion
-        return Completion(completion.text, completion.prompt_tokens, completion.completion_tokens,
-                          round(response.elapsed_ms, 3))
+        elapsed = None if response.elapsed_ms is None else round(response.elapsed_ms, 3)
+        return Completion(completion.text, completion.prompt_tokens, completion.completion_tokens, elapsed,
+                          headers=response.headers)
 
     async def aclose(self) -> None:
         await self.pool.aclose()
@@ -143,6 +145,13 @@ def _usage(usage: Any) -> tuple[int | None, int | None]:
     return (prompt, completion) if valid else (None, None)
 
 
+def _observed(completion: Completion) -> tuple[Mapping[str, str] | None, int | None, int | None]:
+    """(headers, total tokens, prompt tokens) of a completion for the pacer."""
+    prompt, generated = completion.prompt_tokens, completion.completion_tokens
+    total = prompt + generated if prompt is not None and generated is not None else None
+    return completion.headers, total, prompt
+
+
 class SdkChat:
     """Chat completions through the official openai SDK (imported only when chosen)."""
 
@@ -157,8 +166,10 @@ class SdkChat:
 
     async def create(self, body: Mapping[str, Any]) -> Completion:
         started = time.perf_counter()
-        response = await self.client.chat.completions.create(**body)
+        raw = await self.client.chat.completions.with_raw_response.create(**body)
         elapsed = round((time.perf_counter() - started) * 1000, 3)
+        headers = {k.lower(): v for k, v in raw.headers.items()}
+        response = raw.parse()
         if isinstance(response, str | bytes):  # the SDK hands back a non-JSON body as it came
             excerpt = (response.decode("utf-8", "replace") if isinstance(response, bytes) else response)[:80]
             raise ReplyError(f"{self.client.base_url}chat/completions replied with non-JSON ({excerpt.strip()!r})")
@@ -167,7 +178,7 @@ class SdkChat:
         text = str(getattr(message, "content", None) or "")
         usage = getattr(response, "usage", None)
         counts = {name: getattr(usage, name, None) for name in ("prompt_tokens", "completion_tokens")}
-        return Completion(text, *_usage(counts), elapsed)
+        return Completion(text, *_usage(counts), elapsed, headers=headers)
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -207,6 +218,10 @@ class ChatService:
                                                  connect_timeout=policy.connect_seconds,
                                                  read_timeout=policy.read_seconds, timed=role == "target")
         self.wire = runtime.wire if role == "target" else None
+        rpm, tpm = runtime.caps.get(role, (None, None))
+        self.pace_key = pace_key(provider.base_url, provider.api_key)
+        self.pace_name = f"{role} {provider.name}"
+        self.caps = (rpm, tpm)
 
     @property
     def model(self) -> str:
@@ -227,7 +242,7 @@ class ChatService:
         try:
             body = {"model": self.model, "messages": list(messages), **self._limit(max_tokens), **params}
             completion: Completion = await self.runtime.executor.call(
-                self.provider.name, lambda: self._create(body), what=what)
+                self.provider.name, lambda: self._create(body), what=what, pace=self.pace(messages, max_tokens))
             text = completion.text
             usage = usage_from(completion.prompt_tokens, completion.completion_tokens, messages, text)
             cost = ledger.record(self.role, usage, self.price)  # the reply's usage: before the reservation goes
@@ -240,6 +255,14 @@ class ChatService:
         if self.wire is not None:
             return self.wire.call(lambda: self.backend.create(body))
         return self.backend.create(body)
+
+    def pace(self, messages: Sequence[Mapping[str, Any]], max_tokens: int) -> Pace:
+        """How this call is paced (``calls.ratelimit``): its provider (base URL + key), its token estimate
+        (the messages counted locally + ``max_tokens``, computed only if the provider keeps a token budget)
+        and the role's configured caps."""
+        return Pace(self.pace_key, self.pace_name,
+                    estimate=lambda: TokenEstimate(count_message_tokens(messages), max_tokens),
+                    observe=_observed, rpm=self.caps[0], tpm=self.caps[1])
 
     def _limit(self, max_tokens: int) -> dict[str, int]:
         """OpenAI's newer models take ``max_completion_tokens``; compatible servers take ``max_tokens``."""

@@ -11,6 +11,10 @@ Every outbound call (HTTP target, chat model target, judge) goes through ``Execu
   else ``min(max_delay, base_delay · 2^k) · U(0.5, 1.0)`` seconds (exponential backoff, equal jitter);
 * a 429 halves that provider's concurrency limit (never below 1); every ``recover_after`` consecutive
   successes raise it by one again, up to its initial value;
+* a call made with a ``Pace`` (judge and model calls, HTTP targets) is also paced to its provider's rate
+  limits, per base URL and key (``calls.ratelimit``): each attempt first waits until the provider's request
+  and token budgets have room for it, every reply's ``x-ratelimit-*`` headers and token usage update
+  them, and a 429 pauses that provider's calls for its wait;
 * once the run's stop event is set no new attempt starts (``CallCancelled``).
 
 The openai SDK's own retries (``chat_client: openai-sdk``) are switched off (``max_retries=0``) so retries never multiply.
@@ -21,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import hashlib
 import math
 import random
 import sys
@@ -30,6 +35,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from evalgate.calls.ratelimit import Estimator, Pacer, Ticket
 from evalgate.calls.wire import WireLoop
 
 if TYPE_CHECKING:
@@ -85,12 +91,14 @@ class MalformedReply(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """Why one attempt failed: ``retryable``, the HTTP ``status`` if any, and the server's wait hint."""
+    """Why one attempt failed: ``retryable``, the HTTP ``status`` if any, the server's wait hint and the
+    reply's headers (lower-case names; for its rate-limit headers)."""
 
     reason: str
     retryable: bool
     status: int | None = None
     retry_after: float | None = None
+    headers: Mapping[str, str] | None = None
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -116,7 +124,8 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
 
 def status_failure(status: int, message: str, headers: Mapping[str, str]) -> Failure:
     retryable = status in RETRYABLE_STATUS or 500 <= status <= 599
-    return Failure(f"HTTP {status}: {message}", retryable, status, parse_retry_after(headers) if retryable else None)
+    return Failure(f"HTTP {status}: {message}", retryable, status, parse_retry_after(headers) if retryable else None,
+                   headers)
 
 
 def classify(exc: BaseException) -> Failure:
@@ -128,7 +137,7 @@ def classify(exc: BaseException) -> Failure:
     openai = sys.modules.get("openai")  # its errors can only occur once the SDK is in use
     if openai is not None:
         if isinstance(exc, openai.APIStatusError):
-            headers = dict(getattr(exc.response, "headers", {}) or {})
+            headers = {k.lower(): v for k, v in (getattr(exc.response, "headers", {}) or {}).items()}
             return status_failure(exc.status_code, _openai_message(exc), headers)
         if isinstance(exc, openai.APITimeoutError):
             return Failure(TIMED_OUT, True)
@@ -273,6 +282,10 @@ class AdaptiveLimiter:
 # --- statistics ----------------------------------------------------------------------------------------
 
 
+CALL_COUNTERS = ("calls", "attempts", "retries", "rate_limited_429", "failed", "timeouts")
+"""The call totals of a run's ``metadata.calls`` (``Executor.metadata``); a merged run sums its shards'."""
+
+
 @dataclass(slots=True)
 class ProviderStats:
     calls: int = 0
@@ -303,6 +316,36 @@ class CallStats:
 # --- executor ----------------------------------------------------------------------------------------
 
 
+Observed = tuple[Mapping[str, str] | None, int | None, int | None]
+"""What a successful attempt's result tells the pacer: its reply's headers, its total tokens and its
+prompt tokens (None where unknown)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """How a call is paced (``calls.ratelimit``): ``key`` names its provider (base URL + key, hashed),
+    ``name`` is how reports show it, ``estimate`` gives its token cost before it is made (None: it has
+    none), ``observe`` reads a result; ``rpm`` / ``tpm`` are configured caps."""
+
+    key: str
+    name: str
+    estimate: Estimator | None = None
+    observe: Callable[[Any], Observed] | None = None
+    rpm: float | None = None
+    tpm: float | None = None
+
+
+def pace_key(base_url: str, secret: str | None) -> str:
+    """A provider's identity for pacing: sha256 of the base URL (scheme and host lower-cased, no trailing
+    ``/``) and of its key, never the key itself."""
+    url = base_url.strip().rstrip("/")
+    scheme, sep, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    canonical = f"{scheme.lower()}{sep}{host.lower()}{slash}{path}"
+    digest = hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    return f"{digest}:{hashlib.sha256((secret or '').encode()).hexdigest()[:12]}"
+
+
 @dataclass(frozen=True, slots=True)
 class RetryNotice:
     """A retry about to happen, for whoever reports progress: ``attempt`` failed (1-based) of
@@ -318,8 +361,8 @@ class RetryNotice:
 
 
 class Executor:
-    """Runs calls with the retry policy, a shared bound on calls in flight (``concurrency``) and one
-    adaptive limiter per provider."""
+    """Runs calls with the retry policy, a shared bound on calls in flight (``concurrency``), one
+    adaptive limiter per provider and one pacer per paced provider (``Pace``)."""
 
     def __init__(
         self,
@@ -337,6 +380,7 @@ class Executor:
         self.clock = clock
         self.stats = CallStats()
         self.limiters: dict[str, AdaptiveLimiter] = {}
+        self.pacers: dict[str, Pacer] = {}
         self._shared: asyncio.Semaphore | None = None
         self.in_flight = 0
         """Attempts running now (and command-target programs, see ``track``)."""
@@ -359,22 +403,48 @@ class Executor:
     def limiter(self, provider: str) -> AdaptiveLimiter:
         return self.limiters.setdefault(provider, AdaptiveLimiter(self.concurrency))
 
+    def pacer(self, pace: Pace) -> Pacer:
+        """The pacer of ``pace``'s provider; caps configured by several callers of one provider combine
+        (the smaller applies)."""
+        pacer = self.pacers.get(pace.key)
+        if pacer is None:
+            pacer = self.pacers[pace.key] = Pacer(pace.name, rpm=pace.rpm, tpm=pace.tpm, clock=self.clock)
+        elif (pace.rpm and pace.rpm != pacer.rpm) or (pace.tpm and pace.tpm != pacer.tpm):
+            pacer.set_caps(pace.rpm, pace.tpm)
+        return pacer
+
+    def pacing_status(self) -> list[str]:
+        """One phrase per provider whose budget made calls wait in the last seconds, e.g.
+        ``judge openai: paced by tokens/min: 148k of 150k`` (for progress lines)."""
+        return [f"{pacer.name}: {status.describe()}" for pacer in self.pacers.values()
+                if (status := pacer.status()) is not None]
+
     def check_stop(self) -> None:
         if self.stop.is_set():
             raise CallCancelled("the run is stopping; no new call starts")
 
-    async def call(self, provider: str, operation: Callable[[], Awaitable[T]], *, what: str) -> T:
-        """``await operation()`` under the retry policy; raises ``CallFailed`` or ``CallCancelled``."""
+    async def call(self, provider: str, operation: Callable[[], Awaitable[T]], *, what: str,
+                   pace: Pace | None = None) -> T:
+        """``await operation()`` under the retry policy (and ``pace``'s rate limits); raises ``CallFailed``
+        or ``CallCancelled``."""
         stats = self.stats.of(provider)
         stats.calls += 1
         deadline = self.clock() + self.policy.call_budget
         attempts = self.policy.retries + 1
         for attempt in range(attempts):
             self.check_stop()
+            ticket = None
+            if pace is not None:  # the budget first; time waiting for it is not the call's own time
+                queued = self.clock()
+                ticket = await self._admit(pace)
+                deadline += self.clock() - queued
             remaining = deadline - self.clock()
             if remaining <= 0:
+                if pace is not None and ticket is not None:
+                    self.pacer(pace).cancel(ticket)
                 break
-            outcome = await self._attempt(provider, operation, min(self.policy.attempt_seconds, remaining))
+            outcome = await self._attempt(provider, operation, min(self.policy.attempt_seconds, remaining), pace,
+                                          ticket)
             if not isinstance(outcome, Failure):
                 return outcome
             failure = outcome
@@ -382,6 +452,8 @@ class Executor:
                 stats.failed += 1
                 raise CallFailed(_gave_up(what, failure, attempt + 1), status=failure.status, attempts=attempt + 1)
             delay = failure.retry_after if failure.retry_after is not None else self.policy.backoff(attempt, self.rng)
+            if failure.status == 429 and pace is not None:
+                self.pacer(pace).rate_limited(delay, failure.headers)
             if self.clock() + delay > deadline:
                 stats.failed += 1
                 raise CallFailed(
@@ -396,7 +468,38 @@ class Executor:
         stats.failed += 1
         raise CallFailed(f"{what}: no time left within the {self.policy.call_budget:g}s limit per call")
 
-    async def _attempt(self, provider: str, operation: Callable[[], Awaitable[T]], timeout: float) -> T | Failure:
+    async def _admit(self, pace: Pace) -> Ticket:
+        """Wait until ``pace``'s provider has budget for one more attempt (before taking any call slot, so
+        a call that waits for its budget holds nothing other providers' calls could use)."""
+        pacer = self.pacer(pace)
+        ticket = pacer.try_admit(pace.estimate)
+        if ticket is None:
+            ticket = await pacer.admit(pace.estimate, self.stop)
+            if ticket is None:
+                raise CallCancelled("the run is stopping; no new call starts")
+        return ticket
+
+    async def _attempt(self, provider: str, operation: Callable[[], Awaitable[T]], timeout: float,
+                       pace: Pace | None = None, ticket: Ticket | None = None) -> T | Failure:
+        if pace is None or ticket is None:
+            return await self._slotted_attempt(provider, operation, timeout)
+        pacer = self.pacer(pace)
+        try:
+            outcome = await self._slotted_attempt(provider, operation, timeout)
+        except BaseException:
+            pacer.cancel(ticket)
+            raise
+        if isinstance(outcome, Failure):
+            pacer.settle(ticket, outcome.headers, refused=outcome.status == 429)
+        elif pace.observe is not None:
+            headers, total, prompt = pace.observe(outcome)
+            pacer.settle(ticket, headers, total_tokens=total, prompt_tokens=prompt)
+        else:
+            pacer.settle(ticket, None)
+        return outcome
+
+    async def _slotted_attempt(self, provider: str, operation: Callable[[], Awaitable[T]], timeout: float
+                               ) -> T | Failure:
         stats = self.stats.of(provider)
         limiter = self.limiter(provider)
         shared = self._shared_semaphore()
@@ -452,13 +555,13 @@ class Executor:
                 {"concurrency_initial": limiter.initial, "concurrency_lowest": limiter.lowest,
                  "concurrency_final": limiter.limit, "peak_in_flight": limiter.peak} if limiter else {}
             )
-        totals = {key: self.stats.total(attr) for key, attr in
-                  (("calls", "calls"), ("attempts", "attempts"), ("retries", "retries"),
-                   ("rate_limited_429", "rate_limited"), ("failed", "failed"), ("timeouts", "timeouts"))}
-        return {**totals, "policy": {"retries": self.policy.retries, "attempt_seconds": self.policy.attempt_seconds,
-                                     "connect_seconds": self.policy.connect_seconds,
-                                     "read_seconds": self.policy.read_seconds,
-                                     "call_seconds": self.policy.call_budget}, "providers": providers}
+        totals = {key: self.stats.total("rate_limited" if key == "rate_limited_429" else key) for key in CALL_COUNTERS}
+        pacing = {pacer.name: pacer.metadata() for pacer in self.pacers.values() if pacer.engaged}
+        return {**totals, **({"pacing": pacing} if pacing else {}),
+                "policy": {"retries": self.policy.retries, "attempt_seconds": self.policy.attempt_seconds,
+                           "connect_seconds": self.policy.connect_seconds,
+                           "read_seconds": self.policy.read_seconds,
+                           "call_seconds": self.policy.call_budget}, "providers": providers}
 
 
 def _gave_up(what: str, failure: Failure, attempts: int) -> str:
@@ -480,6 +583,8 @@ class Runtime:
     prices: dict[str, Price]
     chat_client: str = "direct"
     """``direct`` or ``openai-sdk`` (see ``calls.chat``)."""
+    caps: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    """Role (``judge``, ``target``) → configured (requests, tokens) per minute (``calls.ratelimit``)."""
     wire: WireLoop = field(default_factory=lambda: WireLoop())
     """Started by the first target call that uses it; closed by ``aclose``."""
 
@@ -495,7 +600,9 @@ class Runtime:
         from evalgate.calls.costs import CostLedger, price_table
 
         return cls(Executor.from_settings(settings, stop), CostLedger(settings.max_cost), price_table(settings.prices),
-                   chat_client=settings.chat_client)
+                   chat_client=settings.chat_client,
+                   caps={"judge": (settings.judge_rpm, settings.judge_tpm),
+                         "target": (settings.target_rpm, settings.target_tpm)})
 
     @classmethod
     def default(cls, stop: asyncio.Event | None = None) -> Runtime:

@@ -2,14 +2,13 @@
 
 One ``HttpPool`` per endpoint owner wraps an ``aiohttp.ClientSession`` whose keep-alive pool holds
 ``max(concurrency, MIN_POOL)`` connections, so a run at concurrency C never reconnects between calls.
-Why aiohttp and not httpx here: measured on the 2-core bench machine against a loopback
-chat-completions server (C = 64, 2,000 calls, CPU per call): httpx 2.1 ms, httpx over aiohttp's
-transport 0.36 ms, aiohttp 0.19 ms, the openai SDK 1.9 ms. A judged case makes two calls, so the
-client alone decided whether evalgate could keep 64 calls in flight on one core (bench/README.md).
+Why aiohttp and not httpx here: its CPU per call is a fraction of httpx's and of the openai SDK's
+(``python -m bench --scenarios clients``; figures in bench/README.md). A judged case makes two calls,
+so the client alone decides whether evalgate keeps 64 calls in flight on one core.
 httpx stays for everything else (GitHub API, artifacts, baselines).
 
 Behaviour kept from httpx: redirects followed for targets (not for chat endpoints), ``HTTP(S)_PROXY`` /
-``NO_PROXY`` honoured (looked up once per URL and pool: aiohttp's per-request lookup costs ≈ 0.5 ms), TLS verified against the system trust store (``SSL_CERT_FILE`` / ``SSL_CERT_DIR``
+``NO_PROXY`` honoured (looked up once per URL and pool instead of aiohttp's per-request lookup), TLS verified against the system trust store (``SSL_CERT_FILE`` / ``SSL_CERT_DIR``
 honoured). Errors are aiohttp's (``aiohttp.ClientError``, ``TimeoutError``); ``executor.classify`` maps
 them to retryable connection errors and timeouts.
 

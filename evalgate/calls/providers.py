@@ -11,7 +11,6 @@ they differ only in base URL, API key variable, default model and a few capabili
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -80,16 +79,15 @@ def resolve_provider(
     *,
     model: str | None,
     base_url: str | None,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str],
     setting: str = "judge_provider",
     base_url_setting: str = "EVALGATE_JUDGE_BASE_URL",
     api_key: str | None = None,
     api_key_origin: str = "judge_api_key",
 ) -> ProviderConfig:
-    """Resolve ``name`` into a base URL, key and model; a missing key or base URL is a ``UserError``.
-    ``api_key``, when given, is used instead of the provider's key variables (``api_key_origin`` names
-    where it came from)."""
-    env = os.environ if env is None else env
+    """Resolve ``name`` into a base URL, key and model (key and base URL variables read from ``env``, the
+    environment the caller was given); a missing key or base URL is a ``UserError``. ``api_key``, when
+    given, is used instead of the provider's key variables (``api_key_origin`` names where it came from)."""
     spec = PROVIDERS.get(name)
     if spec is None:
         raise UserError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}", where=setting)

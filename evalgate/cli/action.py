@@ -137,21 +137,16 @@ def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
     """Run the pipeline and print the console report inside a ``::stop-commands::`` block."""
     from evalgate.report.progress import make_progress
     from evalgate.runner.run import execute
-    from evalgate.runner.warmup import REPORT_DELAY_S, preload
 
     settings = setup_.settings
     token = new_stop_token()
     emit(f"::stop-commands::{token}")
-    warmup = preload(("evalgate.report.console", "evalgate.report.markdown"), REPORT_DELAY_S)
     try:
-        try:
-            outcome = asyncio.run(execute(
-                settings, setup_.suite_config, cwd=setup_.workspace,
-                progress_for=lambda total: make_progress(settings.progress, total,
-                                                         every_seconds=settings.progress_interval_seconds),
-                baseline_loader=baseline_loader(setup_)))
-        finally:
-            warmup.cancel()
+        outcome = asyncio.run(execute(
+            settings, setup_.suite_config, cwd=setup_.workspace,
+            progress_for=lambda total: make_progress(settings.progress, total,
+                                                     every_seconds=settings.progress_interval_seconds),
+            baseline_loader=baseline_loader(setup_)))
         from evalgate.report.console import make_console, render_failures, render_report
 
         console = make_console(sys.stdout)

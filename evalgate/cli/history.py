@@ -24,7 +24,8 @@ def add_history(verbs: Any) -> None:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from evalgate.store.history import build_history, parse_until, plot_history, render_text
+    from evalgate.report.history import plot_history, render_text
+    from evalgate.store.history import build_history, parse_until
 
     history = build_history(Path(args.db), days=args.days, until=parse_until(args.until), limit=args.limit)
     if args.format == "json":

@@ -101,10 +101,17 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--chat-client", choices=["direct", "openai-sdk"],
                         help="how judge and model calls are made: direct JSON (default) or the openai SDK")
     target.add_argument("--no-cache", action="store_true", default=None, help="bypass the judge cache")
+    target.add_argument("--judge-cache", metavar="PATH|none",
+                        help="base branch's judge-cache.db (or its directory) to reuse verdicts from "
+                             "(default: the baseline's)")
+    target.add_argument("--judge-rpm", type=float, metavar="N", help="judge requests per minute, when it sends no limits")
+    target.add_argument("--judge-tpm", type=float, metavar="N", help="judge tokens per minute, when it sends no limits")
     target.add_argument("--max-cost", type=float, metavar="USD", help="abort cleanly before exceeding this spend")
     ex = parser.add_argument_group("execution")
     ex.add_argument("--concurrency", type=int, metavar="N", help="calls in flight at once (default 8)")
     ex.add_argument("--api-retries", type=int, metavar="N", help="retries per call (default 3)")
+    ex.add_argument("--target-rpm", type=float, metavar="N", help="target requests per minute, when it sends no limits")
+    ex.add_argument("--target-tpm", type=float, metavar="N", help="model target tokens per minute, when it sends none")
     ex.add_argument("--api-timeout-seconds", type=float, metavar="S",
                     help="time limit per attempt: connect, send, wait and read (default 60)")
     ex.add_argument("--connect-timeout-seconds", type=float, metavar="S",
@@ -214,7 +221,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from evalgate.config.settings import build_settings
     from evalgate.report.progress import make_progress
     from evalgate.runner.run import execute
-    from evalgate.runner.warmup import REPORT_DELAY_S, preload
 
     Interrupt.check()  # a signal that came during the imports above
     values, origins, notices = _cli_values(args)
@@ -237,12 +243,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from evalgate.github.baseline import loader_from_env
 
         loader = loader_from_env(os.environ)
-    report_modules = () if json_mode else ("evalgate.report.console",)
-    warmup = preload(report_modules, REPORT_DELAY_S)
-    try:
-        outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for, baseline_loader=loader))
-    finally:
-        warmup.cancel()
+    outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for, baseline_loader=loader))
     code = int(outcome.verdict.exit_code)
     late = outcome.signals or list(Interrupt.received)
     if late and code != EXIT_INTERRUPTED:  # the results were complete and written when the signal came
@@ -276,7 +277,7 @@ def _print_outcome(outcome: Any, settings: Any, json_mode: bool) -> None:
         if warning:
             print(f"evalgate: warning: {warning}", file=sys.stderr)
     else:
-        from evalgate.report.console import (  # loaded during the run
+        from evalgate.report.console import (
             judge_hint,
             make_console,
             render_failures,
@@ -366,17 +367,20 @@ COMMANDS = {"run": cmd_run, "eval": cmd_run, "validate": cmd_validate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    if not argv:
-        argv = ["run"]
-    args = parser.parse_args(argv)
-    handler = COMMANDS.get(args.verb) or getattr(args, "func", None)
-    if handler is None:
-        parser.print_help()
-        return EXIT_USER_ERROR
     previous = Interrupt.install()  # SIGINT/SIGTERM before a run installs its own handlers: exit 130
     try:
+        from evalgate.safety.redact import register_environment
+
+        register_environment(os.environ)  # the process environment is read here, at the edge
+        argv = list(sys.argv[1:] if argv is None else argv)
+        parser = build_parser()
+        if not argv:
+            argv = ["run"]
+        args = parser.parse_args(argv)
+        handler = COMMANDS.get(args.verb) or getattr(args, "func", None)
+        if handler is None:
+            parser.print_help()
+            return EXIT_USER_ERROR
         return int(handler(args))
     except UserError as exc:
         from evalgate.safety.redact import redact
@@ -398,27 +402,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def console_main() -> NoReturn:
-    """The ``evalgate`` console script: ``main()``, then flush and leave with ``os._exit``.
-
-    Every file evalgate writes (results.json, SQLite, reports, the judge cache) is closed before ``main``
-    returns, so the interpreter's own teardown (freeing every module and object one by one) only costs
-    time: ≈ 0.1 s per run on the 2-core bench machine, which is 1 % of a 10 s CI job's efficiency. In-process
-    callers (tests, libraries) use ``main`` and keep the normal exit."""
-    import logging
-
-    try:
-        code: object = main()
-    except SystemExit as exc:  # argparse errors, --help, --version
-        code = exc.code
-    if isinstance(code, str):
-        print(code, file=sys.stderr)
-        code = 1
-    status = 0 if code is None else int(code)  # type: ignore[call-overload]
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(status)
+    """The ``evalgate`` console script: ``main()`` and its exit status, with the interpreter's normal exit
+    (atexit hooks, buffered output flushed)."""
+    sys.exit(main())
 
 
 def report_crash(exc: BaseException, note: str | None = None) -> int:

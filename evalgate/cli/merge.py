@@ -50,8 +50,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if args.html:
         _write_html(outcome.results_path, Path(args.html))
     if args.comment:
-        for line in publish(outcome.results_path, tag=args.comment_tag, pr_number=args.pr_number, env=os.environ):
-            print(line, file=sys.stderr)
+        comment_on_pr(outcome.results_path, outcome.db_path, tag=args.comment_tag, pr_number=args.pr_number,
+                      env=os.environ)
     return outcome.verdict.exit_code
 
 
@@ -65,35 +65,18 @@ def _write_html(results_path: Path, destination: Path) -> None:
         raise UserError(f"cannot write ({exc.strerror})", where=str(destination)) from None
 
 
-def publish(results_path: Path, *, tag: str, pr_number: str | None, env: Mapping[str, str]) -> list[str]:
-    """Post or update the PR comment and append the job summary for a results file; never raises for
-    GitHub failures (they come back as warning lines to print)."""
-    from evalgate.github.api import GitHubAPI
+def comment_on_pr(results_path: Path, db_path: Path, *, tag: str, pr_number: str | None,
+                  env: Mapping[str, str]) -> None:
+    """The job summary and the PR comment for a merged run, through the Action's publishing steps
+    (``evalgate.github.publish``); problems are warnings on stderr, never a change of exit status."""
     from evalgate.github.commands import warning
-    from evalgate.github.comment import upsert_comment
     from evalgate.github.context import ActionContext
-    from evalgate.github.outputs import write_summary_report
-    from evalgate.report.markdown import SourceLinks, render_comment
+    from evalgate.github.publish import DEFAULT_TAG, PublishOptions, publish
 
-    document = json.loads(results_path.read_text(encoding="utf-8"))
     context = ActionContext.from_env(env, pr_number=pr_number)
-    links = (SourceLinks(context.server_url, context.repository, context.blob_sha, workspace=context.workspace)
-             if context.repository and context.blob_sha else None)
-    write_summary_report(context.summary_path, document, run_url=context.run_url, artifact_url=None, tag=tag,
-                         source_links=links)
-    token = env.get("GITHUB_TOKEN") or env.get("INPUT_GITHUB-TOKEN") or ""
-    messages: list[str] = []
-    problems: list[str] = []
-    if context.pr_number is None:
-        problems.append(f"no pull request ({context.pr_reason or 'not a pull_request event'}): PR comment skipped")
-    elif not token:
-        problems.append("GITHUB_TOKEN is not set: PR comment skipped")
-    else:
-        body = render_comment(document, run_url=context.run_url, artifact_url=None, tag=tag, source_links=links)
-        with GitHubAPI.from_env(env, token) as api:
-            result = upsert_comment(api, context.repository or "", context.pr_number, body, tag)
-        if result.url:
-            messages.append(f"PR comment {result.action}: {result.url}")
-        if result.warning:
-            problems.append(result.warning)
-    return messages + [warning(p) if context.is_actions else f"evalgate: warning: {p}" for p in problems]
+    token = env.get("GITHUB_TOKEN") or env.get("INPUT_GITHUB-TOKEN") or None
+    options = PublishOptions(comment="always", comment_tag=tag or DEFAULT_TAG, github_token=token,
+                             upload_artifacts=False)
+    publish(results_path, db_path, ctx=context, options=options, env=env, steps=("summary", "comment"),
+            emit=lambda line: print(line, file=sys.stderr), require_comment=True,
+            warning_line=lambda message: warning(message) if context.is_actions else f"evalgate: warning: {message}")

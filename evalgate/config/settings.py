@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from evalgate.config import legacy
 from evalgate.config.suite import SUITE_KEYS
 from evalgate.errors import UserError
-from evalgate.safety.redact import register_mapping_secrets, register_secret, split_credentials
+from evalgate.safety.redact import register_environment, register_mapping_secrets, register_secret, split_credentials
 
 JudgeProvider = Literal["none", "openai", "gemini", "ollama", "local"]
 TargetKind = Literal["recorded", "http", "openai", "command"]
@@ -43,6 +43,14 @@ class Settings(BaseModel):
     """Everything a run can be told. See the README's settings table for each field."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    _environment: dict[str, str] = PrivateAttr(default_factory=lambda: dict(os.environ))
+
+    @property
+    def environment(self) -> Mapping[str, str]:
+        """The environment these settings were built from (``build_settings``'s ``env``; for settings made
+        directly, the process environment when they were made): provider keys, ``${NAME}`` header values
+        and tiktoken's cache directory come from here, so no inner module reads the process environment."""
+        return self._environment
 
     # --- what to evaluate ------------------------------------------------------------------------
     dataset: list[str] = Field(default_factory=list)
@@ -118,11 +126,21 @@ class Settings(BaseModel):
     judge_samples: int = Field(default=1, ge=1, le=20)
     judge_output: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"
     no_cache: bool = False
+    judge_cache: str = ""
+    """The base branch's judge cache to reuse verdicts from (``runner.reuse``): empty = the baseline's,
+    ``none``, or a judge-cache.db file or a directory holding one."""
+    judge_rpm: float | None = Field(default=None, gt=0)
+    judge_tpm: float | None = Field(default=None, gt=0)
+    """Caps (requests / tokens per minute) for a judge provider that sends no rate-limit headers
+    (``calls.ratelimit``)."""
     max_cost: float | None = Field(default=None, ge=0.0)
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)
     chat_client: Literal["direct", "openai-sdk"] = "direct"
 
     # --- execution -------------------------------------------------------------------------------
+    target_rpm: float | None = Field(default=None, gt=0)
+    target_tpm: float | None = Field(default=None, gt=0)
+    """Caps for the target (an HTTP agent or a model) when it sends no rate-limit headers."""
     concurrency: int = Field(default=8, ge=1, le=1024)
     api_timeout_seconds: float = Field(default=60.0, gt=0)
     connect_timeout_seconds: float = Field(default=10.0, gt=0)
@@ -398,6 +416,8 @@ def build_settings(
     if config_path is not None:
         settings.config = str(config_path)
     settings._origins = {name: origin for name, (_, origin) in merged.items()}
+    settings._environment = dict(env)
+    register_environment(env)
     for secret in (settings.judge_api_key, settings.langfuse_public_key, settings.langfuse_secret_key):
         if secret:
             register_secret(secret)

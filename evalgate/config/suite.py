@@ -27,7 +27,7 @@ import math
 import reprlib
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -298,7 +298,7 @@ def _requirement(error: Mapping[str, Any]) -> str:
     return _PHRASES.get(kind, msg[:1].lower() + msg[1:])
 
 
-def _phrase(errors: list[Mapping[str, Any]]) -> str:
+def _phrase(errors: Sequence[Mapping[str, Any]]) -> str:
     """The requirement(s) of the errors at one location (several for a union), plus the bad value."""
     wants = list(dict.fromkeys(_requirement(e) for e in errors))
     if len(wants) > 1 and all(w.startswith("must be ") for w in wants):

@@ -763,7 +763,7 @@ class DatasetStream:
                 return None
             self._first_seen[case.id] = location
         # Provenance fields are excluded from dumps and never validated; writing the instance dict
-        # skips pydantic's __setattr__ (~2 µs per field, noticeable on a 100k-case load).
+        # skips pydantic's __setattr__ (noticeable per field on a 100k-case load).
         fields = vars(case)
         fields.update(source_file=source.display, source_line=item.line, index=self.count)
         if fields["suite"] is None:  # what ``case.suite = suite`` does (no validate_assignment), faster
@@ -811,8 +811,8 @@ class _NoDigest:
 
 @contextmanager
 def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while building many acyclic objects (a 100k-case load
-    otherwise spends ~40% of its time in repeated full collections); restores the previous state."""
+    """Pause the cyclic garbage collector while building many acyclic objects (a large load otherwise
+    spends much of its time in repeated full collections); restores the previous state."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

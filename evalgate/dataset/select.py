@@ -17,10 +17,24 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol, TypeVar
 
 from evalgate.config.suite import did_you_mean
 from evalgate.errors import UserError
-from evalgate.model import Case
+
+
+class Selectable(Protocol):
+    """What selection reads of a case: a ``Case``, or a light ``dataset.stream.CaseRef``."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def category(self) -> str | None: ...
+    @property
+    def tags(self) -> list[str]: ...
+
+
+S = TypeVar("S", bound=Selectable)
 
 MAX_LISTED_UNKNOWN = 10
 
@@ -63,7 +77,7 @@ def _fold(values: Iterable[str]) -> set[str]:
     return {value.casefold() for value in values}
 
 
-def _pick_ids(cases: list[Case], case_ids: list[str]) -> list[Case]:
+def _pick_ids(cases: list[S], case_ids: list[str]) -> list[S]:
     """The cases named in ``case_ids`` (dataset order); unknown ids raise with close matches."""
     wanted = set(case_ids)
     known = {case.id for case in cases}
@@ -79,9 +93,9 @@ def _pick_ids(cases: list[Case], case_ids: list[str]) -> list[Case]:
 
 def _filters(
     categories: list[str] | None, tags: list[str] | None, shard: tuple[int, int] | None
-) -> list[tuple[str, Callable[[Case], bool]]]:
+) -> list[tuple[str, Callable[[Selectable], bool]]]:
     """(label, predicate) for each active filter, in application order."""
-    steps: list[tuple[str, Callable[[Case], bool]]] = []
+    steps: list[tuple[str, Callable[[Selectable], bool]]] = []
     if categories:
         wanted_categories = _fold(categories)
         steps.append(
@@ -100,14 +114,14 @@ def _filters(
 
 
 def select_cases(
-    cases: Iterable[Case],
+    cases: Iterable[S],
     *,
     case_ids: Sequence[str] | str | None = None,
     first_n: int | None = None,
     categories: Sequence[str] | str | None = None,
     tags: Sequence[str] | str | None = None,
     shard: tuple[int, int] | None = None,
-) -> list[Case]:
+) -> list[S]:
     """The cases to run, in dataset order (see the module docstring for the rules)."""
     pool = list(cases)
     ids, category_list, tag_list = split_list(case_ids), split_list(categories), split_list(tags)

@@ -18,15 +18,14 @@ from pathlib import Path
 from typing import IO
 
 from evalgate.config.suite import SuiteConfig
-from evalgate.dataset.compact import pack_case, write_packed
+from evalgate.dataset.compact import pack_case, read_packed, write_packed
 from evalgate.dataset.load import DatasetFile, DatasetStream, _gc_paused
-from evalgate.dataset.parallel import ParallelScan, parallel_scan, read_packed_files
 from evalgate.dataset.select import select_cases
 from evalgate.model import Case
 
 KEEP_IN_MEMORY = 5_000
 """Up to this many cases are kept after the scan; beyond it they are packed into a temporary file
-(keeping costs ~3 KB of memory a case; packing ~1.4 KB of disk, ~3 µs, and reading back ~6 µs)."""
+(a kept case costs memory, a packed one a little disk and an unpacking)."""
 PACK_BUFFER = 1 << 20
 
 
@@ -50,8 +49,8 @@ class SelectedCases:
     indexes: frozenset[int] | None
     """Dataset indexes that were selected; None when every case was."""
     kept: list[Case] | None = None
-    packed: list[IO[bytes]] | None = None
-    """Temporary files holding every scanned case, packed, in order (when not ``kept``)."""
+    packed: IO[bytes] | None = None
+    """Temporary file holding every scanned case, packed, in order (when not ``kept``)."""
 
     def __len__(self) -> int:
         return self.count
@@ -60,7 +59,7 @@ class SelectedCases:
         if self.kept is not None:
             return iter(self.kept)
         if self.packed is not None:
-            return self._selected(read_packed_files(self.packed))
+            return self._selected(read_packed(self.packed.fileno()))
         return self._selected(DatasetStream(self.paths, self.base_dir, fail_fast=True, checked=True))
 
     def _selected(self, cases: Iterator[Case] | DatasetStream) -> Iterator[Case]:
@@ -91,14 +90,9 @@ def scan(
 ) -> Scan:
     """Validate every case once and select; all problems raise one ``DatasetError`` (≤ 20 listed).
 
-    Without ``select`` every case is selected and no per-case reference is kept; one large JSONL file
-    without a problem is then scanned by two processes (``evalgate.dataset.parallel``).
+    Without ``select`` every case is selected and no per-case reference is kept.
 
     ``base``: evalgate.yaml's suite-level keys (its ``kind`` / ``valid`` apply to files without their own)."""
-    if select is None and (base is None or (base.kind is None and not base.valid)):
-        fast = parallel_scan(list(paths), base_dir)
-        if fast is not None:
-            return _scanned_in_parallel(fast, list(paths), base_dir, keep_in_memory)
     stream = DatasetStream(list(paths), base_dir, fail_fast=False, base=base)
     refs: list[CaseRef] | None = [] if select else None
     kept: list[Case] | None = []
@@ -128,16 +122,6 @@ def scan(
     return Scan(selected, stream.files, stream.suites, total, case_metrics, dict(stream.suite_where))
 
 
-def _scanned_in_parallel(fast: ParallelScan, paths: list[str], base_dir: Path, keep_in_memory: int) -> Scan:
-    kept = None
-    if fast.count <= keep_in_memory:
-        kept = list(read_packed_files(fast.packed))
-        for packed in fast.packed:
-            packed.close()
-    selected = SelectedCases(paths, base_dir, fast.count, None, kept, None if kept is not None else fast.packed)
-    return Scan(selected, fast.files, {}, fast.count, fast.case_metrics)
-
-
 class _Packer:
     """Packs the scanned cases into an anonymous temporary file; gives up (the files are read again)
     at the first case that does not pack."""
@@ -160,11 +144,10 @@ class _Packer:
             return
         write_packed(self.file, data)
 
-    def finish(self) -> list[IO[bytes]] | None:
-        if self.file is None:
-            return None
-        self.file.flush()
-        return [self.file]
+    def finish(self) -> IO[bytes] | None:
+        if self.file is not None:
+            self.file.flush()
+        return self.file
 
 
 def selector(
@@ -181,7 +164,6 @@ def selector(
         return None
 
     def choose(refs: list[CaseRef]) -> list[CaseRef]:
-        return select_cases(refs, case_ids=case_ids, first_n=first_n, categories=categories, tags=tags,  # type: ignore[arg-type]
-                            shard=shard)
+        return select_cases(refs, case_ids=case_ids, first_n=first_n, categories=categories, tags=tags, shard=shard)
 
     return choose

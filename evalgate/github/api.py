@@ -120,11 +120,11 @@ class GitHubAPI:
                     raise GitHubAPIError(method, _strip_query(url), None, type(exc).__name__) from None
                 self.sleep(wait)
                 continue
-            wait = retry_delay(response, attempt, self.backoff, self.wall_clock())
-            if wait is None or wait > self.max_wait or not self._may_retry(attempt, started, wait):
+            delay = retry_delay(response, attempt, self.backoff, self.wall_clock())
+            if delay is None or delay > self.max_wait or not self._may_retry(attempt, started, delay):
                 return response
             response.close()
-            self.sleep(wait)
+            self.sleep(delay)
         raise AssertionError("unreachable: the loop always returns or raises")
 
     def json(self, method: str, path_or_url: str, **kwargs: Any) -> Any:

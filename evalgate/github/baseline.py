@@ -15,7 +15,10 @@ permission ``actions: read``):
 5. the zip is read in memory (at most ``max_zip_bytes`` downloaded, a member at most
    ``max_member_bytes`` uncompressed), its ``digest`` (``sha256:…``) checked when given, and
    ``results.json`` (else an evalgate SQLite file) parsed. A run that did not finish (status other than
-   ``completed``/``merged``) is skipped for the next candidate (at most ``MAX_CANDIDATES`` downloads).
+   ``completed``/``merged``) is skipped for the next candidate (at most ``MAX_CANDIDATES`` downloads);
+6. the artifact's ``judge-cache.db`` (the base run's judge verdicts), when it holds one that is a SQLite
+   file within ``max_member_bytes``, comes back with the document so the run can reuse its verdicts
+   (``store.judge_cache``); one that is missing or unreadable only means every verdict is judged again.
 
 A gate that failed on the base branch still gives a valid baseline: the question is what changed.
 
@@ -41,6 +44,7 @@ from evalgate.errors import UserError
 from evalgate.github.context import DEFAULT_API_URL
 from evalgate.safety.redact import redact
 from evalgate.store.reader import (
+    JUDGE_CACHE_FILE,
     MAX_BASELINE_BYTES,
     SQLITE_HEADER,
     BaselineLookup,
@@ -203,7 +207,8 @@ def _first_finished(api: GitHubAPI, query: BaselineQuery, candidates: Sequence[M
         document = read_results_zip(data, max_member_bytes=max_member, where=f"artifact {artifact.get('id')}")
         status = str(document.get("status") or "completed")
         if status in FINISHED:
-            return BaselineLookup(document, source=describe(artifact, query))
+            return BaselineLookup(document, source=describe(artifact, query), label=short_label(artifact, query),
+                                  judge_cache=read_judge_cache_zip(data, max_member_bytes=max_member))
         skipped.append(f"artifact {artifact.get('id')} holds a {status} run")
     raise BaselineUnavailable("; ".join(skipped) or "no usable artifact")
 
@@ -278,6 +283,12 @@ def describe(artifact: Mapping[str, Any], query: BaselineQuery) -> str:
     if query.base_sha:
         return where + f", the newest on the branch (none at the base commit {query.base_sha[:7]})"
     return where + ", the newest on the branch"
+
+
+def short_label(artifact: Mapping[str, Any], query: BaselineQuery) -> str:
+    """``main @ abc1234``: the base branch and the commit its artifact was made at."""
+    sha = str(_run(artifact).get("head_sha") or "")
+    return f"{query.base_ref} @ {sha[:7] or '?'}"
 
 
 # ── download and unzip ────────────────────────────────────────────────────────────────────────
@@ -370,6 +381,25 @@ def read_results_zip(data: bytes, *, max_member_bytes: int = MAX_MEMBER_BYTES, w
     return _json_document(content, label)
 
 
+def read_judge_cache_zip(data: bytes, *, max_member_bytes: int = MAX_MEMBER_BYTES) -> bytes | None:
+    """The bytes of the shallowest ``judge-cache.db`` in the zip when it is a SQLite file within the size
+    cap; None otherwise (never raises: a cache only saves calls)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            found = sorted((m for m in archive.infolist() if not m.is_dir()
+                            and m.filename.rsplit("/", 1)[-1] == JUDGE_CACHE_FILE),
+                           key=lambda m: (m.filename.count("/"), m.filename))
+            if not found or found[0].file_size > max_member_bytes:
+                return None
+            with archive.open(found[0]) as handle:
+                content = handle.read(max_member_bytes + 1)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        return None
+    if len(content) > max_member_bytes or not content.startswith(SQLITE_HEADER):
+        return None
+    return content
+
+
 def _pick_member(members: Sequence[zipfile.ZipInfo]) -> zipfile.ZipInfo | None:
     def depth(info: zipfile.ZipInfo) -> tuple[int, str]:
         return info.filename.count("/"), info.filename
@@ -377,7 +407,8 @@ def _pick_member(members: Sequence[zipfile.ZipInfo]) -> zipfile.ZipInfo | None:
     results = sorted((m for m in members if m.filename.rsplit("/", 1)[-1] == "results.json"), key=depth)
     if results:
         return results[0]
-    stores = sorted((m for m in members if m.filename.lower().endswith(SQLITE_SUFFIXES)), key=depth)
+    stores = sorted((m for m in members if m.filename.lower().endswith(SQLITE_SUFFIXES)
+                     and m.filename.rsplit("/", 1)[-1] != JUDGE_CACHE_FILE), key=depth)
     return stores[0] if stores else None
 
 

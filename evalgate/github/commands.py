@@ -24,7 +24,6 @@ from evalgate.safety.redact import redact
 Level = Literal["error", "warning", "notice"]
 MAX_MESSAGE_CHARS = 4096
 ZWSP = "\u200b"
-ANNOTATION_PROPERTIES = ("file", "line", "endLine", "col", "endColumn", "title")
 
 
 

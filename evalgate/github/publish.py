@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -29,6 +29,7 @@ from evalgate.github.context import ActionContext, parse_pr_number
 from evalgate.github.outputs import write_outputs, write_summary_report
 from evalgate.report.markdown import SourceLinks, comment_marker, render_comment, render_summary, sanitize_tag
 from evalgate.safety.redact import redact
+from evalgate.store.judge_cache import cache_path
 
 CommentMode = Literal["always", "on-failure", "never"]
 Mode = Literal["evaluate", "publish"]
@@ -48,7 +49,7 @@ PUBLISH_INPUTS: dict[str, str] = {
     "comment-tag": "keeps one comment per tag when several evalgate steps run in one PR",
     "pr-number": "pull request to comment on (default: from the event payload)",
     "github-token": "token for the PR comment (default: the workflow's GITHUB_TOKEN)",
-    "upload-artifacts": "upload results.json and results.db as one workflow artifact",
+    "upload-artifacts": "upload results.json, results.db and judge-cache.db as one workflow artifact",
     "artifact-name": "artifact name (default evalgate-results, plus -<comment-tag> for a non-default tag)",
     "retention-days": "artifact retention in days (1–90; default: the repository setting)",
     "comment-template": "path of a jinja2 template that replaces the bundled comment/summary template",
@@ -230,6 +231,16 @@ def _number(value: Any) -> str:
 # the publishing steps (I/O)
 
 
+STEPS = ("artifact", "summary", "comment", "outputs", "annotations")
+"""Every publishing step, in the order they run (the Action runs them all; ``evalgate merge --comment``
+runs ``summary`` and ``comment``)."""
+
+
+def command_warning(message: str) -> str:
+    """A warning as a workflow command (``::warning title=evalgate::…``)."""
+    return warning(message, title="evalgate")
+
+
 def publish(
     results_path: Path,
     db_path: Path,
@@ -239,14 +250,19 @@ def publish(
     env: Mapping[str, str],
     emit: Emit = print,
     api_factory: Callable[[str, str], GitHubAPI] | None = None,
+    steps: Collection[str] = STEPS,
+    warning_line: Callable[[str], str] = command_warning,
+    require_comment: bool = False,
     artifact_url: str | None = None,
     annotate: bool = True,
 ) -> PublishReport:
-    """Run every publishing step for the run in ``results_path``; never raises for a publishing problem.
+    """Run the publishing ``steps`` for the run in ``results_path``; never raises for a publishing problem.
 
     ``api_factory(token, api_url)`` builds the REST client (tests inject timeouts). ``artifact_url``: the
     results' artifact when it was uploaded elsewhere (``evalgate publish``); ``annotate=False`` leaves out
-    the file annotations (they belong to the run that evaluated).
+    the file annotations (they belong to the run that evaluated). ``warning_line`` formats each warning
+    for ``emit``; with ``require_comment`` a skipped PR comment (no pull request, no token) is a warning
+    rather than a note.
     """
     report = PublishReport()
     results = json.loads(results_path.read_text(encoding="utf-8"))
@@ -256,27 +272,38 @@ def publish(
 
     def warn(message: str) -> None:
         report.warnings.append(redact(message))
-        emit(warning(message, title="evalgate"))
+        emit(warning_line(message))
 
-    report.artifact = _step("artifact upload", warn, lambda: _upload(results_path, db_path, options, env, emit, warn))
+    if "artifact" in steps:
+        report.artifact = _step("artifact upload", warn,
+                                lambda: _upload(results_path, db_path, options, env, emit, warn))
     artifact_url = (report.artifact.url if report.artifact else None) or artifact_url
     links = _source_links(ctx, base_dir)
-    _step("job summary", warn, lambda: write_summary_report(
-        ctx.summary_path, results, run_url=ctx.run_url, artifact_url=artifact_url, tag=options.comment_tag,
-        template_path=options.comment_template, source_links=links))
-    report.comment = _step("PR comment", warn, lambda: _comment(results, ctx, options, artifact_url, links, emit,
-                                                                 warn, api_factory or _default_api))
-    report.summary_markdown = _step("summary-markdown output", warn, lambda: render_summary(
-        results, run_url=ctx.run_url, artifact_url=artifact_url, tag=options.comment_tag,
-        template_path=options.comment_template, max_bytes=OUTPUT_SUMMARY_MAX_BYTES, source_links=links)) or ""
-    report.outputs = build_outputs(results, results_path=results_path, db_path=db_path, workspace=ctx.workspace,
-                                   comment_url=report.comment.url if report.comment else None,
-                                   summary_markdown=report.summary_markdown,
-                                   artifact_name=options.resolved_artifact_name)
-    _step("step outputs", warn, lambda: write_outputs(ctx.output_path, report.outputs))
-    if annotate:  # last: the step's own problems above get the runner's 10-per-type budget first
+    if "summary" in steps:
+        _step("job summary", warn, lambda: write_summary_report(
+            ctx.summary_path, results, run_url=ctx.run_url, artifact_url=artifact_url, tag=options.comment_tag,
+            template_path=options.comment_template, source_links=links))
+    if "comment" in steps:
+        note = warn if require_comment else emit_note(emit)
+        report.comment = _step("PR comment", warn, lambda: _comment(
+            results, ctx, options, artifact_url, links, emit, warn, note, api_factory or _default_api))
+    if "outputs" in steps:
+        report.summary_markdown = _step("summary-markdown output", warn, lambda: render_summary(
+            results, run_url=ctx.run_url, artifact_url=artifact_url, tag=options.comment_tag,
+            template_path=options.comment_template, max_bytes=OUTPUT_SUMMARY_MAX_BYTES, source_links=links)) or ""
+        report.outputs = build_outputs(results, results_path=results_path, db_path=db_path, workspace=ctx.workspace,
+                                       comment_url=report.comment.url if report.comment else None,
+                                       summary_markdown=report.summary_markdown,
+                                       artifact_name=options.resolved_artifact_name)
+        _step("step outputs", warn, lambda: write_outputs(ctx.output_path, report.outputs))
+    if annotate and "annotations" in steps:  # last: the step's own problems above get the runner's budget first
         _step("annotations", warn, lambda: _annotate(results, ctx, base_dir, counter))
     return report
+
+
+def emit_note(emit: Emit) -> Callable[[str], None]:
+    """``emit("evalgate: " + message)``: a note that is not a warning."""
+    return lambda message: emit(f"evalgate: {message}")
 
 
 def _step(name: str, warn: Callable[[str], None], action: Callable[[], Any]) -> Any:
@@ -299,7 +326,7 @@ def _annotate(results: Mapping[str, Any], ctx: ActionContext, base_dir: str, emi
 
 def _upload(results_path: Path, db_path: Path, options: PublishOptions, env: Mapping[str, str], emit: Emit,
             warn: Callable[[str], None]) -> UploadResult | None:
-    files = [p for p in (results_path, db_path) if p.is_file()]
+    files = [p for p in (results_path, db_path, cache_path(db_path)) if p.is_file()]
     if not options.upload_artifacts:
         emit(f"evalgate: artifact upload disabled (upload-artifacts: false); the files are at "
              f"{', '.join(str(p) for p in files)}")
@@ -326,12 +353,12 @@ def _default_api(token: str, api_url: str) -> GitHubAPI:
 
 
 def _comment(results: Mapping[str, Any], ctx: ActionContext, options: PublishOptions, artifact_url: str | None,
-             links: SourceLinks | None, emit: Emit, warn: Callable[[str], None],
+             links: SourceLinks | None, emit: Emit, warn: Callable[[str], None], note: Callable[[str], None],
              api_factory: Callable[[str, str], GitHubAPI]) -> CommentResult:
     passed = bool((results.get("gate") or {}).get("passed"))
     action, reason = comment_decision(options.comment, passed, ctx, options.github_token)
     if action == "skip":
-        emit(f"evalgate: {reason}")
+        note(reason or "PR comment skipped")
         return CommentResult("skipped", warning=reason)
     assert ctx.repository is not None and ctx.pr_number is not None and options.github_token
     body = render_comment(results, run_url=ctx.run_url, artifact_url=artifact_url, tag=options.comment_tag,

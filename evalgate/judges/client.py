@@ -372,6 +372,19 @@ class JudgeClient:
             details["samples"] = [{k: round(v, 6) for k, v in s.values.items()} for s in samples]
         return details
 
+    def reuse(self) -> dict[str, Any] | None:
+        """What the base branch's restored cache saved (None when none was restored): verdicts reused of all
+        looked up, the tokens those verdicts cost when they were judged and their price now (None: no price)."""
+        cache = self.cache
+        if cache.base_label is None:
+            return None
+        price = self.service.price
+        saved = price.cost(cache.base_prompt_tokens, cache.base_completion_tokens) if price is not None else None
+        return {"source": cache.base_label, "reused": cache.base_hits, "verdicts": cache.lookups,
+                "base_rows": cache.base_rows, "prompt_tokens_saved": cache.base_prompt_tokens,
+                "completion_tokens_saved": cache.base_completion_tokens,
+                "saved_usd": None if saved is None else round(saved, 6), "error": cache.base_error}
+
     def metadata(self) -> dict[str, Any]:
         return {"provider": self.provider, "model": self.model, "base_url": self.service.provider.base_url,
                 "client": self.service.runtime.chat_client,

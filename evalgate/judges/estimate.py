@@ -12,8 +12,8 @@ from their mean. The estimate ignores cache hits, so a rerun usually costs less.
 
 Tokens are counted with the tokenizer (``metrics.tokens``) when they become dollars, i.e. when every model
 that will be called has a price. When some model has none the cost is unknown anyway, and the token
-figures are ceil(characters / 4) estimates (said so in the line): loading the tokenizer would add
-≈ 0.15–0.3 s to the start of every such run for no dollar figure.
+figures are ceil(characters / 4) estimates (said so in the line): loading the tokenizer would delay the
+start of every such run for no dollar figure.
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def announce_estimate(settings: Any, prepared: Any, judge: Any, target: Any) -> 
         repeat=settings.repeat, samples=settings.judge_samples,
         judge_price=judge.service.price if judge is not None else None, judging=judge is not None,
         target_price=target.service.price if model_target else None, model_target=model_target,
-        criteria_for=lambda case: [m.fn.definition for m in prepared.plan_for(case).metrics  # type: ignore[attr-defined]
+        criteria_for=lambda case: [m.fn.definition for m in prepared.plan_for(case).metrics
                                    if hasattr(m.fn, "definition")],
         output_mode=judge.output.mode if judge is not None else None,
     )

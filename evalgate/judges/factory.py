@@ -6,7 +6,6 @@ a ``max_cost`` with no known price for the model) is a ``UserError`` here, befor
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -14,26 +13,30 @@ from evalgate.calls.costs import check_budget_pricing
 from evalgate.calls.executor import Runtime
 from evalgate.calls.providers import resolve_provider
 from evalgate.errors import UserError
-from evalgate.store.judge_cache import JudgeCache, cache_path
+from evalgate.store.judge_cache import BaseCache, JudgeCache, cache_path
 
 if TYPE_CHECKING:
     from evalgate.config.settings import Settings
     from evalgate.judges.client import JudgeClient
 
 
-def build_judge(settings: Settings, runtime: Runtime | None = None, env: Mapping[str, str] | None = None
-                ) -> JudgeClient | None:
+def build_judge(settings: Settings, runtime: Runtime | None, env: Mapping[str, str],
+                base_cache: BaseCache | None = None) -> JudgeClient | None:
+    """The judge client for ``settings`` (its key from ``env``, as given by the caller), or None;
+    ``base_cache`` is the base branch's restored cache (``store.judge_cache``), consulted after the run's
+    own (never with ``no_cache``)."""
     if settings.judge_provider == "none":
-        return None  # and the openai package (≈2 s to import) is never loaded
+        return None  # and the openai package (slow to import) is never loaded
     from evalgate.judges.client import ChatService, JudgeClient
-    env = os.environ if env is None else env
     provider = resolve_provider(settings.judge_provider, model=settings.judge_model,
                                 base_url=settings.credentialed_url("judge_base_url"), env=env,
                                 api_key=settings.judge_api_key)
     runtime = runtime or Runtime.from_settings(settings)
     service = ChatService(provider, runtime, role="judge")
     check_budget_pricing(settings.max_cost, provider, service.price, "judge_model")
-    cache = JudgeCache(cache_path(settings.db_path), read=not settings.no_cache)
+    restored = base_cache if base_cache is not None and not settings.no_cache else None
+    cache = JudgeCache(cache_path(settings.db_path), read=not settings.no_cache,
+                       base=restored.path if restored else None, base_label=restored.label if restored else None)
     return JudgeClient(service, cache, temperature=settings.judge_temperature, seed=settings.judge_seed,
                        samples=settings.judge_samples, temperatures=template_temperatures(settings),
                        output=settings.judge_output)

@@ -19,7 +19,7 @@ category → metrics mapping), which a suite or evalgate.yaml replaces with its 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -179,7 +179,7 @@ SPECS: tuple[JudgedSpec, ...] = (
 )
 
 
-def _make(spec: JudgedSpec) -> Callable[[Case, Answer, MetricContext], object]:
+def _make(spec: JudgedSpec) -> Callable[[Case, Answer, MetricContext], Awaitable[Score]]:
     async def judged(case: Case, answer: Answer, ctx: MetricContext) -> Score:
         if ctx.judge is None:
             raise MetricSkipped("no judge configured (judge_provider none)")

@@ -78,9 +78,6 @@ class Metric:
     uses_judge: bool = False
     """Scored by the LLM judge when one is configured (every ``judged`` metric, and response_quality)."""
 
-    def gated_by_default(self) -> bool:
-        return self.default_threshold is not None
-
     @property
     def default_op(self) -> str:
         """The operator of the default threshold: min/max, or gt/lt when ``strict_threshold``."""

@@ -9,7 +9,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from evalgate.config.options import MetricOptions
 from evalgate.metrics.registry import MetricContext, MetricSkipped, MetricUnavailable, Score, metric
@@ -55,7 +55,7 @@ def _texts(rule: RuleCheck) -> list[str]:
 
 
 def _limit(rule: RuleCheck) -> float:
-    return float(rule.value)  # the model guarantees a number for the limit rules
+    return float(cast(float, rule.value))  # the model guarantees a number for the limit rules
 
 
 # --- one function per rule type: (rule, answer) -> (passed, reason) --------------------------------

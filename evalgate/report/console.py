@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from evalgate.calls.executor import CALL_COUNTERS
 from evalgate.report.progress import MAX_FAILED_LISTED
 from evalgate.report.view import format_threshold, is_number, not_scored_view, trend_arrow
 
@@ -83,8 +84,6 @@ def render_report(document: dict[str, Any], console: Console, *, verbose: bool =
         console.print(line, markup=False)
 
 
-CALL_COUNTERS = ("calls", "attempts", "retries", "rate_limited_429", "failed", "timeouts")
-"""Totals in ``metadata.calls`` (evalgate.calls.executor.Executor.metadata)."""
 CALL_PROBLEMS = (("retries", "retries"), ("rate_limited_429", "HTTP 429 responses"),
                  ("timeouts", "timed-out attempts"), ("failed", "failed calls"))
 """Counters shown when non-zero, with their labels."""
@@ -112,8 +111,29 @@ def call_summary(document: Mapping[str, Any]) -> dict[str, Any]:
         "cost_usd": _amount(summary.get("cost_usd")),
         "max_cost_usd": cost.get("max_cost_usd") if is_number(cost.get("max_cost_usd")) else None,
         "budget_exceeded": bool(cost.get("budget_exceeded")),
+        "judge_reuse": reuse_line(judge.get("base_cache")),
         **_call_counters(metadata),
     }
+
+
+def reuse_line(base: Any) -> str | None:
+    """``842 of 1,000 verdicts reused from main @ abc1234, $1.91 saved`` from ``summary.judge_calls.base_cache``
+    (``runner.reuse``); None when no base cache was restored."""
+    if not isinstance(base, Mapping):
+        return None
+    reused, verdicts = _count(base.get("reused")), _count(base.get("verdicts"))
+    source = str(base.get("source") or "the base run")
+    line = f"{reused:,} of {verdicts:,} verdicts reused from {source}"
+    saved = base.get("saved_usd")
+    tokens = _count(base.get("prompt_tokens_saved")) + _count(base.get("completion_tokens_saved"))
+    if reused and is_number(saved):
+        return line + f", ${_amount(saved):,.2f} saved"
+    if reused:
+        return line + f", {tokens:,} tokens not spent"
+    if base.get("error"):
+        return line + f" (its cache could not be read: {base['error']})"
+    return line + f" (none of its {_count(base.get('base_rows')):,} verdicts matched: every judged prompt, " \
+        "judge model or template changed)"
 
 
 def _call_counters(metadata: Mapping[str, Any]) -> dict[str, int]:
@@ -137,6 +157,8 @@ def spend_lines(spend: Mapping[str, Any]) -> list[str]:
         lines.append(f"Judge: {spend['judge_made']:,} call(s), {spend['judge_cached']:,} cached; "
                      f"{spend['judge_prompt']:,} prompt + {spend['judge_completion']:,} completion tokens; "
                      f"cost ${spend['judge_cost_usd']:.4f}")
+    if spend.get("judge_reuse"):
+        lines.append(f"Judge cache: {spend['judge_reuse']}")
     problems = [f"{spend[key]:,} {label}" for key, label in CALL_PROBLEMS if spend[key]]
     if problems:
         lines.append(f"Calls: {spend['calls']:,} API call(s), " + ", ".join(problems))

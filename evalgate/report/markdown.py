@@ -85,7 +85,10 @@ from evalgate.report.view import (
 )
 from evalgate.safety.redact import redact
 
-TEMPLATE_PATH = Path(__file__).resolve().parent / "templates" / "comment.md.j2"
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+TEMPLATE_PATH = TEMPLATE_DIR / "comment.md.j2"
+COMPARISON_TEMPLATE = "comparison.md.j2"
+"""The comparison section: included by the comment template, rendered alone by ``render_comparison``."""
 COMMENT_MARKER = "<!-- evalgate:comment tag={tag} -->"
 SUMMARY_MAX_BYTES = 1_000_000
 MIN_DETAIL_SIZE = 40
@@ -95,7 +98,7 @@ UNCHANGED_ARROW = "＝"
 """The ``vs base`` arrow for a zero delta (``▲``/``▼`` otherwise)."""
 __all__ = [  # also re-exported for evalgate.github.annotations
     "SourceLinks", "comment_marker", "format_number", "format_threshold", "is_critical", "render_comment",
-    "render_summary", "repo_relative", "risk_rank", "sanitize_tag", "split_source", "utf8_len",
+    "render_comparison", "render_summary", "repo_relative", "risk_rank", "sanitize_tag", "split_source", "utf8_len",
 ]
 
 Mode = Literal["comment", "summary"]
@@ -233,6 +236,22 @@ def render_summary(
     return fit(view, template, budget=max_bytes, measure=utf8_len, cut=_cut_bytes)
 
 
+def render_comparison(comparison: Mapping[str, Any]) -> str:
+    """A comparison (``evalgate.verdict.compare.compare_runs``) on its own, as ``evalgate compare --format
+    markdown`` prints it: the PR comment's comparison section with a heading naming the baseline and a
+    per-metric table (base, head, delta, confidence interval, pairs, change; bold = significant)."""
+    view = comparison_view(comparison, no_link, unchanged=UNCHANGED_ARROW)
+    if view is None:
+        raise UserError("not a comparison (expected a mapping)", where="comparison")
+    view |= {"regressions_omitted": 0, "fixes_omitted": 0}  # every flip is listed
+    template = _environment().get_template(COMPARISON_TEMPLATE)
+    try:
+        text = template.render(comparison=view, standalone=True, metrics=[])
+    except (jinja2.TemplateError, TypeError, ValueError) as exc:
+        raise UserError(f"template error: {exc}", where=COMPARISON_TEMPLATE) from None
+    return redact(_finish(text))
+
+
 def utf8_len(text: str) -> int:
     """Size in UTF-8 bytes."""
     return len(text.encode("utf-8"))
@@ -259,6 +278,7 @@ def load_template(template_path: Path | None) -> jinja2.Template:
 
 def _environment() -> SandboxedEnvironment:
     env = SandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),  # {% include "comparison.md.j2" %}
         autoescape=False,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

@@ -129,12 +129,14 @@ class PlainProgress:
             await asyncio.sleep(self.every_seconds)
 
     def line(self, final: bool = False) -> str:
-        """``[evalgate] 12/40 cases (30%), 1 not passed · 8 calls in flight · 3 retries (1 × 429) · 14s``."""
+        """``[evalgate] 12/40 cases (30%), 1 not passed · 8 calls in flight · judge openai: paced by tokens/min:
+        148k of 150k · 3 retries (1 × 429) · 14s`` (the pacing part only while a budget binds)."""
         percent = self.done / self.total if self.total else 1.0
         parts = [f"{self.done}/{self.total} cases ({percent:.0%}), {self.failed} not passed"]
         if self.live is not None:
             if not final:
                 parts.append(f"{self.live.in_flight} call{'s' if self.live.in_flight != 1 else ''} in flight")
+                parts.extend(pacing(self.live))
             parts.append(_retries(self.live.stats))
         if self.retries_unshown:
             parts.append(f"{self.retries_unshown} retry line(s) not shown")
@@ -175,6 +177,13 @@ def retry_line(notice: Any) -> str:
 
 
 RETRY_REASON_CHARS = 200
+
+
+def pacing(live: Any) -> list[str]:
+    """The providers whose rate limits are making calls wait, e.g. ``judge openai: paced by tokens/min: 148k
+    of 150k`` (``Executor.pacing_status``; nothing when no budget binds)."""
+    status = getattr(live, "pacing_status", None)
+    return list(status()) if callable(status) else []
 
 
 def _retries(stats: Any) -> str:
@@ -221,7 +230,8 @@ class RichProgress:
     def status(self) -> str:
         if self.live is None:
             return ""
-        return f"· {self.live.in_flight} in flight · {_retries(self.live.stats)}"
+        paced = "".join(f" · {text}" for text in pacing(self.live))
+        return f"· {self.live.in_flight} in flight{paced} · {_retries(self.live.stats)}"
 
     def close(self) -> None:
         if self.live is not None and self.retry in self.live.listeners:

@@ -287,6 +287,9 @@ def delta_view(entry: Any, *, unchanged: str = "=") -> dict[str, Any] | None:
         "significant": bool(entry.get("significant")),
         "regression": bool(entry.get("regression")),
         "improvement": bool(entry.get("improvement")),
+        "n_paired": entry.get("n_paired"),
+        "change": ("regression" if entry.get("regression") else "improvement" if entry.get("improvement")
+                   else "not significant" if delta else "no change"),
     }
 
 
@@ -304,6 +307,7 @@ def comparison_view(comparison: Any, link: Link = no_link, *, unchanged: str = "
         "summary": comparison.get("summary"),
         "regression": bool(comparison.get("regression")),
         "significance_level": comparison.get("significance_level"),
+        "confidence": confidence_label(comparison.get("significance_level")),
         "pass_rate": comparison.get("pass_rate") if isinstance(comparison.get("pass_rate"), Mapping) else None,
         "metrics": [
             {"name": str(name), **view}
@@ -315,6 +319,12 @@ def comparison_view(comparison: Any, link: Link = no_link, *, unchanged: str = "
         "new": len(cases.get("new") or []),
         "removed": len(cases.get("removed") or []),
     }
+
+
+def confidence_label(alpha: Any) -> str:
+    """The confidence level of intervals at significance level ``alpha``: ``(1 − α)·100`` as ``"95%"``."""
+    level = 0.05 if not is_number(alpha) else float(alpha)
+    return f"{(1 - level) * 100:g}%"
 
 
 def flip_view(entry: Mapping[str, Any], link: Link = no_link) -> dict[str, Any]:

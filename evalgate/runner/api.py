@@ -299,7 +299,7 @@ def _steps_lookup(settings: Settings, env: Mapping[str, str] | None) -> Any:
     from evalgate.judges.factory import build_judge
 
     try:
-        judge = build_judge(settings, env=env)
+        judge = build_judge(settings, None, env if env is not None else settings.environment)
     except UserError as exc:
         return f"unknown (the judge is not usable here: {exc})"
     if judge is None:

@@ -18,7 +18,6 @@ import inspect
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -85,7 +84,7 @@ ANSWER_DETAIL_FIELDS = (
     "completion_tokens",
     "truncated",
 )
-ANSWER_DETAIL_SET = frozenset(ANSWER_DETAIL_FIELDS)
+ANSWER_DETAIL_SET = set(ANSWER_DETAIL_FIELDS)
 LARGE_ANSWER_CHARS = 64_000
 """Answers of at least this many characters (text and list items) are admitted and scored off the event
 loop: ≈ 30 ms of token counting or mention matching, enough to delay the other cases' calls."""
@@ -122,7 +121,8 @@ class Engine:
     goes through the run's ``Executor`` (whose shared semaphore keeps at most ``concurrency`` calls in
     flight), spare cases wait there with their next request ready, so a call slot is refilled the moment
     a reply is read instead of after the case that got it has scored it. The endpoints still never see
-    more than ``concurrency`` calls at once (checked at the servers by the benchmark)."""
+    more than ``concurrency`` calls at once (the benchmark checks it at the servers; the gain, which
+    matters when scoring takes about as long as a call, is measured in bench/README.md)."""
 
     def __init__(
         self,
@@ -169,7 +169,6 @@ class Engine:
         """Metrics whose value needs a judge verdict: gated on a case, they error it without one
         (``verdict.gate.case_verdict``)."""
         self.stats = EngineStats()
-        self._undelivered: deque[CaseResult] = deque()
         self._sink_error: BaseException | None = None
         self._workers: list[asyncio.Task[None]] = []
 
@@ -200,7 +199,6 @@ class Engine:
                     break
         finally:
             stopper.cancel()
-            self._deliver()
         if self._sink_error is not None:
             raise self._sink_error
         if self.stop.is_set():
@@ -237,38 +235,30 @@ class Engine:
                 self.stop.set()
                 self.stats.cancelled = True
                 return
-            self._finished(result)
+            self._deliver(result)
+            if self._sink_error is not None:
+                return
             if self.budget_reached is not None and self.budget_reached():
                 self.draining = True
                 self.stats.cancelled = True
 
-    def _finished(self, result: CaseResult) -> None:
-        """Queue ``result`` for the sinks, which run once this worker has started its next case and waits
-        on it: storage, aggregates and progress then overlap the next call instead of delaying it (at
-        50 ms latency and C = 8 that is ≈ 0.1 s of a 1,000-case run). Results reach the sinks in the
-        order they finished. A worker that never waits (recorded answers without a judge finish without
-        giving the loop a turn) hands them over itself once more than one per worker are queued."""
-        self._undelivered.append(result)
-        if len(self._undelivered) > self.concurrency + self.spare_workers:
-            self._deliver()  # workers that never wait (recorded answers, no judge): keep memory flat
-        elif len(self._undelivered) == 1:
-            asyncio.get_running_loop().call_soon(self._deliver)
-
-    def _deliver(self) -> None:
-        """Hand every queued result to the sinks. A sink that raises stops the run: the error is kept for
-        ``run`` to raise and the workers are cancelled (their unfinished cases were never recorded)."""
-        while self._undelivered and self._sink_error is None:
-            result = self._undelivered.popleft()
-            try:
-                for sink in self.sinks:
-                    sink.add(result)
-            except BaseException as exc:
-                self._sink_error = exc
-                self._undelivered.clear()
-                for worker in self._workers:
+    def _deliver(self, result: CaseResult) -> None:
+        """Hand ``result`` to every sink as soon as its case finished. A sink that raises stops the run:
+        the error is kept for ``run`` to raise and the workers are cancelled (their unfinished cases were
+        never recorded)."""
+        if self._sink_error is not None:
+            return
+        try:
+            for sink in self.sinks:
+                sink.add(result)
+        except BaseException as exc:
+            self._sink_error = exc
+            current = asyncio.current_task()
+            for worker in self._workers:
+                if worker is not current:
                     worker.cancel()
-                return
-            self.stats.finished_cases += 1
+            return
+        self.stats.finished_cases += 1
 
     async def evaluate(self, case: Case, repeat: int = 0) -> CaseResult:
         """Answer and score one case; never raises for target or metric failures. ``latency_ms`` is the
@@ -327,13 +317,6 @@ class Engine:
                 outcome = await self._score_later(metric, outcome, ctx)
             metrics[metric.name] = outcome
         return metrics
-
-    async def _score(self, metric: Metric, case: Case, answer: Answer, ctx: MetricContext) -> MetricResult:
-        """Score one metric on one case; never raises for a metric failure."""
-        outcome = self._score_now(metric, case, answer, ctx)
-        if type(outcome) is not MetricResult:
-            outcome = await self._score_later(metric, outcome, ctx)
-        return outcome
 
     def _score_now(self, metric: Metric, case: Case, answer: Answer, ctx: MetricContext) -> MetricResult | Any:
         """The metric's result, or the awaitable an async metric returned (no coroutine of our own for
@@ -394,7 +377,7 @@ class Engine:
         num_tokens = answer.num_tokens
         if num_tokens is None and "num_tokens" in metrics and metrics["num_tokens"].value is not None:
             num_tokens = int(metrics["num_tokens"].value)
-        values = {
+        values: dict[str, Any] = {
             "id": case.id,
             "index": case.index,
             "suite": case.suite,
@@ -476,8 +459,8 @@ def _answer_values_valid(values: dict[str, Any]) -> bool:
 
 def _skipped(reason: str, threshold: Threshold | None) -> MetricResult:
     """``MetricResult(status=skipped, reason=…, threshold=…)`` without re-validating its inputs."""
-    values = {"value": None, "threshold": threshold, "passed": None, "status": MetricStatus.skipped,
-              "reason": reason, "details": {}}
+    values: dict[str, Any] = {"value": None, "threshold": threshold, "passed": None,
+                              "status": MetricStatus.skipped, "reason": reason, "details": {}}
     if threshold is None or type(threshold) is Threshold:
         return trusted(MetricResult, values, {"status", "reason", "threshold"})
     return MetricResult(status=MetricStatus.skipped, reason=reason, threshold=threshold)

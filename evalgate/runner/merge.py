@@ -31,9 +31,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evalgate.calls.executor import CALL_COUNTERS
 from evalgate.errors import UserError
 from evalgate.model import CaseResult, Threshold
-from evalgate.report.console import CALL_COUNTERS
+from evalgate.store.judge_cache import CACHE_FILE, cache_path, merge_cache_files
 from evalgate.store.reader import ShardRun, open_input
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.verdict.aggregate import RunAggregate
@@ -246,6 +247,8 @@ def merge_runs(
         results_path = output_dir / "results.json"
         write_results(results_path, document, spool)
         store.finish(document)
+        merge_cache_files([_input_file(source).parent / CACHE_FILE for source in sources],
+                          cache_path(db_path))  # the merged artifact carries every shard's verdicts
     finally:
         spool.close()
         spool.path.unlink(missing_ok=True)
@@ -253,6 +256,12 @@ def merge_runs(
                 for run in runs if run.document.get("comparison")]
     return MergeOutcome(document=document, results_path=results_path, db_path=db_path, verdict=verdict,
                         warnings=warnings)
+
+
+def _input_file(source: str | Path) -> Path:
+    """The file of a merge input (``FILE#RUN_ID`` names a run in ``FILE``)."""
+    path = Path(source)
+    return path if path.exists() or "#" not in str(source) else Path(str(source).rsplit("#", 1)[0])
 
 
 def merged_judge_sets(runs: Sequence[ShardRun], thresholds: Mapping[str, Threshold]

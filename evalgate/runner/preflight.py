@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import socket
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -49,7 +48,7 @@ def endpoints_of(target: Any, judge: Any) -> list[Endpoint]:
 
 
 async def check_reachable(endpoints: Sequence[Endpoint], timeout: float,
-                          env: Mapping[str, str] | None = None) -> None:
+                          env: Mapping[str, str]) -> None:
     """Raise ``UserError`` for the first endpoint (in order) that cannot be reached."""
     unique = list({(e.url, e.setting): e for e in endpoints}.values())
     problems = await asyncio.gather(*(_problem(e, timeout, env) for e in unique))
@@ -59,7 +58,7 @@ async def check_reachable(endpoints: Sequence[Endpoint], timeout: float,
                             where=endpoint.setting)
 
 
-async def _problem(endpoint: Endpoint, timeout: float, env: Mapping[str, str] | None) -> str | None:
+async def _problem(endpoint: Endpoint, timeout: float, env: Mapping[str, str]) -> str | None:
     """Why ``endpoint`` cannot be reached, or None when a connection opened."""
     parts = urllib.parse.urlsplit(endpoint.url)
     host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
@@ -89,10 +88,10 @@ async def _problem(endpoint: Endpoint, timeout: float, env: Mapping[str, str] | 
     return None
 
 
-def proxy_for(scheme: str, host: str, env: Mapping[str, str] | None = None) -> str | None:
+def proxy_for(scheme: str, host: str, env: Mapping[str, str]) -> str | None:
     """The proxy URL ``HTTP_PROXY``/``HTTPS_PROXY`` give for ``scheme``, unless ``NO_PROXY`` excludes
     ``host`` (the same variables the HTTP clients honour)."""
-    variables = {k.lower(): v for k, v in (env if env is not None else _environ()).items()
+    variables = {k.lower(): v for k, v in env.items()
                  if k.lower() in ("http_proxy", "https_proxy", "no_proxy") and v}
     proxy = variables.get(f"{scheme}_proxy")
     if not proxy:
@@ -108,7 +107,3 @@ def _bypassed(host: str, no_proxy: str) -> bool:
     host = host.lower()
     return any(entry == "*" or host == entry.split(":")[0] or host.endswith("." + entry.split(":")[0])
                for entry in entries)
-
-
-def _environ() -> Mapping[str, str]:
-    return os.environ

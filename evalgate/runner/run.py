@@ -42,9 +42,10 @@ from evalgate.runner.finish import (
 )
 from evalgate.runner.preflight import check_reachable, endpoints_of
 from evalgate.runner.redundancy import IdenticalRepeats, upfront_warnings
+from evalgate.runner.reuse import add_reuse, restore_base_cache
 from evalgate.runner.setup import prepare
-from evalgate.safety.redact import redact_mapping
-from evalgate.store.recorder import InlineRecorder, ProcessRecorder, recorder_for
+from evalgate.safety.redact import redact_mapping, register_environment
+from evalgate.store.recorder import CaseRecorder
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.store.sqlite import SQLiteStore
 from evalgate.verdict.aggregate import RunAggregate
@@ -117,12 +118,13 @@ async def _execute(
     from evalgate.calls.costs import add_spend
     from evalgate.calls.executor import Runtime
     from evalgate.judges.factory import build_judge
-    from evalgate.runner.warmup import preload
     from evalgate.targets.factory import build_target
+    from evalgate.text.tokens import configure as configure_tokenizer
 
-    if uses_http_pool(settings):  # every module-level import of this path is done: no concurrent imports
-        preload(("aiohttp",))
     received = interruption.received
+    env = settings.environment  # read once at the edge (config), passed down from here
+    register_environment(env)
+    configure_tokenizer(env)
     check_output_paths(settings, cwd)
     interruption.enter("preparing")  # plain Python code: a signal unwinds it at once
     prepared = prepare(settings, suite_config, cwd)
@@ -135,13 +137,21 @@ async def _execute(
         baseline = await off_loop(resolve_baseline, settings.baseline, auto=baseline_loader, cwd=cwd)
     if baseline is not None and baseline.document is not None:  # keep only what the comparison reads
         baseline.document["results"] = [_compared_record(r) for r in baseline.document["results"]]
+    restored = restore_base_cache(settings, baseline, cwd)
+    if restored.notice:
+        prepared.notices.append(restored.notice)
     runtime = Runtime.from_settings(settings, stop)
-    judge = build_judge(settings, runtime)
-    target = build_target(settings, runtime)
     try:
-        await check_reachable(endpoints_of(target, judge), settings.connect_timeout_seconds)
+        judge = build_judge(settings, runtime, env, base_cache=restored.cache)
+        target = build_target(settings, runtime, env)
+    except BaseException:
+        restored.close()
+        raise
+    try:
+        await check_reachable(endpoints_of(target, judge), settings.connect_timeout_seconds, env)
     except BaseException:
         await _close_quietly(target, judge, runtime)
+        restored.close()
         raise
     progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
     estimate: dict[str, Any] | None = None
@@ -152,7 +162,7 @@ async def _execute(
     results_path = output_dir / "results.json"
     spool = CaseSpool(output_dir / ".cases.jsonl")
     store = SQLiteStore(settings.db_path, run_id, timestamp)
-    recorder = recorder_for(spool, store, len(prepared.cases) * settings.repeat)
+    recorder = CaseRecorder(spool, store)
     aggregate = RunAggregate(*judge_metric_sets(prepared.metrics, prepared.thresholds, judging=judge is not None))
     failures = FailureCollector()
     repeats = RepeatSink(aggregate, repeat=settings.repeat, rule=settings.repeat_rule)
@@ -203,11 +213,8 @@ async def _execute(
         if progress is not None and hasattr(progress, "close"):
             progress.close()
         await _close_quietly(target, judge, runtime)
+        restored.close()
         repeats.finish()
-        recorder_failure = _close_recorder(recorder)  # every recorded case is in the spool after this
-        crash_raised = status == "crashed"
-        if recorder_failure is not None:  # some finished cases may be missing from the results
-            status = "crashed"
         total = len(prepared.cases) * settings.repeat
 
         def results_for(status: str) -> tuple[dict[str, Any], Verdict]:
@@ -241,6 +248,7 @@ async def _execute(
                 thresholds=prepared.thresholds, verdict=verdict, metadata=metadata, metrics=prepared.metrics,
             )
             add_spend(document["summary"], runtime.ledger)
+            add_reuse(document["summary"], judge)
             apply_report(document, repeats.report())
             regression_reasons = attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
             if regression_reasons:
@@ -260,8 +268,6 @@ async def _execute(
         spool.close()
         store.finish(document)  # a signal from here on leaves the results complete (``RunOutcome.signals``)
         spool.path.unlink(missing_ok=True)
-        if recorder_failure is not None and not crash_raised:
-            raise recorder_failure
     compat_paths = write_compat_documents(settings, results_path, cwd)
     return RunOutcome(document=document, results_path=results_path, db_path=settings.db_path,
                       verdict=verdict, failures=failures.failures, compat_paths=compat_paths,
@@ -286,29 +292,22 @@ def check_output_paths(settings: Settings, cwd: Path | None) -> None:
 def spare_workers(concurrency: int, target: Any) -> int:
     """Cases in progress beyond ``concurrency`` (see ``Engine``): half as many again, at least two, when
     ``target.calls_bounded`` (every call the cases make waits at the executor's bound) and
-    ``concurrency`` > 1; none otherwise. At 50 ms latency and C = 8 a case spends ≈ 2 ms of each 100 ms
-    scoring between its calls, at 2 ms latency and C = 64 about as long as it waits: half of C keeps the
-    slots full in both."""
+    ``concurrency`` > 1; none otherwise. A case scores between its calls, and a call slot it leaves stays
+    empty meanwhile unless another case is waiting for it; the measured effect is in bench/README.md."""
     if concurrency == 1 or not getattr(target, "calls_bounded", False):
         return 0  # concurrency 1 stays one case at a time, start to finish (what debugging expects)
     return max(2, concurrency // 2)
 
 
-def uses_http_pool(settings: Settings) -> bool:
-    """Whether the run calls over ``http_pool`` (aiohttp): an HTTP or model target, or a judge."""
-    return settings.target in ("http", "openai") or settings.judge_provider != "none"
-
-
 DISPATCH_TURNS = 256
-"""Event-loop turns given to the workers' first calls before the estimate: opening C loopback connections
-and writing the requests takes ≈ 100 turns at C = 8 (measured: all 8 requests received before the
-estimate from 128 turns on); an idle turn costs ≈ 10 µs, so 256 spend at most a few milliseconds."""
+"""Event-loop turns given to the workers' first calls before the estimate: enough for C connections to
+open and their requests to be written; idle turns are cheap, so a short run loses next to nothing."""
 
 
 async def estimate_once_started(running: asyncio.Future[Any], announce: Callable[[], dict[str, Any] | None],
                                 turns: int = DISPATCH_TURNS) -> dict[str, Any] | None:
-    """``announce()`` (the cost estimate: it renders up to 200 judge prompts, ≈ 60 ms with jinja2's
-    import), run in a thread once the event loop has turned ``turns`` times (fewer if ``running`` ends
+    """``announce()`` (the cost estimate: it renders up to 200 judge prompts, jinja2's import included),
+    run in a thread once the event loop has turned ``turns`` times (fewer if ``running`` ends
     first). The run's first calls are then already sent, and the estimate's work fills the wait for
     their replies: in the thread it yields the interpreter to the event loop every few milliseconds
     instead of holding the loop for its whole duration. It only reads the cases (each iteration is a
@@ -327,8 +326,7 @@ def _freeze_for_large_run(cases: int) -> tuple[int, int, int] | None:
     """For ``cases`` ≥ ``LARGE_RUN_CASES``: move every object alive now (modules, settings, plans…) out
     of the garbage collector's sight until the run ends (``gc.freeze``), so its full collections scan
     only what the run creates, and collect the young generation every ``GC_YOUNG_THRESHOLD``
-    allocations instead of 700 (fewer rescans of the cases in flight). Together ~10 % of a 100k-case
-    run. Returns the thresholds to restore (None: nothing changed)."""
+    allocations instead of 700 (fewer rescans of the cases in flight). Returns the thresholds to restore (None: nothing changed)."""
     if cases < LARGE_RUN_CASES:
         return None
     previous = gc.get_threshold()
@@ -345,15 +343,6 @@ def _thaw(previous: tuple[int, int, int] | None) -> None:
 
 
 GC_YOUNG_THRESHOLD = 10_000
-
-
-def _close_recorder(recorder: InlineRecorder | ProcessRecorder) -> Exception | None:
-    """Close ``recorder``; its failure is returned, to be raised once the results are written."""
-    try:
-        recorder.close()
-    except Exception as exc:
-        return exc
-    return None
 
 
 def _announce(settings: Settings, prepared: Any, judge: Any, target: Any, warnings: list[str]) -> dict[str, Any] | None:

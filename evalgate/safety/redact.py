@@ -3,7 +3,9 @@
 What is a secret:
 
 * values of environment variables whose names look like keys, tokens or passwords (``looks_secret``:
-  ``OPENAI_API_KEY``, ``GITHUB_TOKEN``, ``DB_PASSWORD`` …), rescanned whenever the environment changes;
+  ``OPENAI_API_KEY``, ``GITHUB_TOKEN``, ``DB_PASSWORD`` …), registered by ``register_environment``, which
+  the edges (the CLI, the Action, ``build_settings``) call with the environment they were given: nothing
+  here reads the process environment;
 * values registered at run time (``register_secret``): credential header values and the credential
   after ``Bearer``/``Basic``, provider keys, ``${NAME}`` substitutions, secret-named ``eval_context``
   values, the Action's tokens;
@@ -34,7 +36,6 @@ probe each one again.
 from __future__ import annotations
 
 import base64
-import os
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
@@ -54,6 +55,9 @@ _STRIDE = FRAGMENT_CHARS - _PROBE + 1
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-]{" + str(FRAGMENT_SOURCE_CHARS) + ",}")
 
 _registered: set[str] = set()
+_frozen: frozenset[str] = frozenset()
+_ordered: tuple[str, ...] = ()
+"""The registered secrets, longest first (so a secret inside a longer one never leaves a piece behind)."""
 
 
 @lru_cache(maxsize=4096)
@@ -64,8 +68,11 @@ def looks_secret(name: str) -> bool:
 
 def register_secret(value: str | None) -> None:
     """Remember a value that must never be printed (only values of 6+ characters, to avoid noise)."""
-    if value and len(value) >= MIN_SECRET_LENGTH:
+    global _frozen, _ordered
+    if value and len(value) >= MIN_SECRET_LENGTH and value not in _registered:
         _registered.add(value)
+        _frozen = frozenset(_registered)
+        _ordered = tuple(sorted(_registered, key=len, reverse=True))
 
 
 def register_mapping_secrets(data: Any) -> None:
@@ -112,40 +119,24 @@ def strip_credentials(url: str | None) -> str | None:
     return None if url is None else split_credentials(url)[0]
 
 
-def secrets_from_env(env: Mapping[str, str] | None = None) -> set[str]:
-    if env is None:
-        return set(_environ_secrets())
+def secrets_from_env(env: Mapping[str, str]) -> set[str]:
+    """The values of ``env`` whose names look secret (6+ characters)."""
     return {v for k, v in env.items() if looks_secret(k) and v and len(v) >= MIN_SECRET_LENGTH}
 
 
-_environ_seen: dict[Any, Any] | None = None
-_environ_found: frozenset[str] = frozenset()
-
-
-def _environ_secrets() -> frozenset[str]:
-    """Secrets in ``os.environ``, rescanned only when the environment changed since the last scan.
-
-    ``redact`` runs once per case or more; scanning (and decoding) every variable each time cost ~1/7
-    of a 10k-case deterministic run. The change test compares the raw mapping behind ``os.environ``
-    (~1 µs), so ``setenv``/``putenv`` through ``os.environ`` are always seen."""
-    global _environ_seen, _environ_found
-    raw = getattr(os.environ, "_data", None)
-    if raw is None:  # not CPython's os._Environ: no cheap change test, scan every time
-        return frozenset(v for k, v in os.environ.items() if looks_secret(k) and v and len(v) >= MIN_SECRET_LENGTH)
-    if raw != _environ_seen:
-        _environ_found = frozenset(
-            v for k, v in os.environ.items() if looks_secret(k) and v and len(v) >= MIN_SECRET_LENGTH
-        )
-        _environ_seen = dict(raw)
-    return _environ_found
+def register_environment(env: Mapping[str, str]) -> None:
+    """Register the secrets of an environment. The edges (the CLI, the Action, ``build_settings``) and
+    the run (``Settings.environment``) call it with the environment they were given; nothing here
+    reads the process environment."""
+    for value in secrets_from_env(env):
+        register_secret(value)
 
 
 def known_secrets() -> set[str]:
-    return _registered | _environ_secrets()
+    return set(_registered)
 
 
-@lru_cache(maxsize=64)
-def _longest_first(secrets: frozenset[str]) -> tuple[str, ...]:
+def _longest_first(secrets: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(secrets, key=len, reverse=True))
 
 
@@ -230,10 +221,8 @@ def redact_exact(text: str, extra: Iterable[str] = ()) -> str:
     """Replace every known secret (longest first) in ``text`` with ``***``; no fragment search."""
     if not text:
         return text
-    secrets = known_secrets()
-    if extra:
-        secrets |= set(extra)
-    for secret in _longest_first(frozenset(secrets)):
+    secrets = _ordered if not extra else _longest_first(_frozen | set(extra))
+    for secret in secrets:
         if secret in text:
             text = text.replace(secret, MASK)
     return text
@@ -244,11 +233,8 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
     ``FRAGMENT_CHARS`` or more characters copied from a token-like secret (see the module docstring)."""
     if not text:
         return text
-    secrets = known_secrets()
-    if extra:
-        secrets |= set(extra)
-    frozen = frozenset(secrets)
-    for secret in _longest_first(frozen):
+    frozen = _frozen if not extra else _frozen | set(extra)
+    for secret in _ordered if not extra else _longest_first(frozen):
         if secret in text:
             text = text.replace(secret, MASK)
     index = _fragment_index(frozen)

@@ -13,8 +13,7 @@ database written by the seed's own tool; ``eg_runs`` adds each run's status when
 * **most-failing cases** — per case (``test_description``), in how many runs of the window it failed
   out of how many it ran, and which metrics failed (the seed counts failed metric rows instead).
 
-``render_text`` prints them as text tables; ``plot_history`` draws a PNG or SVG with matplotlib,
-an optional dependency (``pip install 'evalgate[plot]'``).
+The queries go through sqlite-utils; the text tables and the chart are drawn by ``evalgate.report.history``.
 """
 
 from __future__ import annotations
@@ -22,21 +21,20 @@ from __future__ import annotations
 import datetime as dt
 import math
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sqlite_utils import Database
 
 from evalgate.errors import UserError
 
 CASE_PASSED = "case_passed"
 """evalgate's per-case row in ``eval_results`` (1.0 passed, 0.0 not): its daily mean is the pass rate."""
-SPARK = "▁▂▃▄▅▆▇█"
 SQL_TIME = "%Y-%m-%d %H:%M:%S"
 DEFAULT_DAYS = 30
 DEFAULT_LIMIT = 10
-PLOT_SUFFIXES = (".png", ".svg")
-MAX_DEFAULT_PLOT_METRICS = 8
 
 
 @dataclass(frozen=True)
@@ -167,43 +165,39 @@ def window(until: dt.datetime, days: float) -> tuple[str, str]:
 # queries
 
 
-def open_history_db(path: Path) -> sqlite3.Connection:
+def open_history_db(path: Path) -> Database:
     """Open ``path`` read-only; it must hold seed 001's ``eval_runs`` and ``eval_results`` tables."""
     if not path.is_file():
         raise UserError("results database not found", where=str(path))
     try:
-        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        db = Database(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True))
+        tables = set(db.table_names())
     except sqlite3.DatabaseError as exc:
         raise UserError(f"not a SQLite database ({exc})", where=str(path)) from None
     missing = {"eval_runs", "eval_results"} - tables
     if missing:
-        connection.close()
+        db.close()
         raise UserError(f"not an evalgate results database (no table {', '.join(sorted(missing))})", where=str(path))
-    return connection
+    return db
 
 
-def _has_table(connection: sqlite3.Connection, name: str) -> bool:
-    query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
-    return connection.execute(query, (name,)).fetchone() is not None
-
-
-def query_runs(connection: sqlite3.Connection, limit: int) -> list[RunRow]:
-    """Seed question 1: the newest ``limit`` runs, newest first."""
-    status = "g.status" if _has_table(connection, "eg_runs") else "NULL"
-    join = "LEFT JOIN eg_runs g ON g.run_id = r.run_id" if status != "NULL" else ""
-    rows = connection.execute(
-        f"SELECT r.run_id, r.timestamp_utc, {status}, r.total_test_cases, r.total_passed, r.total_failed,"
-        f" r.pass_rate FROM eval_runs r {join}"
+def query_runs(db: Database, limit: int) -> list[RunRow]:
+    """Seed question 1: the newest ``limit`` runs, newest first (``status`` from ``eg_runs`` when present)."""
+    with_status = db["eg_runs"].exists()
+    rows = db.query(
+        f"SELECT r.run_id, r.timestamp_utc, {'g.status' if with_status else 'NULL'} AS status, r.total_test_cases,"
+        f" r.total_passed, r.total_failed, r.pass_rate FROM eval_runs r"
+        f"{' LEFT JOIN eg_runs g ON g.run_id = r.run_id' if with_status else ''}"
         " ORDER BY julianday(r.timestamp_utc) DESC, r.run_id DESC LIMIT ?",
         (limit,),
-    ).fetchall()
-    return [RunRow(str(a), str(b), c, int(d), int(e), int(f), float(g)) for a, b, c, d, e, f, g in rows]
+    )
+    return [RunRow(str(r["run_id"]), str(r["timestamp_utc"]), r["status"], int(r["total_test_cases"]),
+                   int(r["total_passed"]), int(r["total_failed"]), float(r["pass_rate"])) for r in rows]
 
 
-def query_metric_trends(connection: sqlite3.Connection, since: str, until: str) -> list[TrendPoint]:
+def query_metric_trends(db: Database, since: str, until: str) -> list[TrendPoint]:
     """Seed question 2 over ``[since, until]``: per UTC day and metric, mean value and row count."""
-    rows = connection.execute(
+    rows = db.query(
         "SELECT DATE(r.timestamp_utc) AS date, er.metric_name, AVG(er.metric_value) AS avg_value,"
         " COUNT(*) AS test_count"
         " FROM eval_results er JOIN eval_runs r ON er.eval_run_id = r.run_id"
@@ -211,17 +205,19 @@ def query_metric_trends(connection: sqlite3.Connection, since: str, until: str) 
         " GROUP BY DATE(r.timestamp_utc), er.metric_name"
         " ORDER BY date, er.metric_name",
         (since, until),
-    ).fetchall()
-    return [TrendPoint(str(d), str(m), float(a), int(n)) for d, m, a, n in rows]
+    )
+    return [TrendPoint(str(r["date"]), str(r["metric_name"]), float(r["avg_value"]), int(r["test_count"]))
+            for r in rows]
 
 
-def query_failing_cases(connection: sqlite3.Connection, since: str, until: str, limit: int) -> list[FailingCase]:
+def query_failing_cases(db: Database, since: str, until: str, limit: int) -> list[FailingCase]:
     """Seed question 3 over ``[since, until]``: cases by the number of runs they failed in."""
-    rows = connection.execute(
+    rows = db.query(
         "SELECT er.test_description,"
         " COUNT(DISTINCT CASE WHEN er.overall_passed = 0 THEN er.eval_run_id END) AS failed_runs,"
         " COUNT(DISTINCT er.eval_run_id) AS runs,"
-        " GROUP_CONCAT(DISTINCT CASE WHEN er.metric_passed = 0 AND er.metric_name != ? THEN er.metric_name END),"
+        " GROUP_CONCAT(DISTINCT CASE WHEN er.metric_passed = 0 AND er.metric_name != ? THEN er.metric_name END)"
+        " AS metrics,"
         " MAX(CASE WHEN er.overall_passed = 0 THEN r.timestamp_utc END) AS last_failed"
         " FROM eval_results er JOIN eval_runs r ON er.eval_run_id = r.run_id"
         " WHERE julianday(r.timestamp_utc) BETWEEN julianday(?) AND julianday(?)"
@@ -229,18 +225,17 @@ def query_failing_cases(connection: sqlite3.Connection, since: str, until: str, 
         " ORDER BY failed_runs DESC, CAST(failed_runs AS REAL) / runs DESC, last_failed DESC, er.test_description"
         " LIMIT ?",
         (CASE_PASSED, since, until, limit),
-    ).fetchall()
+    )
     return [
-        FailingCase(str(desc), int(failed), int(runs), tuple(sorted(filter(None, (metrics or "").split(",")))),
-                    str(last))
-        for desc, failed, runs, metrics, last in rows
+        FailingCase(str(r["test_description"]), int(r["failed_runs"]), int(r["runs"]),
+                    tuple(sorted(filter(None, (r["metrics"] or "").split(",")))), str(r["last_failed"]))
+        for r in rows
     ]
 
 
-def newest_run_timestamp(connection: sqlite3.Connection) -> str | None:
-    row = connection.execute("SELECT timestamp_utc FROM eval_runs ORDER BY julianday(timestamp_utc) DESC LIMIT 1")
-    found = row.fetchone()
-    return str(found[0]) if found else None
+def newest_run_timestamp(db: Database) -> str | None:
+    found = next(db.query("SELECT timestamp_utc FROM eval_runs ORDER BY julianday(timestamp_utc) DESC LIMIT 1"), None)
+    return str(found["timestamp_utc"]) if found else None
 
 
 def group_trends(points: Iterable[TrendPoint]) -> list[MetricTrend]:
@@ -262,156 +257,17 @@ def build_history(
         raise UserError(f"must be at least 1, got {limit}", where="--limit")
     end = until or parse_until(None)
     since, until_text = window(end, days)
-    connection = open_history_db(path)
+    db = open_history_db(path)
     try:
         return History(
             db=str(path),
             since=since,
             until=until_text,
             days=days,
-            runs=query_runs(connection, limit),
-            trends=group_trends(query_metric_trends(connection, since, until_text)),
-            failing=query_failing_cases(connection, since, until_text, limit),
-            newest_run=newest_run_timestamp(connection),
+            runs=query_runs(db, limit),
+            trends=group_trends(query_metric_trends(db, since, until_text)),
+            failing=query_failing_cases(db, since, until_text, limit),
+            newest_run=newest_run_timestamp(db),
         )
     finally:
-        connection.close()
-
-
-# ---------------------------------------------------------------------------------------------
-# text
-
-
-def sparkline(values: Sequence[float]) -> str:
-    """One block character per value, scaled from the smallest (▁) to the largest (█) value."""
-    if not values:
-        return ""
-    low, high = min(values), max(values)
-    if high - low <= 1e-12:
-        return SPARK[len(SPARK) // 2] * len(values)
-    steps = len(SPARK) - 1
-    return "".join(SPARK[round((v - low) / (high - low) * steps)] for v in values)
-
-
-def fmt_value(value: float | None) -> str:
-    """Three decimals; thousands separators and no decimals from 1000 up (tokens, milliseconds)."""
-    if value is None:
-        return "—"
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3f}"
-
-
-def fmt_signed(value: float) -> str:
-    text = fmt_value(abs(value))
-    return ("−" if value < 0 and text.strip("0.,") else "+") + text
-
-
-def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Iterable[int] = ()) -> list[str]:
-    """Fixed-width columns separated by two spaces; columns in ``right`` are right-aligned."""
-    aligned = set(right)
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-
-    def line(cells: Sequence[str]) -> str:
-        parts = [c.rjust(w) if i in aligned else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
-        return "  ".join(parts).rstrip()
-
-    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
-
-
-def render_text(history: History) -> str:
-    """The three sections as text tables."""
-    out: list[str] = [f"History of {history.db}"]
-    out += ["", f"Runs (newest {len(history.runs)})"]
-    if history.runs:
-        rows = [[r.timestamp, r.run_id, r.status or "—", str(r.total), str(r.passed), str(r.failed),
-                 f"{r.pass_rate:.1%}"] for r in history.runs]
-        out += text_table(["timestamp (UTC)", "run", "status", "cases", "passed", "failed", "pass rate"], rows,
-                          right=(3, 4, 5, 6))
-    else:
-        out.append("  no runs recorded")
-    window_text = f"{history.since} → {history.until} UTC, {history.days:g} days"
-    out += ["", f"Metric trends ({window_text}; daily means, {CASE_PASSED} = case pass rate)"]
-    if history.trends:
-        rows = [[t.metric, str(len(t.points)), fmt_value(t.first), fmt_value(t.last), fmt_signed(t.change),
-                 fmt_value(t.low), fmt_value(t.high), sparkline([p.average for p in t.points])]
-                for t in history.trends]
-        out += text_table(["metric", "days", "first", "last", "change", "min", "max", "trend"], rows,
-                          right=(1, 2, 3, 4, 5, 6))
-    else:
-        newest = f"; newest run {history.newest_run} (use --until)" if history.newest_run else ""
-        out.append(f"  no runs in this window{newest}")
-    out += ["", f"Most-failing cases ({window_text})"]
-    if history.failing:
-        rows = [[f.description if len(f.description) <= 70 else f.description[:69] + "…",
-                 f"{f.failed_runs}/{f.runs}", f"{f.failure_rate:.0%}", ", ".join(f.failing_metrics) or "—",
-                 f.last_failed] for f in history.failing]
-        out += text_table(["case", "failed runs", "rate", "failing metrics", "last failed"], rows, right=(1, 2))
-    else:
-        out.append("  no failing case in this window")
-    return "\n".join(out) + "\n"
-
-
-# ---------------------------------------------------------------------------------------------
-# plot (optional dependency)
-
-
-def plot_history(history: History, destination: Path, metrics: Sequence[str] = ()) -> Path:
-    """Draw pass rate per run and the daily means of ``metrics`` (default: up to 8 metrics whose
-    values all lie in [0, 1]) to a PNG or SVG chosen by the file suffix."""
-    if destination.suffix.lower() not in PLOT_SUFFIXES:
-        raise UserError("the plot file must end in .png or .svg", where=f"--plot {destination}")
-    pyplot = _pyplot()
-    chosen = _plot_metrics(history, metrics)
-    figure, (top, bottom) = pyplot.subplots(2, 1, figsize=(10, 7), constrained_layout=True)
-    runs = sorted(history.runs, key=lambda r: r.timestamp)
-    top.plot([_as_datetime(r.timestamp) for r in runs], [r.pass_rate for r in runs], marker="o")
-    top.set_title(f"Pass rate per run (newest {len(runs)})")
-    top.set_ylim(-0.02, 1.02)
-    top.set_ylabel("pass rate")
-    for trend in chosen:
-        bottom.plot([dt.date.fromisoformat(p.date) for p in trend.points], [p.average for p in trend.points],
-                    marker=".", label=trend.metric)
-    bottom.set_title(f"Daily metric means, {history.since[:10]} → {history.until[:10]}")
-    if chosen:
-        bottom.legend(loc="best", fontsize="small")
-    if not metrics:
-        bottom.set_ylim(-0.02, 1.02)
-    figure.autofmt_xdate()
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        figure.savefig(destination)
-    except OSError as exc:
-        raise UserError(f"cannot write the plot ({exc.strerror})", where=str(destination)) from None
-    finally:
-        pyplot.close(figure)
-    return destination
-
-
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-    except ImportError:
-        raise UserError("plotting needs matplotlib: pip install 'evalgate[plot]'", where="--plot") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as pyplot
-
-    return pyplot
-
-
-def _plot_metrics(history: History, names: Sequence[str]) -> list[MetricTrend]:
-    by_name = {t.metric: t for t in history.trends}
-    if names:
-        unknown = [n for n in names if n not in by_name]
-        if unknown:
-            known = ", ".join(sorted(by_name)) or "none in this window"
-            raise UserError(f"no trend for {', '.join(unknown)} (known: {known})", where="--metric")
-        return [by_name[n] for n in names]
-    unit = [t for t in history.trends if t.metric != CASE_PASSED and t.low >= 0.0 and t.high <= 1.0]
-    unit.sort(key=lambda t: (-sum(p.count for p in t.points), t.metric))
-    return sorted(unit[:MAX_DEFAULT_PLOT_METRICS], key=lambda t: t.metric)
-
-
-def _as_datetime(timestamp: str) -> dt.datetime:
-    try:
-        return dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return dt.datetime.fromisoformat(timestamp[:10])
+        db.close()

@@ -10,7 +10,15 @@ parameters that change a reply (temperature, seed, response format, max_tokens),
 rerun with the same judge costs no call. A cache file written before the endpoint was part of the key is
 emptied when opened (its replies cannot be attributed to a server). Only replies that
 parsed into a valid verdict are stored. ``no_cache`` skips the lookup (every call is made) but still
-stores the fresh replies. Writes are batched: new replies wait in memory (where lookups see them) and go
+stores the fresh replies.
+
+A **base cache** (``base``: the base branch's ``judge-cache.db``, restored from its results artifact or
+given as a path) is a second, read-only file consulted after the run's own: a reply found there counts in
+``base_hits`` (with its tokens, so the report can say what it saved) and is copied into the run's own
+cache, so the run's artifact carries every verdict it used. The key decides reuse: a changed judge
+model, provider endpoint, template (its version hashes the source) or rendered prompt (rubric, criteria,
+case or answer text, request parameters) finds nothing. A base file that cannot be read is ignored
+(``base_error``). Writes are batched: new replies wait in memory (where lookups see them) and go
 to disk in one transaction per ``FLUSH_ROWS`` replies or ``FLUSH_SECONDS``, whichever comes first, and on
 close; a crash can lose at most those, which only costs their calls again. A cache that cannot be read or written (locked, corrupt, read-only disk) is
 counted in ``errors`` and otherwise ignored: it only ever saves calls.
@@ -25,8 +33,10 @@ import logging
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
+from contextlib import closing
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 logger = logging.getLogger(__name__)
@@ -83,10 +93,20 @@ class CacheKey:
 
 
 @dataclass(frozen=True, slots=True)
+class BaseCache:
+    """A restored base cache: the file and where it came from (``main @ abc1234``, a path)."""
+
+    path: Path
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
 class CachedReply:
     reply: str
     prompt_tokens: int
     completion_tokens: int
+    from_base: bool = field(default=False, compare=False)
+    """Found in the base cache (not the run's own)."""
 
 
 def _create_table(db: sqlite3.Connection) -> None:
@@ -107,7 +127,8 @@ def _create_table(db: sqlite3.Connection) -> None:
 class JudgeCache:
     """A small synchronous store (one row per reply); safe to share between the run's tasks."""
 
-    def __init__(self, path: Path | None, *, read: bool = True) -> None:
+    def __init__(self, path: Path | None, *, read: bool = True, base: Path | None = None,
+                 base_label: str | None = None) -> None:
         self.path = path
         self.read = read
         self.enabled = path is not None
@@ -115,6 +136,13 @@ class JudgeCache:
         self.misses = 0
         self.writes = 0
         self.errors = 0
+        self.base_label = base_label
+        self.base_rows = 0
+        self.base_hits = 0
+        self.base_prompt_tokens = 0
+        self.base_completion_tokens = 0
+        self.base_error: str | None = None
+        self._base: sqlite3.Connection | None = self._open_base(base) if base is not None and read else None
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._pending: dict[tuple[str, str, str, str, str, int, int], tuple[str, int, int, str]] = {}
@@ -133,12 +161,30 @@ class JudgeCache:
                 self._failed("open", exc)
                 self.enabled = False
 
+    def _open_base(self, path: Path) -> sqlite3.Connection | None:
+        """The base cache, read-only (``immutable``: no journal files are created beside it)."""
+        try:
+            db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+            try:
+                columns = {row[1] for row in db.execute("PRAGMA table_info(judge_cache)")}
+                if "endpoint" not in columns:
+                    raise sqlite3.DatabaseError("no judge_cache table with provider endpoints")
+                self.base_rows = int(db.execute("SELECT count(*) FROM judge_cache").fetchone()[0])
+            except sqlite3.Error:
+                db.close()
+                raise
+        except sqlite3.Error as exc:
+            self.base_error = f"{exc}"
+            logger.warning("judge cache: the base cache %s cannot be read (%s); it is not used", path, exc)
+            return None
+        return db
+
     def _failed(self, action: str, exc: Exception) -> None:
         self.errors += 1
         logger.warning("judge cache %s failed (%s): %s; continuing without it", action, self.path, exc)
 
     def get(self, key: CacheKey) -> CachedReply | None:
-        row: tuple[object, ...] | None = None
+        row: tuple[Any, ...] | None = None
         if self._db is not None and self.read:
             try:
                 with self._lock:
@@ -150,11 +196,37 @@ class JudgeCache:
                     ).fetchone()
             except sqlite3.Error as exc:
                 self._failed("read", exc)
+        if row is None and self._base is not None:
+            return self._from_base(key)
         if row is None:
             self.misses += 1
             return None
         self.hits += 1
-        return CachedReply(row[0], int(row[1]), int(row[2]))
+        return CachedReply(str(row[0]), int(row[1]), int(row[2]))  # a stored row or a pending one
+
+    def _from_base(self, key: CacheKey) -> CachedReply | None:
+        """The base cache's reply for ``key`` (copied into the run's own cache), or None (a miss)."""
+        assert self._base is not None
+        try:
+            with self._lock:
+                row = self._base.execute(
+                    "SELECT reply, prompt_tokens, completion_tokens FROM judge_cache WHERE provider=? AND endpoint=? "
+                    "AND model=? AND template_version=? AND prompt_hash=? AND repeat_index=? AND sample_index=?",
+                    key.row(),
+                ).fetchone()
+        except sqlite3.Error as exc:
+            self.base_error = str(exc)
+            row = None
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self.base_hits += 1
+        reply = CachedReply(str(row[0]), int(row[1]), int(row[2]), from_base=True)
+        self.base_prompt_tokens += reply.prompt_tokens
+        self.base_completion_tokens += reply.completion_tokens
+        self.put(key, reply)
+        return reply
 
     def put(self, key: CacheKey, reply: CachedReply) -> None:
         """Queue ``reply``; the queue is written when it holds ``FLUSH_ROWS`` or is ``FLUSH_SECONDS`` old."""
@@ -197,7 +269,51 @@ class JudgeCache:
                 self._flush()
                 self._db.close()
                 self._db = None
+            if self._base is not None:
+                self._base.close()
+                self._base = None
+
+    @property
+    def lookups(self) -> int:
+        return self.hits + self.misses
 
     def metadata(self) -> dict[str, object]:
-        return {"enabled": self.enabled, "read": self.read, "hits": self.hits, "misses": self.misses,
-                "writes": self.writes, "errors": self.errors, "path": str(self.path) if self.path else None}
+        data: dict[str, object] = {
+            "enabled": self.enabled, "read": self.read, "hits": self.hits, "misses": self.misses,
+            "writes": self.writes, "errors": self.errors, "path": str(self.path) if self.path else None}
+        if self.base_label is not None:
+            data["base"] = {"source": self.base_label, "rows": self.base_rows, "hits": self.base_hits,
+                            "prompt_tokens": self.base_prompt_tokens,
+                            "completion_tokens": self.base_completion_tokens, "error": self.base_error}
+        return data
+
+
+def merge_cache_files(sources: list[Path], destination: Path) -> int:
+    """Add every reply of the judge caches at ``sources`` (shards' ``judge-cache.db``) to the one at
+    ``destination`` (a reply already there is kept); returns the replies added. A source that is missing
+    or not a judge cache is skipped: a cache only saves calls."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    added = 0
+    with closing(sqlite3.connect(str(destination), isolation_level=None, timeout=BUSY_TIMEOUT_S)) as db:
+        _create_table(db)
+        for number, source in enumerate(sources):
+            if not source.is_file() or source.resolve() == destination.resolve():
+                continue
+            alias = f"shard{number}"
+            try:
+                db.execute(f"ATTACH DATABASE ? AS {alias}", (f"{source.resolve().as_uri()}?mode=ro",))
+            except sqlite3.Error as exc:
+                logger.warning("judge cache %s cannot be merged: %s", source, exc)
+                continue
+            try:
+                columns = {row[1] for row in db.execute(f"PRAGMA {alias}.table_info(judge_cache)")}
+                if "endpoint" in columns:
+                    names = ", ".join(row[1] for row in db.execute("PRAGMA main.table_info(judge_cache)"))
+                    before = db.total_changes
+                    db.execute(f"INSERT OR IGNORE INTO main.judge_cache ({names}) SELECT {names} FROM {alias}.judge_cache")
+                    added += db.total_changes - before
+            except sqlite3.Error as exc:
+                logger.warning("judge cache %s cannot be merged: %s", source, exc)
+            finally:
+                db.execute(f"DETACH DATABASE {alias}")
+    return added

@@ -10,13 +10,17 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import UserError
 from evalgate.safety.redact import redact
+from evalgate.store.judge_cache import CACHE_FILE as JUDGE_CACHE_FILE
 from evalgate.store.results_json import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 RESULTS_KEYS = ("schema_version", "run_id", "summary", "gate", "metrics", "results")
@@ -107,52 +111,65 @@ def _open_json(path: Path) -> ShardRun:
 
 def _open_sqlite(path: Path, run_id: str | None, skip_merged: bool) -> ShardRun:
     label = f"{path}#{run_id}" if run_id else str(path)
-    connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    db = open_readonly(path, label)
     try:
-        chosen, document_text = _pick_run(connection, run_id, label, skip_merged)
+        chosen, document_text = _pick_run(db, run_id, label, skip_merged)
     except sqlite3.DatabaseError as exc:
-        connection.close()
+        db.close()
         raise UserError(f"cannot read the results database ({exc})", where=label) from None
     except UserError:
-        connection.close()
+        db.close()
         raise
     try:
         document = json.loads(document_text)
     except json.JSONDecodeError as exc:
+        db.close()
         raise UserError(f"run {chosen}: stored document is not valid JSON ({exc.msg})", where=label) from None
     document.pop("results", None)
     _check_document({**document, "results": []}, f"{path}#{chosen}")
-    return ShardRun(label=f"{path}#{chosen}", document=document, records=_sqlite_records(connection, chosen))
+    return ShardRun(label=f"{path}#{chosen}", document=document, records=_sqlite_records(db, chosen))
 
 
-def _pick_run(connection: sqlite3.Connection, run_id: str | None, label: str, skip_merged: bool) -> tuple[str, str]:
-    tables = {r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not {"eg_runs", "eg_cases"} <= tables:
+def open_readonly(path: Path, where: str) -> Database:
+    """``path`` opened read-only through sqlite-utils (a read never creates, migrates or locks for writing).
+    sqlite-utils is imported here, not with this module: a run that reads a results.json baseline never
+    pays for it."""
+    from sqlite_utils import Database
+
+    try:
+        return Database(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True))
+    except sqlite3.Error as exc:
+        raise UserError(f"cannot open SQLite store: {exc}", where=where) from None
+
+
+def _pick_run(db: Database, run_id: str | None, label: str, skip_merged: bool) -> tuple[str, str]:
+    """The run ``run_id``, else the latest run (module docstring): ``(run_id, document JSON)``."""
+    if not {"eg_runs", "eg_cases"} <= set(db.table_names()):
         raise UserError("not an evalgate store: no evalgate runs in this database (tables eg_runs/eg_cases missing)",
                         where=label)
     if run_id:
-        row = connection.execute("SELECT run_id, document FROM eg_runs WHERE run_id = ?", (run_id,)).fetchone()
+        row = next(db.query("SELECT run_id, document FROM eg_runs WHERE run_id = ?", (run_id,)), None)
         if row is None:
             raise UserError(f"no run {run_id!r} in this database", where=label)
-        return str(row[0]), str(row[1])
+        return str(row["run_id"]), str(row["document"])
     skipped = ("running", "merged") if skip_merged else ("running",)
-    row = connection.execute(
+    row = next(db.query(
         f"SELECT run_id, document FROM eg_runs WHERE status NOT IN ({', '.join('?' * len(skipped))})"
         " ORDER BY julianday(timestamp) DESC, run_id DESC LIMIT 1",
         skipped,
-    ).fetchone()
+    ), None)
     if row is None:
         raise UserError("no finished run in this database (name one with FILE#RUN_ID)", where=label)
-    return str(row[0]), str(row[1])
+    return str(row["run_id"]), str(row["document"])
 
 
-def _sqlite_records(connection: sqlite3.Connection, run_id: str) -> Iterator[str]:
+def _sqlite_records(db: Database, run_id: str) -> Iterator[str]:
+    """The run's case records in dataset order (index, repeat); closes ``db`` when done."""
     try:
-        cursor = connection.execute("SELECT record FROM eg_cases WHERE run_id = ? ORDER BY idx, repeat", (run_id,))
-        for (record,) in cursor:
-            yield str(record)
+        for row in db.query("SELECT record FROM eg_cases WHERE run_id = ? ORDER BY idx, repeat", (run_id,)):
+            yield str(row["record"])
     finally:
-        connection.close()
+        db.close()
 
 
 def _check_document(document: Any, where: str) -> None:
@@ -219,21 +236,18 @@ def load_results_sqlite(path: str | Path, run_id: str | None = None) -> dict[str
     file = Path(path)
     if not file.is_file():
         raise UserError("baseline SQLite store not found", where=str(file))
+    db = open_readonly(file, str(file))
     try:
-        connection = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise UserError(f"cannot open SQLite store: {exc}", where=str(file)) from None
-    try:
-        run, document_text = _pick_run(connection, run_id, str(file), skip_merged=False)
-        count = connection.execute("SELECT count(*) FROM eg_cases WHERE run_id = ?", (run,)).fetchone()[0]
+        run, document_text = _pick_run(db, run_id, str(file), skip_merged=False)
+        count = db.execute("SELECT count(*) FROM eg_cases WHERE run_id = ?", (run,)).fetchone()[0]
         if count > MAX_BASELINE_RECORDS:
             raise UserError(f"run {run} holds {count:,} case records, more than the {MAX_BASELINE_RECORDS:,} read",
                             where=str(file))
-        record_texts = [row[0] for row in connection.execute("SELECT record FROM eg_cases WHERE run_id = ?", (run,))]
+        record_texts = [row["record"] for row in db.query("SELECT record FROM eg_cases WHERE run_id = ?", (run,))]
     except sqlite3.Error as exc:
         raise UserError(f"not an evalgate store (tables eg_runs, eg_cases): {exc}", where=str(file)) from None
     finally:
-        connection.close()
+        db.close()
     document = _json_column(document_text, f"{file}: eg_runs.document of run {run}")
     records = [_json_column(text, f"{file}: eg_cases.record of run {run}") for text in record_texts]
     if isinstance(document, dict):
@@ -281,7 +295,9 @@ def validate_results(document: Any, where: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class BaselineLookup:
-    """A baseline document and where it came from, or why there is none."""
+    """A baseline document and where it came from, or why there is none; with the base run's judge cache
+    when it has one (``judge_cache``: the file's bytes from an artifact; ``judge_cache_file``: the
+    ``judge-cache.db`` beside a results file)."""
 
     document: dict[str, Any] | None
     source: str | None = None
@@ -289,6 +305,10 @@ class BaselineLookup:
     severity: str = "warning"
     """``notice`` when having no baseline is expected (a push, the first pull request, no runs on the base
     branch yet), ``warning`` when something is wrong (no permission, unreadable artifact, network)."""
+    label: str | None = None
+    """Short name of the base run for reports: ``main @ abc1234`` or the path."""
+    judge_cache: bytes | None = field(default=None, repr=False)
+    judge_cache_file: Path | None = None
 
     @property
     def found(self) -> bool:
@@ -318,6 +338,8 @@ def resolve_baseline(
     if not path.is_absolute() and cwd is not None:
         path = cwd / path
     try:
-        return BaselineLookup(load_results(path), source=text)
+        document = load_results(path)
     except UserError as exc:
         return BaselineLookup(None, warning=f"no baseline: {redact(str(exc))}")
+    beside = path.parent / JUDGE_CACHE_FILE
+    return BaselineLookup(document, source=text, label=text, judge_cache_file=beside if beside.is_file() else None)

@@ -1,7 +1,8 @@
 """SQLite results store, appended run after run to one file.
 
 Seed 001's ``eval_runs`` and ``eval_results`` tables and indexes are created exactly as that seed
-defines them, so its trend queries work unchanged. evalgate adds:
+defines them, so its trend queries work unchanged (the schema and its migrations: ``store.schema``).
+evalgate adds:
 
 * ``eg_runs(run_id, timestamp, status, document)``: the results.json document without ``results``;
 * ``eg_cases(run_id, case_id, repeat, idx, status, passed, risk_level, source, record)``: each case's
@@ -13,8 +14,7 @@ errored cases show up in the seed's "find failing tests" query too. ``test_descr
 ``#r<repeat>`` is appended for repeats > 0, and `` [id]`` when another case of the run already used the
 same text (the seed's ``UNIQUE(eval_run_id, test_description, metric_name)`` would otherwise drop rows).
 Rows are written as each case finishes and committed in small batches (every 500 cases or every
-second). In a large run ``evalgate.store.recorder`` writes the case rows from its own process and this
-store writes only the run rows.
+second).
 """
 
 from __future__ import annotations
@@ -26,66 +26,10 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from evalgate.errors import UserError
 from evalgate.model import STATUS_TEXT, CaseResult, MetricStatus
-
-SCHEMA_VERSION = 1
-
-SEED_001_DDL = """
-CREATE TABLE IF NOT EXISTS eval_runs (
-    run_id TEXT PRIMARY KEY,
-    timestamp_utc TEXT NOT NULL,
-    total_test_cases INTEGER NOT NULL,
-    total_passed INTEGER NOT NULL,
-    total_failed INTEGER NOT NULL,
-    pass_rate REAL NOT NULL,
-    summary_json TEXT NOT NULL,
-    created_at TEXT NOT NULL DEFAULT (datetime('now'))
-);
-
-CREATE INDEX IF NOT EXISTS idx_eval_runs_timestamp ON eval_runs(timestamp_utc);
-CREATE INDEX IF NOT EXISTS idx_eval_runs_pass_rate ON eval_runs(pass_rate);
-
-CREATE TABLE IF NOT EXISTS eval_results (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    eval_run_id TEXT NOT NULL,
-    test_description TEXT NOT NULL,
-    overall_passed INTEGER NOT NULL,
-    metric_name TEXT NOT NULL,
-    metric_value REAL NOT NULL,
-    metric_passed INTEGER NOT NULL,
-    metric_details_json TEXT,
-    timestamp_utc TEXT NOT NULL,
-    FOREIGN KEY (eval_run_id) REFERENCES eval_runs(run_id),
-    UNIQUE(eval_run_id, test_description, metric_name)
-);
-
-CREATE INDEX IF NOT EXISTS idx_eval_results_run_id ON eval_results(eval_run_id);
-CREATE INDEX IF NOT EXISTS idx_eval_results_metric_name ON eval_results(metric_name);
-CREATE INDEX IF NOT EXISTS idx_eval_results_passed ON eval_results(overall_passed);
-CREATE INDEX IF NOT EXISTS idx_eval_results_timestamp ON eval_results(timestamp_utc);
-"""
-
-EVALGATE_DDL = """
-CREATE TABLE IF NOT EXISTS eg_runs (
-    run_id TEXT PRIMARY KEY,
-    timestamp TEXT NOT NULL,
-    status TEXT NOT NULL,
-    document TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS eg_cases (
-    run_id TEXT NOT NULL,
-    case_id TEXT NOT NULL,
-    repeat INTEGER NOT NULL DEFAULT 0,
-    idx INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    passed INTEGER NOT NULL,
-    risk_level TEXT,
-    source TEXT,
-    record TEXT NOT NULL,
-    PRIMARY KEY (run_id, case_id, repeat)
-);
-CREATE INDEX IF NOT EXISTS idx_eg_cases_run ON eg_cases(run_id, idx);
-"""
+from evalgate.safety.redact import redact
+from evalgate.store.schema import migrate
 
 COMMIT_EVERY_CASES = 500
 """Rows are buffered in memory and written with one executemany per batch: results reach disk at
@@ -104,7 +48,7 @@ INSERT_CASE = (
 
 ROWS_PER_STATEMENT = 100
 """Rows per multi-row INSERT (≤ 900 parameters, under SQLite's oldest limit of 999). One statement
-for many rows costs ~45 % less than one per row: fewer executions, and ``AUTOINCREMENT`` updates
+for many rows costs much less than one per row: fewer executions, and ``AUTOINCREMENT`` updates
 ``sqlite_sequence`` once per statement, not once per row. Rows, ids and order are the same."""
 
 
@@ -126,15 +70,19 @@ _MULTI_ROW: dict[tuple[str, int], str] = {}
 
 
 def open_database(path: Path) -> sqlite3.Connection:
-    """Open (creating if needed) a results database with every table and index in place."""
+    """Open (creating if needed) a results database at the current schema version (``store.schema``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     connection = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-    connection.execute("PRAGMA journal_mode=WAL")
-    connection.execute("PRAGMA synchronous=NORMAL")
-    connection.executescript(SEED_001_DDL + EVALGATE_DDL)
-    version = connection.execute("PRAGMA user_version").fetchone()[0]
-    if version < SCHEMA_VERSION:
-        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+        migrate(connection, str(path))
+    except sqlite3.DatabaseError as exc:
+        connection.close()
+        raise UserError(f"cannot open the results database ({exc})", where=str(path)) from None
+    except BaseException:
+        connection.close()
+        raise
     return connection
 
 
@@ -163,7 +111,7 @@ class Descriptions:
 
 def details_json(details: Any) -> str:
     """``json.dumps(details, default=str)``, byte for byte, without building a ``JSONEncoder`` per call
-    (~2 µs less; six or more calls a case)."""
+    (six or more calls a case)."""
     return encode_details(details, str)
 
 
@@ -182,8 +130,9 @@ _VALUED = (MetricStatus.passed, MetricStatus.failed)
 
 def metric_rows(result: CaseResult, run_id: str, timestamp: str, description: str | None = None) -> list[tuple[Any, ...]]:
     """Seed 001 rows for one case, in ``INSERT_RESULT`` column order: every metric with a value, plus
-    ``case_passed``. Metrics sharing one details mapping (a metric family) encode it once.
-    ``description``: the row's ``test_description`` (default ``description_of(result)``)."""
+    ``case_passed``. Metrics sharing one details mapping (a metric family) encode it once; known secrets
+    are redacted from the details text (the database is uploaded as an artifact). ``description``: the
+    row's ``test_description`` (default ``description_of(result)``)."""
     if description is None:
         description = description_of(result)
     overall = int(result.passed)
@@ -197,7 +146,7 @@ def metric_rows(result: CaseResult, run_id: str, timestamp: str, description: st
         if details:
             text = encoded.get(id(details))
             if text is None:
-                text = encoded[id(details)] = details_json(details)
+                text = encoded[id(details)] = redact(details_json(details))
         rows.append((run_id, description, overall, name, metric.value, int(bool(metric.passed)), text, timestamp))
     rows.append((run_id, description, overall, "case_passed", float(overall), overall,
                  case_passed_json(STATUS_TEXT[result.status], result.error), timestamp))

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from evalgate.targets.base import Target
 
 
-def build_target(settings: Settings, runtime: Runtime | None = None, env: Mapping[str, str] | None = None) -> Target:
+def build_target(settings: Settings, runtime: Runtime | None, env: Mapping[str, str]) -> Target:
+    """The target for ``settings``; ``env`` (given by the caller) supplies provider keys and header variables."""
     if settings.target == "recorded":
         return RecordedTarget(settings.outputs_file)
     runtime = runtime or Runtime.from_settings(settings)

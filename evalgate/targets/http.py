@@ -27,14 +27,14 @@ wire thread (``calls.wire``) so that scoring and judging in the same process do 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from evalgate.calls.executor import CallFailed, MalformedReply, Runtime, StatusError
+from evalgate.calls.executor import CallFailed, MalformedReply, Pace, Runtime, StatusError, pace_key
 from evalgate.calls.http_pool import HttpPool, Reply
 from evalgate.errors import UserError
 from evalgate.model import Answer
@@ -143,9 +143,8 @@ class HttpTarget:
 
     def __init__(self, *, url: str, runtime: Runtime, method: str = "POST", headers: Mapping[str, str] | None = None,
                  body_template: str | None = None, response_map: Mapping[str, str] | None = None,
-                 eval_context: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
+                 eval_context: Mapping[str, Any] | None = None, env: Mapping[str, str],
                  response_format: str = "auto", max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS) -> None:
-        env = os.environ if env is None else env
         url, authorization = split_credentials(url)
         if not url.startswith(("http://", "https://")):
             raise UserError(f"target_url must be an http:// or https:// URL, got {redact(url)!r}", where="target_url")
@@ -168,9 +167,14 @@ class HttpTarget:
         self.pool = HttpPool(timeout=policy.attempt_seconds, connect_timeout=policy.connect_seconds,
                              read_timeout=policy.read_seconds, concurrency=runtime.executor.concurrency,
                              headers=self.headers, follow_redirects=True, wire=runtime.wire, timed=True)
+        rpm, tpm = runtime.caps.get("target", (None, None))
+        origin = urlsplit(url)
+        credentials = json.dumps(sorted(self.headers.items()))  # requests with other keys are another budget
+        self.pace = Pace(pace_key(f"{origin.scheme}://{origin.netloc}", credentials), "target", observe=_observed,
+                         rpm=rpm, tpm=tpm)
 
     @classmethod
-    def from_settings(cls, settings: Settings, runtime: Runtime, env: Mapping[str, str] | None = None) -> HttpTarget:
+    def from_settings(cls, settings: Settings, runtime: Runtime, env: Mapping[str, str]) -> HttpTarget:
         if not settings.target_url:
             raise UserError("target 'http' needs target_url (EVALGATE_TARGET_URL)", where="target_url")
         return cls(url=settings.credentialed_url("target_url") or settings.target_url, runtime=runtime,
@@ -208,7 +212,7 @@ class HttpTarget:
             return Answer(error=f"request body: {exc}")
         try:
             response, latency, data = await self.runtime.executor.call(
-                PROVIDER, lambda: self._send(payload), what=f"{self.method} {self.url}")
+                PROVIDER, lambda: self._send(payload), what=f"{self.method} {self.url}", pace=self.pace)
         except CallFailed as exc:
             return Answer(error=redact(str(exc)))
         return self._read(response, latency, data)
@@ -280,3 +284,8 @@ def _excerpt(text: str, limit: int = 80) -> str:
 
 def _first_line(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _observed(sent: tuple[Reply, float, Any]) -> tuple[Mapping[str, str], None, None]:
+    """The reply's headers for the pacer (an agent reports no token usage)."""
+    return sent[0].headers, None, None

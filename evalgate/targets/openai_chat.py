@@ -11,7 +11,6 @@ tokens, and go through the run's retry layer and budget. Tokens and cost are rec
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -33,9 +32,8 @@ TARGET_MAX_TOKENS = 2048
 SYSTEM_VARIABLES = frozenset({"input", "id", "category", "language", "context", "case"})
 
 
-def target_provider_config(settings: Settings, env: Mapping[str, str] | None = None) -> ProviderConfig:
-    """The provider the model target talks to (see the module docstring for the defaults)."""
-    env = os.environ if env is None else env
+def target_provider_config(settings: Settings, env: Mapping[str, str]) -> ProviderConfig:
+    """The provider the model target talks to (see the module docstring for the defaults); its key from ``env``."""
     chosen = getattr(settings, "target_provider", None)
     name = chosen or (settings.judge_provider if settings.judge_provider != "none" else "openai")
     base_url = settings.credentialed_url("target_url") or (
@@ -58,7 +56,7 @@ class OpenAIChatTarget:
                                 if system_prompt else None)
 
     @classmethod
-    def from_settings(cls, settings: Settings, runtime: Runtime, env: Mapping[str, str] | None = None
+    def from_settings(cls, settings: Settings, runtime: Runtime, env: Mapping[str, str]
                       ) -> OpenAIChatTarget:
         provider = target_provider_config(settings, env)
         service = ChatService(provider, runtime, role="target")

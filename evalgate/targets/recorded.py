@@ -84,8 +84,8 @@ def load_outputs(path: Path) -> dict[str, dict[str, Any]]:
             raise UserError("outputs file must be a JSON list, a mapping id → answer, or JSONL", where=str(path))
         rows = [(1, row) for row in data]
     outputs: dict[str, dict[str, Any]] = {}
-    for line, row in rows:
-        where = f"{path}:{line}"
+    for number, row in rows:
+        where = f"{path}:{number}"
         if not isinstance(row, dict) or "id" not in row:
             raise UserError("every output needs an 'id'", where=where)
         outputs[str(row["id"])] = _answer_fields(row, where)

@@ -23,7 +23,7 @@ import math
 import os
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Protocol
@@ -48,9 +48,24 @@ Loader = Callable[[], "Encoder | None"]
 # --- loading the encoding -----------------------------------------------------------------------
 
 
-def tiktoken_cache_file(env: dict[str, str] | None = None) -> Path | None:
-    """Where tiktoken keeps the cl100k_base file (None when caching is disabled with an empty dir)."""
-    env = dict(os.environ) if env is None else env
+CACHE_VARIABLES = ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR")
+"""The environment variables tiktoken reads to find its cache directory."""
+_environment: dict[str, str] = {}
+
+
+def configure(env: Mapping[str, str]) -> None:
+    """Tell the tokenizer the environment tiktoken will load under (``CACHE_VARIABLES`` of ``env``). The
+    run passes ``Settings.environment``; a change forgets the encoding loaded so far."""
+    global _environment
+    chosen = {name: env[name] for name in CACHE_VARIABLES if name in env}
+    if chosen != _environment:
+        _environment = chosen
+        tokenizer.cache_clear()
+
+
+def tiktoken_cache_file(env: Mapping[str, str]) -> Path | None:
+    """Where tiktoken keeps the cl100k_base file under ``env`` (None when caching is disabled with an
+    empty dir)."""
     if "TIKTOKEN_CACHE_DIR" in env:
         directory = env["TIKTOKEN_CACHE_DIR"]
     elif "DATA_GYM_CACHE_DIR" in env:
@@ -121,8 +136,8 @@ def select_tokenizer(
 
 @cache
 def tokenizer() -> tuple[Encoder | None, str]:
-    """The process-wide encoding (loaded once) and its name."""
-    path = tiktoken_cache_file()
+    """The process-wide encoding (loaded once, for the environment given to ``configure``) and its name."""
+    path = tiktoken_cache_file(_environment)
     return select_tokenizer(bool(path and path.is_file()), load_cl100k, load_offline)
 
 

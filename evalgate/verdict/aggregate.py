@@ -123,12 +123,6 @@ def judge_verdicts(result: MetricResult) -> JudgeTally:
     return JudgeTally(1, 1, 0, reason, reason)
 
 
-def valued_metrics(result: CaseResult) -> list[tuple[str, float]]:
-    """(name, value) of the case's metrics that produced a value (status passed or failed)."""
-    return [(name, metric.value) for name, metric in result.metrics.items()
-            if metric.value is not None and metric.status in _VALUED]
-
-
 _VALUED = (MetricStatus.passed, MetricStatus.failed)
 _STATUS_TEXT = {status: status.value for status in MetricStatus}
 _METRIC_FAILED = MetricStatus.failed
@@ -146,11 +140,8 @@ class GroupTally:
     skipped: int = 0
     metric_sums: dict[str, list[float]] = field(default_factory=dict)
 
-    def add(self, result: CaseResult) -> None:
-        self.add_valued(result.status, valued_metrics(result))
-
     def add_valued(self, status: CaseStatus, valued: list[tuple[str, float]]) -> None:
-        """Count one case from its status and its ``valued_metrics``."""
+        """Count one case from its status and its metrics that produced a value, as ``(name, value)``."""
         self.total += 1
         if status is _PASSED:
             self.passed += 1
@@ -240,11 +231,11 @@ class RunAggregate:
             if value is not None and metric_status in _VALUED:
                 valued.append((name, value))
         breakdowns = self.breakdowns
-        for dimension, value in (("suite", result.suite), ("category", result.category),
-                                 ("difficulty", result.difficulty), ("risk_level", risk_level),
-                                 ("evolution_type", result.evolution_type)):
-            if value is not None and value != "":
-                breakdowns[dimension][str(value)].add_valued(status, valued)
+        for dimension, key in (("suite", result.suite), ("category", result.category),
+                               ("difficulty", result.difficulty), ("risk_level", risk_level),
+                               ("evolution_type", result.evolution_type)):
+            if key is not None and key != "":
+                breakdowns[dimension][str(key)].add_valued(status, valued)
         for tag in result.tags:
             breakdowns["tag"][tag].add_valued(status, valued)
         if result.num_tokens is not None:
@@ -279,13 +270,6 @@ class RunAggregate:
         for _name, tally in sorted(self.judge.items()):
             total.add(tally)
         return total
-
-    @staticmethod
-    def _keys(result: CaseResult, dimension: str) -> list[str]:
-        if dimension == "tag":
-            return list(result.tags)
-        value = getattr(result, dimension)
-        return [str(value)] if value not in (None, "") else []
 
     @property
     def pass_rate(self) -> float:

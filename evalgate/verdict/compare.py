@@ -78,7 +78,7 @@ def compare_runs(
         for name in _metric_names(base_cases, head_cases, shared)
     }
     pass_rate, regressions, fixes = _compare_outcomes(base_cases, head_cases, shared, alpha)
-    cases = {
+    cases: dict[str, list[Any]] = {
         "regressions": regressions,
         "fixes": fixes,
         "new": [case_id for case_id in head_cases if case_id not in base_cases],

@@ -87,7 +87,7 @@ def judge_metric(value: float, threshold: Threshold | None, details: dict[str, A
     """A computed value against its threshold. ``details`` is kept as given, not copied: metrics of one
     case may share one details mapping (it is read-only once scored)."""
     passed = True if threshold is None else threshold.admits(value)
-    values = {
+    values: dict[str, Any] = {
         "value": value,
         "threshold": threshold,
         "passed": passed,

@@ -38,6 +38,8 @@ from typing import IO, Any, Self
 
 import httpx
 
+from tests.servers.limits import RateLimits
+
 LOOPBACK = "127.0.0.1"
 MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -509,13 +511,15 @@ class LoopbackServer:
 
     def __init__(self, *, host: str = LOOPBACK, port: int = 0, latency_ms: float = 0.0,
                  jitter_ms: float = 0.0, seed: int = 0, record_limit: int = RECORD_LIMIT,
-                 watch_disconnects: bool = False) -> None:
+                 watch_disconnects: bool = False, limits: RateLimits | None = None) -> None:
         self.host = host
         self.watch_disconnects = watch_disconnects
         """Notice a client that hangs up while its request is being answered: the handler is cancelled
         (as a server that watches for disconnects stops generating) and a ``Disconnect`` is recorded (``disconnects()``)."""
         self._disconnects: list[Disconnect] = []
         self._connection_count = 0
+        self.limits = limits
+        """Request and token budgets enforced with 429s (``tests.servers.limits``); None: unlimited."""
         self.requested_port = port
         self.latency = Latency(latency_ms, jitter_ms, seed)
         self.stats = Stats()
@@ -560,6 +564,36 @@ class LoopbackServer:
         return outcome
 
     async def _call(self, route: Route, request: Request) -> Outcome:
+        """Answer within ``limits`` (``tests.servers.limits``): a 429 at once when a bucket is short,
+        else the answer with the rate-limit headers of the moment it is sent."""
+        limits = self.limits
+        if limits is None:
+            return await self._answer(route, request)
+        reserved = self.request_cost(request)
+        wait, headers = limits.admit(reserved)
+        if wait > 0:
+            return json_response(self.error_body(429), 429, headers)
+        outcome = await self._answer(route, request)
+        used = self.reply_cost(outcome) if isinstance(outcome, Response) and outcome.status < 300 else None
+        headers = limits.settle(reserved, used)
+        return replace(outcome, headers={**outcome.headers, **headers}) if isinstance(outcome, Response) else outcome
+
+    def extra_stats(self) -> dict[str, Any]:
+        """What ``GET /_stats`` adds to the counts: ``limits`` (when enforced); subclasses add their own."""
+        return {"limits": self.limits.snapshot()} if self.limits is not None else {}
+
+    def request_cost(self, request: Request) -> int:
+        """Tokens a request reserves from the token budget on arrival (servers that count tokens override)."""
+        return 0
+
+    def reply_cost(self, response: Response) -> int | None:
+        """Tokens a 2xx reply really used (None: the reservation is returned)."""
+        return None
+
+    def error_body(self, status: int) -> Any:
+        return {"error": HTTPStatus(status).phrase}
+
+    async def _answer(self, route: Route, request: Request) -> Outcome:
         delay = self.latency.next_delay()
         if delay:
             await asyncio.sleep(delay)
@@ -571,7 +605,7 @@ class LoopbackServer:
 
     def _admin(self, request: Request) -> Outcome:
         if request.path == "/_stats" and request.method == "GET":
-            return json_response(self.stats.snapshot())
+            return json_response(self.stats.snapshot() | self.extra_stats())
         if request.path == "/_reset" and request.method == "POST":
             self.on_reset()
             return json_response({"reset": True})
@@ -588,6 +622,8 @@ class LoopbackServer:
         self.recorder.clear()
         self._numbers.clear()
         self.latency.reseed()
+        if self.limits is not None:
+            self.limits.reset()
 
     def reset(self) -> None:
         """Same as ``POST /_reset``; runs on the server's loop when the server is running."""
@@ -812,12 +848,18 @@ def cli_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--api-key-env", metavar="VAR", help="require the API key held in this env variable")
     parser.add_argument("--script", type=Path, help="JSON file with the server's scripted behaviour")
     parser.add_argument("--record-limit", type=int, default=RECORD_LIMIT)
+    parser.add_argument("--rpm", type=float, help="requests per minute (token bucket; 429 when empty)")
+    parser.add_argument("--tpm", type=float, help="tokens per minute (token bucket; 429 when short)")
+    parser.add_argument("--limits-start", choices=("full", "empty"), default="full",
+                        help="buckets full (a minute's burst first) or empty at start and after /_reset")
+    parser.add_argument("--no-limit-headers", action="store_true", help="enforce the limits without x-ratelimit-*")
     return parser
 
 
 def common_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"host": args.host, "port": args.port, "latency_ms": args.latency_ms, "jitter_ms": args.jitter_ms,
-            "seed": args.seed, "record_limit": args.record_limit}
+            "seed": args.seed, "record_limit": args.record_limit,
+            "limits": RateLimits.from_options(args.rpm, args.tpm, args.limits_start, not args.no_limit_headers)}
 
 
 def api_key_from_env(args: argparse.Namespace) -> str | None:

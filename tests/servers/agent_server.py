@@ -151,6 +151,9 @@ class AgentServer(LoopbackServer):
         """Parsed JSON bodies of the recorded requests to ``path``."""
         return self.json_bodies([path])
 
+    def error_body(self, status: int) -> Any:
+        return agent_error(status)
+
     def _authorised(self, request: Request) -> bool:
         if self.api_key is None:
             return True

@@ -13,6 +13,7 @@ Command line: ``python -m tests.servers.openai_server --port 0 --latency-ms 50 -
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -25,6 +26,7 @@ from tests.servers._http import (
     LoopbackServer,
     Outcome,
     Request,
+    Response,
     Script,
     ScriptBook,
     bearer_token,
@@ -187,6 +189,9 @@ class Judge:
     """
 
     score: float | Callable[[str], float] = 1.0
+    spread: tuple[float, float] | None = None
+    """(low, high): instead of ``score``, a value in [low, high] fixed by sha256 of the prompt (rounded to 3
+    digits): the same prompt always gets the same score, different prompts different ones."""
     verdict: Callable[[str, float], Any] | None = None
     obedient: bool = False
     fence: tuple[Marker, Marker] = DEFAULT_FENCE
@@ -201,6 +206,10 @@ class Judge:
     def score_for(self, prompt: str) -> float:
         if self.obeys_injection(prompt):
             return self.perfect_score
+        if self.spread is not None:
+            low, high = self.spread
+            fraction = int(hashlib.sha256(prompt.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+            return round(low + (high - low) * fraction, 3)
         return float(self.score(prompt)) if callable(self.score) else float(self.score)
 
     def reply(self, payload: Mapping[str, Any]) -> str:
@@ -224,6 +233,8 @@ class Judge:
             options["fence"] = tuple(options["fence"])
         if "steps" in options:
             options["steps"] = tuple(options["steps"])
+        if options.get("spread") is not None:
+            options["spread"] = tuple(options["spread"])
         return cls(**options)
 
 
@@ -307,6 +318,7 @@ class OpenAIServer(LoopbackServer):
         super().__init__(**options)
         self.kinds = {name: compile_marker(marker) for name, marker in kinds.items()}
         self._counts: dict[str, int] = {}
+        self._usage = {"prompt_tokens": 0, "completion_tokens": 0}
         self.rules = ScriptBook(script)
         self.api_key = api_key
         self.default_reply = default_reply
@@ -319,6 +331,11 @@ class OpenAIServer(LoopbackServer):
         super().on_reset()
         self.rules.reset()
         self._counts.clear()
+        self._usage = {"prompt_tokens": 0, "completion_tokens": 0}
+
+    def extra_stats(self) -> dict[str, Any]:
+        """``usage``: prompt and completion tokens of the completions served (as their ``usage`` says)."""
+        return super().extra_stats() | {"usage": dict(self._usage)}
 
     def counts(self) -> dict[str, int]:
         """Chat requests received (valid bodies) by kind (see ``kinds``), since the start or the last reset."""
@@ -332,6 +349,31 @@ class OpenAIServer(LoopbackServer):
     def chat_requests(self) -> list[dict[str, Any]]:
         """Parsed bodies of the recorded chat-completions requests that were JSON."""
         return self.json_bodies(CHAT_PATHS)
+
+    def request_cost(self, request: Request) -> int:
+        """Tokens reserved on arrival, as OpenAI does: the prompt's (ceil(chars / 4)) plus ``max_tokens``
+        (or ``max_completion_tokens``) × n; settled to the reply's ``usage.total_tokens``."""
+        try:
+            payload = request.json()
+        except ValueError:
+            return 0
+        if not isinstance(payload, Mapping):
+            return 0
+        cap = payload.get("max_completion_tokens", payload.get("max_tokens"))
+        choices = payload.get("n", 1)
+        completion = cap * choices if isinstance(cap, int) and isinstance(choices, int) else 0
+        return estimate_tokens(prompt_text(payload)) + completion
+
+    def reply_cost(self, response: Response) -> int | None:
+        try:
+            usage = json.loads(response.body).get("usage") or {}
+        except (ValueError, AttributeError):
+            return None
+        total = usage.get("total_tokens") if isinstance(usage, dict) else None
+        return total if isinstance(total, int) else None
+
+    def error_body(self, status: int) -> Any:
+        return openai_error(status)
 
     def _denied(self, request: Request) -> Outcome | None:
         if self.api_key is None or bearer_token(request.headers) == self.api_key:
@@ -362,6 +404,8 @@ class OpenAIServer(LoopbackServer):
         content = self._content(rule, payload)
         usage = usage_block(prompt_text(payload), content, payload.get("n", 1), rule.usage if rule else None)
         body = completion_body(payload, content, request.number, usage, rule.finish_reason if rule else "stop")
+        for name in self._usage:
+            self._usage[name] += int(usage.get(name, 0))
         return json_response(body, headers={"x-request-id": f"req_loopback_{request.number}"})
 
     def _content(self, rule: Rule | None, payload: dict[str, Any]) -> str:

@@ -1,0 +1,189 @@
+"""Boundaries of the pure core that mutation testing showed unguarded (issue #14): each value here is
+computed by hand from the rule in the module docstring, exactly at the edge where ``<`` and ``<=`` (or
+``break`` and ``continue``) part ways."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalgate.errors import EXIT_GATE_FAILED, EXIT_PASS
+from evalgate.metrics.mentions import f1
+from evalgate.metrics.registry import all_metrics
+from evalgate.model import CaseResult, CaseStatus, MetricStatus, Threshold
+from evalgate.verdict.aggregate import RunAggregate
+from evalgate.verdict.gate import GatePolicy, judge_metric, resolve_thresholds, run_verdict
+
+
+def case(case_id: str, status: CaseStatus) -> CaseResult:
+    return CaseResult(id=case_id, status=status, passed=status is CaseStatus.passed, risk_level="medium",
+                      source=f"d.yaml:{len(case_id)}")
+
+
+def aggregate_of(passed: int, failed: int) -> RunAggregate:
+    aggregate = RunAggregate()
+    for index in range(passed):
+        aggregate.add(case(f"p{index}", CaseStatus.passed))
+    for index in range(failed):
+        aggregate.add(case(f"f{index}", CaseStatus.failed))
+    return aggregate
+
+
+def test_f1_at_equal_precision_and_recall_is_their_common_value() -> None:
+    # 2·P·R / (P + R) with P = R = x is x; P + R = 1 here, the edge of the "P + R > 0" guard
+    assert f1(0.5, 0.5) == 0.5
+    assert f1(0.25, 0.25) == 0.25
+    assert f1(1.0, 1.0) == 1.0
+    assert f1(0.0, 0.0) == 0.0
+    assert f1(1.0, 0.5) == pytest.approx(2 * 1.0 * 0.5 / 1.5)
+
+
+def test_pass_rate_exactly_at_the_minimum_passes() -> None:
+    aggregate = aggregate_of(passed=4, failed=1)  # 4 / 5 = 0.8
+    assert aggregate.pass_rate == 0.8
+    at_minimum = run_verdict(aggregate, {}, GatePolicy(min_pass_rate=0.8))
+    assert at_minimum.passed and at_minimum.reasons == []
+    above = run_verdict(aggregate, {}, GatePolicy(min_pass_rate=0.81))
+    assert above.reasons == ["pass rate 80.0% is below min-pass-rate 81.0%"]
+
+
+def test_a_passing_run_exits_0_and_a_failing_one_1() -> None:
+    passing = run_verdict(aggregate_of(passed=2, failed=0), {}, GatePolicy())
+    assert (passing.passed, passing.exit_code, passing.as_dict()) == (
+        True, EXIT_PASS, {"passed": True, "exit_code": 0, "reasons": []})
+    assert EXIT_PASS == 0
+    failing = run_verdict(aggregate_of(passed=1, failed=1), {}, GatePolicy(min_pass_rate=1.0))
+    assert (failing.passed, failing.exit_code) == (False, EXIT_GATE_FAILED) and EXIT_GATE_FAILED == 1
+
+
+def test_an_unthresholded_metric_passes_whatever_its_value() -> None:
+    for value in (0.0, 0.5, 1.0, 4000.0):
+        result = judge_metric(value, None, {})
+        assert (result.passed, result.status, result.reason, result.threshold) == (
+            True, MetricStatus.passed, None, None)
+    aggregate = RunAggregate()
+    aggregate.add(CaseResult(id="a", status=CaseStatus.passed, passed=True, metrics={"m": judge_metric(0.0, None, {})}))
+    verdict = run_verdict(aggregate, {}, GatePolicy())
+    assert verdict.passed and verdict.metric_passed == {"m": None}
+
+
+def test_a_metric_exactly_at_its_threshold_passes_in_both_directions() -> None:
+    at_min = judge_metric(0.9, Threshold(op="min", value=0.9), {})
+    at_max = judge_metric(0.05, Threshold(op="max", value=0.05), {})
+    assert at_min.passed and at_min.status is MetricStatus.passed
+    assert at_max.passed and at_max.status is MetricStatus.passed
+    below = judge_metric(0.5, Threshold(op="min", value=0.9), {})
+    assert not below.passed and below.reason == "0.500 misses threshold ≥ 0.9"
+
+
+def test_a_null_threshold_in_a_multi_key_layer_removes_only_that_threshold() -> None:
+    metrics = all_metrics()
+    layer = {"hit_rate": None, "mention_f1": 0.5, "mention_precision": None, "num_tokens": 4000}
+    thresholds = resolve_thresholds(metrics, [(layer, "EVALGATE_METRIC_THRESHOLDS")])
+    assert "hit_rate" not in thresholds and "mention_precision" not in thresholds
+    assert thresholds["mention_f1"] == Threshold(op="min", value=0.5)  # a key after a null is still read
+    assert thresholds["num_tokens"] == Threshold(op="max", value=4000.0)
+    assert thresholds["false_is_mine_rate"] == Threshold(op="max", value=0.0)  # untouched default kept
+
+
+# --- what mutation testing found unguarded (bench/mutation/SURVIVORS.md) ---------------------------------
+
+
+def test_judge_metric_builds_the_same_result_on_its_fast_and_its_validated_path() -> None:
+    """The fast path (exact types) and pydantic's validation must agree; values of other types are
+    validated: an int becomes a float, a non-text details key is refused."""
+    from pydantic import ValidationError
+
+    fast = judge_metric(2.0, Threshold(op="max", value=3.0), {"k": 1})
+    validated = judge_metric(2, Threshold(op="max", value=3.0), {"k": 1})  # an int: validated
+    assert validated == fast and type(validated.value) is float and validated.passed
+    assert validated.model_dump_json() == fast.model_dump_json()
+    with pytest.raises(ValidationError):
+        judge_metric(0.5, None, {1: "not a text key"})  # type: ignore[dict-item]
+
+
+def test_metric_tallies_count_every_status_and_keep_the_extremes() -> None:
+    from evalgate.model import MetricResult
+
+    t = Threshold(op="min", value=0.5)
+    aggregate = RunAggregate()
+    statuses = [judge_metric(0.25, t, {}), judge_metric(0.75, t, {}), judge_metric(0.5, t, {}),
+                MetricResult(status=MetricStatus.skipped, reason="no judge configured"),
+                MetricResult(status=MetricStatus.unavailable, reason="judge down"),
+                MetricResult(status=MetricStatus.unavailable, reason="judge down"),
+                MetricResult(status=MetricStatus.errored, reason="boom")]
+    for index, metric in enumerate(statuses):
+        aggregate.add(CaseResult(id=f"c{index}", status=CaseStatus.passed, passed=True, metrics={"m": metric}))
+    tally = aggregate.metrics["m"]
+    assert (tally.count, tally.total, tally.minimum, tally.maximum) == (3, 1.5, 0.25, 0.75)
+    assert (tally.failed, tally.skipped, tally.unavailable, tally.errored) == (1, 1, 2, 1)
+    assert tally.average == 0.5
+    assert tally.reasons == {"no judge configured": 1, "judge down": 2, "boom": 1}
+    assert aggregate.not_run_metrics() == {"m": 3}
+
+
+def test_breakdown_groups_count_errored_and_skipped_cases() -> None:
+    aggregate = RunAggregate()
+    for index, status in enumerate((CaseStatus.passed, CaseStatus.errored, CaseStatus.skipped, CaseStatus.errored)):
+        aggregate.add(CaseResult(id=f"c{index}", status=status, passed=status is CaseStatus.passed, category="crm"))
+    group = aggregate.breakdowns_dict()["category"]["crm"]
+    assert (group["total"], group["passed"], group["failed"], group["errored"], group["skipped"]) == (4, 1, 0, 2, 1)
+    assert group["pass_rate"] == pytest.approx(1 / 3)  # passed / (passed + failed + errored)
+    assert (aggregate.total_errored, aggregate.total_skipped, aggregate.pass_rate) == (2, 1, pytest.approx(1 / 3))
+
+
+def test_metric_tallies_keep_at_most_20_distinct_reasons_and_no_empty_one() -> None:
+    from evalgate.model import MetricResult
+
+    aggregate = RunAggregate()
+    for index in range(25):
+        metric = MetricResult(status=MetricStatus.unavailable, reason=f"reason {index}" if index else None)
+        aggregate.add(CaseResult(id=f"c{index}", status=CaseStatus.passed, passed=True, metrics={"m": metric}))
+    reasons = aggregate.metrics["m"].reasons
+    assert len(reasons) == 20 and None not in reasons and set(reasons) == {f"reason {i}" for i in range(1, 21)}
+    assert aggregate.metrics["m"].unavailable == 25
+
+
+def test_run_totals_of_tokens_latency_cost_and_skipped_cases() -> None:
+    aggregate = RunAggregate()
+    rows = [(CaseStatus.passed, 100, 20.0, 0.25), (CaseStatus.failed, None, None, None),
+            (CaseStatus.skipped, 50, 40.0, 0.5), (CaseStatus.passed, 30, None, 0.0)]
+    for index, (status, tokens, latency, cost) in enumerate(rows):
+        aggregate.add(CaseResult(id=f"c{index}", status=status, passed=status is CaseStatus.passed,
+                                 num_tokens=tokens, latency_ms=latency, cost_usd=cost))
+    assert (aggregate.total_test_cases, aggregate.total_passed, aggregate.total_failed, aggregate.total_skipped) == (
+        4, 2, 1, 1)
+    assert (aggregate.tokens_total, aggregate.tokens_cases) == (180, 3)
+    assert (aggregate.latency_total, aggregate.latency_cases) == (60.0, 2)
+    assert aggregate.cost_usd == 0.75
+    assert aggregate.pass_rate == pytest.approx(2 / 3) and aggregate.weighted_pass_rate == pytest.approx(2 / 3)
+
+
+def test_breakdown_rates_and_averages_are_rounded_to_six_decimals() -> None:
+    aggregate = RunAggregate()
+    for index, (status, value) in enumerate(((CaseStatus.passed, 1.0), (CaseStatus.failed, 0.0),
+                                             (CaseStatus.failed, 0.0))):
+        aggregate.add(CaseResult(id=f"c{index}", status=status, passed=status is CaseStatus.passed, suite="s",
+                                 metrics={"m": judge_metric(value, None, {})}))
+    group = aggregate.breakdowns_dict()["suite"]["s"]
+    assert group["pass_rate"] == 0.333333 and group["average_scores"] == {"m": 0.333333}
+
+
+def test_an_empty_run_has_zero_rates_and_critical_failures_are_listed_up_to_the_cap() -> None:
+    from evalgate.verdict.aggregate import MAX_CRITICAL_LISTED
+
+    empty = RunAggregate()
+    assert (empty.pass_rate, empty.weighted_pass_rate) == (0.0, 0.0)
+    aggregate = RunAggregate()
+    for index in range(MAX_CRITICAL_LISTED + 1):
+        aggregate.add(CaseResult(id=f"k{index}", status=CaseStatus.failed, passed=False, risk_level="critical",
+                                 reasons=["r1", "r2", "r3", "r4"], source="d.yaml:1"))
+    assert aggregate.critical_failure_count == MAX_CRITICAL_LISTED + 1
+    assert len(aggregate.critical_failures) == MAX_CRITICAL_LISTED
+    assert aggregate.critical_failures[0]["reasons"] == ["r1", "r2", "r3"]  # the first three reasons
+
+
+def test_an_unknown_risk_level_weighs_as_medium() -> None:
+    aggregate = RunAggregate()
+    aggregate.add(CaseResult(id="u", status=CaseStatus.passed, passed=True, risk_level="unrated"))
+    aggregate.add(CaseResult(id="l", status=CaseStatus.failed, passed=False, risk_level="low"))
+    assert aggregate.weighted_pass_rate == pytest.approx(1.0 / (1.0 + 0.5))  # weights: unknown 1, low 0.5
