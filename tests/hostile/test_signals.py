@@ -161,7 +161,7 @@ def slow_agent(seen: Seen) -> Out:
     return Out({"response": f"answer to {message}"}, delay=0.01 if message.startswith("fast") else 3)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_with_calls_in_flight_ends_the_run_within_a_second(tmp_path: Path, sig: signal.Signals) -> None:
     """Calls that would take 3 s more are cancelled after ``SIGNAL_GRACE_SECONDS``: the process is gone
     within a second with the four answered cases written as ``cancelled`` results."""
