@@ -166,7 +166,8 @@ def test_no_arguments_outside_actions_runs_the_demo_suites(image: str, tmp_path:
 
 
 def test_token_counting_works_without_network(image: str) -> None:
-    code = "from evalgate.text.tokens import count_tokens; print(count_tokens('hello world'))"
+    code = ("import os; from evalgate.config.settings import build_settings; build_settings(env=os.environ); "
+            "from evalgate.text.tokens import count_tokens; print(count_tokens('hello world'))")  # as a run does
     done = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "python", image, "-c", code],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr

