@@ -203,6 +203,7 @@ def signals(work: Path, cases: int, trials: int, seed: int) -> dict[str, Any]:
             "exit_130_within_1s_and_consistent": len(cancelled),
             "with_partial_results": sum(r["status"] == "cancelled" for r in runs),
             "nothing_written": sum(r["status"] is None for r in runs),
+            "complete_when_signalled": sum(r["status"] == "completed" for r in runs),
             "max_exit_after_s": max(r["exit_after_s"] for r in runs)}
 
 

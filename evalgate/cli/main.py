@@ -299,7 +299,8 @@ def _print_outcome(outcome: Any, settings: Any, json_mode: bool) -> None:
             sys.stdout.flush()
             sys.stdout.write("\n" + render_seed001_summary(outcome.document, outcome.db_path))
     if outcome.verdict.exit_code == EXIT_INTERRUPTED:
-        print("evalgate: interrupted: partial results written with status 'cancelled' (exit 130)", file=sys.stderr)
+        by = f" by {' and '.join(dict.fromkeys(outcome.signals))}" if outcome.signals else ""
+        print(f"evalgate: interrupted{by}: partial results written with status 'cancelled' (exit 130)", file=sys.stderr)
 
 
 def export_langfuse(settings: Any, results_path: Any) -> None:

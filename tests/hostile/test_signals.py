@@ -9,7 +9,7 @@ slice of an uninterrupted run's wall time, so start-up, the dataset checks, the 
 get hit); it must be gone within 1 s with exit 130, and what it left must be consistent: nothing at all
 (interrupted before any case ran), or results.json with status ``cancelled`` whose cases are exactly the
 ones SQLite holds for the run. CI runs 10,000 cases and 6 trials; ``EVALGATE_SLOW=1`` runs the issue's
-100,000 cases and 20 trials (≈ 10 minutes; figures in bench/results/hostile.json). In-process tests
+100,000 cases and 20 trials (≈ 4–7 minutes on 2 busy cores; figures in bench/results/hostile.json). In-process tests
 pin the two phases a random moment rarely hits: a long dataset check and a baseline lookup that hangs."""
 
 from __future__ import annotations
@@ -41,22 +41,31 @@ LIMIT_S = 1.0
 
 
 def check(outcome: dict[str, Any], work: Path) -> None:
-    """Every signalled trial: gone within 1 s with exit 130, and what it left is consistent: nothing at
-    all (before any case ran) or a schema-valid results.json with status ``cancelled`` whose cases are
-    exactly the ones SQLite holds for the run."""
+    """Every signalled trial: gone within 1 s, and what it left is consistent: nothing at all (before
+    any case ran, exit 130), a schema-valid results.json with status ``cancelled`` (exit 130) whose cases
+    are exactly the ones SQLite holds for the run, or — the signal came after the results were written —
+    complete results and the verdict's exit status."""
     assert not outcome["finished_first"], outcome  # every trial got its signal
-    # -15: the signal came before the interpreter ran evalgate's first line (≈ 40 ms): nothing written
-    assert outcome["exit"] in (130, -signal.SIGTERM), outcome
     assert outcome["exit_after_s"] <= LIMIT_S, outcome
     assert outcome["consistent"], outcome
-    if outcome["status"] is not None:
-        assert outcome["status"] == "cancelled", outcome
-        document = json.loads((work / outcome["out"] / "results.json").read_text())
-        jsonschema.validate(document, SCHEMA)
-        assert document["gate"]["exit_code"] == 130 and outcome["exit"] == 130
-        assert "interrupted by SIGTERM" in document["gate"]["reasons"][0]
-    elif outcome["exit"] == 130:
-        assert "before any case ran" in outcome["stderr"], outcome
+    if outcome["status"] is None:
+        # -15: the signal came before the interpreter ran evalgate's first line (≈ 40 ms): nothing written
+        assert outcome["exit"] in (130, -signal.SIGTERM), outcome
+        if outcome["exit"] == 130:
+            assert "before any case ran" in outcome["stderr"], outcome
+        return
+    document = json.loads((work / outcome["out"] / "results.json").read_text())
+    jsonschema.validate(document, SCHEMA)
+    assert document["gate"]["exit_code"] == outcome["exit"], outcome
+    if outcome["status"] == "completed":
+        assert "after the results were written" in outcome["stderr"], outcome
+        assert len(document["results"]) == document["summary"]["total_test_cases"] > 0
+        return
+    assert outcome["status"] == "cancelled" and outcome["exit"] == 130, outcome
+    assert "interrupted by SIGTERM" in outcome["stderr"], outcome
+    # first, or after "no case was evaluated" when the signal came before the first case finished
+    assert any("interrupted by SIGTERM" in reason for reason in document["gate"]["reasons"]), document["gate"]
+    assert len(document["results"]) > 0 or "no case was evaluated" in document["gate"]["reasons"]
 
 
 def test_sigterm_at_random_moments_of_a_10k_recorded_run(tmp_path: Path) -> None:
@@ -71,12 +80,14 @@ def test_sigterm_at_random_moments_of_a_10k_recorded_run(tmp_path: Path) -> None
 @pytest.mark.timeout(3600)
 def test_sigterm_at_random_moments_of_a_100k_recorded_run(tmp_path: Path) -> None:
     if not os.environ.get("EVALGATE_SLOW"):
-        pytest.skip("100,000 cases × 20 trials take ≈ 10 minutes: EVALGATE_SLOW=1 runs them")
+        pytest.skip("100,000 cases × 20 trials take ≈ 4–7 minutes: EVALGATE_SLOW=1 runs them")
     figures = signals(tmp_path, 100_000, 20, seed=20)
     print(json.dumps({k: v for k, v in figures.items() if k != "trials"}, indent=1))
     for outcome in figures["trials"]:
         check(outcome, tmp_path)
-    assert figures["exit_130_within_1s_and_consistent"] == 20
+    # the target: every one cancelled with exit 130 (one landing in the ≈ 0.1 s after the results were
+    # written would be complete instead; check() allows it, and the figures count it)
+    assert figures["exit_130_within_1s_and_consistent"] + figures["complete_when_signalled"] == 20
 
 
 def signal_self_after(seconds: float) -> threading.Timer:
