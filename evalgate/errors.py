@@ -69,6 +69,27 @@ class Interrupt:
         cls.reset()
         return {sig: signal.signal(sig, cls._startup) for sig in (signal.SIGINT, signal.SIGTERM)}
 
+    @classmethod
+    def record_only(cls) -> dict[int, Any]:
+        """SIGINT and SIGTERM are only recorded in ``received`` (what the console script keeps while the
+        process exits, once ``main`` handed back its handlers: the exit status stands)."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        return {sig: signal.signal(sig, cls._record) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    @classmethod
+    def _record(cls, signum: int, frame: Any) -> None:
+        cls.received.append(signal.Signals(signum).name)
+
+    @staticmethod
+    def hold() -> None:
+        """Block SIGINT and SIGTERM for the rest of the process's life (an ``atexit`` hook of the console
+        script: non-daemon threads are joined by then). Python puts the default handlers back as it
+        finalises, so a signal in those last milliseconds would otherwise end a finished run by the
+        signal instead of its exit status; blocked, it is dropped with the process."""
+        if threading.current_thread() is threading.main_thread():
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
     @staticmethod
     def restore(previous: dict[int, Any]) -> None:
         for sig, handler in previous.items():

@@ -249,6 +249,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if late and code != EXIT_INTERRUPTED:  # the results were complete and written when the signal came
         print(f"evalgate: interrupted by {late[0]} after the results were written: they are complete "
               f"(status {outcome.document['status']}), the report is not printed (exit {code})", file=sys.stderr)
+        Interrupt.received.clear()  # reported
         return code
     try:
         _print_outcome(outcome, settings, json_mode)
@@ -262,6 +263,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                                f"is the verdict's ({code})")
     if settings.langfuse:
         export_langfuse(settings, outcome.results_path)  # a failure is a warning: the verdict stands
+    if Interrupt.received and code != EXIT_INTERRUPTED:  # came while the report was printed
+        print(f"evalgate: interrupted by {Interrupt.received[0]} after the results were written: they are "
+              f"complete (status {outcome.document['status']}; exit {code})", file=sys.stderr)
+        Interrupt.received.clear()  # reported
     return code
 
 
@@ -404,8 +409,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def console_main() -> NoReturn:
     """The ``evalgate`` console script: ``main()`` and its exit status, with the interpreter's normal exit
-    (atexit hooks, buffered output flushed)."""
-    sys.exit(main())
+    (atexit hooks, buffered output flushed). A SIGINT/SIGTERM that arrives once ``main`` has handed back
+    its handlers (the results, if any, are written) is noted on stderr; the exit status stands."""
+    import atexit
+
+    Interrupt.record_only()  # what main's handlers hand back to: the process is not killed while it exits
+    atexit.register(Interrupt.hold)  # nor in its last milliseconds (threads joined, modules torn down)
+    status = main()
+    if Interrupt.received and status != EXIT_INTERRUPTED:
+        print(f"evalgate: {Interrupt.received[0]} arrived as evalgate was finishing: the exit status stands "
+              f"(exit {status})", file=sys.stderr)
+    sys.exit(status)
 
 
 def report_crash(exc: BaseException, note: str | None = None) -> int:

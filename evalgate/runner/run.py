@@ -149,6 +149,7 @@ async def _execute(
         raise
     try:
         await check_reachable(endpoints_of(target, judge), settings.connect_timeout_seconds, env)
+        Interrupt.check()  # a signal whose wake-up found no wait left to cancel: still nothing written
     except BaseException:
         await _close_quietly(target, judge, runtime)
         restored.close()

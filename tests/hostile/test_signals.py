@@ -38,6 +38,9 @@ from tests.hostile.servers import Loopback, Out, Seen
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "evalgate" / "schemas" / "results.schema.json").read_text())
 LIMIT_S = 1.0
+LAST_MOMENTS_S = 0.25
+"""A signal this close to the exit may come after the last line evalgate prints, while the interpreter
+exits (≤ 0.06 s measured at 10k cases): it is dropped (``Interrupt.hold``), the exit status stands."""
 
 
 def check(outcome: dict[str, Any], work: Path) -> None:
@@ -58,7 +61,9 @@ def check(outcome: dict[str, Any], work: Path) -> None:
     jsonschema.validate(document, SCHEMA)
     assert document["gate"]["exit_code"] == outcome["exit"], outcome
     if outcome["status"] == "completed":
-        assert "after the results were written" in outcome["stderr"], outcome
+        noted = "after the results were written" in outcome["stderr"] or "as evalgate was finishing" in \
+            outcome["stderr"]
+        assert noted or outcome["exit_after_s"] <= LAST_MOMENTS_S, outcome  # else in the interpreter's exit
         assert len(document["results"]) == document["summary"]["total_test_cases"] > 0
         return
     assert outcome["status"] == "cancelled" and outcome["exit"] == 130, outcome
