@@ -187,3 +187,39 @@ def test_an_unknown_risk_level_weighs_as_medium() -> None:
     aggregate.add(CaseResult(id="u", status=CaseStatus.passed, passed=True, risk_level="unrated"))
     aggregate.add(CaseResult(id="l", status=CaseStatus.failed, passed=False, risk_level="low"))
     assert aggregate.weighted_pass_rate == pytest.approx(1.0 / (1.0 + 0.5))  # weights: unknown 1, low 0.5
+
+
+def test_a_metric_that_did_not_run_never_counts_toward_averages_even_carrying_a_value() -> None:
+    """Only passed/failed metrics are valued: an ``unavailable`` result that (against the model's rule)
+    carries a value is counted as unavailable, not averaged, in the tally and in the breakdowns alike."""
+    from evalgate.model import MetricResult
+
+    aggregate = RunAggregate()
+    stray = MetricResult(status=MetricStatus.unavailable, value=0.9, reason="judge down")
+    valued = judge_metric(0.2, None, {})
+    aggregate.add(CaseResult(id="a", status=CaseStatus.errored, passed=False, category="crm", metrics={"m": stray}))
+    aggregate.add(CaseResult(id="b", status=CaseStatus.passed, passed=True, category="crm", metrics={"m": valued}))
+    tally = aggregate.metrics["m"]
+    assert (tally.count, tally.total, tally.unavailable, tally.maximum) == (1, 0.2, 1, 0.2)
+    assert aggregate.breakdowns_dict()["category"]["crm"]["average_scores"] == {"m": 0.2}
+
+
+def test_breakdowns_leave_out_cases_without_a_value_for_the_dimension() -> None:
+    """A missing (None) or empty suite/category makes no "None" or "" group."""
+    aggregate = RunAggregate()
+    aggregate.add(CaseResult(id="a", status=CaseStatus.passed, passed=True, suite="", category=None,
+                             difficulty="hard"))
+    breakdowns = aggregate.breakdowns_dict()
+    assert breakdowns["suite"] == {} and breakdowns["category"] == {}
+    assert breakdowns["difficulty"]["hard"]["total"] == 1
+
+
+def test_judge_metric_validates_a_details_mapping_that_is_not_a_dict() -> None:
+    """Only a plain dict takes the fast path; any other mapping is validated into a dict (results are
+    written as JSON, which a mappingproxy would not survive)."""
+    import json
+    from types import MappingProxyType
+
+    result = judge_metric(0.5, None, MappingProxyType({"k": 1}))  # type: ignore[arg-type]
+    assert type(result.details) is dict and result.details == {"k": 1}
+    assert json.loads(result.model_dump_json())["details"] == {"k": 1}

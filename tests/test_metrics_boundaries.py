@@ -100,3 +100,28 @@ def test_a_rule_that_reads_the_suite_options_applies_as_a_plain_bool() -> None:
     with_rule = Case(id="r", input="q", rules=[RuleCheck(type="contains", value="a")])
     assert rules.applies_to(with_rule, MetricOptions()) is True
     assert rules.applies_to(Case(id="n", input="q"), MetricOptions()) is False
+
+
+def test_the_metric_decorator_keeps_the_function_and_takes_the_first_doc_paragraph(monkeypatch) -> None:
+    """``@metric`` returns the function itself (the module keeps a callable) and describes the metric by
+    its docstring's first paragraph, whitespace collapsed; no docstring gives an empty description."""
+    from evalgate.metrics import registry
+
+    monkeypatch.setattr(registry, "REGISTRY", {})
+
+    @registry.metric("probe", family="test")
+    def probe(case, answer, ctx):  # type: ignore[no-untyped-def]
+        """Counts   the
+        probe.
+
+        Not part of the description."""
+        return 1.0
+
+    @registry.metric("bare", family="test")
+    def bare(case, answer, ctx):  # type: ignore[no-untyped-def]
+        return 0.0
+
+    assert probe(None, None, None) == 1.0 and bare(None, None, None) == 0.0
+    assert registry.REGISTRY["probe"].fn is probe
+    assert registry.REGISTRY["probe"].description == "Counts the probe."
+    assert registry.REGISTRY["bare"].description == ""
