@@ -55,7 +55,7 @@ DEFAULT_MODULES = (
     "evalgate.metrics.text",
     "evalgate.metrics.judged",
 )
-GATE_TESTS = ("tests/test_gate_boundaries.py", "tests/test_gate.py", "tests/test_repeats.py")
+GATE_TESTS = ("tests/test_gate_boundaries.py", "tests/test_gate.py", "tests/test_repeats.py", "tests/test_judge_evidence.py")
 TESTS_FOR = {
     "evalgate.verdict.gate": GATE_TESTS,
     "evalgate.verdict.aggregate": (*GATE_TESTS, "tests/test_merge_repeats.py"),
