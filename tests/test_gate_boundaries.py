@@ -223,3 +223,15 @@ def test_judge_metric_validates_a_details_mapping_that_is_not_a_dict() -> None:
     result = judge_metric(0.5, None, MappingProxyType({"k": 1}))  # type: ignore[arg-type]
     assert type(result.details) is dict and result.details == {"k": 1}
     assert json.loads(result.model_dump_json())["details"] == {"k": 1}
+
+
+def test_metrics_not_run_count_skipped_and_unavailable_alike() -> None:
+    """One skipped and one unavailable result: the metric did not run on 2 cases (a sum, so equal
+    counts do not cancel out)."""
+    from evalgate.model import MetricResult
+
+    aggregate = RunAggregate()
+    for index, status in enumerate((MetricStatus.skipped, MetricStatus.unavailable)):
+        metric = MetricResult(status=status, reason="no judge")
+        aggregate.add(CaseResult(id=f"c{index}", status=CaseStatus.passed, passed=True, metrics={"m": metric}))
+    assert aggregate.not_run_metrics() == {"m": 2}
