@@ -125,3 +125,25 @@ def test_the_metric_decorator_keeps_the_function_and_takes_the_first_doc_paragra
     assert registry.REGISTRY["probe"].fn is probe
     assert registry.REGISTRY["probe"].description == "Counts the probe."
     assert registry.REGISTRY["bare"].description == ""
+
+
+def test_metric_flags_and_the_metrics_that_depend_on_the_judge(monkeypatch) -> None:
+    """``applies`` may take (case) or (case, options); a judged metric uses the judge unless told not to,
+    and anything depending on one that does (directly or through another) depends on the judge too."""
+    from evalgate.metrics import registry
+
+    monkeypatch.setattr(registry, "REGISTRY", {})
+    fn = lambda case, answer, ctx: 0.0  # noqa: E731
+    registry.metric("judged", family="t", kind="judged", applies=lambda case, options: options == "on")(fn)
+    registry.metric("judged_offline", family="t", kind="judged", uses_judge=False)(fn)
+    registry.metric("plain", family="t", applies=lambda case: True)(fn)
+    registry.metric("derived", family="t", depends_on=("judged",))(fn)
+    registry.metric("derived_twice", family="t", depends_on=("derived",))(fn)
+    registry.metric("derived_offline", family="t", depends_on=("judged_offline", "plain"))(fn)
+    metrics = registry.REGISTRY
+    assert metrics["judged"].applies_to(None, "on") and not metrics["judged"].applies_to(None, "off")
+    assert metrics["plain"].applies_to(None, "anything")
+    assert (metrics["judged"].uses_judge, metrics["judged_offline"].uses_judge, metrics["plain"].uses_judge) == (
+        True, False, False)
+    assert registry.judge_dependent(metrics) == frozenset({"judged", "derived", "derived_twice"})
+    assert registry.judge_dependent({"plain": metrics["plain"]}) == frozenset()
