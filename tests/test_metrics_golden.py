@@ -312,6 +312,7 @@ def test_an_unavailable_judge_falls_back_to_the_heuristic_with_the_reason() -> N
     assert score.value == pytest.approx(1.04)
     assert (score.details["method"], score.details["judge_failure"]) == ("heuristic", "unreachable")
     assert "503" in score.details["judge_unavailable"]
+    assert score.details["judge_details"] == {"judge_failure": "unreachable"}  # the judge's, minus its "method"
 
 
 def test_no_output_text_stays_unavailable_with_a_judge() -> None:
