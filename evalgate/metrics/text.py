@@ -99,10 +99,7 @@ def _claim(text: str, pattern: re.Pattern[str], claimed: list[tuple[int, int]]) 
     rejected overlap, so an occurrence right behind a claimed span is still found)."""
     spans: list[tuple[int, int]] = []
     pos = 0
-    while pos <= len(text):
-        found = pattern.search(text, pos)
-        if found is None:
-            break
+    while (found := pattern.search(text, pos)) is not None:
         span = (found.start(), found.end())
         if _overlaps(*span, claimed) or _overlaps(*span, spans):
             pos = found.start() + 1
