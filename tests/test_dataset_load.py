@@ -540,6 +540,10 @@ def test_suite_config_all_fields_and_unknown_nested_option() -> None:
         parse_suite_config({"options": {"combined_score": {"alpah": 1}}}, "evalgate.yaml")
     with pytest.raises(UserError, match=r"composite weights must sum to 1\.0"):
         parse_suite_config({"options": {"composite_weights": {"specialist_match": 0.9}}}, "evalgate.yaml")
+    negative = {"specialist_match": 0.8, "keyword_coverage": 0.45, "data_source_match": -0.5, "response_quality": 0.25}
+    with pytest.raises(UserError) as info:  # sums to 1, but a negative weight would reward a miss
+        parse_suite_config({"options": {"composite_weights": negative}}, "evalgate.yaml")
+    assert str(info.value) == "evalgate.yaml: suite: field 'options.composite_weights.data_source_match': must be ≥ 0.0 (got -0.5)"
 
 
 def test_evalgate_yaml_top_level_without_suite_label() -> None:

@@ -187,3 +187,134 @@ def test_an_unknown_risk_level_weighs_as_medium() -> None:
     aggregate.add(CaseResult(id="u", status=CaseStatus.passed, passed=True, risk_level="unrated"))
     aggregate.add(CaseResult(id="l", status=CaseStatus.failed, passed=False, risk_level="low"))
     assert aggregate.weighted_pass_rate == pytest.approx(1.0 / (1.0 + 0.5))  # weights: unknown 1, low 0.5
+
+
+def test_a_metric_that_did_not_run_never_counts_toward_averages_even_carrying_a_value() -> None:
+    """Only passed/failed metrics are valued: an ``unavailable`` result that (against the model's rule)
+    carries a value is counted as unavailable, not averaged, in the tally and in the breakdowns alike."""
+    from evalgate.model import MetricResult
+
+    aggregate = RunAggregate()
+    stray = MetricResult(status=MetricStatus.unavailable, value=0.9, reason="judge down")
+    valued = judge_metric(0.2, None, {})
+    aggregate.add(CaseResult(id="a", status=CaseStatus.errored, passed=False, category="crm", metrics={"m": stray}))
+    aggregate.add(CaseResult(id="b", status=CaseStatus.passed, passed=True, category="crm", metrics={"m": valued}))
+    tally = aggregate.metrics["m"]
+    assert (tally.count, tally.total, tally.unavailable, tally.maximum) == (1, 0.2, 1, 0.2)
+    assert aggregate.breakdowns_dict()["category"]["crm"]["average_scores"] == {"m": 0.2}
+
+
+def test_breakdowns_leave_out_cases_without_a_value_for_the_dimension() -> None:
+    """A missing (None) or empty suite/category makes no "None" or "" group."""
+    aggregate = RunAggregate()
+    aggregate.add(CaseResult(id="a", status=CaseStatus.passed, passed=True, suite="", category=None,
+                             difficulty="hard"))
+    breakdowns = aggregate.breakdowns_dict()
+    assert breakdowns["suite"] == {} and breakdowns["category"] == {}
+    assert breakdowns["difficulty"]["hard"]["total"] == 1
+
+
+def test_judge_metric_validates_a_details_mapping_that_is_not_a_dict() -> None:
+    """Only a plain dict takes the fast path; any other mapping is validated into a dict (results are
+    written as JSON, which a mappingproxy would not survive)."""
+    import json
+    from types import MappingProxyType
+
+    result = judge_metric(0.5, None, MappingProxyType({"k": 1}))  # type: ignore[arg-type]
+    assert type(result.details) is dict and result.details == {"k": 1}
+    assert json.loads(result.model_dump_json())["details"] == {"k": 1}
+
+
+def test_metrics_not_run_count_skipped_and_unavailable_alike() -> None:
+    """One skipped and one unavailable result: the metric did not run on 2 cases (a sum, so equal
+    counts do not cancel out)."""
+    from evalgate.model import MetricResult
+
+    aggregate = RunAggregate()
+    for index, status in enumerate((MetricStatus.skipped, MetricStatus.unavailable)):
+        metric = MetricResult(status=status, reason="no judge")
+        aggregate.add(CaseResult(id=f"c{index}", status=CaseStatus.passed, passed=True, metrics={"m": metric}))
+    assert aggregate.not_run_metrics() == {"m": 2}
+
+
+# ── judge evidence at its edges (issue #11's rules, hand-computed) ───────────────────────────────
+
+
+def _judged_aggregate(tally: object, *, errored_cases: int = 0) -> RunAggregate:
+    aggregate = RunAggregate(judged={"rel"}, gated_judged={"rel"})
+    aggregate.judge = {"rel": tally}  # type: ignore[dict-item]
+    aggregate.judge_errored_cases = errored_cases
+    return aggregate
+
+
+def test_judge_reason_needs_fewer_than_half_the_verdicts_scored() -> None:
+    """Minority rule: 2·(missing − budget) > verdicts − budget. 2 of 4 missing is exactly half (no reason,
+    with the errored cases allowed); 3 of 4 is a minority; with 2 of 5 left unasked by the budget, 2 more
+    missing of the 3 asked is a minority too (2·2 > 3)."""
+    from evalgate.verdict.aggregate import JudgeTally
+    from evalgate.verdict.gate import judge_reason
+
+    assert judge_reason(_judged_aggregate(JudgeTally(4, 2, 0, "down", "down")), max_errored=10) is None
+    assert judge_reason(_judged_aggregate(JudgeTally(4, 3, 0, "down", "down")), max_errored=10) == (
+        "judge unavailable: 3 of 4 verdicts of gated judged metrics could not be scored (rel 3 of 4; first: down)"
+        " — see results.json")
+    budget = judge_reason(_judged_aggregate(JudgeTally(5, 4, 2, "budget", "down")), max_errored=10)
+    assert budget is not None and "2 of 3 verdicts" in budget
+    assert JudgeTally(5, 4, 2).scored == 1 and JudgeTally(5, 4, 2).judge_missing == 2
+
+
+def test_the_judge_reason_comes_first_among_the_gate_reasons() -> None:
+    from evalgate.model import MetricResult
+    from evalgate.verdict.aggregate import JudgeTally
+
+    aggregate = _judged_aggregate(JudgeTally(4, 3, 0, "down", "down"))
+    aggregate.add(CaseResult(id="a", status=CaseStatus.failed, passed=False,
+                             metrics={"acc": MetricResult(status=MetricStatus.failed, value=0.1)}))
+    verdict = run_verdict(aggregate, {"acc": Threshold(op="min", value=0.5)}, GatePolicy(max_errored=10))
+    assert verdict.reasons[0].startswith("judge unavailable: 3 of 4") and verdict.reasons[1].startswith("acc average")
+
+
+def test_collapsed_verdict_counts_default_to_zero() -> None:
+    """A collapsed repeat result carries its counts in details.judge_verdicts; absent keys count 0."""
+    from evalgate.model import MetricResult
+    from evalgate.verdict.aggregate import JudgeTally, judge_verdicts
+
+    def collapsed(counts: dict[str, object]) -> MetricResult:
+        return MetricResult(status=MetricStatus.passed, value=0.5, details={"judge_verdicts": counts})
+
+    assert judge_verdicts(collapsed({})) == JudgeTally(0, 0, 0, None, None)
+    assert judge_verdicts(collapsed({"of": 3, "missing": 2, "budget": 1, "first": "x", "first_judge": "y"})) == (
+        JudgeTally(3, 2, 1, "x", "y"))
+
+
+def test_an_errored_case_counts_for_the_judge_when_the_missing_verdict_was_gated_by_set_or_by_case() -> None:
+    """A missing verdict errors a case "for the judge" when its metric is gated run-wide (gated_judged) or
+    on this case (its result has a threshold); an ungated judged metric missing its verdict does not."""
+    from evalgate.model import MetricResult
+
+    def errored_case(name: str, threshold: Threshold | None) -> CaseResult:
+        metric = MetricResult(status=MetricStatus.unavailable, threshold=threshold, reason="judge down")
+        return CaseResult(id=name, status=CaseStatus.errored, passed=False, metrics={name: metric})
+
+    for name, threshold, counted in (("gated", None, 1), ("by_case", Threshold(op="min", value=0.5), 1),
+                                     ("ungated", None, 0)):
+        aggregate = RunAggregate(judged={"gated", "by_case", "ungated"}, gated_judged={"gated"})
+        aggregate.add(errored_case(name, threshold))
+        assert aggregate.judge_errored_cases == counted, name
+
+
+def test_judged_metrics_read_by_a_gated_metric_are_gated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """judge_metric_sets: ``rq`` has no threshold but the gated ``comp`` reads it, so a missing ``rq``
+    verdict matters; ``aside`` is judged, ungated and read by nothing."""
+    from evalgate.metrics import registry
+    from evalgate.verdict.gate import judge_metric_sets
+
+    monkeypatch.setattr(registry, "REGISTRY", {})
+    fn = lambda case, answer, ctx: 0.0  # noqa: E731
+    registry.metric("rq", family="t", kind="judged")(fn)
+    registry.metric("aside", family="t", kind="judged")(fn)
+    registry.metric("comp", family="t", depends_on=("rq",))(fn)
+    thresholds = {"comp": Threshold(op="min", value=0.5)}
+    assert judge_metric_sets(registry.REGISTRY, thresholds, judging=True) == (
+        frozenset({"rq", "aside"}), frozenset({"rq"}))
+    assert judge_metric_sets(registry.REGISTRY, thresholds, judging=False) == (frozenset(), frozenset())

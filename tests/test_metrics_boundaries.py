@@ -100,3 +100,50 @@ def test_a_rule_that_reads_the_suite_options_applies_as_a_plain_bool() -> None:
     with_rule = Case(id="r", input="q", rules=[RuleCheck(type="contains", value="a")])
     assert rules.applies_to(with_rule, MetricOptions()) is True
     assert rules.applies_to(Case(id="n", input="q"), MetricOptions()) is False
+
+
+def test_the_metric_decorator_keeps_the_function_and_takes_the_first_doc_paragraph(monkeypatch) -> None:
+    """``@metric`` returns the function itself (the module keeps a callable) and describes the metric by
+    its docstring's first paragraph, whitespace collapsed; no docstring gives an empty description."""
+    from evalgate.metrics import registry
+
+    monkeypatch.setattr(registry, "REGISTRY", {})
+
+    @registry.metric("probe", family="test")
+    def probe(case, answer, ctx):  # type: ignore[no-untyped-def]
+        """Counts   the
+        probe.
+
+        Not part of the description."""
+        return 1.0
+
+    @registry.metric("bare", family="test")
+    def bare(case, answer, ctx):  # type: ignore[no-untyped-def]
+        return 0.0
+
+    assert probe(None, None, None) == 1.0 and bare(None, None, None) == 0.0
+    assert registry.REGISTRY["probe"].fn is probe
+    assert registry.REGISTRY["probe"].description == "Counts the probe."
+    assert registry.REGISTRY["bare"].description == ""
+
+
+def test_metric_flags_and_the_metrics_that_depend_on_the_judge(monkeypatch) -> None:
+    """``applies`` may take (case) or (case, options); a judged metric uses the judge unless told not to,
+    and anything depending on one that does (directly or through another) depends on the judge too."""
+    from evalgate.metrics import registry
+
+    monkeypatch.setattr(registry, "REGISTRY", {})
+    fn = lambda case, answer, ctx: 0.0  # noqa: E731
+    registry.metric("judged", family="t", kind="judged", applies=lambda case, options: options == "on")(fn)
+    registry.metric("judged_offline", family="t", kind="judged", uses_judge=False)(fn)
+    registry.metric("plain", family="t", applies=lambda case: True)(fn)
+    registry.metric("derived", family="t", depends_on=("judged",))(fn)
+    registry.metric("derived_twice", family="t", depends_on=("derived",))(fn)
+    registry.metric("derived_offline", family="t", depends_on=("judged_offline", "plain"))(fn)
+    metrics = registry.REGISTRY
+    assert metrics["judged"].applies_to(None, "on") and not metrics["judged"].applies_to(None, "off")
+    assert metrics["plain"].applies_to(None, "anything")
+    assert (metrics["judged"].uses_judge, metrics["judged_offline"].uses_judge, metrics["plain"].uses_judge) == (
+        True, False, False)
+    assert registry.judge_dependent(metrics) == frozenset({"judged", "derived", "derived_twice"})
+    assert registry.judge_dependent({"plain": metrics["plain"]}) == frozenset()

@@ -312,6 +312,7 @@ def test_an_unavailable_judge_falls_back_to_the_heuristic_with_the_reason() -> N
     assert score.value == pytest.approx(1.04)
     assert (score.details["method"], score.details["judge_failure"]) == ("heuristic", "unreachable")
     assert "503" in score.details["judge_unavailable"]
+    assert score.details["judge_details"] == {"judge_failure": "unreachable"}  # the judge's, minus its "method"
 
 
 def test_no_output_text_stays_unavailable_with_a_judge() -> None:
@@ -503,3 +504,23 @@ def test_golden_regressions_fail() -> None:
         assert golden.description, golden.id
         values = _scores(golden)
         assert values["composite"] < REGISTRY["composite"].default_threshold, (golden.id, values)
+
+
+def test_composite_stays_within_one_and_rounds_its_contributions_to_six_places() -> None:
+    """Weights may sum to 1 within 1e-6: with every component perfect the composite is still at most 1.0.
+    Contributions in the details are rounded to 6 places (0.3·(1/3) = 0.1 → 0.1, 0.25·(1/3) → 0.083333)."""
+    perfect = {"specialist_match": 1.0, "keyword_coverage": 1.0, "data_source_match": 1.0, "response_quality": 5.0}
+    heavy = CompositeWeights(specialist_match=0.3000005, keyword_coverage=0.25, data_source_match=0.20,
+                             response_quality=0.25)
+    assert composite(case(), Answer(), ctx(values=perfect, composite_weights=heavy)).value == 1.0
+    thirds = {"specialist_match": 1 / 3, "keyword_coverage": 1 / 3, "data_source_match": 1 / 3, "response_quality": 5 / 3}
+    details = composite(case(), Answer(), ctx(values=thirds)).details
+    assert details["contributions"] == {"specialist_match": 0.1, "keyword_coverage": 0.083333,
+                                        "data_source_match": 0.066667, "response_quality": 0.083333}
+
+
+def test_heuristic_lists_at_most_20_missing_reference_terms() -> None:
+    """details.overlap_missing is capped at the first 20 reference terms the answer lacks."""
+    terms = [f"term{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(25)]
+    score = heuristic_quality(case(verified_answer_summary=" ".join(terms)), Answer(output="nothing relevant here"))
+    assert score.details["overlap_missing"] == terms[:20]

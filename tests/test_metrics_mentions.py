@@ -562,3 +562,13 @@ def test_brand_failing_suite_fails_every_case() -> None:
             failed.append("false_is_mine_rate")
         assert failed, case.id
         assert all(name in (case.description or "") for name in failed), (case.id, failed)
+
+
+def test_find_terms_keeps_spans_that_touch_and_rescans_one_character_on() -> None:
+    """Spans that merely touch (one ends where the other starts) do not overlap, on either side of a
+    claimed span; after an occurrence rejected for overlapping, the scan resumes one character on, so
+    '--' is found at 2 in 'x---' once 'x-' holds 0–2."""
+    spans = lambda text, terms: [(m.term_index, m.start, m.end) for m in find_terms(text, terms)]  # noqa: E731
+    assert spans("ab-cd", ["-cd", "ab"]) == [(1, 0, 2), (0, 2, 5)]  # the longer '-cd' claims first
+    assert spans("abc-d", ["abc", "-d"]) == [(0, 0, 3), (1, 3, 5)]
+    assert spans("x---", ["x-", "--"]) == [(0, 0, 2), (1, 2, 4)]

@@ -290,3 +290,33 @@ def test_wikipedia_failing_suite_fails_every_case() -> None:
         reciprocal = mrr(case, _recorded_answer(case), context).value
         assert hit < 0.80 or reciprocal < 0.70, case.input
         assert case.description
+
+
+def test_context_mrr_hand_computed() -> None:
+    """Reference 'Reset the press within 5 minutes' has 6 words. Chunks: '' (no word: 0), 'nothing related'
+    (0/6), 'the press: reset it' (3/6 = 0.5 ≥ 0.25: first relevant, rank 3), the reference itself (6/6).
+    MRR = 1/3; overlaps are rounded to 6 places."""
+    from evalgate.metrics.retrieval import context_mrr
+
+    case = Case(input="q", expected_output="Reset the press within 5 minutes")
+    chunks = ["", "nothing related", "the press: reset it", "Reset the press within 5 minutes", "press it"]
+    scored = context_mrr(case, Answer(output="a", debug_context=chunks), ctx())
+    assert scored.value == pytest.approx(1 / 3)
+    assert scored.details == {"first_relevant_rank": 3, "chunks": 5, "overlaps": [0.0, 0.0, 0.5, 1.0, 0.166667],
+                              "min_overlap": 0.25, "reference_words": 6}
+    none = context_mrr(case, Answer(output="a"), ctx())
+    assert none.value == 0.0 and none.details["reason"] == "the target returned no debug_context"
+    blank_reference = context_mrr(Case(input="q", expected_output="   "), Answer(output="a", debug_context=chunks), ctx())
+    assert blank_reference.value == 0.0 and blank_reference.details["reference_words"] == 0
+
+
+def test_context_mrr_overlap_exactly_at_the_minimum_counts() -> None:
+    """1 of 4 reference words is 0.25, the default minimum (also without options): relevant at rank 1."""
+    from evalgate.metrics.retrieval import context_mrr
+
+    case = Case(input="q", expected_output="alpha beta gamma delta")
+    answer = Answer(output="a", debug_context=["alpha only"])
+    assert context_mrr(case, answer, ctx()).value == 1.0
+    assert context_mrr(case, answer, MetricContext(options=None)).value == 1.0
+    stricter = MetricContext(options=MetricOptions(context_mrr_min_overlap=0.26))
+    assert context_mrr(case, answer, stricter).value == 0.0

@@ -306,3 +306,16 @@ def test_blackbox_regressions_fail_including_a_critical_case() -> None:
     for blackbox in cases:
         assert blackbox.description, blackbox.id
         assert rules(blackbox, _recorded(blackbox), ctx()).value < 1.0, blackbox.id
+
+
+def test_rule_reasons_and_case_sensitive_patterns_at_their_edges() -> None:
+    """Snippets keep up to 60 characters and cut longer text to 59 + '…'; one more missing item is
+    '(+1 more)'; case-sensitive patterns with quantifiers match by case."""
+    exact, over = "x" * 60, "x" * 61
+    assert check(rule("contains", exact), "y")[1] == f"missing {exact!r}"
+    assert check(rule("contains", over), "y")[1] == f"missing {'x' * 59 + '…'!r}"
+    assert check(rule("contains", ["a1", "b2"]), "zzz")[1] == "missing 'a1' (+1 more)"
+    assert check(rule("regex", r"ID-\d+", case_sensitive=True), "ref ID-42")[0] is True
+    assert check(rule("regex", r"ID-\d+", case_sensitive=True), "ref id-42")[0] is False
+    assert check(rule("not_regex", r"DROP \w+", case_sensitive=True), "drop him")[0] is True
+    assert check(rule("not_regex", r"DROP \w+", case_sensitive=True), "DROP him") == (False, "/DROP \\w+/ matched 'DROP him'")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -66,11 +65,9 @@ def test_mcnemar_matches_scipy_for_large_n(b: int, c: int) -> None:
     assert mcnemar_exact(b, c) == pytest.approx(expected, rel=1e-10, abs=0.0)
 
 
-def test_mcnemar_is_fast_and_underflows_to_zero() -> None:
-    start = time.perf_counter()
+def test_mcnemar_at_ten_million_pairs_and_underflow_to_zero() -> None:
     assert 0.0 < mcnemar_exact(5_000_000, 5_010_000) < 0.01
     assert mcnemar_exact(0, 5000) == 0.0  # 2/2^5000 is below the smallest double
-    assert time.perf_counter() - start < 1.0
 
 
 @pytest.mark.parametrize(("b", "c"), [(-1, 3), (2.0, 3), (True, 3)])
@@ -161,15 +158,13 @@ def test_large_samples_use_cornish_fisher_close_to_exact_resampling() -> None:
     assert skewed_high > skewed_low  # right-skewed data: a longer upper arm
 
 
-def test_hundred_thousand_pairs_are_fast() -> None:
+def test_hundred_thousand_pairs() -> None:
     rng = np.random.default_rng(23)
     continuous = rng.normal(size=100_000)
     binary_base = (rng.random(100_000) < 0.8).astype(float)
     binary_head = (rng.random(100_000) < 0.79).astype(float)
-    start = time.perf_counter()
     wide = paired_bootstrap_ci(continuous, continuous + rng.normal(0.01, 1.0, size=100_000))
     flips = paired_bootstrap_ci(binary_base, binary_head)
-    assert time.perf_counter() - start < 5.0
     assert wide is not None and wide[1] < wide[0] < wide[2]
     assert flips is not None and flips[1] < flips[0] < flips[2]
 

@@ -37,7 +37,7 @@ import sys
 import time
 import types
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,13 +55,14 @@ DEFAULT_MODULES = (
     "evalgate.metrics.text",
     "evalgate.metrics.judged",
 )
-GATE_TESTS = ("tests/test_gate_boundaries.py", "tests/test_gate.py", "tests/test_repeats.py")
+GATE_TESTS = ("tests/test_gate_boundaries.py", "tests/test_gate.py", "tests/test_repeats.py", "tests/test_judge_evidence.py")
 TESTS_FOR = {
     "evalgate.verdict.gate": GATE_TESTS,
     "evalgate.verdict.aggregate": (*GATE_TESTS, "tests/test_merge_repeats.py"),
-    "evalgate.verdict.stats": ("tests/test_stats.py", "tests/test_compare.py", "tests/test_repeats.py"),
-    "evalgate.metrics.registry": ("tests/test_gate.py", "tests/test_gate_boundaries.py", "tests/test_fast_paths.py"),
-    "evalgate.metrics.retrieval": ("tests/test_metrics_retrieval.py",),
+    "evalgate.verdict.stats": ("tests/test_stats.py", "tests/test_stats_reference.py", "tests/test_compare.py", "tests/test_repeats.py"),
+    "evalgate.metrics.registry": ("tests/test_gate.py", "tests/test_gate_boundaries.py", "tests/test_metrics_boundaries.py",
+                                  "tests/test_fast_paths.py", "tests/test_judge_evidence.py"),
+    "evalgate.metrics.retrieval": ("tests/test_metrics_retrieval.py", "tests/test_judges_metrics.py"),
     "evalgate.metrics.mentions": ("tests/test_gate_boundaries.py", "tests/test_metrics_boundaries.py",
                                   "tests/test_metrics_mentions.py"),
     "evalgate.metrics.workflow": ("tests/test_metrics_workflow.py",),
@@ -423,10 +424,13 @@ def main(argv: list[str] | None = None) -> int:
         previous = [Mutant(**m) for m in json.loads(Path(args.retest).read_text(encoding="utf-8"))["mutants"]]
         survived = {key(m) for m in previous if m.status == "survived"}
         existing = {key(item[0]) for item in mutants}
+        paths = {item[0].path for item in mutants}
         for mutant in previous:  # its code was removed since (dead code): no longer a mutant
-            if mutant.status == "survived" and key(mutant) not in existing:
+            if mutant.status == "survived" and mutant.path in paths and key(mutant) not in existing:
                 mutant.status = "code-removed"
         mutants = [item for item in mutants if key(item[0]) in survived]
+        seen: set[tuple[str, str, str, str, str]] = set()
+        mutants = [item for item in mutants if not (key(item[0]) in seen or seen.add(key(item[0])))]  # type: ignore[func-returns-value]
     if args.limit:
         mutants = mutants[: args.limit]
     results: list[Mutant] = []
@@ -459,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(0.02)
     if previous:
         retested = {key(m): m for m in results}
-        results = [retested.get(key(m), m) for m in previous]
+        results = [replace(m, status=retested[key(m)].status, seconds=retested[key(m)].seconds)
+                   if m.status == "survived" and key(m) in retested else m for m in previous]
     results.sort(key=lambda m: (m.path, m.line, m.operator, m.mutated))
     summary = summarise(results)
     Path(args.output).write_text(json.dumps({"summary": summary, "mutants": [asdict(m) for m in results]},
@@ -468,8 +473,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def key(mutant: Mutant) -> tuple[str, int, str, str, str, str]:
-    return (mutant.path, mutant.line, mutant.function, mutant.operator, mutant.original, mutant.mutated)
+def key(mutant: Mutant) -> tuple[str, str, str, str, str]:
+    """A mutant's identity across edits that move lines (a function's mutant text is the same wherever
+    it sits); two identical mutants of one function are one."""
+    return (mutant.path, mutant.function, mutant.operator, mutant.original, mutant.mutated)
 
 
 def summarise(results: list[Mutant]) -> dict[str, object]:

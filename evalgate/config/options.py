@@ -28,10 +28,10 @@ class CompositeWeights(BaseModel):
     """Seed 004: weights of the composite; they must sum to 1."""
 
     model_config = ConfigDict(extra="forbid")
-    specialist_match: float = 0.30
-    keyword_coverage: float = 0.25
-    data_source_match: float = 0.20
-    response_quality: float = 0.25
+    specialist_match: float = Field(default=0.30, ge=0.0)
+    keyword_coverage: float = Field(default=0.25, ge=0.0)
+    data_source_match: float = Field(default=0.20, ge=0.0)
+    response_quality: float = Field(default=0.25, ge=0.0)
 
     @model_validator(mode="after")
     def _sum_to_one(self) -> CompositeWeights:

@@ -128,11 +128,7 @@ def _claim(text: str, pattern: re.Pattern[str], claimed: _Claimed) -> list[tuple
     O(log n) per occurrence."""
     spans: list[tuple[int, int]] = []
     pos = 0
-    size = len(text)
-    while pos <= size:
-        found = pattern.search(text, pos)
-        if found is None:
-            break
+    while (found := pattern.search(text, pos)) is not None:  # a term is never blank: no empty match
         start, end = found.span()
         blocked = claimed.overlap_end(start, end)
         if blocked is not None:
@@ -140,7 +136,7 @@ def _claim(text: str, pattern: re.Pattern[str], claimed: _Claimed) -> list[tuple
             pos = blocked if claimed_start <= start else start + 1
             continue
         spans.append((start, end))  # own matches never overlap: the scan resumes at their end
-        pos = end if end > start else end + 1
+        pos = end
     return spans
 
 
