@@ -1,7 +1,5 @@
-"""``python -m evalgate``: the ``evalgate`` command line."""
+"""``python -m evalgate``: the ``evalgate`` command line (the same exit path as the console script)."""
 
-import sys
+from evalgate.cli.main import console_main
 
-from evalgate.cli.main import main
-
-sys.exit(main())
+console_main()

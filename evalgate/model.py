@@ -315,6 +315,9 @@ class Answer(BaseModel):
     cost_usd: float | None = None
     error: str | None = None
     """Set when the target could not produce an answer; the case is then ``errored``."""
+    truncated: dict[str, int] | None = None
+    """Fields cut to ``max_answer_chars``: field → its size before the cut (characters for ``output`` and
+    ``agent_id``, items for lists). Such an answer's case is errored."""
 
 
 ThresholdOp = Literal["min", "max", "gt", "lt"]

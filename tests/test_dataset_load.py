@@ -413,9 +413,9 @@ def test_duplicate_generated_ids_from_identical_questions(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("files", "message"),
     [
-        ({"a.yaml": ""}, "a.yaml: the dataset is empty: no test cases found"),
+        ({"a.yaml": ""}, "a.yaml:1: the dataset is empty: no test cases found"),
         ({"a.yaml": "cases: []\n", "b.jsonl": "\n\n"}, "a.yaml, b.jsonl: the dataset is empty: no test cases found"),
-        ({"a.json": "  \n"}, "a.json: the dataset is empty: no test cases found"),
+        ({"a.json": "  \n"}, "a.json:1: the dataset is empty: no test cases found"),
     ],
 )
 def test_empty_dataset(tmp_path: Path, files: dict[str, str], message: str) -> None:

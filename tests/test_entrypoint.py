@@ -411,7 +411,9 @@ def test_secrets_come_from_env_inputs_headers_and_urls() -> None:
     assert env_secrets(env) == sorted([TOKEN, JUDGE_KEY, "eyJhbGciOi.runtime.sig"], key=lambda v: (-len(v), v))
     settings = Settings(target_url="https://bot:p%40ssw0rd!@agent.example/api",
                         target_headers={"Authorization": "Bearer abcdef123456", "Accept": "application/json"})
-    assert set(settings_secrets(settings)) == {"Bearer abcdef123456", "abcdef123456", "p%40ssw0rd!", "p@ssw0rd!"}
+    assert set(settings_secrets(settings)) == {"Bearer abcdef123456", "abcdef123456", "p%40ssw0rd!", "p@ssw0rd!",
+                                               # the Basic form of the URL's credentials, padded and not
+                                               "bot:p@ssw0rd!", "Ym90OnBAc3N3MHJkIQ==", "Ym90OnBAc3N3MHJkIQ"}
     assert url_password("https://agent.example/api") == []
 
 

@@ -161,16 +161,18 @@ def step_output(tmp_path: Path, name: str) -> str:
 
 def test_the_action_step_follows_the_same_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with AgentServer({"question": "the answer"}, faults=[Fault(status=500)]) as agent:
-        env = action_env(tmp_path, dataset=str(dataset(tmp_path)), target="http", target_url=agent.base_url + CHAT,
-                         api_retries="0", baseline="none")
+        env = action_env(tmp_path, target="http", target_url=agent.base_url + CHAT, api_retries="0",
+                         baseline="none")
+        env["INPUT_DATASET"] = str(dataset(Path(env["GITHUB_WORKSPACE"])))  # the Action reads inside its workspace
         code = run_action(env, emit=lambda line: None)
     assert code == 1 and step_output(tmp_path, "exit-code") == "1"
     assert results(Path(env["GITHUB_WORKSPACE"]) / "evalgate-results")["gate"]["exit_code"] == 1
 
     unreachable = tmp_path / "unreachable"
     unreachable.mkdir()
-    env = action_env(unreachable, dataset=str(dataset(tmp_path)), target="http",
-                     target_url=f"http://127.0.0.1:{closed_port()}{CHAT}", baseline="none")
+    env = action_env(unreachable, target="http", target_url=f"http://127.0.0.1:{closed_port()}{CHAT}",
+                     baseline="none")
+    env["INPUT_DATASET"] = str(dataset(Path(env["GITHUB_WORKSPACE"])))
     lines: list[str] = []
     code = run_action(env, emit=lines.append)
     assert code == 2 and step_output(unreachable, "exit-code") == "2"

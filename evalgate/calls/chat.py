@@ -81,7 +81,7 @@ class DirectChat:
                  connect_timeout: float | None = None, read_timeout: float | None = None, timed: bool = False
                  ) -> None:
         self.url = f"{provider.base_url.rstrip('/')}/chat/completions"
-        headers = {"Authorization": f"Bearer {provider.api_key}", "User-Agent": USER_AGENT,
+        headers = {"Authorization": provider.authorization_header, "User-Agent": USER_AGENT,
                    "Accept": "application/json", "Content-Type": "application/json"}
         self.pool = HttpPool(timeout=timeout, concurrency=concurrency, headers=headers,
                              connect_timeout=connect_timeout, read_timeout=read_timeout, timed=timed)
@@ -160,8 +160,9 @@ class SdkChat:
         import openai
 
         limits = openai.Timeout(timeout, connect=connect_timeout, read=read_timeout if read_timeout else timeout)
+        extra = {"Authorization": provider.authorization} if provider.authorization else None
         self.client = openai.AsyncOpenAI(api_key=provider.api_key, base_url=provider.base_url, max_retries=0,
-                                         timeout=limits)
+                                         timeout=limits, default_headers=extra)
 
     async def create(self, body: Mapping[str, Any]) -> Completion:
         started = time.perf_counter()

@@ -4,7 +4,9 @@ Every outbound call (HTTP target, chat model target, judge) goes through ``Execu
 
 * attempts ≤ ``retries + 1`` and wall time ≤ ``total_seconds`` per call (each attempt is also cut at
   ``attempt_seconds``), so no call retries forever;
-* retried: connection errors, timeouts, HTTP 408/425/429 and 5xx; everything else fails at once;
+* retried: connection errors, timeouts, HTTP 408/425/429 and 5xx, and a successful status whose body is
+  unreadable (``MalformedReply``: JSON declared but not parseable, a truncated body); everything else
+  fails at once;
 * wait before retry k (k = 0, 1, …): the server's ``Retry-After`` / ``retry-after-ms`` when present,
   else ``min(max_delay, base_delay · 2^k) · U(0.5, 1.0)`` seconds (exponential backoff, equal jitter);
 * a 429 halves that provider's concurrency limit (never below 1); every ``recover_after`` consecutive
@@ -74,6 +76,16 @@ class StatusError(Exception):
         self.headers = {k.lower(): v for k, v in (headers or {}).items()}
 
 
+class MalformedReply(Exception):
+    """A successful HTTP status whose body cannot be what it claims to be (``Content-Type`` JSON that does
+    not parse, a body cut short): retried like a 5xx, since it is as likely to be a passing fault
+    (a proxy's error page, a dropped connection) as a bug."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 # --- classification ------------------------------------------------------------------------------
 
 
@@ -120,6 +132,8 @@ def classify(exc: BaseException) -> Failure:
     """Map an exception raised by one attempt to a ``Failure``."""
     if isinstance(exc, StatusError):
         return status_failure(exc.status, str(exc), exc.headers)
+    if isinstance(exc, MalformedReply):
+        return Failure(f"HTTP {exc.status} with an unreadable body: {exc}", True, exc.status)
     openai = sys.modules.get("openai")  # its errors can only occur once the SDK is in use
     if openai is not None:
         if isinstance(exc, openai.APIStatusError):

@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 MIN_POOL = 10
 
 
+class ReplyTooLarge(Exception):
+    """The reply body is larger than the caller allows (not retried: the next attempt would be as large)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     """A whole HTTP response: status, reason, headers (lower-case names) and the body bytes."""
@@ -64,6 +68,14 @@ class Reply:
             return self.body.decode(self.charset or "utf-8", "replace")
         except LookupError:  # an unknown charset name
             return self.body.decode("utf-8", "replace")
+
+    def text_start(self, chars: int) -> str:
+        """About the first ``chars`` characters of ``text``, decoding only the body's start."""
+        head = self.body[: chars * 4]
+        try:
+            return head.decode(self.charset or "utf-8", "replace")[:chars]
+        except LookupError:
+            return head.decode("utf-8", "replace")[:chars]
 
     def json(self) -> Any:
         """The body as JSON (``ValueError`` when it is not)."""
@@ -107,21 +119,27 @@ class HttpPool:
         return self._session
 
     async def request(self, method: str, url: str, *, headers: Mapping[str, str] | None = None,
-                      params: Mapping[str, Any] | None = None, body: bytes | None = None) -> Reply:
-        """Send one request and read the whole reply (on the wire loop when the pool has one)."""
+                      params: Mapping[str, Any] | None = None, body: bytes | None = None,
+                      max_bytes: int | None = None) -> Reply:
+        """Send one request and read the whole reply (on the wire loop when the pool has one); with
+        ``max_bytes`` a longer body raises ``ReplyTooLarge`` as soon as that is known (its
+        Content-Length, or the bytes read so far)."""
         if self.wire is not None:
-            return await self.wire.call(lambda: self._request(method, url, headers, params, body))
-        return await self._request(method, url, headers, params, body)
+            return await self.wire.call(lambda: self._request(method, url, headers, params, body, max_bytes))
+        return await self._request(method, url, headers, params, body, max_bytes)
 
     async def _request(self, method: str, url: str, headers: Mapping[str, str] | None,
-                       params: Mapping[str, Any] | None, body: bytes | None) -> Reply:
+                       params: Mapping[str, Any] | None, body: bytes | None, max_bytes: int | None = None) -> Reply:
         session = self._session or self._open()
         proxy, proxy_auth = self._proxies.get(url) or self._proxy_for(url)
         timing = Timing() if self.timed else None
         async with session.request(method, url, headers=headers, params=_query(params), data=body,
                                    allow_redirects=self.follow_redirects, proxy=proxy,
                                    proxy_auth=proxy_auth, trace_request_ctx=timing) as response:
-            content = await response.read()
+            if max_bytes is None or (response.content_length is not None and response.content_length <= max_bytes):
+                content = await response.read()
+            else:
+                content = await _read_at_most(response, max_bytes)
             finished = time.perf_counter()
             headers_ = {k.lower(): v for k, v in response.headers.items()}
             if timing is None:
@@ -153,6 +171,23 @@ class HttpPool:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+async def _read_at_most(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The body of ``response``, or ``ReplyTooLarge`` once it is known to exceed ``limit`` bytes (the
+    connection is then closed rather than drained)."""
+    if response.content_length is not None and response.content_length > limit:
+        response.close()
+        raise ReplyTooLarge(f"the reply is {response.content_length:,} bytes, more than the {limit:,} allowed")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(1 << 16):
+        size += len(chunk)
+        if size > limit:
+            response.close()
+            raise ReplyTooLarge(f"the reply is more than the {limit:,} bytes allowed")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class Timing:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from evalgate.errors import UserError
-from evalgate.safety.redact import register_secret
+from evalgate.safety.redact import register_secret, split_credentials
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +55,18 @@ class ProviderConfig:
     api_key: str
     model: str
     key_variable: str | None
+    authorization: str | None = None
+    """``Basic …`` when the base URL carried ``user:password@``: sent instead of ``Bearer <key>`` (one
+    Authorization header, never both); ``base_url`` is then the URL without them."""
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def authorization_header(self) -> str:
+        """The Authorization header value: the URL's credentials, else the API key as a bearer token."""
+        return self.authorization or f"Bearer {self.api_key}"
 
     def describe(self) -> dict[str, object]:
         """Safe to print: never contains the key itself."""
@@ -87,10 +95,10 @@ def resolve_provider(
         key_variable: str | None = api_key_origin
     else:
         key_variable, api_key = _find_key(spec, env, setting)
-    url = _base_url(spec, base_url, env, setting, base_url_setting)
+    url, authorization = split_credentials(_base_url(spec, base_url, env, setting, base_url_setting))
     register_secret(api_key)
     return ProviderConfig(spec=spec, base_url=url, api_key=api_key, model=model or spec.default_model,
-                          key_variable=key_variable)
+                          key_variable=key_variable, authorization=authorization)
 
 
 def _find_key(spec: ProviderSpec, env: Mapping[str, str], setting: str) -> tuple[str | None, str]:

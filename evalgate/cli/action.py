@@ -1,7 +1,8 @@
 """The Action path of the entrypoint: ``INPUT_*`` + ``GITHUB_*`` + event → Settings → run → publish.
 
 Steps: mask secrets (before anything else is printed) → read inputs → build the Actions context and
-``Settings`` (inputs layer; relative ``output-dir``/``db`` anchored at ``GITHUB_WORKSPACE``) → run the
+``Settings`` (inputs layer; relative ``output-dir``/``db`` anchored at ``GITHUB_WORKSPACE``) → confine every
+path to the workspace or the runner temp directory (``evalgate.github.paths``, exit 2 otherwise) → run the
 same pipeline as ``evalgate run`` with its console report wrapped in ``::stop-commands::`` (answers
 are untrusted text) → publish. Exit status and the ``exit-code`` output follow the CLI's rule
 (``evalgate.errors``): the verdict's 0/1/130, always equal to results.json's ``gate.exit_code``; 2 with
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.config.settings import FIELD_NAMES, Settings, build_settings
-from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USER_ERROR, UserError
+from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USER_ERROR, Interrupt, UserError
 from evalgate.github.commands import counting, error, new_stop_token, notice, warning
 from evalgate.github.context import ActionContext, read_inputs
 from evalgate.github.masking import env_secrets, mask_all, settings_secrets
@@ -124,8 +125,12 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
         emit(notice(line, title="evalgate"))
     if settings.langfuse and not (settings.langfuse_public_key and settings.langfuse_secret_key):
         raise UserError("the Langfuse export needs LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY", where="langfuse")
-    return ActionSetup(ctx=ctx, options=options, settings=anchor(settings, workspace), suite_config=suite_config,
-                       workspace=workspace)
+    settings = anchor(settings, workspace)
+    from evalgate.github.paths import confine
+    from evalgate.runner.setup import demo_dir
+
+    confine(settings, env, workspace, comment_template=options.comment_template, bundled=[demo_dir()])
+    return ActionSetup(ctx=ctx, options=options, settings=settings, suite_config=suite_config, workspace=workspace)
 
 
 def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
@@ -188,18 +193,26 @@ def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = em
 
     emit = counting(emit)  # publishing spends what is left of the runner's annotation budget
     mask_all(env_secrets(env), emit)
+    previous = Interrupt.install()  # SIGINT/SIGTERM during the set-up: exit 130, nothing written
     try:
-        setup_ = setup(env, argv, emit)
-    except UserError as exc:
-        emit(error(str(exc), title="evalgate: configuration or dataset error"))
-        _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
-        return EXIT_USER_ERROR
-    paths = written_paths(setup_.settings)
-    created = missing_ancestors(paths, setup_.workspace)
-    try:
-        return _evaluate_and_publish(setup_, env, emit)
+        try:
+            setup_ = setup(env, argv, emit)
+        except UserError as exc:
+            emit(error(str(exc), title="evalgate: configuration or dataset error"))
+            _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
+            return EXIT_USER_ERROR
+        except KeyboardInterrupt:
+            emit(error("interrupted before any result was written", title="evalgate: interrupted"))
+            _best_effort_outputs(env, error_outputs(EXIT_INTERRUPTED), emit)
+            return EXIT_INTERRUPTED
+        paths = written_paths(setup_.settings)
+        created = missing_ancestors(paths, setup_.workspace)
+        try:
+            return _evaluate_and_publish(setup_, env, emit)
+        finally:
+            hand_over(paths, setup_.workspace, created)
     finally:
-        hand_over(paths, setup_.workspace, created)
+        Interrupt.restore(previous)
 
 
 def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:

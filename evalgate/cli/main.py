@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from evalgate import __version__
-from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USER_ERROR, UserError
+from evalgate.errors import (
+    EXIT_GATE_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USER_ERROR,
+    Interrupt,
+    RunInterrupted,
+    UserError,
+)
 
 BOOL = argparse.BooleanOptionalAction
 
@@ -78,6 +85,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="seed 004's agent API: --target http --target-url URL/chat")
     target.add_argument("--outputs-file", metavar="FILE", help="recorded answers keyed by case id (JSON/JSONL)")
     target.add_argument("--target-command", metavar="CMD", help="command target: JSON list or comma-separated argv")
+    target.add_argument("--target-response-format", choices=["auto", "json", "text"],
+                        help="how http/command replies are read: auto (default: JSON when it parses; a reply "
+                             "whose Content-Type says JSON must parse) | json (must parse) | text (never parsed)")
     target.add_argument("--target-model", metavar="MODEL", help="model for the openai target")
     target.add_argument("--target-provider", choices=["openai", "gemini", "ollama", "local"],
                         help="provider of the openai target (default: the judge's, else openai)")
@@ -111,6 +121,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                          "chunks (default: no limit beyond --api-timeout-seconds)")
     ex.add_argument("--progress-interval-seconds", type=float, metavar="S",
                     help="seconds between plain progress lines (default 10)")
+    ex.add_argument("--max-answer-chars", type=int, metavar="N",
+                    help="largest answer kept whole (default 1000000); a larger one is cut and its case errored")
     ex.add_argument("--repeat", type=int, metavar="N", help="run each case N times (flakiness)")
     ex.add_argument("--repeat-rule", choices=["majority", "all", "any"],
                     help="case verdict over its repeats (default majority: passes > N/2)")
@@ -210,6 +222,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from evalgate.report.progress import make_progress
     from evalgate.runner.run import execute
 
+    Interrupt.check()  # a signal that came during the imports above
     values, origins, notices = _cli_values(args)
     defaults = {"compat": ["seed001"]} if args.verb == "eval" else None
     settings, suite_config, _ = build_settings(cli=values, cli_origins=origins, defaults=defaults)
@@ -232,6 +245,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         loader = loader_from_env(os.environ)
     outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for, baseline_loader=loader))
     code = int(outcome.verdict.exit_code)
+    late = outcome.signals or list(Interrupt.received)
+    if late and code != EXIT_INTERRUPTED:  # the results were complete and written when the signal came
+        print(f"evalgate: interrupted by {late[0]} after the results were written: they are complete "
+              f"(status {outcome.document['status']}), the report is not printed (exit {code})", file=sys.stderr)
+        Interrupt.received.clear()  # reported
+        return code
     try:
         _print_outcome(outcome, settings, json_mode)
     except BrokenPipeError:
@@ -244,6 +263,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                                f"is the verdict's ({code})")
     if settings.langfuse:
         export_langfuse(settings, outcome.results_path)  # a failure is a warning: the verdict stands
+    if Interrupt.received and code != EXIT_INTERRUPTED:  # came while the report was printed
+        print(f"evalgate: interrupted by {Interrupt.received[0]} after the results were written: they are "
+              f"complete (status {outcome.document['status']}; exit {code})", file=sys.stderr)
+        Interrupt.received.clear()  # reported
     return code
 
 
@@ -281,7 +304,8 @@ def _print_outcome(outcome: Any, settings: Any, json_mode: bool) -> None:
             sys.stdout.flush()
             sys.stdout.write("\n" + render_seed001_summary(outcome.document, outcome.db_path))
     if outcome.verdict.exit_code == EXIT_INTERRUPTED:
-        print("evalgate: interrupted: partial results written with status 'cancelled' (exit 130)", file=sys.stderr)
+        by = f" by {' and '.join(dict.fromkeys(outcome.signals))}" if outcome.signals else ""
+        print(f"evalgate: interrupted{by}: partial results written with status 'cancelled' (exit 130)", file=sys.stderr)
 
 
 def export_langfuse(settings: Any, results_path: Any) -> None:
@@ -349,28 +373,30 @@ COMMANDS = {"run": cmd_run, "eval": cmd_run, "validate": cmd_validate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from evalgate.safety.redact import register_environment
-
-    register_environment(os.environ)  # the process environment is read here, at the edge
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    if not argv:
-        argv = ["run"]
-    args = parser.parse_args(argv)
-    handler = COMMANDS.get(args.verb) or getattr(args, "func", None)
-    if handler is None:
-        parser.print_help()
-        return EXIT_USER_ERROR
-    previous = _sigterm_interrupts()
+    previous = Interrupt.install()  # SIGINT/SIGTERM before a run installs its own handlers: exit 130
     try:
+        from evalgate.safety.redact import register_environment
+
+        register_environment(os.environ)  # the process environment is read here, at the edge
+        argv = list(sys.argv[1:] if argv is None else argv)
+        parser = build_parser()
+        if not argv:
+            argv = ["run"]
+        args = parser.parse_args(argv)
+        handler = COMMANDS.get(args.verb) or getattr(args, "func", None)
+        if handler is None:
+            parser.print_help()
+            return EXIT_USER_ERROR
         return int(handler(args))
     except UserError as exc:
         from evalgate.safety.redact import redact
 
         print(f"evalgate: error: {redact(str(exc))}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:  # before a run installed its own handlers, or in another verb
-        print("evalgate: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # before any result was written (or in another verb)
+        how = f" by {exc.signal_name}" if isinstance(exc, RunInterrupted) else ""
+        print(f"evalgate: interrupted{how} before any case ran: nothing was evaluated, no results written "
+              f"(exit {EXIT_INTERRUPTED})", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -378,35 +404,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug, not a user error: keep the traceback, but in a file
         return report_crash(exc)
     finally:
-        _restore_sigterm(previous)
-
-
-def _sigterm_interrupts() -> Any:
-    """Make SIGTERM interrupt like Ctrl-C (``KeyboardInterrupt`` → 130) outside a run's own handlers;
-    returns the previous handler (None when not in the main thread)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    return signal.signal(signal.SIGTERM, interrupt)
-
-
-def _restore_sigterm(previous: Any) -> None:
-    if previous is not None:
-        import signal
-
-        signal.signal(signal.SIGTERM, previous)
+        Interrupt.restore(previous)
 
 
 def console_main() -> NoReturn:
     """The ``evalgate`` console script: ``main()`` and its exit status, with the interpreter's normal exit
-    (atexit hooks, buffered output flushed)."""
-    sys.exit(main())
+    (atexit hooks, buffered output flushed). A SIGINT/SIGTERM that arrives once ``main`` has handed back
+    its handlers (the results, if any, are written) is noted on stderr; the exit status stands."""
+    import atexit
+
+    Interrupt.record_only()  # what main's handlers hand back to: the process is not killed while it exits
+    atexit.register(Interrupt.hold)  # nor in its last milliseconds (threads joined, modules torn down)
+    status = main()
+    if Interrupt.received and status != EXIT_INTERRUPTED:
+        print(f"evalgate: {Interrupt.received[0]} arrived as evalgate was finishing: the exit status stands "
+              f"(exit {status})", file=sys.stderr)
+    sys.exit(status)
 
 
 def report_crash(exc: BaseException, note: str | None = None) -> int:

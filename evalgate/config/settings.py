@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from evalgate.config import legacy
 from evalgate.config.suite import SUITE_KEYS
 from evalgate.errors import UserError
-from evalgate.safety.redact import register_environment, register_secret
+from evalgate.safety.redact import register_environment, register_mapping_secrets, register_secret, split_credentials
 from evalgate.text.tokens import configure as configure_tokenizer
 
 JudgeProvider = Literal["none", "openai", "gemini", "ollama", "local"]
@@ -28,6 +28,10 @@ CompatSeed = Literal["seed000", "seed001", "seed004"]
 COMPAT_ALIASES: dict[str, str] = {"000": "seed000", "0": "seed000", "001": "seed001", "1": "seed001",
                                   "004": "seed004", "4": "seed004"}
 """Other spellings of ``compat`` values."""
+
+
+CREDENTIAL_URLS = ("target_url", "judge_base_url", "langfuse_host")
+"""URL settings that may carry ``user:password@`` (sent as ``Authorization: Basic``, never stored)."""
 
 
 def _split_list(value: Any) -> Any:
@@ -98,6 +102,10 @@ class Settings(BaseModel):
     target_headers: dict[str, str] = Field(default_factory=dict)
     target_body_template: str | None = None
     target_response_map: dict[str, str] = Field(default_factory=dict)
+    target_response_format: Literal["auto", "json", "text"] = "auto"
+    """How an http or command target's reply is read: ``auto`` (JSON when it parses; a reply whose
+    Content-Type says JSON must parse, else the attempt failed and is retried), ``json`` (every reply must
+    be JSON) or ``text`` (the body is the answer text, never parsed)."""
     target_command: list[str] = Field(default_factory=list)
     target_model: str | None = None
     target_provider: Literal["openai", "gemini", "ollama", "local"] | None = None
@@ -140,9 +148,41 @@ class Settings(BaseModel):
     read_timeout_seconds: float | None = Field(default=None, gt=0)
     api_retries: int = Field(default=3, ge=0, le=20)
     repeat: int = Field(default=1, ge=1, le=100)
+    max_answer_chars: int = Field(default=1_000_000, ge=1_000)
+    """Largest answer kept whole (characters of answer text plus list items). A larger answer is cut to
+    this size for storage and reports and its case is errored, unscored and unjudged; the reply body an
+    HTTP target reads (and a command's output) is limited to 16 × this many bytes."""
     repeat_rule: Literal["majority", "all", "any"] = "majority"
 
     _notices: list[str] = PrivateAttr(default_factory=list)
+    _credentialed: dict[str, str] = PrivateAttr(default_factory=dict)
+    _origins: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    def origin(self, name: str) -> str:
+        """Where setting ``name`` was set (``input 'output-dir'``, ``evalgate.yaml: output_dir``,
+        ``EVALGATE_OUTPUT_DIR``, ``--output-dir``), else ``default <name>``, for messages about it."""
+        return self._origins.get(name, f"default {name}")
+
+    @model_validator(mode="after")
+    def _credentials_apart(self) -> Settings:
+        """URLs are kept (and so stored and shown) without ``user:password@``: the full URL is only
+        handed to the client that sends the credentials (``credentialed_url``), as an Authorization
+        header. Every form of the credentials, and secret-named ``eval_context`` values, are registered
+        as secrets."""
+        for name in CREDENTIAL_URLS:
+            url = getattr(self, name)
+            if url:
+                clean, authorization = split_credentials(url)
+                if authorization is not None:
+                    self._credentialed[name] = url
+                    object.__setattr__(self, name, clean)
+        register_mapping_secrets(self.eval_context)
+        return self
+
+    def credentialed_url(self, name: str) -> str | None:
+        """The URL setting ``name`` as given, credentials included (only for the client that sends them)."""
+        value = self._credentialed.get(name) or getattr(self, name)
+        return value if value is None else str(value)
 
     @property
     def notices(self) -> list[str]:
@@ -294,12 +334,16 @@ def config_file_layer(path: Path, notices: list[str] | None = None) -> tuple[dic
         raise UserError(f"cannot read config file ({exc.strerror})", where=str(path)) from None
     import yaml
 
+    from evalgate.safety.structure import StructureError, load_yaml
+
     try:
-        data = yaml.safe_load(text) or {}
+        data = load_yaml(text) or {}
+    except StructureError as exc:
+        raise UserError(f"invalid YAML: {exc.message}", where=f"{path}:{exc.line}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise UserError(f"invalid YAML: {getattr(exc, 'problem', exc)}", where=where) from None
+        raise UserError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", where=where) from None
     if not isinstance(data, dict):
         raise UserError("the config file must be a mapping of settings", where=str(path))
     if legacy.is_eval_config(data, frozenset(FIELD_NAMES) | SUITE_KEYS):
@@ -372,6 +416,7 @@ def build_settings(
         raise UserError(f"{message}", where=origin) from None
     if config_path is not None:
         settings.config = str(config_path)
+    settings._origins = {name: origin for name, (_, origin) in merged.items()}
     settings._environment = dict(env)
     register_environment(env)
     configure_tokenizer(env)  # tiktoken's cache directory (TIKTOKEN_CACHE_DIR) as this environment says

@@ -385,8 +385,12 @@ def yaml_line(path: Path, keys: Iterable[Any]) -> int | None:
     last key is there). Read only to point at a problem: None when the file cannot be read."""
     import yaml
 
+    from evalgate.safety.structure import check_yaml
+
     try:
-        node = yaml.compose(path.read_text(encoding="utf-8-sig"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        text = path.read_text(encoding="utf-8-sig")
+        check_yaml(text)  # never compose a document too deep for the C composer's stack
+        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except Exception:
         return None
     line = node.start_mark.line + 1 if node is not None else None

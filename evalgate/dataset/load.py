@@ -50,7 +50,7 @@ from evalgate.config.suite import (
     yaml_line,
 )
 from evalgate.dataset.kinds import KindCheck
-from evalgate.errors import UserError
+from evalgate.errors import Interrupt, UserError
 from evalgate.model import Case
 from evalgate.safety.redact import redact
 
@@ -387,6 +387,12 @@ def _parse_yaml(text: str) -> _Document:
     here, not at module level, so runs over JSON/JSONL datasets never load it."""
     import yaml
 
+    from evalgate.safety.structure import StructureError, check_yaml
+
+    try:
+        check_yaml(text)  # depth and alias expansion, before the C composer (recursive) sees the text
+    except StructureError as exc:
+        raise _Problem(exc.line, f"invalid YAML: {exc.message}") from None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         node = loader.get_single_node()
@@ -702,7 +708,8 @@ class DatasetStream:
         for source in sources:
             yield from self._read_file(source)
         if self.count == 0 and self._errors.total == 0:
-            where = ", ".join(self.paths) or "datasets"
+            # one file: point at it (line 1); several: name what the user gave
+            where = f"{sources[0].display}:1" if len(sources) == 1 else ", ".join(self.paths) or "datasets"
             self._errors.add(where, "the dataset is empty: no test cases found")
         self._errors.raise_if_any()
 
@@ -721,6 +728,7 @@ class DatasetStream:
         check = self._kind_check(suite, parsed.wrapper)
         cases = 0
         for position, item in enumerate(parsed.items, start=1):
+            Interrupt.check()  # a signal deferred by its handler is honoured here, between two cases
             case = self._admit(source, item, position, suite, check)
             if case is not None:
                 cases += 1

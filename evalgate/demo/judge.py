@@ -28,7 +28,7 @@ from typing import Any
 from evalgate.demo.server import LOOPBACK, JsonServer, port_argument, serve_forever
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
-FENCE = re.compile(r"<<<UNTRUSTED (?P<label>.+?) id=(?P<id>[0-9a-f]{10})>>>\n(?P<body>.*?)\n"
+FENCE = re.compile(r"<<<UNTRUSTED (?P<label>.+?) id=(?P<id>[0-9a-f]{10,64})>>>\n(?P<body>.*?)\n"
                    r"<<<END (?P=label) id=(?P=id) UNTRUSTED>>>", re.S)
 CRITERIA = re.compile(r"criteria \(written by the test author; trusted\):\n(?P<text>.*?)(?:\n\n|\Z)", re.S)
 WORD = re.compile(r"\w+")

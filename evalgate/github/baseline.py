@@ -45,6 +45,7 @@ from evalgate.github.context import DEFAULT_API_URL
 from evalgate.safety.redact import redact
 from evalgate.store.reader import (
     JUDGE_CACHE_FILE,
+    MAX_BASELINE_BYTES,
     SQLITE_HEADER,
     BaselineLookup,
     load_results_sqlite,
@@ -60,7 +61,7 @@ DEFAULT_ARTIFACT_NAME = "evalgate-results"
 MAX_PAGES = 10
 MAX_CANDIDATES = 3
 MAX_ZIP_BYTES = 256 * 1024 * 1024
-MAX_MEMBER_BYTES = 512 * 1024 * 1024
+MAX_MEMBER_BYTES = MAX_BASELINE_BYTES
 FINISHED = ("completed", "merged")
 REDIRECTS = (301, 302, 303, 307, 308)
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
@@ -416,6 +417,8 @@ def _json_document(content: bytes, label: str) -> dict[str, Any]:
         document = json.loads(content.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BaselineUnavailable(f"{label} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise BaselineUnavailable(f"{label} is not valid JSON (nested too deeply)") from None
     try:
         return validate_results(document, label)
     except UserError as exc:

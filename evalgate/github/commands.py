@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Literal, TypedDict, Unpack
 
+from evalgate.report.escape import strip_controls
 from evalgate.safety.redact import redact
 
 Level = Literal["error", "warning", "notice"]
@@ -51,16 +52,17 @@ def escape_property(value: str) -> str:
 
 
 def format_command(name: str, message: str = "", properties: Mapping[str, object] | None = None) -> str:
-    """``::name k=v,…::message`` with escaping; falsy property values are left out. Secrets redacted."""
+    """``::name k=v,…::message`` with escaping; falsy property values are left out. Secrets redacted,
+    NUL, control and bidirectional formatting characters dropped."""
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", name):
         raise ValueError(f"invalid workflow command name {name!r}")
     props = ",".join(
-        f"{key}={escape_property(redact(str(value)))}"
+        f"{key}={escape_property(strip_controls(redact(str(value))))}"
         for key, value in (properties or {}).items()
         if value not in (None, "", False, 0)
     )
     head = f"::{name} {props}" if props else f"::{name}"
-    return f"{head}::{escape_data(redact(message))}"
+    return f"{head}::{escape_data(strip_controls(redact(message)))}"
 
 
 def annotation(

@@ -9,12 +9,19 @@ with :mod:`evalgate.safety.redact` and announced with ``::add-mask::``.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
-from evalgate.config.settings import Settings
+from evalgate.config.settings import CREDENTIAL_URLS, Settings
 from evalgate.github.commands import add_mask
-from evalgate.safety.redact import MIN_SECRET_LENGTH, looks_secret, register_secret, secrets_from_env
+from evalgate.safety.redact import (
+    MIN_SECRET_LENGTH,
+    looks_secret,
+    register_secret,
+    secrets_from_env,
+    split_credentials,
+)
 
 ALWAYS_SECRET = ("INPUT_GITHUB-TOKEN", "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN", "GITHUB_TOKEN")
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"})
@@ -32,9 +39,10 @@ def settings_secrets(settings: Settings) -> list[str]:
     given as settings (the judge's from seed 004's config, Langfuse's secret key)."""
     secret = [value for name, value in settings.target_headers.items() if is_secret_header(name)]
     values = set(secret) | {value.split(" ", 1)[1].strip() for value in secret if " " in value.strip()}
-    for url in (settings.target_url, settings.judge_base_url, settings.langfuse_host):
-        values |= set(url_password(url))
+    for name in CREDENTIAL_URLS:
+        values |= set(url_credentials(settings.credentialed_url(name)))
     values |= {key for key in (settings.judge_api_key, settings.langfuse_secret_key) if key}
+    values |= set(_secret_values(settings.eval_context))
     return _usable(values)
 
 
@@ -52,6 +60,30 @@ def url_password(url: str | None) -> list[str]:
     except ValueError:
         return []
     return [password, unquote(password)] if password else []
+
+
+def url_credentials(url: str | None) -> list[str]:
+    """Every form of a URL's credentials: the password (raw, percent-decoded), ``user:password`` and its
+    base64 (the ``Authorization: Basic`` value, padded and not)."""
+    authorization = split_credentials(url)[1] if url else None
+    if authorization is None:
+        return []
+    encoded = authorization.removeprefix("Basic ")
+    pair = base64.b64decode(encoded).decode("utf-8", "replace")
+    return [*url_password(url), pair, encoded, encoded.rstrip("=")]
+
+
+def _secret_values(data: object) -> Iterable[str]:
+    """Text values under secret-looking keys of ``data`` (``eval_context: {session_token: …}``)."""
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            if looks_secret(str(key)) and isinstance(value, str | int) and not isinstance(value, bool):
+                yield str(value)
+            else:
+                yield from _secret_values(value)
+    elif isinstance(data, list | tuple):
+        for item in data:
+            yield from _secret_values(item)
 
 
 def mask_all(values: Iterable[str], emit: Callable[[str], None]) -> int:

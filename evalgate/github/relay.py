@@ -39,6 +39,7 @@ from evalgate.github.commands import error, notice
 from evalgate.github.context import ActionContext
 from evalgate.github.publish import PublishOptions, publish
 from evalgate.safety.redact import redact
+from evalgate.store.reader import MAX_BASELINE_RECORDS
 
 Emit = Callable[[str], None]
 RESULT_FILES = ("results.json", "results.db")
@@ -142,8 +143,14 @@ def extract(data: bytes, directory: Path) -> dict[str, Path]:
         document = json.loads(found["results.json"].read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RelayError(f"results.json in the artifact is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise RelayError("results.json in the artifact is not valid JSON (nested too deeply)") from None
     if not isinstance(document, dict) or not isinstance(document.get("gate"), dict):
         raise RelayError("results.json in the artifact is not an evalgate results document")
+    records = document.get("results")
+    if isinstance(records, list) and len(records) > MAX_BASELINE_RECORDS:
+        raise RelayError(f"results.json in the artifact holds {len(records):,} case records, more than the "
+                         f"{MAX_BASELINE_RECORDS:,} read")
     return found
 
 

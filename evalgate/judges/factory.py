@@ -29,7 +29,8 @@ def build_judge(settings: Settings, runtime: Runtime | None, env: Mapping[str, s
         return None  # and the openai package (slow to import) is never loaded
     from evalgate.judges.client import ChatService, JudgeClient
     provider = resolve_provider(settings.judge_provider, model=settings.judge_model,
-                                base_url=settings.judge_base_url, env=env, api_key=settings.judge_api_key)
+                                base_url=settings.credentialed_url("judge_base_url"), env=env,
+                                api_key=settings.judge_api_key)
     runtime = runtime or Runtime.from_settings(settings)
     service = ChatService(provider, runtime, role="judge")
     check_budget_pricing(settings.max_cost, provider, service.price, "judge_model")

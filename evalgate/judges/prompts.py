@@ -4,12 +4,16 @@ the verdict becomes the metric's value.
 Untrusted text (case input, the answer, retrieved context, tool/agent lists, reference text) is placed
 between fence lines::
 
-    <<<UNTRUSTED answer id=3f2a1c9b0d>>>
+    <<<UNTRUSTED answer id=3f2a1c9b0d4e5f60>>>
     …text…
-    <<<END answer id=3f2a1c9b0d UNTRUSTED>>>
+    <<<END answer id=3f2a1c9b0d4e5f60 UNTRUSTED>>>
 
-The id is the first 10 hex digits of sha256(label + text), which text cannot contain about itself, and
-any ``<<<`` / ``>>>`` inside the text becomes ``< < <`` / ``> > >``, so text cannot close its fence early.
+The id is the first 16 hex digits of sha256(label + text), which text cannot contain about itself
+(and which stays the same for the same text, so judge replies can be cached). Text cannot forge a fence
+line either, not even one that only *looks* like one to a lenient reader (``neutralise``): every run of
+angle brackets that reads as ``<<<`` or ``>>>`` — ASCII, full-width (``＜``) or small (``﹤``) forms, angle
+quotation marks and other look-alikes, with or without whitespace or invisible characters between them —
+is shown as ``(3×<)`` / ``(3×>)``.
 
 The rubric steps are written in the templates, fixed per suite and never regenerated per case; each
 template's version is ``name@`` + 12 hex digits of sha256 over its source and every template it extends
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -168,17 +173,70 @@ class PromptInputs:
 # --- fencing ----------------------------------------------------------------------------------------
 
 
+_LT = "<\uff1c\ufe64\u2039\u2329\u27e8\u3008\u276c\u276e\u2770\u02c2\u02f1\u1438\u227a\u22d6\u29fc\u2991\ufe3f"
+"""``<`` and what reads like it: full-width and small forms (NFKC ``<``), single angle quotation mark,
+angle brackets (technical, mathematical, CJK, ornamental, dotted, vertical), modifier and syllabic
+arrowheads, precedes."""
+_GT = ">\uff1e\ufe65\u203a\u232a\u27e9\u3009\u276d\u276f\u2771\u02c3\u02f2\u1433\u227b\u22d7\u29fd\u2992\ufe40\u2e16"
+_SHOWN = {**dict.fromkeys("\u00ab\u300a\u226a\u22d8\u2aa1\u00bb\u300b\u226b\u22d9\u2aa2\u27ea\u27eb\ufe3d\ufe3e", 2),
+          **dict.fromkeys("\u2af7\u2af8", 3)}
+"""Single characters that read as two or three brackets: « 《 ≪ ⋘ ⪡ ⟪ …, ⫷ ⫸."""
+_LT_MANY = "\u00ab\u300a\u226a\u22d8\u2aa1\u27ea\ufe3d\u2af7"
+_GT_MANY = "\u00bb\u300b\u226b\u22d9\u2aa2\u27eb\ufe3e\u2af8"
+_GAP = ("[\\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+        "\u2066-\u206f\u3164\ufeff\uffa0\U000e0000-\U000e007f\u0300-\u036f]")
+"""Whitespace, invisible characters (format controls, tag characters) and combining marks: what a
+reader skips between brackets."""
+_RUNS = {
+    "<": re.compile(f"[{_LT}{_LT_MANY}](?:{_GAP}*[{_LT}{_LT_MANY}])+"),
+    ">": re.compile(f"[{_GT}{_GT_MANY}](?:{_GAP}*[{_GT}{_GT_MANY}])+"),
+}
+_TRIPLES = {"<": re.compile("\u2af7"), ">": re.compile("\u2af8")}
+_TAGS = {point: (chr(point - 0xE0000) if 0xE0020 <= point <= 0xE007E else None) for point in range(0xE0000, 0xE0080)}
+_TAG_CHAR = re.compile("[\U000e0000-\U000e007f]")
+"""Unicode tag characters (U+E0000–U+E007F) are invisible, yet a model reads them: text hidden in them
+("ASCII smuggling") is shown as the ASCII it spells, other tags are dropped."""
+"""⫷ and ⫸ on their own (a run of one character is replaced only when it shows three)."""
+
+
 def neutralise(text: str) -> str:
-    """``<<<`` → ``< < <`` and ``>>>`` → ``> > >`` so text cannot forge or close a fence."""
-    while "<<<" in text or ">>>" in text:
-        text = text.replace("<<<", "< < <").replace(">>>", "> > >")
+    """Replace every run of angle brackets that could read as a fence's ``<<<`` or ``>>>`` with
+    ``(N×<)`` / ``(N×>)``, N being the brackets it shows (« and 《 count two, ⫷ three).
+
+    A run is brackets of one direction, each ``<``/``>`` or a look-alike, separated by nothing but
+    whitespace, invisible characters or combining marks. It is replaced when it shows three or more
+    brackets, or two written with two characters other than the plain ASCII ``<<`` / ``>>`` (shift
+    operators and heredocs keep their spelling, and so does a lone guillemet « of French or German text):
+    so ``<<<``, ``< < <``, ``＜＜＜``, ``<\u200b<<``, ``«<`` and ``⫷`` all become ``(3×<)``. What is left
+    shows at most two brackets in a row, so no text can close its fence or open another, however leniently
+    read. Text hidden in Unicode tag characters is first shown as the ASCII it spells."""
+    if _TAG_CHAR.search(text):
+        text = text.translate(_TAGS)
+    for sign, pattern in _RUNS.items():
+
+        def replace(match: re.Match[str], sign: str = sign) -> str:
+            run = match.group(0)
+            shown = sum(_SHOWN.get(ch, 1) for ch in run if not _is_gap(ch))
+            if shown == 2 and run in ("<<", ">>"):
+                return run
+            return f"({shown}×{sign})"
+
+        text = pattern.sub(replace, text)
+        text = _TRIPLES[sign].sub(f"(3×{sign})", text)
     return text
+
+
+_GAP_CHAR = re.compile(_GAP)
+
+
+def _is_gap(char: str) -> bool:
+    return _GAP_CHAR.fullmatch(char) is not None
 
 
 def fence(label: str, text: str | None) -> str:
     """``text`` between fence lines whose id is derived from the label and the text."""
     body = neutralise(text if text else EMPTY_TEXT)
-    tag = hashlib.sha256(f"{label}\x00{body}".encode()).hexdigest()[:10]
+    tag = hashlib.sha256(f"{label}\x00{body}".encode()).hexdigest()[:16]
     return "\n".join((FENCE_OPEN.format(label=label, tag=tag), body, FENCE_CLOSE.format(label=label, tag=tag)))
 
 

@@ -17,6 +17,7 @@ Term matching rules (``term_pattern``/``find_terms``):
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -90,22 +91,52 @@ class TermMatch:
     matched: str
 
 
-def _overlaps(start: int, end: int, claimed: Sequence[tuple[int, int]]) -> bool:
-    return any(start < c_end and c_start < end for c_start, c_end in claimed)
+class _Claimed:
+    """Spans already claimed by longer terms: disjoint ``[start, end)`` intervals kept sorted by start,
+    so an overlap test is one binary search (O(log n)) instead of a scan of every span."""
+
+    __slots__ = ("ends", "starts")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def overlap_end(self, start: int, end: int) -> int | None:
+        """The end of a claimed span overlapping ``[start, end)`` (the one starting last before ``end``),
+        else None. Claimed spans are disjoint and sorted, so only that span and its predecessor can
+        overlap without a later one overlapping too."""
+        i = bisect_left(self.starts, end) - 1  # the last span starting before ``end``
+        if i >= 0 and self.ends[i] > start:
+            return self.ends[i]
+        return None
+
+    def add_all(self, spans: list[tuple[int, int]]) -> None:
+        """Merge ``spans`` (sorted, disjoint from each other and from the claimed ones): one linear
+        merge of two sorted runs (``sorted`` detects the runs)."""
+        if not spans:
+            return
+        merged = sorted([*zip(self.starts, self.ends, strict=True), *spans])
+        self.starts = [s for s, _ in merged]
+        self.ends = [e for _, e in merged]
 
 
-def _claim(text: str, pattern: re.Pattern[str], claimed: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Every occurrence of ``pattern`` not overlapping ``claimed`` (scanning one character on after a
-    rejected overlap, so an occurrence right behind a claimed span is still found)."""
+def _claim(text: str, pattern: re.Pattern[str], claimed: _Claimed) -> list[tuple[int, int]]:
+    """Every occurrence of ``pattern`` not overlapping ``claimed``, left to right. After an occurrence
+    that starts inside a claimed span the scan resumes at that span's end; after one that merely runs
+    into a claimed span, one character on (so an occurrence right before or behind a claimed span is
+    still found). Each regex search moves the scan forward, so the cost is linear in the text plus
+    O(log n) per occurrence."""
     spans: list[tuple[int, int]] = []
     pos = 0
-    while (found := pattern.search(text, pos)) is not None:
-        span = (found.start(), found.end())
-        if _overlaps(*span, claimed) or _overlaps(*span, spans):
-            pos = found.start() + 1
+    while (found := pattern.search(text, pos)) is not None:  # a term is never blank: no empty match
+        start, end = found.span()
+        blocked = claimed.overlap_end(start, end)
+        if blocked is not None:
+            claimed_start = claimed.starts[bisect_left(claimed.starts, end) - 1]
+            pos = blocked if claimed_start <= start else start + 1
             continue
-        spans.append(span)
-        pos = found.end()
+        spans.append((start, end))  # own matches never overlap: the scan resumes at their end
+        pos = end
     return spans
 
 
@@ -113,15 +144,16 @@ def find_terms(text: str, terms: Sequence[str]) -> list[TermMatch]:
     """All non-overlapping occurrences of ``terms`` in ``text``, sorted by position.
 
     Longer terms (by collapsed length) claim their spans first; ties go to the earlier term. Blank terms
-    are ignored. Cost: O(len(terms) · len(text)) regex scans.
+    are ignored. Cost: one left-to-right regex scan per term, plus O(log m) per occurrence (m spans
+    claimed so far) and one linear merge per term: O(len(terms) · len(text) + m log m) overall.
     """
     cleaned = [collapse_whitespace(t) for t in terms]
     order = sorted((i for i, c in enumerate(cleaned) if c), key=lambda i: (-len(cleaned[i]), i))
-    claimed: list[tuple[int, int]] = []
+    claimed = _Claimed()
     matches: list[TermMatch] = []
     for index in order:
         spans = _claim(text, term_pattern(terms[index]), claimed)
-        claimed.extend(spans)
+        claimed.add_all(spans)
         matches.extend(TermMatch(index, s, e, text[s:e]) for s, e in spans)
     return sorted(matches, key=lambda m: (m.start, m.term_index))
 

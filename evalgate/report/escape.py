@@ -1,10 +1,15 @@
 """Escape untrusted text (model answers, dataset fields, reasons) for GitHub-flavoured Markdown.
 
-Every function is pure. The contexts are:
+Every function is pure. Every context first drops the characters that have no business in a report
+(``strip_controls``): NUL and the other C0/C1 control characters except tab and line breaks, and the
+bidirectional controls (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C) that can make text
+display in another order than it reads ("Trojan Source"). The contexts are:
 
 * prose: HTML neutralised (``&``, ``<``, ``>``), Markdown inline syntax backslash-escaped, ``@mentions``
-  defused with a zero-width joiner (U+200D) after the ``@``, issue auto-links (``#123``) optionally defused,
-  a line-leading ``::`` (workflow command) broken with a zero-width space;
+  defused with a zero-width joiner (U+200D) after the ``@``, issue auto-links (``#123``, ``GH-123``)
+  optionally defused, bare URLs (``http://``, ``https://``, ``ftp://``, ``www.``) shown as inline code so
+  GitHub does not turn them into links, a line-leading ``::`` (workflow command) broken with a
+  zero-width space;
 * table cells: prose rules, plus ``|`` → ``\\|`` and newlines → ``<br>``;
 * inline code: a backtick run longer than any inside the text (HTML and mentions are inert in code);
 * fenced blocks: a fence of ``max(3, longest backtick run + 1)`` backticks, so the text cannot close it
@@ -21,6 +26,12 @@ ELLIPSIS = "…"
 
 _MENTION = re.compile(r"@(?=[A-Za-z0-9])")
 _ISSUE_REF = re.compile(r"#(?=\d)")
+_GH_REF = re.compile(r"(?<![A-Za-z0-9])(GH)(?=-\d)", re.IGNORECASE)
+_CONTROLS = re.compile("[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Characters dropped from every report: C0/C1 controls except tab, the line breaks (LF, VT, FF, CR,
+U+001C–U+001E, U+0085) and the bidirectional formatting controls."""
+_BARE_URL = re.compile(r"(?i)(?:(?:https?|ftp)://|www\.)[^\s<>\"'`]*[^\s<>\"'`.,;:!?)\]}*_~]")
+"""What GitHub would turn into a link by itself (GFM autolinks, extended)."""
 _MD_INLINE = re.compile(r"([\\`*_\[\]~!])")
 _LINE_BREAKS = re.compile(r"\r\n|[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 _BACKTICK_RUN = re.compile(r"`+")
@@ -52,15 +63,24 @@ def truncate(text: str, limit: int) -> str:
     return f"{text[:limit]}{ELLIPSIS} (truncated, {len(text)} chars)"
 
 
+def strip_controls(text: str) -> str:
+    """``text`` without NUL, the other control characters (tab and line breaks kept) and the bidirectional
+    formatting controls (see the module docstring)."""
+    return _CONTROLS.sub("", text)
+
+
 def defuse_mentions(text: str, *, issue_links: bool = False) -> str:
-    """Insert U+200D after ``@`` (and after ``#`` before digits unless ``issue_links``) so nobody is pinged."""
+    """Insert U+200D after ``@`` (and, unless ``issue_links``, after ``#`` and ``GH`` before ``-`` and
+    digits) so nobody is pinged and no issue is linked."""
     text = _MENTION.sub("@" + ZWJ, text)
-    return text if issue_links else _ISSUE_REF.sub("#" + ZWJ, text)
+    if issue_links:
+        return text
+    return _GH_REF.sub(lambda m: m.group(1) + ZWJ, _ISSUE_REF.sub("#" + ZWJ, text))
 
 
 def escape_html(text: str) -> str:
     """HTML-escape for element content and attribute values (``& < > " '``), mentions defused."""
-    text = defuse_mentions(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = defuse_mentions(strip_controls(text)).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace('"', "&quot;").replace("'", "&#39;")
 
 
@@ -73,13 +93,30 @@ def escape_prose(text: str, *, issue_links: bool = False, single_line: bool = Tr
     """Escape text for Markdown prose: HTML inert, inline syntax (links, images, emphasis, code) literal.
 
     With ``single_line`` the text is folded onto one line, so it cannot start a heading, list or table.
+    Bare URLs become inline code (shown, not linked).
     """
-    text = defuse_mentions(text, issue_links=issue_links)
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = _MD_INLINE.sub(r"\\\1", text)
+    text = strip_controls(text)
+    if single_line:
+        text = one_line(text).strip()
+    parts = _BARE_URL.split(text)
+    if len(parts) > 1:  # URLs: code spans between the escaped stretches of prose
+        urls = _BARE_URL.findall(text)
+        pieces = [_escape_inline(parts[0], issue_links)]
+        for url, rest in zip(urls, parts[1:], strict=True):
+            pieces += [inline_code(url), _escape_inline(rest, issue_links)]
+        text = "".join(pieces)
+    else:
+        text = _escape_inline(text, issue_links)
     if single_line:
         return _defuse_block_start(one_line(text).strip())
     return "\n".join(_defuse_block_start(line) for line in _LINE_BREAKS.split(text))
+
+
+def _escape_inline(text: str, issue_links: bool) -> str:
+    """Mentions defused, HTML neutralised, Markdown inline syntax backslash-escaped."""
+    text = defuse_mentions(text, issue_links=issue_links)
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_INLINE.sub(r"\\\1", text)
 
 
 def escape_cell(text: object, *, issue_links: bool = False) -> str:
@@ -93,7 +130,7 @@ def inline_code(text: object, *, in_table: bool = False) -> str:
 
     Lines are folded to one; in a table, ``|`` becomes ``\\|`` (GFM splits cells before code spans).
     """
-    body = one_line(str(text))
+    body = one_line(strip_controls(str(text)))
     ticks = "`" * (_longest_backtick_run(body) + 1)
     if body.startswith("`") or body.endswith("`") or (body.startswith(" ") and body.endswith(" ") and body.strip()):
         body = f" {body} "
@@ -104,7 +141,7 @@ def inline_code(text: object, *, in_table: bool = False) -> str:
 
 def fenced(text: str, language: str = "") -> str:
     """A fenced code block that ``text`` cannot close: fence = ``max(3, longest backtick run + 1)``."""
-    body = _LINE_BREAKS.sub("\n", text)
+    body = _LINE_BREAKS.sub("\n", strip_controls(text))
     fence = "`" * max(3, _longest_backtick_run(body) + 1)
     lang = re.sub(r"[^A-Za-z0-9_+-]", "", language)
     return f"{fence}{lang}\n{body}\n{fence}"

@@ -3,6 +3,12 @@ scores the metrics and hands each ``CaseResult`` to the sinks the moment it is r
 
 Memory stays flat: at most ``concurrency`` cases are in flight, and results leave through the sinks
 (spool file, SQLite, aggregate, progress) instead of accumulating in a list.
+
+Every answer is bounded and redacted as it arrives (``runner.admit``). An answer of
+``LARGE_ANSWER_CHARS`` or more is admitted and scored in a worker thread, each metric within what is
+left of ``score_seconds`` for the case (default: the per-call timeout), so one huge answer never holds
+the event loop while the other cases' calls wait for their replies: a metric that overruns is errored
+("scoring took longer than …") and its thread is abandoned (a daemon thread: it never delays the exit).
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +45,7 @@ from evalgate.model import (
     Threshold,
     trusted,
 )
+from evalgate.runner.admit import DEFAULT_MAX_ANSWER_CHARS, admit, answer_size
 from evalgate.safety.redact import redact
 from evalgate.verdict.gate import case_verdict, judge_metric
 
@@ -74,8 +82,14 @@ ANSWER_DETAIL_FIELDS = (
     "ranked_list",
     "prompt_tokens",
     "completion_tokens",
+    "truncated",
 )
 ANSWER_DETAIL_SET = set(ANSWER_DETAIL_FIELDS)
+LARGE_ANSWER_CHARS = 64_000
+"""Answers of at least this many characters (text and list items) are admitted and scored off the event
+loop: ≈ 30 ms of token counting or mention matching, enough to delay the other cases' calls."""
+ERROR_CHARS = 2_000
+"""A case's error and each reason are cut to this many characters (after redaction) when stored."""
 
 
 class Sink(Protocol):
@@ -126,6 +140,9 @@ class Engine:
         grace_seconds: float = 5.0,
         budget_reached: Callable[[], bool] | None = None,
         metrics: Mapping[str, Metric] | None = None,
+        max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
+        score_seconds: float = 60.0,
+        halted: Callable[[], bool] | None = None,
     ) -> None:
         self.target = target
         self.plan_for = plan_for
@@ -138,6 +155,12 @@ class Engine:
         self.repeat = repeat
         self.stop = stop or asyncio.Event()
         self.grace_seconds = grace_seconds
+        self.max_answer_chars = max_answer_chars
+        self.score_seconds = score_seconds
+        self.live = getattr(target, "kind", "recorded") != "recorded"
+        self.halted = halted
+        """True once the run was interrupted (a signal): read before each case, because a worker whose
+        cases never wait (recorded answers) gives the loop no turn in which ``stop`` could be set."""
         self.budget_reached = budget_reached
         """True once ``max_cost`` refused a call (``CostLedger.exceeded``): the engine then drains."""
         self.draining = False
@@ -192,7 +215,12 @@ class Engine:
         return self._work_items_for(cases, self.repeat)
 
     async def _worker(self, work: Iterator[tuple[Case, int]]) -> None:
+        halted = self.halted
         while not self.stop.is_set() and not self.draining:
+            if halted is not None and halted():  # interrupted: no new case
+                self.stats.cancelled = True
+                self.stop.set()
+                return
             try:
                 case, repeat = next(work)
             except StopIteration:
@@ -243,8 +271,18 @@ class Engine:
         if answer.error:
             self.stats.target_errors += 1
             return self._result(case, answer, {}, repeat)
+        size = answer_size(answer)
+        large = size >= LARGE_ANSWER_CHARS
+        if large:
+            answer = await off_loop(admit, answer, limit=self.max_answer_chars, live=self.live, size=size)
+        else:
+            answer = admit(answer, limit=self.max_answer_chars, live=self.live, size=size)
+        if answer.error:  # cut to max_answer_chars: kept for the record, never scored
+            return self._result(case, answer, {}, repeat)
         plan = self.plan_for(case)
         ctx = MetricContext(options=plan.options, judge=self.judge, repeat=repeat, thresholds=plan.thresholds)
+        if large:
+            return self._result(case, answer, await self._score_off_loop(case, answer, plan, ctx, size), repeat)
         metrics: dict[str, MetricResult] = {}
         for metric in plan.metrics:
             outcome = self._score_now(metric, case, answer, ctx)
@@ -252,6 +290,33 @@ class Engine:
                 outcome = await self._score_later(metric, outcome, ctx)
             metrics[metric.name] = outcome
         return self._result(case, answer, metrics, repeat)
+
+    async def _score_off_loop(self, case: Case, answer: Answer, plan: CasePlan, ctx: MetricContext,
+                              size: int) -> dict[str, MetricResult]:
+        """Score a large answer: each metric's synchronous work in a worker thread, all of them within
+        ``score_seconds``; a metric still running then, and those after it, are errored."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.score_seconds
+        metrics: dict[str, MetricResult] = {}
+        for metric in plan.metrics:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                metrics[metric.name] = MetricResult(
+                    status=MetricStatus.errored, threshold=self._threshold(metric.name, ctx),
+                    reason=f"not scored: the case's {self.score_seconds:g}s for scoring a {size:,}-character "
+                           "answer ran out")
+                continue
+            try:
+                outcome = await asyncio.wait_for(off_loop(self._score_now, metric, case, answer, ctx), remaining)
+            except TimeoutError:
+                outcome = MetricResult(
+                    status=MetricStatus.errored, threshold=self._threshold(metric.name, ctx),
+                    reason=f"scoring took longer than {self.score_seconds:g}s on a {size:,}-character answer")
+                deadline = loop.time()  # the thread may still run: score nothing else beside it
+            if type(outcome) is not MetricResult:  # an async metric (a judge): finish it on the loop
+                outcome = await self._score_later(metric, outcome, ctx)
+            metrics[metric.name] = outcome
+        return metrics
 
     def _score_now(self, metric: Metric, case: Case, answer: Answer, ctx: MetricContext) -> MetricResult | Any:
         """The metric's result, or the awaitable an async metric returned (no coroutine of our own for
@@ -325,8 +390,8 @@ class Engine:
             "source": case.location,
             "status": status,
             "passed": status is CaseStatus.passed,
-            "error": redact(answer.error) if answer.error else None,
-            "reasons": [redact(r) for r in reasons],
+            "error": _cut(redact(answer.error)) if answer.error else None,
+            "reasons": [_cut(redact(r)) for r in reasons],
             "input": case.input,
             "expected": expectations_of(case),
             "output": answer.output,
@@ -340,6 +405,37 @@ class Engine:
         if _answer_values_valid(values):  # the case's fields were validated with these same types
             return trusted(CaseResult, values)
         return CaseResult(**values)
+
+
+def _cut(text: str) -> str:
+    """``text`` within ``ERROR_CHARS`` characters (cut after redaction, so no secret is split first)."""
+    return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS] + f"… ({len(text):,} characters)"
+
+
+def off_loop(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
+    """``fn(*args, **kwargs)`` in a new daemon thread; the returned future (of the running loop) gets its
+    result or exception. Unlike an executor's worker, an abandoned thread never delays the process's exit."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(outcome: Any, failed: bool) -> None:
+        if future.done():
+            return
+        if failed:
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    def work() -> None:
+        try:
+            outcome, failed = fn(*args, **kwargs), False
+        except BaseException as exc:
+            outcome, failed = exc, True
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(settle, outcome, failed)
+
+    threading.Thread(target=work, name="evalgate-score", daemon=True).start()
+    return future
 
 
 _RISK_TEXT = {level: level.value for level in RiskLevel}

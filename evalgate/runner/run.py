@@ -1,6 +1,17 @@
 """One evaluation run from settings to verdict: ``prepare`` (runner.setup) → engine → gate → results
 (runner.finish, store). The CLI and the Action both call ``execute``; publishing (PR comment, artifacts)
 happens after it returns, outside this package.
+
+SIGINT and SIGTERM are honoured within a second in every phase (``Interruption``), however large the
+run: while the datasets are read and checked they unwind at once (nothing was evaluated, no results
+are written, exit 130); during the baseline lookup and the pre-flight check they cancel the wait (the
+same); while cases run no new case starts — the check is a plain flag read before each case, so a
+recorded run whose cases never wait on the event loop stops too —, calls in flight get
+``SIGNAL_GRACE_SECONDS`` to finish (then they are cancelled and their cases left out), and the finished
+cases are written with status ``cancelled`` (exit 130). A signal that arrives once every case has
+finished, until results.json is written, marks the results cancelled too (results.json is then written
+again, ≈ 0.1 s for 100k cases); one that arrives after that leaves them complete, and the caller exits
+with the verdict's status (``RunOutcome.signals`` names it).
 """
 
 from __future__ import annotations
@@ -16,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.config.settings import Settings
-from evalgate.errors import UserError
+from evalgate.errors import Interrupt, RunInterrupted, UserError
 from evalgate.report.progress import FailureCollector
-from evalgate.runner.engine import Engine
+from evalgate.runner.engine import Engine, off_loop
 from evalgate.runner.finish import (
     _compared_record,
     attach_comparison,
@@ -56,6 +67,8 @@ class RunOutcome:
     """One-line notices from preparing the run (``Prepared.notices``)."""
     compat_paths: dict[str, Path] = field(default_factory=dict)
     """Seed-shaped documents written (``compat``): seed → path (``seed:output`` for ``compat_output``)."""
+    signals: list[str] = field(default_factory=list)
+    """Names of the signals received during the run (SIGINT, SIGTERM), in order."""
 
 
 async def execute(
@@ -76,13 +89,20 @@ async def execute(
     partial results with status ``cancelled`` and ``gate.exit_code`` 130.
     """
     stop = stop or asyncio.Event()
-    received: list[str] = []
-    handlers = _install_handlers(stop, received) if install_signal_handlers else {}
+    interruption = Interruption(stop)
+    handlers = interruption.install() if install_signal_handlers else {}
     try:
         return await _execute(settings, suite_config, cwd=cwd, progress_for=progress_for, stop=stop,
-                              received=received, baseline_loader=baseline_loader)
+                              interruption=interruption, baseline_loader=baseline_loader)
+    except asyncio.CancelledError:
+        if interruption.received:  # the signal cancelled a wait before any case ran
+            raise RunInterrupted(interruption.received[0]) from None
+        raise
     finally:
+        if handlers:
+            Interrupt.unwind = False  # a later signal (the caller's start-up handler) is only recorded
         _remove_handlers(handlers)
+        interruption.received.clear()  # this run's signals are in its outcome (or the exception raised)
 
 
 async def _execute(
@@ -92,7 +112,7 @@ async def _execute(
     cwd: Path | None,
     progress_for: Callable[[int], Any] | None,
     stop: asyncio.Event,
-    received: list[str],
+    interruption: Interruption,
     baseline_loader: Callable[[], BaselineLookup] | None,
 ) -> RunOutcome:
     from evalgate.calls.costs import add_spend
@@ -101,16 +121,20 @@ async def _execute(
     from evalgate.targets.factory import build_target
     from evalgate.text.tokens import configure as configure_tokenizer
 
+    received = interruption.received
     env = settings.environment  # read once at the edge (config), passed down from here
     register_environment(env)
     configure_tokenizer(env)
     check_output_paths(settings, cwd)
+    interruption.enter("preparing")  # plain Python code: a signal unwinds it at once
     prepared = prepare(settings, suite_config, cwd)
+    interruption.enter("waiting")  # a signal cancels the wait
     baseline = None
     if settings.baseline_kind != "none":  # the default: nothing to look up or import
         from evalgate.store.reader import resolve_baseline
 
-        baseline = await asyncio.to_thread(resolve_baseline, settings.baseline, auto=baseline_loader, cwd=cwd)
+        # a daemon thread: an interrupted lookup is left behind, never waited for at exit
+        baseline = await off_loop(resolve_baseline, settings.baseline, auto=baseline_loader, cwd=cwd)
     if baseline is not None and baseline.document is not None:  # keep only what the comparison reads
         baseline.document["results"] = [_compared_record(r) for r in baseline.document["results"]]
     restored = restore_base_cache(settings, baseline, cwd)
@@ -125,6 +149,7 @@ async def _execute(
         raise
     try:
         await check_reachable(endpoints_of(target, judge), settings.connect_timeout_seconds, env)
+        Interrupt.check()  # a signal whose wake-up found no wait left to cancel: still nothing written
     except BaseException:
         await _close_quietly(target, judge, runtime)
         restored.close()
@@ -162,7 +187,12 @@ async def _execute(
         stop=stop,
         budget_reached=lambda: runtime.ledger.exceeded,
         metrics=prepared.metrics,
+        max_answer_chars=settings.max_answer_chars,
+        score_seconds=settings.api_timeout_seconds,
+        halted=interruption.requested,
+        grace_seconds=SIGNAL_GRACE_SECONDS,
     )
+    interruption.enter("running")  # a signal stops new cases (a flag each worker reads) and wakes the loop
     status = "crashed"
     frozen = _freeze_for_large_run(len(prepared.cases) * settings.repeat)
     try:
@@ -179,54 +209,70 @@ async def _execute(
             raise
         status = "cancelled" if stats.cancelled else "completed"
     finally:
+        interruption.enter("finishing")  # the results are written whatever arrives now (well within 1 s)
         _thaw(frozen)
         if progress is not None and hasattr(progress, "close"):
             progress.close()
         await _close_quietly(target, judge, runtime)
         restored.close()
         repeats.finish()
-        interrupted = status == "cancelled" and (bool(received) or not runtime.ledger.exceeded)
-        extra = [f"run {status} before every case finished"] if status != "completed" else []
-        if interrupted:
-            by = " and ".join(dict.fromkeys(received)) or "the caller"
-            extra[0] = f"interrupted by {by}: run cancelled before every case finished"
-        if runtime.ledger.exceeded:
-            extra.append(f"{runtime.ledger.stop_message()}; the cases in progress finished, "
-                         f"{max(0, len(prepared.cases) * settings.repeat - engine.stats.finished_cases)} case(s) "
-                         "not run")
-        verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra, interrupted=interrupted)
-        judge_totals = runtime.ledger.roles.get("judge")
-        late = echo.warning(target.kind, judge is not None, echo.results,
-                            judge_totals.calls if judge_totals is not None else 0)
-        if late is not None and status == "completed":
-            _warn(late, warnings)
-        metadata = run_metadata(settings, prepared, target) | runtime.metadata() | {"estimate": estimate}
-        if warnings:
-            metadata["warnings"] = list(warnings)
-        if judge is not None:
-            metadata["judge"] = redact_mapping(judge.metadata())
-        if prepared.user_metrics or prepared.used_inline:
-            metadata["custom_metrics"] = custom_metrics_metadata(prepared, judge)
-        document = build_document(
-            run_id=run_id, timestamp=timestamp, status=status, aggregate=aggregate,
-            thresholds=prepared.thresholds, verdict=verdict, metadata=metadata, metrics=prepared.metrics,
-        )
-        add_spend(document["summary"], runtime.ledger)
-        add_reuse(document["summary"], judge)
-        apply_report(document, repeats.report())
-        regression_reasons = attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
-        if regression_reasons:
-            verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra + regression_reasons,
-                                  interrupted=interrupted)
-            document["gate"] = verdict.as_dict()
+        total = len(prepared.cases) * settings.repeat
+
+        def results_for(status: str) -> tuple[dict[str, Any], Verdict]:
+            """The results document (and verdict) of the run ended with ``status``."""
+            interrupted = status == "cancelled" and (bool(received) or not runtime.ledger.exceeded)
+            extra = [f"run {status} before every case finished"] if status != "completed" else []
+            if interrupted:
+                by = " and ".join(dict.fromkeys(received)) or "the caller"
+                every = engine.stats.finished_cases >= total
+                extra[0] = (f"interrupted by {by} as the run was finishing: every case finished, the results "
+                            "are marked cancelled" if every else f"interrupted by {by}: run cancelled before "
+                            "every case finished")
+            if runtime.ledger.exceeded:
+                extra.append(f"{runtime.ledger.stop_message()}; the cases in progress finished, "
+                             f"{max(0, total - engine.stats.finished_cases)} case(s) not run")
+            verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra, interrupted=interrupted)
+            judge_totals = runtime.ledger.roles.get("judge")
+            late = echo.warning(target.kind, judge is not None, echo.results,
+                                judge_totals.calls if judge_totals is not None else 0)
+            if late is not None and status == "completed":
+                _warn(late, warnings)
+            metadata = run_metadata(settings, prepared, target) | runtime.metadata() | {"estimate": estimate}
+            if warnings:
+                metadata["warnings"] = list(warnings)
+            if judge is not None:
+                metadata["judge"] = redact_mapping(judge.metadata())
+            if prepared.user_metrics or prepared.used_inline:
+                metadata["custom_metrics"] = custom_metrics_metadata(prepared, judge)
+            document = build_document(
+                run_id=run_id, timestamp=timestamp, status=status, aggregate=aggregate,
+                thresholds=prepared.thresholds, verdict=verdict, metadata=metadata, metrics=prepared.metrics,
+            )
+            add_spend(document["summary"], runtime.ledger)
+            add_reuse(document["summary"], judge)
+            apply_report(document, repeats.report())
+            regression_reasons = attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
+            if regression_reasons:
+                verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra + regression_reasons,
+                                      interrupted=interrupted)
+                document["gate"] = verdict.as_dict()
+            return document, verdict
+
+        if received and status == "completed":  # every case finished, but the run was asked to stop
+            status = "cancelled"
+        document, verdict = results_for(status)
         write_results(results_path, document, spool)
+        if received and status == "completed":  # the signal came while results.json was being written
+            status = "cancelled"
+            document, verdict = results_for(status)
+            write_results(results_path, document, spool)
         spool.close()
-        store.finish(document)
+        store.finish(document)  # a signal from here on leaves the results complete (``RunOutcome.signals``)
         spool.path.unlink(missing_ok=True)
     compat_paths = write_compat_documents(settings, results_path, cwd)
     return RunOutcome(document=document, results_path=results_path, db_path=settings.db_path,
                       verdict=verdict, failures=failures.failures, compat_paths=compat_paths,
-                      notices=prepared.notices)
+                      notices=prepared.notices, signals=list(received))
 
 
 def check_output_paths(settings: Settings, cwd: Path | None) -> None:
@@ -344,32 +390,68 @@ async def _close_quietly(target: Any, judge: Any, runtime: Any) -> None:
         await runtime.aclose()
 
 
-def _install_handlers(stop: asyncio.Event, received: list[str]) -> dict[int, Any]:
-    """SIGINT and SIGTERM stop the run (their names are appended to ``received``): no new call starts,
-    calls in flight get the engine's grace period, the finished cases are written. Returns the
-    handlers they replaced."""
-    loop = asyncio.get_running_loop()
-    installed: dict[int, Any] = {}
+SIGNAL_GRACE_SECONDS = 0.5
+"""How long calls in flight may still take after SIGINT/SIGTERM before they are cancelled: the process
+must be gone within a second of the signal."""
 
-    def handle(sig: signal.Signals) -> None:
-        received.append(sig.name)
-        stop.set()
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            previous = signal.getsignal(sig)
-            loop.add_signal_handler(sig, handle, sig)
-            installed[sig] = previous
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
-    return installed
+class Interruption:
+    """What SIGINT and SIGTERM do to a run, phase by phase (see the module docstring).
+
+    A Python-level handler (``signal.signal``), not the event loop's: the loop's handler only runs when
+    the loop gets a turn, which a recorded run's cases (never waiting) and the synchronous dataset checks
+    do not give it. The handler runs in the main thread between two bytecodes and records the signal in
+    ``Interrupt.received`` (``requested`` turns true for the engine's workers). In ``preparing`` it
+    raises ``RunInterrupted`` right there (or, inside an import, leaves it to the dataset reader's next
+    ``Interrupt.check()``); in the other phases it wakes the loop with ``call_soon_threadsafe``, which sets
+    ``stop`` and, while ``waiting``, cancels the run's task."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self.stop = stop
+        self.received = Interrupt.received
+        self.phase = "starting"
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[Any] | None = None
+
+    def requested(self) -> bool:
+        """True once a signal arrived (what the engine reads before each case)."""
+        return bool(self.received)
+
+    def enter(self, phase: str) -> None:
+        if phase in ("preparing", "waiting"):  # a signal that came between two phases
+            Interrupt.check()
+        self.phase = phase
+
+    def install(self) -> dict[int, Any]:
+        """Handle SIGINT and SIGTERM until ``_remove_handlers``; returns the handlers replaced (none when
+        not in the main thread, where signals cannot be handled)."""
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        installed: dict[int, Any] = {}
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                installed[sig] = signal.signal(sig, self._handle)
+            except (ValueError, OSError):  # not the main thread
+                break
+        return installed
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.received.append(signal.Signals(signum).name)
+        if self.phase in ("starting", "preparing"):
+            if not Interrupt.importing(frame):
+                Interrupt.check()
+            return
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        self.stop.set()
+        if self.phase == "waiting" and self._task is not None:
+            self._task.cancel()
 
 
 def _remove_handlers(installed: dict[int, Any]) -> None:
-    """Undo ``_install_handlers``: the handlers from before the run are back."""
-    loop = asyncio.get_running_loop()
+    """Undo ``Interruption.install``: the handlers from before the run are back."""
     for sig, previous in installed.items():
-        loop.remove_signal_handler(sig)
-        if previous is not None:
-            with contextlib.suppress(TypeError, ValueError):
-                signal.signal(sig, previous)
+        with contextlib.suppress(TypeError, ValueError):
+            signal.signal(sig, previous if previous is not None else signal.SIG_DFL)

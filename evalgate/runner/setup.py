@@ -90,8 +90,9 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
     catalog = build_catalog(builtins, global_suite, config_name, suites, scanned.suite_where, scanned.case_metrics,
                             cwd)
     metrics = catalog.metrics
-    _check_metric_names(metrics, global_suite, suites)
-    layers = _threshold_layers(global_suite, suites, settings)
+    where_of = suite_locator(scanned.suite_where, cwd)
+    _check_metric_names(metrics, global_suite, suites, where_of)
+    layers = _threshold_layers(global_suite, suites, settings, where_of)
     user_layers = list(layers)  # what the user set: each name must concern some case of the run
     if catalog.declared_thresholds:
         layers.insert(0, (catalog.declared_thresholds, "metric declarations"))
@@ -99,14 +100,31 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
     plan_for = make_planner(metrics, global_suite, suites, catalog)
     files = [file.as_metadata() for file in scanned.files]
     selected = choose is not None and len(scanned.cases) < scanned.total
-    notices = check_names_match(scanned.cases, plan_for, user_layers, global_suite, suites, selected=selected)
+    notices = check_names_match(scanned.cases, plan_for, user_layers, global_suite, suites, selected=selected,
+                                where_of=where_of)
     return Prepared(cases=scanned.cases, files=files, thresholds=thresholds, plan_for=plan_for, metrics=metrics,
                     user_metrics=catalog.user, notices=notices)
 
 
+def suite_locator(suite_where: Mapping[str, str], cwd: Path) -> Callable[..., str]:
+    """``where_of(suite, *keys)``: ``file:line`` of a key inside the ``suite:`` block that configured
+    ``suite`` (the block's own line when the key is not found), for messages about its settings."""
+    from evalgate.config.suite import yaml_line
+
+    def where_of(name: str, *keys: Any) -> str:
+        where = suite_where.get(name)
+        if not where:
+            return f"suite {name!r} {'.'.join(map(str, keys))}".rstrip()
+        display, _, line = where.rpartition(":")
+        found = yaml_line(cwd / display, ("suite", *keys)) if keys else None
+        return f"{display}:{found or line}"
+
+    return where_of
+
+
 def check_names_match(cases: Iterable[Case], plan_for: Callable[[Case], CasePlan],
                       layers: list[tuple[Mapping[str, Any], str]], global_suite: Any, suites: Mapping[str, Any],
-                      *, selected: bool) -> list[str]:
+                      *, selected: bool, where_of: Callable[..., str] | None = None) -> list[str]:
     """Every threshold the user set must concern a metric some case of the run computes, and every
     ``category_metrics`` category must be some case's category: else the setting does nothing, which is
     a ``UserError`` naming where it was set. In a run of selected cases (case ids, first-n, category,
@@ -118,10 +136,16 @@ def check_names_match(cases: Iterable[Case], plan_for: Callable[[Case], CasePlan
             if raw is not None:
                 wanted.setdefault(name, where)
     categories: dict[str, str] = {}
-    for where, config in [("evalgate.yaml category_metrics", global_suite),
-                          *((f"suite {n!r} category_metrics", c) for n, c in suites.items())]:
+    scopes: list[tuple[str | None, Any]] = [(None, global_suite), *suites.items()]
+    for scope, config in scopes:
         for category in (config.category_metrics or {}) if config is not None else {}:
-            categories.setdefault(str(category), where)
+            if scope is None:
+                place = "evalgate.yaml category_metrics"
+            elif where_of is not None:
+                place = where_of(scope, "category_metrics", category)
+            else:
+                place = f"suite {scope!r} category_metrics"
+            categories.setdefault(str(category), place)
     if not wanted and not categories:
         return []
     names, kinds = set(wanted), set(categories)
@@ -142,11 +166,12 @@ def check_names_match(cases: Iterable[Case], plan_for: Callable[[Case], CasePlan
     raise UserError(message + (f" (and {more} more)" if more else ""), where=where)
 
 
-def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: Settings) -> list[tuple[Mapping[str, Any], str]]:
+def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: Settings,
+                      where_of: Callable[..., str] | None = None) -> list[tuple[Mapping[str, Any], str]]:
     layers: list[tuple[Mapping[str, Any], str]] = []
     seen: dict[str, tuple[Any, str]] = {}
     for name, suite in suites.items():
-        where = f"suite {name!r} thresholds"
+        where = where_of(name, "thresholds") if where_of is not None else f"suite {name!r} thresholds"
         for metric, raw in (suite.thresholds or {}).items():
             if metric in seen and seen[metric][0] != raw:
                 raise UserError(
@@ -161,14 +186,21 @@ def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: Se
     return layers
 
 
-def _check_metric_names(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any]) -> None:
+def _check_metric_names(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any],
+                        where_of: Callable[..., str] | None = None) -> None:
     """Category maps may name built-in and declared metrics (the other entries were resolved by the
     catalog)."""
     from evalgate.config.suite import validate_metric_names
 
-    for where, suite in [("config", global_suite), *((f"suite {n!r}", s) for n, s in suites.items())]:
+    for name, suite in [(None, global_suite), *suites.items()]:
         for category, names in (suite.category_metrics or {}).items():
-            validate_metric_names(names, metrics, f"{where} category_metrics.{category}")
+            if name is None:
+                where = f"config category_metrics.{category}"
+            elif where_of is not None:
+                where = where_of(name, "category_metrics", category)
+            else:
+                where = f"suite {name!r} category_metrics.{category}"
+            validate_metric_names(names, metrics, where)
 
 
 def make_planner(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any],

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 RESULTS_KEYS = ("schema_version", "run_id", "summary", "gate", "metrics", "results")
+MAX_BASELINE_BYTES = 512 * 1024 * 1024
+"""Largest baseline file read (results.json or SQLite): a 100k-case results.json is ≈ 280 MB."""
+MAX_BASELINE_RECORDS = 1_000_000
+"""Most case records a baseline may hold (all repeats counted)."""
 
 
 @dataclass
@@ -202,6 +206,10 @@ def load_results(path: str | Path) -> dict[str, Any]:
         raise UserError("baseline results file not found", where=str(file)) from None
     except OSError as exc:
         raise UserError(f"cannot read baseline results: {exc.strerror}", where=str(file)) from None
+    size = file.stat().st_size
+    if size > MAX_BASELINE_BYTES:
+        raise UserError(f"the baseline file is {size:,} bytes, more than the {MAX_BASELINE_BYTES:,} read",
+                        where=str(file))
     if header == SQLITE_HEADER:
         return load_results_sqlite(file)
     try:
@@ -212,6 +220,8 @@ def load_results(path: str | Path) -> dict[str, Any]:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"invalid JSON: {exc.msg} (column {exc.colno})", where=f"{file}:{exc.lineno}") from None
+    except RecursionError:
+        raise UserError("invalid JSON: nested too deeply", where=str(file)) from None
     return validate_results(document, str(file))
 
 
@@ -229,6 +239,10 @@ def load_results_sqlite(path: str | Path, run_id: str | None = None) -> dict[str
     db = open_readonly(file, str(file))
     try:
         run, document_text = _pick_run(db, run_id, str(file), skip_merged=False)
+        count = db.execute("SELECT count(*) FROM eg_cases WHERE run_id = ?", (run,)).fetchone()[0]
+        if count > MAX_BASELINE_RECORDS:
+            raise UserError(f"run {run} holds {count:,} case records, more than the {MAX_BASELINE_RECORDS:,} read",
+                            where=str(file))
         record_texts = [row["record"] for row in db.query("SELECT record FROM eg_cases WHERE run_id = ?", (run,))]
     except sqlite3.Error as exc:
         raise UserError(f"not an evalgate store (tables eg_runs, eg_cases): {exc}", where=str(file)) from None
@@ -247,6 +261,8 @@ def _json_column(text: Any, where: str) -> Any:
         return json.loads(text)
     except (TypeError, json.JSONDecodeError) as exc:
         raise UserError(f"invalid JSON: {exc}", where=where) from None
+    except RecursionError:
+        raise UserError("invalid JSON: nested too deeply", where=where) from None
 
 
 def _record_order(record: Any) -> tuple[int, int]:
@@ -263,6 +279,9 @@ def validate_results(document: Any, where: str) -> dict[str, Any]:
     version = document.get("schema_version", 1)
     if version != 1:
         raise UserError(f"unsupported results schema_version {version!r} (this evalgate reads 1)", where=where)
+    if len(document["results"]) > MAX_BASELINE_RECORDS:
+        raise UserError(f"{len(document['results']):,} case records, more than the {MAX_BASELINE_RECORDS:,} read",
+                        where=where)
     for position, record in enumerate(document["results"]):
         if not isinstance(record, dict) or not isinstance(record.get("id"), str | int):
             raise UserError(f"results[{position}] is not a case record with an 'id'", where=where)

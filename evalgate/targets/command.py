@@ -6,9 +6,11 @@ http target sends it; a seed 001 case also carries its text as ``llm_answer_text
 JSON object on stdout with the answer fields (read with the http target's response mapping, so
 ``output``/``answer``/``response``, ``sources``, ``tools_used`` … all work) or a JSON string (the answer
 text). An extractor (seed 001) may print only ``mentions`` (objects with ``brand``, ``is_mine``, ``rank``)
-and/or ``ranked_list``: those are scored instead of the built-in detector. A non-zero exit status, invalid JSON, or running longer
-than ``api_timeout_seconds`` makes the case ``errored``; on timeout the program and its process group
-are killed. Commands are not retried: a local program's failure is not transient.
+and/or ``ranked_list``: those are scored instead of the built-in detector. With ``target_response_format:
+text`` the program's whole stdout (surrounding whitespace stripped) is the answer text instead. A non-zero
+exit status, invalid JSON, more than ``16 × max_answer_chars`` bytes on stdout, or running longer than
+``api_timeout_seconds`` makes the case ``errored``; on timeout or excess output the program and its
+process group are killed. Commands are not retried: a local program's failure is not transient.
 
 Latency is the time from starting the program to having read all its output and seen it exit: it
 includes the program's own start-up (e.g. an interpreter importing its modules), not evalgate's
@@ -42,6 +44,14 @@ if TYPE_CHECKING:
     from evalgate.model import Case
 
 STDERR_TAIL_CHARS = 500
+STDERR_KEPT_BYTES = 64 * 1024
+"""Bytes of the end of stderr kept while the program runs (its last line is reported on failure)."""
+OUTPUT_BYTES_PER_ANSWER_CHAR = 16
+DEFAULT_MAX_ANSWER_CHARS = 1_000_000
+
+
+class _TooMuchOutput(Exception):
+    pass
 
 
 def resolve_program(argv: Sequence[str]) -> list[str]:
@@ -62,17 +72,21 @@ class CommandTarget:
     """Whether the run's bound on calls in flight covers this target (its processes run outside the Executor: the cases in progress are the bound)."""
 
     def __init__(self, argv: Sequence[str], *, timeout: float, runtime: Runtime | None = None,
-                 eval_context: Mapping[str, Any] | None = None, response_map: Mapping[str, str] | None = None) -> None:
+                 eval_context: Mapping[str, Any] | None = None, response_map: Mapping[str, str] | None = None,
+                 response_format: str = "auto", max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS) -> None:
         self.argv = resolve_program(argv)
         self.timeout = timeout
         self.runtime = runtime
         self.eval_context = dict(eval_context or {})
         self.response_map = ResponseMap.build(response_map)
+        self.response_format = response_format
+        self.max_output_bytes = OUTPUT_BYTES_PER_ANSWER_CHAR * max_answer_chars
 
     @classmethod
     def from_settings(cls, settings: Settings, runtime: Runtime | None = None) -> CommandTarget:
         return cls(settings.target_command, timeout=settings.api_timeout_seconds, runtime=runtime,
-                   eval_context=settings.eval_context, response_map=settings.target_response_map)
+                   eval_context=settings.eval_context, response_map=settings.target_response_map,
+                   response_format=settings.target_response_format, max_answer_chars=settings.max_answer_chars)
 
     def stdin_for(self, case: Case) -> bytes:
         record = case.model_dump(mode="json", exclude_none=True)
@@ -109,22 +123,31 @@ class CommandTarget:
         except OSError as exc:
             return Answer(error=f"cannot start {self.argv[0]!r}: {exc.strerror or exc}")
         try:
-            stdout, stderr = await asyncio.wait_for(process.communicate(stdin), timeout=self.timeout)
+            stdout, stderr = await asyncio.wait_for(_exchange(process, stdin, self.max_output_bytes),
+                                                    timeout=self.timeout)
             latency = round((time.perf_counter() - started) * 1000, 3)
         except TimeoutError:
             return Answer(error=f"command timed out after {self.timeout:g}s and was killed")
+        except _TooMuchOutput:
+            return Answer(error=f"command printed more than {self.max_output_bytes:,} bytes "
+                                "(16 × max_answer_chars) and was killed")
         finally:
             await _reap(process)
         return process.returncode or 0, stdout, stderr, latency
 
     def _read(self, stdout: bytes, latency_ms: float) -> Answer:
         text = stdout.decode("utf-8", errors="replace").strip()
+        if self.response_format == "text":
+            return Answer(output=text, latency_ms=latency_ms)
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            return Answer(error=f"command printed invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")
+            return Answer(error=f"command printed invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+                                "set target_response_format: text if it prints plain text")
+        except RecursionError:
+            return Answer(error="command printed JSON nested too deeply to read")
         if isinstance(data, str):
-            return Answer(output=redact(data), latency_ms=latency_ms)
+            return Answer(output=data, latency_ms=latency_ms)
         if not isinstance(data, dict):
             return Answer(error=f"command printed JSON {type(data).__name__}, expected an object or a string")
         try:
@@ -141,6 +164,47 @@ class CommandTarget:
 
     def describe(self) -> dict[str, object]:
         return {"kind": self.kind, "command": self.argv, "timeout_seconds": self.timeout}
+
+
+async def _exchange(process: asyncio.subprocess.Process, data: bytes, limit: int) -> tuple[bytes, bytes]:
+    """Write ``data`` to the program's stdin and read its stdout (at most ``limit`` bytes, else
+    ``_TooMuchOutput``) and the end of its stderr, all at once (so no pipe fills up and blocks it)."""
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
+
+    async def feed() -> None:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            stdin.write(data)
+            await stdin.drain()
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            stdin.close()
+
+    async def collect() -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := await stdout.read(1 << 16):
+            size += len(chunk)
+            if size > limit:
+                raise _TooMuchOutput
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def tail() -> bytes:
+        kept = b""
+        while chunk := await stderr.read(1 << 16):
+            kept = (kept + chunk)[-STDERR_KEPT_BYTES:]
+        return kept
+
+    tasks = [asyncio.ensure_future(feed()), asyncio.ensure_future(collect()), asyncio.ensure_future(tail())]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:  # too much output, the timeout or the run stopping: stop reading
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    await process.wait()
+    return tasks[1].result() or b"", tasks[2].result() or b""
 
 
 async def _reap(process: asyncio.subprocess.Process) -> None:

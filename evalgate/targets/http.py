@@ -12,9 +12,14 @@ send the top-level payload fields as query parameters instead of a body.
 
 Headers come from ``target_headers``; ``${NAME}`` in a value is replaced by environment variable NAME
 (missing → ``UserError`` at startup) and the value is registered as a secret. The reply is read with
-``targets.mapping.ResponseMap``; a non-JSON reply is taken as the answer text. A reply needs answer text
-unless it carries an extraction (``mentions`` / ``ranked_list``, seed 001's extractor). Latency is the time
-of the attempt that succeeded, in milliseconds: from writing the request on a ready connection (connection
+``targets.mapping.ResponseMap`` as ``target_response_format`` says: ``auto`` (default) reads JSON when
+the body parses and takes any other body as the answer text, except that a body whose Content-Type says
+JSON (``application/json``, ``*/*+json``, ``text/json``) must parse: an HTML page, an invalid or a cut JSON
+body is a failed attempt, retried like a 5xx (``MalformedReply``), never an answer; ``json`` requires JSON
+whatever the Content-Type; ``text`` never parses (the body is the answer). A reply needs answer text
+unless it carries an extraction (``mentions`` / ``ranked_list``, seed 001's extractor). The body read is at
+most ``REPLY_BYTES_PER_ANSWER_CHAR × max_answer_chars`` bytes (``ReplyTooLarge``, not retried). Latency is
+the time of the attempt that succeeded, in milliseconds: from writing the request on a ready connection (connection
 set-up, call-slot waits, retries and backoff excluded) to the last byte of the reply, timed on the run's
 wire thread (``calls.wire``) so that scoring and judging in the same process do not inflate it.
 """
@@ -29,11 +34,11 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from evalgate.calls.executor import CallFailed, Pace, Runtime, StatusError, pace_key
+from evalgate.calls.executor import CallFailed, MalformedReply, Pace, Runtime, StatusError, pace_key
 from evalgate.calls.http_pool import HttpPool, Reply
 from evalgate.errors import UserError
 from evalgate.model import Answer
-from evalgate.safety.redact import redact, register_secret
+from evalgate.safety.redact import redact, register_secret, split_credentials
 from evalgate.targets.mapping import ResponseMap
 
 if TYPE_CHECKING:
@@ -49,6 +54,17 @@ QUERY_METHODS = frozenset({"GET", "HEAD"})
 ERROR_BODY_CHARS = 300
 PROVIDER = "target"
 JSON_BODY = {"Content-Type": "application/json"}
+REPLY_BYTES_PER_ANSWER_CHAR = 16
+"""Reply bytes read per character of ``max_answer_chars`` (JSON escapes and wrapping take room)."""
+DEFAULT_MAX_ANSWER_CHARS = 1_000_000
+TEXT: Any = object()
+"""``_send``'s marker for a reply read as text (not JSON)."""
+
+
+def declares_json(content_type: str | None) -> bool:
+    """True for ``application/json``, ``application/<x>+json`` and ``text/json`` (parameters ignored)."""
+    kind = (content_type or "").split(";", 1)[0].strip().lower()
+    return kind in ("application/json", "text/json") or (kind.startswith("application/") and kind.endswith("+json"))
 
 
 def substitute_env(value: str, env: Mapping[str, str], where: str) -> str:
@@ -127,17 +143,26 @@ class HttpTarget:
 
     def __init__(self, *, url: str, runtime: Runtime, method: str = "POST", headers: Mapping[str, str] | None = None,
                  body_template: str | None = None, response_map: Mapping[str, str] | None = None,
-                 eval_context: Mapping[str, Any] | None = None, env: Mapping[str, str]) -> None:
+                 eval_context: Mapping[str, Any] | None = None, env: Mapping[str, str],
+                 response_format: str = "auto", max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS) -> None:
+        url, authorization = split_credentials(url)
         if not url.startswith(("http://", "https://")):
-            raise UserError(f"target_url must be an http:// or https:// URL, got {url!r}", where="target_url")
+            raise UserError(f"target_url must be an http:// or https:// URL, got {redact(url)!r}", where="target_url")
         self.url = url
         self.method = method.upper()
         self.runtime = runtime
         self.headers = resolve_headers(headers or {}, env)
+        if authorization is not None:  # user:password@ in the URL: sent as the Authorization header
+            if any(name.lower() == "authorization" for name in self.headers):
+                raise UserError("target_url carries credentials (user:password@) and target_headers sets "
+                                "Authorization too: give only one of them", where="target_url")
+            self.headers["Authorization"] = authorization
         self.template = (compile_template(body_template, BODY_VARIABLES, "target_body_template")
                          if body_template else None)
         self.response_map = ResponseMap.build(response_map)
         self.eval_context = dict(eval_context or {})
+        self.response_format = response_format
+        self.max_reply_bytes = REPLY_BYTES_PER_ANSWER_CHAR * max_answer_chars
         policy = runtime.executor.policy
         self.pool = HttpPool(timeout=policy.attempt_seconds, connect_timeout=policy.connect_seconds,
                              read_timeout=policy.read_seconds, concurrency=runtime.executor.concurrency,
@@ -152,9 +177,11 @@ class HttpTarget:
     def from_settings(cls, settings: Settings, runtime: Runtime, env: Mapping[str, str]) -> HttpTarget:
         if not settings.target_url:
             raise UserError("target 'http' needs target_url (EVALGATE_TARGET_URL)", where="target_url")
-        return cls(url=settings.target_url, runtime=runtime, method=settings.target_method,
+        return cls(url=settings.credentialed_url("target_url") or settings.target_url, runtime=runtime,
+                   method=settings.target_method,
                    headers=settings.target_headers, body_template=settings.target_body_template,
-                   response_map=settings.target_response_map, eval_context=settings.eval_context, env=env)
+                   response_map=settings.target_response_map, eval_context=settings.eval_context, env=env,
+                   response_format=settings.target_response_format, max_answer_chars=settings.max_answer_chars)
 
     def payload(self, case: Case) -> Any:
         """The request payload for ``case`` (a JSON value)."""
@@ -184,30 +211,48 @@ class HttpTarget:
         except (ValueError, TypeError) as exc:  # template problems arrive as ValueError
             return Answer(error=f"request body: {exc}")
         try:
-            response, latency = await self.runtime.executor.call(
+            response, latency, data = await self.runtime.executor.call(
                 PROVIDER, lambda: self._send(payload), what=f"{self.method} {self.url}", pace=self.pace)
         except CallFailed as exc:
             return Answer(error=redact(str(exc)))
-        return self._read(response, latency)
+        return self._read(response, latency, data)
 
-    async def _send(self, payload: Any) -> tuple[Reply, float]:
+    async def _send(self, payload: Any) -> tuple[Reply, float, Any]:
+        """One attempt: the reply, its latency (ms) and its JSON value (``TEXT`` when read as text)."""
         if self.method in QUERY_METHODS:
             params = payload if isinstance(payload, dict) else {}
-            response = await self.pool.request(self.method, self.url, params=params)
+            response = await self.pool.request(self.method, self.url, params=params, max_bytes=self.max_reply_bytes)
         else:
             body = json.dumps(payload, ensure_ascii=False).encode()
-            response = await self.pool.request(self.method, self.url, body=body, headers=JSON_BODY)
+            response = await self.pool.request(self.method, self.url, body=body, headers=JSON_BODY,
+                                               max_bytes=self.max_reply_bytes)
         latency = response.elapsed_ms if response.elapsed_ms is not None else 0.0
         if response.status >= 400:
-            excerpt = response.text[:ERROR_BODY_CHARS].strip()
+            excerpt = _excerpt(response.text_start(ERROR_BODY_CHARS * 4).strip(), ERROR_BODY_CHARS)
             raise StatusError(response.status, excerpt or response.reason, response.headers)
-        return response, latency
+        return response, latency, self._parse(response)
 
-    def _read(self, response: Reply, latency_ms: float) -> Answer:
+    def _parse(self, response: Reply) -> Any:
+        """The reply's JSON value per ``response_format``; ``MalformedReply`` when it must be JSON and is not."""
+        if self.response_format == "text":
+            return TEXT
+        content_type = response.headers.get("content-type")
+        required = self.response_format == "json" or declares_json(content_type)
         try:
-            data = response.json()
-        except ValueError:
-            return Answer(output=redact(response.text), latency_ms=round(latency_ms, 3))
+            return response.json()
+        except (ValueError, RecursionError) as exc:
+            if not required:
+                return TEXT
+            why = f"{exc.msg} at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) \
+                else type(exc).__name__
+            said = f"Content-Type {content_type}" if declares_json(content_type) else "target_response_format json"
+            raise MalformedReply(response.status, f"{said} but the body is not JSON ({why}; "
+                                 f"{len(response.body):,} bytes starting {_excerpt(response.text_start(200))!r}); "
+                                 "set target_response_format: text if the agent answers in plain text") from None
+
+    def _read(self, response: Reply, latency_ms: float, data: Any) -> Answer:
+        if data is TEXT:
+            return Answer(output=response.text, latency_ms=round(latency_ms, 3))
         try:
             fields = self.response_map.apply(data)
             answer = Answer(**fields, latency_ms=round(latency_ms, 3))
@@ -230,10 +275,17 @@ def _lists_brands(case: Case) -> bool:
     return case.brands_mine is not None or case.brands_competitors is not None
 
 
+def _excerpt(text: str, limit: int = 80) -> str:
+    """The start of a reply for a message: redacted first (a secret cut in half is still found), then
+    cut to ``limit`` characters."""
+    text = redact(text)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def _first_line(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def _observed(sent: tuple[Reply, float]) -> tuple[Mapping[str, str], None, None]:
+def _observed(sent: tuple[Reply, float, Any]) -> tuple[Mapping[str, str], None, None]:
     """The reply's headers for the pacer (an agent reports no token usage)."""
     return sent[0].headers, None, None

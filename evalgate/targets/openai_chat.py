@@ -36,7 +36,8 @@ def target_provider_config(settings: Settings, env: Mapping[str, str]) -> Provid
     """The provider the model target talks to (see the module docstring for the defaults); its key from ``env``."""
     chosen = getattr(settings, "target_provider", None)
     name = chosen or (settings.judge_provider if settings.judge_provider != "none" else "openai")
-    base_url = settings.target_url or (settings.judge_base_url if name == settings.judge_provider else None)
+    base_url = settings.credentialed_url("target_url") or (
+        settings.credentialed_url("judge_base_url") if name == settings.judge_provider else None)
     return resolve_provider(name, model=settings.target_model, base_url=base_url, env=env,
                             setting="target_provider", base_url_setting="EVALGATE_TARGET_URL")
 
