@@ -82,6 +82,29 @@ def test_lines_come_on_schedule_while_calls_are_outstanding(tmp_path: Path) -> N
     assert any("· 2 calls in flight ·" in text for _, text in periodic)
 
 
+def test_no_scheduled_line_once_every_case_is_in() -> None:
+    """Between the last case and the end of the run (results being written) the timer stays quiet: the
+    next line is the final one, so '4/4 cases' is never printed twice."""
+    stream = TimedLines()
+
+    async def scenario() -> None:
+        progress = PlainProgress(2, stream, every_seconds=0.01)
+        progress.start()
+        await asyncio.sleep(0.05)  # scheduled lines while a case is outstanding
+        progress.add(SimpleNamespace(passed=True))  # type: ignore[arg-type]
+        progress.add(SimpleNamespace(passed=False))  # type: ignore[arg-type]
+        before = len(stream.lines)
+        await asyncio.sleep(0.05)  # several ticks with every case in
+        assert len(stream.lines) == before
+        progress.close()
+
+    asyncio.run(scenario())
+    texts = stream.texts()
+    assert any(text.startswith("[evalgate] 0/2 cases") for text in texts)
+    assert sum("2/2 cases" in text for text in texts) == 1
+    assert texts[-1].startswith("[evalgate] done: 2/2 cases (100%), 1 not passed")
+
+
 def test_retries_are_reported_as_they_happen(tmp_path: Path) -> None:
     stream = TimedLines()
 

@@ -89,7 +89,7 @@ FIRST_LINE_SECONDS = 3.0
 
 class PlainProgress:
     """Progress as plain lines for CI logs: a line ``min(3 s, every_seconds)`` after the start, then one
-    every ``every_seconds`` while the run goes on, whether or not a case finished (cases done/total,
+    every ``every_seconds`` while cases are outstanding, whether or not a case finished (cases done/total,
     calls in flight, retries and 429s so far, elapsed), one line per retry as it happens (at most
     ``RETRY_LINES_PER_INTERVAL`` per interval; the rest are counted), and one final line at ``close``.
     The timer runs on the event loop (``start``); ``clock`` is injectable for tests."""
@@ -124,7 +124,8 @@ class PlainProgress:
     async def _tick(self) -> None:
         await asyncio.sleep(self.first_seconds)
         while not self.closed:
-            self._print(self.line())
+            if self.done < self.total:  # once every case is in, the next line is the final one (close)
+                self._print(self.line())
             self.retry_lines = 0
             await asyncio.sleep(self.every_seconds)
 
