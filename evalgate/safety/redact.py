@@ -233,11 +233,8 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
     ``FRAGMENT_CHARS`` or more characters copied from a token-like secret (see the module docstring)."""
     if not text:
         return text
-    frozen = _frozen if not extra else _frozen | set(extra)
-    for secret in _ordered if not extra else _longest_first(frozen):
-        if secret in text:
-            text = text.replace(secret, MASK)
-    index = _fragment_index(frozen)
+    text = redact_exact(text, extra)
+    index = _fragment_index(_frozen if not extra else _frozen | set(extra))
     if not index.runs:
         return text
     spans = index.spans(text)
