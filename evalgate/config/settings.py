@@ -16,13 +16,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from evalgate.config import legacy
-from evalgate.config.suite import SUITE_KEYS
+from evalgate.config.suite import SUITE_KEYS, did_you_mean
 from evalgate.errors import UserError
 from evalgate.safety.redact import register_environment, register_mapping_secrets, register_secret, split_credentials
 from evalgate.text.tokens import configure as configure_tokenizer
 
 JudgeProvider = Literal["none", "openai", "gemini", "ollama", "local"]
-TargetKind = Literal["recorded", "http", "openai", "command"]
 TARGET_KINDS: tuple[str, ...] = ("recorded", "http", "openai", "command")
 CompatSeed = Literal["seed000", "seed001", "seed004"]
 COMPAT_ALIASES: dict[str, str] = {"000": "seed000", "0": "seed000", "001": "seed001", "1": "seed001",
@@ -237,15 +236,14 @@ class Settings(BaseModel):
     @field_validator("target")
     @classmethod
     def _target_kind(cls, value: str) -> str:
-        value = value.strip()
-        if value in TARGET_KINDS or value.startswith("file://") or (":" in value and not value.startswith(":")):
-            return value
-        import difflib
+        from evalgate.config.references import is_reference  # the test targets.factory makes too
 
-        close = difflib.get_close_matches(value, TARGET_KINDS, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        value = value.strip()
+        if value in TARGET_KINDS or is_reference(value):
+            return value
         raise ValueError(f"target must be one of {', '.join(TARGET_KINDS)} or a factory reference "
-                         f"'package.module:factory' / 'file://agent.py:factory'; got {value!r}{hint}")
+                         f"'package.module:factory' / 'file://agent.py:factory'; got {value!r}"
+                         f"{did_you_mean(value, TARGET_KINDS)}")
 
     @field_validator("shard")
     @classmethod

@@ -62,20 +62,19 @@ def template_temperatures(settings: Settings) -> dict[str, float]:
     factual_correctness and completeness) must agree, else ``UserError``."""
     from evalgate.judges.prompts import METRIC_TEMPLATES
 
+    temperatures = metric_temperatures(settings)
     chosen: dict[str, tuple[float, str]] = {}
-    for metric, temperature in sorted(metric_temperatures(settings).items()):
+    for metric, temperature in sorted(temperatures.items()):
         template = METRIC_TEMPLATES[metric]
-        for other, (value, other_metric) in chosen.items():
-            if other == template and value != temperature:
-                raise UserError(f"{metric} and {other_metric} are scored by one judge call and need the same "
-                                f"temperature (got {temperature:g} and {value:g})", where="judge_temperatures")
+        if template in chosen and chosen[template][0] != temperature:
+            value, other_metric = chosen[template]
+            raise UserError(f"{metric} and {other_metric} are scored by one judge call and need the same "
+                            f"temperature (got {temperature:g} and {value:g})", where="judge_temperatures")
         chosen[template] = (temperature, metric)
-    shared = {template for template in METRIC_TEMPLATES.values()
-              if list(METRIC_TEMPLATES.values()).count(template) > 1}
-    for template in shared & set(chosen):
+    for template in chosen:
         members = [m for m, t in METRIC_TEMPLATES.items() if t == template]
-        missing = [m for m in members if m not in metric_temperatures(settings)]
-        if missing:
+        missing = [m for m in members if m not in temperatures]
+        if len(members) > 1 and missing:
             raise UserError(f"{', '.join(members)} are scored by one judge call: set the same temperature for all "
                             f"of them (missing {', '.join(missing)})", where="judge_temperatures")
     return {template: value for template, (value, _) in chosen.items()}

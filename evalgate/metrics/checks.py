@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from evalgate.dataset.views import AnswerView, CaseView
 from evalgate.errors import UserError
-from evalgate.metrics.registry import REGISTRY, Metric, MetricContext
+from evalgate.metrics.registry import REGISTRY, Metric, MetricContext, in_scope
 from evalgate.model import DEFAULT_CUSTOM_THRESHOLD, METRIC_NAME, MetricErrored, Score
 
 if TYPE_CHECKING:
@@ -153,9 +153,7 @@ def check_metric(spec: CheckSpec, *, origin: str, categories: tuple[str, ...] | 
         return to_score(spec.name, result)
 
     def applies(case: Case) -> bool:
-        if categories is not None and case.category not in categories:
-            return False
-        if tags is not None and not set(tags) & set(case.tags):
+        if not in_scope(case, categories, tags):
             return False
         if spec.applies is None:
             return run_on_all

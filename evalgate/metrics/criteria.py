@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from evalgate.metrics.registry import Metric, MetricContext, MetricSkipped, MetricUnavailable, Score
+from evalgate.metrics.registry import Metric, MetricContext, MetricSkipped, MetricUnavailable, Score, in_scope
 from evalgate.model import DEFAULT_JUDGE_FIELDS
 
 if TYPE_CHECKING:
@@ -147,11 +147,7 @@ def criteria_metric(definition: CriteriaDefinition, *, categories: tuple[str, ..
         return Score(float(scored.value), dict(scored.details))
 
     def applies(case: Case) -> bool:
-        if categories is not None and case.category not in categories:
-            return False
-        if tags is not None and not set(tags) & set(case.tags):
-            return False
-        return run_on_all
+        return run_on_all and in_scope(case, categories, tags)
 
     judged.__name__ = judged.__qualname__ = definition.name
     judged.definition = definition  # type: ignore[attr-defined]  # read by the cost estimate

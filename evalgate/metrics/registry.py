@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from evalgate.model import Answer, Case
 
 __all__ = ["REGISTRY", "Metric", "MetricContext", "MetricSkipped", "MetricUnavailable", "Score", "all_metrics",
-           "get_metric", "judge_dependent", "metric"]
+           "get_metric", "in_scope", "judge_dependent", "metric"]
 
 Direction = Literal["higher", "lower"]
 Kind = Literal["deterministic", "judged"]
@@ -149,6 +149,14 @@ def judge_dependent(metrics: Mapping[str, Metric]) -> frozenset[str]:
                 found.add(name)
                 grew = True
     return frozenset(found)
+
+
+def in_scope(case: Case, categories: tuple[str, ...] | None, tags: tuple[str, ...] | None) -> bool:
+    """Whether ``case`` is in a user metric's scope: one of ``categories`` and carrying any of ``tags``
+    (None: no limit on that side)."""
+    if categories is not None and case.category not in categories:
+        return False
+    return tags is None or bool(set(tags) & set(case.tags))
 
 
 def _arity(fn: Callable[..., Any]) -> int:

@@ -114,11 +114,6 @@ def split_credentials(url: str) -> tuple[str, str | None]:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), f"Basic {encoded}"
 
 
-def strip_credentials(url: str | None) -> str | None:
-    """``url`` without ``user:password@`` (credentials registered as secrets); None stays None."""
-    return None if url is None else split_credentials(url)[0]
-
-
 def secrets_from_env(env: Mapping[str, str]) -> set[str]:
     """The values of ``env`` whose names look secret (6+ characters)."""
     return {v for k, v in env.items() if looks_secret(k) and v and len(v) >= MIN_SECRET_LENGTH}
@@ -233,11 +228,8 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
     ``FRAGMENT_CHARS`` or more characters copied from a token-like secret (see the module docstring)."""
     if not text:
         return text
-    frozen = _frozen if not extra else _frozen | set(extra)
-    for secret in _ordered if not extra else _longest_first(frozen):
-        if secret in text:
-            text = text.replace(secret, MASK)
-    index = _fragment_index(frozen)
+    text = redact_exact(text, extra)
+    index = _fragment_index(_frozen if not extra else _frozen | set(extra))
     if not index.runs:
         return text
     spans = index.spans(text)

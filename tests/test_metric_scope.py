@@ -1,0 +1,52 @@
+"""Scope of user metrics (``categories`` / ``tags`` / ``run``): which cases a declared judged metric and a
+code check run on."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalgate.dataset.views import AnswerView, CaseView
+from evalgate.metrics.checks import check_metric, make_spec
+from evalgate.metrics.criteria import declaration_metric
+from evalgate.metrics.registry import in_scope
+from evalgate.model import Case, MetricDeclaration
+
+BILLING_URGENT = Case(id="a", input="q", category="billing", tags=["urgent", "en"])
+BILLING = Case(id="b", input="q", category="billing", tags=["en"])
+SHIPPING_URGENT = Case(id="c", input="q", category="shipping", tags=["urgent"])
+UNCATEGORISED = Case(id="d", input="q")
+CASES = (BILLING_URGENT, BILLING, SHIPPING_URGENT, UNCATEGORISED)
+
+
+@pytest.mark.parametrize(("categories", "tags", "expected"), [
+    (None, None, ["a", "b", "c", "d"]),
+    (("billing",), None, ["a", "b"]),
+    (None, ("urgent",), ["a", "c"]),
+    (("billing",), ("urgent",), ["a"]),
+    (("billing", "shipping"), ("urgent", "fr"), ["a", "c"]),
+    ((), None, []),
+    (None, (), []),
+])
+def test_in_scope_needs_a_listed_category_and_any_listed_tag(
+        categories: tuple[str, ...] | None, tags: tuple[str, ...] | None, expected: list[str]) -> None:
+    assert [case.id for case in CASES if in_scope(case, categories, tags)] == expected
+
+
+def _always(case: CaseView, answer: AnswerView) -> bool:
+    return True
+
+
+def test_declared_and_code_metrics_apply_to_their_scope_only() -> None:
+    declared = declaration_metric(MetricDeclaration(name="polite", criteria="Is it polite?",
+                                                    categories=["billing"], tags=["urgent"]), "suite")
+    assert [case.id for case in CASES if declared.applies_to(case, None)] == ["a"]
+    asked = declaration_metric(MetricDeclaration(name="polite", criteria="Is it polite?", categories=["billing"],
+                                                 run="asked"), "suite")
+    assert [case.id for case in CASES if asked.applies_to(case, None)] == []  # only cases that name it
+    check = check_metric(make_spec(_always, where="t"), origin="t", tags=("urgent",))
+    assert [case.id for case in CASES if check.applies_to(case, None)] == ["a", "c"]
+    own_rule = check_metric(make_spec(_always, applies=lambda case: case.id != "a", where="t"), origin="t",
+                            categories=("billing",))
+    assert [case.id for case in CASES if own_rule.applies_to(case, None)] == ["b"]
+    unscoped_off = check_metric(make_spec(_always, where="t"), origin="t", run_on_all=False)
+    assert [case.id for case in CASES if unscoped_off.applies_to(case, None)] == []
