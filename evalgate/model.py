@@ -390,16 +390,17 @@ class RubricBand(BaseModel):
 
 
 def _threshold_or_number(value: Any) -> Any:
-    """A threshold entry: a finite number, ``{min: x}`` / ``{max: x}``, or None (informational)."""
+    """A threshold entry: a finite number, a ``Threshold`` mapping (``{min|max|gt|lt: x}``), or None
+    (informational)."""
     if value is None or isinstance(value, Threshold):
         return value
     if isinstance(value, bool) or not isinstance(value, int | float | dict):
-        raise ValueError("threshold must be a number, {min: x} or {max: x}")
+        raise ValueError("threshold must be a number, {min: x}, {max: x}, {gt: x} or {lt: x}")
     if isinstance(value, dict):
-        bound = value.get("min", value.get("max"))
-        if isinstance(bound, bool) or not isinstance(bound, int | float):
-            raise ValueError("threshold must be {min: x} or {max: x} with a number x")
-        value = Threshold.model_validate(value)
+        bound = next(iter(value.values()), None) if len(value) == 1 else None
+        if isinstance(bound, bool) or not isinstance(bound, int | float | None):
+            raise ValueError("threshold must be {min: x}, {max: x}, {gt: x} or {lt: x} with a number x")
+        value = Threshold.model_validate(value)  # names the keys it accepts
         number = value.value
     else:
         number = float(value)

@@ -3,6 +3,8 @@ code check run on."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from evalgate.dataset.views import AnswerView, CaseView
@@ -50,3 +52,27 @@ def test_declared_and_code_metrics_apply_to_their_scope_only() -> None:
     assert [case.id for case in CASES if own_rule.applies_to(case, None)] == ["b"]
     unscoped_off = check_metric(make_spec(_always, where="t"), origin="t", run_on_all=False)
     assert [case.id for case in CASES if unscoped_off.applies_to(case, None)] == []
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    (0.7, 0.7),
+    ({"min": 0.4}, {"min": 0.4}),
+    ({"max": 0.2}, {"max": 0.2}),
+    ({"gt": 0.5}, {"gt": 0.5}),  # the strict bounds every other threshold accepts
+    ({"lt": 0.5}, {"lt": 0.5}),
+])
+def test_a_declared_metric_takes_every_threshold_form(given: object, expected: object) -> None:
+    declared = MetricDeclaration(name="polite", criteria="Is it polite?", threshold=given)
+    threshold = declared.threshold
+    assert (threshold if isinstance(threshold, float) else threshold.model_dump()) == expected  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ({"minimum": 0.4}, "got keys ['minimum']"),
+    ({"min": 0.4, "max": 0.9}, "got keys ['max', 'min']"),
+    ({"gt": "high"}, "with a number x"),
+    (float("nan"), "finite"),
+])
+def test_a_declared_metric_names_what_a_threshold_may_be(given: object, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        MetricDeclaration(name="polite", criteria="Is it polite?", threshold=given)
