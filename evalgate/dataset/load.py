@@ -619,12 +619,9 @@ def _precheck(raw: _RawCase, data: dict[Any, Any]) -> str | None:
         return f"key {reserved!r} is reserved (set by the loader)"
     if CASE_KEYS.issuperset(data):  # one C-level check for the usual case
         return None
-    unknown = next((key for key in data if key not in CASE_KEYS), None)
-    if unknown is not None:
-        raw.line = (raw.key_lines or {}).get(str(unknown), raw.line)
-        return (f"unknown key {unknown!r}{did_you_mean(str(unknown), CASE_KEYS)}; "
-                "put extra fields under 'metadata:'")
-    return None
+    unknown = next(key for key in data if key not in CASE_KEYS)  # one exists: not a superset
+    raw.line = (raw.key_lines or {}).get(str(unknown), raw.line)
+    return f"unknown key {unknown!r}{did_you_mean(str(unknown), CASE_KEYS)}; put extra fields under 'metadata:'"
 
 
 def _validate_case(raw: _RawCase, position: int, check: KindCheck = INFER_ONLY) -> Case:
