@@ -220,7 +220,8 @@ def merge_runs(
     try:
         from evalgate.store.reader import expand_inputs
 
-        consistency, runs = _spool_inputs(expand_inputs(sources, exclude=output_dir), spool)
+        inputs = expand_inputs(sources, exclude=output_dir)  # a directory stands for the runs under it
+        consistency, runs = _spool_inputs(inputs, spool)
         missing = consistency.missing_shards()
         if missing and not allow_partial:
             raise UserError(f"shard(s) {', '.join(missing)} missing (pass --allow-partial to merge anyway)",
@@ -247,7 +248,7 @@ def merge_runs(
         results_path = output_dir / "results.json"
         write_results(results_path, document, spool)
         store.finish(document)
-        merge_cache_files([_input_file(source).parent / CACHE_FILE for source in sources],
+        merge_cache_files([_input_file(source).parent / CACHE_FILE for source in inputs],
                           cache_path(db_path))  # the merged artifact carries every shard's verdicts
     finally:
         spool.close()
