@@ -372,3 +372,26 @@ def test_comment_without_pull_request_is_a_warning(
                            "-o", tmp_path / "out", "--comment")
     assert code == 1
     assert "evalgate: warning: PR comment skipped: " in err and "no pull request" in err
+
+
+def test_directory_inputs_carry_every_shards_judge_cache(runs: dict[str, Any], tmp_path: Path) -> None:
+    """A directory of artifacts merges each artifact's ``judge-cache.db`` (beside its results), not one next to
+    the directory."""
+    from evalgate.store.judge_cache import CachedReply, CacheKey, JudgeCache
+
+    downloaded = tmp_path / "shards"
+    keys = [CacheKey("local", "http://127.0.0.1:9/v1", "m", "relevancy@1", f"h{i}") for i in (1, 2, 3)]
+    for index, key in zip((1, 2, 3), keys, strict=True):
+        artifact = downloaded / f"evalgate-results-shard-{index}"
+        artifact.mkdir(parents=True)
+        shutil.copyfile(runs["root"] / f"shard{index}" / "results.json", artifact / "results.json")
+        cache = JudgeCache(artifact / "judge-cache.db")
+        cache.put(key, CachedReply(f"verdict of shard {index}", 5, 6))
+        cache.close()
+    merge_runs([downloaded], output_dir=tmp_path / "merged")
+    merged = JudgeCache(tmp_path / "merged" / "judge-cache.db")
+    try:
+        assert [getattr(merged.get(key), "reply", None) for key in keys] == [
+            f"verdict of shard {index}" for index in (1, 2, 3)]
+    finally:
+        merged.close()

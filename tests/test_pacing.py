@@ -166,3 +166,19 @@ def test_plain_progress_line_names_the_binding_budget() -> None:
     progress.live = Live()
     assert progress.line() == ("[evalgate] 0/10 cases (0%), 0 not passed · 3 calls in flight · judge openai: paced "
                                "by tokens/min: 148k of 150k · 0 retries · 0s")
+
+
+def test_a_call_counts_its_prompt_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The budget's worst case and the pacer's token estimate (on every attempt) share one local count."""
+    from evalgate.calls import chat
+
+    counted: list[int] = []
+    real = chat.count_message_tokens
+    monkeypatch.setattr(chat, "count_message_tokens", lambda messages: counted.append(real(messages)) or counted[-1])
+    with OpenAIServer([Rule(status=500, times=1)], api_key=KEY, default_reply="fine") as server:
+        runtime, replies = asyncio.run(chat_calls(server, 1, Settings(judge_tpm=100_000, max_cost=1.0,
+                                                                      api_retries=2)))
+        attempts = len(server.chat_requests())
+    assert not [r for r in replies if isinstance(r, BaseException)] and attempts == 2
+    assert runtime.ledger.max_cost == 1.0 and "judge local" in runtime.executor.metadata()["pacing"]
+    assert len(counted) == 1

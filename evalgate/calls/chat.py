@@ -23,9 +23,10 @@ usage reports, and only then releases the reservation. Judges and the ``openai``
 
 from __future__ import annotations
 
+import functools
 import json
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -33,7 +34,7 @@ from evalgate import __version__
 from evalgate.calls.costs import Price, Usage, count_message_tokens, find_price, usage_from
 from evalgate.calls.executor import Pace, Runtime, StatusError, pace_key
 from evalgate.calls.http_pool import HttpPool
-from evalgate.calls.ratelimit import TokenEstimate
+from evalgate.calls.ratelimit import PROMPT_MARGIN, PROMPT_SLACK, TokenEstimate
 
 if TYPE_CHECKING:
     from evalgate.calls.providers import ProviderConfig
@@ -187,10 +188,6 @@ class SdkChat:
 # --- the service every judge and model target calls ----------------------------------------------------
 
 
-PROMPT_MARGIN = 1.1
-"""Worst-case prompt tokens = local count × 1.1 + 16 (tokenizers differ between providers)."""
-
-
 @dataclass(frozen=True, slots=True)
 class ChatReply:
     text: str
@@ -227,22 +224,28 @@ class ChatService:
     def model(self) -> str:
         return self.provider.model
 
-    def worst_case_cost(self, messages: Sequence[Mapping[str, Any]], max_tokens: int) -> float:
-        """USD bound for one call: (prompt tokens · 1.1 + 16) at the input price + max_tokens at the output price."""
+    def worst_case_cost(self, messages: Sequence[Mapping[str, Any]], max_tokens: int,
+                        counted: Callable[[], int] | None = None) -> float:
+        """USD bound for one call: (prompt tokens · 1.1 + 16) at the input price + max_tokens at the output price
+        (tokenizers differ between providers; ``counted`` gives the messages' local count if already known)."""
         if self.price is None:
             return 0.0
-        prompt = int(count_message_tokens(messages) * PROMPT_MARGIN) + 16
+        local = counted() if counted is not None else count_message_tokens(messages)
+        prompt = int(local * PROMPT_MARGIN) + PROMPT_SLACK
         return self.price.cost(prompt, max_tokens)
 
     async def complete(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *,
                        max_tokens: int, what: str) -> ChatReply:
         ledger = self.runtime.ledger
-        reserved = await ledger.reserve(self.worst_case_cost(messages, max_tokens)) if ledger.max_cost is not None \
-            else 0.0
+        counted = functools.cache(lambda: count_message_tokens(messages))  # the budget and the pacer (every
+        # attempt, every wait for the provider's budget) share one local count of the prompt
+        reserved = await ledger.reserve(self.worst_case_cost(messages, max_tokens, counted)) \
+            if ledger.max_cost is not None else 0.0
         try:
             body = {"model": self.model, "messages": list(messages), **self._limit(max_tokens), **params}
             completion: Completion = await self.runtime.executor.call(
-                self.provider.name, lambda: self._create(body), what=what, pace=self.pace(messages, max_tokens))
+                self.provider.name, lambda: self._create(body), what=what,
+                pace=self.pace(messages, max_tokens, counted))
             text = completion.text
             usage = usage_from(completion.prompt_tokens, completion.completion_tokens, messages, text)
             cost = ledger.record(self.role, usage, self.price)  # the reply's usage: before the reservation goes
@@ -256,12 +259,14 @@ class ChatService:
             return self.wire.call(lambda: self.backend.create(body))
         return self.backend.create(body)
 
-    def pace(self, messages: Sequence[Mapping[str, Any]], max_tokens: int) -> Pace:
+    def pace(self, messages: Sequence[Mapping[str, Any]], max_tokens: int,
+             counted: Callable[[], int] | None = None) -> Pace:
         """How this call is paced (``calls.ratelimit``): its provider (base URL + key), its token estimate
-        (the messages counted locally + ``max_tokens``, computed only if the provider keeps a token budget)
-        and the role's configured caps."""
+        (the messages counted locally (``counted``, if given) + ``max_tokens``, computed only if the provider
+        keeps a token budget) and the role's configured caps."""
+        count = counted if counted is not None else (lambda: count_message_tokens(messages))
         return Pace(self.pace_key, self.pace_name,
-                    estimate=lambda: TokenEstimate(count_message_tokens(messages), max_tokens),
+                    estimate=lambda: TokenEstimate(count(), max_tokens),
                     observe=_observed, rpm=self.caps[0], tpm=self.caps[1])
 
     def _limit(self, max_tokens: int) -> dict[str, int]:

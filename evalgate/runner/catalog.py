@@ -19,7 +19,7 @@ planned per case (their ``applies`` may read any value), never from the shape-ke
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from dataclasses import replace as _replace
 from pathlib import Path
@@ -72,7 +72,7 @@ class Catalog:
                 metric = criteria_metric(definition_of(name, entry, f"{case.location} assert[{position}]"))
             else:
                 base = self.metrics[self.alias[entry.check or ""]]
-                metric = _renamed(base, name)
+                metric = _replace(base, name=name)
             self._inline[key] = metric
             self.metrics.setdefault(name, metric)
         return metric
@@ -180,13 +180,13 @@ def _resolve_entry(catalog: Catalog, entry: str, where: str, cwd: Path) -> str |
                             "or use @evalgate.metric(name=...)", where=where)
         if existing is None:
             _add(catalog, check_metric(spec, origin=entry), spec.threshold, where)
-        elif (existing.info or {}).get("function") != _qualname(spec.fn):
+        elif (existing.info or {}).get("function") != qualname(spec.fn):
             raise UserError(f"{entry!r} and {(existing.info or {}).get('origin')!r} both define metric {name!r}",
                             where=where)
     elif entry in USER_METRICS:
         spec = USER_METRICS[entry]
         name = spec.name
-        _add(catalog, check_metric(spec, origin=f"@evalgate.metric {_qualname(spec.fn)}"), spec.threshold, where)
+        _add(catalog, check_metric(spec, origin=f"@evalgate.metric {qualname(spec.fn)}"), spec.threshold, where)
     else:
         plugin = load_plugin(entry, where)
         if plugin is None:
@@ -210,14 +210,6 @@ def _add_plugin(catalog: Catalog, name: str, plugin: Any, where: str) -> None:
         return
     spec = spec_of(plugin, name=name, where=where)
     _add(catalog, check_metric(spec, origin=f"plug-in {name}"), spec.threshold, where)
-
-
-def _qualname(fn: Callable[..., Any]) -> str:
-    return qualname(fn)
-
-
-def _renamed(metric: Metric, name: str) -> Metric:
-    return _replace(metric, name=name)
 
 
 # --- per-case planning --------------------------------------------------------------------------------------

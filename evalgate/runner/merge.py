@@ -35,7 +35,7 @@ from evalgate.calls.executor import CALL_COUNTERS
 from evalgate.errors import UserError
 from evalgate.model import CaseResult, Threshold
 from evalgate.store.judge_cache import CACHE_FILE, cache_path, merge_cache_files
-from evalgate.store.reader import ShardRun, open_input
+from evalgate.store.reader import ShardRun, expand_inputs, open_input, split_run_spec
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.verdict.aggregate import RunAggregate
 from evalgate.verdict.gate import GatePolicy, Verdict, judge_metric_sets, run_verdict
@@ -218,9 +218,8 @@ def merge_runs(
     db_path = db_path or output_dir / "results.db"
     spool = CaseSpool(output_dir / SPOOL_NAME)
     try:
-        from evalgate.store.reader import expand_inputs
-
-        consistency, runs = _spool_inputs(expand_inputs(sources, exclude=output_dir), spool)
+        inputs = expand_inputs(sources, exclude=output_dir)  # a directory stands for the runs under it
+        consistency, runs = _spool_inputs(inputs, spool)
         missing = consistency.missing_shards()
         if missing and not allow_partial:
             raise UserError(f"shard(s) {', '.join(missing)} missing (pass --allow-partial to merge anyway)",
@@ -247,7 +246,7 @@ def merge_runs(
         results_path = output_dir / "results.json"
         write_results(results_path, document, spool)
         store.finish(document)
-        merge_cache_files([_input_file(source).parent / CACHE_FILE for source in sources],
+        merge_cache_files([split_run_spec(source)[0].parent / CACHE_FILE for source in inputs],
                           cache_path(db_path))  # the merged artifact carries every shard's verdicts
     finally:
         spool.close()
@@ -256,12 +255,6 @@ def merge_runs(
                 for run in runs if run.document.get("comparison")]
     return MergeOutcome(document=document, results_path=results_path, db_path=db_path, verdict=verdict,
                         warnings=warnings)
-
-
-def _input_file(source: str | Path) -> Path:
-    """The file of a merge input (``FILE#RUN_ID`` names a run in ``FILE``)."""
-    path = Path(source)
-    return path if path.exists() or "#" not in str(source) else Path(str(source).rsplit("#", 1)[0])
 
 
 def merged_judge_sets(runs: Sequence[ShardRun], thresholds: Mapping[str, Threshold]

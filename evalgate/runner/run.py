@@ -101,7 +101,7 @@ async def execute(
     finally:
         if handlers:
             Interrupt.unwind = False  # a later signal (the caller's start-up handler) is only recorded
-        _remove_handlers(handlers)
+        Interrupt.restore(handlers)
         interruption.received.clear()  # this run's signals are in its outcome (or the exception raised)
 
 
@@ -423,7 +423,7 @@ class Interruption:
         self.phase = phase
 
     def install(self) -> dict[int, Any]:
-        """Handle SIGINT and SIGTERM until ``_remove_handlers``; returns the handlers replaced (none when
+        """Handle SIGINT and SIGTERM until ``Interrupt.restore``; returns the handlers replaced (none when
         not in the main thread, where signals cannot be handled)."""
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
@@ -449,9 +449,3 @@ class Interruption:
         if self.phase == "waiting" and self._task is not None:
             self._task.cancel()
 
-
-def _remove_handlers(installed: dict[int, Any]) -> None:
-    """Undo ``Interruption.install``: the handlers from before the run are back."""
-    for sig, previous in installed.items():
-        with contextlib.suppress(TypeError, ValueError):
-            signal.signal(sig, previous if previous is not None else signal.SIG_DFL)

@@ -109,6 +109,11 @@ class CachedReply:
     """Found in the base cache (not the run's own)."""
 
 
+SELECT_REPLY = ("SELECT reply, prompt_tokens, completion_tokens FROM judge_cache WHERE provider=? AND endpoint=? "
+                "AND model=? AND template_version=? AND prompt_hash=? AND repeat_index=? AND sample_index=?")
+"""One reply by ``CacheKey.row()`` (the run's own cache and the base cache)."""
+
+
 def _create_table(db: sqlite3.Connection) -> None:
     """Create ``judge_cache``; a table from before ``endpoint`` joined the key is dropped first."""
     db.execute("BEGIN IMMEDIATE")
@@ -188,12 +193,7 @@ class JudgeCache:
         if self._db is not None and self.read:
             try:
                 with self._lock:
-                    row = self._pending.get(key.row()) or self._db.execute(
-                        "SELECT reply, prompt_tokens, completion_tokens FROM judge_cache WHERE provider=? AND "
-                        "endpoint=? AND model=? AND template_version=? AND prompt_hash=? AND repeat_index=? AND "
-                        "sample_index=?",
-                        key.row(),
-                    ).fetchone()
+                    row = self._pending.get(key.row()) or self._db.execute(SELECT_REPLY, key.row()).fetchone()
             except sqlite3.Error as exc:
                 self._failed("read", exc)
         if row is None and self._base is not None:
@@ -209,11 +209,7 @@ class JudgeCache:
         assert self._base is not None
         try:
             with self._lock:
-                row = self._base.execute(
-                    "SELECT reply, prompt_tokens, completion_tokens FROM judge_cache WHERE provider=? AND endpoint=? "
-                    "AND model=? AND template_version=? AND prompt_hash=? AND repeat_index=? AND sample_index=?",
-                    key.row(),
-                ).fetchone()
+                row = self._base.execute(SELECT_REPLY, key.row()).fetchone()
         except sqlite3.Error as exc:
             self.base_error = str(exc)
             row = None

@@ -71,14 +71,21 @@ def expand_inputs(specs: Sequence[str | Path], *, exclude: Path | None = None) -
     return found
 
 
+def split_run_spec(spec: str | Path) -> tuple[Path, str | None]:
+    """``FILE#RUN_ID`` → (FILE, RUN_ID); a spec naming an existing path, or without ``#``, → (it, None)."""
+    text = str(spec)
+    path = Path(text)
+    if not path.exists() and "#" in text:
+        head, _, run_id = text.rpartition("#")
+        return Path(head), run_id
+    return path, None
+
+
 def open_input(spec: str | Path, *, skip_merged: bool = True) -> ShardRun:
     """A results.json file or a SQLite file as a ``ShardRun``. In a SQLite file ``FILE#RUN_ID`` picks a
     run; otherwise the newest finished one is taken (not a ``merged`` one when ``skip_merged``)."""
     text = str(spec)
-    path, run_id = Path(text), None
-    if not path.exists() and "#" in text:
-        head, _, run_id = text.rpartition("#")
-        path = Path(head)
+    path, run_id = split_run_spec(text)
     if not path.is_file():
         raise UserError("shard results not found", where=text)
     try:
