@@ -30,6 +30,7 @@ from evalgate.github.context import ActionContext, read_inputs
 from evalgate.github.masking import env_secrets, mask_all, settings_secrets
 from evalgate.github.outputs import write_outputs
 from evalgate.github.publish import PUBLISH_INPUTS, PublishOptions, error_outputs, options_from_inputs, publish
+from evalgate.store.judge_cache import cache_path
 
 if TYPE_CHECKING:
     from evalgate.runner.run import RunOutcome
@@ -183,7 +184,7 @@ def written_paths(settings: Settings) -> list[Path]:
     """What a run writes: the output directory, the SQLite file (with its journal files) and the judge cache."""
     db = settings.db_path
     sidecars = [db.with_name(db.name + suffix) for suffix in ("-wal", "-shm", "-journal")]
-    return [settings.output_path, db, *sidecars, db.parent / "judge-cache.db"]
+    return [settings.output_path, db, *sidecars, cache_path(db)]
 
 
 def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = emit_line) -> int:
@@ -198,13 +199,9 @@ def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = em
         try:
             setup_ = setup(env, argv, emit)
         except UserError as exc:
-            emit(error(str(exc), title="evalgate: configuration or dataset error"))
-            _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
-            return EXIT_USER_ERROR
+            return _user_error(exc, env, emit)
         except KeyboardInterrupt:
-            emit(error("interrupted before any result was written", title="evalgate: interrupted"))
-            _best_effort_outputs(env, error_outputs(EXIT_INTERRUPTED), emit)
-            return EXIT_INTERRUPTED
+            return _interrupted(env, emit)
         paths = written_paths(setup_.settings)
         created = missing_ancestors(paths, setup_.workspace)
         try:
@@ -224,13 +221,9 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
         mask_all(settings_secrets(setup_.settings), emit)
         outcome = evaluate(setup_, emit)
     except UserError as exc:
-        emit(error(str(exc), title="evalgate: configuration or dataset error"))
-        _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
-        return EXIT_USER_ERROR
+        return _user_error(exc, env, emit)
     except KeyboardInterrupt:  # before the run wrote anything (it handles signals itself once started)
-        emit(error("interrupted before any result was written", title="evalgate: interrupted"))
-        _best_effort_outputs(env, error_outputs(EXIT_INTERRUPTED), emit)
-        return EXIT_INTERRUPTED
+        return _interrupted(env, emit)
     except Exception as exc:  # a bug: results already written say status 'crashed' and exit_code 1
         from evalgate.cli.main import report_crash
 
@@ -255,6 +248,20 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
             emit(warning(f"Langfuse export failed: {exc}", title="evalgate: Langfuse"))
     publish(outcome.results_path, outcome.db_path, ctx=setup_.ctx, options=setup_.options, env=env, emit=emit)
     return int(outcome.verdict.exit_code)
+
+
+def _user_error(exc: UserError, env: Mapping[str, str], emit: Emit) -> int:
+    """One ``::error`` line for a configuration or dataset error, the error outputs; exit 2."""
+    emit(error(str(exc), title="evalgate: configuration or dataset error"))
+    _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
+    return EXIT_USER_ERROR
+
+
+def _interrupted(env: Mapping[str, str], emit: Emit) -> int:
+    """One ``::error`` line for a signal before any result was written, the error outputs; exit 130."""
+    emit(error("interrupted before any result was written", title="evalgate: interrupted"))
+    _best_effort_outputs(env, error_outputs(EXIT_INTERRUPTED), emit)
+    return EXIT_INTERRUPTED
 
 
 def _best_effort_outputs(env: Mapping[str, str], outputs: Mapping[str, str], emit: Emit) -> None:
