@@ -124,8 +124,10 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
                                                defaults=ACTION_DEFAULTS, cli_origins=origins)
     for line in notices + settings.notices:
         emit(notice(line, title="evalgate"))
-    if settings.langfuse and not (settings.langfuse_public_key and settings.langfuse_secret_key):
-        raise UserError("the Langfuse export needs LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY", where="langfuse")
+    if settings.langfuse:
+        from evalgate.export.langfuse import require_keys
+
+        require_keys(settings, where="langfuse")
     settings = anchor(settings, workspace)
     from evalgate.github.paths import confine
     from evalgate.runner.setup import demo_dir
