@@ -30,6 +30,7 @@ from evalgate.github.context import ActionContext, read_inputs
 from evalgate.github.masking import env_secrets, mask_all, settings_secrets
 from evalgate.github.outputs import write_outputs
 from evalgate.github.publish import PUBLISH_INPUTS, PublishOptions, error_outputs, options_from_inputs, publish
+from evalgate.store.judge_cache import cache_path
 
 if TYPE_CHECKING:
     from evalgate.runner.run import RunOutcome
@@ -123,8 +124,10 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
                                                defaults=ACTION_DEFAULTS, cli_origins=origins)
     for line in notices + settings.notices:
         emit(notice(line, title="evalgate"))
-    if settings.langfuse and not (settings.langfuse_public_key and settings.langfuse_secret_key):
-        raise UserError("the Langfuse export needs LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY", where="langfuse")
+    if settings.langfuse:
+        from evalgate.export.langfuse import require_keys
+
+        require_keys(settings, where="langfuse")
     settings = anchor(settings, workspace)
     from evalgate.github.paths import confine
     from evalgate.runner.setup import demo_dir
@@ -183,7 +186,7 @@ def written_paths(settings: Settings) -> list[Path]:
     """What a run writes: the output directory, the SQLite file (with its journal files) and the judge cache."""
     db = settings.db_path
     sidecars = [db.with_name(db.name + suffix) for suffix in ("-wal", "-shm", "-journal")]
-    return [settings.output_path, db, *sidecars, db.parent / "judge-cache.db"]
+    return [settings.output_path, db, *sidecars, cache_path(db)]
 
 
 def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = emit_line) -> int:
@@ -198,13 +201,9 @@ def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = em
         try:
             setup_ = setup(env, argv, emit)
         except UserError as exc:
-            emit(error(str(exc), title="evalgate: configuration or dataset error"))
-            _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
-            return EXIT_USER_ERROR
+            return _user_error(exc, env, emit)
         except KeyboardInterrupt:
-            emit(error("interrupted before any result was written", title="evalgate: interrupted"))
-            _best_effort_outputs(env, error_outputs(EXIT_INTERRUPTED), emit)
-            return EXIT_INTERRUPTED
+            return _interrupted(env, emit)
         paths = written_paths(setup_.settings)
         created = missing_ancestors(paths, setup_.workspace)
         try:
@@ -224,13 +223,9 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
         mask_all(settings_secrets(setup_.settings), emit)
         outcome = evaluate(setup_, emit)
     except UserError as exc:
-        emit(error(str(exc), title="evalgate: configuration or dataset error"))
-        _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
-        return EXIT_USER_ERROR
+        return _user_error(exc, env, emit)
     except KeyboardInterrupt:  # before the run wrote anything (it handles signals itself once started)
-        emit(error("interrupted before any result was written", title="evalgate: interrupted"))
-        _best_effort_outputs(env, error_outputs(EXIT_INTERRUPTED), emit)
-        return EXIT_INTERRUPTED
+        return _interrupted(env, emit)
     except Exception as exc:  # a bug: results already written say status 'crashed' and exit_code 1
         from evalgate.cli.main import report_crash
 
@@ -255,6 +250,20 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
             emit(warning(f"Langfuse export failed: {exc}", title="evalgate: Langfuse"))
     publish(outcome.results_path, outcome.db_path, ctx=setup_.ctx, options=setup_.options, env=env, emit=emit)
     return int(outcome.verdict.exit_code)
+
+
+def _user_error(exc: UserError, env: Mapping[str, str], emit: Emit) -> int:
+    """One ``::error`` line for a configuration or dataset error, the error outputs; exit 2."""
+    emit(error(str(exc), title="evalgate: configuration or dataset error"))
+    _best_effort_outputs(env, error_outputs(EXIT_USER_ERROR), emit)
+    return EXIT_USER_ERROR
+
+
+def _interrupted(env: Mapping[str, str], emit: Emit) -> int:
+    """One ``::error`` line for a signal before any result was written, the error outputs; exit 130."""
+    emit(error("interrupted before any result was written", title="evalgate: interrupted"))
+    _best_effort_outputs(env, error_outputs(EXIT_INTERRUPTED), emit)
+    return EXIT_INTERRUPTED
 
 
 def _best_effort_outputs(env: Mapping[str, str], outputs: Mapping[str, str], emit: Emit) -> None:

@@ -230,8 +230,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if getattr(args, "dry_run", False):
         _print_notices(["--dry-run is evalgate validate: every file and setting is checked, no call is made"])
         return validate_and_report(settings, suite_config)
-    if settings.langfuse and not (settings.langfuse_public_key and settings.langfuse_secret_key):
-        raise UserError("the Langfuse export needs LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY", where="--langfuse")
+    if settings.langfuse:
+        from evalgate.export.langfuse import require_keys
+
+        require_keys(settings, where="--langfuse")
     json_mode = settings.format == "json"
 
     def progress_for(total: int) -> Any:

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from evalgate.errors import UserError
 from evalgate.safety.redact import redact
 
 INGESTION_PATH = "/api/public/ingestion"
@@ -43,6 +44,12 @@ TIMEOUT_SECONDS = 30.0
 
 class LangfuseError(Exception):
     """The export did not go through (the message is safe to print)."""
+
+
+def require_keys(settings: Any, where: str) -> None:
+    """``UserError`` (exit 2, before the run) when the export is on but a key is missing."""
+    if settings.langfuse and not (settings.langfuse_public_key and settings.langfuse_secret_key):
+        raise UserError("the Langfuse export needs LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY", where=where)
 
 
 def score_name(metric: str) -> str:

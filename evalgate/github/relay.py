@@ -177,10 +177,7 @@ def relay(*, env: Mapping[str, str], options: PublishOptions, output_dir: Path, 
             data = download_artifact(api, run.repository, artifact, max_bytes=MAX_ZIP_BYTES)
     except UserError:
         raise
-    except (RelayError, BaselineUnavailable) as exc:
-        emit(error(redact(str(exc)), title="evalgate publish"))
-        return 1
-    except GitHubAPIError as exc:
+    except (RelayError, BaselineUnavailable, GitHubAPIError) as exc:
         emit(error(redact(str(exc)), title="evalgate publish"))
         return 1
     files = _extract_or_report(data, output_dir, emit)

@@ -33,6 +33,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from evalgate.model import Threshold
+
 COMPAT_SEEDS: tuple[str, ...] = ("seed000", "seed001", "seed004")
 COMPAT_FILES: dict[str, str] = {
     "seed000": "evaluation.json",
@@ -98,12 +102,14 @@ def _file_of(source: Any) -> str:
 
 
 def admits(threshold: Any, value: float) -> bool | None:
-    """``threshold`` (a results.json ``{op: x}`` mapping) applied to ``value``; None without one."""
+    """``threshold`` (a results.json ``{op: x}`` mapping) applied to ``value`` (``Threshold.admits``); None
+    without one."""
     if not isinstance(threshold, Mapping) or len(threshold) != 1:
         return None
-    op, bound = next(iter(threshold.items()))
-    bound = float(bound)
-    return {"min": value >= bound, "max": value <= bound, "gt": value > bound, "lt": value < bound}.get(op)
+    try:
+        return Threshold.model_validate(dict(threshold)).admits(value)
+    except ValidationError:
+        return None
 
 
 # --- seed 000 ---------------------------------------------------------------------------------------

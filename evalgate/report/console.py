@@ -354,5 +354,3 @@ def render_failures(failures: list[dict[str, Any]], console: Console) -> None:
             continue
         for reason in failure["reasons"][:4]:
             console.print(f"      - {reason}", markup=False)
-        for name, text in failure.get("explanations", [])[:4]:
-            console.print(f"        {name}: {text}", markup=False)

@@ -22,32 +22,17 @@ MAX_FAILED_LISTED = 25
 """Failed cases the console report lists (the collector keeps four times as many, for merges)."""
 
 
-_PROBLEMS = ("failed", "errored", "unavailable")
-
-
-def _explanation(details: dict[str, Any]) -> str | None:
-    """A judge's reasoning or a code check's reason, on one line (at most 300 characters)."""
-    text = details.get("reasoning") or details.get("reason") if details else None
-    if not text:
-        return None
-    line = " ".join(str(text).split())
-    return line if len(line) <= 300 else line[:299] + "…"
-
-
 def _why(result: CaseResult) -> list[str]:
-    """The same one-line reasons as the PR comment (:func:`evalgate.report.view.why_line`)."""
-    from evalgate.report.view import format_threshold, why_line
+    """The same one-line reasons as the PR comment (:func:`evalgate.report.view.case_why`, read from the
+    metric results without dumping the whole case), the case's error first and whole."""
+    from evalgate.report.view import case_why
 
-    lines = []
-    for name, metric in result.metrics.items():
-        status = getattr(metric.status, "value", metric.status)
-        if status not in _PROBLEMS:
-            continue
-        threshold = metric.threshold
-        bound = format_threshold({"op": threshold.op, "value": threshold.value} if threshold is not None else None)
-        lines.append((status != "failed", why_line(name, metric.value, bound, status, metric.details, metric.reason)))
-    ordered = [line for _, line in sorted(lines, key=lambda item: item[0])]
-    return ([f"error: {' '.join(str(result.error).split())}"] if result.error else []) + ordered
+    metrics = {name: {"status": str(metric.status), "value": metric.value, "details": metric.details,
+                      "reason": metric.reason,
+                      "threshold": metric.threshold.model_dump() if metric.threshold is not None else None}
+               for name, metric in result.metrics.items()}
+    error = [f"error: {' '.join(str(result.error).split())}"] if result.error else []
+    return error + case_why({"metrics": metrics})
 
 
 class FailureCollector:
@@ -67,8 +52,6 @@ class FailureCollector:
             "risk_level": result.risk_level,
             "source": result.source,
             "reasons": result.reasons or ([result.error] if result.error else []),
-            "explanations": [(name, text) for name, metric in result.metrics.items()
-                             if metric.status in _PROBLEMS and (text := _explanation(metric.details))],
             "why": _why(result),
         })
 

@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from evalgate.errors import UserError
 from evalgate.model import Answer
 from evalgate.safety.redact import redact
-from evalgate.targets.http import case_context
+from evalgate.targets.http import DEFAULT_MAX_ANSWER_CHARS, REPLY_BYTES_PER_ANSWER_CHAR, case_context
 from evalgate.targets.mapping import ResponseMap
 
 if TYPE_CHECKING:
@@ -46,8 +46,6 @@ if TYPE_CHECKING:
 STDERR_TAIL_CHARS = 500
 STDERR_KEPT_BYTES = 64 * 1024
 """Bytes of the end of stderr kept while the program runs (its last line is reported on failure)."""
-OUTPUT_BYTES_PER_ANSWER_CHAR = 16
-DEFAULT_MAX_ANSWER_CHARS = 1_000_000
 
 
 class _TooMuchOutput(Exception):
@@ -80,7 +78,7 @@ class CommandTarget:
         self.eval_context = dict(eval_context or {})
         self.response_map = ResponseMap.build(response_map)
         self.response_format = response_format
-        self.max_output_bytes = OUTPUT_BYTES_PER_ANSWER_CHAR * max_answer_chars
+        self.max_output_bytes = REPLY_BYTES_PER_ANSWER_CHAR * max_answer_chars
 
     @classmethod
     def from_settings(cls, settings: Settings, runtime: Runtime | None = None) -> CommandTarget:
