@@ -39,6 +39,9 @@ def _split_list(value: Any) -> Any:
     return value
 
 
+DEFAULT_MAX_ANSWER_CHARS = 1_000_000
+"""Default of ``max_answer_chars``: longer answers are cut to this many characters (README: Security)."""
+
 class Settings(BaseModel):
     """Everything a run can be told. See the README's settings table for each field."""
 
@@ -147,7 +150,7 @@ class Settings(BaseModel):
     read_timeout_seconds: float | None = Field(default=None, gt=0)
     api_retries: int = Field(default=3, ge=0, le=20)
     repeat: int = Field(default=1, ge=1, le=100)
-    max_answer_chars: int = Field(default=1_000_000, ge=1_000)
+    max_answer_chars: int = Field(default=DEFAULT_MAX_ANSWER_CHARS, ge=1_000)
     """Largest answer kept whole (characters of answer text plus list items). A larger answer is cut to
     this size for storage and reports and its case is errored, unscored and unjudged; the reply body an
     HTTP target reads (and a command's output) is limited to 16 × this many bytes."""

@@ -20,7 +20,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from evalgate.metrics.registry import Metric, MetricContext, MetricSkipped, MetricUnavailable, Score, in_scope
+from evalgate.metrics.registry import (
+    NO_JUDGE_REASON,
+    Metric,
+    MetricContext,
+    MetricSkipped,
+    MetricUnavailable,
+    Score,
+    in_scope,
+)
 from evalgate.model import DEFAULT_JUDGE_FIELDS
 
 if TYPE_CHECKING:
@@ -141,7 +149,7 @@ def criteria_metric(definition: CriteriaDefinition, *, categories: tuple[str, ..
 
     async def judged(case: Case, answer: Answer, ctx: MetricContext) -> Score:
         if ctx.judge is None:
-            raise MetricSkipped("no judge configured (judge_provider none)")
+            raise MetricSkipped(NO_JUDGE_REASON)
         field_values(definition, case, answer)  # skipped / unavailable before any call
         scored = await ctx.judge.criteria_score(definition, case, answer, repeat=ctx.repeat)
         return Score(float(scored.value), dict(scored.details))

@@ -23,7 +23,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from evalgate.metrics.registry import MetricContext, MetricSkipped, MetricUnavailable, Score, metric
+from evalgate.metrics.registry import (
+    NO_JUDGE_REASON,
+    MetricContext,
+    MetricSkipped,
+    MetricUnavailable,
+    Score,
+    metric,
+)
 
 if TYPE_CHECKING:
     from evalgate.model import Answer, Case
@@ -182,7 +189,7 @@ SPECS: tuple[JudgedSpec, ...] = (
 def _make(spec: JudgedSpec) -> Callable[[Case, Answer, MetricContext], Awaitable[Score]]:
     async def judged(case: Case, answer: Answer, ctx: MetricContext) -> Score:
         if ctx.judge is None:
-            raise MetricSkipped("no judge configured (judge_provider none)")
+            raise MetricSkipped(NO_JUDGE_REASON)
         if spec.check is not None:
             spec.check(case, answer)
         if answer.output is None:

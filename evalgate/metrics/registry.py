@@ -29,6 +29,10 @@ Direction = Literal["higher", "lower"]
 Kind = Literal["deterministic", "judged"]
 
 
+NO_JUDGE_REASON = "no judge configured (judge_provider none)"
+"""Why a judged metric is skipped without a judge; reports count skips by this exact text."""
+
+
 @dataclass(slots=True)
 class MetricContext:
     """Per-case context handed to metric functions.

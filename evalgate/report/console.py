@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evalgate.calls.executor import CALL_COUNTERS
+from evalgate.metrics.registry import NO_JUDGE_REASON
 from evalgate.report.progress import MAX_FAILED_LISTED
 from evalgate.report.view import format_threshold, is_number, not_scored_view, trend_arrow
 
@@ -334,8 +335,6 @@ def judge_hint(document: Mapping[str, Any]) -> str | None:
             "(openai, gemini, ollama or local) and its API key, e.g. judge_provider: openai in evalgate.yaml and "
             "OPENAI_API_KEY in the environment (README: Judges).")
 
-
-NO_JUDGE_REASON = "no judge configured (judge_provider none)"
 
 
 def render_failures(failures: list[dict[str, Any]], console: Console) -> None:

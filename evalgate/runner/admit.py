@@ -23,7 +23,6 @@ from evalgate.model import Answer, Mention
 from evalgate.safety.redact import redact, redact_exact
 
 TEXT_LISTS = ("sources", "agents_called", "tools_used", "data_sources", "ranked_list", "debug_context")
-DEFAULT_MAX_ANSWER_CHARS = 1_000_000
 
 
 def answer_size(answer: Answer) -> int:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from evalgate.calls.costs import BudgetExceeded
 from evalgate.calls.executor import CallCancelled
+from evalgate.config.settings import DEFAULT_MAX_ANSWER_CHARS
 from evalgate.metrics.registry import (
     Metric,
     MetricContext,
@@ -45,7 +46,7 @@ from evalgate.model import (
     Threshold,
     trusted,
 )
-from evalgate.runner.admit import DEFAULT_MAX_ANSWER_CHARS, admit, answer_size
+from evalgate.runner.admit import admit, answer_size
 from evalgate.safety.redact import redact
 from evalgate.verdict.gate import case_verdict, judge_metric
 

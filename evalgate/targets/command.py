@@ -32,10 +32,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from evalgate.config.settings import DEFAULT_MAX_ANSWER_CHARS
 from evalgate.errors import UserError
 from evalgate.model import Answer
 from evalgate.safety.redact import redact
-from evalgate.targets.http import DEFAULT_MAX_ANSWER_CHARS, REPLY_BYTES_PER_ANSWER_CHAR, case_context
+from evalgate.targets.http import REPLY_BYTES_PER_ANSWER_CHAR, case_context
 from evalgate.targets.mapping import ResponseMap
 
 if TYPE_CHECKING:

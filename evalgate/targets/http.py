@@ -36,6 +36,7 @@ from pydantic import ValidationError
 
 from evalgate.calls.executor import CallFailed, MalformedReply, Pace, Runtime, StatusError, pace_key
 from evalgate.calls.http_pool import HttpPool, Reply
+from evalgate.config.settings import DEFAULT_MAX_ANSWER_CHARS
 from evalgate.errors import UserError
 from evalgate.model import Answer
 from evalgate.safety.redact import redact, register_secret, split_credentials
@@ -56,7 +57,6 @@ PROVIDER = "target"
 JSON_BODY = {"Content-Type": "application/json"}
 REPLY_BYTES_PER_ANSWER_CHAR = 16
 """Reply bytes read per character of ``max_answer_chars`` (JSON escapes and wrapping take room)."""
-DEFAULT_MAX_ANSWER_CHARS = 1_000_000
 TEXT: Any = object()
 """``_send``'s marker for a reply read as text (not JSON)."""
 

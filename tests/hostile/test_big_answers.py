@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evalgate.runner.admit import DEFAULT_MAX_ANSWER_CHARS
+from evalgate.config.settings import DEFAULT_MAX_ANSWER_CHARS
 from tests.hostile.helpers import run_cli, write_cases
 from tests.hostile.servers import Loopback, Out, Seen
 
