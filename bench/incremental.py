@@ -135,7 +135,7 @@ class EvalgateIncremental(IncrementalTool):
             {EVALGATE_JUDGE_MODEL: {"input": PRICE_INPUT, "output": PRICE_OUTPUT}}))
         if stage == "pr":
             argv += ["--baseline", "auto"]
-            env |= pull_request_env(workdir, gh)
+            env |= gh.pull_request_env(workdir, BASE_SHA)
         elif stage == "full":
             argv += ["--no-cache"]
         run = run_measured(argv, cwd=workdir, env=env, log_dir=logs, name=f"incremental-evalgate-{stage}", timeout_s=600)
@@ -157,16 +157,6 @@ class EvalgateIncremental(IncrementalTool):
             return verdicts, bool(document["gate"]["passed"]), problems
 
         return run, check
-
-
-def pull_request_env(workdir: Path, gh: GitHubArtifactsFake) -> dict[str, str]:
-    event = {"pull_request": {"number": 1, "base": {"ref": "main", "sha": BASE_SHA},
-                              "head": {"ref": "change", "sha": "d" * 40, "repo": {"full_name": gh.repository}}},
-             "repository": {"full_name": gh.repository}}
-    path = workdir / "event.json"
-    path.write_text(json.dumps(event), encoding="utf-8")
-    return {"GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(path), "GITHUB_REPOSITORY": gh.repository,
-            "GITHUB_API_URL": gh.url, "GITHUB_TOKEN": gh.token}
 
 
 class PromptfooIncremental(IncrementalTool):

@@ -72,16 +72,6 @@ def scores(document: dict[str, Any]) -> dict[str, float]:
     return {r["id"]: r["metrics"]["relevancy"]["value"] for r in document["results"]}
 
 
-def pr_environment(tmp_path: Path, gh: GitHubArtifactsFake) -> dict[str, str]:
-    event = {"pull_request": {"number": 7, "base": {"ref": "main", "sha": BASE_SHA},
-                              "head": {"ref": "topic", "sha": "d" * 40, "repo": {"full_name": gh.repository}}},
-             "repository": {"full_name": gh.repository}}
-    path = tmp_path / "event.json"
-    path.write_text(json.dumps(event), encoding="utf-8")
-    return {"GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(path), "GITHUB_REPOSITORY": gh.repository,
-            "GITHUB_API_URL": gh.url, "GITHUB_TOKEN": gh.token}
-
-
 def by_answer(prompt: str) -> float:
     """A verdict that depends on the answer, so a changed answer gets a different score."""
     return 0.4 if "different reply" in prompt else 0.9
@@ -121,7 +111,8 @@ def test_a_pr_run_reuses_the_base_artifacts_verdicts(tmp_path: Path, judge_serve
         gh.add_artifact("evalgate-results", zip_bytes(files), head_branch="main", head_sha=BASE_SHA)
         judge_server.reset()
         pr_data = write_dataset(tmp_path / "pr.jsonl", case_rows(changed={1, 4}))
-        done, pr = judged_run(judge_server, pr_data, pr_out, "--baseline", "auto", env=pr_environment(tmp_path, gh))
+        pr_env = gh.pull_request_env(tmp_path, BASE_SHA, number=7, head_ref="topic")
+        done, pr = judged_run(judge_server, pr_data, pr_out, "--baseline", "auto", env=pr_env)
         assert all("authorization" not in r.headers for r in gh.log if r.path.startswith("/blob/"))
     calls = judge_server.chat_requests()
     assert len(calls) == 2  # exactly the two changed answers were judged

@@ -26,6 +26,7 @@ import threading
 import zipfile
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -107,6 +108,18 @@ class GitHubArtifactsFake:
     @property
     def blob_url(self) -> str:
         return self._base("blob")
+
+    def pull_request_env(self, directory: Path, base_sha: str, *, number: int = 1,
+                         head_ref: str = "change") -> dict[str, str]:
+        """The variables a ``pull_request`` run against this fake sees (its event file written in
+        ``directory``): the PR's base is ``main`` at ``base_sha``."""
+        event = {"pull_request": {"number": number, "base": {"ref": "main", "sha": base_sha},
+                                  "head": {"ref": head_ref, "sha": "d" * 40, "repo": {"full_name": self.repository}}},
+                 "repository": {"full_name": self.repository}}
+        path = directory / "event.json"
+        path.write_text(json.dumps(event), encoding="utf-8")
+        return {"GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(path),
+                "GITHUB_REPOSITORY": self.repository, "GITHUB_API_URL": self.url, "GITHUB_TOKEN": self.token}
 
     # -- state -----------------------------------------------------------------------------
 
