@@ -531,3 +531,12 @@ def test_seed004_value_sets_and_required_fields_are_checked(
     (seed / "golden_dataset.json").write_text(json.dumps(dataset, indent=2))
     code, _out, err = run(capsys, "validate", "-d", "golden_dataset.json")
     assert code == 2 and "case 'GD-021': missing required field 'verified_answer_summary' (seed 004 golden" in err
+
+
+def test_langfuse_events_skip_metric_entries_that_are_not_mappings() -> None:
+    from evalgate.export.langfuse import build_events
+
+    document = {"run_id": "r1", "timestamp": "2026-11-24T00:00:00Z", "results": [
+        {"id": "c1", "passed": True, "metrics": {"odd": "not a mapping", "hit": {"status": "passed", "value": 1.0}}}]}
+    scores = [e["body"]["name"] for e in build_events(document) if e["type"] == "score-create"]
+    assert scores == ["hit", "case_passed", "gate_passed"]
