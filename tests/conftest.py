@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from evalgate.calls.wire import close_all
+
+
+# The README runs the tests as `.venv/bin/python -m pytest` without activating the venv: the tools the test
+# extra installs there (actionlint, act, evalgate itself) must be found all the same.
+_SCRIPTS = str(Path(sys.executable).parent)
+if _SCRIPTS not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = _SCRIPTS + os.pathsep + os.environ.get("PATH", "")
 
 
 @pytest.fixture(autouse=True)
