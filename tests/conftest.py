@@ -11,7 +11,6 @@ import pytest
 
 from evalgate.calls.wire import close_all
 
-
 # The README runs the tests as `.venv/bin/python -m pytest` without activating the venv: the tools the test
 # extra installs there (actionlint, act, evalgate itself) must be found all the same.
 _SCRIPTS = str(Path(sys.executable).parent)
