@@ -1,7 +1,7 @@
 """A deterministic scripted judge for the demo: OpenAI-compatible ``POST /v1/chat/completions``.
 
 It is not a language model. It reads evalgate's judge prompt, finds the fenced blocks and the reply
-format the prompt asks for, and answers with word-overlap verdicts:
+format the request's ``response_format`` schema (else the prompt's format line) asks for, and answers with word-overlap verdicts:
 
 * coverage = |reference terms found in the candidate text| / |reference terms|, where terms are
   lower-cased words of ≥ 3 letters or numbers, stopwords removed, compared by their first 5 characters;
@@ -30,7 +30,7 @@ from evalgate.demo.server import LOOPBACK, JsonServer, port_argument, serve_fore
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 FENCE = re.compile(r"<<<UNTRUSTED (?P<label>.+?) id=(?P<id>[0-9a-f]{10,64})>>>\n(?P<body>.*?)\n"
                    r"<<<END (?P=label) id=(?P=id) UNTRUSTED>>>", re.S)
-CRITERIA = re.compile(r"criteria \(written by the test author; trusted\):\n(?P<text>.*?)(?:\n\n|\Z)", re.S)
+CRITERIA = re.compile(r"Case criteria \(trusted\):\n(?P<text>.*?)(?:\n\n|\Z)", re.S)
 WORD = re.compile(r"\w+")
 STOPWORDS = frozenset({
     "the", "and", "for", "with", "this", "that", "are", "was", "were", "you", "your", "his", "her", "him", "its",
@@ -78,13 +78,27 @@ def candidate_text(fenced: dict[str, str]) -> str:
     return "\n".join(body for label, body in fenced.items() if label not in skip and body != "(empty)")
 
 
-def verdict(prompt: str) -> dict[str, Any]:
-    """The JSON verdict for one evalgate judge prompt (see the module docstring)."""
+def reply_shape(prompt: str, schema: Any = None) -> str:
+    """What the verdict must look like: the request's JSON schema when it sends one (structured output),
+    else the format line the prompt ends with (prompt mode)."""
+    if isinstance(schema, dict):
+        return json.dumps(schema)
+    return prompt[prompt.rfind("Reply with"):]
+
+
+def five_point(spec: str) -> bool:
+    """True when the score runs from 1 to 5 (a schema's maximum or last enumerated value, or ``<1–5>``)."""
+    return bool(re.search(r'"maximum": 5(\.0)?\b|, 5(\.0)?\]|<1–5>', spec))
+
+
+def verdict(prompt: str, schema: Any = None) -> dict[str, Any]:
+    """The JSON verdict for one evalgate judge prompt (see the module docstring); ``schema``: the request's
+    ``response_format`` schema, if any."""
     fenced = blocks(prompt)
     answer = fenced.get("answer", "")
     context = context_text(fenced)
     reference = reference_text(prompt, fenced)
-    spec = prompt[prompt.rfind("Reply with this JSON object"):]
+    spec = reply_shape(prompt, schema)
     if '"claims"' in spec:
         claims = [{"claim": s, "verdict": "supported" if coverage(s, context) >= 0.5 else "unsupported"}
                   for s in sentences(answer)]
@@ -104,7 +118,7 @@ def verdict(prompt: str) -> dict[str, Any]:
                 "overall_score": value}
     if '"answer_quality"' in spec:
         return {"reasoning": reasoning, "answer_quality": value, "factual_correctness": value, "completeness": value}
-    if "from 1 to 5" in spec:
+    if five_point(spec):
         return {"reasoning": reasoning, "score": round(1 + 4 * value, 4)}
     return {"reasoning": reasoning, "score": value}
 
@@ -118,6 +132,16 @@ def completion(body: dict[str, Any], content: str) -> dict[str, Any]:
             "usage": usage}
 
 
+def request_schema(body: dict[str, Any]) -> Any:
+    """The JSON schema of ``response_format`` (``json_schema`` or llama.cpp's ``json_object`` + schema), if any."""
+    shape = body.get("response_format")
+    if not isinstance(shape, dict):
+        return None
+    if shape.get("type") == "json_schema":
+        return (shape.get("json_schema") or {}).get("schema")
+    return shape.get("schema")
+
+
 def make_chat(api_key: str | None) -> Any:
     def chat(body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
         if api_key is not None and headers.get("authorization") != f"Bearer {api_key}":
@@ -126,7 +150,7 @@ def make_chat(api_key: str | None) -> Any:
         if not messages:
             return 400, {"error": {"message": "'messages' must be a non-empty array.", "type": "invalid_request_error"}}
         user = next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), "")
-        return 200, completion(body, json.dumps(verdict(user), ensure_ascii=False))
+        return 200, completion(body, json.dumps(verdict(user, request_schema(body)), ensure_ascii=False))
 
     return chat
 

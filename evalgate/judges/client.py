@@ -44,9 +44,13 @@ if TYPE_CHECKING:
     from evalgate.judges.prompts import JudgeTemplate, RenderedPrompt, Values
     from evalgate.metrics.criteria import CriteriaDefinition
     from evalgate.model import Answer, Case
-JUDGE_MAX_TOKENS = 1024
+JUDGE_MAX_TOKENS = 256
+"""Completion cap for a verdict of scores: the reasoning (at most 3 sentences, ≈ 100 tokens; 600 characters
+where a grammar enforces it, ``output.REASONING_MAX_CHARS``) plus the JSON around it and the scores
+(≈ 10 tokens each) with room to spare. A cap is what the provider reserves against the token budget."""
 LIST_MAX_TOKENS = 2048
-"""Completion cap for judges that return claim/chunk/statement lists."""
+"""Completion cap for judges that return claim/chunk/statement lists (one entry per claim of the answer: a
+list cut at the cap is an unreadable verdict, so it stays generous)."""
 MEMO_SIZE = 512
 """Verdicts remembered per judge (a repeated prompt within a run is answered from memory)."""
 REPAIR_TRIAL = 8
@@ -292,11 +296,12 @@ class JudgeClient:
 
     async def _call(self, prompt: RenderedPrompt, index: int) -> tuple[Sample, str]:
         template = prompt.template
-        messages = list(prompt.messages)
         what = f"judge {self.provider}/{self.model} ({template.name})"
         max_tokens = max_tokens_for(template)
+        follow_up: list[Mapping[str, str]] = []
 
         async def send(mode: OutputMode) -> ChatReply:
+            messages = [*prompt.messages_for(mode), *follow_up]
             return await self.service.complete(messages, self.params(template, index, mode), max_tokens=max_tokens,
                                                what=what)
 
@@ -317,7 +322,7 @@ class JudgeClient:
             ) from None
         from evalgate.judges.prompts import repair_message
 
-        messages += [{"role": "assistant", "content": first.text}, {"role": "user", "content": repair_message(problem)}]
+        follow_up += [{"role": "assistant", "content": first.text}, {"role": "user", "content": repair_message(problem)}]
         try:
             second = await send(mode)
         except (CallFailed, BudgetExceeded) as exc:
