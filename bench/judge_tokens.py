@@ -128,9 +128,18 @@ def summarise(seen: list[tuple[dict[str, Any], str]], results: dict[str, Any], p
 
 def fixed_tokens(texts: list[str]) -> int:
     """Tokens of the longest prefix plus the longest suffix that every text shares."""
-    prefix = os.path.commonprefix(texts)
-    suffix = os.path.commonprefix([t[len(prefix):][::-1] for t in texts])[::-1]
+    prefix = common_prefix(texts)
+    suffix = common_prefix([t[len(prefix):][::-1] for t in texts])[::-1]
     return count(prefix) + (count(suffix) if suffix else 0)
+
+
+def common_prefix(texts: list[str]) -> str:
+    """The longest string every text starts with (character by character: these are texts, not paths)."""
+    shortest = min(texts, key=len)
+    for index, char in enumerate(shortest):
+        if any(text[index] != char for text in texts):
+            return shortest[:index]
+    return shortest
 
 
 def compare(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
