@@ -432,7 +432,7 @@ def _read(prompt: RenderedPrompt, text: str, mode: OutputMode, *, cached: bool, 
 
 def _with_cost(sample: Sample, replies: list[ChatReply]) -> Sample:
     sample.usage = Usage(sum(r.usage.prompt_tokens for r in replies), sum(r.usage.completion_tokens for r in replies),
-                         replies[-1].usage.source)
+                         replies[-1].usage.source, sum(r.usage.cached_tokens for r in replies))
     costs = [r.cost_usd for r in replies]
     sample.cost_usd = None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
     return sample
