@@ -69,18 +69,21 @@ def record_judge() -> tuple[Any, list[tuple[dict[str, Any], str]]]:
     return JsonServer({path: recorded for path in CHAT_PATHS}).start(), seen
 
 
-def measure(provider: str) -> dict[str, Any]:
+def measure(provider: str, combine: bool = False) -> dict[str, Any]:
     server, seen = record_judge()
     try:
         with tempfile.TemporaryDirectory() as scratch:
             out = Path(scratch) / "out"
+            config = Path(scratch) / "evalgate.yaml"
+            config.write_text(f"options:\n  judge_combine: {'true' if combine else 'false'}\n", encoding="utf-8")
             datasets = [arg for name in DEMO_SUITES for arg in ("-d", str(REPO / "datasets" / name))]
             env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
             env.update({"OPENAI_API_KEY": "sk-bench", "LOCAL_JUDGE_API_KEY": "bench"})
             model = "gpt-4o-mini" if provider == "openai" else "demo-judge"
             command = [sys.executable, "-m", "evalgate", "run", *datasets, "--judge-provider", provider,
                        "--judge-base-url", server.base_url + "/v1", "--judge-model", model, "--no-cache",
-                       "--output-dir", str(out), "--baseline", "none", "--progress", "none", "--concurrency", "4"]
+                       "--output-dir", str(out), "--baseline", "none", "--progress", "none", "--concurrency", "4",
+                       "--config", str(config)]
             done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
                                   check=False)
             results = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else None
@@ -88,7 +91,7 @@ def measure(provider: str) -> dict[str, Any]:
         server.stop()
     if results is None:
         raise SystemExit(f"evalgate run failed ({done.returncode}): {done.stderr[-2000:]}")
-    return summarise(seen, results, provider)
+    return {**summarise(seen, results, provider), "judge_combine": combine}
 
 
 def summarise(seen: list[tuple[dict[str, Any], str]], results: dict[str, Any], provider: str) -> dict[str, Any]:
@@ -114,6 +117,7 @@ def summarise(seen: list[tuple[dict[str, Any], str]], results: dict[str, Any], p
     schemas = [s for d in per.values() for s in d["schema"]]
     completions = [c for d in per.values() for c in d["completion"]]
     verdicts = {}
+    judge_tokens = (results.get("summary") or {}).get("tokens") or {}
     for case in results.get("results", []):
         for metric, entry in (case.get("metrics") or {}).items():
             if (entry.get("details") or {}).get("method") == "judge":
@@ -123,6 +127,9 @@ def summarise(seen: list[tuple[dict[str, Any], str]], results: dict[str, Any], p
                             "schema": round(statistics.fmean(schemas), 1),
                             "completion": round(statistics.fmean(completions), 1)},
             "judge_cost_usd": (results.get("summary") or {}).get("cost_usd"),
+            "tokens_per_run": {"prompt": sum(prompts), "schema": sum(schemas), "completion": sum(completions),
+                               "as_the_judge_reported": {"prompt": judge_tokens.get("judge_prompt"),
+                                                         "completion": judge_tokens.get("judge_completion")}},
             "templates": templates, "verdicts": verdicts}
 
 
@@ -153,9 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--provider", default="openai", choices=("openai", "local"))
     parser.add_argument("--output", type=Path)
+    parser.add_argument("--combine", action="store_true", help="the suite option judge_combine on")
     parser.add_argument("--compare", type=Path, help="an earlier output: verdicts compared one by one")
     args = parser.parse_args(argv)
-    figures = measure(args.provider)
+    figures = measure(args.provider, args.combine)
     if args.compare is not None:
         figures["compared_with"] = {"file": str(args.compare),
                                     **compare(json.loads(args.compare.read_text()), figures)}

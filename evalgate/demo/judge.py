@@ -91,6 +91,18 @@ def five_point(spec: str) -> bool:
     return bool(re.search(r'"maximum": 5(\.0)?\b|, 5(\.0)?\]|<1–5>', spec))
 
 
+def score_fields(spec: str) -> list[str]:
+    """The numeric fields the reply shape asks for: a JSON schema's number properties, or the prompt's
+    ``"name": <low–high>`` fields."""
+    try:
+        schema = json.loads(spec)
+    except ValueError:
+        return re.findall(r'"(\w+)": <[\d.]+–[\d.]+>', spec)
+    properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    return [name for name, sub in properties.items()
+            if isinstance(sub, dict) and (sub.get("type") == "number" or "enum" in sub)]
+
+
 def verdict(prompt: str, schema: Any = None) -> dict[str, Any]:
     """The JSON verdict for one evalgate judge prompt (see the module docstring); ``schema``: the request's
     ``response_format`` schema, if any."""
@@ -118,6 +130,8 @@ def verdict(prompt: str, schema: Any = None) -> dict[str, Any]:
                 "overall_score": value}
     if '"answer_quality"' in spec:
         return {"reasoning": reasoning, "answer_quality": value, "factual_correctness": value, "completeness": value}
+    if (scored := score_fields(spec)) and scored != ["score"]:  # one call for several metrics
+        return {"reasoning": reasoning, **dict.fromkeys(scored, value)}
     if five_point(spec):
         return {"reasoning": reasoning, "score": round(1 + 4 * value, 4)}
     return {"reasoning": reasoning, "score": value}

@@ -158,12 +158,19 @@ class JudgeClient:
         return self.service.model
 
     async def score(self, metric: str, case: Case, answer: Answer, *, repeat: int = 0,
-                    rubric: str | None = None) -> JudgeScore:
+                    rubric: str | None = None, together: tuple[str, ...] = ()) -> JudgeScore:
         """The value of judged ``metric`` for this answer (mean over samples) with details; ``rubric``
-        replaces the template's fixed rubric where the template allows it (response_quality)."""
+        replaces the template's fixed rubric where the template allows it (response_quality); ``together``:
+        the metrics (``metric`` among them) one call scores for this case (``judges.combined``)."""
         from evalgate.judges.prompts import template_for_metric  # jinja2: loaded by the first judged case
 
-        template = template_for_metric(metric)
+        template: JudgeTemplate
+        if len(together) > 1:
+            from evalgate.judges.combined import combined_template
+
+            template = combined_template(together)
+        else:
+            template = template_for_metric(metric)
         verdict = await self.verdict(template, case, answer, repeat=repeat, rubric=rubric)
         return JudgeScore(verdict.values[metric], dict(verdict.details))
 

@@ -186,6 +186,25 @@ SPECS: tuple[JudgedSpec, ...] = (
 )
 
 
+SHARED_INPUTS: tuple[tuple[str, ...], ...] = (
+    ("relevancy", "safety", "policy", "actionability"),
+    ("correctness", "math"),
+)
+"""Judged metrics whose prompts show exactly the same inputs (question and answer; question, expected output
+and answer) and ask for one score each: with the suite option ``judge_combine`` the ones planned for a case
+are scored in one call."""
+
+
+def shared_call(name: str, ctx: MetricContext) -> tuple[str, ...]:
+    """The metrics one judge call scores together with ``name`` for this case (in plan order), or ``()``
+    when ``judge_combine`` is off or no other metric planned for the case shares its inputs."""
+    if not getattr(ctx.options, "judge_combine", False):
+        return ()
+    group = next((g for g in SHARED_INPUTS if name in g), ())
+    together = tuple(planned for planned in ctx.planned if planned in group)
+    return together if len(together) > 1 else ()
+
+
 def _make(spec: JudgedSpec) -> Callable[[Case, Answer, MetricContext], Awaitable[Score]]:
     async def judged(case: Case, answer: Answer, ctx: MetricContext) -> Score:
         if ctx.judge is None:
@@ -194,7 +213,11 @@ def _make(spec: JudgedSpec) -> Callable[[Case, Answer, MetricContext], Awaitable
             spec.check(case, answer)
         if answer.output is None:
             raise MetricUnavailable("the target returned no output text to judge")
-        scored = await ctx.judge.score(spec.name, case, answer, repeat=ctx.repeat)
+        together = shared_call(spec.name, ctx)
+        if together:
+            scored = await ctx.judge.score(spec.name, case, answer, repeat=ctx.repeat, together=together)
+        else:
+            scored = await ctx.judge.score(spec.name, case, answer, repeat=ctx.repeat)
         return Score(float(scored.value), dict(scored.details))
 
     judged.__name__ = spec.name

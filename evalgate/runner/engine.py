@@ -14,6 +14,7 @@ the event loop while the other cases' calls wait for their replies: a metric tha
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import math
 import threading
@@ -105,6 +106,10 @@ class CasePlan:
     options: Any
     thresholds: dict[str, Threshold | None] | None = None
     """Per-case thresholds (a case's ``assert:`` entries) over the run's; None stands for "no threshold"."""
+
+    @functools.cached_property
+    def names(self) -> tuple[str, ...]:
+        return tuple(metric.name for metric in self.metrics)
 
 
 @dataclass
@@ -281,7 +286,8 @@ class Engine:
         if answer.error:  # cut to max_answer_chars: kept for the record, never scored
             return self._result(case, answer, {}, repeat)
         plan = self.plan_for(case)
-        ctx = MetricContext(options=plan.options, judge=self.judge, repeat=repeat, thresholds=plan.thresholds)
+        ctx = MetricContext(options=plan.options, judge=self.judge, repeat=repeat, thresholds=plan.thresholds,
+                            planned=plan.names)
         if large:
             return self._result(case, answer, await self._score_off_loop(case, answer, plan, ctx, size), repeat)
         metrics: dict[str, MetricResult] = {}
