@@ -110,7 +110,7 @@ def test_enumerated_bounds_by_hand() -> None:
     assert five[:6] == [1, 1.2, 1.4, 1.6, 1.8, 2] and five[-1] == 5 and len(five) == 21
     overall = schema_for("local", schema_of(OverallVerdict))["properties"]
     assert all(len(overall[name]["enum"]) == 21 for name in ("accuracy", "completeness", "relevance", "overall_score"))
-    assert overall["reasoning"] == {"type": "string", "maxLength": 600}  # the grammar caps the reasoning
+    assert overall["reasoning"] == {"type": "string", "maxLength": 300}  # the grammar caps the reasoning
     sent = schema_for("openai", schema_of(ScoreVerdict))
     assert sent == {"properties": {"reasoning": {"type": "string"},
                                    "score": {"maximum": 1.0, "minimum": 0.0, "type": "number"}},

@@ -98,6 +98,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--judge-output", choices=["auto", "json_schema", "json_object", "prompt"],
                         help="how the verdict's JSON schema is requested (default auto: the provider's structured "
                              "output, falling back once per run when refused)")
+    target.add_argument("--judge-mode", choices=["direct", "batch"],
+                        help="batch: judge through the provider's batch interface at half price (push, schedule and "
+                             "workflow_dispatch runs; pull requests judge directly); see docs/judges.md")
     target.add_argument("--chat-client", choices=["direct", "openai-sdk"],
                         help="how judge and model calls are made: direct JSON (default) or the openai SDK")
     target.add_argument("--no-cache", action="store_true", default=None, help="bypass the judge cache")

@@ -128,6 +128,17 @@ class Settings(BaseModel):
     judge_seed: int | None = 20261122
     judge_samples: int = Field(default=1, ge=1, le=20)
     judge_output: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"
+    judge_mode: Literal["direct", "batch"] = "direct"
+    """``batch``: judge through the provider's batch interface at its batch price (``judges.batch``); pull
+    request runs in Actions judge directly whatever this says."""
+    judge_batch_deadline_seconds: float = Field(default=5400.0, gt=0)
+    """A batch not done this long after it was created is cancelled and its requests are sent directly."""
+    judge_batch_poll_seconds: float = Field(default=30.0, gt=0)
+    judge_batch_quiet_seconds: float = Field(default=2.0, gt=0)
+    """A batch is sent once no new judge request arrived for this long (or ``judge_batch_max_requests`` wait)."""
+    judge_batch_max_requests: int = Field(default=50_000, ge=1, le=50_000)
+    judge_batch_window: int = Field(default=2000, ge=1)
+    """Cases in progress at once in batch mode (their target calls still bounded by ``concurrency``)."""
     no_cache: bool = False
     judge_cache: str = ""
     """The base branch's judge cache to reuse verdicts from (``runner.reuse``): empty = the baseline's,

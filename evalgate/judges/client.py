@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate.calls.chat import ChatReply, ChatService
 from evalgate.calls.costs import BudgetExceeded, Usage
 from evalgate.calls.executor import CallFailed
+from evalgate.judges.batch import BatchFallback, BatchJudge, custom_id
 from evalgate.judges.output import OutputMode, OutputNegotiator, modes_for, response_format, schema_for
 from evalgate.judges.parse import VerdictError, kept_raw, parse_verdict, schema_of, verdict_in_words
 from evalgate.model import MetricUnavailable
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from evalgate.metrics.criteria import CriteriaDefinition
     from evalgate.model import Answer, Case
 JUDGE_MAX_TOKENS = 256
-"""Completion cap for a verdict of scores: the reasoning (at most 3 sentences, ≈ 100 tokens; 600 characters
+"""Completion cap for a verdict of scores: the reasoning (at most 3 sentences, ≈ 100 tokens; 300 characters
 where a grammar enforces it, ``output.REASONING_MAX_CHARS``) plus the JSON around it and the scores
 (≈ 10 tokens each) with room to spare. A cap is what the provider reserves against the token budget."""
 LIST_MAX_TOKENS = 2048
@@ -136,8 +137,12 @@ class JudgeClient:
     """Scores judged metrics with one provider and model."""
 
     def __init__(self, service: ChatService, cache: JudgeCache, *, temperature: float = 0.0, seed: int | None = None,
-                 samples: int = 1, temperatures: Mapping[str, float] | None = None, output: str = "auto") -> None:
+                 samples: int = 1, temperatures: Mapping[str, float] | None = None, output: str = "auto",
+                 batch: BatchJudge | None = None, batch_notice: str | None = None) -> None:
         self.service = service
+        self.batch = batch
+        """``judge_mode: batch``: cache misses are answered through the provider's batch interface first."""
+        self.batch_notice = batch_notice
         self.cache = cache
         self.temperature = temperature
         self.temperatures = dict(temperatures or {})
@@ -289,7 +294,7 @@ class JudgeClient:
             else:
                 self.service.runtime.ledger.record_cached("judge")
                 return sample
-        sample, final = await self._call(prompt, index)
+        sample, final = await self._call(prompt, index, batch_id=custom_id(prompt_hash, repeat) if self.batch else None)
         if sample.mode != mode:  # the server refused ``mode`` meanwhile: key the reply by the mode that made it
             prompt_hash = prompt.prompt_hash(self.request(template, index, sample.mode))
         self.cache.put(self._key(prompt, prompt_hash, repeat, index),
@@ -301,7 +306,10 @@ class JudgeClient:
         return CacheKey(self.provider, self.service.provider.base_url, self.model, prompt.version, prompt_hash,
                         repeat, index)
 
-    async def _call(self, prompt: RenderedPrompt, index: int) -> tuple[Sample, str]:
+    async def _call(self, prompt: RenderedPrompt, index: int, batch_id: str | None = None) -> tuple[Sample, str]:
+        """One verdict from the judge: through the batch when ``batch_id`` is given (sent directly when the
+        batch cannot answer it), else one call in the run's output mode, with a repair retry where that mode
+        has one."""
         template = prompt.template
         what = f"judge {self.provider}/{self.model} ({template.name})"
         max_tokens = max_tokens_for(template)
@@ -312,10 +320,21 @@ class JudgeClient:
             return await self.service.complete(messages, self.params(template, index, mode), max_tokens=max_tokens,
                                                what=what)
 
-        try:
-            first, mode = await self.output.run(send)
-        except (CallFailed, BudgetExceeded) as exc:
-            raise self._call_failed(exc, prompt, self.output.mode) from None
+        batched: ChatReply | None = None
+        mode = self.output.mode
+        if batch_id is not None and self.batch is not None:
+            try:
+                batched = await self.batch.complete(batch_id, prompt.messages_for(mode),
+                                                    self.params(template, index, mode), max_tokens)
+            except BatchFallback:
+                batched = None
+        if batched is not None:
+            first = batched
+        else:
+            try:
+                first, mode = await self.output.run(send)
+            except (CallFailed, BudgetExceeded) as exc:
+                raise self._call_failed(exc, prompt, self.output.mode) from None
         try:
             sample = _read(prompt, first.text, mode, cached=False, repaired=False)
             return _with_cost(sample, [first]), first.text
@@ -403,10 +422,14 @@ class JudgeClient:
                 "temperature": self.temperature, "temperatures": dict(sorted(self.temperatures.items())),
                 "seed": self.seed, "samples": self.samples,
                 "output": self.output.metadata(), "repairs": self.repairs.as_dict(),
-                "templates": dict(sorted(self.templates_used.items())), "cache": self.cache.metadata()}
+                "templates": dict(sorted(self.templates_used.items())), "cache": self.cache.metadata(),
+                **({"mode": "batch", "batch": self.batch.metadata()} if self.batch is not None else {}),
+                **({"batch_notice": self.batch_notice} if self.batch_notice else {})}
 
     async def aclose(self) -> None:
         self.cache.close()
+        if self.batch is not None:
+            await self.batch.aclose()
         await self.service.aclose()
 
 

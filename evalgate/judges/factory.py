@@ -37,9 +37,18 @@ def build_judge(settings: Settings, runtime: Runtime | None, env: Mapping[str, s
     restored = base_cache if base_cache is not None and not settings.no_cache else None
     cache = JudgeCache(cache_path(settings.db_path), read=not settings.no_cache,
                        base=restored.path if restored else None, base_label=restored.label if restored else None)
+    batch, notice = None, None
+    if settings.judge_mode == "batch":
+        from evalgate.judges.batch import BatchJudge, batch_refusal
+
+        notice = batch_refusal(settings.judge_mode, provider.name, env, settings.max_cost)
+        if notice is None:
+            batch = BatchJudge(service, settings.output_path, deadline_s=settings.judge_batch_deadline_seconds,
+                               poll_s=settings.judge_batch_poll_seconds, quiet_s=settings.judge_batch_quiet_seconds,
+                               max_requests=settings.judge_batch_max_requests)
     return JudgeClient(service, cache, temperature=settings.judge_temperature, seed=settings.judge_seed,
                        samples=settings.judge_samples, temperatures=template_temperatures(settings),
-                       output=settings.judge_output)
+                       output=settings.judge_output, batch=batch, batch_notice=notice)
 
 
 DEFAULT_METRIC_TEMPERATURES: dict[str, float] = {"judge_score": 0.1}

@@ -55,8 +55,8 @@ ERROR_KEPT_CHARS = 300
 ENUMERATED_BOUNDS: frozenset[str] = frozenset({"local", "ollama"})
 """Providers whose structured output is a grammar that ignores ``minimum``/``maximum`` on numbers."""
 SCALE_STEPS = 20
-REASONING_MAX_CHARS = 600
-"""Grammar-enforced cap on the ``reasoning`` string (local and Ollama judges): 3 sentences fit, and the verdict
+REASONING_MAX_CHARS = 300
+"""Grammar-enforced cap on the ``reasoning`` string (local and Ollama judges): 2–3 short sentences, and the verdict
 stays inside ``client.JUDGE_MAX_TOKENS`` (a verdict cut at the cap is unreadable)."""
 
 

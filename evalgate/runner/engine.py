@@ -149,8 +149,12 @@ class Engine:
         max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
         score_seconds: float = 60.0,
         halted: Callable[[], bool] | None = None,
+        prefetch_judged: bool = False,
     ) -> None:
         self.target = target
+        self.prefetch_judged = prefetch_judged
+        """Start a case's async (judged) metrics at once instead of one after another (batch judging: every
+        judge request of the case joins the same batch); each result is still taken in plan order."""
         self.plan_for = plan_for
         self.thresholds = thresholds
         self.sinks = sinks
@@ -291,12 +295,26 @@ class Engine:
         if large:
             return self._result(case, answer, await self._score_off_loop(case, answer, plan, ctx, size), repeat)
         metrics: dict[str, MetricResult] = {}
-        for metric in plan.metrics:
-            outcome = self._score_now(metric, case, answer, ctx)
-            if type(outcome) is not MetricResult:  # an async metric (a judge): finish it
-                outcome = await self._score_later(metric, outcome, ctx)
-            metrics[metric.name] = outcome
+        started = self._prefetch(plan, case, answer, ctx) if self.prefetch_judged else {}
+        try:
+            for metric in plan.metrics:
+                if metric.name in started:
+                    metrics[metric.name] = await started[metric.name]
+                    continue
+                outcome = self._score_now(metric, case, answer, ctx)
+                if type(outcome) is not MetricResult:  # an async metric (a judge): finish it
+                    outcome = await self._score_later(metric, outcome, ctx)
+                metrics[metric.name] = outcome
+        finally:
+            for task in started.values():
+                task.cancel()
         return self._result(case, answer, metrics, repeat)
+
+    def _prefetch(self, plan: CasePlan, case: Case, answer: Answer, ctx: MetricContext
+                  ) -> dict[str, asyncio.Task[MetricResult]]:
+        """The case's async metrics, started now (``prefetch_judged``)."""
+        return {metric.name: asyncio.ensure_future(self._score_later(metric, metric.fn(case, answer, ctx), ctx))
+                for metric in plan.metrics if inspect.iscoroutinefunction(metric.fn)}
 
     async def _score_off_loop(self, case: Case, answer: Answer, plan: CasePlan, ctx: MetricContext,
                               size: int) -> dict[str, MetricResult]:
