@@ -8,6 +8,7 @@ from evalgate.judges.parse import VerdictError, json_objects, kept_raw, parse_ve
 from evalgate.judges.prompts import (
     TEMPLATES,
     ClaimsVerdict,
+    FivePointVerdict,
     OverallVerdict,
     PrecisionVerdict,
     PromptInputs,
@@ -196,3 +197,9 @@ def test_format_hint_follows_the_verdict_schema() -> None:
     assert format_hint(TEMPLATES["relevancy"].verdict) == 'Reply with only this JSON: {"reasoning": "…", "score": <0–1>}'
     assert '"verdict": "supported" | "unsupported" | "contradicted"' in format_hint(TEMPLATES["faithfulness"].verdict)
     assert '"score": <1–5>' in format_hint(TEMPLATES["response_quality"].verdict)
+
+
+def test_a_raw_line_break_inside_the_reasoning_is_read() -> None:
+    """SmolLM2 under llama.cpp's JSON grammar wrote this reply (tests/realmodel): a line break inside a string."""
+    verdict = parse_verdict('{ "reasoning" : "}\nThe answer is: { " ,"score" : 1}', FivePointVerdict)
+    assert verdict.score == 1 and verdict.reasoning == "}\nThe answer is: { "
