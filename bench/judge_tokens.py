@@ -78,7 +78,8 @@ def measure(provider: str, combine: bool = False) -> dict[str, Any]:
             config.write_text(f"options:\n  judge_combine: {'true' if combine else 'false'}\n", encoding="utf-8")
             datasets = [arg for name in DEMO_SUITES for arg in ("-d", str(REPO / "datasets" / name))]
             env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_")}
-            env.update({"OPENAI_API_KEY": "sk-bench", "LOCAL_JUDGE_API_KEY": "bench"})
+            env.update({"OPENAI_API_KEY": "sk-bench", "LOCAL_JUDGE_API_KEY": "bench",
+                        "EVALGATE_JUDGE_SHARED_CACHE": "none"})
             model = "gpt-4o-mini" if provider == "openai" else "demo-judge"
             command = [sys.executable, "-m", "evalgate", "run", *datasets, "--judge-provider", provider,
                        "--judge-base-url", server.base_url + "/v1", "--judge-model", model, "--no-cache",

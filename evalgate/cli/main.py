@@ -107,6 +107,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--judge-cache", metavar="PATH|none",
                         help="base branch's judge-cache.db (or its directory) to reuse verdicts from "
                              "(default: the baseline's)")
+    target.add_argument("--judge-shared-cache", metavar="PATH|none",
+                        help="judge cache shared by every output directory on this machine (default: the user's "
+                             "cache directory; off in GitHub Actions, never read in a pull request run)")
     target.add_argument("--judge-rpm", type=float, metavar="N", help="judge requests per minute, when it sends no limits")
     target.add_argument("--judge-tpm", type=float, metavar="N", help="judge tokens per minute, when it sends no limits")
     target.add_argument("--max-cost", type=float, metavar="USD", help="abort cleanly before exceeding this spend")

@@ -141,6 +141,10 @@ class Settings(BaseModel):
     """Cases in progress at once in batch mode (their target calls still bounded by ``concurrency``)."""
     no_cache: bool = False
     judge_cache: str = ""
+    judge_shared_cache: str = ""
+    """The judge cache shared by every output directory on the machine (``store.shared_cache``): empty = the
+    user's cache directory (off in GitHub Actions), ``none``, or a file; never read in a pull-request run."""
+    judge_shared_cache_max_mb: float = Field(default=256.0, gt=0)
     """The base branch's judge cache to reuse verdicts from (``runner.reuse``): empty = the baseline's,
     ``none``, or a judge-cache.db file or a directory holding one."""
     judge_rpm: float | None = Field(default=None, gt=0)
