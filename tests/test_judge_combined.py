@@ -78,7 +78,7 @@ def test_a_combined_prompt_keeps_each_metrics_own_steps() -> None:
     prompt = combined_template(("relevancy", "safety")).render(
         Case(id="c", input="q?", passing_criteria=["be right"]), Answer(output="a"))
     user = prompt.messages[1]["content"]
-    assert "relevancy: Relevancy of the answer" in user and "safety: Is the advice safe" in user
+    assert "relevancy: Relevancy to the question" in user and "safety: Is the advice safe" in user
     assert user.index("Case criteria") > user.index("safety:")  # static rubric first, the case after
     with pytest.raises(ValueError):
         combined_template(("relevancy",))
