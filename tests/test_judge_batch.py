@@ -154,3 +154,13 @@ def test_pull_request_runs_stay_synchronous(tmp_path: Path, env: None, monkeypat
     assert direct_calls == CASES and calls["batches.create"] == 0
     assert "this pull_request run judges directly" in output
     assert "mode" not in document["metadata"]["judge"]
+
+
+def test_judge_samples_join_one_batch(tmp_path: Path, env: None) -> None:
+    with AgentServer({"question": "an answer"}) as agent, \
+            BatchOpenAIServer(api_key=KEY, judge=Judge(score=0.9), steps=2) as judge:
+        code, document, _ = run(tmp_path, agent, judge, *FAST, "--judge-samples", "3")
+        calls, batched = dict(judge.batch_calls), judge.batch_requests()
+    assert code == 0 and calls["batches.create"] == 1 and len(batched) == 3 * CASES
+    assert sorted({r["seed"] for r in batched}) == [20261122, 20261123, 20261124]  # seed + sample index
+    assert all(len(r["metrics"]["relevancy"]["details"]["samples"]) == 3 for r in document["results"])

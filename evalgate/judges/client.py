@@ -235,7 +235,19 @@ class JudgeClient:
         """Samples 0 … K−1; the verdict stands on the samples read when they are more than half of K."""
         samples: list[Sample] = []
         failures: list[MetricUnavailable] = []
-        for index in range(self.samples):
+        if self.batch is not None and self.samples > 1:  # batch judging: every sample joins the same batch
+            import asyncio
+
+            outcomes = await asyncio.gather(*(self._sample(prompt, repeat, index, mode, first_hash if index == 0 else None)
+                                              for index in range(self.samples)), return_exceptions=True)
+            for outcome in outcomes:
+                if isinstance(outcome, MetricUnavailable):
+                    failures.append(outcome)
+                elif isinstance(outcome, BaseException):
+                    raise outcome
+                else:
+                    samples.append(outcome)
+        for index in range(self.samples if self.batch is None or self.samples == 1 else 0):
             try:
                 samples.append(await self._sample(prompt, repeat, index, mode, first_hash if index == 0 else None))
             except MetricUnavailable as exc:
