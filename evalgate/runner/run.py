@@ -191,6 +191,7 @@ async def _execute(
         score_seconds=settings.api_timeout_seconds,
         halted=interruption.requested,
         grace_seconds=SIGNAL_GRACE_SECONDS,
+        optional=prepared.optional,
     )
     interruption.enter("running")  # a signal stops new cases (a flag each worker reads) and wakes the loop
     status = "crashed"
