@@ -260,23 +260,24 @@ def _collapse_case(case_id: str, repeats: list[Mapping[str, Any]], rule: stats.R
     risk = str(first.get("risk_level") or "medium").lower()
     statuses = [_status(r) for r in repeats]
     counted = [s for s in statuses if s != "skipped"]
+    valued = [_record_values(r) for r in repeats]
     return _Case(
         id=case_id,
         source=str(first.get("source") or "<unknown>"),
         risk_level=risk,
         status=_outcome(statuses, "all" if risk == "critical" else rule),
-        values=_record_values(first) if len(repeats) == 1 else _mean_values(repeats),
+        values=valued[0] if len(repeats) == 1 else _mean_values(valued),
         passes=sum(1 for s in counted if s == "passed"),
         runs=len(counted),
-        binary=_binary_metrics(repeats),
+        binary=_binary_metrics(valued),
     )
 
 
-def _binary_metrics(repeats: list[Mapping[str, Any]]) -> set[str]:
+def _binary_metrics(valued: list[dict[str, float]]) -> set[str]:
     """Metrics valued 0 or 1 on every repeat that has a value."""
     seen: dict[str, bool] = {}
-    for record in repeats:
-        for name, value in _record_values(record).items():
+    for values in valued:
+        for name, value in values.items():
             seen[name] = seen.get(name, True) and value in (0.0, 1.0)
     return {name for name, binary in seen.items() if binary}
 
@@ -312,11 +313,11 @@ def _record_values(record: Mapping[str, Any]) -> dict[str, float]:
     return values
 
 
-def _mean_values(repeats: list[Mapping[str, Any]]) -> dict[str, float]:
+def _mean_values(valued: list[dict[str, float]]) -> dict[str, float]:
     """Per metric, the mean of the finite numeric values over the repeats that have one."""
     collected: dict[str, list[float]] = {}
-    for record in repeats:
-        for name, value in _record_values(record).items():
+    for values in valued:
+        for name, value in values.items():
             collected.setdefault(name, []).append(value)
     return {name: math.fsum(values) / len(values) for name, values in collected.items()}
 
@@ -478,12 +479,12 @@ def _critical_block(base: dict[str, _Case], head: dict[str, _Case], shared: list
     if not paired:
         return None
     strata = [(base[i].passes, base[i].runs, head[i].passes, head[i].runs) for i in paired]
-    flipped = [flip for flip in regressions if flip["critical"]]
-    reliable = [flip for flip in flipped if flip["base_passes"] == flip["base_runs"]]
-    flaky = [flip for flip in flipped if flip["base_passes"] < flip["base_runs"]]
+    reliable = [flip for flip in regressions if flip["critical"] and flip["base_passes"] == flip["base_runs"]]
+    flaky = sorted((_flip(base[i], head[i]) for i in paired
+                    if 0 < base[i].passes < base[i].runs and not _passed(head[i])), key=_flip_order)
     runs = max(base[i].runs for i in paired)
     note = None
-    if flipped and runs == 1:
+    if reliable and runs == 1:
         note = ("one run per case: a single flip of a critical case is not evidence of a regression "
                 "(the critical case still fails this run on its own); run critical suites with repeat: 3 or more")
     return {
