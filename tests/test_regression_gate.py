@@ -93,7 +93,7 @@ def test_a_single_critical_flip_without_repeats_is_not_evidence(tmp_path: Path, 
     assert document["gate"]["reasons"] == [] and comparison["regression"] is False
     assert comparison["critical"]["p_value"] == 0.5
     assert "a single flip of a critical case is not evidence" in comparison["summary"]
-    assert "Regressions (1):" in run.stdout
+    assert "New failures (1, 1 critical):" in run.stdout
 
 
 def test_identical_runs_are_no_regression(tmp_path: Path, baseline: Path) -> None:
