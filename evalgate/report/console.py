@@ -248,8 +248,8 @@ def render_comparison(comparison: dict[str, Any], console: Console, *, limit: in
     if rate.get("n_paired"):
         verdict = "a significant regression" if rate.get("regression") else "not significant"
         adjusted = f", adjusted p={rate['p_adjusted']:.3g}" if rate.get("p_adjusted") is not None else ""
-        critical = sum(1 for flip in flips if flip.get("critical"))
-        console.print(f"New failures ({len(flips)}{f', {critical} critical' if critical else ''}): pass rate "
+        flagged = sum(1 for flip in flips if flip.get("critical"))
+        console.print(f"New failures ({len(flips)}{f', {flagged} critical' if flagged else ''}): pass rate "
                       f"{rate.get('base') or 0:.1%} → {rate.get('head') or 0:.1%} over {rate['n_paired']} shared cases, "
                       f"{rate.get('regressions', 0)} regressed, {rate.get('fixes', 0)} fixed; "
                       f"{rate.get('test', 'exact McNemar')} p={rate.get('p_value', 1.0):.3g}{adjusted} ({verdict} at "

@@ -335,7 +335,8 @@ def comparison_view(comparison: Any, link: Link = no_link, *, unchanged: str = "
         if (view := delta_view(entry, unchanged=unchanged)) is not None
     ]
     critical = comparison.get("critical")
-    family = comparison.get("family") if isinstance(comparison.get("family"), Mapping) else {}
+    raw_family = comparison.get("family")
+    family: Mapping[str, Any] = raw_family if isinstance(raw_family, Mapping) else {}
     return {
         "baseline_source": baseline.get("source") if isinstance(baseline, Mapping) else None,
         "summary": comparison.get("summary"),

@@ -204,7 +204,7 @@ def _decide(metrics: Mapping[str, dict[str, Any]], pass_rate: dict[str, Any], cr
         critical["regression"] = critical["regression"] and bool(critical["regressions"])
         critical["significant"] = critical["regression"]
     bonferroni = alpha / max(1, len(members))
-    for name, m in metrics.items():
+    for m in metrics.values():
         m["verdict"], m["detectable"] = _metric_verdict(m, alpha if not m["gated"] else bonferroni)
     pass_rate["verdict"], pass_rate["detectable"] = _metric_verdict(pass_rate, bonferroni)
     for entry in (*metrics.values(), pass_rate):

@@ -485,8 +485,8 @@ def sign_flip_p(
     per_chunk = max(1, _SIGN_FLIP_CHUNK // e.size)
     for start in range(0, resamples, per_chunk):
         rows = min(per_chunk, resamples - start)
-        signs = rng.integers(0, 2, size=(rows, e.size), dtype=np.int8).astype(np.float64) * 2.0 - 1.0
-        hits += int(np.count_nonzero(signs @ magnitudes >= observed - slack))
+        flips = rng.integers(0, 2, size=(rows, e.size), dtype=np.int8).astype(np.float64) * 2.0 - 1.0
+        hits += int(np.count_nonzero(flips @ magnitudes >= observed - slack))
     return (1.0 + hits) / (1.0 + resamples), f"Monte Carlo R={resamples}"
 
 
