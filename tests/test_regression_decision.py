@@ -302,3 +302,17 @@ def test_committed_simulation_results_meet_the_targets() -> None:
     results = json.loads((Path(__file__).resolve().parent.parent / "bench" / "results" / "stats.json").read_text())
     assert all(target["met"] for target in results["targets"].values()), results["targets"]
     assert {row["cell"]["n"] for row in results["null"]} == {50, 200, 1000}
+
+
+def test_flaky_cases_carry_a_wilson_interval_of_their_pass_probability() -> None:
+    from evalgate.verdict.repeats import RepeatSink
+    from tests.test_repeats import F, P, Counting, result
+
+    sink = RepeatSink(Counting(), repeat=5)
+    for r, status in enumerate([P, P, P, P, F]):
+        sink.add(result("c", r, status, risk="critical"))
+    [entry] = sink.report()["flaky"]
+    expected = stats.wilson_interval(4, 5)
+    assert expected is not None and entry["status"] == "failed"  # critical: pass^5
+    assert entry["pass_fraction_ci"] == {"low": round(expected[1], 6), "high": round(expected[2], 6),
+                                         "method": "Wilson"}

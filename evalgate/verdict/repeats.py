@@ -85,6 +85,7 @@ class CaseRepeats:
             "repeats": len(self.outcomes),
             "passes": self.passes,
             "pass_fraction": _round(self.pass_fraction),
+            "pass_fraction_ci": _wilson(self.passes, self.counted),
             "outcomes": list(self.outcomes),
             "metrics": {name: _spread_dict(summary) for name, summary in self.metrics.items()},
         }
@@ -458,6 +459,15 @@ def _spread_dict(summary: stats.RepeatSummary) -> dict[str, Any]:
         "pass_fraction": _round(summary.pass_fraction),
         "flaky": summary.flaky,
     }
+
+
+def _wilson(passes: int, runs: int) -> dict[str, Any] | None:
+    """The case's pass probability as a 95% Wilson interval over its counted repeats (5 of 5 → [0.566, 1]):
+    how sure pass^k can be from k repeats."""
+    interval = stats.wilson_interval(passes, runs, confidence=CONFIDENCE)
+    if interval is None:
+        return None
+    return {"low": _round(interval[1]), "high": _round(interval[2]), "method": "Wilson"}
 
 
 def _round(value: float | None) -> float | None:
