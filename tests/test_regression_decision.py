@@ -316,3 +316,20 @@ def test_flaky_cases_carry_a_wilson_interval_of_their_pass_probability() -> None
     assert expected is not None and entry["status"] == "failed"  # critical: pass^5
     assert entry["pass_fraction_ci"] == {"low": round(expected[1], 6), "high": round(expected[2], 6),
                                          "method": "Wilson"}
+
+
+def test_sign_flip_test_switches_to_its_normal_limit_for_huge_samples() -> None:
+    d = np.random.default_rng(4).normal(0.01, 1.0, size=20000)
+    approx, how = stats.sign_flip_p(d)
+    assert how == "normal approximation"
+    resampled, _ = stats.sign_flip_p(d, resamples=4000, exact_work_limit=10**9)
+    assert approx == pytest.approx(resampled, abs=0.02)
+
+
+def test_regression_tolerance_setting_is_checked_before_the_run(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="regression_tolerance: unknown metric 'latency'"):
+        _run(tmp_path, SOURCED, [], regression_tolerance={"latency": 50})
+    with pytest.raises(UserError, match=r"latency_ms.rel must be a finite number ≥ 0"):
+        _run(tmp_path, SOURCED, [], regression_tolerance={"latency_ms": {"rel": -1}})
+    settings = Settings(regression_tolerance='{"latency_ms": {"abs": 100}}')  # EVALGATE_REGRESSION_TOLERANCE is JSON
+    assert settings.regression_tolerance == {"latency_ms": {"abs": 100}}

@@ -115,7 +115,7 @@ def compare_runs(
         )
         for name in _metric_names(base_cases, head_cases, shared)
     }
-    pass_rate, regressions, fixes = _compare_outcomes(base_cases, head_cases, shared, alpha)
+    pass_rate, regressions, fixes = _compare_outcomes(base_cases, head_cases, shared, alpha, resamples, seed)
     critical = _critical_block(base_cases, head_cases, shared, regressions)
     cases: dict[str, list[Any]] = {
         "regressions": regressions,
@@ -425,7 +425,7 @@ def _metric_block(
 
 
 def _compare_outcomes(
-    base: dict[str, _Case], head: dict[str, _Case], shared: list[str], alpha: float
+    base: dict[str, _Case], head: dict[str, _Case], shared: list[str], alpha: float, resamples: int, seed: int
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     paired = [i for i in shared if base[i].status is not None and head[i].status is not None]
     regressions = [_flip(base[i], head[i]) for i in paired if _passed(base[i]) and not _passed(head[i])]
@@ -461,7 +461,7 @@ def _compare_outcomes(
         "_sd": statistics.stdev(differences) if n >= 2 else None,
     }
     if n and (regressions or fixes):
-        change = stats.bca_mean_ci(differences, confidence=1.0 - alpha)
+        change = stats.bca_mean_ci(differences, confidence=1.0 - alpha, resamples=resamples, seed=seed)
         if change is not None:
             pass_rate["ci_low"], pass_rate["ci_high"] = change[1], change[2]
     elif n:

@@ -455,14 +455,17 @@ def bca_mean_ci(
 
 
 def sign_flip_p(
-    differences: Sequence[float], *, shift: float = 0.0, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+    differences: Sequence[float], *, shift: float = 0.0, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+    exact_work_limit: int = EXACT_WORK_LIMIT,
 ) -> tuple[float, str]:
     """One-sided paired permutation (sign-flip) p-value for H0: mean(d) ≤ ``shift`` against mean(d) > shift.
 
     With eᵢ = dᵢ − shift and T = Σeᵢ: p = P(Σ sᵢ·|eᵢ| ≥ T) over independent random signs sᵢ = ±1 (the pairs'
     two runs are exchangeable under H0). Exact over all 2^m sign vectors when m ≤ 16 nonzero eᵢ; else
-    Monte Carlo with a fixed seed, p = (1 + #{T* ≥ T})/(1 + R), which keeps the test's level exact.
-    Returns (p, "exact" | "Monte Carlo R=…"). On ±1 differences with shift 0 it is the one-sided exact
+    Monte Carlo with a fixed seed, p = (1 + #{T* ≥ T})/(1 + R), which keeps the test's level exact; when
+    m·R exceeds ``exact_work_limit`` (m ≳ 6,700 at R = 10,000) the permutation distribution's normal limit,
+    p = 1 − Φ(T/√Σeᵢ²) (T* is symmetric with variance Σeᵢ²; the error is O(1/m)).
+    Returns (p, "exact" | "Monte Carlo R=…" | "normal approximation"). On ±1 differences with shift 0 it is the one-sided exact
     McNemar test.
     """
     import numpy as np
@@ -480,6 +483,9 @@ def sign_flip_p(
         signs = ((codes[:, None] >> np.arange(m)) & 1) * 2 - 1
         totals = signs @ magnitudes
         return float(np.count_nonzero(totals >= observed - slack)) / (1 << m), "exact"
+    if e.size * resamples > exact_work_limit:
+        z = observed / math.sqrt(float(np.sum(e * e)))
+        return 1.0 - statistics.NormalDist().cdf(z), "normal approximation"
     rng = np.random.default_rng(seed)
     hits = 0
     per_chunk = max(1, _SIGN_FLIP_CHUNK // e.size)
