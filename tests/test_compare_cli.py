@@ -131,7 +131,7 @@ def test_markdown_format_marks_significance_and_escapes_dataset_text(tmp_path: P
     # the same section the PR comment shows (one renderer: report/templates/comparison.md.j2)
     assert "| Regressed case | Source | Risk | Base → head |" in out
     assert "| ``evil\\|`id` @octocat <b>`` 🚨 | `datasets/x.yaml:11` | critical | passed → failed |" in out
-    assert "Pass rate 100.0% → 96.7% · McNemar p=0.500, not significant · 0 new · 0 removed case(s)" in out
+    assert "Pass rate 100.0% → 96.7% · McNemar p=0.50, not significant · 0 new · 0 removed case(s)" in out
 
 
 def sqlite_store(path: Path, doc: dict[str, Any]) -> str:

@@ -260,7 +260,7 @@ def test_comparison_column_and_regressions_section() -> None:
     assert "### Against the base" in body
     assert "1 significant regression: mention\\_f1 fell 0.090" in body
     assert "baseline: artifact evalgate-results of run 123 on main" in body
-    assert "Pass rate 90.0% → 80.0% · McNemar p=0.500, not significant · 1 new · 2 removed case(s)" in body
+    assert "Pass rate 90.0% → 80.0% · McNemar p=0.50, not significant · 1 new · 2 removed case(s)" in body
     assert "Significant metric changes: `mention_f1` ▼ −0.090" in body
     regressed = body.index("| Regressed case |")
     assert body.index("`crit-1` 🚨", regressed) < body.index("`low-3`", regressed), "critical regressions first"

@@ -520,6 +520,15 @@ def format_number(value: Any, digits: int = 3) -> str:
     return score(value, digits)
 
 
+def format_p(value: Any) -> str:
+    """A p-value as the decision used it: two significant digits below 0.01 (``0.0015``), else two decimals;
+    ``—`` for None."""
+    if not is_number(value):
+        return "—"
+    p = float(value)
+    return f"{p:.2f}" if p >= 0.01 else f"{p:.2g}"
+
+
 def format_signed(value: Any, digits: int = 3) -> str:
     """A delta with explicit sign (``+0.012`` / ``−0.030``, typographic minus)."""
     if not is_number(value):
