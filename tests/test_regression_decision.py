@@ -333,3 +333,28 @@ def test_regression_tolerance_setting_is_checked_before_the_run(tmp_path: Path) 
         _run(tmp_path, SOURCED, [], regression_tolerance={"latency_ms": {"rel": -1}})
     settings = Settings(regression_tolerance='{"latency_ms": {"abs": 100}}')  # EVALGATE_REGRESSION_TOLERANCE is JSON
     assert settings.regression_tolerance == {"latency_ms": {"abs": 100}}
+
+
+def test_a_gated_metric_without_any_value_fails_the_run_unless_it_only_lacks_an_absent_judge() -> None:
+    from evalgate.model import CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
+    from evalgate.verdict.aggregate import RunAggregate
+    from evalgate.verdict.gate import GatePolicy, missing_evidence_reasons, run_verdict
+
+    threshold = Threshold(op="min", value=0.8)
+    thresholds = {"hit_rate": threshold, "composite": threshold}
+
+    def fill(aggregate: RunAggregate) -> RunAggregate:
+        for i in range(3):
+            aggregate.add(CaseResult(id=f"c{i}", status=CaseStatus.errored, passed=False, metrics={
+                "hit_rate": MetricResult(status=MetricStatus.unavailable, reason="target returned no sources",
+                                         threshold=threshold),
+                "composite": MetricResult(status=MetricStatus.unavailable, reason="needs response_quality",
+                                          threshold=threshold)}))
+        return aggregate
+
+    assert missing_evidence_reasons(fill(RunAggregate(unjudged={"composite"})), thresholds) == [
+        "hit_rate: 0 of 3 answers had what it needs (target returned no sources) — check target_response_map "
+        "(or the target's reply)"]
+    verdict = run_verdict(fill(RunAggregate()), thresholds, GatePolicy(max_errored=5))
+    assert not verdict.passed and verdict.reasons[0].startswith("composite: 0 of 3 answers")
+    assert verdict.reasons[1].startswith("hit_rate: 0 of 3 answers")

@@ -243,7 +243,8 @@ def missing_evidence_reasons(aggregate: RunAggregate, thresholds: Mapping[str, T
     reasons = []
     for name in sorted(thresholds):
         tally = aggregate.metrics.get(name)
-        if tally is None or tally.count or not tally.unavailable or name in aggregate.judged:
+        if (tally is None or tally.count or not tally.unavailable or name in aggregate.judged
+                or name in aggregate.unjudged):
             continue
         why = tally.first_reason.get("unavailable") or "no value"
         reasons.append(f"{name}: 0 of {tally.unavailable + tally.errored} answers had what it needs ({why}) — "
