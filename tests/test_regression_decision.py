@@ -358,3 +358,32 @@ def test_a_gated_metric_without_any_value_fails_the_run_unless_it_only_lacks_an_
     verdict = run_verdict(fill(RunAggregate()), thresholds, GatePolicy(max_errored=5))
     assert not verdict.passed and verdict.reasons[0].startswith("composite: 0 of 3 answers")
     assert verdict.reasons[1].startswith("hit_rate: 0 of 3 answers")
+
+
+def test_every_report_leads_with_new_failures_then_significant_metrics_then_the_rest() -> None:
+    from rich.console import Console
+
+    from evalgate.report.console import render_comparison as console_comparison
+    from evalgate.report.html import render_html
+    from evalgate.report.markdown import render_comparison as markdown_comparison
+    from tests.test_compare_cli import BASE_VALUES, document
+    from tests.test_markdown_report import render, results_doc
+
+    base = document("base", BASE_VALUES, risks={4: "critical"})
+    head = document("head", [v - 0.05 for v in BASE_VALUES], risks={4: "critical"}, failed={4, 9})
+    for doc in (base, head):  # a metric that does not move: "everything else"
+        for r in doc["results"]:
+            r["metrics"]["other"] = {"value": 0.5}
+    comparison = compare_runs(base, head, resamples=1000)
+    console = Console(record=True, width=200)
+    console_comparison(comparison, console)
+    text = console.export_text()
+    assert text.index("New failures (2, 1 critical)") < text.index("Significant metric changes") \
+        < text.index("Other metrics — no change: other")
+    standalone = markdown_comparison(comparison)
+    assert standalone.index("**New failures: 2**") < standalone.index("| Metric |") < standalone.index("Other metrics —")
+    full = results_doc(comparison=True) | {"comparison": comparison}
+    comment = render(full)
+    assert comment.index("| Regressed case |") < comment.index("Other metrics —") < comment.index("<sub>Pass rate")
+    html = render_html(full)
+    assert html.index("New failures (2)") < html.index("Significant metric changes") < html.index("Other metrics —")
