@@ -306,7 +306,7 @@ def test_committed_simulation_results_meet_the_targets() -> None:
 
 def test_flaky_cases_carry_a_wilson_interval_of_their_pass_probability() -> None:
     from evalgate.verdict.repeats import RepeatSink
-    from tests.test_repeats import F, P, Counting, result
+    from tests.test_repeats import Counting, F, P, result
 
     sink = RepeatSink(Counting(), repeat=5)
     for r, status in enumerate([P, P, P, P, F]):
