@@ -1,7 +1,10 @@
-"""Statistics behind trustworthy verdicts: exact McNemar tests, bootstrap confidence intervals and
-repeat (flakiness) summaries. Pure functions; NumPy does the resampling.
+"""Statistics behind trustworthy verdicts: exact McNemar tests (two- and one-sided), the paired sign-flip
+permutation test, the exact stratified exchange test, Holm–Bonferroni adjustment, Wilson intervals for
+proportions, BCa and percentile bootstrap intervals for means, and repeat (flakiness) summaries. Pure
+functions; NumPy does the resampling. Decisions are made by tests (``verdict.compare``), never by an
+interval excluding 0.
 
-Bootstrap intervals are percentile intervals: draw ``resamples`` samples of size n with replacement,
+Percentile bootstrap intervals (``bootstrap_mean_ci``; ``bca_mean_ci`` corrects them): draw ``resamples`` samples of size n with replacement,
 take each resample's mean, and report the ``(1-confidence)/2`` and ``(1+confidence)/2`` quantiles
 of those means. Resampling is exact (multinomial counts over distinct values, or index draws) while
 the work stays under ``exact_work_limit`` element draws (default 2**26, under a second). Beyond
@@ -10,11 +13,6 @@ its Cornish–Fisher expansion: it has mean x̄, standard deviation σ̂/√n (�
 skewness γ̂/√n, so its p-quantile is x̄ + σ̂/√n·(z_p + γ̂·(z_p² − 1)/(6√n)). With 10 000 resamples
 that happens above ~6 700 values; there the expansion's O(1/n) error is far below the Monte Carlo
 error of the resampled quantile itself (≈ 0.027·σ̂/√n at 95%).
-
-Significance rule: an interval is significant when it excludes 0 AND it rests on at least
-``MIN_PAIRS_FOR_SIGNIFICANCE`` (5) observations. With n = 1, or when every difference is equal, the
-interval collapses to that single value; a collapsed interval from 5+ pairs that all moved by the same
-nonzero amount is significant (a perfectly consistent shift), from fewer pairs it never is.
 """
 
 from __future__ import annotations
@@ -31,7 +29,6 @@ if TYPE_CHECKING:
 DEFAULT_SEED = 20261122
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_CONFIDENCE = 0.95
-MIN_PAIRS_FOR_SIGNIFICANCE = 5
 EXACT_WORK_LIMIT = 1 << 26
 """Largest number of element draws done by exact resampling before the Cornish–Fisher expansion."""
 _MULTINOMIAL_CELL_COST = 12
@@ -127,11 +124,6 @@ def _deviance(x: float, mean: float) -> float:
             return total
         total = updated
         j += 1
-
-
-def significant(low: float, high: float, *, n: int) -> bool:
-    """True when the interval [low, high] excludes 0 and rests on n ≥ 5 observations (see module doc)."""
-    return n >= MIN_PAIRS_FOR_SIGNIFICANCE and (low > 0.0 or high < 0.0)
 
 
 def bootstrap_mean_ci(
