@@ -114,7 +114,7 @@ def _optional_metrics(metrics: Mapping[str, Metric], global_suite: Any, suites: 
                       where_of: Callable[..., str]) -> dict[str | None, frozenset[str]]:
     """Each suite's ``optional_metrics`` plus evalgate.yaml's; an unknown name is a ``UserError``."""
     shared = frozenset(global_suite.optional_metrics or ())
-    checked = [(shared, f"{config_name}: optional_metrics")]
+    checked = [(shared, config_name)]
     optional: dict[str | None, frozenset[str]] = {None: shared}
     for name, suite in suites.items():
         own = frozenset(suite.optional_metrics or ())
@@ -123,7 +123,11 @@ def _optional_metrics(metrics: Mapping[str, Metric], global_suite: Any, suites: 
     for names, where in checked:
         for metric in sorted(names):
             if metric not in metrics:
-                raise UserError(f"optional_metrics: unknown metric {metric!r}", where=where)
+                import difflib
+
+                close = difflib.get_close_matches(metric, list(metrics), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise UserError(f"optional_metrics: unknown metric {metric!r}{hint}", where=where)
     return optional
 
 
@@ -134,7 +138,11 @@ def _check_tolerances(metrics: Mapping[str, Metric], settings: Settings) -> None
     where = "regression_tolerance"
     for name, raw in settings.regression_tolerance.items():
         if name not in metrics:
-            raise UserError(f"unknown metric {name!r}", where=where)
+            import difflib
+
+            close = difflib.get_close_matches(name, list(metrics), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UserError(f"unknown metric {name!r}{hint}", where=where)
         parse_tolerance(name, raw, where)
 
 
