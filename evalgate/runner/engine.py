@@ -48,6 +48,7 @@ from evalgate.model import (
 )
 from evalgate.runner.admit import admit, answer_size
 from evalgate.safety.redact import redact
+from evalgate.targets.base import TargetCall, accepts_call
 from evalgate.verdict.gate import case_verdict, judge_metric
 
 if TYPE_CHECKING:
@@ -159,6 +160,8 @@ class Engine:
         self.max_answer_chars = max_answer_chars
         self.score_seconds = score_seconds
         self.live = getattr(target, "kind", "recorded") != "recorded"
+        self.takes_call = accepts_call(target)
+        """Whether the target's ``answer`` takes the ``TargetCall`` (``targets.base``)."""
         self.halted = halted
         """True once the run was interrupted (a signal): read before each case, because a worker whose
         cases never wait (recorded answers) gives the loop no turn in which ``stop`` could be set."""
@@ -265,10 +268,7 @@ class Engine:
         """Answer and score one case; never raises for target or metric failures. ``latency_ms`` is the
         target's own measurement of its successful call (None when it has none): timing the await here
         would add the wait for a call slot and every other case's work on this loop."""
-        try:
-            answer = await self.target.answer(case)
-        except Exception as exc:  # a target must not raise, but a bug in one must not kill the run
-            answer = Answer(error=f"target failed: {type(exc).__name__}: {exc}")
+        answer = await self.call_target(case, TargetCall(case.id, repeat))
         if answer.error:
             self.stats.target_errors += 1
             return self._result(case, answer, {}, repeat)
@@ -291,6 +291,16 @@ class Engine:
                 outcome = await self._score_later(metric, outcome, ctx)
             metrics[metric.name] = outcome
         return self._result(case, answer, metrics, repeat)
+
+    async def call_target(self, case: Case, call: TargetCall) -> Answer:
+        """The target's answer for ``case`` (one call, described by ``call``); a target that raises
+        gives an error answer."""
+        try:
+            if self.takes_call:
+                return await self.target.answer(case, call)
+            return await self.target.answer(case)
+        except Exception as exc:  # a target must not raise, but a bug in one must not kill the run
+            return Answer(error=f"target failed: {type(exc).__name__}: {exc}")
 
     async def _score_off_loop(self, case: Case, answer: Answer, plan: CasePlan, ctx: MetricContext,
                               size: int) -> dict[str, MetricResult]:
