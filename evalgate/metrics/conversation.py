@@ -65,9 +65,32 @@ ROLE_ADHERENCE = ("The assistant kept its assigned role (the assistant's role) i
                   "character and scope, and declined requests outside that role instead of leaving it.")
 
 
+STEPS: dict[str, tuple[str, ...]] = {
+    "goal_completion": (
+        "Read the user's goal and list what the user needs to have at the end for it to be met.",
+        "Read the conversation to its end and check each of those needs in the assistant's messages.",
+        "Score by how much of the goal is actually achieved at the end; a refusal, a stall or a wrong result "
+        "scores low.",
+    ),
+    "knowledge_retention": (
+        "List the facts, names, numbers, preferences and constraints the user gives, with the turn of each.",
+        "For every later assistant message, check that it uses those facts where they matter and does not "
+        "contradict or forget them.",
+        "Lower the score for every forgotten or contradicted fact and for every question about something the "
+        "user already said.",
+    ),
+    "role_adherence": (
+        "Read the assistant's role: what it is, its scope and its tone.",
+        "Check every assistant message against that role.",
+        "Lower the score for every message that leaves the role, its scope or its tone.",
+    ),
+}
+"""Fixed evaluation steps of the built-in conversation metrics (no generation call per run)."""
+
+
 def _judged(name: str, criteria: str, fields: tuple[str, ...], applies: Any) -> None:
-    definition = CriteriaDefinition(name=name, criteria=criteria, steps=None, rubric=DEFAULT_RUBRIC, fields=fields,
-                                    origin="built-in (metrics/conversation.py)")
+    definition = CriteriaDefinition(name=name, criteria=criteria, steps=STEPS[name], rubric=DEFAULT_RUBRIC,
+                                    fields=fields, origin="built-in (metrics/conversation.py)")
     base = criteria_metric(definition)
     REGISTRY[name] = replace(base, applies=applies, per_case=False, default_threshold=DEFAULT_CUSTOM_THRESHOLD,
                              family="conversation", info=None, kind="judged")

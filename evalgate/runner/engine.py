@@ -145,6 +145,7 @@ class Engine:
         max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
         score_seconds: float = 60.0,
         halted: Callable[[], bool] | None = None,
+        conversations: Any = None,
     ) -> None:
         self.target = target
         self.plan_for = plan_for
@@ -160,6 +161,8 @@ class Engine:
         self.max_answer_chars = max_answer_chars
         self.score_seconds = score_seconds
         self.live = getattr(target, "kind", "recorded") != "recorded"
+        self.conversations = conversations
+        """``runner.conversation.ConversationOptions`` for conversation cases (None: the defaults)."""
         self.takes_call = accepts_call(target)
         """Whether the target's ``answer`` takes the ``TargetCall`` (``targets.base``)."""
         self.halted = halted

@@ -1,0 +1,309 @@
+"""Conversation cases (``turns:``) and simulated users through the CLI, against real loopback agents:
+the memory agent over http (history, a conversation id in the body, in a header, or taken from the
+agent's first reply), a command target, and the OpenAI-compatible server as a model target."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.cli.main import main as cli_main
+from evalgate.demo.judge import judge_server
+from tests.servers.memory_agent import HISTORY_PATH, SESSION_PATH, MemoryAgent, facts_of, learn, reply_to
+from tests.servers.openai_server import OpenAIServer, Rule
+
+NAME_CONVERSATION = """\
+- id: remembers-name
+  evolution_type: multi_turn
+  turns:
+    - user: Hello, my name is Ana.
+      tools_should_include: [remember]
+    - user: I like chess.
+    - user: What is my name?
+      expected_keywords: [Ana]
+      tools_should_include: [recall]
+    - user: Thanks!
+  expected_keywords: [Ana]
+- id: single-turn
+  input: What is my name?
+  expected_keywords: [know]
+"""
+
+
+ONLY_CONVERSATION = NAME_CONVERSATION[:NAME_CONVERSATION.index("- id: single-turn")]
+
+
+def write(root: Path, dataset: str, **settings: Any) -> tuple[Path, Path]:
+    (root / "cases.yaml").write_text(dataset)
+    (root / "evalgate.yaml").write_text(json.dumps(settings))
+    return root / "cases.yaml", root / "evalgate.yaml"
+
+
+def run(root: Path, *extra: str, out: str = "out") -> tuple[int, dict[str, Any]]:
+    code = cli_main(["run", "--config", str(root / "evalgate.yaml"), "--dataset", str(root / "cases.yaml"),
+                     "--output-dir", str(root / out), "--progress", "none", *extra])
+    return code, json.loads((root / out / "results.json").read_text())
+
+
+def by_id(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["id"]: r for r in document["results"]}
+
+
+def test_the_memory_agent_itself() -> None:
+    facts: dict[str, str] = {}
+    assert learn(facts, "my name is Ana. my city is Porto!") and facts == {"name": "Ana", "city": "Porto"}
+    assert reply_to("What is my city?", facts) == ("Your city is Porto.", ["recall"])
+    assert reply_to("What is my dog?", facts) == ("I don't know your dog.", ["recall"])
+    assert facts_of([{"role": "assistant", "content": "my name is Bot"}, {"role": "user", "content": "my name is X"}]) \
+        == {"name": "X"}
+
+
+def test_http_history_conversation_passes_and_sends_the_whole_history(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    with MemoryAgent() as agent:
+        write(tmp_path, NAME_CONVERSATION, target="http", target_url=agent.base_url + HISTORY_PATH,
+              target_response_map={"output": "reply"})
+        code, document = run(tmp_path)
+        bodies = agent.json_bodies([HISTORY_PATH])
+    assert code == 0, document["gate"]
+    case = by_id(document)["remembers-name"]
+    assert case["status"] == "passed" and case["metrics"]["conversation_turns"]["value"] == 1.0
+    turns = case["conversation"]["turns"]
+    assert [t["turn"] for t in turns] == [1, 2, 3, 4] and turns[2]["output"] == "Your name is Ana."
+    assert turns[2]["metrics"]["keyword_coverage"]["value"] == 1.0 and turns[0]["tools_used"] == ["remember"]
+    assert case["input"] == "Hello, my name is Ana." and "Your name is Ana." in case["output"]
+    # the whole-conversation expectation (keywords over every answer) ran on the joined answers
+    assert case["metrics"]["keyword_coverage"]["value"] == 1.0
+    conversation = [b for b in bodies if "messages" in b]
+    assert len(conversation) == 4
+    third = conversation[2]
+    assert third["message"] == "What is my name?"
+    assert [m["role"] for m in third["messages"]] == ["user", "assistant", "user", "assistant", "user"]
+    assert third["messages"][1] == {"role": "assistant", "content": "Noted, I will remember that."}
+    single = [b for b in bodies if "messages" not in b]
+    assert single == [{"message": "What is my name?"}]  # a single-turn case's request is unchanged
+
+
+def test_a_forgetful_agent_fails_naming_the_turn_and_the_conversation_stops(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with MemoryAgent(forget=True) as agent:
+        write(tmp_path, NAME_CONVERSATION, target="http", target_url=agent.base_url + HISTORY_PATH,
+              target_response_map={"output": "reply"})
+        code, document = run(tmp_path)
+        sent = len(agent.json_bodies([HISTORY_PATH]))
+    assert code == 1
+    console = capsys.readouterr().out
+    assert "turn 3 “What is my name?” failed: keyword_coverage 0.000 (needs ≥ 0.6): missing keywords: Ana" in console
+    case = by_id(document)["remembers-name"]
+    assert case["status"] == "failed"
+    assert case["conversation"]["failed_turn"] == 3 and case["conversation"]["stopped"] is True
+    assert len(case["conversation"]["turns"]) == 3 and sent == 3 + 1  # turn 4 was not sent
+    turns = case["metrics"]["conversation_turns"]
+    assert turns["value"] == pytest.approx(2 / 4) and turns["details"]["failed_turn"] == 3
+    assert turns["reason"].startswith("turn 3 failed: keyword_coverage")
+    assert any(r.startswith("conversation_turns: turn 3 failed") for r in case["reasons"])
+    # every report shows the failed turn and the transcript
+    markdown = tmp_path / "report.md"
+    assert cli_main(["report", str(tmp_path / "out" / "results.json"), "-o", str(markdown)]) == 0
+    text = markdown.read_text()
+    assert "turn 3 “What is my name?” failed" in text
+    assert "<details><summary>Transcript: 3 turn(s), turn 3 failed</summary>" in text
+    assert "[turn 3 · failed] user: What is my name?" in text and "assistant: I don't know your name." in text
+    html = tmp_path / "report.html"
+    assert cli_main(["report", str(tmp_path / "out" / "results.json"), "-o", str(html)]) == 0
+    page = html.read_text()
+    assert '<details class="transcript" open><summary>Transcript: 3 turn(s), turn 3 failed</summary>' in page
+    assert "assistant: I don&#39;t know your name." in page
+
+
+def test_stop_on_failed_turn_false_sends_every_turn(tmp_path: Path) -> None:
+    with MemoryAgent(forget=True) as agent:
+        write(tmp_path, NAME_CONVERSATION, target="http", target_url=agent.base_url + HISTORY_PATH,
+              target_response_map={"output": "reply"}, stop_on_failed_turn=False)
+        code, document = run(tmp_path)
+    case = by_id(document)["remembers-name"]
+    assert code == 1 and len(case["conversation"]["turns"]) == 4 and case["conversation"]["stopped"] is False
+    assert case["metrics"]["conversation_turns"]["value"] == pytest.approx(3 / 4)
+
+
+@pytest.mark.parametrize("how", ["field", "header", "from-reply"])
+def test_http_conversation_id_keeps_state_on_the_agent(tmp_path: Path, how: str) -> None:
+    settings: dict[str, Any] = {"target_conversation": "id", "target_response_map": {"output": "reply"}}
+    if how == "header":
+        settings |= {"target_conversation_id_field": None, "target_conversation_id_header": "X-Conversation-Id"}
+    if how == "from-reply":
+        settings |= {"target_conversation_id_from": "conversation_id"}
+    with MemoryAgent() as agent:
+        write(tmp_path, ONLY_CONVERSATION, target="http", target_url=agent.base_url + SESSION_PATH, **settings)
+        code, document = run(tmp_path)
+        requests = agent.requests([SESSION_PATH])
+    assert code == 0, document["gate"]
+    case = by_id(document)["remembers-name"]
+    conversation_ids = [json.loads(r.body).get("conversation_id") or r.headers.get("x-conversation-id")
+                        for r in requests]
+    bodies = [json.loads(r.body) for r in requests]
+    assert len(bodies) == 4 and all("messages" not in b for b in bodies)  # the agent keeps the state
+    if how == "from-reply":
+        assert conversation_ids[0] is None and len(set(conversation_ids[1:])) == 1
+        assert case["conversation"]["conversation_id"] == conversation_ids[1]
+    else:
+        assert len(set(conversation_ids)) == 1 and conversation_ids[0].startswith("eg-")
+        if how == "header":
+            assert all("conversation_id" not in b for b in bodies)
+
+
+def test_an_agent_reply_without_the_conversation_id_errors_the_case(tmp_path: Path) -> None:
+    with MemoryAgent() as agent:
+        write(tmp_path, NAME_CONVERSATION, target="http", target_url=agent.base_url + SESSION_PATH,
+              target_conversation="id", target_conversation_id_from="session.id",
+              target_response_map={"output": "reply"})
+        code, document = run(tmp_path)
+    case = by_id(document)["remembers-name"]
+    assert code == 1 and case["status"] == "errored"
+    assert case["error"].startswith("turn 1: the agent's reply has no conversation id at 'session.id'")
+    assert case["conversation"]["failed_turn"] == 1
+
+
+COMMAND_AGENT = """\
+import json, re, sys
+case = json.load(sys.stdin)
+messages = case.get("messages") or [{"role": "user", "content": case.get("input") or ""}]
+facts = {}
+for m in messages if "FORGET" not in case.get("metadata", {}) else messages[-1:]:
+    if m["role"] == "user":
+        for key, value in re.findall(r"\\bmy ([a-z ]+?) is ([^.!?]+)", m["content"], re.I):
+            facts[key.lower()] = value
+asked = re.search(r"what is my ([a-z ]+?)\\s*\\?", messages[-1]["content"], re.I)
+answer = (f"Your {asked.group(1)} is {facts[asked.group(1).lower()]}." if asked and asked.group(1).lower() in facts
+          else "Noted.")
+print(json.dumps({"output": answer, "turn": case.get("turn")}))
+"""
+
+
+def test_command_target_receives_the_history_on_stdin(tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text(COMMAND_AGENT)
+    dataset = ONLY_CONVERSATION.replace("      tools_should_include: [remember]\n", "").replace(
+        "      tools_should_include: [recall]\n", "")
+    write(tmp_path, dataset, target="command", target_command=[sys.executable, str(tmp_path / "agent.py")])
+    code, document = run(tmp_path)
+    case = by_id(document)["remembers-name"]
+    assert code == 0, document["gate"]
+    assert [t["output"] for t in case["conversation"]["turns"]] == ["Noted.", "Noted.", "Your name is Ana.", "Noted."]
+    forgetful = dataset.replace("  evolution_type: multi_turn\n", "  evolution_type: multi_turn\n  metadata: {FORGET: 1}\n")
+    write(tmp_path, forgetful, target="command", target_command=[sys.executable, str(tmp_path / "agent.py")])
+    code, document = run(tmp_path, out="out2")
+    assert code == 1 and by_id(document)["remembers-name"]["conversation"]["failed_turn"] == 3
+
+
+def memory_model(body: dict[str, Any]) -> str:
+    """A chat model with the memory agent's behaviour, reading the messages it was sent."""
+    messages = body["messages"]
+    return reply_to(messages[-1]["content"], facts_of(messages))[0]
+
+
+def test_model_target_sends_the_full_message_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCAL_JUDGE_API_KEY", "sk-conv")
+    dataset = ONLY_CONVERSATION.replace("      tools_should_include: [remember]\n", "").replace(
+        "      tools_should_include: [recall]\n", "")
+    with OpenAIServer(script=[Rule(compute=memory_model, usage={"prompt_tokens": 10, "completion_tokens": 5})]) as model:
+        write(tmp_path, dataset, target="openai", target_provider="local", target_url=model.base_url + "/v1",
+              target_model="loopback-judge", target_system_prompt="You are a helpful assistant.")
+        code, document = run(tmp_path)
+        requests = model.chat_requests()
+    assert code == 0, document["gate"]
+    conversation = requests
+    assert len(conversation) == 4
+    roles = [[m["role"] for m in r["messages"]] for r in conversation]
+    assert roles[-1] == ["system", "user", "assistant", "user", "assistant", "user", "assistant", "user"]
+    assert conversation[2]["messages"][-1]["content"] == "What is my name?"
+    case = by_id(document)["remembers-name"]
+    assert case["conversation"]["turns"][2]["output"] == "Your name is Ana."
+    assert case["num_tokens"] == 4 * 15  # the turns' tokens add up
+
+
+def test_recorded_conversations_and_validation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dataset = textwrap.dedent("""\
+        - id: replan
+          turns:
+            - user: Who should I start tonight, Caruso or Reid?
+              output: Start Caruso.
+            - user: Caruso is now OUT — replan
+              output: Then start Reid.
+              expected_keywords: [Reid]
+        """)
+    write(tmp_path, dataset)
+    code, document = run(tmp_path)
+    assert code == 0 and document["results"][0]["conversation"]["turns"][1]["output"] == "Then start Reid."
+    (tmp_path / "cases.yaml").write_text("- id: x\n  input: hi\n  turns:\n    - user: hello\n")
+    assert cli_main(["validate", "--dataset", str(tmp_path / "cases.yaml")]) == 2
+    assert "not 'input'" in capsys.readouterr().err
+    (tmp_path / "cases.yaml").write_text("- id: x\n  simulated_user: {persona: a fan}\n")
+    assert cli_main(["validate", "--dataset", str(tmp_path / "cases.yaml")]) == 2
+    assert "simulated_user needs the case's 'goal'" in capsys.readouterr().err
+
+
+SIMULATED = """\
+- id: simulated-name
+  goal: My name is Ana Lisboa. What is my name?
+  simulated_user:
+    persona: A new user who introduces herself and then checks that the assistant remembers her.
+    max_turns: 3
+"""
+
+
+def simulated_run(tmp_path: Path, judge_url: str, agent_url: str, *extra: str, out: str = "out"
+                  ) -> tuple[int, dict[str, Any]]:
+    write(tmp_path, SIMULATED, target="http", target_url=agent_url + HISTORY_PATH,
+          target_response_map={"output": "reply"}, judge_provider="local", judge_base_url=judge_url + "/v1")
+    return run(tmp_path, *extra, out=out)
+
+
+def test_a_simulated_user_played_by_the_demo_judge_reaches_its_goal_and_is_replayed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCAL_JUDGE_API_KEY", "sk-demo")
+    with judge_server() as judge, MemoryAgent() as agent:
+        code, document = simulated_run(tmp_path, judge.base_url, agent.base_url)
+        case = by_id(document)["simulated-name"]
+        assert code == 0, document["gate"]
+        turns = case["conversation"]["turns"]
+        # the scripted user says its goal sentence by sentence; the goal is met once the agent recalls the name
+        assert [t["input"] for t in turns] == ["My name is Ana Lisboa.", "What is my name?"]
+        assert turns[1]["output"] == "Your name is Ana Lisboa."
+        assert case["conversation"]["goal_met"] is True and case["conversation"]["simulated"] is True
+        assert case["metrics"]["goal_completion"]["value"] == 1.0
+        assert document["metadata"]["simulator"]["messages_written"] == 2
+        assert not any(t.get("replayed") for t in turns)
+
+        # a PR run with the base run as baseline replays the user's turns while the answers are unchanged
+        code, again = simulated_run(tmp_path, judge.base_url, agent.base_url, "--baseline",
+                                    str(tmp_path / "out" / "results.json"), out="pr")
+        replayed = by_id(again)["simulated-name"]["conversation"]["turns"]
+        assert code == 0 and [t.get("replayed") for t in replayed] == [True, True]
+        assert "simulator" not in again["metadata"]  # no message was written
+
+    # the agent now forgets: turn 1's answer is unchanged (replayed turn 2), then the answers differ and
+    # the simulator writes the rest; the goal is never met and the case fails
+    with judge_server() as judge, MemoryAgent(forget=True) as agent:
+        code, forgetful = simulated_run(tmp_path, judge.base_url, agent.base_url, "--baseline",
+                                        str(tmp_path / "out" / "results.json"), out="pr2")
+    case = by_id(forgetful)["simulated-name"]
+    turns = case["conversation"]["turns"]
+    assert code == 1 and case["conversation"]["goal_met"] is False
+    assert [t.get("replayed", False) for t in turns] == [True, True, False]
+    assert turns[1]["output"] == "I don't know your name." and turns[2]["input"] == "Thank you, that is all I needed."
+    assert case["metrics"]["goal_completion"]["status"] == "failed"
+
+
+def test_a_simulated_user_without_a_judge_errors_its_case(tmp_path: Path) -> None:
+    with MemoryAgent() as agent:
+        write(tmp_path, SIMULATED, target="http", target_url=agent.base_url + HISTORY_PATH,
+              target_response_map={"output": "reply"})
+        code, document = run(tmp_path)
+    case = by_id(document)["simulated-name"]
+    assert code == 1 and case["status"] == "errored"
+    assert case["error"].startswith("turn 1: a simulated user needs an LLM to play it")
