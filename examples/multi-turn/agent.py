@@ -55,7 +55,7 @@ def answer(memory: dict, text: str) -> tuple[str, list[str]]:
 
 
 class Handler(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         session = body.get("session_id") or f"s{next(ids)}"
         memory = {} if FORGET else sessions.setdefault(session, {})
