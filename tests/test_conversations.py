@@ -14,6 +14,7 @@ import pytest
 
 from evalgate.cli.main import main as cli_main
 from evalgate.demo.judge import judge_server
+from tests.servers.agent_server import AgentReply, AgentServer
 from tests.servers.memory_agent import HISTORY_PATH, SESSION_PATH, MemoryAgent, facts_of, learn, reply_to
 from tests.servers.openai_server import OpenAIServer, Rule
 
@@ -307,3 +308,44 @@ def test_a_simulated_user_without_a_judge_errors_its_case(tmp_path: Path) -> Non
     case = by_id(document)["simulated-name"]
     assert code == 1 and case["status"] == "errored"
     assert case["error"].startswith("turn 1: a simulated user needs an LLM to play it")
+
+
+SEED002_MULTI_TURN = """\
+suite: {kind: seed002}
+cases:
+  - id: agentic_replan_caruso
+    category: agentic
+    risk_level: high
+    evolution_type: multi_turn
+    turns:
+      - input: "Who should I start tonight: Caruso or Reid?"
+        expected_keywords: [Caruso]
+      - input: "Caruso is now OUT — replan"
+        expected_keywords: [Reid]
+        rules: [{type: not_contains, value: "Start Caruso"}]
+"""
+
+
+def fanvise_replanner(payload: dict[str, Any]) -> AgentReply:
+    """A FanVise-shaped supervisor that replans from the conversation it is sent."""
+    said = " ".join(m["content"] for m in payload.get("messages", []) if m["role"] == "user")
+    if "OUT" in payload["message"]:
+        pick = "Reid" if "Reid" in said else "nobody I know of"
+        return AgentReply(text=f"Caruso is out: start {pick}.", tools_used=["get_espn_player_status"])
+    return AgentReply(text="Start Caruso over Reid tonight.", tools_used=["get_espn_player_status"])
+
+
+def test_seed002_multi_turn_case_written_as_turns_runs_with_the_fanvise_variables(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "golden.yaml").write_text(SEED002_MULTI_TURN)
+    with AgentServer(default=fanvise_replanner) as agent:
+        monkeypatch.setenv("FANVISE_API_URL", agent.base_url + "/api/agent/chat")
+        monkeypatch.setenv("FANVISE_EVAL_ACTIVE_TEAM_ID", "team-1")
+        code = cli_main(["run", "-d", str(tmp_path / "golden.yaml"), "-o", str(tmp_path / "out"), "--progress", "none"])
+        bodies = agent.bodies("/api/agent/chat")
+    document = json.loads((tmp_path / "out" / "results.json").read_text())
+    case = document["results"][0]
+    assert code == 0, capsys.readouterr().out
+    assert case["evolution_type"] == "multi_turn" and case["conversation"]["turns"][1]["output"] == "Caruso is out: start Reid."
+    assert bodies[1]["activeTeamId"] == "team-1" and len(bodies[1]["messages"]) == 3
+    assert document["breakdowns"]["evolution_type"]["multi_turn"]["passed"] == 1
