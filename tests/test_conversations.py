@@ -5,6 +5,7 @@ agent's first reply), a command target, and the OpenAI-compatible server as a mo
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -349,3 +350,37 @@ def test_seed002_multi_turn_case_written_as_turns_runs_with_the_fanvise_variable
     assert case["evolution_type"] == "multi_turn" and case["conversation"]["turns"][1]["output"] == "Caruso is out: start Reid."
     assert bodies[1]["activeTeamId"] == "team-1" and len(bodies[1]["messages"]) == 3
     assert document["breakdowns"]["evolution_type"]["multi_turn"]["passed"] == 1
+
+
+def docs_blocks(language: str) -> list[str]:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "conversations.md").read_text()
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+
+
+def test_the_docs_examples_validate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocks = docs_blocks("yaml")
+    cases = [b for b in blocks if b.startswith("- id:") or "\n- id:" in b]
+    assert len(cases) == 3  # the conversation, the simulated user, seed 002's migrated case
+    for number, block in enumerate(cases):
+        (tmp_path / f"case{number}.yaml").write_text(block)
+        assert cli_main(["validate", "--dataset", str(tmp_path / f"case{number}.yaml")]) == 0, \
+            capsys.readouterr().err
+    config = next(b for b in blocks if "target_conversation: id" in b)
+    metrics = next(b for b in blocks if "no_repeated_questions" in b)
+    (tmp_path / "evalgate.yaml").write_text(config + metrics)
+    assert cli_main(["validate", "--config", str(tmp_path / "evalgate.yaml"), "--dataset",
+                     str(tmp_path / "case0.yaml")]) == 0, capsys.readouterr().err
+
+
+def test_the_cost_estimate_counts_a_call_per_turn_and_the_growing_history() -> None:
+    from evalgate.judges.estimate import _conversation_prompt, _model_calls
+    from evalgate.model import Case
+
+    case = Case.model_validate({"id": "c", "turns": [{"user": "a b"}, {"user": "c"}, {"user": "d e f"}]})
+    words = lambda messages: sum(len(m["content"].split()) for m in messages)  # noqa: E731
+    assert _model_calls(case) == 3
+    # turn 1: 2 words; turn 2: 2 + 1 + one answer; turn 3: 2 + 1 + 3 + two answers (ASSUMED_ANSWER_TOKENS each)
+    from evalgate.judges.estimate import ASSUMED_ANSWER_TOKENS as A
+    assert _conversation_prompt(case, words) == 2 + (3 + A) + (6 + 2 * A)
+    simulated = Case.model_validate({"id": "s", "goal": "x", "simulated_user": {"persona": "p", "max_turns": 4}})
+    assert _model_calls(simulated) == 4
