@@ -384,3 +384,20 @@ def test_the_cost_estimate_counts_a_call_per_turn_and_the_growing_history() -> N
     assert _conversation_prompt(case, words) == 2 + (3 + A) + (6 + 2 * A)
     simulated = Case.model_validate({"id": "s", "goal": "x", "simulated_user": {"persona": "p", "max_turns": 4}})
     assert _model_calls(simulated) == 4
+
+
+def test_a_code_check_reads_the_transcript(tmp_path: Path) -> None:
+    (tmp_path / "checks.py").write_text(textwrap.dedent("""\
+        def short_user(case, answer):
+            \"\"\"Every user message under 40 characters.\"\"\"
+            if answer.transcript is None:
+                return 1.0
+            users = [m["content"] for m in answer.transcript if m["role"] == "user"]
+            return sum(len(u) < 40 for u in users) / len(users)
+        """))
+    dataset = ONLY_CONVERSATION + "  assert: [{check: 'file://checks.py:short_user', threshold: 1.0}]\n"
+    with MemoryAgent() as agent:
+        write(tmp_path, dataset, target="http", target_url=agent.base_url + HISTORY_PATH,
+              target_response_map={"output": "reply"})
+        code, document = run(tmp_path)
+    assert code == 0 and document["results"][0]["metrics"]["short_user"]["value"] == 1.0
