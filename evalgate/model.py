@@ -366,13 +366,16 @@ class Case(BaseModel):
     @property
     def requested_metrics(self) -> list[str]:
         """Metric names (or code references) the case asks for: its ``metrics`` list and the ``metric`` /
-        ``check`` of its ``assert:`` entries."""
+        ``check`` of its ``assert:`` entries, and those of its conversation turns."""
         names = list(self.metrics or [])
-        for entry in self.assertions or []:
-            if entry.metric is not None:
-                names.append(entry.metric)
-            elif entry.check is not None:
-                names.append(entry.check)
+        for holder in (self, *(self.turns or ())):
+            if holder is not self:
+                names += holder.metrics or []
+            for entry in holder.assertions or []:
+                if entry.metric is not None:
+                    names.append(entry.metric)
+                elif entry.check is not None:
+                    names.append(entry.check)
         return names
 
     @property

@@ -401,3 +401,31 @@ def test_a_code_check_reads_the_transcript(tmp_path: Path) -> None:
               target_response_map={"output": "reply"})
         code, document = run(tmp_path)
     assert code == 0 and document["results"][0]["metrics"]["short_user"]["value"] == 1.0
+
+
+def test_turn_metrics_are_resolved_at_start_and_thresholds_may_name_them(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    typo = ONLY_CONVERSATION.replace("      expected_keywords: [Ana]\n", "      expected_keywords: [Ana]\n"
+                                     "      metrics: [keyword_coverag]\n", 1)
+    write(tmp_path, typo)
+    assert cli_main(["validate", "--config", str(tmp_path / "evalgate.yaml"), "--dataset",
+                     str(tmp_path / "cases.yaml")]) == 2
+    assert "unknown metric 'keyword_coverag' (did you mean 'keyword_coverage'?)" in capsys.readouterr().err
+    # a threshold on a metric only the turns compute (the case itself sets no tools) is not "matching no case"
+    (tmp_path / "checks.py").write_text("def said_hello(case, answer):\n    return 'Noted' in answer.text\n")
+    dataset = textwrap.dedent("""\
+        - id: checked-turns
+          turns:
+            - user: Hello, my name is Ana.
+              tools_should_include: [remember]
+            - user: Thanks!
+              assert: [{check: 'file://checks.py:said_hello'}]
+        """)
+    with MemoryAgent() as agent:
+        write(tmp_path, dataset, target="http", target_url=agent.base_url + HISTORY_PATH,
+              target_response_map={"output": "reply"}, metric_thresholds={"workflow": 1.0})
+        code, document = run(tmp_path)
+    turns = document["results"][0]["conversation"]["turns"]
+    assert code == 0, capsys.readouterr()
+    assert turns[1]["metrics"]["said_hello"]["value"] == 1.0
+    assert turns[0]["metrics"]["workflow"]["threshold"] == {"min": 1.0}
