@@ -146,7 +146,8 @@ async def converse(engine: Engine, case: Case, repeat: int) -> CaseResult:
                 break
     summary: dict[str, Any] = {"turns": records, "planned_turns": planned if not simulated else None,
                                "failed_turn": next((n for n, s, _ in outcomes if s != "passed"), None),
-                               "stopped": stopped, "conversation_id": conversation_id}
+                               "stopped": stopped,
+                               "conversation_id": redact(conversation_id) if conversation_id else None}
     if simulated:
         summary["simulated"] = True
         summary["goal_met"] = goal_met

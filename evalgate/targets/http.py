@@ -306,7 +306,8 @@ class HttpTarget:
 
     def describe(self) -> dict[str, object]:
         return {"kind": self.kind, "url": self.url, "method": self.method, "headers": sorted(self.headers),
-                "body_template": self.template is not None, "response_map": self.response_map.describe()}
+                "body_template": self.template is not None, "response_map": self.response_map.describe(),
+                "conversation": self.conversation.mode}
 
 
 @dataclass(frozen=True, slots=True)
