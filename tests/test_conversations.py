@@ -17,7 +17,7 @@ from evalgate.cli.main import main as cli_main
 from evalgate.demo.judge import judge_server
 from tests.servers.agent_server import AgentReply, AgentServer
 from tests.servers.memory_agent import HISTORY_PATH, SESSION_PATH, MemoryAgent, facts_of, learn, reply_to
-from tests.servers.openai_server import OpenAIServer, Rule
+from tests.servers.openai_server import Judge, OpenAIServer, Rule
 
 NAME_CONVERSATION = """\
 - id: remembers-name
@@ -429,3 +429,29 @@ def test_turn_metrics_are_resolved_at_start_and_thresholds_may_name_them(tmp_pat
     assert code == 0, capsys.readouterr()
     assert turns[1]["metrics"]["said_hello"]["value"] == 1.0
     assert turns[0]["metrics"]["workflow"]["threshold"] == {"min": 1.0}
+
+
+def test_simulator_model_writes_the_users_messages_and_the_judge_decides_the_goal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A separate ``simulator_model`` on the judge's provider writes the user's messages (its prompt fences
+    the agent's answers); the judge's own model scores the goal, here met only once the name is recalled."""
+    monkeypatch.setenv("LOCAL_JUDGE_API_KEY", "sk-sim")
+    lines = iter(["My name is Ana Lisboa.", '"What is my name?"', "user: Are you sure?"])
+    script = [Rule(model="sim-model", compute=lambda body: next(lines)),
+              Rule(judge=Judge(score=lambda prompt: 1.0 if "Your name is Ana Lisboa" in prompt else 0.0))]
+    with OpenAIServer(script=script) as llm, MemoryAgent() as agent:
+        write(tmp_path, SIMULATED, target="http", target_url=agent.base_url + HISTORY_PATH,
+              target_response_map={"output": "reply"}, judge_provider="local", judge_base_url=llm.base_url + "/v1",
+              judge_model="judge-model", simulator_model="sim-model")
+        code, document = run(tmp_path)
+        requests = llm.chat_requests()
+    case = by_id(document)["simulated-name"]
+    assert code == 0, document["gate"]
+    # the simulator's quotes are stripped; the goal is met at turn 2, so the third line is never asked for
+    assert [t["input"] for t in case["conversation"]["turns"]] == ["My name is Ana Lisboa.", "What is my name?"]
+    simulator = [r for r in requests if r["model"] == "sim-model"]
+    assert len(simulator) == 2 and all(r["model"] == "judge-model" for r in requests if r not in simulator)
+    second = simulator[1]["messages"][-1]["content"]
+    assert "A new user who introduces herself" in second and "<<<UNTRUSTED conversation id=" in second
+    assert "assistant: Noted, I will remember that." in second
+    assert document["metadata"]["simulator"] == {"provider": "local", "model": "sim-model", "messages_written": 2}
