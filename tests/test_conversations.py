@@ -455,3 +455,29 @@ def test_simulator_model_writes_the_users_messages_and_the_judge_decides_the_goa
     assert "A new user who introduces herself" in second and "<<<UNTRUSTED conversation id=" in second
     assert "assistant: Noted, I will remember that." in second
     assert document["metadata"]["simulator"] == {"provider": "local", "model": "sim-model", "messages_written": 2}
+
+
+def test_a_turns_judged_check_may_show_the_conversation_so_far(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCAL_JUDGE_API_KEY", "sk-turn")
+    dataset = textwrap.dedent("""\
+        - id: judged-turn
+          turns:
+            - user: My name is Ana.
+            - user: What is my name?
+              assert:
+                - criteria: Answers with the name the user gave earlier in the conversation.
+                  fields: [transcript]
+        """)
+    seen: list[str] = []
+
+    def score(prompt: str) -> float:
+        seen.append(prompt)
+        return 1.0 if "user: My name is Ana." in prompt and "assistant: Your name is Ana." in prompt else 0.0
+
+    with OpenAIServer(script=[Rule(judge=Judge(score=score))]) as llm, MemoryAgent() as agent:
+        write(tmp_path, dataset, target="http", target_url=agent.base_url + HISTORY_PATH,
+              target_response_map={"output": "reply"}, judge_provider="local", judge_base_url=llm.base_url + "/v1")
+        code, document = run(tmp_path)
+    turn = document["results"][0]["conversation"]["turns"][1]
+    assert code == 0, document["gate"]
+    assert turn["metrics"]["case_criteria"]["value"] == 1.0 and len([p for p in seen if "Ana" in p]) == 1

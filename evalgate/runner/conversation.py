@@ -128,7 +128,7 @@ async def converse(engine: Engine, case: Case, repeat: int) -> CaseResult:
             error = f"turn {number}: {answer.error}"
             records.append({**record, "status": "errored", "error": redact(answer.error)})
             break
-        answer, metrics = await engine.score(current, answer, repeat)
+        answer, metrics = await engine.score(current, answer, repeat, history=[dict(m) for m in messages])
         status, reasons = engine.verdict(metrics, error=answer.error)
         messages.append({"role": "assistant", "content": answer.output or ""})
         answers.append(answer)

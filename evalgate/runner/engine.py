@@ -283,11 +283,12 @@ class Engine:
         answer, metrics = await self.score(case, answer, repeat)
         return self._result(case, answer, metrics, repeat)
 
-    async def score(self, case: Case, answer: Answer, repeat: int = 0, memo: dict[str, Any] | None = None
-                    ) -> tuple[Answer, dict[str, MetricResult]]:
+    async def score(self, case: Case, answer: Answer, repeat: int = 0, memo: dict[str, Any] | None = None,
+                    history: list[dict[str, str]] | None = None) -> tuple[Answer, dict[str, MetricResult]]:
         """``answer`` admitted (bounded, redacted) and its metrics for ``case``; an answer cut to
         ``max_answer_chars`` comes back with its error and no metrics. ``memo`` pre-fills the metrics'
-        shared scratch space (a conversation's turn outcomes)."""
+        shared scratch space (a conversation's turn outcomes); ``history``: a conversation turn's messages
+        before this answer, which with the admitted answer become its ``transcript``."""
         size = answer_size(answer)
         large = size >= LARGE_ANSWER_CHARS
         if large:
@@ -296,6 +297,9 @@ class Engine:
             answer = admit(answer, limit=self.max_answer_chars, live=self.live, size=size)
         if answer.error:  # cut to max_answer_chars: kept for the record, never scored
             return answer, {}
+        if history is not None:
+            answer = answer.model_copy(update={"transcript": [*history, {"role": "assistant",
+                                                                         "content": answer.output or ""}]})
         plan = self.plan_for(case)
         ctx = MetricContext(options=plan.options, judge=self.judge, repeat=repeat, thresholds=plan.thresholds)
         if memo:
