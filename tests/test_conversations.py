@@ -481,3 +481,25 @@ def test_a_turns_judged_check_may_show_the_conversation_so_far(tmp_path: Path, m
     turn = document["results"][0]["conversation"]["turns"][1]
     assert code == 0, document["gate"]
     assert turn["metrics"]["case_criteria"]["value"] == 1.0 and len([p for p in seen if "Ana" in p]) == 1
+
+
+def test_a_custom_target_reads_the_conversation_from_the_case_view(tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text(textwrap.dedent("""\
+        from tests.servers.memory_agent import facts_of, reply_to
+
+        class Agent:
+            def answer(self, case):
+                messages = case.get("messages") or [{"role": "user", "content": case.input}]
+                return {"output": reply_to(messages[-1]["content"], facts_of(messages))[0],
+                        "tools_used": [f"turn{case.get('turn')}"]}
+
+        def make():
+            return Agent()
+        """))
+    write(tmp_path, ONLY_CONVERSATION.replace("      tools_should_include: [remember]\n", "").replace(
+        "      tools_should_include: [recall]\n", "      tools_should_include: [turn3]\n"),
+        target="file://agent.py:make")
+    code, document = run(tmp_path)
+    turns = document["results"][0]["conversation"]["turns"]
+    assert code == 0, document["gate"]
+    assert turns[2]["output"] == "Your name is Ana." and turns[2]["tools_used"] == ["turn3"]
