@@ -288,6 +288,12 @@ def test_a_simulated_user_played_by_the_demo_judge_reaches_its_goal_and_is_repla
         assert code == 0 and [t.get("replayed") for t in replayed] == [True, True]
         assert "simulator" not in again["metadata"]  # no message was written
 
+        # another user (the persona changed): nothing is replayed
+        (tmp_path / "cases.yaml").write_text(SIMULATED.replace("A new user", "A returning user"))
+        code, other = run(tmp_path, "--baseline", str(tmp_path / "out" / "results.json"), out="pr-other")
+        assert code == 0 and not any(t.get("replayed") for t in by_id(other)["simulated-name"]["conversation"]["turns"])
+        assert other["metadata"]["simulator"]["messages_written"] == 2
+
     # the agent now forgets: turn 1's answer is unchanged (replayed turn 2), then the answers differ and
     # the simulator writes the rest; the goal is never met and the case fails
     with judge_server() as judge, MemoryAgent(forget=True) as agent:

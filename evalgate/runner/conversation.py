@@ -15,13 +15,16 @@ tokens, latency and cost are the sums, and whose ``transcript`` is every message
 conversation metrics. ``conversation_turns`` (metrics/conversation.py) reads the turns' outcomes.
 
 A simulated user (``simulated_user:``): before each turn the next message is the base run's user message
-for that turn when the base run's answers to every earlier turn equal this run's (``replayed``), else the
+for that turn when the base run simulated the same user (persona, goal, first message, turn limit) and its
+answers to every earlier turn equal this run's (``replayed``), else the
 simulator writes it (``judges.simulator``); after each passed turn the judge decides whether the case's
 ``goal`` is met (``goal_completion`` ≥ its threshold), which ends the conversation, as does ``max_turns``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -53,8 +56,9 @@ class ConversationOptions:
     id_from: str | None = None
     simulator: Any = None
     """A ``judges.simulator.UserSimulator``, or None (simulated users then error their case)."""
-    replay: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
-    """case id → the base run's turns (``input``, ``output``), for simulated users."""
+    replay: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    """case id → the base run's simulated user (``user``: its fingerprint) and ``turns`` (``input``,
+    ``output``), for simulated users."""
 
 
 def turn_case(case: Case, turn: Turn, number: int) -> Case:
@@ -70,6 +74,15 @@ def turn_case(case: Case, turn: Turn, number: int) -> Case:
     made = Case.model_validate(values)
     made.source_file, made.source_line, made.index = case.source_file, case.source_line, case.index
     return made
+
+
+def user_fingerprint(case: Case) -> str:
+    """sha256 (16 hex) of what defines a simulated user (persona, goal, first message, turn limit): the base
+    run's messages are replayed only to the same user."""
+    assert case.simulated_user is not None
+    user = case.simulated_user
+    payload = json.dumps([user.persona, case.goal, user.first_message, user.max_turns])
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 def reply_value(reply: Any, path: str) -> str | None:
@@ -99,7 +112,9 @@ async def converse(engine: Engine, case: Case, repeat: int) -> CaseResult:
     answers: list[Answer] = []
     error: str | None = None
     stopped = goal_met = False
-    base = options.replay.get(case.id) if simulated else None
+    fingerprint = user_fingerprint(case) if simulated else None
+    replay = options.replay.get(case.id) if simulated else None
+    base = replay["turns"] if replay is not None and replay.get("user") == fingerprint else None
     for number in range(1, planned + 1):
         replayed = False
         if case.turns is not None:
@@ -151,6 +166,7 @@ async def converse(engine: Engine, case: Case, repeat: int) -> CaseResult:
     if simulated:
         summary["simulated"] = True
         summary["goal_met"] = goal_met
+        summary["user"] = fingerprint
     if error is not None:
         summary["failed_turn"] = summary["failed_turn"] or len(records)
         partial = whole_answer(answers, messages).model_copy(update={"error": error})

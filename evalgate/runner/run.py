@@ -136,7 +136,7 @@ async def _execute(
 
         # a daemon thread: an interrupted lookup is left behind, never waited for at exit
         baseline = await off_loop(resolve_baseline, settings.baseline, auto=baseline_loader, cwd=cwd)
-    replay: dict[str, list[dict[str, Any]]] = {}
+    replay: dict[str, dict[str, Any]] = {}
     if baseline is not None and baseline.document is not None:  # keep only what the comparison reads
         replay = simulated_turns(baseline.document["results"])
         baseline.document["results"] = [_compared_record(r) for r in baseline.document["results"]]
@@ -465,14 +465,16 @@ class Interruption:
 
 
 
-def simulated_turns(records: Any) -> dict[str, list[dict[str, Any]]]:
+def simulated_turns(records: Any) -> dict[str, dict[str, Any]]:
     """case id → the user messages and answers of its simulated conversation in the base run (repeat 0), so
     a simulated user replays them while the agent answers as it did (``runner.conversation``)."""
-    found: dict[str, list[dict[str, Any]]] = {}
+    found: dict[str, dict[str, Any]] = {}
     for record in records or []:
         conversation = record.get("conversation") if isinstance(record, dict) else None
         if not isinstance(conversation, dict) or not conversation.get("simulated") or record.get("repeat"):
             continue
-        found[str(record.get("id"))] = [{"input": t.get("input"), "output": t.get("output")}
-                                        for t in conversation.get("turns") or [] if isinstance(t, dict)]
+        found[str(record.get("id"))] = {
+            "user": conversation.get("user"),
+            "turns": [{"input": t.get("input"), "output": t.get("output")}
+                      for t in conversation.get("turns") or [] if isinstance(t, dict)]}
     return found
