@@ -509,3 +509,19 @@ def test_a_custom_target_reads_the_conversation_from_the_case_view(tmp_path: Pat
     turns = document["results"][0]["conversation"]["turns"]
     assert code == 0, document["gate"]
     assert turns[2]["output"] == "Your name is Ana." and turns[2]["tools_used"] == ["turn3"]
+
+
+def test_a_body_template_sees_the_messages_and_the_turn(tmp_path: Path) -> None:
+    template = ('{"message": {{ input | tojson }}, "messages": {{ messages | tojson }}, "turn": {{ turn | tojson }}, '
+                '"conversation": {{ conversation_id | tojson }}}')
+    with MemoryAgent() as agent:
+        write(tmp_path, NAME_CONVERSATION, target="http", target_url=agent.base_url + HISTORY_PATH,
+              target_response_map={"output": "reply"}, target_body_template=template)
+        code, document = run(tmp_path)
+        bodies = agent.json_bodies([HISTORY_PATH])
+    assert code == 0, document["gate"]
+    turns = sorted((b for b in bodies if b["turn"] is not None), key=lambda b: b["turn"])
+    assert [b["turn"] for b in turns] == [1, 2, 3, 4] and len(turns[3]["messages"]) == 7
+    assert all(b["conversation"] is None for b in bodies)  # history mode: no id
+    assert [b for b in bodies if b["turn"] is None] == [
+        {"message": "What is my name?", "messages": None, "turn": None, "conversation": None}]
