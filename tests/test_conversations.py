@@ -315,6 +315,7 @@ def test_a_simulated_user_without_a_judge_errors_its_case(tmp_path: Path) -> Non
     case = by_id(document)["simulated-name"]
     assert code == 1 and case["status"] == "errored"
     assert case["error"].startswith("turn 1: a simulated user needs an LLM to play it")
+    assert case["conversation"]["failed_turn"] == 1 and case["conversation"]["turns"][0]["status"] == "errored"
 
 
 SEED002_MULTI_TURN = """\

@@ -123,6 +123,7 @@ async def converse(engine: Engine, case: Case, repeat: int) -> CaseResult:
             text, replayed, problem = await _next_message(options, case, messages, answers, base, number)
             if text is None:
                 error = f"turn {number}: {problem}"
+                records.append({"turn": number, "input": "", "status": "errored", "error": problem})
                 break
             turn = Turn(input=text)
         current = turn_case(case, turn, number)
@@ -168,7 +169,7 @@ async def converse(engine: Engine, case: Case, repeat: int) -> CaseResult:
         summary["goal_met"] = goal_met
         summary["user"] = fingerprint
     if error is not None:
-        summary["failed_turn"] = summary["failed_turn"] or len(records)
+        summary["failed_turn"] = summary["failed_turn"] or records[-1]["turn"]
         partial = whole_answer(answers, messages).model_copy(update={"error": error})
         return engine._result(case, partial, {}, repeat, summary)
     whole = whole_answer(answers, messages)
