@@ -526,3 +526,14 @@ def test_a_body_template_sees_the_messages_and_the_turn(tmp_path: Path) -> None:
     assert all(b["conversation"] is None for b in bodies)  # history mode: no id
     assert [b for b in bodies if b["turn"] is None] == [
         {"message": "What is my name?", "messages": None, "turn": None, "conversation": None}]
+
+
+def test_conversation_settings_read_from_the_environment(tmp_path: Path) -> None:
+    from evalgate.config.settings import build_settings
+
+    settings, _, _ = build_settings(env={"EVALGATE_TARGET_CONVERSATION": "id", "EVALGATE_STOP_ON_FAILED_TURN": "false",
+                                         "EVALGATE_TARGET_CONVERSATION_ID_HEADER": "X-Conversation-Id",
+                                         "EVALGATE_SIMULATOR_MODEL": "gpt-4o-mini"}, cwd=tmp_path)
+    assert (settings.target_conversation, settings.stop_on_failed_turn, settings.target_conversation_id_header,
+            settings.simulator_model) == ("id", False, "X-Conversation-Id", "gpt-4o-mini")
+    assert (settings.target_history_field, settings.target_conversation_id_field) == ("messages", "conversation_id")
