@@ -537,3 +537,25 @@ def test_conversation_settings_read_from_the_environment(tmp_path: Path) -> None
     assert (settings.target_conversation, settings.stop_on_failed_turn, settings.target_conversation_id_header,
             settings.simulator_model) == ("id", False, "X-Conversation-Id", "gpt-4o-mini")
     assert (settings.target_history_field, settings.target_conversation_id_field) == ("messages", "conversation_id")
+
+
+def test_knowledge_retention_judges_the_whole_transcript_when_listed(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCAL_JUDGE_API_KEY", "sk-kr")
+    prompts: list[str] = []
+
+    def score(prompt: str) -> float:
+        prompts.append(prompt)
+        return 1.0 if "assistant: Your name is Ana." in prompt else 0.25
+
+    dataset = ONLY_CONVERSATION + "  metrics: [knowledge_retention]\n"
+    with OpenAIServer(script=[Rule(judge=Judge(score=score))]) as llm, MemoryAgent() as agent:
+        write(tmp_path, dataset, target="http", target_url=agent.base_url + HISTORY_PATH,
+              target_response_map={"output": "reply"}, judge_provider="local", judge_base_url=llm.base_url + "/v1")
+        code, document = run(tmp_path)
+    case = document["results"][0]
+    assert code == 0, document["gate"]
+    assert case["metrics"]["knowledge_retention"]["value"] == 1.0
+    assert "goal_completion" not in case["metrics"] and "role_adherence" not in case["metrics"]  # no goal, no role
+    [prompt] = [p for p in prompts if "remembered what the user said" in p]
+    assert "user: Hello, my name is Ana.\n\nassistant: Noted, I will remember that." in prompt
