@@ -223,9 +223,71 @@ def test_unchanged_runs_with_many_metrics_are_one_family() -> None:
                      for i in range(50)], table, run_id)
 
     result = compare_runs(run("b"), run("h"), resamples=500)
-    assert result["family"]["size"] == 7 and result["family"]["procedure"] == "Holm–Bonferroni"
-    ps = [t["p_value"] for t in result["family"]["tests"]]
-    assert [t["p_adjusted"] for t in result["family"]["tests"]] == pytest.approx(stats.holm(ps))
+    family = result["family"]
+    assert family["size"] == 7 and family["procedure"] == "weighted Holm–Bonferroni (pass rate weight 0.8)"
+    # the pass rate (last) carries 0.8 of the weight, the six gated metrics 0.2/6 each
+    weights = [t["weight"] for t in family["tests"]]
+    assert weights == pytest.approx([0.2 / 6] * 6 + [0.8]) and [t["kind"] for t in family["tests"]][-1] == "pass_rate"
+    ps = [t["p_value"] for t in family["tests"]]
+    assert [t["p_adjusted"] for t in family["tests"]] == pytest.approx(stats.weighted_holm(ps, weights))
+
+
+def _closed_weighted_bonferroni(p: list[float], w: list[float], alpha: float) -> list[bool]:
+    """Reference: the closed test of weighted Bonferroni tests, by brute force over every intersection."""
+    m = len(p)
+    rejected = []
+    for i in range(m):
+        subsets = (s for r in range(1, m + 1) for s in itertools.combinations(range(m), r) if i in s)
+        rejected.append(all(any(p[j] <= alpha * w[j] / sum(w[k] for k in s) for j in s) for s in subsets))
+    return rejected
+
+
+def test_weighted_holm_by_hand_and_as_the_closed_weighted_bonferroni_test() -> None:
+    # q = p/w: 0.0375, 0.05 → step 1 (total weight 1): 0.03/0.8 = 0.0375; step 2 (0.2 left): 0.01 → max 0.0375
+    assert stats.weighted_holm([0.03, 0.01], [0.8, 0.2]) == pytest.approx([0.0375, 0.0375])
+    # q = 0.08, 0.016, 0.8 → 0.004/0.25 = 0.016; 0.04·0.75/0.5 = 0.06; 0.2·0.25/0.25 = 0.2
+    assert stats.weighted_holm([0.04, 0.004, 0.2], [0.5, 0.25, 0.25]) == pytest.approx([0.06, 0.016, 0.2])
+    assert stats.weighted_holm([0.5, 0.001], [3.0, 3.0]) == pytest.approx(stats.holm([0.5, 0.001]))
+    assert stats.weighted_holm([], []) == []
+    rng = np.random.default_rng(9)
+    for _ in range(200):
+        m = int(rng.integers(1, 7))
+        p = list(rng.uniform(0, 0.1, size=m) ** 2 * 10)
+        w = list(rng.uniform(0.05, 1.0, size=m))
+        alpha = float(rng.choice([0.01, 0.05, 0.1]))
+        adjusted = stats.weighted_holm(p, w)
+        assert [a <= alpha for a in adjusted] == _closed_weighted_bonferroni(p, w, alpha)
+        equal = list(rng.uniform(0, 0.2, size=m))
+        assert stats.weighted_holm(equal, [1.0] * m) == pytest.approx(list(multipletests(equal, method="holm")[1]))
+    for bad in ([0.0, 1.0], [-1.0, 1.0], [float("nan"), 1.0], [1.0]):
+        with pytest.raises(ValueError):
+            stats.weighted_holm([0.01, 0.02], bad)
+
+
+def test_the_pass_rate_carries_most_of_alpha_and_four_flips_never_suffice() -> None:
+    """5 pass→fail flips and 0 fixes (exact one-sided p = 1/32) with an unchanged gated 0/1 metric: at weight
+    0.8 the pass rate is tested at 0.04 first and rejected; with plain Holm (weight ½ of 2) it is not. 4 flips
+    (p = 1/16 > α) are never significant, whatever the weight."""
+    def runs(flips: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        base = [_row(i, True, {"hit_rate": float(i % 2)}) for i in range(200)]
+        head = [_row(i, i >= flips, {"hit_rate": float(i % 2)}) for i in range(200)]
+        return _doc(base, HIT, "b"), _doc(head, HIT, "h")
+
+    five = compare_runs(*runs(5), resamples=500)
+    rate = five["pass_rate"]
+    assert rate["p_value"] == pytest.approx(1 / 32) and rate["p_adjusted"] == pytest.approx(1 / 32 / 0.8)
+    assert rate["regression"] and five["regression"] is True
+    [reason] = comparison_gate_reasons(five, fail_on_regression=True)
+    assert reason.endswith("exact McNemar (one-sided) p=0.03, weighted Holm–Bonferroni-adjusted p=0.04 "
+                           "≤ α=0.05 over 2 tests)")
+    plain = compare_runs(*runs(5), resamples=500, pass_rate_weight=0.5)
+    assert plain["family"]["procedure"] == "Holm–Bonferroni" and plain["pass_rate"]["p_adjusted"] == pytest.approx(1 / 16)
+    assert plain["regression"] is False
+    for weight in (0.5, 0.8, 0.99):
+        four = compare_runs(*runs(4), resamples=500, pass_rate_weight=weight)
+        assert four["pass_rate"]["p_value"] == pytest.approx(1 / 16) and four["regression"] is False
+    with pytest.raises(ValueError, match="pass_rate_weight"):
+        compare_runs(*runs(4), pass_rate_weight=1.0)
 
 
 # ── missing evidence, end to end ─────────────────────────────────────────────────────────────────

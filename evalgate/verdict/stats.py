@@ -1,6 +1,6 @@
 """Statistics behind trustworthy verdicts: exact McNemar tests (two- and one-sided), the paired sign-flip
-permutation test, the exact stratified exchange test, Holm–Bonferroni adjustment, Wilson intervals for
-proportions, BCa and percentile bootstrap intervals for means, and repeat (flakiness) summaries. Pure
+permutation test, the exact stratified exchange test, Holm–Bonferroni adjustment (plain and weighted),
+Wilson intervals for proportions, BCa and percentile bootstrap intervals for means, and repeat (flakiness) summaries. Pure
 functions; NumPy does the resampling. Decisions are made by tests (``verdict.compare``), never by an
 interval excluding 0.
 
@@ -362,6 +362,30 @@ def holm(p_values: Sequence[float]) -> list[float]:
     running = 0.0
     for rank, i in enumerate(order):
         running = max(running, min(1.0, (m - rank) * float(p_values[i])))
+        adjusted[i] = running
+    return adjusted
+
+
+def weighted_holm(p_values: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """Weighted Holm (Holm 1979) adjusted p-values, in the input order; ``weights`` are positive (any scale).
+
+    Hypotheses are ordered by qᵢ = pᵢ/wᵢ; at step j the not-yet-rejected ones have total weight Wⱼ and
+    H₍ⱼ₎ is rejected at level α when p₍ⱼ₎ ≤ α·w₍ⱼ₎/Wⱼ. Adjusted: p̃₍ⱼ₎ = max_{i ≤ j} min(1, p₍ᵢ₎·Wᵢ/w₍ᵢ₎), so
+    p̃ ≤ α is that rejection. It is the closed test of weighted Bonferroni tests, so the family-wise
+    error rate stays ≤ α under any dependence, for any weights. Equal weights give :func:`holm`.
+    """
+    m = len(p_values)
+    if len(weights) != m:
+        raise ValueError(f"need one weight per p-value: {len(weights)} weights for {m} p-values")
+    w = [float(x) for x in weights]
+    if any(not math.isfinite(x) or x <= 0.0 for x in w):
+        raise ValueError(f"weights must be positive finite numbers, got {list(weights)}")
+    order = sorted(range(m), key=lambda i: (float(p_values[i]) / w[i], i))
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        remaining = math.fsum(w[j] for j in order[rank:])
+        running = max(running, min(1.0, float(p_values[i]) * remaining / w[i]))
         adjusted[i] = running
     return adjusted
 
