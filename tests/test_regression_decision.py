@@ -224,10 +224,10 @@ def test_unchanged_runs_with_many_metrics_are_one_family() -> None:
 
     result = compare_runs(run("b"), run("h"), resamples=500)
     family = result["family"]
-    assert family["size"] == 7 and family["procedure"] == "weighted Holm–Bonferroni (pass rate weight 0.8)"
-    # the pass rate (last) carries 0.8 of the weight, the six gated metrics 0.2/6 each
+    assert family["size"] == 7 and family["procedure"] == "weighted Holm–Bonferroni (pass rate weight 2/3)"
+    # the pass rate (last) carries 2/3 of the weight, the six gated metrics (1/3)/6 each
     weights = [t["weight"] for t in family["tests"]]
-    assert weights == pytest.approx([0.2 / 6] * 6 + [0.8]) and [t["kind"] for t in family["tests"]][-1] == "pass_rate"
+    assert weights == pytest.approx([1 / 18] * 6 + [2 / 3]) and [t["kind"] for t in family["tests"]][-1] == "pass_rate"
     ps = [t["p_value"] for t in family["tests"]]
     assert [t["p_adjusted"] for t in family["tests"]] == pytest.approx(stats.weighted_holm(ps, weights))
 
@@ -266,8 +266,8 @@ def test_weighted_holm_by_hand_and_as_the_closed_weighted_bonferroni_test() -> N
 
 def test_the_pass_rate_carries_most_of_alpha_and_four_flips_never_suffice() -> None:
     """5 pass→fail flips and 0 fixes (exact one-sided p = 1/32) with an unchanged gated 0/1 metric: at weight
-    0.8 the pass rate is tested at 0.04 first and rejected; with plain Holm (weight ½ of 2) it is not. 4 flips
-    (p = 1/16 > α) are never significant, whatever the weight."""
+    2/3 the pass rate is tested at α·2/3 = 0.033 first and rejected (adjusted p = 3/64 = 0.047); with plain
+    Holm (weight ½ of 2) it is not (1/16). 4 flips (p = 1/16 > α) are never significant, whatever the weight."""
     def runs(flips: int) -> tuple[dict[str, Any], dict[str, Any]]:
         base = [_row(i, True, {"hit_rate": float(i % 2)}) for i in range(200)]
         head = [_row(i, i >= flips, {"hit_rate": float(i % 2)}) for i in range(200)]
@@ -275,15 +275,15 @@ def test_the_pass_rate_carries_most_of_alpha_and_four_flips_never_suffice() -> N
 
     five = compare_runs(*runs(5), resamples=500)
     rate = five["pass_rate"]
-    assert rate["p_value"] == pytest.approx(1 / 32) and rate["p_adjusted"] == pytest.approx(1 / 32 / 0.8)
+    assert rate["p_value"] == pytest.approx(1 / 32) and rate["p_adjusted"] == pytest.approx(3 / 64)
     assert rate["regression"] and five["regression"] is True
     [reason] = comparison_gate_reasons(five, fail_on_regression=True)
-    assert reason.endswith("exact McNemar (one-sided) p=0.03, weighted Holm–Bonferroni-adjusted p=0.04 "
+    assert reason.endswith("exact McNemar (one-sided) p=0.031, weighted Holm–Bonferroni-adjusted p=0.047 "
                            "≤ α=0.05 over 2 tests)")
     plain = compare_runs(*runs(5), resamples=500, pass_rate_weight=0.5)
     assert plain["family"]["procedure"] == "Holm–Bonferroni" and plain["pass_rate"]["p_adjusted"] == pytest.approx(1 / 16)
     assert plain["regression"] is False
-    for weight in (0.5, 0.8, 0.99):
+    for weight in (0.5, 2 / 3, 0.99):
         four = compare_runs(*runs(4), resamples=500, pass_rate_weight=weight)
         assert four["pass_rate"]["p_value"] == pytest.approx(1 / 16) and four["regression"] is False
     with pytest.raises(ValueError, match="pass_rate_weight"):

@@ -18,7 +18,7 @@ test of "the PR made this worse" in one family:
   (``stats.stratified_exchange_p``) of base passes vs head passes over their repeats.
 
 The family's p-values are adjusted by the weighted Holm–Bonferroni procedure (``stats.weighted_holm``): the
-pass rate, the primary endpoint, carries weight ``PASS_RATE_WEIGHT`` (0.8) and the other members share the
+pass rate, the primary endpoint, carries weight ``PASS_RATE_WEIGHT`` (2/3) and the other members share the
 rest equally (equal weights when the pass rate is the only member or absent); a test is rejected when its
 adjusted p ≤ α, so an unchanged PR is flagged with probability ≤ α (family-wise) for any weights. ``regression`` (top level) = a gated
 metric, the pass rate, or the critical cases rejected — the latter only when some critical case passed
@@ -39,6 +39,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from evalgate.text.numbers import score
@@ -47,9 +48,9 @@ from evalgate.verdict.tolerance import Tolerance, resolve_tolerances
 
 DEFAULT_ALPHA = 0.05
 PROCEDURE = "weighted Holm–Bonferroni"
-PASS_RATE_WEIGHT = 0.8
+PASS_RATE_WEIGHT = 2.0 / 3.0
 """Share of the family's weight (of α at Holm's first step) the pass rate gets; the other members split the
-rest. Chosen with ``python -m bench.stats`` (docs/trustworthy-verdicts.md, "Why the pass rate gets 80 % of α")."""
+rest. Chosen with ``python -m bench.stats`` (docs/trustworthy-verdicts.md, "Why the pass rate carries 2/3 of α")."""
 INTERVAL_METHOD = "BCa bootstrap"
 PROPORTION_METHOD = "Wilson"
 DETECTION_POWER = 0.8
@@ -229,7 +230,8 @@ def _decide(metrics: Mapping[str, dict[str, Any]], pass_rate: dict[str, Any], cr
               "p_adjusted": entry["p_adjusted"], "weight": w, "rejected": bool(entry["regression"])}
              for (kind, name, entry), w in zip(members, weights, strict=True)]
     weighted = len(set(weights)) > 1
-    procedure = f"{PROCEDURE} (pass rate weight {pass_rate_weight:g})" if weighted else "Holm–Bonferroni"
+    label = Fraction(pass_rate_weight).limit_denominator(100)
+    procedure = f"{PROCEDURE} (pass rate weight {label})" if weighted else "Holm–Bonferroni"
     return {"procedure": procedure, "alpha": alpha, "size": len(tests), "tests": tests,
             "informational": sorted(name for name, m in metrics.items() if not m["gated"])}
 
@@ -688,4 +690,6 @@ def _num(value: float | None) -> str:
 
 
 def _p(value: float) -> str:
-    return f"{value:.2f}" if value >= 0.01 else f"{value:.2g}"
+    """Two decimals from 0.1 up, else two significant digits: an adjusted p of 0.047 is not printed as 0.05
+    beside α = 0.05."""
+    return f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"
