@@ -192,7 +192,7 @@ def comparison_gate_reasons(comparison: Mapping[str, Any], fail_on_regression: b
 
 def _decide(metrics: Mapping[str, dict[str, Any]], pass_rate: dict[str, Any], critical: dict[str, Any] | None,
             alpha: float, pass_rate_weight: float = PASS_RATE_WEIGHT) -> dict[str, Any]:
-    """Weighted Holm over the family (gated metrics, pass rate, critical cases; ``_family_weights``); fills
+    """Weighted Holm over the family (gated metrics, pass rate, critical cases; ``family_weights``); fills
     each member's ``p_adjusted``, ``regression``, ``improvement`` and ``verdict``. Returns the ``family``
     block."""
     members: list[tuple[str, str, dict[str, Any]]] = [
@@ -202,7 +202,7 @@ def _decide(metrics: Mapping[str, dict[str, Any]], pass_rate: dict[str, Any], cr
     if critical is not None:
         members.append(("critical", "critical cases", critical))
     informational = [m for m in metrics.values() if not m["gated"]]
-    weights = _family_weights([kind for kind, _, _ in members], pass_rate_weight)
+    weights = family_weights([kind for kind, _, _ in members], pass_rate_weight)
     for group, group_weights in (([entry for _, _, entry in members], weights),
                                  (informational, [1.0] * len(informational))):
         if not group:
@@ -236,7 +236,7 @@ def _decide(metrics: Mapping[str, dict[str, Any]], pass_rate: dict[str, Any], cr
             "informational": sorted(name for name, m in metrics.items() if not m["gated"])}
 
 
-def _family_weights(kinds: list[str], pass_rate_weight: float) -> list[float]:
+def family_weights(kinds: list[str], pass_rate_weight: float) -> list[float]:
     """Weighted Holm weights (summing to 1): the pass rate ``pass_rate_weight``, the other members an equal
     share of the rest; equal weights when the pass rate is absent or alone."""
     others = sum(1 for kind in kinds if kind != "pass_rate")

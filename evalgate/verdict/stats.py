@@ -349,6 +349,22 @@ def mcnemar_one_sided(b: int, c: int) -> float:
     return min(1.0, 1.0 - mcnemar_one_sided(c + 1, b - 1) if 2 * (b - 1) + 1 < n else 0.5)
 
 
+def mcnemar_mid_p(b: int, c: int) -> float:
+    """One-sided mid-p McNemar value for "b pass→fail flips outnumber c fail→pass flips": with
+    X ~ Binomial(n = b + c, ½), mid-p = P(X > b) + ½·P(X = b) = exact p − ½·C(n, b)/2^n; n = 0 → 1.
+
+    Not used by the decision (its size can exceed α: docs/trustworthy-verdicts.md); ``bench.stats`` compares
+    it with the exact test. (4, 0): exact 1/16, mid-p 1/32. Exact integers (n up to a few thousand)."""
+    for name, value in (("b", b), ("c", c)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    n = b + c
+    if n == 0:
+        return 1.0
+    upper = sum(math.comb(n, i) for i in range(b + 1, n + 1))
+    return (2 * upper + math.comb(n, b)) / (1 << (n + 1))
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm–Bonferroni adjusted p-values, in the input order.
 
