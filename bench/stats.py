@@ -247,6 +247,49 @@ def decisions(base: dict[str, Any], head: dict[str, Any], comparison: dict[str, 
     return flags
 
 
+def _trinomial(n: int, worse: float, better: float) -> list[tuple[int, int, float]]:
+    """P(b worse, c better, n − b − c unchanged) of n independent pairs, every (b, c) above 1e-16."""
+    rest = 1.0 - worse - better
+    out = []
+    log_n = math.lgamma(n + 1)
+    for b in range(n + 1):
+        for c in range(n + 1 - b):
+            r = n - b - c
+            log_p = (log_n - math.lgamma(b + 1) - math.lgamma(c + 1) - math.lgamma(r + 1)
+                     + b * math.log(worse) + c * math.log(better) + (r * math.log(rest) if r else 0.0))
+            if log_p > -37.0:
+                out.append((b, c, math.exp(log_p)))
+    return out
+
+
+def _share_above(pairs: list[tuple[int, int, float]], mid_p: bool, level: float) -> float:
+    """P(p-value > level) of the one-sided McNemar test (exact or mid-p) over the (b, c) distribution."""
+    test = stats.mcnemar_mid_p if mid_p else stats.mcnemar_one_sided
+    return math.fsum(w for b, c, w in pairs if test(b, c) > level)
+
+
+def exact_rates(n: int = 200, p: float = 0.8, drop: float = DROP) -> list[dict[str, Any]]:
+    """Each alternative's flag rate in the iid cell with one gated 0/1 metric and one run, computed exactly
+    (no simulation): the pass-rate flips are trinomial with P(worse) = p(1 − p + drop), P(better) =
+    (1 − p)(p − drop) under A/B (p(1 − p) each under A/A); the metric's with P = E[l(1 − l)] =
+    ab/((a + b)(a + b + 1)) each, l ~ Beta(a = 2, b = ½) (``_metric_levels``), independent of the outcome.
+    Weighted Holm over two tests flags when some pᵢ ≤ wᵢ·α, so rate = 1 − P(p₁ > w₁α)·P(p₂ > w₂α)."""
+    metric_discord = 2.0 * 0.5 / (2.5 * 3.5)
+    metric = _trinomial(n, metric_discord, metric_discord)
+    rows = []
+    for name, worse, better in (("A/A", p * (1 - p), p * (1 - p)),
+                                ("A/B: pass rate −10 points", p * (1 - p + drop), (1 - p) * (p - drop))):
+        outcome = _trinomial(n, worse, better)
+        rates = {}
+        for alternative in ALTERNATIVES:
+            w = 0.5 if alternative.pass_rate_weight is None else alternative.pass_rate_weight
+            none = (_share_above(outcome, alternative.mid_p, w * ALPHA)
+                    * _share_above(metric, alternative.mid_p, (1 - w) * ALPHA))
+            rates[alternative.label] = 1.0 - none
+        rows.append({"name": name, "n": n, "rates": rates})
+    return rows
+
+
 def compare_alternatives(replications: int, resamples: int, seed: int, *, progress: bool = True) -> list[dict[str, Any]]:
     """Each alternative's flag rate per ``alternative_cells`` cell, on the same replications (paired)."""
     rows = []
@@ -288,12 +331,13 @@ def simulate(replications: int, resamples: int, seed: int, *, null: Sequence[Cel
                 print(f"[bench.stats] {key} {row['label']}: {row['rate']:.1%} ({row['seconds']} s)", file=sys.stderr)
     reps = replications * ALTERNATIVES_FACTOR if alternatives is None else alternatives
     out["alternatives"] = compare_alternatives(reps, resamples, seed, progress=progress) if reps else []
+    out["exact"] = exact_rates() if reps else []
     out["seconds"] = round(time.perf_counter() - started, 1)
     out["targets"] = check_targets(out)
     return out
 
 
-TARGET_FACTOR = 10
+TARGET_FACTOR = 30
 """The power cells the targets name run this many times the replications (less Monte Carlo error)."""
 ALTERNATIVES_FACTOR = 10
 """The alternatives' cells run this many times the replications."""
@@ -360,6 +404,13 @@ def render(results: dict[str, Any]) -> str:
     lines += [_row(row) for row in results["power"]]
     if results.get("alternatives"):
         lines += _alternatives_table(results["alternatives"])
+    if results.get("exact"):
+        labels = list(results["exact"][0]["rates"])
+        lines += ["", "The same rules **computed exactly** (no Monte Carlo error) for n = 200, one run, one gated 0/1 "
+                  "metric, iid outcomes (`exact_rates`):", "",
+                  "| cell | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
+        lines += [f"| {row['name']} | " + " | ".join(f"{row['rates'][label]:.1%}" for label in labels) + " |"
+                  for row in results["exact"]]
     lines += ["", "Targets:", ""]
     for name, target in results["targets"].items():
         measured = "n/a" if target["rate"] is None else f"{target['rate']:.1%}"
