@@ -406,6 +406,21 @@ def test_exact_rates_of_the_candidate_rules_match_a_scipy_enumeration() -> None:
             assert rows[name][label] == pytest.approx(expected, abs=1e-9)
 
 
+def test_mid_p_conditional_sizes_against_scipy() -> None:
+    from bench import stats as bench_stats
+
+    def size(n: int) -> float:
+        b = np.arange(n + 1)
+        mid = sps.binom.sf(b, n, 0.5) + 0.5 * sps.binom.pmf(b, n, 0.5)
+        return float(sps.binom.pmf(b[mid <= 0.05], n, 0.5).sum())
+
+    result = bench_stats.mid_p_sizes(largest=40)
+    sizes = [size(n) for n in range(1, 41)]
+    assert result["exceeding"] == sum(s > 0.05 for s in sizes)
+    assert result["worst_size"] == pytest.approx(max(sizes)) and result["worst_n"] == 12
+    assert size(4) == pytest.approx(1 / 16)  # (4, 0): mid-p 1/32 ≤ 0.05, so 4 of 4 one way is rejected
+
+
 def test_committed_simulation_results_meet_the_targets() -> None:
     results = json.loads((Path(__file__).resolve().parent.parent / "bench" / "results" / "stats.json").read_text())
     assert all(target["met"] for target in results["targets"].values()), results["targets"]
