@@ -1,13 +1,13 @@
 """Simulation of the regression decision: ``python -m bench.stats``.
 
 Synthetic base and head results documents go through the real comparison
-(``evalgate.verdict.compare.compare_runs``: the same collapsing of repeats, tests, Holm adjustment and
+(``evalgate.verdict.compare.compare_runs``: the same collapsing of repeats, tests, weighted Holm adjustment and
 ``regression`` flag a run uses); the share of replications it flags is
 
 * the **A/A false-alarm rate** when base and head are drawn from the same distribution (target ≤ 5 %,
   the family-wise level α = 0.05, in every cell), and
 * the **A/B power** when head's pass rate is 10 points lower (targets: ≥ 80 % at n = 200 with 3 repeats,
-  ≥ 55 % with one run; those two cells run 3× the replications).
+  ≥ 55 % with one run, and ≥ 63 % — the power before #21 — kept; those two cells run 30× the replications).
 
 A cell varies one factor around the default (n = 200 cases, 3 gated metrics, no critical case, one run,
 the ``iid`` flakiness model):
@@ -25,6 +25,11 @@ it (R = 150 by default: ±1.8 points at 5 %). The comparison runs with ``--resam
 and permutation resamples instead of the product's 10,000, for time: a Monte Carlo permutation p-value
 (1 + hits)/(1 + R) keeps its exact level at any R, so the false-alarm rates hold; power is a little
 lower than with 10,000.
+
+A last part replays candidate decision rules (``ALTERNATIVES``: plain or weighted Holm, exact or mid-p McNemar)
+on the family p-values of the same replications (``compare_alternatives``, 10× the replications), computes
+them exactly for the iid cell with one gated 0/1 metric (``exact_rates``) and gives the mid-p test's size
+given the number of discordant cases (``mid_p_sizes``): the evidence for the rule ``compare_runs`` applies.
 
 The run writes bench/results/stats.json and the tables into docs/trustworthy-verdicts.md and
 bench/README.md (between ``<!-- bench.stats:begin -->`` and ``<!-- bench.stats:end -->``).

@@ -26,7 +26,7 @@ every base repeat and fails on head (a case flaky on the base is listed as flaky
 regression). Improvements are the mirror tests in their own Holm family; ungated metrics form a third,
 informational family. Each metric row carries ``verdict``: regression · improvement · no change ·
 no meaningful change (the interval lies inside ±tolerance) · inconclusive (``detectable``: the change
-n pairs detect with 80 % power at the Bonferroni level).
+n pairs detect with 80 % power at the member's first-step level w·α).
 
 Intervals: metric deltas BCa bootstrap (confidence 1 − α), pass rates Wilson; each names its method.
 
