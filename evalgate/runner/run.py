@@ -139,7 +139,7 @@ async def _execute(
         baseline.document["results"] = [_compared_record(r) for r in baseline.document["results"]]
     restored = restore_base_cache(settings, baseline, cwd)
     if restored.notice:
-        prepared.notices.append(restored.notice)
+        prepared.notices.extend(restored.notice.splitlines())
     runtime = Runtime.from_settings(settings, stop)
     try:
         judge = build_judge(settings, runtime, env, base_cache=restored.cache)

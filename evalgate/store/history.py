@@ -29,6 +29,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from evalgate.errors import UserError
+from evalgate.store.safe import READ_TABLES, UntrustedSchema, open_checked
 
 CASE_PASSED = "case_passed"
 """evalgate's per-case row in ``eval_results`` (1.0 passed, 0.0 not): its daily mean is the pass rate."""
@@ -170,10 +171,11 @@ def open_history_db(path: Path) -> Database:
     if not path.is_file():
         raise UserError("results database not found", where=str(path))
     try:
-        db = Database(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True))
+        db = Database(open_checked(path, READ_TABLES, ("eval_runs", "eval_results")))
         tables = set(db.table_names())
     except sqlite3.DatabaseError as exc:
-        raise UserError(f"not a SQLite database ({exc})", where=str(path)) from None
+        kind = "not an evalgate results database" if isinstance(exc, UntrustedSchema) else "not a SQLite database"
+        raise UserError(f"{kind} ({exc})", where=str(path)) from None
     missing = {"eval_runs", "eval_results"} - tables
     if missing:
         db.close()

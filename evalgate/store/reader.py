@@ -143,8 +143,10 @@ def open_readonly(path: Path, where: str) -> Database:
     pays for it."""
     from sqlite_utils import Database
 
+    from evalgate.store.safe import READ_TABLES, open_checked
+
     try:
-        return Database(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True))
+        return Database(open_checked(path, READ_TABLES))
     except sqlite3.Error as exc:
         raise UserError(f"cannot open SQLite store: {exc}", where=where) from None
 

@@ -29,6 +29,7 @@ from typing import Any
 from evalgate.errors import UserError
 from evalgate.model import STATUS_TEXT, CaseResult, MetricStatus
 from evalgate.safety.redact import redact
+from evalgate.store.safe import check_results_file, harden, set_aside
 from evalgate.store.schema import migrate
 
 COMMIT_EVERY_CASES = 500
@@ -69,11 +70,26 @@ def insert_rows(connection: sqlite3.Connection, statement: str, rows: list[tuple
 _MULTI_ROW: dict[tuple[str, int], str] = {}
 
 
-def open_database(path: Path) -> sqlite3.Connection:
-    """Open (creating if needed) a results database at the current schema version (``store.schema``)."""
+def open_database(path: Path, notices: list[str] | None = None, tag: str = "") -> sqlite3.Connection:
+    """Open (creating if needed) a results database at the current schema version (``store.schema``).
+
+    An existing file is first checked as a file evalgate did not create (``store.safe``): one whose
+    schema holds triggers, views or tables evalgate cannot use is renamed to ``<name>.rejected-<tag>``
+    (a line in ``notices`` says so) and a fresh database is written in its place."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    problem = check_results_file(path)
+    if problem is not None:
+        try:
+            aside = set_aside(path, tag or str(int(time.time())))
+        except OSError as exc:
+            raise UserError(f"the existing file cannot be used ({problem}) nor moved aside ({exc.strerror}); "
+                            "remove it or give --db another path", where=str(path)) from None
+        if notices is not None:
+            notices.append(f"{path}: not used ({problem}); moved to {aside.name}, a fresh results database is "
+                           "written")
     connection = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     try:
+        harden(connection, read_only=False)
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=NORMAL")
         migrate(connection, str(path))
@@ -169,8 +185,9 @@ def case_passed_json(status: str, error: str | None) -> str:
 class SQLiteStore:
     """Appends one run to the database while it happens; ``finish`` writes the run summary."""
 
-    def __init__(self, path: Path, run_id: str, timestamp: str) -> None:
+    def __init__(self, path: Path, run_id: str, timestamp: str, *, marker: dict[str, Any] | None = None) -> None:
         self.path = path
+        self.notices: list[str] = []
         self.run_id = run_id
         self.timestamp = timestamp
         self._pending = 0
@@ -178,9 +195,9 @@ class SQLiteStore:
         self._metric_rows: list[tuple[Any, ...]] = []
         self._case_rows: list[tuple[Any, ...]] = []
         self.descriptions = Descriptions()
-        self._conn = open_database(path)
+        self._conn = open_database(path, self.notices, run_id)
         self._conn.execute("BEGIN")
-        self._write_run_row("running", {"status": "running"}, totals=(0, 0, 0, 0.0))
+        self._write_run_row("running", {"status": "running", **(marker or {})}, totals=(0, 0, 0, 0.0))
         self._commit()
 
     def add(self, result: CaseResult, record_json: str) -> None:
