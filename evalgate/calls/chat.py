@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from evalgate import __version__
 from evalgate.calls.costs import Price, Usage, count_message_tokens, find_price, usage_from
 from evalgate.calls.executor import Pace, Runtime, StatusError, pace_key
-from evalgate.calls.http_pool import HttpPool
+from evalgate.calls.http_pool import HttpPool, ReplyTooLarge
 from evalgate.calls.ratelimit import PROMPT_MARGIN, PROMPT_SLACK, TokenEstimate
 
 if TYPE_CHECKING:
@@ -68,27 +68,35 @@ class ChatBackend(Protocol):
 
 def make_backend(kind: str, provider: ProviderConfig, *, timeout: float, concurrency: int,
                  connect_timeout: float | None = None, read_timeout: float | None = None,
-                 timed: bool = False) -> ChatBackend:
+                 timed: bool = False, max_reply: tuple[int, str] | None = None) -> ChatBackend:
     if kind == "openai-sdk":
         return SdkChat(provider, timeout=timeout, connect_timeout=connect_timeout, read_timeout=read_timeout)
     return DirectChat(provider, timeout=timeout, concurrency=concurrency, connect_timeout=connect_timeout,
-                      read_timeout=read_timeout, timed=timed)
+                      read_timeout=read_timeout, timed=timed, max_reply=max_reply)
 
 
 class DirectChat:
     """Chat completions as plain JSON over HTTP."""
 
     def __init__(self, provider: ProviderConfig, *, timeout: float, concurrency: int,
-                 connect_timeout: float | None = None, read_timeout: float | None = None, timed: bool = False
-                 ) -> None:
+                 connect_timeout: float | None = None, read_timeout: float | None = None, timed: bool = False,
+                 max_reply: tuple[int, str] | None = None) -> None:
         self.url = f"{provider.base_url.rstrip('/')}/chat/completions"
+        self.max_reply = max_reply
+        """(largest reply body read in bytes, the setting that sets it): a longer reply is cut off there
+        (``ReplyTooLarge``, not retried) instead of being buffered whole."""
         headers = {"Authorization": provider.authorization_header, "User-Agent": USER_AGENT,
                    "Accept": "application/json", "Content-Type": "application/json"}
         self.pool = HttpPool(timeout=timeout, concurrency=concurrency, headers=headers,
                              connect_timeout=connect_timeout, read_timeout=read_timeout, timed=timed)
 
     async def create(self, body: Mapping[str, Any]) -> Completion:
-        response = await self.pool.request("POST", self.url, body=json.dumps(body, ensure_ascii=False).encode())
+        limit, setting = self.max_reply or (None, "")
+        try:
+            response = await self.pool.request("POST", self.url, body=json.dumps(body, ensure_ascii=False).encode(),
+                                               max_bytes=limit)
+        except ReplyTooLarge as exc:
+            raise ReplyTooLarge(f"{exc} ({setting})") from None
         if response.status >= 400:
             raise StatusError(response.status, error_message(response.body, response.reason), response.headers)
         completion = parse_completion(response.body, self.url)
@@ -213,7 +221,8 @@ class ChatService:
         self.backend: ChatBackend = make_backend(runtime.chat_client, provider, timeout=policy.attempt_seconds,
                                                  concurrency=runtime.executor.concurrency,
                                                  connect_timeout=policy.connect_seconds,
-                                                 read_timeout=policy.read_seconds, timed=role == "target")
+                                                 read_timeout=policy.read_seconds, timed=role == "target",
+                                                 max_reply=runtime.reply_bytes.get(role))
         self.wire = runtime.wire if role == "target" else None
         rpm, tpm = runtime.caps.get(role, (None, None))
         self.pace_key = pace_key(provider.base_url, provider.api_key)

@@ -74,6 +74,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                      help="seed 004's --output: write seed 004's results document to FILE too")
     out.add_argument("--langfuse", action=BOOL, default=None,
                      help="export scores to Langfuse (LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY, LANGFUSE_HOST)")
+    out.add_argument("--wait", action="store_true", default=None,
+                     help="when another run is writing to the output directory, wait for it instead of stopping")
     out.add_argument("--verbose", "-v", action="store_true", default=None, help="breakdowns and more detail")
     out.add_argument("--progress", choices=["auto", "rich", "plain", "none"], help="progress display (default auto)")
     target = parser.add_argument_group("target and judge")
@@ -104,6 +106,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--judge-cache", metavar="PATH|none",
                         help="base branch's judge-cache.db (or its directory) to reuse verdicts from "
                              "(default: the baseline's)")
+    target.add_argument("--judge-max-reply-bytes", type=int, metavar="BYTES",
+                        help="largest judge reply read (default 1048576); a longer one leaves its verdict unavailable")
     target.add_argument("--judge-rpm", type=float, metavar="N", help="judge requests per minute, when it sends no limits")
     target.add_argument("--judge-tpm", type=float, metavar="N", help="judge tokens per minute, when it sends no limits")
     target.add_argument("--max-cost", type=float, metavar="USD", help="abort cleanly before exceeding this spend")

@@ -27,7 +27,7 @@ from evalgate.errors import UserError
 
 FILE_COMMAND_VARIABLES = ("GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_STEP_SUMMARY",
                           "GITHUB_EVENT_PATH")
-OUTPUT_FILES = ("results.json", "results.json.tmp", ".cases.jsonl", "results.db", "results.db-journal",
+OUTPUT_FILES = ("results.json", "results.json.tmp", ".cases.jsonl", ".evalgate.lock", "results.db", "results.db-journal",
                 "results.db-wal", "results.db-shm", "judge-cache.db", "judge-cache.db-journal",
                 "judge-cache.db-wal", "judge-cache.db-shm", "evaluation.json", "seed001-summary.json",
                 "seed004-results.json")

@@ -19,6 +19,7 @@ The queries go through sqlite-utils; the text tables and the chart are drawn by 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import sqlite3
 from collections.abc import Iterable
@@ -193,8 +194,33 @@ def query_runs(db: Database, limit: int) -> list[RunRow]:
         " ORDER BY julianday(r.timestamp_utc) DESC, r.run_id DESC LIMIT ?",
         (limit,),
     )
-    return [RunRow(str(r["run_id"]), str(r["timestamp_utc"]), r["status"], int(r["total_test_cases"]),
+    runs = [RunRow(str(r["run_id"]), str(r["timestamp_utc"]), r["status"], int(r["total_test_cases"]),
                    int(r["total_passed"]), int(r["total_failed"]), float(r["pass_rate"])) for r in rows]
+    return [incomplete_row(db, run) if run.status == "running" else run for run in runs]
+
+
+def incomplete_row(db: Database, run: RunRow) -> RunRow:
+    """A ``running`` row whose run no longer holds its output directory's lock (killed: SIGKILL, a lost
+    machine) as ``incomplete``, with the cases it stored (``store.outdir.holder_alive``)."""
+    from evalgate.store.outdir import holder_alive
+
+    found = next(db.query("SELECT document FROM eg_runs WHERE run_id = ?", (run.run_id,)), None)
+    try:
+        marker = json.loads(found["document"]) if found else None
+    except (TypeError, ValueError):
+        marker = None
+    if holder_alive(marker, run.run_id) is not False:
+        return run
+    stored, passed = stored_cases(db.conn, run.run_id)
+    return RunRow(run.run_id, run.timestamp, "incomplete", stored, passed, stored - passed,
+                  passed / stored if stored else 0.0)
+
+
+def stored_cases(connection: Any, run_id: str) -> tuple[int, int]:
+    """(case rows stored, of which passed) of run ``run_id`` in ``eg_cases``."""
+    row = connection.execute("SELECT count(*), coalesce(sum(passed), 0) FROM eg_cases WHERE run_id = ?",
+                             (run_id,)).fetchone()
+    return int(row[0]), int(row[1])
 
 
 def query_metric_trends(db: Database, since: str, until: str) -> list[TrendPoint]:

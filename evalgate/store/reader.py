@@ -1,7 +1,7 @@
 """Reading results back: results.json files and runs stored in evalgate's SQLite database.
 
 One rule picks "the latest run" of a database everywhere (baselines, ``compare``, ``report``, ``merge``):
-the newest run by ``julianday(timestamp)`` (ties: the larger run id) whose status is not ``running``;
+the newest run by ``julianday(timestamp)`` (ties: the larger run id) whose status is not ``running`` or ``incomplete`` (a killed run);
 ``merge`` also skips runs that are themselves merges. ``FILE#RUN_ID`` names a run explicitly.
 """
 
@@ -161,7 +161,7 @@ def _pick_run(db: Database, run_id: str | None, label: str, skip_merged: bool) -
         if row is None:
             raise UserError(f"no run {run_id!r} in this database", where=label)
         return str(row["run_id"]), str(row["document"])
-    skipped = ("running", "merged") if skip_merged else ("running",)
+    skipped = ("running", "incomplete", "merged") if skip_merged else ("running", "incomplete")
     row = next(db.query(
         f"SELECT run_id, document FROM eg_runs WHERE status NOT IN ({', '.join('?' * len(skipped))})"
         " ORDER BY julianday(timestamp) DESC, run_id DESC LIMIT 1",

@@ -104,9 +104,15 @@ class CaseSpool:
         return sorted(range(len(keys)), key=keys.__getitem__)
 
 
-def write_results(path: Path, document: dict[str, Any], spool: CaseSpool) -> None:
-    """Write ``document`` with ``results`` streamed from ``spool``; atomic replace of ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
+def write_results(path: Path, document: dict[str, Any], spool: CaseSpool, run_id: str = "") -> None:
+    """Write ``document`` with ``results`` streamed from ``spool``; atomic replace of ``path`` (through
+    ``results.json.<run_id>.tmp``, a name no other run uses)."""
+    if path.exists() and not path.is_file():
+        from evalgate.errors import UserError
+
+        raise UserError("is not a file (a directory or another kind of file is in the way); remove it or choose "
+                        "another output directory", where=str(path))
+    tmp = path.with_name(f"{path.name}.{run_id}.tmp" if run_id else path.name + ".tmp")
     head = json.dumps(document, indent=2, ensure_ascii=False, default=str)
     if not head.endswith("}"):
         raise ValueError("document must be a JSON object")

@@ -182,6 +182,32 @@ def case_passed_json(status: str, error: str | None) -> str:
     return f'{{"status": {_encode_ascii(status)}, "error": {"null" if error is None else _encode_ascii(error)}}}'
 
 
+def mark_incomplete(connection: sqlite3.Connection) -> int:
+    """Rewrite the ``running`` rows of runs that no longer hold their lock (``store.outdir.holder_alive``:
+    killed) as ``incomplete``, with the cases they stored; returns how many."""
+    from evalgate.store.outdir import holder_alive
+
+    changed = 0
+    for run_id, text in connection.execute("SELECT run_id, document FROM eg_runs WHERE status = 'running'").fetchall():
+        try:
+            marker = json.loads(text)
+        except ValueError:
+            continue
+        if holder_alive(marker, str(run_id)) is not False:
+            continue
+        stored, passed = connection.execute(
+            "SELECT count(*), coalesce(sum(passed), 0) FROM eg_cases WHERE run_id = ?", (run_id,)).fetchone()
+        document = {"status": "incomplete", "cases_stored": stored,
+                    "reason": "the run ended without finishing (killed); its stored cases are kept"}
+        connection.execute("UPDATE eg_runs SET status = 'incomplete', document = ? WHERE run_id = ?",
+                           (json.dumps(document), run_id))
+        connection.execute("UPDATE eval_runs SET total_test_cases = ?, total_passed = ?, total_failed = ?,"
+                           " pass_rate = ? WHERE run_id = ?",
+                           (stored, passed, stored - passed, passed / stored if stored else 0.0, run_id))
+        changed += 1
+    return changed
+
+
 class SQLiteStore:
     """Appends one run to the database while it happens; ``finish`` writes the run summary."""
 
@@ -196,6 +222,7 @@ class SQLiteStore:
         self._case_rows: list[tuple[Any, ...]] = []
         self.descriptions = Descriptions()
         self._conn = open_database(path, self.notices, run_id)
+        mark_incomplete(self._conn)
         self._conn.execute("BEGIN")
         self._write_run_row("running", {"status": "running", **(marker or {})}, totals=(0, 0, 0, 0.0))
         self._commit()
