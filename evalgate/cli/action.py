@@ -229,7 +229,7 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
     except Exception as exc:  # a bug: results already written say status 'crashed' and exit_code 1
         from evalgate.cli.main import report_crash
 
-        code = report_crash(exc)  # one line on stderr, the traceback in a file it names
+        code = report_crash(exc, directory=setup_.settings.output_path)  # one line on stderr, the traceback in a file
         emit(error(f"internal error ({type(exc).__name__}); the gate did not pass", title="evalgate: crashed"))
         _best_effort_outputs(env, error_outputs(code), emit)
         return EXIT_GATE_FAILED

@@ -9,10 +9,10 @@ imported inside the verbs so ``--version`` starts fast.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from evalgate import __version__
@@ -230,6 +230,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     values, origins, notices = _cli_values(args)
     defaults = {"compat": ["seed001"]} if args.verb == "eval" else None
     settings, suite_config, _ = build_settings(cli=values, cli_origins=origins, defaults=defaults)
+    _crash_dir.append(settings.output_path)
     _print_notices(notices + settings.notices)
     if getattr(args, "dry_run", False):
         _print_notices(["--dry-run is evalgate validate: every file and setting is checked, no call is made"])
@@ -428,21 +429,33 @@ def console_main() -> NoReturn:
     sys.exit(status)
 
 
-def report_crash(exc: BaseException, note: str | None = None) -> int:
-    """One line on stderr, the redacted traceback in ``evalgate-crash.log``; exit 1 (not passed).
+CRASH_LOG = "evalgate-crash.log"
+_crash_dir: list[Path] = []
+"""The run's output directory, once its settings are known: where ``report_crash`` writes its log."""
+
+
+def report_crash(exc: BaseException, note: str | None = None, directory: Path | None = None) -> int:
+    """One line on stderr, the redacted traceback in ``evalgate-crash.log`` in the run's output directory
+    (``directory``, else the one of the settings being run, else ./evalgate-results); exit 1 (not passed).
 
     results.json and the database already hold every case finished before the crash, with
     ``status: crashed`` and ``gate.exit_code`` 1 (see ``evalgate.runner.run.execute``). ``note``
     replaces that sentence when the crash came after the results were complete."""
-    import tempfile
     import traceback
 
     from evalgate.safety.redact import redact
 
     text = redact("".join(traceback.format_exception(exc)))
-    log = os.path.join(tempfile.gettempdir(), "evalgate-crash.log")
-    with contextlib.suppress(OSError), open(log, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    folder = directory or (_crash_dir[-1] if _crash_dir else Path("evalgate-results"))
+    log = str(folder / CRASH_LOG)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if os.path.islink(log):
+            os.unlink(log)  # never write through a link planted in the output directory
+        with open(log, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as error:
+        log = f"nowhere: {log} cannot be written ({error.strerror})"
     context = note or "partial results, if any, were written with status 'crashed'"
     print(f"evalgate: internal error: {redact(f'{type(exc).__name__}: {exc}')} ({context}; traceback in {log})",
           file=sys.stderr)

@@ -11,8 +11,8 @@ in normal time with the verdict or one clear error — never ``internal error``.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -187,7 +187,7 @@ def runs_view(conn: sqlite3.Connection) -> None:
 
 def generated_column(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE eg_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
-                 f"slow INTEGER GENERATED ALWAYS AS (length(key)) VIRTUAL)")
+                 "slow INTEGER GENERATED ALWAYS AS (length(key)) VIRTUAL)")
 
 
 @pytest.mark.parametrize("build", [slow_trigger, rewriting_trigger, no_tables, runs_view, generated_column],
