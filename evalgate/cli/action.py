@@ -120,6 +120,11 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
     options = options_from_inputs(publish_inputs, cwd=workspace)
     ctx = ActionContext.from_env(env, pr_number=options.pr_number)
     values, origins, notices = cli_flags(argv)
+    from evalgate.github.paths import confine, confine_config
+
+    confine_config(env, workspace, [(str(values.get("config") or ""), "--config"),
+                                    (settings_inputs.get("config", ""), "input 'config'"),
+                                    (env.get("EVALGATE_CONFIG", ""), "EVALGATE_CONFIG")])
     settings, suite_config, _ = build_settings(cli=values, inputs=settings_inputs, env=env, cwd=workspace,
                                                defaults=ACTION_DEFAULTS, cli_origins=origins)
     for line in notices + settings.notices:
@@ -129,7 +134,6 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
 
         require_keys(settings, where="langfuse")
     settings = anchor(settings, workspace)
-    from evalgate.github.paths import confine
     from evalgate.runner.setup import demo_dir
 
     confine(settings, env, workspace, comment_template=options.comment_template, bundled=[demo_dir()])
