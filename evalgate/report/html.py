@@ -24,6 +24,7 @@ from typing import Any
 import jinja2
 
 from evalgate.report.console import call_summary
+from evalgate.report.digest import beyond
 from evalgate.report.escape import truncate
 from evalgate.report.view import (
     case_metrics,
@@ -115,8 +116,8 @@ def build_html_view(results: Mapping[str, Any], *, max_cases: int = MAX_CASES) -
         "flaky": flaky_from_records(cases),
         "breakdowns": _breakdowns(results.get("breakdowns") or {}),
         "cases": [_case_view(c, position) for position, c in enumerate(shown, start=1)],
-        "cases_total": len(cases),
-        "cases_omitted": len(ordered) - len(shown),
+        "cases_total": len(cases) + beyond(results, "cases"),
+        "cases_omitted": len(ordered) + beyond(results, "cases") - len(shown),
         "run": _run_view(results),
     }
 

@@ -188,6 +188,10 @@ def _check_document(document: Any, where: str) -> None:
         raise UserError(f"schema_version {document['schema_version']!r} is not {SCHEMA_VERSION}", where=where)
 
 
+check_document = _check_document
+"""Raise ``UserError`` naming ``where`` unless ``document`` is an evalgate results document."""
+
+
 def load_document(spec: str | Path) -> dict[str, Any]:
     """A whole results document (with ``results``) from a results.json or SQLite file: ``FILE#RUN_ID``,
     else its newest finished run (merged runs included)."""
