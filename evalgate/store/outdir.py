@@ -1,7 +1,8 @@
 """One run at a time in an output directory, and what a killed run left behind.
 
 ``OutputLock``: ``.evalgate.lock`` in the output directory, held with ``flock`` (exclusive) for the
-whole run and holding the holder's run id, process id, host and start time as JSON. The kernel drops
+whole run and holding the holder's run id, process id, host and start time as JSON; removed when the
+run ends. The kernel drops
 the lock when its process ends, however it ends (SIGKILL included), so a lock is never stale. A second
 run in the same directory either stops at once with a ``UserError`` naming the run that holds it (exit 2)
 or, with ``wait``, waits until it is free. The run's spool and temporary files are named after its run
@@ -67,21 +68,24 @@ class OutputLock:
         if fcntl is None:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held until release()
         told = False
         tries = 0
         while True:
+            handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held until release()
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                if _same_file(handle, self.path):
+                    break
+                handle.close()  # the holder removed the file as it released it: lock the new one
+                continue
             except BlockingIOError:
+                handle.close()
                 tries += 1
                 if not wait and tries < QUICK_TRIES:  # a reader's ``holder_alive`` holds it for microseconds
                     time.sleep(0.05)
                     continue
                 holder = describe_holder(self.path)
                 if not wait:
-                    handle.close()
                     raise UserError(f"the output directory {self.directory} is in use by {holder}; wait for it to "
                                     "finish, run with --wait (wait: true), or give another output directory",
                                     where=where) from None
@@ -91,11 +95,7 @@ class OutputLock:
                     print(f"evalgate: waiting for {holder} to release {self.directory}", file=sys.stderr, flush=True)
                     told = True
                 if check is not None:
-                    try:
-                        check()
-                    except BaseException:
-                        handle.close()
-                        raise
+                    check()
                 time.sleep(WAIT_POLL_SECONDS)
         handle.seek(0)
         handle.truncate()
@@ -106,15 +106,23 @@ class OutputLock:
         self._file = handle
 
     def release(self) -> None:
-        """Empty the lock file and let go (the file stays: removing it would race the next holder)."""
+        """Remove the lock file, then let go (a run waiting on the removed file notices and locks a new
+        one: ``acquire`` checks that the file it locked is still the one at the path)."""
         if self._file is None:
             return
         with contextlib.suppress(OSError):
-            self._file.seek(0)
-            self._file.truncate()
-            self._file.flush()
+            if _same_file(self._file, self.path):
+                self.path.unlink()
         self._file.close()  # closing drops the flock
         self._file = None
+
+
+def _same_file(handle: IO[str], path: Path) -> bool:
+    """True when ``path`` still names the file open in ``handle``."""
+    try:
+        return os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
+    except OSError:
+        return False
 
 
 def describe_holder(path: Path) -> str:

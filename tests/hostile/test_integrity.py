@@ -30,6 +30,11 @@ def slowish(seen: Seen) -> Out:
     return Out({"response": f"answer to {seen.json()['message']}"}, delay=0.1)
 
 
+def slower(seen: Seen) -> Out:
+    """Long enough (≈ 6 s for the run) for a second process to start while the first one runs."""
+    return Out({"response": f"answer to {seen.json()['message']}"}, delay=0.3)
+
+
 def command(dataset: Path, out: Path, url: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "evalgate", "run", "--dataset", str(dataset), "--output-dir", str(out),
             "--progress", "none", "--target", "http", "--target-url", url + "/chat", "--concurrency", "2", *extra]
@@ -64,7 +69,7 @@ def valid_results(out: Path) -> dict:
 
 def test_a_second_run_on_a_busy_output_directory_is_refused_naming_the_first(tmp_path: Path) -> None:
     data, out = dataset(tmp_path), tmp_path / "out"
-    with Loopback(slowish) as server:
+    with Loopback(slower) as server:
         first = subprocess.Popen(command(data, out, server.url), env=ENV, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE, text=True)
         wait_for_cases(out / "results.db", first, 1)
@@ -81,7 +86,7 @@ def test_a_second_run_on_a_busy_output_directory_is_refused_naming_the_first(tmp
 
 def test_with_wait_the_second_run_waits_and_both_finish(tmp_path: Path) -> None:
     data, out = dataset(tmp_path), tmp_path / "out"
-    with Loopback(slowish) as server:
+    with Loopback(slower) as server:
         first = subprocess.Popen(command(data, out, server.url), env=ENV, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE, text=True)
         wait_for_cases(out / "results.db", first, 1)
