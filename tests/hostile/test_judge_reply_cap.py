@@ -48,5 +48,5 @@ def test_an_endless_judge_reply_is_cut_at_the_cap(tmp_path: Path) -> None:
 
 
 def test_the_cap_is_configurable(tmp_path: Path) -> None:
-    _, peak_mb, document = run_with(tmp_path, "--judge-max-reply-bytes", "65536")
+    _, _, document = run_with(tmp_path, "--judge-max-reply-bytes", "65536")
     assert "more than the 65,536 bytes allowed (judge_max_reply_bytes)" in json.dumps(document["results"])
