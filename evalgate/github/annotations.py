@@ -55,9 +55,11 @@ def build_annotations(
         item = case_annotation(case, workspace=workspace, base_dir=base_dir)
         (errors if item.level == "error" else warnings).append(item)
     shown = errors[:max_errors] + warnings[:max_warnings]
-    more = beyond(results, "failing")  # failures a digest counted but does not hold (report.digest)
-    omitted_errors = max(0, len(errors) - max_errors) + more
-    omitted_warnings = max(0, len(warnings) - max_warnings)
+    # failures a digest counted but does not hold (report.digest): critical ones are errors
+    more_critical = beyond(results, "critical_failing")
+    more = beyond(results, "failing") - more_critical
+    omitted_errors = max(0, len(errors) - max_errors) + more_critical
+    omitted_warnings = max(0, len(warnings) - max_warnings) + more
     if omitted_errors or omitted_warnings:
         shown.append(_overflow_notice(omitted_errors, omitted_warnings))
     return shown
