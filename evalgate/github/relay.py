@@ -40,7 +40,7 @@ from evalgate.github.context import ActionContext
 from evalgate.github.publish import PublishOptions, publish
 from evalgate.github.validate import MAX_WARNINGS, prune
 from evalgate.safety.redact import redact
-from evalgate.store.reader import MAX_BASELINE_RECORDS
+from evalgate.store.reader import MAX_BASELINE_RECORDS, RESULTS_KEYS
 
 Emit = Callable[[str], None]
 RESULT_FILES = ("results.json", "results.db")
@@ -156,8 +156,9 @@ def extract(data: bytes, directory: Path, warnings: list[str] | None = None) -> 
                          f"{MAX_BASELINE_RECORDS:,} read")
     problems = prune(document)
     if problems:
-        if not isinstance(document.get("gate"), dict):
-            raise RelayError("results.json in the artifact is not an evalgate results document")
+        missing = [key for key in RESULTS_KEYS if key not in document]
+        if missing:
+            raise RelayError(f"results.json in the artifact is not an evalgate results document ({problems[0]})")
         found["results.json"].write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
         if warnings is not None:
             warnings.extend(problems)

@@ -69,3 +69,16 @@ def test_publish_mode_with_wrong_typed_values_warns_and_writes_every_output(tmp_
     assert set(outputs) >= {"passed", "exit-code", "pass-rate", "critical-failures", "comment-url"}
     assert outputs["passed"] == "false" and outputs["pass-rate"] == "" and outputs["comment-url"]
     assert "set-output" not in outputs["pass-rate"]
+
+
+def test_an_artifact_whose_summary_is_not_an_object_is_one_error(tmp_path: Path) -> None:
+    import pytest
+
+    from evalgate.github.relay import RelayError, extract
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("results.json", json.dumps({"schema_version": 1, "run_id": "r", "summary": "all passed",
+                                                     "gate": {"passed": True}, "metrics": {}, "results": []}))
+    with pytest.raises(RelayError, match=r"not an evalgate results document \(summary: a string"):
+        extract(buffer.getvalue(), tmp_path)
