@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import json
 import os
 import socket
@@ -71,7 +72,7 @@ class OutputLock:
         told = False
         tries = 0
         while True:
-            handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held until release()
+            handle = _open_no_link(self.path)
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 if _same_file(handle, self.path):
@@ -115,6 +116,20 @@ class OutputLock:
                 self.path.unlink()
         self._file.close()  # closing drops the flock
         self._file = None
+
+
+def _open_no_link(path: Path) -> IO[str]:
+    """``path`` opened for reading and appending, created if missing, never through a symbolic link (one
+    planted there, e.g. committed by a pull request, is removed first)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        descriptor = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        path.unlink()
+        descriptor = os.open(path, flags, 0o644)
+    return os.fdopen(descriptor, "a+", encoding="utf-8")
 
 
 def _same_file(handle: IO[str], path: Path) -> bool:
