@@ -36,7 +36,7 @@ except ImportError:  # pragma: no cover - not POSIX: no locking (the container a
 LOCK_FILE = ".evalgate.lock"
 WAIT_POLL_SECONDS = 0.2
 QUICK_TRIES = 5
-STALE_PATTERNS = (".cases*.jsonl", "results.json*.tmp")
+STALE_PATTERNS = (".cases*.jsonl", ".merge-cases*.jsonl", "results.json*.tmp")
 """What a killed run may leave in its output directory: its spool and its half-written results."""
 
 
