@@ -122,3 +122,22 @@ def test_a_query_key_reaches_no_output_of_the_action(tmp_path: Path, capsys: pyt
     outputs = {"log lines": shown.encode(), "stdout": captured.out.encode(), "stderr": captured.err.encode(),
                "PR comment": b"\n".join(comments), **files_under(temp), **files_under(workspace / "evalgate-results")}
     assert leaks(outputs) == []
+
+
+def test_a_crash_log_goes_to_the_output_directory_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #22: the traceback of a crash is written into the run's output directory (never a shared
+    /tmp file), and a URL's query key in the exception is redacted there and on stderr."""
+    from evalgate.runner import run as run_module
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise RuntimeError(f"bug while calling https://agent.invalid/chat?api_key={QUERY_KEY}")
+
+    monkeypatch.setattr(run_module, "prepare", crash)
+    dataset = write_cases(tmp_path / "cases.json", CASES)
+    ran = run_cli(["run", "--dataset", str(dataset)], tmp_path / "out")
+    assert ran.code == 1
+    log = tmp_path / "out" / "evalgate-crash.log"
+    assert f"traceback in {log}" in ran.err
+    text = log.read_text()
+    assert "RuntimeError" in text and "api_key=***" in text
+    assert leaks({"stderr": ran.err.encode(), "log": text.encode()}) == []
