@@ -22,14 +22,17 @@ from tests.hostile.servers import Loopback, Out, Seen
 
 QUERY_KEY = "qk_Lp4Xw9Rz2Nm7Tb3Vc8Hy"
 SIGNATURE = "sg_Vb8Mn3Qw7Rt2Zx9Lp4Kd"
-FORMS = (QUERY_KEY, SIGNATURE, QUERY_KEY[:12], SIGNATURE[:12])
+X_AUTH = "xa_Rt5Yw8Pl2Kj6Hg3Fd9Sa"
+APIM_KEY = "ap_Mn7Bv4Cx1Zq8Wl3Er6Ty"
+FORMS = (QUERY_KEY, SIGNATURE, QUERY_KEY[:12], SIGNATURE[:12], X_AUTH, APIM_KEY)
 
 
 def agent(seen: Seen) -> Out:
     message = seen.json().get("message", "")
     if message == "fail":
         return Out(f"upstream refused {seen.path}", status=500)
-    return Out({"response": f"The answer (called as {seen.path})", "sources": [seen.path]})
+    headers = f"{seen.headers.get('x-auth')} {seen.headers.get('ocp-apim-subscription-key')}"
+    return Out({"response": f"The answer (called as {seen.path} with {headers})", "sources": [seen.path]})
 
 
 def github(seen: Seen) -> Out:
@@ -67,15 +70,19 @@ def test_the_redaction_rule() -> None:
     assert not any(is_secret_header(name) for name in ("Content-Type", "Accept", "X-Request-Id"))
 
 
-def test_a_query_key_reaches_no_output_of_the_cli(tmp_path: Path) -> None:
+def test_a_query_key_reaches_no_output_of_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Literal ``X-Auth`` and ``Ocp-Apim-Subscription-Key`` header values too: the CLI's header rule is
+    the Action's."""
+    monkeypatch.setenv("EVALGATE_TARGET_HEADERS", json.dumps({"X-Auth": X_AUTH, "Ocp-Apim-Subscription-Key": APIM_KEY}))
     dataset = write_cases(tmp_path / "cases.json", CASES)
     out = tmp_path / "out"
     with Loopback(agent) as server:
         ran = run_cli(["run", "--dataset", str(dataset), "--target", "http", "--target-url", url(server.url),
                        "--api-retries", "0"], out)
         paths = {seen.path for seen in server.seen}
+        sent = {seen.headers.get("x-auth") for seen in server.seen}
     assert ran.code == 1, ran.err
-    assert all(QUERY_KEY in path for path in paths)  # the agent got its key
+    assert all(QUERY_KEY in path for path in paths) and sent == {X_AUTH}  # the agent got its credentials
     reports = tmp_path / "reports"
     reports.mkdir()
     for fmt in ("html", "markdown"):
