@@ -239,3 +239,20 @@ def test_a_judge_cache_with_a_trigger_is_set_aside_in_a_trusted_run(tmp_path: Pa
     assert time.monotonic() - started < 60
     assert done.returncode == 1, done.stderr
     assert "holds a trigger" in done.stderr and len(judge.chat_requests()) == 6
+
+
+@pytest.mark.parametrize("verb", [["history", "--db"], ["report"], ["compare"]],
+                         ids=["history", "report", "compare"])
+def test_a_database_named_on_the_command_line_with_code_in_it_is_one_error(tmp_path: Path, verb: list[str]) -> None:
+    db = tmp_path / "results.db"
+    with closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        slow_trigger(conn)
+        conn.execute("CREATE VIEW v AS SELECT 1")
+    args = [*verb, str(db)] if verb[0] != "compare" else ["compare", str(db), str(db)]
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "evalgate", *args], env=cli_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert time.monotonic() - started < 30
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert str(db) in lines[0] and ("holds a trigger" in lines[0] or "holds a view" in lines[0])
