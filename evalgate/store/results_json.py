@@ -1,9 +1,10 @@
 """results.json, written without holding every case in memory.
 
-Each finished case is appended to a spool file (``.cases.jsonl`` in the output directory) as it
-completes; ``write_results`` then streams the spool back in dataset order into ``results.json``
-(through a temporary file and an atomic rename), so a crash or cancel can always be finalised into
-a valid document from what was already computed.
+Each finished case is appended to a spool file (``.cases.<run id>.jsonl`` in the output directory) as
+it completes; ``write_results`` then streams the spool back in dataset order into ``results.json``
+(through ``results.json.<run id>.tmp`` and an atomic rename), so a crash or cancel can always be
+finalised into a valid document from what was already computed. ``StreamedDocument`` reads a
+results.json back one case record at a time (``report.digest``).
 """
 
 from __future__ import annotations
