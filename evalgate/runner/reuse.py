@@ -9,6 +9,11 @@ Where it comes from (setting ``judge_cache``, input ``judge-cache``):
 * a path: that ``judge-cache.db``, or the ``judge-cache.db`` in that directory (e.g. restored by
   ``actions/cache`` or ``actions/download-artifact``).
 
+In a run whose checkout is a pull request's (``config.trust.untrusted_checkout``) nothing from the
+checkout stands in for a verdict: a cache file already at the run's own cache path is set aside (a
+fresh one is written), and a ``judge_cache`` path or a ``baseline`` path named by the configuration
+file (part of the checkout) brings no cache; the baseline's artifact and the workflow's own inputs do.
+
 With ``no_cache`` nothing is restored. The restored file is only read (``store.judge_cache``): the key
 decides what may be reused, so a changed judge model, template or rubric never hits it. A cache that
 is missing or unreadable is a notice, never an error: it only saves calls.

@@ -21,7 +21,9 @@ case or answer text, request parameters) finds nothing. A base file that cannot 
 (``base_error``). Writes are batched: new replies wait in memory (where lookups see them) and go
 to disk in one transaction per ``FLUSH_ROWS`` replies or ``FLUSH_SECONDS``, whichever comes first, and on
 close; a crash can lose at most those, which only costs their calls again. A cache that cannot be read or written (locked, corrupt, read-only disk) is
-counted in ``errors`` and otherwise ignored: it only ever saves calls.
+counted in ``errors`` and otherwise ignored: it only ever saves calls. Every cache file evalgate did not
+create in this run is checked first (``store.safe``): one holding triggers, views or generated columns is
+renamed aside (the run's own) or ignored (a base cache, a shard's), never opened for use.
 """
 
 from __future__ import annotations
