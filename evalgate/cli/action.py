@@ -212,8 +212,10 @@ def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = em
         created = missing_ancestors(paths, setup_.workspace)
         try:
             return _evaluate_and_publish(setup_, env, emit)
-        finally:
-            hand_over(paths, setup_.workspace, created)
+        finally:  # with the files a run set aside beside its database (store.safe.set_aside)
+            db = setup_.settings.db_path
+            hand_over([*paths, *db.parent.glob(f"{db.name}.rejected-*"),
+                       *db.parent.glob(f"{cache_path(db).name}.rejected-*")], setup_.workspace, created)
     finally:
         Interrupt.restore(previous)
 
