@@ -10,6 +10,8 @@
   one whose answer is 10 MB: wall time, errored cases other than the big one, attempt timeouts.
 * **judge reply cap**: a judge that streams its reply without end: the run's exit status, wall time, peak
   RSS, and the reason its verdicts carry (``judge_max_reply_bytes``, 1 MiB by default).
+* **sparse dataset**: ``evalgate validate`` on a 2 GB sparse JSONL file (a good case, then one line of NUL
+  bytes): exit status, message, peak RSS (bounded by the 64 MiB per-record cap, not the file's size).
 * **memory** (``--memory``): peak RSS (``VmHWM``) of a recorded run of ``--memory-cases`` cases (default
   1,000,000), of ``evalgate report`` on its results.json (Markdown and HTML) and of the Action's whole step
   (run, job summary, outputs, annotations) on the same dataset, each in a fresh process.
@@ -274,6 +276,20 @@ def memory(work: Path, cases: int) -> dict[str, Any]:
     return figures
 
 
+def sparse_dataset(work: Path, size: int = 2 << 30) -> dict[str, Any]:
+    """``evalgate validate`` on a sparse JSONL file of ``size`` bytes (one line of NUL bytes after a good
+    case): exit status, the message, peak RSS — bounded by the per-record cap, not the file's size."""
+    folder = work / "sparse"
+    folder.mkdir()
+    path = folder / "cases.jsonl"
+    with path.open("wb") as handle:
+        handle.write(json.dumps({"id": "ok", "input": "q", "output": "a", "expected_keywords": ["a"]}).encode() + b"\n")
+        handle.truncate(size)
+    figures = measured_process(["validate", "--dataset", str(path)], folder)
+    path.unlink()
+    return {"bytes": size, **figures}
+
+
 def judge_reply_cap(work: Path) -> dict[str, Any]:
     """A judge streaming its reply without end: the run's peak RSS and the reason its verdicts carry."""
     from tests.hostile.test_judge_reply_cap import run_with
@@ -307,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         figures["structures"] = structures(work)
         figures["big_answer"] = big_answer(work)
         figures["judge_reply_cap"] = judge_reply_cap(work)
+        figures["sparse_dataset"] = sparse_dataset(work)
         if args.memory:
             figures["memory"] = memory(work, args.memory_cases)
         if args.signals:
