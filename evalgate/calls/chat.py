@@ -70,7 +70,8 @@ def make_backend(kind: str, provider: ProviderConfig, *, timeout: float, concurr
                  connect_timeout: float | None = None, read_timeout: float | None = None,
                  timed: bool = False, max_reply: tuple[int, str] | None = None) -> ChatBackend:
     if kind == "openai-sdk":
-        return SdkChat(provider, timeout=timeout, connect_timeout=connect_timeout, read_timeout=read_timeout)
+        return SdkChat(provider, timeout=timeout, connect_timeout=connect_timeout, read_timeout=read_timeout,
+                       max_reply=max_reply)
     return DirectChat(provider, timeout=timeout, concurrency=concurrency, connect_timeout=connect_timeout,
                       read_timeout=read_timeout, timed=timed, max_reply=max_reply)
 
@@ -165,17 +166,29 @@ class SdkChat:
     """Chat completions through the official openai SDK (imported only when chosen)."""
 
     def __init__(self, provider: ProviderConfig, *, timeout: float, connect_timeout: float | None = None,
-                 read_timeout: float | None = None) -> None:
+                 read_timeout: float | None = None, max_reply: tuple[int, str] | None = None) -> None:
         import openai
 
         limits = openai.Timeout(timeout, connect=connect_timeout, read=read_timeout if read_timeout else timeout)
         extra = {"Authorization": provider.authorization} if provider.authorization else None
+        client = None
+        if max_reply is not None:  # the reply body is read through a counting stream, cut at the cap
+            from evalgate.calls.capped import capped_async_client
+
+            client = capped_async_client(openai.DefaultAsyncHttpxClient(timeout=limits), *max_reply)
         self.client = openai.AsyncOpenAI(api_key=provider.api_key, base_url=provider.base_url, max_retries=0,
-                                         timeout=limits, default_headers=extra)
+                                         timeout=limits, default_headers=extra, http_client=client)
 
     async def create(self, body: Mapping[str, Any]) -> Completion:
+        import openai
+
         started = time.perf_counter()
-        raw = await self.client.chat.completions.with_raw_response.create(**body)
+        try:
+            raw = await self.client.chat.completions.with_raw_response.create(**body)
+        except openai.APIConnectionError as exc:  # the SDK wraps what the capped stream raised
+            if isinstance(exc.__cause__, ReplyTooLarge):
+                raise exc.__cause__ from None
+            raise
         elapsed = round((time.perf_counter() - started) * 1000, 3)
         headers = {k.lower(): v for k, v in raw.headers.items()}
         response = raw.parse()

@@ -50,3 +50,10 @@ def test_an_endless_judge_reply_is_cut_at_the_cap(tmp_path: Path) -> None:
 def test_the_cap_is_configurable(tmp_path: Path) -> None:
     _, _, document = run_with(tmp_path, "--judge-max-reply-bytes", "65536")
     assert "more than the 65,536 bytes allowed (judge_max_reply_bytes)" in json.dumps(document["results"])
+
+
+def test_the_cap_holds_with_the_openai_sdk_client(tmp_path: Path) -> None:
+    code, peak_mb, document = run_with(tmp_path, "--chat-client", "openai-sdk")
+    assert code == 1 and peak_mb < PEAK_LIMIT_MB, peak_mb
+    reasons = json.dumps([r["metrics"] for r in document["results"]])
+    assert "more than the 1,048,576 bytes allowed (judge_max_reply_bytes)" in reasons
