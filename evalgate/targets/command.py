@@ -38,6 +38,7 @@ from evalgate.model import Answer
 from evalgate.safety.redact import redact
 from evalgate.targets.http import REPLY_BYTES_PER_ANSWER_CHAR, case_context
 from evalgate.targets.mapping import ResponseMap
+from evalgate.traces.context import trace_env
 
 if TYPE_CHECKING:
     from evalgate.calls.executor import Runtime
@@ -98,11 +99,12 @@ class CommandTarget:
         if self.runtime is not None:
             self.runtime.executor.check_stop()
         stdin = self.stdin_for(case)
+        traced = trace_env()  # TRACEPARENT (and EVALGATE_TRACE_FILE) when the run receives traces
         if self.runtime is not None:
             with self.runtime.executor.track():
-                outcome = await self.runtime.wire.call(lambda: self._run(stdin))
+                outcome = await self.runtime.wire.call(lambda: self._run(stdin, traced))
         else:
-            outcome = await self._run(stdin)
+            outcome = await self._run(stdin, traced)
         if isinstance(outcome, Answer):
             return outcome
         returncode, stdout, stderr, latency = outcome
@@ -110,14 +112,16 @@ class CommandTarget:
             return Answer(error=redact(f"command exited with status {returncode}: {_tail(stderr)}"))
         return self._read(stdout, latency)
 
-    async def _run(self, stdin: bytes) -> tuple[int, bytes, bytes, float] | Answer:
+    async def _run(self, stdin: bytes, traced: Mapping[str, str] | None = None) -> tuple[int, bytes, bytes, float] | Answer:
         """Start the program, feed it ``stdin``, read its output and wait for it: (exit status, stdout,
-        stderr, milliseconds from start to exit), or the error ``Answer``."""
+        stderr, milliseconds from start to exit), or the error ``Answer``. ``traced``: variables added to
+        the program's environment (the call's ``TRACEPARENT``)."""
         started = time.perf_counter()
         try:
             process = await asyncio.create_subprocess_exec(
                 *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                env={**os.environ, **traced} if traced else None,
             )
         except OSError as exc:
             return Answer(error=f"cannot start {self.argv[0]!r}: {exc.strerror or exc}")

@@ -41,6 +41,7 @@ from evalgate.errors import UserError
 from evalgate.model import Answer
 from evalgate.safety.redact import redact, register_secret, split_credentials
 from evalgate.targets.mapping import ResponseMap
+from evalgate.traces.context import trace_headers
 
 if TYPE_CHECKING:
     import jinja2
@@ -210,21 +211,26 @@ class HttpTarget:
             payload = self.payload(case)
         except (ValueError, TypeError) as exc:  # template problems arrive as ValueError
             return Answer(error=f"request body: {exc}")
+        traced = trace_headers()  # a fresh W3C traceparent per call when the run receives traces
         try:
             response, latency, data = await self.runtime.executor.call(
-                PROVIDER, lambda: self._send(payload), what=f"{self.method} {self.url}", pace=self.pace)
+                PROVIDER, lambda: self._send(payload, traced), what=f"{self.method} {self.url}", pace=self.pace)
         except CallFailed as exc:
             return Answer(error=redact(str(exc)))
         return self._read(response, latency, data)
 
-    async def _send(self, payload: Any) -> tuple[Reply, float, Any]:
-        """One attempt: the reply, its latency (ms) and its JSON value (``TEXT`` when read as text)."""
+    async def _send(self, payload: Any, traced: Mapping[str, str] | None = None) -> tuple[Reply, float, Any]:
+        """One attempt: the reply, its latency (ms) and its JSON value (``TEXT`` when read as text);
+        ``traced``: the call's ``traceparent`` header, if any."""
+        traced = traced or {}
         if self.method in QUERY_METHODS:
             params = payload if isinstance(payload, dict) else {}
-            response = await self.pool.request(self.method, self.url, params=params, max_bytes=self.max_reply_bytes)
+            response = await self.pool.request(self.method, self.url, params=params, headers=dict(traced) or None,
+                                               max_bytes=self.max_reply_bytes)
         else:
             body = json.dumps(payload, ensure_ascii=False).encode()
-            response = await self.pool.request(self.method, self.url, body=body, headers=JSON_BODY,
+            response = await self.pool.request(self.method, self.url, body=body,
+                                               headers={**JSON_BODY, **traced} if traced else JSON_BODY,
                                                max_bytes=self.max_reply_bytes)
         latency = response.elapsed_ms if response.elapsed_ms is not None else 0.0
         if response.status >= 400:
