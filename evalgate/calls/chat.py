@@ -168,7 +168,7 @@ class SdkChat:
 
     async def create(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Completion:
         started = time.perf_counter()
-        extra = {"extra_headers": dict(headers)} if headers else {}
+        extra: dict[str, Any] = {"extra_headers": dict(headers)} if headers else {}
         raw = await self.client.chat.completions.with_raw_response.create(**body, **extra)
         elapsed = round((time.perf_counter() - started) * 1000, 3)
         headers = {k.lower(): v for k, v in raw.headers.items()}

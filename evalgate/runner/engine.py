@@ -84,6 +84,7 @@ ANSWER_DETAIL_FIELDS = (
     "prompt_tokens",
     "completion_tokens",
     "truncated",
+    "trace",
 )
 ANSWER_DETAIL_SET = set(ANSWER_DETAIL_FIELDS)
 LARGE_ANSWER_CHARS = 64_000
@@ -498,6 +499,8 @@ def expectations_of(case: Case) -> dict[str, Any]:
             expected[name] = value
     if case.rules:
         expected["rules"] = [rule.model_dump(exclude_none=True, exclude_defaults=True) for rule in case.rules]
+    if case.trajectory is not None:
+        expected["trajectory"] = case.trajectory.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
     if case.assertions:
         expected["assert"] = [entry.model_dump(mode="json", exclude_none=True) for entry in case.assertions]
     return expected
