@@ -77,7 +77,7 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         pass
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         # the caller's traceparent makes this request's spans part of its trace (evalgate: one per case)
         with tracer.start_as_current_span("invoke_agent travel-agent", context=extract(dict(self.headers)),

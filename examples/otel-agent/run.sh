@@ -3,6 +3,7 @@
 # the trace receiver on, and gate on the tool trajectory read from its spans.
 #   bash examples/otel-agent/run.sh               → exit 0
 #   BREAK=order bash examples/otel-agent/run.sh   → exit 1: the agent books before it searches
+#   RESULTS_DIR=DIR keeps results.json (its cases' answer.trace holds the span summaries) in DIR
 # Needs evalgate (pip install evalgate-action) and opentelemetry-sdk + opentelemetry-exporter-otlp-proto-http.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -23,6 +24,6 @@ export EVALGATE_TARGET_URL="http://127.0.0.1:$(cat "$work/port")/chat"
 cd "$work"
 status=0
 "$python" -m evalgate run --config "$here/evalgate.yaml" --dataset "$here/cases.yaml" --progress none \
-  --output-dir "$work/results" || status=$?
+  --output-dir "${RESULTS_DIR:-$work/results}" || status=$?
 echo "evalgate exited with $status"
 exit "$status"

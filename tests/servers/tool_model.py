@@ -28,7 +28,7 @@ class ToolModelServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 server.requests.append(body)
                 data = json.dumps(server.reply(body)).encode()
