@@ -15,10 +15,10 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from evalgate.config.options import MetricOptions
-from evalgate.metrics.registry import MetricContext, MetricUnavailable
+from evalgate.metrics.registry import MetricContext
 from evalgate.metrics.trajectory import order_problem, subset, trajectory
 from evalgate.metrics.workflow import workflow
-from evalgate.model import Answer, Case, Trajectory
+from evalgate.model import Answer, Case, MetricErrored, Trajectory
 from evalgate.safety.redact import register_secret
 from evalgate.traces.context import CURRENT, trace_env, trace_headers
 from evalgate.traces.receiver import Collector, Receiver
@@ -203,11 +203,11 @@ def test_trajectory_metric_on_a_trace() -> None:
     assert "not matched" in _score(args, answer).reason
 
 
-def test_trajectory_without_spans_is_unavailable_never_a_pass() -> None:
+def test_trajectory_without_spans_errors_never_a_pass() -> None:
     case = Case(id="c", input="q", trajectory=Trajectory(tools=["a"], max_steps=3))
-    with pytest.raises(MetricUnavailable, match="no spans were received"):
+    with pytest.raises(MetricErrored, match="no spans were received"):
         _score(case, Answer(output="x", trace=summarize([])))
-    with pytest.raises(MetricUnavailable, match="the case has no trace"):
+    with pytest.raises(MetricErrored, match="the case has no trace"):
         _score(case, Answer(output="x", tools_used=["a"]))
     # tools alone can be read from the answer's own list
     only_tools = Case(id="c", input="q", trajectory=Trajectory(tools=["a"]))

@@ -15,7 +15,8 @@ got book → search``. Checks:
 * ``no_failed_tools``: no tool span ended with status ERROR.
 
 Evidence: the case's trace (``Answer.trace``). Without spans, only ``tools`` can be checked, from the
-answer's own ``tools_used``; anything else is ``unavailable`` (missing evidence never passes).
+answer's own ``tools_used``; anything else errors the case with one reason saying no spans arrived
+(missing evidence never passes, in strict mode or not).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from evalgate.metrics.registry import MetricContext, MetricUnavailable, Score, metric
+from evalgate.metrics.registry import MetricContext, Score, metric
+from evalgate.model import MetricErrored
 from evalgate.traces.summary import agent_names, tool_names
 
 if TYPE_CHECKING:
@@ -126,12 +128,12 @@ def _needs_trace(expect: Trajectory) -> bool:
 
 def evaluate(expect: Trajectory, answer: Answer) -> dict[str, Any]:
     """Every declared check of ``expect`` on ``answer``'s trace (see the module docstring); raises
-    ``MetricUnavailable`` when the evidence is missing."""
+    ``MetricErrored`` when the evidence is missing (the case is then errored, never passed)."""
     trace = _trace(answer)
     if trace is None:
         if answer.tools_used is None or _needs_trace(expect) or expect.tools is None:
             why = "no spans were received for this case" if answer.trace is not None else "the case has no trace"
-            raise MetricUnavailable(f"trajectory: {why} (is the agent exporting OpenTelemetry spans to the "
+            raise MetricErrored(f"trajectory: {why} (is the agent exporting OpenTelemetry spans to the "
                                     "run's receiver, traces: true? see docs/traces.md)")
         calls: list[Mapping[str, Any]] = [{"name": name} for name in answer.tools_used]
         source = "answer"

@@ -59,11 +59,13 @@ class CollectorStats:
     rejected_requests: int = 0
     seconds: float = 0.0
     """Time spent decoding and sorting spans (the receiver's cost on the run's event loop)."""
+    summary_seconds: float = 0.0
+    """Time spent summarising the cases' spans (``traces.summary``), also on the event loop."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "spans": self.spans, "ignored_spans": self.ignored_spans,
                 "dropped_spans": self.dropped_spans, "rejected_requests": self.rejected_requests,
-                "seconds": round(self.seconds, 4)}
+                "seconds": round(self.seconds, 4), "summary_seconds": round(self.summary_seconds, 4)}
 
 
 class Collector:

@@ -8,6 +8,7 @@ the dataset's directory) whose spans are the case's trace, with or without a rec
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +60,10 @@ class TracedTarget:
             spans, dropped = collector.release(scope)
         if not scope.calls:
             return self._from_file(case, answer, trace_file) if trace_file else answer
-        return answer.model_copy(update={"trace": summarize(spans, turns=scope.turns, dropped=dropped)})
+        started = time.perf_counter()
+        summary = summarize(spans, turns=scope.turns, dropped=dropped)
+        collector.stats.summary_seconds += time.perf_counter() - started
+        return answer.model_copy(update={"trace": summary})
 
     def _from_file(self, case: Case, answer: Answer, trace_file: Any) -> Answer:
         try:
