@@ -60,7 +60,7 @@ def write_cases(path: Path, count: int) -> None:
 def one_run(work: Path, name: str, cases: Path, url: str, traces_port: int | None, concurrency: int) -> dict[str, Any]:
     out = work / name
     argv = [sys.executable, "-m", "evalgate", "run", "-d", str(cases), "--target", "http", "--target-url", url,
-            "--concurrency", str(concurrency), "--output-dir", str(out), "--progress", "none", "--format", "json"]
+            "--concurrency", str(concurrency), "--output-dir", str(out), "--progress", "none"]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     if traces_port is not None:
         env |= {"EVALGATE_TRACES": "true", "EVALGATE_TRACES_PORT": str(traces_port)}

@@ -127,7 +127,9 @@ def test_protobuf_and_json_give_the_same_spans() -> None:
         item = span.attributes.add()
         item.key, item.value.string_value = key, value
     item = span.attributes.add()
-    item.key, item.value.int_value = "n", 3
+    item.key, item.value.int_value = "gen_ai.usage.input_tokens", 3
+    item = span.attributes.add()
+    item.key, item.value.string_value = "http.method", "POST"  # not read: skipped while decoding
     event = span.events.add()
     event.name = "exception"
     ev = event.attributes.add()
@@ -135,7 +137,8 @@ def test_protobuf_and_json_give_the_same_spans() -> None:
     span.status.code = 2
     (decoded,) = parse_protobuf(request.SerializeToString())
     assert (decoded.trace_id, decoded.span_id, decoded.parent_id) == (TRACE, "00000000000000b2", "00000000000000a1")
-    assert decoded.attributes == {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search", "n": 3}
+    assert decoded.attributes == {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                                  "gen_ai.usage.input_tokens": 3}
     assert decoded.failed and decoded.exception == "boom" and decoded.service == "agent"
     assert decoded.duration_ms == 9.0
     with pytest.raises(SpanDecodeError):

@@ -10,6 +10,10 @@ Python values (OTLP ``AnyValue``: strings, ints, floats, bools, lists, mappings;
 * ``parse_protobuf(body)``: OTLP/protobuf, decoded with ``opentelemetry-proto`` (the protobuf classes
   the OpenTelemetry project publishes).
 
+Only the attributes evalgate reads are kept (``READ_PREFIXES``: ``gen_ai.*``, ``llm.*``,
+``openinference.*``, ``tool.*``, ``agent.*``, ``input.value``, ``error.*``): HTTP, database and other
+instrumentation attributes are skipped while decoding, so a buffered span costs only what it tells us.
+
 Both raise ``SpanDecodeError`` with one line saying what is wrong.
 """
 
@@ -25,6 +29,9 @@ _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR
 _KIND_NAMES = {0: "unspecified", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 MAX_DEPTH = 16
 """Nesting of attribute values read (deeper values are dropped): a hostile body cannot recurse us."""
+
+
+READ_PREFIXES = ("gen_ai.", "llm.", "openinference.", "tool.", "agent.", "input.value", "error.")
 
 
 class SpanDecodeError(ValueError):
@@ -115,13 +122,15 @@ def _json_value(value: Any, depth: int = 0) -> Any:
     return None
 
 
-def _json_attributes(items: Any, depth: int = 0) -> dict[str, Any]:
+def _json_attributes(items: Any, depth: int = 0, keep: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """``[{"key", "value"}, …]`` as a mapping; with ``keep``, only keys starting with one of its prefixes."""
     if not isinstance(items, list):
         return {}
     result: dict[str, Any] = {}
     for item in items:
-        if isinstance(item, Mapping) and isinstance(item.get("key"), str):
-            result[item["key"]] = _json_value(item.get("value"), depth)
+        if isinstance(item, Mapping) and isinstance(key := item.get("key"), str) and (
+                keep is None or key.startswith(keep)):
+            result[key] = _json_value(item.get("value"), depth)
     return result
 
 
@@ -179,7 +188,8 @@ def spans_from_json_request(data: Any) -> Iterator[Span]:
                            name=str(raw.get("name") or ""), kind=_json_kind(raw.get("kind", 0)),
                            start_ns=_int(raw.get("startTimeUnixNano", raw.get("start_time_unix_nano"))),
                            end_ns=_int(raw.get("endTimeUnixNano", raw.get("end_time_unix_nano"))),
-                           status=status, status_message=message, attributes=_json_attributes(raw.get("attributes")),
+                           status=status, status_message=message,
+                           attributes=_json_attributes(raw.get("attributes"), keep=READ_PREFIXES),
                            service=str(service) if service is not None else None, exception=_exception_of(events))
 
 
@@ -222,8 +232,20 @@ def _proto_value(value: Any, depth: int = 0) -> Any:
     return getattr(value, which)
 
 
-def _proto_attributes(items: Any, depth: int = 0) -> dict[str, Any]:
-    return {item.key: _proto_value(item.value, depth) for item in items}
+_SCALARS = frozenset({"string_value", "int_value", "bool_value", "double_value"})
+
+
+def _proto_attributes(items: Any, depth: int = 0, keep: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """``KeyValue`` items as a mapping; with ``keep``, only keys starting with one of its prefixes."""
+    result: dict[str, Any] = {}
+    for item in items:
+        key = item.key
+        if keep is not None and not key.startswith(keep):
+            continue
+        value = item.value
+        which = value.WhichOneof("value")
+        result[key] = getattr(value, which) if which in _SCALARS else _proto_value(value, depth)
+    return result
 
 
 def parse_protobuf(body: bytes) -> list[Span]:
@@ -243,13 +265,13 @@ def parse_protobuf(body: bytes) -> list[Span]:
             for raw in scope.spans:
                 if len(raw.trace_id) != 16 or len(raw.span_id) != 8:
                     continue
-                events = [(e.name, _proto_attributes(e.attributes)) for e in raw.events]
+                events = [(e.name, _proto_attributes(e.attributes)) for e in raw.events if e.name == "exception"]
                 spans.append(Span(
                     trace_id=raw.trace_id.hex(), span_id=raw.span_id.hex(),
                     parent_id=raw.parent_span_id.hex() if len(raw.parent_span_id) == 8 else "",
                     name=raw.name, kind=_KIND_NAMES.get(raw.kind, "unspecified"),
                     start_ns=raw.start_time_unix_nano, end_ns=raw.end_time_unix_nano,
                     status=raw.status.code if raw.status.code in (0, 1, 2) else 0,
-                    status_message=raw.status.message, attributes=_proto_attributes(raw.attributes),
+                    status_message=raw.status.message, attributes=_proto_attributes(raw.attributes, keep=READ_PREFIXES),
                     service=str(service) if service is not None else None, exception=_exception_of(events)))
     return spans

@@ -146,8 +146,10 @@ def summarize(spans: Sequence[Span], *, turns: Mapping[str, int] | None = None, 
     input_tokens = output_tokens = total_only = 0
     counts = {"agents": 0, "tools": 0, "llm_calls": 0, "failed_tools": 0}
     kinds: dict[str, str] = {}
+    labels: dict[str, str] = {}
     for span in ordered:
         kind = kinds[span.span_id] = kind_of(span)
+        label = labels[span.span_id] = _text(span_label(span, kind))
         attributes = span.attributes
         turn = turn_of.get(span.trace_id, 0)
         if (span.failed or span.exception) and len(errors) < MAX_ERRORS:
@@ -156,13 +158,13 @@ def summarize(spans: Sequence[Span], *, turns: Mapping[str, int] | None = None, 
         if kind == "agent":
             counts["agents"] += 1
             if len(agents) < MAX_ITEMS:
-                agents.append(_text(span_label(span, kind)))
+                agents.append(label)
         elif kind == "tool":
             counts["tools"] += 1
             counts["failed_tools"] += span.failed
             if len(tools) < MAX_ITEMS:
                 raw = _first(attributes, "gen_ai.tool.call.arguments", "tool.arguments", "input.value")
-                tools.append({"name": _text(span_label(span, kind)), "arguments": arguments_of(raw),
+                tools.append({"name": label, "arguments": arguments_of(raw),
                               "failed": span.failed,
                               "error": _text(span.status_message or span.exception or "") if span.failed else None,
                               "duration_ms": round(span.duration_ms, 3), "turn": turn})
@@ -209,11 +211,12 @@ def summarize(spans: Sequence[Span], *, turns: Mapping[str, int] | None = None, 
         "tokens": {"input": input_tokens, "output": output_tokens, "total": input_tokens + output_tokens + total_only},
         "errors": errors,
         "duration_ms": round((end - start) / 1e6, 3) if end > start else 0.0,
-        "tree": tree_rows(ordered, kinds, turn_of),
+        "tree": tree_rows(ordered, kinds, turn_of, labels),
     }
 
 
-def tree_rows(spans: Iterable[Span], kinds: Mapping[str, str], turns: Mapping[str, int]) -> list[dict[str, Any]]:
+def tree_rows(spans: Iterable[Span], kinds: Mapping[str, str], turns: Mapping[str, int],
+              labels: Mapping[str, str]) -> list[dict[str, Any]]:
     """The span tree, depth first in start order: one row per span (depth, label, kind, ms, failed, turn),
     at most ``MAX_TREE_ROWS`` rows. A span whose parent is not among the spans is a root."""
     spans = list(spans)
@@ -221,8 +224,9 @@ def tree_rows(spans: Iterable[Span], kinds: Mapping[str, str], turns: Mapping[st
     children: dict[str, list[Span]] = {}
     roots: list[Span] = []
     for span in spans:  # already in start order
-        if span.parent_id and span.parent_id in known and span.parent_id != span.span_id:
-            children.setdefault(span.parent_id, []).append(span)
+        parent = span.parent_id
+        if parent and parent in known and parent != span.span_id:
+            children.setdefault(parent, []).append(span)
         else:
             roots.append(span)
     rows: list[dict[str, Any]] = []
@@ -230,13 +234,17 @@ def tree_rows(spans: Iterable[Span], kinds: Mapping[str, str], turns: Mapping[st
     stack: list[tuple[Span, int]] = [(root, 0) for root in reversed(roots)]
     while stack and len(rows) < MAX_TREE_ROWS:
         span, depth = stack.pop()
-        if span.span_id in seen:
+        span_id = span.span_id
+        if span_id in seen:
             continue
-        seen.add(span.span_id)
-        kind = kinds.get(span.span_id, "other")
-        rows.append({"depth": depth, "name": _text(span_label(span, kind)), "kind": kind,
-                     "ms": round(span.duration_ms, 3), "failed": span.failed, "turn": turns.get(span.trace_id, 0)})
-        stack.extend((child, depth + 1) for child in reversed(children.get(span.span_id, [])))
+        seen.add(span_id)
+        kind = kinds.get(span_id, "other")
+        rows.append({"depth": depth, "name": labels.get(span_id) or _text(span_label(span, kind)), "kind": kind,
+                     "ms": round(span.duration_ms, 3), "failed": span.status == 2, "turn": turns.get(span.trace_id, 0)})
+        below = children.get(span_id)
+        if below:
+            for child in reversed(below):
+                stack.append((child, depth + 1))
     return rows
 
 

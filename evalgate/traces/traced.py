@@ -8,7 +8,9 @@ the dataset's directory) whose spans are the case's trace, with or without a rec
 
 from __future__ import annotations
 
+import inspect
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +31,7 @@ class TracedTarget:
     def __init__(self, inner: Any, collector: Collector | None, *, grace: float, max_file_bytes: int =
                  MAX_TRACE_FILE_BYTES) -> None:
         self.inner = inner
+        self._inner_takes_call = _takes_call(inner)
         self.collector = collector
         self.grace = grace
         self.max_file_bytes = max_file_bytes
@@ -36,16 +39,22 @@ class TracedTarget:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def answer(self, case: Case) -> Answer:
+    def _call_inner(self, case: Case, call: Any) -> Awaitable[Answer]:
+        return self.inner.answer(case, call) if call is not None and self._inner_takes_call else self.inner.answer(case)
+
+    async def answer(self, case: Case, call: Any = None) -> Answer:
+        """The inner target's answer with the case's trace attached. ``call``: the engine's description of
+        this call (a conversation's turn), passed on to a target that takes one; its ``turn`` (1-based)
+        numbers the spans of the call."""
         trace_file = case.trace_file
         collector = self.collector
         if collector is None:
-            answer = await self.inner.answer(case)
+            answer = await self._call_inner(case, call)
             return self._from_file(case, answer, trace_file) if trace_file else answer
         scope = collector.open_case()
         token = CURRENT.set(scope)
         try:
-            answer = await self.inner.answer(case)
+            answer = await self._call_inner(case, call)
         finally:
             CURRENT.reset(token)
             if scope.spool is not None:
@@ -61,7 +70,9 @@ class TracedTarget:
         if not scope.calls:
             return self._from_file(case, answer, trace_file) if trace_file else answer
         started = time.perf_counter()
-        summary = summarize(spans, turns=scope.turns, dropped=dropped)
+        turn = getattr(call, "turn", None)
+        turns = scope.turns if not isinstance(turn, int) else {trace_id: turn - 1 for trace_id in scope.turns}
+        summary = summarize(spans, turns=turns, dropped=dropped)
         collector.stats.summary_seconds += time.perf_counter() - started
         return answer.model_copy(update={"trace": summary})
 
@@ -81,6 +92,16 @@ class TracedTarget:
         if self.collector is not None:
             described["traces"] = True
         return described
+
+
+def _takes_call(target: Any) -> bool:
+    """Whether ``target.answer`` takes a second positional argument (the engine's per-call description)."""
+    try:
+        parameters = list(inspect.signature(target.answer).parameters.values())
+    except (TypeError, ValueError, AttributeError):
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
 
 
 def resolve_trace_file(case: Case, value: Any) -> Path:
