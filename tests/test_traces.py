@@ -362,3 +362,45 @@ def test_recorded_case_reads_its_trace_file(tmp_path: Path) -> None:
     assert [t["name"] for t in answer.trace["tools"]] == ["search", "book"]
     escape = Case(id="c2", output="x", trace_file="../../etc/passwd", source_file=str(dataset))
     assert "inside the dataset's directory" in (asyncio.run(target.answer(escape)).error or "")
+
+
+COMMAND_AGENT = r'''
+import json, os, sys
+case = json.load(sys.stdin)
+_, trace_id, parent, _ = os.environ["TRACEPARENT"].split("-")
+tools = ["lookup", "answer"] if "good" in case["id"] else ["answer"]
+def span(i, name, attributes, parent_id):
+    return {"traceId": trace_id, "spanId": f"{i:016x}", "parentSpanId": parent_id, "name": name,
+            "startTimeUnixNano": str(i), "endTimeUnixNano": str(i + 1),
+            "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()]}
+spans = [span(1, "invoke_agent", {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "cli"}, parent)]
+spans += [span(i + 2, t, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": t}, f"{1:016x}")
+          for i, t in enumerate(tools)]
+with open(os.environ["EVALGATE_TRACE_FILE"], "w") as out:
+    json.dump({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}, out)
+print(json.dumps({"output": "done"}))
+'''
+
+
+def test_command_target_spans_from_its_trace_file_through_the_cli(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "agent.py").write_text(COMMAND_AGENT)
+    (tmp_path / "cases.yaml").write_text(
+        "cases:\n"
+        "  - {id: good, input: q, trajectory: {tools: [lookup, answer], order: exact}}\n"
+        "  - {id: bad, input: q, trajectory: {tools: [lookup, answer], order: exact}}\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "evalgate", "run", "-d", "cases.yaml", "--target", "command", "--target-command",
+         json.dumps([sys.executable, "agent.py"]), "--traces", "--traces-port", "0", "--progress", "none",
+         "--output-dir", "out"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stdout + run.stderr
+    document = json.loads((tmp_path / "out" / "results.json").read_text())
+    by_id = {r["id"]: r for r in document["results"]}
+    assert by_id["good"]["status"] == "passed"
+    assert by_id["good"]["answer"]["trace"]["agents"] == ["cli"]
+    assert by_id["bad"]["metrics"]["trajectory"]["details"]["reason"] == (
+        "call 1 is answer, expected lookup: expected lookup → answer (exact), got answer")
+    traces = document["metadata"]["traces"]
+    assert traces["requests"] == 0 and traces["spans"] == 5  # nothing over HTTP: 3 + 2 spans from the files

@@ -73,8 +73,11 @@ class CommandTarget:
 
     def __init__(self, argv: Sequence[str], *, timeout: float, runtime: Runtime | None = None,
                  eval_context: Mapping[str, Any] | None = None, response_map: Mapping[str, str] | None = None,
-                 response_format: str = "auto", max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS) -> None:
+                 response_format: str = "auto", max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
+                 env: Mapping[str, str] | None = None) -> None:
         self.argv = resolve_program(argv)
+        self.env = env
+        """The program's environment when a call adds variables (its ``TRACEPARENT``); else it inherits ours."""
         self.timeout = timeout
         self.runtime = runtime
         self.eval_context = dict(eval_context or {})
@@ -86,7 +89,8 @@ class CommandTarget:
     def from_settings(cls, settings: Settings, runtime: Runtime | None = None) -> CommandTarget:
         return cls(settings.target_command, timeout=settings.api_timeout_seconds, runtime=runtime,
                    eval_context=settings.eval_context, response_map=settings.target_response_map,
-                   response_format=settings.target_response_format, max_answer_chars=settings.max_answer_chars)
+                   response_format=settings.target_response_format, max_answer_chars=settings.max_answer_chars,
+                   env=settings.environment)
 
     def stdin_for(self, case: Case) -> bytes:
         record = case.model_dump(mode="json", exclude_none=True)
@@ -121,7 +125,7 @@ class CommandTarget:
             process = await asyncio.create_subprocess_exec(
                 *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, start_new_session=True,
-                env={**os.environ, **traced} if traced else None,
+                env={**(self.env or {}), **traced} if traced else None,
             )
         except OSError as exc:
             return Answer(error=f"cannot start {self.argv[0]!r}: {exc.strerror or exc}")
