@@ -227,7 +227,7 @@ def test_workflow_reads_the_trace_when_the_answer_lists_nothing() -> None:
     assert score.details["agents"]["source"] == "trace" and score.details["tools"]["unexpected"] == ["book"]
     listed = workflow(case, Answer(output="x", tools_used=["search"], agents_called=["planner"], trace=trace),
                       MetricContext(options=MetricOptions()))
-    assert listed.value == 1.0 and listed.details["tools"]["source"] == "answer"
+    assert listed.value == 1.0 and "source" not in listed.details["tools"]  # the seed's exact shape
 
 
 class _EchoTarget:
@@ -404,3 +404,23 @@ def test_command_target_spans_from_its_trace_file_through_the_cli(tmp_path: Path
         "call 1 is answer, expected lookup: expected lookup → answer (exact), got answer")
     traces = document["metadata"]["traces"]
     assert traces["requests"] == 0 and traces["spans"] == 5  # nothing over HTTP: 3 + 2 spans from the files
+
+
+def test_prompts_are_not_buffered_and_a_raising_target_releases_its_traces() -> None:
+    (span,) = parse_json(json.dumps(export(json_span("00000000000000f1", "ChatCompletion", {
+        "openinference.span.kind": "LLM", "input.value": "the whole prompt", "llm.input_messages.0.message.content": "p",
+        "gen_ai.system_instructions": "be nice", "gen_ai.system": "openai", "http.url": "http://x"}))))
+    assert span.attributes == {"openinference.span.kind": "LLM", "gen_ai.system": "openai"}
+
+    class Raising:
+        kind = "raising"
+
+        async def answer(self, case: Case) -> Answer:
+            trace_headers()
+            raise RuntimeError("bug")
+
+    collector = Collector()
+    target = TracedTarget(Raising(), collector, grace=0.1)
+    with pytest.raises(RuntimeError):
+        asyncio.run(target.answer(Case(id="1", input="a")))
+    assert collector.open_traces == 0

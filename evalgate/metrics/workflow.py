@@ -8,7 +8,8 @@ lists and reported in the seed's shape::
 Names compare ignoring case and surrounding spaces; reported names keep the case's spelling (the
 called name's spelling for ``unexpected``). The names come from the answer (``agents_called`` /
 ``tools_used``) or, when the answer does not list them, from the case's OpenTelemetry trace (agent and
-tool spans, ``traces.summary``); each side's ``source`` says which (``answer`` or ``trace``).
+tool spans, ``traces.summary``); a side read from the trace says so with ``"source": "trace"`` (a side
+read from the answer keeps the seed's exact shape).
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def _evaluate(case: Case, answer: Answer, ctx: MetricContext, side: Side) -> dic
                                 "and no trace recorded them")
     include, exclude = _expectations(case, side)
     always = ctx.options.always_expected_agents if side == "agents" else []
-    return {**check_side(called, include, exclude, always), "source": source}
+    result = check_side(called, include, exclude, always)
+    return result if source == "answer" else {**result, "source": source}
 
 
 def side_result(case: Case, answer: Answer, ctx: MetricContext, side: Side) -> dict[str, Any]:

@@ -10,9 +10,10 @@ Python values (OTLP ``AnyValue``: strings, ints, floats, bools, lists, mappings;
 * ``parse_protobuf(body)``: OTLP/protobuf, decoded with ``opentelemetry-proto`` (the protobuf classes
   the OpenTelemetry project publishes).
 
-Only the attributes evalgate reads are kept (``READ_PREFIXES``: ``gen_ai.*``, ``llm.*``,
-``openinference.*``, ``tool.*``, ``agent.*``, ``input.value``, ``error.*``): HTTP, database and other
-instrumentation attributes are skipped while decoding, so a buffered span costs only what it tells us.
+Only the attributes evalgate reads are kept (``READ_PREFIXES``): HTTP, database and other instrumentation
+attributes, and the prompts instrumentations record (``gen_ai.input.messages``, ``llm.input_messages.*``;
+``input.value`` except on OpenInference TOOL spans, where it holds the arguments), are skipped while
+decoding, so a buffered span costs only what it tells us.
 
 Both raise ``SpanDecodeError`` with one line saying what is wrong.
 """
@@ -31,7 +32,23 @@ MAX_DEPTH = 16
 """Nesting of attribute values read (deeper values are dropped): a hostile body cannot recurse us."""
 
 
-READ_PREFIXES = ("gen_ai.", "llm.", "openinference.", "tool.", "agent.", "input.value", "error.")
+READ_PREFIXES = ("gen_ai.operation.name", "gen_ai.agent.", "gen_ai.tool.", "gen_ai.request.model",
+                 "gen_ai.response.model", "gen_ai.provider.name", "gen_ai.system", "gen_ai.usage.",
+                 "gen_ai.output.messages", "llm.model_name", "llm.provider", "llm.system", "llm.token_count.",
+                 "llm.output_messages.", "openinference.span.kind", "tool.", "agent.", "input.value", "error.type")
+"""Attribute keys (prefixes) read by ``summary``; ``gen_ai.system`` also admits ``gen_ai.system_instructions``,
+dropped by ``_kept``."""
+_DROPPED = frozenset({"gen_ai.system_instructions"})
+
+
+def _kept(attributes: dict[str, Any]) -> dict[str, Any]:
+    """``attributes`` without what the filter let through but nothing reads: the system instructions, and
+    ``input.value`` (a whole prompt on LLM spans) except on OpenInference TOOL spans."""
+    for key in _DROPPED & attributes.keys():
+        del attributes[key]
+    if "input.value" in attributes and attributes.get("openinference.span.kind") != "TOOL":
+        del attributes["input.value"]
+    return attributes
 
 
 class SpanDecodeError(ValueError):
@@ -189,7 +206,7 @@ def spans_from_json_request(data: Any) -> Iterator[Span]:
                            start_ns=_int(raw.get("startTimeUnixNano", raw.get("start_time_unix_nano"))),
                            end_ns=_int(raw.get("endTimeUnixNano", raw.get("end_time_unix_nano"))),
                            status=status, status_message=message,
-                           attributes=_json_attributes(raw.get("attributes"), keep=READ_PREFIXES),
+                           attributes=_kept(_json_attributes(raw.get("attributes"), keep=READ_PREFIXES)),
                            service=str(service) if service is not None else None, exception=_exception_of(events))
 
 
@@ -272,6 +289,6 @@ def parse_protobuf(body: bytes) -> list[Span]:
                     name=raw.name, kind=_KIND_NAMES.get(raw.kind, "unspecified"),
                     start_ns=raw.start_time_unix_nano, end_ns=raw.end_time_unix_nano,
                     status=raw.status.code if raw.status.code in (0, 1, 2) else 0,
-                    status_message=raw.status.message, attributes=_proto_attributes(raw.attributes, keep=READ_PREFIXES),
+                    status_message=raw.status.message, attributes=_kept(_proto_attributes(raw.attributes, keep=READ_PREFIXES)),
                     service=str(service) if service is not None else None, exception=_exception_of(events)))
     return spans

@@ -54,18 +54,18 @@ class TracedTarget:
         scope = collector.open_case()
         token = CURRENT.set(scope)
         try:
-            answer = await self._call_inner(case, call)
-        finally:
-            CURRENT.reset(token)
-            if scope.spool is not None:
-                for trace_id, _ in scope.calls:
-                    path = scope.file_for(trace_id)
-                    if path is not None:
-                        collector.ingest_file(path, self.max_file_bytes)
-        try:
+            try:
+                answer = await self._call_inner(case, call)
+            finally:
+                CURRENT.reset(token)
+                if scope.spool is not None:
+                    for trace_id, _ in scope.calls:
+                        path = scope.file_for(trace_id)
+                        if path is not None:
+                            collector.ingest_file(path, self.max_file_bytes)
             if scope.calls:
                 await collector.settle(scope, self.grace)
-        finally:
+        finally:  # the case's spans are released whatever happened (a raising target, a cancelled run)
             spans, dropped = collector.release(scope)
         if not scope.calls:
             return self._from_file(case, answer, trace_file) if trace_file else answer
