@@ -424,3 +424,40 @@ def test_prompts_are_not_buffered_and_a_raising_target_releases_its_traces() -> 
     with pytest.raises(RuntimeError):
         asyncio.run(target.answer(Case(id="1", input="a")))
     assert collector.open_traces == 0
+
+
+def test_demo_agent_exports_spans_to_the_callers_receiver(tmp_path: Path) -> None:
+    """The demo agent (the Action's services: example) with ``{peer}`` in its endpoint: its spans reach the
+    receiver of the run that called it, and the trajectories of examples/otel-agent/service-cases.yaml pass."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from evalgate.demo.agent import agent_server
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        traces_port = sock.getsockname()[1]
+    cases = Path(__file__).resolve().parents[1] / "examples" / "otel-agent" / "service-cases.yaml"
+    previous = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://{{peer}}:{traces_port}"
+    try:
+        with agent_server() as agent:
+            run = subprocess.run(
+                [sys.executable, "-m", "evalgate", "run", "-d", str(cases), "--target", "http", "--target-url",
+                 f"{agent.base_url}/api/agent/chat", "--traces", "--traces-host", "0.0.0.0", "--traces-port",
+                 str(traces_port), "--progress", "none", "--output-dir", "out"],
+                cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    finally:
+        if previous is None:
+            os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+        else:
+            os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = previous
+    assert run.returncode == 0, run.stdout + run.stderr
+    document = json.loads((tmp_path / "out" / "results.json").read_text())
+    waiver = next(r for r in document["results"] if r["id"] == "waiver-steals")
+    assert waiver["answer"]["trace"]["agents"] == ["supervisor", "optimizer"]
+    assert [row["name"] for row in waiver["answer"]["trace"]["tree"]] == [
+        "supervisor", "chat demo-model", "optimizer", "get_free_agents"]
+    assert document["metadata"]["traces"]["spans"] == 8  # 4 + 4
