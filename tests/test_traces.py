@@ -461,3 +461,31 @@ def test_demo_agent_exports_spans_to_the_callers_receiver(tmp_path: Path) -> Non
     assert [row["name"] for row in waiver["answer"]["trace"]["tree"]] == [
         "supervisor", "chat demo-model", "optimizer", "get_free_agents"]
     assert document["metadata"]["traces"]["spans"] == 8  # 4 + 4
+
+
+def test_tool_calling_judge_sees_the_traced_tools() -> None:
+    from evalgate.metrics.judged import with_trace_workflow
+
+    trace = summarize(parse_json(json.dumps(GENAI)))
+    answer, source = with_trace_workflow(Answer(output="x", trace=trace))
+    assert answer.tools_used == ["search", "book"] and answer.agents_called == ["planner"]
+    assert source == {"tools_source": "trace", "agents_source": "trace"}
+    listed, source = with_trace_workflow(Answer(output="x", tools_used=["own"], trace=trace))
+    assert listed.tools_used == ["own"] and source == {"tools_source": "answer", "agents_source": "trace"}
+
+
+@pytest.mark.parametrize(("trajectory", "message"), [
+    ("{arguments: [{tool: t, regex: {q: '(('}}]}", "invalid regex for 'q'"),
+    ("{order: sideways, tools: [a]}", "order"),
+    ("{}", "give tools, arguments"),
+    ("{tools: [a], max_steps: -1}", "max_steps"),
+])
+def test_a_bad_trajectory_is_one_line_naming_the_file(tmp_path: Path, trajectory: str, message: str) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "cases.yaml").write_text(f"cases:\n  - id: c\n    input: q\n    trajectory: {trajectory}\n")
+    run = subprocess.run([sys.executable, "-m", "evalgate", "validate", "-d", "cases.yaml"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "cases.yaml:" in run.stderr and message in run.stderr and "Traceback" not in run.stderr
