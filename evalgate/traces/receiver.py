@@ -209,6 +209,9 @@ class Receiver:
     async def start(self) -> None:
         from aiohttp import web
 
+        # the protobuf classes are imported now, not by the first export (≈ 60 ms that would hold the loop)
+        import opentelemetry.proto.collector.trace.v1.trace_service_pb2  # noqa: F401
+
         app = web.Application(client_max_size=self.max_request_bytes)
         app.router.add_post(PATH, self._handle)
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
