@@ -207,10 +207,9 @@ class Receiver:
         return f"http://{host}:{self.port}"
 
     async def start(self) -> None:
-        from aiohttp import web
-
         # the protobuf classes are imported now, not by the first export (≈ 60 ms that would hold the loop)
         import opentelemetry.proto.collector.trace.v1.trace_service_pb2  # noqa: F401
+        from aiohttp import web
 
         app = web.Application(client_max_size=self.max_request_bytes)
         app.router.add_post(PATH, self._handle)
