@@ -158,6 +158,11 @@ def test_span_text_is_redacted_and_cut() -> None:
     assert secret not in json.dumps(summary)
     assert arguments["token"] == "***"  # a secret-looking key is masked whole
     assert len(arguments["big"]) <= 501
+    huge = summarize(parse_json(json.dumps(export(json_span("00000000000000d2", "execute_tool t", {
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t",
+        "gen_ai.tool.call.arguments": json.dumps({f"k{i}": "v" * 400 for i in range(40)})})))))
+    cut = huge["tools"][0]["arguments"]
+    assert isinstance(cut, str) and len(cut) <= 2_001  # over 2,000 characters of JSON: kept as cut text
 
 
 @pytest.mark.parametrize(("expected", "actual", "order", "problem"), [

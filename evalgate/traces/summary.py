@@ -30,6 +30,8 @@ from evalgate.traces.spans import Span
 
 TEXT_CHARS = 500
 """Characters kept of each text read from a span (argument values, names, error messages)."""
+ARGUMENT_CHARS = 2_000
+"""Largest JSON text of one call's arguments kept as a value; longer ones are kept as cut text."""
 MAX_TREE_ROWS = 200
 MAX_ERRORS = 20
 MAX_ITEMS = 200
@@ -43,27 +45,34 @@ def _text(value: Any) -> str:
     return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS] + "…"
 
 
-def _cut_values(value: Any) -> Any:
+def _cut_values(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str):
         return value if len(value) <= TEXT_CHARS else value[:TEXT_CHARS] + "…"
+    if depth >= 8 and isinstance(value, Mapping | list):
+        return "…"
     if isinstance(value, Mapping):
-        return {str(k)[:TEXT_CHARS]: _cut_values(v) for k, v in list(value.items())[:50]}
+        return {str(k)[:TEXT_CHARS]: _cut_values(v, depth + 1) for k, v in list(value.items())[:50]}
     if isinstance(value, list):
-        return [_cut_values(v) for v in value[:50]]
+        return [_cut_values(v, depth + 1) for v in value[:50]]
     return value
 
 
 def arguments_of(value: Any) -> Any:
-    """Tool arguments as recorded (a JSON text or a mapping) → a redacted, size-bounded JSON value; text that
-    is not JSON stays text."""
+    """Tool arguments as recorded (a JSON text or a mapping) → a redacted, size-bounded JSON value (strings
+    cut to ``TEXT_CHARS``, 50 items and 8 levels); text that is not JSON, or arguments whose JSON exceeds
+    ``ARGUMENT_CHARS``, stay (cut) text."""
     if value is None:
         return None
     if isinstance(value, str):
+        if len(value) > 20 * ARGUMENT_CHARS:
+            return _text(value)
         try:
             value = json.loads(value)
         except (json.JSONDecodeError, RecursionError):
             return _text(value)
-    return _cut_values(redact_mapping(value))
+    kept = _cut_values(redact_mapping(value))
+    text = json.dumps(kept, ensure_ascii=False)
+    return kept if len(text) <= ARGUMENT_CHARS else text[:ARGUMENT_CHARS] + "…"
 
 
 def kind_of(span: Span) -> str:
