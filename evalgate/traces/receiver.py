@@ -173,7 +173,7 @@ def decode(body: bytes, content_type: str, content_encoding: str, max_bytes: int
     elif encoding not in ("", "identity"):
         raise Unsupported(f"Content-Encoding {encoding!r} is not supported (gzip or none)")
     kind = content_type.split(";", 1)[0].strip().lower()
-    if kind == PROTOBUF:
+    if kind in (PROTOBUF, "application/protobuf"):
         return parse_protobuf(body)
     if kind == JSON:
         return parse_json(body)
@@ -249,7 +249,7 @@ class Receiver:
             return web.Response(status=status, text=str(exc))
         self.collector.add(spans)
         stats.seconds += time.perf_counter() - started
-        if content_type.split(";", 1)[0].strip().lower() == PROTOBUF:
+        if content_type.split(";", 1)[0].strip().lower() in (PROTOBUF, "application/protobuf"):
             return web.Response(body=b"", content_type=PROTOBUF)
         return web.Response(text="{}", content_type=JSON)
 
