@@ -269,3 +269,33 @@ def agent_names(trace: Mapping[str, Any] | None) -> list[str] | None:
     if not trace or not trace.get("spans"):
         return None
     return [str(name) for name in trace.get("agents") or []]
+
+
+def merge_traces(traces: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:
+    """One summary for several calls' summaries (a conversation's turns, in order): lists joined (within
+    their caps), counts, tokens and durations added; None when no call had a trace."""
+    given = [t for t in traces if t]
+    if not given:
+        return None
+    if len(given) == 1:
+        return dict(given[0])
+
+    def joined(name: str, cap: int) -> list[Any]:
+        return [item for t in given for item in t.get(name) or []][:cap]
+
+    def added(name: str) -> Any:
+        return sum(t.get(name) or 0 for t in given)
+
+    sources = {t.get("tools_from") for t in given} - {None}
+    return {
+        "source": given[0].get("source", "otlp"), "traces": added("traces"), "spans": added("spans"),
+        "dropped_spans": added("dropped_spans"), "agents": joined("agents", MAX_ITEMS),
+        "tools": joined("tools", MAX_ITEMS),
+        "tools_from": "tool_spans" if "tool_spans" in sources else ("llm_tool_calls" if sources else None),
+        "tool_calls": added("tool_calls"), "failed_tools": added("failed_tools"),
+        "llm_calls": joined("llm_calls", MAX_ITEMS), "llm_call_count": added("llm_call_count"),
+        "steps": added("steps"),
+        "tokens": {key: sum((t.get("tokens") or {}).get(key, 0) for t in given) for key in ("input", "output", "total")},
+        "errors": joined("errors", MAX_ERRORS), "duration_ms": round(added("duration_ms"), 3),
+        "tree": joined("tree", MAX_TREE_ROWS),
+    }
