@@ -522,6 +522,8 @@ def answer_details(answer: Answer) -> dict[str, Any]:
             details[name] = [mention.model_dump(exclude_none=True) for mention in value]
         elif (kind is str and name == "agent_id") or (kind is int and name.endswith("_tokens")):
             details[name] = value
+        elif kind is dict and name == "trace":  # the trace summary: plain JSON values built by traces.summary
+            details[name] = value
         else:
             return answer.model_dump(include=ANSWER_DETAIL_SET, exclude_none=True)
     return details
