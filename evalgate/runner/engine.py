@@ -528,9 +528,8 @@ def answer_details(answer: Answer) -> dict[str, Any]:
             details[name] = list(value)
         elif kind is list and name == "mentions" and all(type(item) is Mention for item in value):
             details[name] = [mention.model_dump(exclude_none=True) for mention in value]
-        elif (kind is str and name == "agent_id") or (kind is int and name.endswith("_tokens")):
-            details[name] = value
-        elif kind is dict and name == "trace":  # the trace summary: plain JSON values built by traces.summary
+        elif ((kind is str and name == "agent_id") or (kind is int and name.endswith("_tokens"))
+              or (kind is dict and name == "trace")):  # the trace summary: plain JSON built by traces.summary
             details[name] = value
         else:
             return answer.model_dump(include=ANSWER_DETAIL_SET, exclude_none=True)
