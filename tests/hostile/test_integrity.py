@@ -126,3 +126,23 @@ def test_a_sigkilled_run_reads_incomplete_and_the_next_run_cleans_up(tmp_path: P
     with closing(sqlite3.connect(out / "results.db")) as conn:  # the next writer recorded it too
         statuses = [row[0] for row in conn.execute("SELECT status FROM eg_runs ORDER BY timestamp")]
     assert statuses == ["incomplete", "completed"]
+
+
+def test_a_signal_ends_the_wait_with_exit_130_and_nothing_written(tmp_path: Path) -> None:
+    data, out = dataset(tmp_path), tmp_path / "out"
+    with Loopback(slower) as server:
+        first = subprocess.Popen(command(data, out, server.url), env=ENV, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        wait_for_cases(out / "results.db", first, 1)
+        second = subprocess.Popen(command(data, out, server.url, "--wait"), env=ENV, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        assert second.stderr is not None
+        line = second.stderr.readline()  # printed once it waits
+        assert "waiting for run " in line, line
+        second.send_signal(signal.SIGTERM)
+        _, rest = second.communicate(timeout=30)
+        first.wait(timeout=120)
+    assert second.returncode == 130, rest
+    with closing(sqlite3.connect(out / "results.db")) as conn:
+        assert conn.execute("SELECT count(*) FROM eg_runs").fetchone()[0] == 1  # only the first run's
+    valid_results(out)
