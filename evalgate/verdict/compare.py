@@ -220,9 +220,8 @@ def _decide(metrics: Mapping[str, dict[str, Any]], pass_rate: dict[str, Any], cr
         critical["regression"] = critical["regression"] and bool(critical["regressions"])
         critical["significant"] = critical["regression"]
     first_step = {id(entry): alpha * w for (_, _, entry), w in zip(members, weights, strict=True)}
-    informational_level = alpha / max(1, len(informational))
-    for m in metrics.values():  # the level at Holm's first step: what n pairs must detect on their own
-        m["verdict"], m["detectable"] = _metric_verdict(m, first_step.get(id(m), informational_level))
+    for m in metrics.values():  # gated: the level at Holm's first step, what n pairs must detect on their own
+        m["verdict"], m["detectable"] = _metric_verdict(m, first_step.get(id(m), alpha))
     pass_rate["verdict"], pass_rate["detectable"] = _metric_verdict(pass_rate, first_step.get(id(pass_rate), alpha))
     for entry in (*metrics.values(), pass_rate):
         entry.pop("_sd", None)
