@@ -40,7 +40,7 @@ from evalgate.calls.costs import (
     usage_from,
 )
 from evalgate.calls.executor import Pace, Runtime, StatusError, pace_key
-from evalgate.calls.http_pool import HttpPool
+from evalgate.calls.http_pool import HttpPool, ReplyTooLarge
 from evalgate.calls.ratelimit import PROMPT_MARGIN, PROMPT_SLACK, TokenEstimate
 
 if TYPE_CHECKING:
@@ -70,34 +70,43 @@ class ReplyError(Exception):
 
 
 class ChatBackend(Protocol):
-    async def create(self, body: Mapping[str, Any]) -> Completion: ...
+    async def create(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Completion: ...
 
     async def aclose(self) -> None: ...
 
 
 def make_backend(kind: str, provider: ProviderConfig, *, timeout: float, concurrency: int,
                  connect_timeout: float | None = None, read_timeout: float | None = None,
-                 timed: bool = False) -> ChatBackend:
+                 timed: bool = False, max_reply: tuple[int, str] | None = None) -> ChatBackend:
     if kind == "openai-sdk":
-        return SdkChat(provider, timeout=timeout, connect_timeout=connect_timeout, read_timeout=read_timeout)
+        return SdkChat(provider, timeout=timeout, connect_timeout=connect_timeout, read_timeout=read_timeout,
+                       max_reply=max_reply)
     return DirectChat(provider, timeout=timeout, concurrency=concurrency, connect_timeout=connect_timeout,
-                      read_timeout=read_timeout, timed=timed)
+                      read_timeout=read_timeout, timed=timed, max_reply=max_reply)
 
 
 class DirectChat:
     """Chat completions as plain JSON over HTTP."""
 
     def __init__(self, provider: ProviderConfig, *, timeout: float, concurrency: int,
-                 connect_timeout: float | None = None, read_timeout: float | None = None, timed: bool = False
-                 ) -> None:
+                 connect_timeout: float | None = None, read_timeout: float | None = None, timed: bool = False,
+                 max_reply: tuple[int, str] | None = None) -> None:
         self.url = f"{provider.base_url.rstrip('/')}/chat/completions"
+        self.max_reply = max_reply
+        """(largest reply body read in bytes, the setting that sets it): a longer reply is cut off there
+        (``ReplyTooLarge``, not retried) instead of being buffered whole."""
         headers = {"Authorization": provider.authorization_header, "User-Agent": USER_AGENT,
                    "Accept": "application/json", "Content-Type": "application/json"}
         self.pool = HttpPool(timeout=timeout, concurrency=concurrency, headers=headers,
                              connect_timeout=connect_timeout, read_timeout=read_timeout, timed=timed)
 
-    async def create(self, body: Mapping[str, Any]) -> Completion:
-        response = await self.pool.request("POST", self.url, body=json.dumps(body, ensure_ascii=False).encode())
+    async def create(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Completion:
+        limit, setting = self.max_reply or (None, "")
+        try:
+            response = await self.pool.request("POST", self.url, body=json.dumps(body, ensure_ascii=False).encode(),
+                                               headers=dict(headers) if headers else None, max_bytes=limit)
+        except ReplyTooLarge as exc:
+            raise ReplyTooLarge(f"{exc} ({setting})") from None
         if response.status >= 400:
             raise StatusError(response.status, error_message(response.body, response.reason), response.headers)
         completion = parse_completion(response.body, self.url)
@@ -167,17 +176,30 @@ class SdkChat:
     """Chat completions through the official openai SDK (imported only when chosen)."""
 
     def __init__(self, provider: ProviderConfig, *, timeout: float, connect_timeout: float | None = None,
-                 read_timeout: float | None = None) -> None:
+                 read_timeout: float | None = None, max_reply: tuple[int, str] | None = None) -> None:
         import openai
 
         limits = openai.Timeout(timeout, connect=connect_timeout, read=read_timeout if read_timeout else timeout)
         extra = {"Authorization": provider.authorization} if provider.authorization else None
-        self.client = openai.AsyncOpenAI(api_key=provider.api_key, base_url=provider.base_url, max_retries=0,
-                                         timeout=limits, default_headers=extra)
+        client = None
+        if max_reply is not None:  # the reply body is read through a counting stream, cut at the cap
+            from evalgate.calls.capped import capped_async_client
 
-    async def create(self, body: Mapping[str, Any]) -> Completion:
+            client = capped_async_client(openai.DefaultAsyncHttpxClient(timeout=limits), *max_reply)
+        self.client = openai.AsyncOpenAI(api_key=provider.api_key, base_url=provider.base_url, max_retries=0,
+                                         timeout=limits, default_headers=extra, http_client=client)
+
+    async def create(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Completion:
+        import openai
+
         started = time.perf_counter()
-        raw = await self.client.chat.completions.with_raw_response.create(**body)
+        extra: dict[str, Any] = {"extra_headers": dict(headers)} if headers else {}
+        try:
+            raw = await self.client.chat.completions.with_raw_response.create(**body, **extra)
+        except openai.APIConnectionError as exc:  # the SDK wraps what the capped stream raised
+            if isinstance(exc.__cause__, ReplyTooLarge):
+                raise exc.__cause__ from None
+            raise
         elapsed = round((time.perf_counter() - started) * 1000, 3)
         headers = {k.lower(): v for k, v in raw.headers.items()}
         response = raw.parse()
@@ -224,7 +246,8 @@ class ChatService:
         self.backend: ChatBackend = make_backend(runtime.chat_client, provider, timeout=policy.attempt_seconds,
                                                  concurrency=runtime.executor.concurrency,
                                                  connect_timeout=policy.connect_seconds,
-                                                 read_timeout=policy.read_seconds, timed=role == "target")
+                                                 read_timeout=policy.read_seconds, timed=role == "target",
+                                                 max_reply=runtime.reply_bytes.get(role))
         self.wire = runtime.wire if role == "target" else None
         rpm, tpm = runtime.caps.get(role, (None, None))
         self.pace_key = pace_key(provider.base_url, provider.api_key)
@@ -246,7 +269,7 @@ class ChatService:
         return self.price.cost(prompt, max_tokens)
 
     async def complete(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *,
-                       max_tokens: int, what: str) -> ChatReply:
+                       max_tokens: int, what: str, headers: Mapping[str, str] | None = None) -> ChatReply:
         ledger = self.runtime.ledger
         counted = functools.cache(lambda: count_message_tokens(messages))  # the budget and the pacer (every
         # attempt, every wait for the provider's budget) share one local count of the prompt
@@ -255,7 +278,7 @@ class ChatService:
         try:
             body = {"model": self.model, "messages": list(messages), **self._limit(max_tokens), **params}
             completion: Completion = await self.runtime.executor.call(
-                self.provider.name, lambda: self._create(body), what=what,
+                self.provider.name, lambda: self._create(body, headers), what=what,
                 pace=self.pace(messages, max_tokens, counted))
             text = completion.text
             usage = usage_from(completion.prompt_tokens, completion.completion_tokens, messages, text,
@@ -265,11 +288,12 @@ class ChatService:
             ledger.release(reserved)
         return ChatReply(text, usage, cost, completion.elapsed_ms)
 
-    def _create(self, body: Mapping[str, Any]) -> Awaitable[Completion]:
-        """One attempt, on the wire thread for a model under test."""
+    def _create(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Awaitable[Completion]:
+        """One attempt, on the wire thread for a model under test; ``headers``: extra request headers (a
+        model target's ``traceparent``)."""
         if self.wire is not None:
-            return self.wire.call(lambda: self.backend.create(body))
-        return self.backend.create(body)
+            return self.wire.call(lambda: self.backend.create(body, headers))
+        return self.backend.create(body, headers)
 
     def pace(self, messages: Sequence[Mapping[str, Any]], max_tokens: int,
              counted: Callable[[], int] | None = None) -> Pace:

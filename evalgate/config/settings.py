@@ -42,6 +42,10 @@ def _split_list(value: Any) -> Any:
 DEFAULT_MAX_ANSWER_CHARS = 1_000_000
 """Default of ``max_answer_chars``: longer answers are cut to this many characters (README: Security)."""
 
+DEFAULT_JUDGE_REPLY_BYTES = 1 << 20
+"""Default of ``judge_max_reply_bytes``: 1 MiB, hundreds of times a verdict's size (docs/security.md)."""
+
+
 class Settings(BaseModel):
     """Everything a run can be told. See the README's settings table for each field."""
 
@@ -72,6 +76,10 @@ class Settings(BaseModel):
     max_errored: int = Field(default=0, ge=0)
     fail_on_regression: bool = False
     significance_level: float = Field(default=0.05, gt=0.0, lt=1.0)
+    """The family-wise error rate of the regression decision (docs/trustworthy-verdicts.md)."""
+    regression_tolerance: dict[str, Any] = Field(default_factory=dict)
+    """Per metric, the smallest change that counts as a regression: a number (absolute) or ``{abs, rel}``
+    (``verdict.tolerance``); ``null``/0 removes a default."""
     baseline: str = "none"
 
     # --- outputs ---------------------------------------------------------------------------------
@@ -90,6 +98,8 @@ class Settings(BaseModel):
     langfuse_host: str = "https://cloud.langfuse.com"
     langfuse_public_key: str | None = Field(default=None, exclude=True, repr=False)
     langfuse_secret_key: str | None = Field(default=None, exclude=True, repr=False)
+    wait: bool = False
+    """When another run holds the output directory: wait for it (default: refuse with exit 2 naming it)."""
     verbose: bool = False
     progress: Literal["auto", "rich", "plain", "none"] = "auto"
     progress_interval_seconds: float = Field(default=10.0, gt=0, le=3600)
@@ -112,6 +122,20 @@ class Settings(BaseModel):
     target_model: str | None = None
     target_provider: Literal["openai", "gemini", "ollama", "local"] | None = None
     target_system_prompt: str | None = None
+    # --- conversations (docs/conversations.md) ---------------------------------------------------
+    target_conversation: Literal["history", "id"] = "history"
+    """How an http target carries a conversation: ``history`` sends every message so far in
+    ``target_history_field``; ``id`` sends only the new message and a conversation id the agent keeps
+    state under (``target_conversation_id_field`` / ``_header``, or taken from its first reply)."""
+    target_history_field: str = Field(default="messages", min_length=1)
+    target_conversation_id_field: str | None = "conversation_id"
+    target_conversation_id_header: str | None = None
+    target_conversation_id_from: str | None = None
+    """A field of the agent's first JSON reply (dotted path) holding the conversation id it assigned."""
+    stop_on_failed_turn: bool = True
+    """A conversation stops at its first failed turn (later turns are not sent)."""
+    simulator_model: str | None = None
+    """Model writing simulated users' messages (default: the judge's model, on the judge's provider)."""
     outputs_file: str | None = None
     eval_context: dict[str, Any] = Field(default_factory=dict)
 
@@ -147,6 +171,8 @@ class Settings(BaseModel):
     judge_shared_cache_max_mb: float = Field(default=256.0, gt=0)
     """The base branch's judge cache to reuse verdicts from (``runner.reuse``): empty = the baseline's,
     ``none``, or a judge-cache.db file or a directory holding one."""
+    judge_max_reply_bytes: int = Field(default=DEFAULT_JUDGE_REPLY_BYTES, ge=1024)
+    """Largest judge reply body read (bytes); a longer one is cut off there and its verdict is unavailable."""
     judge_rpm: float | None = Field(default=None, gt=0)
     judge_tpm: float | None = Field(default=None, gt=0)
     """Caps (requests / tokens per minute) for a judge provider that sends no rate-limit headers
@@ -170,6 +196,19 @@ class Settings(BaseModel):
     this size for storage and reports and its case is errored, unscored and unjudged; the reply body an
     HTTP target reads (and a command's output) is limited to 16 × this many bytes."""
     repeat_rule: Literal["majority", "all", "any"] = "majority"
+
+    # --- traces (docs/traces.md) -----------------------------------------------------------------
+    traces: bool = False
+    """Receive the agent's OpenTelemetry spans over OTLP/HTTP during the run (each target call carries a
+    W3C ``traceparent``); trajectory metrics and the workflow metrics read them."""
+    traces_host: str = "127.0.0.1"
+    """Interface the receiver listens on (``0.0.0.0`` inside a container, for a ``services:`` agent)."""
+    traces_port: int = Field(default=4318, ge=0, le=65535)
+    """Port of the receiver (4318, OTLP/HTTP's usual one; 0 for any free port)."""
+    traces_grace_seconds: float = Field(default=5.0, ge=0, le=120)
+    """Longest wait after a target call for its spans (batching exporters send them late)."""
+    traces_max_request_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
+    traces_max_spans_per_case: int = Field(default=2_000, ge=1, le=1_000_000)
 
     _notices: list[str] = PrivateAttr(default_factory=list)
     _credentialed: dict[str, str] = PrivateAttr(default_factory=dict)
@@ -236,7 +275,7 @@ class Settings(BaseModel):
 
     @field_validator(
         "metric_thresholds", "target_headers", "target_response_map", "eval_context", "prices", "target_options",
-        "judge_temperatures", mode="before",
+        "judge_temperatures", "regression_tolerance", mode="before",
     )
     @classmethod
     def _json_mapping(cls, value: Any) -> Any:

@@ -24,6 +24,7 @@ from typing import Any
 import jinja2
 
 from evalgate.report.console import call_summary
+from evalgate.report.digest import beyond
 from evalgate.report.escape import truncate
 from evalgate.report.view import (
     case_metrics,
@@ -35,7 +36,9 @@ from evalgate.report.view import (
     failing_by_importance,
     failing_first,
     flaky_from_records,
+    flaky_view,
     format_number,
+    format_p,
     format_percent,
     format_signed,
     format_usd,
@@ -45,6 +48,7 @@ from evalgate.report.view import (
     run_view,
     skipped_metrics,
     totals_view,
+    transcript_view,
     usage_view,
     verdict_view,
 )
@@ -79,7 +83,7 @@ def _template() -> jinja2.Template:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(num=format_value, signed=format_signed, pct=format_percent, usd=format_usd)
+    env.filters.update(num=format_value, signed=format_signed, pct=format_percent, usd=format_usd, pval=format_p)
     return env.get_template(TEMPLATE_NAME)
 
 
@@ -112,13 +116,22 @@ def build_html_view(results: Mapping[str, Any], *, max_cases: int = MAX_CASES) -
         "critical": critical_refs(ordered),
         "failed_cases": [failed_case_view(c) for c in failing_by_importance(cases)],
         "skipped_metrics": skipped_metrics(results),
-        "flaky": flaky_from_records(cases),
+        "flaky": _flaky(results, cases),
         "breakdowns": _breakdowns(results.get("breakdowns") or {}),
         "cases": [_case_view(c, position) for position, c in enumerate(shown, start=1)],
-        "cases_total": len(cases),
-        "cases_omitted": len(ordered) - len(shown),
+        "cases_total": len(cases) + beyond(results, "cases"),
+        "cases_omitted": len(ordered) + beyond(results, "cases") - len(shown),
         "run": _run_view(results),
     }
+
+
+def _flaky(results: Mapping[str, Any], cases: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Flaky cases from the records; from the run's own ``flaky`` list when the records are a digest
+    (``report.digest``: not every repeat is held)."""
+    listed = results.get("flaky")
+    if beyond(results, "cases") and isinstance(listed, list):
+        return [flaky_view(f) for f in listed if isinstance(f, Mapping)]
+    return flaky_from_records(cases)
 
 
 def _breakdowns(breakdowns: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -147,7 +160,8 @@ def _case_view(case: Mapping[str, Any], position: int) -> dict[str, Any]:
         "input": _text(case.get("input")),
         "output": _text(case.get("output")),
         "expected": _json_text(expected) if expected else None,
-        "answer": _json_text(answer) if answer else None,
+        "answer": _json_text(other) if (other := {k: v for k, v in answer.items() if k != "trace"}) else None,
+        "trace": trace_view(answer.get("trace")),
         "metrics": [
             {**row, "status": str(row["status"] or "unknown"), "reason": _text(row["reason"])}
             for row in case_metrics(case)
@@ -155,7 +169,39 @@ def _case_view(case: Mapping[str, Any], position: int) -> dict[str, Any]:
         "num_tokens": case.get("num_tokens"),
         "latency_ms": case.get("latency_ms"),
         "cost_usd": case.get("cost_usd"),
+        "transcript": transcript_view(case, TEXT_LIMIT),
+        "failed_turn": (case.get("conversation") or {}).get("failed_turn"),
     }
+
+
+TRACE_KINDS = {"agent": "agent", "tool": "tool", "llm": "LLM"}
+
+
+def trace_view(trace: Any) -> dict[str, Any] | None:
+    """A case's span tree for the report: a one-line summary and one text line per span, indented by
+    depth (``name  [kind]  ms``, ✗ for a span that failed, the turn when the case made several calls)."""
+    if not isinstance(trace, Mapping):
+        return None
+    tokens = trace.get("tokens") or {}
+    parts = [f"{trace.get('spans', 0)} span(s)", f"{trace.get('tool_calls', 0)} tool call(s)",
+             f"{trace.get('llm_call_count', 0)} LLM call(s)", f"{tokens.get('total', 0):,} tokens",
+             f"source {trace.get('source', 'otlp')}"]
+    if trace.get("dropped_spans"):
+        parts.append(f"{trace['dropped_spans']} span(s) over the cap not kept")
+    rows = [row for row in trace.get("tree") or [] if isinstance(row, Mapping)]
+    turns = len({row.get("turn", 0) for row in rows}) > 1
+    lines = []
+    for row in rows:
+        kind = TRACE_KINDS.get(str(row.get("kind")), "")
+        line = "  " * min(int(row.get("depth") or 0), 20) + str(row.get("name", ""))
+        line += f"  [{kind}]" if kind else ""
+        line += f"  {float(row.get('ms') or 0):.1f} ms"
+        line += "  ✗ failed" if row.get("failed") else ""
+        line += f"  (turn {int(row.get('turn') or 0) + 1})" if turns else ""
+        lines.append(line)
+    if int(trace.get("spans") or 0) > len(rows):
+        lines.append(f"… {int(trace.get('spans') or 0) - len(rows)} more span(s)")
+    return {"summary": " · ".join(parts), "tree": truncate("\n".join(lines), TEXT_LIMIT) if lines else None}
 
 
 def _run_view(results: Mapping[str, Any]) -> dict[str, Any]:

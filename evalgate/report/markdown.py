@@ -38,6 +38,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from evalgate.errors import UserError
 from evalgate.report.console import call_summary
+from evalgate.report.digest import beyond
 from evalgate.report.escape import (
     cut_utf16,
     escape_cell,
@@ -62,6 +63,7 @@ from evalgate.report.view import (
     failing_by_importance,
     flaky_view,
     format_number,
+    format_p,
     format_percent,
     format_signed,
     format_threshold,
@@ -80,6 +82,8 @@ from evalgate.report.view import (
     run_view,
     skipped_metrics,
     totals_view,
+    transcript_text,
+    transcript_view,
     usage_view,
     verdict_view,
 )
@@ -294,6 +298,7 @@ def _environment() -> SandboxedEnvironment:
         html=lambda v: escape_html(_text(v)),
         url=lambda v: link_target(_text(v)),
         num=format_number,
+        pval=format_p,
         signed=format_signed,
         pct=format_percent,
         usd=format_usd,
@@ -367,13 +372,16 @@ def apply_plan(view: Mapping[str, Any], plan: Plan) -> dict[str, Any]:
     out = dict(view)
     details = view["details"]
     out["details"] = details[: plan.details]
-    out["details_omitted"] = len(details) - min(plan.details, len(details))
+    more = int(view.get("failing_beyond") or 0)  # failed cases a digest counted but does not hold (report.digest)
+    out["details_omitted"] = len(details) - min(plan.details, len(details)) + more
     out["breakdown"] = view["breakdown"] if plan.breakdown else []
     out["breakdown_omitted"] = bool(view["breakdown"]) and not plan.breakdown
     out["critical"], out["critical_omitted"] = _capped(view["critical"], plan.list_cap)
+    out["critical_omitted"] += int(view.get("critical_beyond") or 0)
     failed = view["failed_cases"]
     out["failed_top"] = failed[:FAILED_TOP]
     out["failed_more"], out["failed_omitted"] = _capped(failed[FAILED_TOP:], plan.list_cap)
+    out["failed_omitted"] += more
     out["flaky"], out["flaky_omitted"] = _capped(view["flaky"], plan.list_cap)
     if view["repeats"]:  # flaky cases beyond the ones results.json lists are counted, not named
         out["flaky_omitted"] = max(0, view["repeats"]["flaky_cases"] - len(out["flaky"]))
@@ -444,6 +452,8 @@ def build_view(
         "not_scored": not_scored_view(results),
         "has_comparison": comparison is not None,
         "critical": critical_refs(cases, link),
+        "failing_beyond": beyond(results, "failing"),
+        "critical_beyond": beyond(results, "critical_failing"),
         "breakdown": _category_breakdown(results),
         "comparison": comparison,
         "details": [_detail_view(c, link, EXCERPTS[mode]) for c in failing],
@@ -508,4 +518,15 @@ def _detail_view(case: Mapping[str, Any], link: Link, limits: Excerpts) -> dict[
         ],
         "num_tokens": case.get("num_tokens"),
         "cost_usd": case.get("cost_usd"),
+        "transcript": _transcript(case, limits),
     }
+
+
+def _transcript(case: Mapping[str, Any], limits: Excerpts) -> dict[str, Any] | None:
+    """A conversation's transcript for the folded block: its text (each message cut like an answer) and
+    the turn count."""
+    rows = transcript_view(case, limits.input)
+    if not rows:
+        return None
+    return {"turns": len(rows), "failed_turn": (case.get("conversation") or {}).get("failed_turn"),
+            "text": truncate(transcript_text(rows), limits.answer * 2)}

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.config.settings import Settings
 from evalgate.errors import Interrupt, RunInterrupted, UserError
+from evalgate.metrics.registry import judge_dependent
 from evalgate.report.progress import FailureCollector
 from evalgate.runner.engine import Engine, off_loop
 from evalgate.runner.finish import (
@@ -45,6 +46,7 @@ from evalgate.runner.redundancy import IdenticalRepeats, upfront_warnings
 from evalgate.runner.reuse import add_reuse, restore_base_cache
 from evalgate.runner.setup import prepare
 from evalgate.safety.redact import redact_mapping, register_environment
+from evalgate.store.outdir import OutputLock, clean_stale, spool_path
 from evalgate.store.recorder import CaseRecorder
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.store.sqlite import SQLiteStore
@@ -91,14 +93,21 @@ async def execute(
     stop = stop or asyncio.Event()
     interruption = Interruption(stop)
     handlers = interruption.install() if install_signal_handlers else {}
+    lock: OutputLock | None = None
     try:
+        now = dt.datetime.now(dt.UTC)
+        lock = OutputLock(settings.output_path, new_run_id(now))
+        # one run at a time in the output directory (a signal while waiting ends the wait: nothing written)
+        lock.acquire(wait=settings.wait, where=settings.origin("output_dir"), check=Interrupt.check)
         return await _execute(settings, suite_config, cwd=cwd, progress_for=progress_for, stop=stop,
-                              interruption=interruption, baseline_loader=baseline_loader)
+                              interruption=interruption, baseline_loader=baseline_loader, lock=lock)
     except asyncio.CancelledError:
         if interruption.received:  # the signal cancelled a wait before any case ran
             raise RunInterrupted(interruption.received[0]) from None
         raise
     finally:
+        if lock is not None:
+            lock.release()
         if handlers:
             Interrupt.unwind = False  # a later signal (the caller's start-up handler) is only recorded
         Interrupt.restore(handlers)
@@ -114,12 +123,15 @@ async def _execute(
     stop: asyncio.Event,
     interruption: Interruption,
     baseline_loader: Callable[[], BaselineLookup] | None,
+    lock: OutputLock,
 ) -> RunOutcome:
     from evalgate.calls.costs import add_spend
     from evalgate.calls.executor import Runtime
-    from evalgate.judges.factory import build_judge
+    from evalgate.judges.factory import build_judge, build_simulator
+    from evalgate.runner.conversation import ConversationOptions
     from evalgate.targets.factory import build_target
     from evalgate.text.tokens import configure as configure_tokenizer
+    from evalgate.traces.session import TraceSession
 
     received = interruption.received
     env = settings.environment  # read once at the edge (config), passed down from here
@@ -135,38 +147,53 @@ async def _execute(
 
         # a daemon thread: an interrupted lookup is left behind, never waited for at exit
         baseline = await off_loop(resolve_baseline, settings.baseline, auto=baseline_loader, cwd=cwd)
+    replay: dict[str, dict[str, Any]] = {}
     if baseline is not None and baseline.document is not None:  # keep only what the comparison reads
+        replay = simulated_turns(baseline.document["results"])
         baseline.document["results"] = [_compared_record(r) for r in baseline.document["results"]]
     restored = restore_base_cache(settings, baseline, cwd)
     if restored.notice:
-        prepared.notices.append(restored.notice)
+        prepared.notices.extend(restored.notice.splitlines())
     runtime = Runtime.from_settings(settings, stop)
     try:
         judge = build_judge(settings, runtime, env, base_cache=restored.cache)
         target = build_target(settings, runtime, env)
+        conversations = ConversationOptions(
+            stop_on_failed_turn=settings.stop_on_failed_turn,
+            send_id=target.kind == "http" and settings.target_conversation == "id",
+            id_from=settings.target_conversation_id_from,
+            simulator=build_simulator(settings, runtime, env, judge), replay=replay)
     except BaseException:
         restored.close()
         raise
     if getattr(judge, "batch_notice", None):
         prepared.notices.append(str(judge.batch_notice))  # type: ignore[union-attr]
+    traces = TraceSession(settings)
     try:
         await check_reachable(endpoints_of(target, judge), settings.connect_timeout_seconds, env)
         Interrupt.check()  # a signal whose wake-up found no wait left to cancel: still nothing written
+        await traces.start()  # the OTLP receiver (traces: true); a busy port is a UserError
     except BaseException:
         await _close_quietly(target, judge, runtime)
         restored.close()
         raise
+    target = traces.wrap(target)  # each case's traceparent, spans and trace summary (traces.traced)
+    if traces.notice:
+        prepared.notices.append(traces.notice)
     progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
     estimate: dict[str, Any] | None = None
     now = dt.datetime.now(dt.UTC)
-    run_id, timestamp = new_run_id(now), now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    run_id, timestamp = lock.run_id, now.strftime("%Y-%m-%dT%H:%M:%SZ")
     output_dir = settings.output_path
     output_dir.mkdir(parents=True, exist_ok=True)
+    clean_stale(output_dir)  # what a killed run left here (the lock is ours: no run is using them)
     results_path = output_dir / "results.json"
-    spool = CaseSpool(output_dir / ".cases.jsonl")
-    store = SQLiteStore(settings.db_path, run_id, timestamp)
+    spool = CaseSpool(spool_path(output_dir, run_id))
+    store = SQLiteStore(settings.db_path, run_id, timestamp, marker=lock.marker())
+    prepared.notices.extend(store.notices)
     recorder = CaseRecorder(spool, store)
-    aggregate = RunAggregate(*judge_metric_sets(prepared.metrics, prepared.thresholds, judging=judge is not None))
+    aggregate = RunAggregate(*judge_metric_sets(prepared.metrics, prepared.thresholds, judging=judge is not None),
+                             unjudged=judge_dependent(prepared.metrics) if judge is None else ())
     failures = FailureCollector()
     repeats = RepeatSink(aggregate, repeat=settings.repeat, rule=settings.repeat_rule)
     sinks: list[Any] = [repeats, recorder, failures]
@@ -194,6 +221,8 @@ async def _execute(
         halted=interruption.requested,
         grace_seconds=SIGNAL_GRACE_SECONDS,
         prefetch_judged=getattr(judge, "batch", None) is not None,
+        optional=prepared.optional,
+        conversations=conversations,
     )
     interruption.enter("running")  # a signal stops new cases (a flag each worker reads) and wakes the loop
     status = "crashed"
@@ -217,6 +246,10 @@ async def _execute(
         if progress is not None and hasattr(progress, "close"):
             progress.close()
         await _close_quietly(target, judge, runtime)
+        await traces.close()
+        if conversations.simulator is not None:
+            with contextlib.suppress(Exception):
+                await conversations.simulator.aclose()
         restored.close()
         repeats.finish()
         total = len(prepared.cases) * settings.repeat
@@ -240,11 +273,17 @@ async def _execute(
                                 judge_totals.calls if judge_totals is not None else 0)
             if late is not None and status == "completed":
                 _warn(late, warnings)
-            metadata = run_metadata(settings, prepared, target) | runtime.metadata() | {"estimate": estimate}
+            silent = traces.silence_warning()
+            if silent is not None and status == "completed":
+                _warn(silent, warnings)
+            metadata = (run_metadata(settings, prepared, target) | runtime.metadata() | traces.describe()
+                        | {"estimate": estimate})
             if warnings:
                 metadata["warnings"] = list(warnings)
             if judge is not None:
                 metadata["judge"] = redact_mapping(judge.metadata())
+            if conversations.simulator is not None and conversations.simulator.calls:
+                metadata["simulator"] = conversations.simulator.describe()
             if prepared.user_metrics or prepared.used_inline:
                 metadata["custom_metrics"] = custom_metrics_metadata(prepared, judge)
             document = build_document(
@@ -264,11 +303,11 @@ async def _execute(
         if received and status == "completed":  # every case finished, but the run was asked to stop
             status = "cancelled"
         document, verdict = results_for(status)
-        write_results(results_path, document, spool)
+        write_results(results_path, document, spool, run_id)
         if received and status == "completed":  # the signal came while results.json was being written
             status = "cancelled"
             document, verdict = results_for(status)
-            write_results(results_path, document, spool)
+            write_results(results_path, document, spool, run_id)
         spool.close()
         store.finish(document)  # a signal from here on leaves the results complete (``RunOutcome.signals``)
         spool.path.unlink(missing_ok=True)
@@ -279,7 +318,13 @@ async def _execute(
 
 
 def check_output_paths(settings: Settings, cwd: Path | None) -> None:
-    """``compat_output`` (seed 004's ``--output``) must not be one of the files evalgate writes itself."""
+    """The output directory is a directory and its results.json, if any, a file; ``compat_output`` (seed
+    004's ``--output``) must not be one of the files evalgate writes itself."""
+    for path, kind in ((settings.output_path, "a directory"), (settings.output_path / "results.json", "a file")):
+        exists = path.exists()
+        if exists and (not path.is_dir() if kind == "a directory" else not path.is_file()):
+            raise UserError(f"{path} is in the way: evalgate writes {kind} there; remove it or choose another "
+                            "output directory", where=settings.origin("output_dir"))
     if not settings.compat_output:
         return
     base = cwd or Path.cwd()
@@ -462,3 +507,18 @@ class Interruption:
         if self.phase == "waiting" and self._task is not None:
             self._task.cancel()
 
+
+
+def simulated_turns(records: Any) -> dict[str, dict[str, Any]]:
+    """case id → the user messages and answers of its simulated conversation in the base run (repeat 0), so
+    a simulated user replays them while the agent answers as it did (``runner.conversation``)."""
+    found: dict[str, dict[str, Any]] = {}
+    for record in records or []:
+        conversation = record.get("conversation") if isinstance(record, dict) else None
+        if not isinstance(conversation, dict) or not conversation.get("simulated") or record.get("repeat"):
+            continue
+        found[str(record.get("id"))] = {
+            "user": conversation.get("user"),
+            "turns": [{"input": t.get("input"), "output": t.get("output")}
+                      for t in conversation.get("turns") or [] if isinstance(t, dict)]}
+    return found
