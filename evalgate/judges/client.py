@@ -18,6 +18,11 @@ SmolLM2-135M it rescued 0 of 5 unreadable structured replies: off the scale or c
 temperature 0 under the same grammar asking again repeats that), and in prompt mode it stops for the rest of
 the run once ``REPAIR_TRIAL`` repairs in a row rescued none (it rescued 0 of 7 prompt-only replies there). ``metadata.judge.repairs`` counts attempts and rescues.
 
+Batch (``judge_mode: batch``, ``judges.batch``): a cache miss is answered by the run's batch first and sent
+directly only when the batch cannot answer it. One call for several metrics (``judge_combine``,
+``judges.combined``): ``score(..., together=...)`` renders one prompt for the metrics sharing their inputs,
+and the second metric's verdict comes from the memo.
+
 Samples: with ``judge_samples`` K, the verdict is the mean over the samples that were read when they are
 more than half of K (the failed ones are listed in ``details.sample_failures``); otherwise the verdict is
 unavailable with the first failure's reason. Sampling stops as soon as a majority can no longer be reached.
@@ -25,6 +30,7 @@ unavailable with the first failure's reason. Sampling stops as soon as a majorit
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -236,8 +242,6 @@ class JudgeClient:
         samples: list[Sample] = []
         failures: list[MetricUnavailable] = []
         if self.batch is not None and self.samples > 1:  # batch judging: every sample joins the same batch
-            import asyncio
-
             outcomes = await asyncio.gather(*(self._sample(prompt, repeat, index, mode, first_hash if index == 0 else None)
                                               for index in range(self.samples)), return_exceptions=True)
             for outcome in outcomes:
