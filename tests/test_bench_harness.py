@@ -321,7 +321,8 @@ def test_limits_minimum_is_the_binding_budget_at_the_scaled_limits() -> None:
                            "jitter_ms": 62.5}
     judge = server_counts({"paths": {"/v1/chat/completions": {"200": 1000, "429": 3, "500": 1}},
                            "limits": {"tokens": 620_000}})
-    assert judge == {"ok": 1000, "rate_limited_429": 3, "other_failures": 1, "tokens": 620_000, "peak_in_flight": 0}
+    assert judge == {"ok": 1000, "rate_limited_429": 3, "other_failures": 1, "tokens": 620_000, "peak_in_flight": 0,
+                     "prompt_tokens": 0, "completion_tokens": 0}  # no usage in these stats
     agent = {"ok": 1000, "tokens": 0}
     assert minimum_seconds(agent, judge, spec) == pytest.approx(62.0)  # 620k tokens at 10k/s binds
     assert minimum_seconds(agent, {"ok": 1000, "tokens": 200_000}, spec) == pytest.approx(25.0)  # requests bind
