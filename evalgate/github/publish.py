@@ -24,7 +24,7 @@ from evalgate.github.annotations import annotation_lines
 from evalgate.github.api import GitHubAPI
 from evalgate.github.artifacts import UploadResult, upload_artifact, validate_artifact_name
 from evalgate.github.commands import CountingEmit, add_mask, counting, warning
-from evalgate.github.comment import CommentResult, find_marked_comment, upsert_comment
+from evalgate.github.comment import CommentResult, Stamp, find_marked_comment, upsert_comment
 from evalgate.github.context import ActionContext, parse_pr_number
 from evalgate.github.outputs import write_outputs, write_summary_report
 from evalgate.report.markdown import SourceLinks, comment_marker, render_comment, render_summary, sanitize_tag
@@ -367,9 +367,12 @@ def _comment(results: Mapping[str, Any], ctx: ActionContext, options: PublishOpt
         if action == "update-only" and not _has_comment(api, ctx, options.comment_tag):
             emit("evalgate: PR comment skipped: the gate passed (comment: on-failure) and there is no earlier comment")
             return CommentResult("skipped")
-        result = upsert_comment(api, ctx.repository, ctx.pr_number, body, options.comment_tag)
+        stamp = Stamp(head=ctx.head_sha or "", at=str(results.get("timestamp") or ""))
+        result = upsert_comment(api, ctx.repository, ctx.pr_number, body, options.comment_tag, stamp=stamp)
     if result.action == "failed":
         warn(result.warning or "PR comment failed")
+    elif result.warning:  # a fresher report is already shown
+        note(result.warning)
     else:
         emit(f"evalgate: PR comment {result.action}" + (f": {result.url}" if result.url else ""))
     return result
