@@ -540,7 +540,7 @@ def test_failing_suite_annotates_cases_and_exits_1(tmp_path: Path, github: GitHu
     comments = github.comments_on("Codertocat/Hello-World", payload["number"])
     assert len(comments) == 1
     body = comments[0]["body"]
-    assert body.startswith("<!-- evalgate:comment tag=brands -->") and "failed" in body.splitlines()[1]
+    assert body.startswith("<!-- evalgate:comment tag=brands -->") and "failed" in body.splitlines()[2]  # after the marker and the stamp
     assert body.index(CRITICAL_CASE) < body.index("fail_001_common_word_brand")
     assert "## ❌" in ws.summary()
 

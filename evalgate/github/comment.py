@@ -82,6 +82,7 @@ def upsert_comment(api: GitHubAPI, repo: str, pr_number: int | None, body: str, 
         keeper: dict[str, Any] = {}
         created_id: int | None = None
         wrote_any = False
+        shows_mine = False
         removed = 0
         for _ in range(MAX_ROUNDS):
             comments = marked_comments(api, repo, pr_number, marker)
@@ -89,16 +90,16 @@ def upsert_comment(api: GitHubAPI, repo: str, pr_number: int | None, body: str, 
                 if created_id is not None:  # ours is not listed yet (or was removed): never post twice
                     break
                 keeper = api.post(f"/repos/{repo}/issues/{pr_number}/comments", {"body": body}) or {}
-                created_id, wrote_any = _id(keeper), True
+                created_id, wrote_any, shows_mine = _id(keeper), True, True
                 pause(wait)
                 continue
-            keeper, wrote, deleted = converge(api, repo, comments, mine, current_head)
+            keeper, wrote, deleted, shows_mine = converge(api, repo, comments, mine, current_head)
             removed += deleted
             wrote_any = wrote_any or wrote
             if not (wrote or deleted):
                 break
             pause(wait)
-        return _outcome(keeper, mine, wrote_any, created_id, current_head, removed)
+        return _outcome(keeper, mine, shows_mine, wrote_any, created_id, current_head, removed)
     except GitHubAPIError as exc:
         return CommentResult("failed", warning=failure_warning(repo, pr_number, exc.status, exc.message))
     except Exception as exc:  # publishing must never crash the run
@@ -115,10 +116,10 @@ class Candidate:
 
 
 def converge(api: GitHubAPI, repo: str, comments: list[dict[str, Any]], mine: Candidate,
-             current_head: str | None) -> tuple[dict[str, Any], bool, int]:
+             current_head: str | None) -> tuple[dict[str, Any], bool, int, bool]:
     """Keep the oldest marked comment showing the freshest report; delete the others.
 
-    Returns ``(kept comment, whether it was edited, comments deleted)``."""
+    Returns ``(kept comment, whether it was edited, comments deleted, whether it shows this run's report)``."""
     keeper = comments[0]
     candidates = [Candidate(c, str(c.get("body") or ""), read_stamp(c.get("body"))) for c in comments]
     best = mine
@@ -134,10 +135,10 @@ def converge(api: GitHubAPI, repo: str, comments: list[dict[str, Any]], mine: Ca
         if best is mine:  # re-read just before writing: a concurrent run may have written a fresher one
             latest = api.get(f"/repos/{repo}/issues/comments/{keeper['id']}")
             if isinstance(latest, dict) and fresher(read_stamp(latest.get("body")), mine.stamp, current_head):
-                return latest, False, deleted
+                return latest, False, deleted, False
         keeper = api.patch(f"/repos/{repo}/issues/comments/{keeper['id']}", {"body": best.body}) or keeper
         wrote = True
-    return keeper, wrote, deleted
+    return keeper, wrote, deleted, best is mine
 
 
 def fresher(a: Stamp | None, b: Stamp | None, current_head: str | None) -> bool:
@@ -154,10 +155,10 @@ def fresher(a: Stamp | None, b: Stamp | None, current_head: str | None) -> bool:
     return a.at > b.at
 
 
-def _outcome(keeper: dict[str, Any], mine: Candidate, wrote: bool, created_id: int | None,
+def _outcome(keeper: dict[str, Any], mine: Candidate, shows_mine: bool, wrote: bool, created_id: int | None,
              current_head: str | None, removed: int) -> CommentResult:
     """What happened to this run's report: shown (created, updated, or already there), or not (stale)."""
-    if keeper.get("body") == mine.body:
+    if shows_mine:
         action: Action = ("created" if created_id is not None and created_id == _id(keeper)
                           else "updated" if wrote else "skipped")
         return CommentResult(action, url=_url(keeper), comment_id=_id(keeper), removed=removed)
