@@ -7,7 +7,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-\nfrom evalgate import __version__
+
+from evalgate import __version__
 
 REPO = Path(__file__).resolve().parents[1]
 
