@@ -75,7 +75,7 @@ def test_plan_keys_the_cache_by_os_full_python_version_cpu_and_lock(tmp_path: Pa
     done, values = run_script("plan", tmp_path, {"PATH": os.environ["PATH"], "EVALGATE_PYTHON": sys.executable})
     assert done.returncode == 0, done.stdout + done.stderr
     lock = hashlib.sha256((ROOT / "requirements.lock").read_bytes()).hexdigest()[:16]
-    full = "%d.%d.%d" % sys.version_info[:3]
+    full = ".".join(map(str, sys.version_info[:3]))
     assert values["key"] == f"evalgate-host-deps-linux-py{full}-{platform.machine()}-{lock}"
     assert values["venv"] == f"{tmp_path}/evalgate/{values['key']}"
 
@@ -95,7 +95,7 @@ def test_plan_on_macos_tools_uses_shasum(tmp_path: Path) -> None:
     done, values = run_script("plan", tmp_path, {"PATH": str(bin_dir), "RUNNER_OS": "macOS"})
     assert done.returncode == 0, done.stdout + done.stderr
     lock = hashlib.sha256((ROOT / "requirements.lock").read_bytes()).hexdigest()[:16]
-    assert values["key"] == f"evalgate-host-deps-darwin-py{'%d.%d.%d' % sys.version_info[:3]}-arm64-{lock}"
+    assert values["key"] == f"evalgate-host-deps-darwin-py{'.'.join(map(str, sys.version_info[:3]))}-arm64-{lock}"
 
 
 def test_windows_stops_with_one_error_line(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ that runs. docs/releasing.md walks through a release.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -39,7 +40,7 @@ SEMVER = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 USES_RE = re.compile(r"uses:\s*['\"]?(?P<owner>[\w.-]+)/(?P<name>evalgate)(?P<sub>/[\w./-]+)?@(?P<ref>[^\s'\"#`,)]*)",
                      re.I)
 """A ``uses:`` of this action (any owner: a placeholder owner is the error to catch)."""
-SCANNED = ("**/*.md", "**/*.yml", "**/*.yaml", "**/*.j2")
+SCANNED_SUFFIXES = (".md", ".yml", ".yaml", ".j2")
 """Where users copy from: every Markdown page, workflow, example and ``evalgate init`` template."""
 SKIPPED_DIRS = {".git", ".venv", "node_modules", "build", "dist", ".pytest_cache", "site"}
 
@@ -119,19 +120,23 @@ class Reference:
     ref: str
 
 
+def scanned_files(root: Path = ROOT) -> Iterator[Path]:
+    """The Markdown, YAML and template files under ``root`` (tool and dependency directories pruned)."""
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info"))
+        for name in sorted(files):
+            if name.endswith(SCANNED_SUFFIXES):
+                yield Path(directory) / name
+
+
 def references(root: Path = ROOT) -> Iterator[Reference]:
     """Every ``uses: OWNER/evalgate[/sub]@REF`` in the Markdown, YAML and template files under ``root``."""
-    seen: set[Path] = set()
-    for pattern in SCANNED:
-        for path in sorted(root.glob(pattern)):
-            relative = path.relative_to(root)
-            if path in seen or SKIPPED_DIRS.intersection(relative.parts[:-1]) or not path.is_file():
-                continue
-            seen.add(path)
-            for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-                for match in USES_RE.finditer(line):
-                    yield Reference(relative.as_posix(), number, match.group(0), match.group("owner"),
-                                    (match.group("sub") or "").lstrip("/"), match.group("ref"))
+    for path in scanned_files(root):
+        relative = path.relative_to(root).as_posix()
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            for match in USES_RE.finditer(line):
+                yield Reference(relative, number, match.group(0), match.group("owner"),
+                                (match.group("sub") or "").lstrip("/"), match.group("ref"))
 
 
 def reference_problems(root: Path = ROOT, *, version: str | None = None) -> list[str]:

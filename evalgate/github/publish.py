@@ -53,11 +53,12 @@ PUBLISH_INPUTS: dict[str, str] = {
     "artifact-name": "artifact name (default evalgate-results, plus -<comment-tag> for a non-default tag)",
     "retention-days": "artifact retention in days (1–90; default: the repository setting)",
     "comment-template": "path of a jinja2 template that replaces the bundled comment/summary template",
+    "allow-pr-code": "under pull_request_target with the PR's code checked out, run code from it anyway",
 }
 """Inputs that configure publishing rather than the evaluation (every other input is a setting)."""
 
 OUTPUT_NAMES = ("passed", "exit-code", "pass-rate", "critical-failures", "results-json", "results-db",
-                "comment-url", "summary-markdown", "artifact-name")
+                "comment-url", "summary-markdown", "artifact-name", "artifact-id", "artifact-url")
 
 Emit = Callable[[str], None]
 
@@ -200,8 +201,11 @@ def workspace_path(path: Path, workspace: str | None) -> str:
 
 
 def build_outputs(results: Mapping[str, Any], *, results_path: Path, db_path: Path, workspace: str | None,
-                  comment_url: str | None, summary_markdown: str, artifact_name: str = DEFAULT_ARTIFACT) -> dict[str, str]:
-    """The step outputs. ``pass-rate`` is the fraction of cases passed (0–1); paths are workspace-relative."""
+                  comment_url: str | None, summary_markdown: str, artifact_name: str = DEFAULT_ARTIFACT,
+                  artifact: UploadResult | None = None) -> dict[str, str]:
+    """The step outputs. ``pass-rate`` is the fraction of cases passed (0–1); paths are workspace-relative;
+    ``artifact-name``, ``-id`` and ``-url`` are empty unless ``artifact`` says the upload succeeded."""
+    uploaded = artifact is not None and artifact.uploaded
     gate = results.get("gate") or {}
     summary = results.get("summary") or {}
     return {
@@ -213,14 +217,17 @@ def build_outputs(results: Mapping[str, Any], *, results_path: Path, db_path: Pa
         "results-db": workspace_path(db_path, workspace),
         "comment-url": comment_url or "",
         "summary-markdown": summary_markdown,
-        "artifact-name": artifact_name,
+        "artifact-name": artifact_name if uploaded else "",
+        "artifact-id": str(artifact.artifact_id or "") if artifact is not None and uploaded else "",
+        "artifact-url": (artifact.url or "") if artifact is not None and uploaded else "",
     }
 
 
 def error_outputs(exit_code: int) -> dict[str, str]:
     """Outputs for a run that stopped before a verdict (configuration or dataset error)."""
     return {"passed": "false", "exit-code": str(exit_code), "pass-rate": "", "critical-failures": "",
-            "results-json": "", "results-db": "", "comment-url": "", "summary-markdown": "", "artifact-name": ""}
+            "results-json": "", "results-db": "", "comment-url": "", "summary-markdown": "", "artifact-name": "",
+            "artifact-id": "", "artifact-url": ""}
 
 
 def _number(value: Any) -> str:
@@ -294,7 +301,7 @@ def publish(
         report.outputs = build_outputs(results, results_path=results_path, db_path=db_path, workspace=ctx.workspace,
                                        comment_url=report.comment.url if report.comment else None,
                                        summary_markdown=report.summary_markdown,
-                                       artifact_name=options.resolved_artifact_name)
+                                       artifact_name=options.resolved_artifact_name, artifact=report.artifact)
         _step("step outputs", warn, lambda: write_outputs(ctx.output_path, report.outputs))
     if annotate and "annotations" in steps:  # last: the step's own problems above get the runner's budget first
         _step("annotations", warn, lambda: _annotate(results, ctx, base_dir, counter))
