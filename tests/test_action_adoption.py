@@ -74,7 +74,7 @@ def test_only_pull_request_target_with_other_code_checked_out_is_untrusted() -> 
     assert ActionContext(event_name="pull_request", sha="m" * 40, head_sha=head, evaluated_sha="c" * 40).blob_sha == "c" * 40
 
 
-def pr_target_env(ws, github: GitHubFake, inputs: dict[str, str]) -> dict[str, str]:  # noqa: ANN001
+def pr_target_env(ws, github: GitHubFake, inputs: dict[str, str]) -> dict[str, str]:
     payload = webhook_example("pull_request", "opened")
     return runner_env(ws, event_name="pull_request_target", payload=payload, api_url=github.url,
                       inputs={"dataset": "datasets/brand-mentions", "baseline": "none", "upload-artifacts": "false",
