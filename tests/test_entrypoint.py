@@ -35,8 +35,8 @@ from entrypoint.main import cli_argv
 from evalgate.cli.action import ActionSetup, anchor, baseline_loader, baseline_note, list_text, split_inputs
 from evalgate.config.settings import Settings
 from evalgate.errors import UserError
-from evalgate.github.context import ActionContext
 from evalgate.github.artifacts import UploadResult
+from evalgate.github.context import ActionContext
 from evalgate.github.masking import env_secrets, settings_secrets, url_password
 from evalgate.github.publish import (
     DEFAULT_ARTIFACT,

@@ -253,6 +253,10 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
         from evalgate.github.relay import relay
 
         return relay(env=env, options=setup_.options, output_dir=setup_.settings.output_path, emit=emit)
+    if setup_.options.mode == "merge":
+        from evalgate.cli.action_merge import merge_step
+
+        return merge_step(setup_, env, emit)
     try:
         mask_all(settings_secrets(setup_.settings), emit)
         outcome = evaluate(setup_, emit)
@@ -282,7 +286,10 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
             emit(notice(export_results(outcome.results_path, setup_.settings), title="evalgate: Langfuse"))
         except LangfuseError as exc:
             emit(warning(f"Langfuse export failed: {exc}", title="evalgate: Langfuse"))
-    publish(outcome.results_path, outcome.db_path, ctx=setup_.ctx, options=setup_.options, env=env, emit=emit)
+    from evalgate.cli.action_merge import shard_options
+
+    options = shard_options(setup_.options, setup_.settings.shard_tuple, emit)
+    publish(outcome.results_path, outcome.db_path, ctx=setup_.ctx, options=options, env=env, emit=emit)
     return int(outcome.verdict.exit_code)
 
 

@@ -448,7 +448,13 @@ def _upload(name: str, entries: list[ZipEntry], env: Mapping[str, str], expires_
         create: dict[str, Any] = {**identity, "version": ARTIFACT_VERSION, "mime_type": ZIP_MIME}
         if expires_at is not None:
             create["expires_at"] = rfc3339(expires_at)
-        sas_url = response_field(twirp.call("CreateArtifact", create), "signed_upload_url")
+        try:
+            created = twirp.call("CreateArtifact", create)
+        except ArtifactServiceError as exc:  # an older service (nektos/act's) rejects fields it does not know
+            if "mime_type" not in str(exc):
+                raise
+            created = twirp.call("CreateArtifact", {k: v for k, v in create.items() if k != "mime_type"})
+        sas_url = response_field(created, "signed_upload_url")
         if not isinstance(sas_url, str) or not sas_url:
             raise ArtifactServiceError("CreateArtifact: no signed_upload_url in the response")
         secrets = mask_signature(sas_url, mask)

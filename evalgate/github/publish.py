@@ -32,7 +32,7 @@ from evalgate.safety.redact import redact
 from evalgate.store.judge_cache import cache_path
 
 CommentMode = Literal["always", "on-failure", "never"]
-Mode = Literal["evaluate", "publish"]
+Mode = Literal["evaluate", "publish", "merge"]
 MODES: tuple[str, ...] = get_args(Mode)
 COMMENT_MODES: tuple[str, ...] = get_args(CommentMode)
 DEFAULT_TAG = "default"

@@ -1,0 +1,109 @@
+"""Sharding in the Action, run as the runner runs it: two ``shard: i/2`` steps upload uniquely named artifacts
+to the artifacts v4 fake (Twirp + Azurite) and post no comment; a ``mode: merge`` step downloads this run's
+shard artifacts, merges them, compares with the baseline (``fail-on-regression`` works) and publishes one
+comment, summary, artifact and verdict, the same verdict an unsharded run gives."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evalgate.github.shards import shard_artifact_name, shard_of_name
+from tests.servers.artifact_service import ArtifactService
+from tests.servers.github_fake import GitHubFake
+from tests.test_entrypoint import (  # noqa: F401 - azurite: the fixture artifacts needs
+    CRITICAL_CASE,
+    FAILING,
+    PASSING,
+    TOKEN,
+    artifact_env,
+    artifacts,
+    azurite,
+    make_workspace,
+    needs_examples,
+    official_download,
+    run_entrypoint,
+    runner_env,
+    webhook_example,
+    workflow_commands,
+)
+
+REPO = "Codertocat/Hello-World"
+
+
+@pytest.fixture
+def github() -> Iterator[GitHubFake]:
+    with GitHubFake(token=TOKEN) as server:
+        yield server
+
+
+def test_shard_artifact_names_are_unique_and_read_back() -> None:
+    assert shard_artifact_name("evalgate-results", (2, 4)) == "evalgate-results-shard-2-of-4"
+    assert shard_of_name("evalgate-results", "evalgate-results-shard-2-of-4") == (2, 4)
+    assert shard_of_name("evalgate-results", "evalgate-results-nightly-shard-2-of-4") is None
+    assert shard_of_name("evalgate-results", "evalgate-results") is None
+
+
+@needs_examples
+def test_two_shards_then_merge_publish_once_with_the_unsharded_verdict(
+        tmp_path: Path, github: GitHubFake, artifacts: ArtifactService) -> None:
+    ws = make_workspace(tmp_path, PASSING + FAILING)
+    payload = webhook_example("pull_request", "opened")
+    common = {"dataset": "datasets", "baseline": "none"}
+    for i in (1, 2):
+        env = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
+                         inputs={**common, "shard": f"{i}/2", "output-dir": f"shard-{i}"}, extra=artifact_env(artifacts))
+        done = run_entrypoint(ws, env)
+        assert done.returncode in (0, 1), done.stdout + done.stderr
+        assert f"shard {i}/2: results go to artifact 'evalgate-results-shard-{i}-of-2'" in done.stdout
+        assert ws.outputs()["artifact-name"] == f"evalgate-results-shard-{i}-of-2"
+    assert github.requests("POST") == [] and github.requests("PATCH") == []  # shards never comment
+    assert sorted(artifacts.artifacts) == ["evalgate-results-shard-1-of-2", "evalgate-results-shard-2-of-2"]
+
+    # the baseline: an unsharded run of the same suites in which the critical case still passed
+    whole = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
+                       inputs={**common, "output-dir": "whole", "comment": "never", "upload-artifacts": "false"})
+    assert run_entrypoint(ws, whole).returncode == 1
+    unsharded = json.loads((ws.workspace / "whole" / "results.json").read_text(encoding="utf-8"))
+    baseline = json.loads(json.dumps(unsharded))
+    for record in baseline["results"]:
+        if record["id"] == CRITICAL_CASE:
+            record.update(status="passed", passed=True)
+    (ws.workspace / "baseline.json").write_text(json.dumps(baseline), encoding="utf-8")
+
+    merge = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
+                       inputs={"mode": "merge", "baseline": "baseline.json", "fail-on-regression": "true"},
+                       extra=artifact_env(artifacts))
+    done = run_entrypoint(ws, merge)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "merging 2 shard artifact(s): evalgate-results-shard-1-of-2, evalgate-results-shard-2-of-2" in done.stdout
+    merged = json.loads((ws.workspace / "evalgate-results" / "results.json").read_text(encoding="utf-8"))
+    assert merged["status"] == "merged"
+    for key in ("total_test_cases", "total_passed", "total_failed", "total_errored", "critical_failures"):
+        assert merged["summary"][key] == unsharded["summary"][key], key
+    flipped = f"critical case {CRITICAL_CASE} flipped from passed to failed against the baseline"
+    assert any(reason.startswith(flipped) for reason in merged["gate"]["reasons"]), merged["gate"]["reasons"]
+    assert [r for r in unsharded["gate"]["reasons"] if r not in merged["gate"]["reasons"]] == []
+    comments = github.comments_on(REPO, payload["number"])
+    assert len(comments) == 1 and CRITICAL_CASE in comments[0]["body"]
+    outputs = ws.outputs()
+    assert (outputs["passed"], outputs["exit-code"], outputs["artifact-name"]) == ("false", "1", "evalgate-results")
+    downloaded = official_download(artifacts, "evalgate-results", tmp_path / "download")
+    assert sorted(p.name for p in Path(downloaded["downloadPath"]).iterdir()) == ["judge-cache.db", "results.db", "results.json"]
+    errors = [rest for name, rest in workflow_commands(done.stdout) if name == "error"]
+    assert errors and all("file=datasets/failing/" in rest for rest in errors)  # the failed critical cases, once
+
+
+@needs_examples
+def test_merge_without_shard_artifacts_is_one_error_line(tmp_path: Path, github: GitHubFake,
+                                                          artifacts: ArtifactService) -> None:
+    ws = make_workspace(tmp_path, PASSING)
+    env = runner_env(ws, event_name="pull_request", payload=webhook_example("pull_request", "opened"),
+                     api_url=github.url, inputs={"mode": "merge"}, extra=artifact_env(artifacts))
+    done = run_entrypoint(ws, env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    errors = [rest for name, rest in workflow_commands(done.stdout) if name == "error"]
+    assert len(errors) == 1 and "no artifact named evalgate-results-shard-<i>-of-<n> in this workflow run" in errors[0]
