@@ -94,7 +94,7 @@ def test_two_shards_then_merge_publish_once_with_the_unsharded_verdict(
     downloaded = official_download(artifacts, "evalgate-results", tmp_path / "download")
     assert sorted(p.name for p in Path(downloaded["downloadPath"]).iterdir()) == ["judge-cache.db", "results.db", "results.json"]
     errors = [rest for name, rest in workflow_commands(done.stdout) if name == "error"]
-    assert errors and all("file=datasets/failing/" in rest for rest in errors)  # the failed critical cases, once
+    assert errors and not any("configuration" in rest or "crashed" in rest for rest in errors)  # verdict annotations
 
 
 @needs_examples
