@@ -256,7 +256,10 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
     if setup_.options.mode == "merge":
         from evalgate.cli.action_merge import merge_step
 
-        return merge_step(setup_, env, emit)
+        try:
+            return merge_step(setup_, env, emit)
+        except UserError as exc:  # no shard artifacts, shards that disagree, a missing shard
+            return _user_error(exc, env, emit)
     try:
         mask_all(settings_secrets(setup_.settings), emit)
         outcome = evaluate(setup_, emit)
