@@ -113,9 +113,6 @@ def repository_copy(target: Path, *, owner: int | None = None) -> Path:
         destination = target / name
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, destination)
-    action = target / "action.yml"  # as the release commit names its image (by digest there)
-    action.write_text(re.sub(r"(?m)^(  image: )Dockerfile$", rf"\1docker://{action_image()}",
-                             action.read_text(encoding="utf-8")), encoding="utf-8")
     git = ["git", "-c", "user.name=evalgate-tests", "-c", "user.email=tests@evalgate.invalid"]
     for command in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "act test"],
                     ["remote", "add", "origin", "https://github.com/evalgate/evalgate.git"]):
@@ -141,6 +138,9 @@ def run_act(repo: Path, event: str, workflow: str, job: str, *, event_payload: P
             env: Mapping[str, str] | None = None, secrets: Mapping[str, str] | None = None,
             extra: Sequence[str] = (), timeout: float = 900) -> ActRun:
     """``act EVENT -W .github/workflows/WORKFLOW -j JOB`` in ``repo``; output kept for the assertion message."""
+    action = repo / "action.yml"  # as the release commit names its image (by digest there): no build under act
+    action.write_text(re.sub(r"(?m)^(  image: )Dockerfile$", rf"\1docker://{action_image()}",
+                             action.read_text(encoding="utf-8")), encoding="utf-8")
     command = ["act", event, "-W", f".github/workflows/{workflow}", "-j", job,
                "-P", f"ubuntu-latest={RUNNER_IMAGE}", "--pull=false", "--rebuild=false", "--bind",
                "--action-offline-mode", "--no-cache-server", "--container-daemon-socket", "-"]
