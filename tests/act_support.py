@@ -134,15 +134,17 @@ def stub_actions(directory: Path) -> list[str]:
     return flags
 
 
-def run_act(repo: Path, event: str, workflow: str, job: str, *, event_payload: Path | None = None,
+def run_act(repo: Path, event: str, workflow: str, job: str | None, *, event_payload: Path | None = None,
             env: Mapping[str, str] | None = None, secrets: Mapping[str, str] | None = None,
-            extra: Sequence[str] = (), timeout: float = 900) -> ActRun:
-    """``act EVENT -W .github/workflows/WORKFLOW -j JOB`` in ``repo``; output kept for the assertion message."""
+            extra: Sequence[str] = (), timeout: float = 900, bind: bool = True) -> ActRun:
+    """``act EVENT -W .github/workflows/WORKFLOW -j JOB`` in ``repo`` (every job, in ``needs`` order, when
+    ``job`` is None); output kept for the assertion message. ``bind=False``: each job works on its own copy
+    of ``repo``, as each job on GitHub has its own workspace (parallel matrix jobs then write apart)."""
     action = repo / "action.yml"  # as the release commit names its image (by digest there): no build under act
     action.write_text(re.sub(r"(?m)^(  image: )Dockerfile$", rf"\1docker://{action_image()}",
                              action.read_text(encoding="utf-8")), encoding="utf-8")
-    command = ["act", event, "-W", f".github/workflows/{workflow}", "-j", job,
-               "-P", f"ubuntu-latest={RUNNER_IMAGE}", "--pull=false", "--rebuild=false", "--bind",
+    command = ["act", event, "-W", f".github/workflows/{workflow}", *(["-j", job] if job else []),
+               "-P", f"ubuntu-latest={RUNNER_IMAGE}", "--pull=false", "--rebuild=false", *(["--bind"] if bind else []),
                "--action-offline-mode", "--no-cache-server", "--container-daemon-socket", "-"]
     if event_payload is not None:
         command += ["-e", str(event_payload)]

@@ -107,3 +107,15 @@ def test_merge_without_shard_artifacts_is_one_error_line(tmp_path: Path, github:
     assert done.returncode == 2, done.stdout + done.stderr
     errors = [rest for name, rest in workflow_commands(done.stdout) if name == "error"]
     assert len(errors) == 1 and "no artifact named evalgate-results-shard-<i>-of-<n> in this workflow run" in errors[0]
+
+
+def test_under_act_the_upload_leaves_out_the_field_acts_server_rejects(tmp_path: Path,
+                                                                       artifacts: ArtifactService) -> None:
+    from evalgate.github.artifacts import upload_artifact
+
+    results = tmp_path / "results.json"
+    results.write_text("{}", encoding="utf-8")
+    for env, expected in (({}, "application/zip"), ({"ACT": "true"}, None)):
+        done = upload_artifact(f"a{len(env)}", [results], env={**artifact_env(artifacts), **env}, mask=lambda _: None)
+        assert done.uploaded, done.warning
+        assert artifacts.calls("CreateArtifact")[-1]["body"].get("mime_type") == expected
