@@ -12,16 +12,15 @@ from pathlib import Path
 import pytest
 
 from evalgate.github.shards import shard_artifact_name, shard_of_name
+from tests import test_entrypoint
 from tests.servers.artifact_service import ArtifactService
 from tests.servers.github_fake import GitHubFake
-from tests.test_entrypoint import (  # noqa: F401 - azurite: the fixture artifacts needs
+from tests.test_entrypoint import (
     CRITICAL_CASE,
     FAILING,
     PASSING,
     TOKEN,
     artifact_env,
-    artifacts,
-    azurite,
     make_workspace,
     needs_examples,
     official_download,
@@ -32,6 +31,7 @@ from tests.test_entrypoint import (  # noqa: F401 - azurite: the fixture artifac
 )
 
 REPO = "Codertocat/Hello-World"
+_azurite, _artifacts = test_entrypoint.azurite, test_entrypoint.artifacts  # the fixtures, registered by name
 
 
 @pytest.fixture
