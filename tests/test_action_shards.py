@@ -31,7 +31,8 @@ from tests.test_entrypoint import (
 )
 
 REPO = "Codertocat/Hello-World"
-_azurite, _artifacts = test_entrypoint.azurite, test_entrypoint.artifacts  # the fixtures, registered by name
+azurite = test_entrypoint.azurite  # the fixtures the artifacts v4 fake needs, registered under their names
+artifacts_service = test_entrypoint.artifacts
 
 
 @pytest.fixture
@@ -49,19 +50,19 @@ def test_shard_artifact_names_are_unique_and_read_back() -> None:
 
 @needs_examples
 def test_two_shards_then_merge_publish_once_with_the_unsharded_verdict(
-        tmp_path: Path, github: GitHubFake, artifacts: ArtifactService) -> None:
+        tmp_path: Path, github: GitHubFake, artifacts_service: ArtifactService) -> None:
     ws = make_workspace(tmp_path, PASSING + FAILING)
     payload = webhook_example("pull_request", "opened")
     common = {"dataset": "datasets", "baseline": "none"}
     for i in (1, 2):
         env = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
-                         inputs={**common, "shard": f"{i}/2", "output-dir": f"shard-{i}"}, extra=artifact_env(artifacts))
+                         inputs={**common, "shard": f"{i}/2", "output-dir": f"shard-{i}"}, extra=artifact_env(artifacts_service))
         done = run_entrypoint(ws, env)
         assert done.returncode in (0, 1), done.stdout + done.stderr
         assert f"shard {i}/2: results go to artifact 'evalgate-results-shard-{i}-of-2'" in done.stdout
         assert ws.outputs()["artifact-name"] == f"evalgate-results-shard-{i}-of-2"
     assert github.requests("POST") == [] and github.requests("PATCH") == []  # shards never comment
-    assert sorted(artifacts.artifacts) == ["evalgate-results-shard-1-of-2", "evalgate-results-shard-2-of-2"]
+    assert sorted(artifacts_service.artifacts) == ["evalgate-results-shard-1-of-2", "evalgate-results-shard-2-of-2"]
 
     # the baseline: an unsharded run of the same suites in which the critical case still passed
     whole = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
@@ -76,7 +77,7 @@ def test_two_shards_then_merge_publish_once_with_the_unsharded_verdict(
 
     merge = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
                        inputs={"mode": "merge", "baseline": "baseline.json", "fail-on-regression": "true"},
-                       extra=artifact_env(artifacts))
+                       extra=artifact_env(artifacts_service))
     done = run_entrypoint(ws, merge)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "merging 2 shard artifact(s): evalgate-results-shard-1-of-2, evalgate-results-shard-2-of-2" in done.stdout
@@ -91,7 +92,7 @@ def test_two_shards_then_merge_publish_once_with_the_unsharded_verdict(
     assert len(comments) == 1 and CRITICAL_CASE in comments[0]["body"]
     outputs = ws.outputs()
     assert (outputs["passed"], outputs["exit-code"], outputs["artifact-name"]) == ("false", "1", "evalgate-results")
-    downloaded = official_download(artifacts, "evalgate-results", tmp_path / "download")
+    downloaded = official_download(artifacts_service, "evalgate-results", tmp_path / "download")
     assert sorted(p.name for p in Path(downloaded["downloadPath"]).iterdir()) == ["judge-cache.db", "results.db", "results.json"]
     errors = [rest for name, rest in workflow_commands(done.stdout) if name == "error"]
     assert errors and not any("configuration" in rest or "crashed" in rest for rest in errors)  # verdict annotations
@@ -99,10 +100,10 @@ def test_two_shards_then_merge_publish_once_with_the_unsharded_verdict(
 
 @needs_examples
 def test_merge_without_shard_artifacts_is_one_error_line(tmp_path: Path, github: GitHubFake,
-                                                          artifacts: ArtifactService) -> None:
+                                                          artifacts_service: ArtifactService) -> None:
     ws = make_workspace(tmp_path, PASSING)
     env = runner_env(ws, event_name="pull_request", payload=webhook_example("pull_request", "opened"),
-                     api_url=github.url, inputs={"mode": "merge"}, extra=artifact_env(artifacts))
+                     api_url=github.url, inputs={"mode": "merge"}, extra=artifact_env(artifacts_service))
     done = run_entrypoint(ws, env)
     assert done.returncode == 2, done.stdout + done.stderr
     errors = [rest for name, rest in workflow_commands(done.stdout) if name == "error"]
@@ -110,12 +111,12 @@ def test_merge_without_shard_artifacts_is_one_error_line(tmp_path: Path, github:
 
 
 def test_under_act_the_upload_leaves_out_the_field_acts_server_rejects(tmp_path: Path,
-                                                                       artifacts: ArtifactService) -> None:
+                                                                       artifacts_service: ArtifactService) -> None:
     from evalgate.github.artifacts import upload_artifact
 
     results = tmp_path / "results.json"
     results.write_text("{}", encoding="utf-8")
     for env, expected in (({}, "application/zip"), ({"ACT": "true"}, None)):
-        done = upload_artifact(f"a{len(env)}", [results], env={**artifact_env(artifacts), **env}, mask=lambda _: None)
+        done = upload_artifact(f"a{len(env)}", [results], env={**artifact_env(artifacts_service), **env}, mask=lambda _: None)
         assert done.uploaded, done.warning
-        assert artifacts.calls("CreateArtifact")[-1]["body"].get("mime_type") == expected
+        assert artifacts_service.calls("CreateArtifact")[-1]["body"].get("mime_type") == expected
