@@ -67,3 +67,37 @@ def test_placeholders_unknown_refs_and_missing_sub_actions_are_rejected(tmp_path
     assert "'org' is a placeholder" in text and "'your-org' is a placeholder" in text
     assert "@v0 is not a tag the release creates (v1 or v1.4.2)" in text and "@main is not a tag" in text
     assert "no action at hots/action.yml" in text
+
+
+def documented_workflows() -> list[tuple[str, dict]]:
+    """Every YAML block in the Markdown pages (and the repository's workflows) that is a workflow using
+    this action on pull requests."""
+    import re
+
+    found = []
+    pages = [p for p in release.scanned_files(ROOT) if p.suffix == ".md"]
+    for path in pages:
+        for block in re.findall(r"```yaml\n(.*?)```", path.read_text(encoding="utf-8"), re.S):
+            try:
+                document = yaml.safe_load(block)
+            except yaml.YAMLError:
+                continue
+            if isinstance(document, dict) and "jobs" in document:
+                found.append((path.relative_to(ROOT).as_posix(), document))
+    for path in sorted((ROOT / ".github" / "workflows").glob("*.yml")):
+        found.append((path.relative_to(ROOT).as_posix(), yaml.safe_load(path.read_text(encoding="utf-8"))))
+    return [(name, doc) for name, doc in found  # YAML 1.1 reads the key `on` as True
+            if "pull_request" in (doc.get(True) or doc.get("on") or {}) and "uses: evalgate/evalgate" in yaml.dump(doc)]
+
+
+def test_documented_pull_request_workflows_run_one_at_a_time_per_pull_request(tmp_path: Path) -> None:
+    workflows = documented_workflows()
+    names = {name for name, _ in workflows}
+    assert {"README.md", "docs/sharding.md", "docs/fork-pull-requests.md", "docs/action-inputs.md"} <= names
+    for name, document in workflows:
+        group = str((document.get("concurrency") or {}).get("group", ""))
+        assert "github.event.pull_request.number" in group, f"{name}: no per-pull-request concurrency group"
+    scaffold(tmp_path)
+    written = yaml.safe_load((tmp_path / ".github" / "workflows" / "evalgate.yml").read_text(encoding="utf-8"))
+    assert "github.event.pull_request.number" in written["concurrency"]["group"]
+    assert "merge_group" in written[True]
