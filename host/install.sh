@@ -20,9 +20,9 @@ source_dir=$(cd "$here/.." && pwd)
 python=${EVALGATE_PYTHON:-python3}
 
 fail() { echo "::error title=evalgate host mode::$1"; exit 2; }
-sha256() {  # sha256 of stdin or of the files named, in sha256sum's format (macOS has shasum, not sha256sum)
-  if command -v sha256sum >/dev/null 2>&1; then sha256sum "$@"; else shasum -a 256 "$@"; fi
-}
+# sha256 of stdin or of the files named, in sha256sum's format (macOS has shasum, not sha256sum); an array,
+# not a function, so that xargs can run it
+if command -v sha256sum >/dev/null 2>&1; then sha256=(sha256sum); else sha256=(shasum -a 256); fi
 
 case "${RUNNER_OS:-$(uname -s)}" in
   Windows|MINGW*|MSYS*|CYGWIN*)
@@ -34,7 +34,7 @@ pyver=$("$python" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')
 
 case "${1:-}" in
   plan)
-    digest=$(sha256 < "$source_dir/requirements.lock" | cut -c1-16)
+    digest=$("${sha256[@]}" < "$source_dir/requirements.lock" | cut -c1-16)
     arch=$(uname -m)
     os=$(uname -s | tr '[:upper:]' '[:lower:]')
     key="evalgate-host-deps-${os}-py${pyver}-${arch}-${digest}"
@@ -46,8 +46,8 @@ case "${1:-}" in
   install)
     venv=${EVALGATE_VENV:?EVALGATE_VENV is not set}
     sources=$(cd "$source_dir" && find pyproject.toml setup.py evalgate entrypoint datasets -type f \
-                -not -path '*/__pycache__/*' -not -name '*.pyc' -print0 | LC_ALL=C sort -z | xargs -0 sha256 \
-                | sha256 | cut -c1-16)
+                -not -path '*/__pycache__/*' -not -name '*.pyc' -print0 | LC_ALL=C sort -z | xargs -0 "${sha256[@]}" \
+                | "${sha256[@]}" | cut -c1-16)
     started=$(date +%s)
     export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
     if [ -f "$venv/.evalgate-deps" ] && "$venv/bin/python" -c 'import pydantic, aiohttp' 2>/dev/null; then

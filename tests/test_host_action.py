@@ -135,3 +135,41 @@ def test_github_enterprise_server_skips_the_upload_with_a_notice(tmp_path: Path)
     assert ghes.stdout.startswith("::notice title=evalgate host mode::GitHub Enterprise Server")
     cloud, values = run_script("artifact", tmp_path, {**env, "GITHUB_SERVER_URL": "https://octo.ghe.com"})
     assert cloud.returncode == 0 and values["upload"] == "true" and cloud.stdout == ""
+
+
+def source_digest() -> str:
+    """What install.sh records for this checkout: sha256 over ``sha256sum``'s lines for every source file,
+    in byte order of the paths, first 16 hex digits."""
+    roots = ["pyproject.toml", "setup.py", "evalgate", "entrypoint", "datasets"]
+    files = []
+    for root in roots:
+        path = ROOT / root
+        found = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+        files += [p.relative_to(ROOT).as_posix() for p in found
+                  if "__pycache__" not in p.parts and p.suffix != ".pyc"]
+    lines = "".join(f"{hashlib.sha256((ROOT / f).read_bytes()).hexdigest()}  {f}\n"
+                    for f in sorted(files, key=lambda f: f.encode()))
+    return hashlib.sha256(lines.encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("tools", ["linux", "macos"])
+def test_install_recognises_an_up_to_date_environment_with_either_hash_tool(tmp_path: Path, tools: str) -> None:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "evalgate").symlink_to(Path(sys.executable).parent / "evalgate")
+    python = venv / "bin" / "python"  # this interpreter, which must never be asked to (re)install anything
+    python.write_text(f'#!/bin/sh\ncase "$*" in *pip*) echo "pip must not run: $*"; exit 3;; esac\n'
+                      f'exec {sys.executable} "$@"\n', encoding="utf-8")
+    python.chmod(0o755)
+    (venv / ".evalgate-deps").touch()
+    (venv / ".evalgate-source").write_text(source_digest() + "\n", encoding="utf-8")
+    path = os.environ["PATH"]
+    if tools == "macos":
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        for tool in (*MAC_TOOLS, "date", "python3"):
+            (bin_dir / tool).symlink_to(shutil.which(tool) or sys.executable)
+        path = str(bin_dir)
+    done, _ = run_script("install", tmp_path, {"PATH": path, "EVALGATE_VENV": str(venv), "EVALGATE_PYTHON": sys.executable})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("evalgate host mode: cached environment (evalgate "), done.stdout
