@@ -120,3 +120,26 @@ def test_under_act_the_upload_leaves_out_the_field_acts_server_rejects(tmp_path:
         done = upload_artifact(f"a{len(env)}", [results], env={**artifact_env(artifacts_service), **env}, mask=lambda _: None)
         assert done.uploaded, done.warning
         assert artifacts_service.calls("CreateArtifact")[-1]["body"].get("mime_type") == expected
+
+
+def test_cli_merge_compares_with_a_baseline_and_fails_on_a_regression(tmp_path: Path) -> None:
+    from evalgate.cli.main import main as cli_main
+
+    root = Path(__file__).resolve().parent.parent
+    data = ["-d", str(root / "datasets" / "brand-mentions"), "-d", str(root / "datasets" / "failing")]
+    for i in (1, 2):
+        assert cli_main(["run", *data, "--shard", f"{i}/2", "-o", str(tmp_path / f"s{i}"), "--progress", "none"]) in (0, 1)
+    assert cli_main(["run", *data, "-o", str(tmp_path / "whole"), "--progress", "none"]) == 1
+    baseline = json.loads((tmp_path / "whole" / "results.json").read_text(encoding="utf-8"))
+    for record in baseline["results"]:
+        if record["id"] == CRITICAL_CASE:
+            record.update(status="passed", passed=True)
+    (tmp_path / "base.json").write_text(json.dumps(baseline), encoding="utf-8")
+    shards = [str(tmp_path / "s1"), str(tmp_path / "s2")]
+    for flag, flipped in (([], False), (["--fail-on-regression"], True)):
+        out = tmp_path / f"merged{len(flag)}"
+        code = cli_main(["merge", *shards, "-o", str(out), "--baseline", str(tmp_path / "base.json"), *flag])
+        merged = json.loads((out / "results.json").read_text(encoding="utf-8"))
+        assert code == 1 and merged["comparison"]["cases"]["regressions"][0]["id"] == CRITICAL_CASE
+        assert any(f"critical case {CRITICAL_CASE} flipped" in r for r in merged["gate"]["reasons"]) is flipped
+    assert cli_main(["merge", *shards, "-o", str(tmp_path / "m"), "--fail-on-regression"]) == 2
