@@ -94,9 +94,18 @@ def compare(container_file: Path, host_file: Path, workspace: Path) -> list[str]
     if summaries[0] != summaries[1]:
         found.append("outputs.summary-markdown: " + first_difference(*summaries))
     skip = (*PATH_OUTPUTS, "summary-markdown")
-    found += differences({k: v for k, v in container.items() if k not in skip},
-                         {k: v for k, v in host.items() if k not in skip}, "outputs")
+    declared = declared_outputs()  # act also shows a composite's inner steps' outputs; a workflow sees these
+    found += differences({k: v for k, v in container.items() if k not in skip and k in declared},
+                         {k: v for k, v in host.items() if k not in skip and k in declared}, "outputs")
     return found
+
+
+def declared_outputs() -> set[str]:
+    """The outputs action.yml declares (host/action.yml declares the same)."""
+    import yaml
+
+    action = Path(__file__).resolve().parent.parent / "action.yml"
+    return set(yaml.safe_load(action.read_text(encoding="utf-8"))["outputs"])
 
 
 def main(argv: list[str] | None = None) -> int:
