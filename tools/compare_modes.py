@@ -101,11 +101,11 @@ def compare(container_file: Path, host_file: Path, workspace: Path) -> list[str]
 
 
 def declared_outputs() -> set[str]:
-    """The outputs action.yml declares (host/action.yml declares the same)."""
-    import yaml
-
-    action = Path(__file__).resolve().parent.parent / "action.yml"
-    return set(yaml.safe_load(action.read_text(encoding="utf-8"))["outputs"])
+    """The outputs action.yml declares (host/action.yml declares the same); read without a YAML library,
+    which the job's plain Python may not have: the two-space keys of the top-level ``outputs:`` block."""
+    text = (Path(__file__).resolve().parent.parent / "action.yml").read_text(encoding="utf-8")
+    block = re.search(r"^outputs:\n((?:(?:  .*)?\n)*)", text, re.M)
+    return set(re.findall(r"^  ([a-z0-9-]+):", block.group(1), re.M)) if block else set()
 
 
 def main(argv: list[str] | None = None) -> int:
