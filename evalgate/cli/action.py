@@ -246,6 +246,9 @@ def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = em
             hand_over(paths, setup_.workspace, created)
     finally:
         Interrupt.restore(previous)
+        from evalgate.config.references import refuse_user_code
+
+        refuse_user_code(None)  # the guard belongs to this step only (in-process callers, tests)
 
 
 def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:
