@@ -72,6 +72,10 @@ class Settings(BaseModel):
     max_errored: int = Field(default=0, ge=0)
     fail_on_regression: bool = False
     significance_level: float = Field(default=0.05, gt=0.0, lt=1.0)
+    """The family-wise error rate of the regression decision (docs/trustworthy-verdicts.md)."""
+    regression_tolerance: dict[str, Any] = Field(default_factory=dict)
+    """Per metric, the smallest change that counts as a regression: a number (absolute) or ``{abs, rel}``
+    (``verdict.tolerance``); ``null``/0 removes a default."""
     baseline: str = "none"
 
     # --- outputs ---------------------------------------------------------------------------------
@@ -112,6 +116,20 @@ class Settings(BaseModel):
     target_model: str | None = None
     target_provider: Literal["openai", "gemini", "ollama", "local"] | None = None
     target_system_prompt: str | None = None
+    # --- conversations (docs/conversations.md) ---------------------------------------------------
+    target_conversation: Literal["history", "id"] = "history"
+    """How an http target carries a conversation: ``history`` sends every message so far in
+    ``target_history_field``; ``id`` sends only the new message and a conversation id the agent keeps
+    state under (``target_conversation_id_field`` / ``_header``, or taken from its first reply)."""
+    target_history_field: str = Field(default="messages", min_length=1)
+    target_conversation_id_field: str | None = "conversation_id"
+    target_conversation_id_header: str | None = None
+    target_conversation_id_from: str | None = None
+    """A field of the agent's first JSON reply (dotted path) holding the conversation id it assigned."""
+    stop_on_failed_turn: bool = True
+    """A conversation stops at its first failed turn (later turns are not sent)."""
+    simulator_model: str | None = None
+    """Model writing simulated users' messages (default: the judge's model, on the judge's provider)."""
     outputs_file: str | None = None
     eval_context: dict[str, Any] = Field(default_factory=dict)
 
@@ -221,7 +239,7 @@ class Settings(BaseModel):
 
     @field_validator(
         "metric_thresholds", "target_headers", "target_response_map", "eval_context", "prices", "target_options",
-        "judge_temperatures", mode="before",
+        "judge_temperatures", "regression_tolerance", mode="before",
     )
     @classmethod
     def _json_mapping(cls, value: Any) -> Any:

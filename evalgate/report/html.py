@@ -36,6 +36,7 @@ from evalgate.report.view import (
     failing_first,
     flaky_from_records,
     format_number,
+    format_p,
     format_percent,
     format_signed,
     format_usd,
@@ -45,6 +46,7 @@ from evalgate.report.view import (
     run_view,
     skipped_metrics,
     totals_view,
+    transcript_view,
     usage_view,
     verdict_view,
 )
@@ -79,7 +81,7 @@ def _template() -> jinja2.Template:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(num=format_value, signed=format_signed, pct=format_percent, usd=format_usd)
+    env.filters.update(num=format_value, signed=format_signed, pct=format_percent, usd=format_usd, pval=format_p)
     return env.get_template(TEMPLATE_NAME)
 
 
@@ -155,6 +157,8 @@ def _case_view(case: Mapping[str, Any], position: int) -> dict[str, Any]:
         "num_tokens": case.get("num_tokens"),
         "latency_ms": case.get("latency_ms"),
         "cost_usd": case.get("cost_usd"),
+        "transcript": transcript_view(case, TEXT_LIMIT),
+        "failed_turn": (case.get("conversation") or {}).get("failed_turn"),
     }
 
 

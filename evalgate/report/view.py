@@ -288,9 +288,36 @@ def delta_view(entry: Any, *, unchanged: str = "=") -> dict[str, Any] | None:
         "regression": bool(entry.get("regression")),
         "improvement": bool(entry.get("improvement")),
         "n_paired": entry.get("n_paired"),
-        "change": ("regression" if entry.get("regression") else "improvement" if entry.get("improvement")
-                   else "not significant" if delta else "no change"),
+        "change": str(entry.get("verdict") or
+                      ("regression" if entry.get("regression") else "improvement" if entry.get("improvement")
+                       else "not significant" if delta else "no change")),
+        "ci_method": entry.get("ci_method"),
+        "test": entry.get("test"),
+        "p_value": entry.get("p_value"),
+        "p_adjusted": (entry.get("p_improvement_adjusted") if entry.get("improvement")
+                       else entry.get("p_adjusted")),
+        "detectable": entry.get("detectable"),
+        "tolerance": entry.get("tolerance"),
+        "gated": entry.get("gated", True),
     }
+
+
+QUIET_ORDER = ("no meaningful change", "inconclusive", "not significant", "no change")
+
+
+def others_line(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """One line on the metric rows without a significant change, grouped by verdict; an inconclusive one
+    names the change its n could detect. None when every row is significant."""
+    groups: dict[str, list[str]] = {}
+    for row in rows:
+        if not row.get("significant"):
+            name = str(row["name"])
+            if row.get("change") == "inconclusive" and isinstance(row.get("detectable"), int | float):
+                name += f" (n={row.get('n_paired')} too small to detect below {score(float(row['detectable']))})"
+            groups.setdefault(str(row.get("change") or "not significant"), []).append(name)
+    parts = [f"{verdict}: {', '.join(groups[verdict])}" for verdict in QUIET_ORDER if groups.get(verdict)]
+    parts += [f"{verdict}: {', '.join(names)}" for verdict, names in groups.items() if verdict not in QUIET_ORDER]
+    return "; ".join(parts) or None
 
 
 def comparison_view(comparison: Any, link: Link = no_link, *, unchanged: str = "=") -> dict[str, Any] | None:
@@ -302,6 +329,14 @@ def comparison_view(comparison: Any, link: Link = no_link, *, unchanged: str = "
     baseline = comparison.get("baseline") or {}
     regressions = sorted((e for e in cases.get("regressions") or [] if isinstance(e, Mapping)),
                          key=lambda e: (not is_critical(e), risk_rank(e)))
+    metrics = [
+        {"name": str(name), **view}
+        for name, entry in (comparison.get("metrics") or {}).items()
+        if (view := delta_view(entry, unchanged=unchanged)) is not None
+    ]
+    critical = comparison.get("critical")
+    raw_family = comparison.get("family")
+    family: Mapping[str, Any] = raw_family if isinstance(raw_family, Mapping) else {}
     return {
         "baseline_source": baseline.get("source") if isinstance(baseline, Mapping) else None,
         "summary": comparison.get("summary"),
@@ -309,11 +344,16 @@ def comparison_view(comparison: Any, link: Link = no_link, *, unchanged: str = "
         "significance_level": comparison.get("significance_level"),
         "confidence": confidence_label(comparison.get("significance_level")),
         "pass_rate": comparison.get("pass_rate") if isinstance(comparison.get("pass_rate"), Mapping) else None,
-        "metrics": [
-            {"name": str(name), **view}
-            for name, entry in (comparison.get("metrics") or {}).items()
-            if (view := delta_view(entry, unchanged=unchanged)) is not None
-        ],
+        "metrics": metrics,
+        "significant_metrics": [m for m in metrics if m["significant"]],
+        "others": others_line(metrics),
+        "family": {"procedure": family.get("procedure"), "size": family.get("size"), "alpha": family.get("alpha")},
+        "critical": ({"note": critical.get("note"), "test": critical.get("test"), "p_value": critical.get("p_value"),
+                      "p_adjusted": critical.get("p_adjusted"), "regression": bool(critical.get("regression")),
+                      "repeats": critical.get("repeats"),
+                      "flaky_on_base": [flip_view(e, link) for e in critical.get("flaky_on_base") or []
+                                        if isinstance(e, Mapping)]}
+                     if isinstance(critical, Mapping) else None),
         "regressions": [flip_view(e, link) for e in regressions],
         "fixes": [flip_view(e, link) for e in cases.get("fixes") or [] if isinstance(e, Mapping)],
         "new": len(cases.get("new") or []),
@@ -419,7 +459,8 @@ def _interval_row(name: str, row: Any, *, rate: bool) -> dict[str, Any] | None:
     if not isinstance(row, Mapping):
         return None
     return {"name": name, "rate": rate, "mean": row.get("mean"), "low": row.get("low"), "high": row.get("high"),
-            "cases": row.get("cases", 0), "within_case_stdev": row.get("within_case_stdev")}
+            "cases": row.get("cases", 0), "within_case_stdev": row.get("within_case_stdev"),
+            "method": row.get("method")}
 
 
 def judge_stability_view(results: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -477,6 +518,15 @@ def format_number(value: Any, digits: int = 3) -> str:
     """The report number format (:func:`evalgate.text.numbers.score`): ``digits`` decimals below 1000, a
     thousands-separated whole number above; ``—`` for None or non-numbers."""
     return score(value, digits)
+
+
+def format_p(value: Any) -> str:
+    """A p-value as the decision used it: two significant digits below 0.01 (``0.0015``), else two decimals;
+    ``—`` for None."""
+    if not is_number(value):
+        return "—"
+    p = float(value)
+    return f"{p:.2f}" if p >= 0.01 else f"{p:.2g}"
 
 
 def format_signed(value: Any, digits: int = 3) -> str:
@@ -585,9 +635,81 @@ def case_why(case: Mapping[str, Any], statuses: Collection[str] = ("failed", "er
                                                                format_threshold(m.get("threshold")) or None,
                                                                m.get("status"), m.get("details"), m.get("reason"))))
     lines = [line for _, line in sorted(rows, key=lambda r: r[0])]
+    turn_line = failed_turn_line(case)
+    if turn_line is not None:  # a conversation: the failed turn, in words, instead of the turns' share
+        lines = [turn_line, *(line for line in lines if not line.startswith("conversation_turns"))]
     if case.get("error"):
         lines.insert(0, "error: " + " ".join(str(case["error"]).split())[: WHY_MAX_CHARS])
     return lines
+
+
+# ── conversations (docs/conversations.md) ───────────────────────────────────────────────────────
+
+TURN_QUOTE_CHARS = 60
+
+
+def failed_turn_line(case: Mapping[str, Any]) -> str | None:
+    """``turn N “message…”: why`` for a conversation whose turn N failed or errored (None otherwise)."""
+    conversation = case.get("conversation")
+    if not isinstance(conversation, Mapping) or not conversation.get("failed_turn"):
+        return None
+    number = conversation["failed_turn"]
+    turn = next((t for t in conversation.get("turns") or [] if isinstance(t, Mapping) and t.get("turn") == number), None)
+    if turn is None:
+        return f"turn {number} failed"
+    said = " ".join(str(turn.get("input") or "").split())
+    quote = said if len(said) <= TURN_QUOTE_CHARS else said[: TURN_QUOTE_CHARS - 1] + "…"
+    if turn.get("error"):
+        why = "error: " + " ".join(str(turn["error"]).split())
+    else:
+        why = "; ".join(case_why({"metrics": turn.get("metrics") or {}})[:2]) or "; ".join(turn.get("reasons") or [])
+    line = f"turn {number} “{quote}” {turn.get('status') or 'failed'}" + (f": {why}" if why else "")
+    stopped = conversation.get("stopped")
+    planned = conversation.get("planned_turns")
+    if stopped and planned:
+        line += f" (conversation stopped; {int(planned) - len(conversation.get('turns') or [])} turn(s) not sent)"
+    line = " ".join(line.split())
+    return line if len(line) <= WHY_MAX_CHARS else line[: WHY_MAX_CHARS - 1] + "…"
+
+
+def transcript_view(case: Mapping[str, Any], limit: int | None = None) -> list[dict[str, Any]] | None:
+    """A conversation's turns for the reports: ``[{turn, user, assistant, status, why, replayed}]`` with each
+    text cut to ``limit`` characters (None: a single-turn case)."""
+    conversation = case.get("conversation")
+    if not isinstance(conversation, Mapping):
+        return None
+
+    def cut(text: Any) -> str | None:
+        if text is None:
+            return None
+        text = str(text)
+        return text if limit is None or len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
+
+    rows = []
+    for turn in conversation.get("turns") or []:
+        if not isinstance(turn, Mapping):
+            continue
+        status = str(turn.get("status") or "")
+        why = None
+        if status != "passed":
+            why = ("error: " + str(turn["error"])) if turn.get("error") else \
+                "; ".join(case_why({"metrics": turn.get("metrics") or {}})[:3]) or None
+        rows.append({"turn": turn.get("turn"), "user": cut(turn.get("input")), "assistant": cut(turn.get("output")),
+                     "status": status, "why": cut(why), "replayed": bool(turn.get("replayed"))})
+    return rows
+
+
+def transcript_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The transcript as plain text: ``[turn N · status] user: …`` / ``assistant: …`` lines."""
+    lines: list[str] = []
+    for row in rows:
+        mark = f"[turn {row['turn']} · {row['status']}{' · replayed' if row.get('replayed') else ''}]"
+        lines.append(f"{mark} user: {row['user']}")
+        if row.get("assistant") is not None:
+            lines.append(f"{' ' * len(mark)} assistant: {row['assistant']}")
+        if row.get("why"):
+            lines.append(f"{' ' * len(mark)} ✗ {row['why']}")
+    return "\n".join(lines)
 
 
 # ── the sections of a report a reviewer reads first ───────────────────────────────────────────────
