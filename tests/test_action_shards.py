@@ -17,7 +17,6 @@ from tests.servers.artifact_service import ArtifactService
 from tests.servers.github_fake import GitHubFake
 from tests.test_entrypoint import (
     CRITICAL_CASE,
-    FAILING,
     PASSING,
     TOKEN,
     artifact_env,
