@@ -150,3 +150,10 @@ def test_documented_shard_matrix_and_merge_publish_one_comment(tmp_path: Path) -
     assert "merging 2 shard artifact(s): evalgate-results-shard-1-of-2, evalgate-results-shard-2-of-2" in run.output
     assert len(comments) == 1 and "14" in comments[0]["body"], tail(run.output, 150)
     assert "uploaded artifact 'evalgate-results'" in run.output
+
+
+def test_services_agent_exports_spans_to_the_actions_receiver(tmp_path: Path) -> None:
+    repo = repository_copy(tmp_path / "repo")
+    run = run_act(repo, "workflow_dispatch", "examples.yml", "otel-service")
+    assert run.succeeded("otel-service"), tail(run.output)
+    assert "trajectories from 8 spans" in run.output
