@@ -38,7 +38,8 @@ from evalgate.errors import UserError
 from evalgate.model import THRESHOLD_OPS, MetricDeclaration, Threshold
 
 SUITE_KEYS: frozenset[str] = frozenset(
-    {"name", "description", "kind", "valid", "metrics", "exclude_metrics", "thresholds", "options", "category_metrics"}
+    {"name", "description", "kind", "valid", "metrics", "exclude_metrics", "thresholds", "options", "category_metrics",
+     "calibration"}
 )
 """Keys a suite block (or evalgate.yaml's suite part) may hold."""
 
@@ -95,6 +96,9 @@ class SuiteConfig(BaseModel):
     thresholds: dict[str, ThresholdSpec] = Field(default_factory=dict)
     options: MetricOptions = Field(default_factory=MetricOptions)
     category_metrics: dict[str, list[str]] = Field(default_factory=dict)
+    calibration: list[str] = Field(default_factory=list)
+    """Files of human-labelled examples for judge calibration (``evalgate.dataset.labels``), relative to the
+    file holding this block."""
 
     @field_validator("thresholds", mode="before")
     @classmethod
@@ -125,7 +129,7 @@ class SuiteConfig(BaseModel):
                                  f"{did_you_mean(str(name), VALUE_FIELDS)}")
         return value
 
-    @field_validator("metrics", "exclude_metrics", mode="before")
+    @field_validator("metrics", "exclude_metrics", "calibration", mode="before")
     @classmethod
     def _name_list(cls, value: Any) -> Any:
         if isinstance(value, str):

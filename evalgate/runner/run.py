@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate.config.settings import Settings
 from evalgate.errors import Interrupt, RunInterrupted, UserError
 from evalgate.report.progress import FailureCollector
+from evalgate.runner.calibrate import attach_calibration
 from evalgate.runner.engine import Engine, off_loop
 from evalgate.runner.finish import (
     _compared_record,
@@ -148,6 +149,15 @@ async def _execute(
         restored.close()
         raise
     try:
+        from evalgate.runner.calibrate import judge_policy
+
+        calibration = judge_policy(settings, prepared, judge, cwd or Path.cwd())
+        prepared.thresholds = calibration.thresholds  # a judged metric whose judge is not calibrated does not gate
+    except BaseException:
+        await _close_quietly(target, judge, runtime)
+        restored.close()
+        raise
+    try:
         await check_reachable(endpoints_of(target, judge), settings.connect_timeout_seconds, env)
         Interrupt.check()  # a signal whose wake-up found no wait left to cancel: still nothing written
     except BaseException:
@@ -167,7 +177,10 @@ async def _execute(
     aggregate = RunAggregate(*judge_metric_sets(prepared.metrics, prepared.thresholds, judging=judge is not None))
     failures = FailureCollector()
     repeats = RepeatSink(aggregate, repeat=settings.repeat, rule=settings.repeat_rule)
-    sinks: list[Any] = [repeats, recorder, failures]
+    from evalgate.judges.health import HealthTally
+
+    health = HealthTally()
+    sinks: list[Any] = [repeats, recorder, failures, health]
     echo = IdenticalRepeats(settings.repeat)
     if settings.repeat > 1:
         sinks.append(echo)
@@ -222,6 +235,7 @@ async def _execute(
             """The results document (and verdict) of the run ended with ``status``."""
             interrupted = status == "cancelled" and (bool(received) or not runtime.ledger.exceeded)
             extra = [f"run {status} before every case finished"] if status != "completed" else []
+            extra += calibration.failures_for(aggregate.metrics)
             if interrupted:
                 by = " and ".join(dict.fromkeys(received)) or "the caller"
                 every = engine.stats.finished_cases >= total
@@ -248,6 +262,7 @@ async def _execute(
                 run_id=run_id, timestamp=timestamp, status=status, aggregate=aggregate,
                 thresholds=prepared.thresholds, verdict=verdict, metadata=metadata, metrics=prepared.metrics,
             )
+            attach_calibration(document, calibration, health.report())
             add_spend(document["summary"], runtime.ledger)
             add_reuse(document["summary"], judge)
             apply_report(document, repeats.report())
@@ -256,6 +271,7 @@ async def _execute(
                 verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra + regression_reasons,
                                       interrupted=interrupted)
                 document["gate"] = verdict.as_dict()
+                attach_calibration(document, calibration, None)
             return document, verdict
 
         if received and status == "completed":  # every case finished, but the run was asked to stop

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from evalgate.runner.catalog import Catalog
 
 
-DEMO_EXCLUDED = {"failing", "live"}
+DEMO_EXCLUDED = {"failing", "live", "calibration"}
 
 
 def demo_dir() -> Path:
@@ -57,6 +57,10 @@ class Prepared:
     """One-line notices for the edges to print (names that match no selected case in a subset run)."""
     user_metrics: dict[str, Metric] = field(default_factory=dict)
     """The user's own metrics (declared, code checks, plug-ins) by name."""
+    calibration_sets: list[tuple[Path, str]] = field(default_factory=list)
+    """Labelled-example files the suites name (``calibration:``), each with where it was named."""
+    seed_kind: bool = False
+    """A suite (or evalgate.yaml) declares a seed ``kind``, or ``compat`` asks for a seed's outputs."""
 
     @property
     def used_inline(self) -> set[str]:
@@ -102,8 +106,17 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
     selected = choose is not None and len(scanned.cases) < scanned.total
     notices = check_names_match(scanned.cases, plan_for, user_layers, global_suite, suites, selected=selected,
                                 where_of=where_of)
+    base = (cwd / settings.config).parent if settings.config else cwd
+    calibration_sets = [(base / entry, f"{config_name}: suite calibration") for entry in global_suite.calibration]
+    for name, suite in suites.items():
+        display = scanned.suite_where.get(name, "").rpartition(":")[0]
+        for entry in suite.calibration:
+            calibration_sets.append(((cwd / display).parent / entry if display else cwd / entry,
+                                     where_of(name, "calibration")))
+    seed_kind = bool(settings.compat) or global_suite.kind is not None or any(s.kind for s in suites.values())
     return Prepared(cases=scanned.cases, files=files, thresholds=thresholds, plan_for=plan_for, metrics=metrics,
-                    user_metrics=catalog.user, notices=notices)
+                    user_metrics=catalog.user, notices=notices, calibration_sets=calibration_sets,
+                    seed_kind=seed_kind)
 
 
 def suite_locator(suite_where: Mapping[str, str], cwd: Path) -> Callable[..., str]:
