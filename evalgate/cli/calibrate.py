@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -54,7 +55,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 1 if below else 0
 
 
-def render_text(records: list[dict[str, Any]], standings: dict[str, tuple[str, str]]) -> str:
+def render_text(records: list[dict[str, Any]], standings: Mapping[str, tuple[str, str]]) -> str:
     from evalgate.report.escape import one_line, strip_controls
 
     def plain(text: str) -> str:

@@ -171,7 +171,7 @@ def verdict(prompt: str, mode: str = "scripted") -> dict[str, Any]:
                 "chunks": chunks}
     if '"statements"' in spec:
         statements = [{"statement": s, "attributable": coverage(s, context) >= 0.5} for s in sentences(reference)]
-        shown = "; ".join(st["statement"][:40] for st in statements[:3])
+        shown = "; ".join(s[:40] for s in sentences(reference)[:3])
         return {"reasoning": f"expected statements matched against the context: {shown}", "statements": statements}
     candidate = candidate_text(fenced)
     value = round(coverage(reference, candidate), 4)

@@ -234,7 +234,7 @@ class JudgeClient:
                 raise MetricUnavailable(f"{first} ({len(failures)} of {self.samples} samples failed)",
                                         {**first.details, "samples_failed": len(failures)})
             raise first
-        unhealthy = self.health.check(prompt, samples, first_hash)
+        unhealthy, flags = self.health.check(prompt, samples)
         if unhealthy is not None:  # a readable verdict that fails a health check (judges.health) is no verdict
             raise MetricUnavailable(unhealthy[1], {**self._identity(prompt, samples[0].mode), "judge_failure": "unhealthy",
                                                    "health": unhealthy[0],
@@ -242,6 +242,8 @@ class JudgeClient:
         names = samples[0].values.keys()
         values = {name: sum(s.values[name] for s in samples) / len(samples) for name in names}
         details = self._details(prompt, samples, values)
+        if flags:
+            details["health_flags"] = flags
         if failures:
             details["samples_failed"] = len(failures)
             details["sample_failures"] = [str(f) for f in failures]

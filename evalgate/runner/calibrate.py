@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import UserError
 from evalgate.model import Case, Threshold
-from evalgate.verdict.calibration import Floor, Pair, agreement, gates, standing
+from evalgate.verdict.calibration import Floor, Pair, Standing, agreement, gates, standing
 
 if TYPE_CHECKING:
     from evalgate.config.settings import Settings
@@ -92,10 +92,10 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
         return JudgePolicy(thresholds)
     mode = settings.calibration
     judged = [name for name in sorted(thresholds) if name in prepared.metrics and prepared.metrics[name].uses_judge]
-    if not judged:
-        return JudgePolicy(thresholds, {"mode": mode, "metrics": {}})
+    if not judged or mode == "off":  # off: today's behaviour, every judge gates and nothing is shown
+        return JudgePolicy(thresholds, {"mode": mode, "metrics": {}} if mode == "off" else {})
     notices: list[str] = []
-    records = stored_records(settings, prepared, cwd, notices) if mode != "off" else []
+    records = stored_records(settings, prepared, cwd, notices)
     prepared.notices.extend(notices)
     options = global_options(prepared)
     policy = JudgePolicy(thresholds, {"mode": mode, "metrics": {}})
@@ -110,7 +110,7 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
         other = max((r for r in own if r.get("key") != key), key=lambda r: str(r.get("created", "")), default=None)
         stale = None if other is None else {**other, "changed": changed_parts(other.get("parts") or {}, parts)}
         floor = floor_for(settings, name)
-        state, why = ("calibrated", "calibration off") if mode == "off" else standing(current, stale, floor)
+        state, why = standing(current, stale, floor)
         gating = gates(mode, state, seed_kind=prepared.seed_kind)
         entry: dict[str, Any] = {"judge": label, "key": key, "status": state, "reason": why, "gating": gating,
                                  "min_kappa": floor.min_kappa, "min_labels": floor.min_labels,
@@ -120,8 +120,6 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
                           "accuracy": current.get("accuracy"), "spearman": current.get("spearman"),
                           "kendall": current.get("kendall"), "created": current.get("created")})
         policy.block["metrics"][name] = entry
-        if mode == "off":
-            continue
         if state != "calibrated" and mode == "required":
             policy.failures[name] = f"{name}: judge not calibrated for {label}: {why} — calibration: required"
         elif not gating:
@@ -131,16 +129,23 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
             policy.notes[name] = (f"{name}: judge not calibrated for {label} — gating as the seed frameworks did "
                                   "(a seed kind is declared; run `evalgate calibrate`)")
     for name in sorted(thresholds):
-        metric = prepared.metrics.get(name)
-        if metric is not None and name not in not_gating and set(metric.depends_on) & not_gating:
+        dependent = prepared.metrics.get(name)
+        if dependent is not None and name not in not_gating and set(dependent.depends_on) & not_gating:
             not_gating.add(name)
-            policy.notes[name] = (f"{name}: reads {', '.join(sorted(set(metric.depends_on) & not_gating))}, whose "
+            policy.notes[name] = (f"{name}: reads {', '.join(sorted(set(dependent.depends_on) & not_gating))}, whose "
                                   "judge is not calibrated — shown, not gating")
             policy.block["metrics"].setdefault(name, {"status": "depends", "gating": False,
                                                       "threshold": thresholds[name].model_dump()})
     for name in not_gating:
         thresholds.pop(name, None)
     return policy
+
+
+def shard_policy(document: Mapping[str, Any], thresholds: Mapping[str, Threshold]) -> JudgePolicy:
+    """A shard's calibration decisions, for the merged run (every shard ran with the same judge and settings)."""
+    block = dict(document.get("calibration") or {})
+    notes = {str(note).partition(": ")[0]: str(note) for note in (document.get("gate") or {}).get("notes") or []}
+    return JudgePolicy(dict(thresholds), block, notes)
 
 
 def attach_calibration(document: dict[str, Any], policy: JudgePolicy, health: dict[str, Any] | None) -> None:
@@ -170,7 +175,7 @@ def attach_calibration(document: dict[str, Any], policy: JudgePolicy, health: di
 @dataclass
 class CalibrationOutcome:
     records: list[dict[str, Any]]
-    standings: dict[str, tuple[str, str]]
+    standings: dict[str, tuple[Standing, str]]
     """metric → (standing, reason) under the floor."""
     files: list[Path]
     db_path: Path
@@ -193,9 +198,9 @@ async def calibrate(settings: Settings, suite_config: Mapping[str, Any], cwd: Pa
                     metrics: list[str] | None = None) -> CalibrationOutcome:
     """Score every labelled example with the configured judge; store and return one record per metric."""
     from evalgate.calls.executor import Runtime
+    from evalgate.dataset.load import display_path
     from evalgate.judges.calibration import judge_label, key_of, key_parts, score_example
     from evalgate.judges.factory import build_judge
-    from evalgate.dataset.load import display_path
     from evalgate.runner.setup import prepare
     from evalgate.store.calibration import save, write_file
 

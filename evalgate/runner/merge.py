@@ -208,7 +208,9 @@ def merge_runs(
     now: dt.datetime | None = None,
 ) -> MergeOutcome:
     """Merge ``sources`` into ``output_dir/results.json`` and a new ``merged`` run in ``db_path``."""
+    from evalgate.judges.health import HealthTally
     from evalgate.metrics.registry import all_metrics
+    from evalgate.runner.calibrate import attach_calibration, shard_policy
     from evalgate.runner.finish import build_document, new_run_id
     from evalgate.store.sqlite import SQLiteStore
 
@@ -230,10 +232,12 @@ def merge_runs(
         store = SQLiteStore(db_path, run_id, timestamp)
         aggregate = RunAggregate(*merged_judge_sets(runs, thresholds))
         repeats = consistency.repeat_sink(aggregate)
+        health = HealthTally()
         for record in spool.iter_records_in_order():
             text = record.decode("utf-8")
             result = CaseResult.model_validate_json(text)
             repeats.add(result)
+            health.add(result)
             store.add(result, text)
         repeats.finish()
         verdict = run_verdict(aggregate, thresholds, consistency.policy(), extra_reasons(runs, missing))
@@ -242,6 +246,7 @@ def merge_runs(
             verdict=verdict, metadata=merged_metadata(runs), metrics=all_metrics(),
         )
         add_judge_spend(document["summary"], [run.document for run in runs])
+        attach_calibration(document, shard_policy(runs[0].document, thresholds), health.report())
         apply_report(document, repeats.report())
         results_path = output_dir / "results.json"
         write_results(results_path, document, spool)
