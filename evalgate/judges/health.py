@@ -147,7 +147,8 @@ class HealthTally:
             for flag in details.get("health_flags") or ():
                 tally.flags[flag] = tally.flags.get(flag, 0) + 1
             reasoning = details.get("reasoning")
-            if details.get("method") == "judge" and isinstance(reasoning, str) and len(_norm(reasoning)) >= MIN_DUPLICATE:
+            if (metric.status.value in ("passed", "failed") and "judge_failure" not in details
+                    and isinstance(reasoning, str) and len(_norm(reasoning)) >= MIN_DUPLICATE):
                 digest = hashlib.blake2b(_norm(reasoning).encode(), digest_size=12).digest()
                 first = self._first.setdefault((name, digest), result.id)
                 if first != result.id and (name, digest, result.id) not in self._others:

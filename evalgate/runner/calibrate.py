@@ -120,7 +120,8 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
                           "accuracy": current.get("accuracy"), "spearman": current.get("spearman"),
                           "kendall": current.get("kendall"), "created": current.get("created")})
         policy.block["metrics"][name] = entry
-        if state != "calibrated" and mode == "required":
+        if state != "calibrated" and mode == "required":  # one reason, not its verdicts as well
+            not_gating.add(name)
             policy.failures[name] = f"{name}: judge not calibrated for {label}: {why} — calibration: required"
         elif not gating:
             not_gating.add(name)
