@@ -115,7 +115,7 @@ def test_a_changed_model_template_or_criteria_makes_the_calibration_stale(suite:
     with judge_server() as judge:
         assert cli("calibrate", "-d", "cases.yaml", "-o", "out", *judge_args(judge.base_url))[0] == 0
         # another model: stale, names what changed, does not gate
-        code, document, _ = run(judge.base_url, model="demo-judge-2")
+        _code, document, _ = run(judge.base_url, model="demo-judge-2")
         policy = document["calibration"]["metrics"]["policy"]
         assert policy["status"] == "stale" and "changed: model" in policy["reason"] and not policy["gating"]
         assert "policy" not in document["thresholds"]
@@ -236,7 +236,7 @@ def test_placeholder_reasoning_is_no_verdict_and_health_is_reported(tmp_path: Pa
                 "score": 0.9}
 
     with OpenAIServer(api_key=KEY, judge=Judge(verdict=verdict)) as server:
-        code, out, err = cli("run", "-d", tmp_path / "cases.json", "-o", tmp_path / "out", "--progress", "none",
+        code, out, _err = cli("run", "-d", tmp_path / "cases.json", "-o", tmp_path / "out", "--progress", "none",
                              "--judge-provider", "local", "--judge-base-url", server.base_url + "/v1")
     document = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     health = document["metrics"]["relevancy"]["judge_health"]
