@@ -222,6 +222,9 @@ def render_judge(document: dict[str, Any], console: Console) -> None:
         if row["unusable"]:
             console.print(f"  ⚠ {row['name']}: {row['unusable']} of {row['verdicts']} unusable ({row['causes']})",
                           markup=False)
+    if view["pairwise"]:
+        console.print(f"Pairwise vs base ({view['pairwise_cases']} changed answer(s), both orders): "
+                      + "; ".join(view["pairwise"]), markup=False)
 
 
 def render_not_scored(document: dict[str, Any], console: Console, *, verbose: bool = False) -> None:

@@ -240,9 +240,9 @@ def calibration_label(info: Mapping[str, Any]) -> str | None:
 
 
 def judge_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The judge's standing: gate notes (judged metrics that do not gate, and why), and judge health per metric
-    ``{name, verdicts, unusable, causes: "placeholder_reasoning 3, parse_failure 1"}`` with the run's total;
-    None when the run had no judge."""
+    """The judge's standing: gate notes (judged metrics that do not gate, and why), judge health per metric
+    ``{name, verdicts, unusable, causes: "placeholder_reasoning 3, parse_failure 1"}`` with the run's total, and
+    the pairwise comparison with the base (one line per metric); None when there is none of these."""
     notes = [str(n) for n in (results.get("gate") or {}).get("notes") or []]
     calibrated = ((results.get("calibration") or {}).get("metrics") or {})
     missing = sorted(str(name) for name, entry in calibrated.items()
@@ -261,9 +261,14 @@ def judge_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
         health_rows.append({"name": str(name), "verdicts": health.get("verdicts", 0),
                             "unusable": health.get("unusable", 0), "causes": causes})
     total = (results.get("summary") or {}).get("judge_health")
-    if not notes and not health_rows:
+    pairwise = results.get("pairwise") if isinstance(results.get("pairwise"), Mapping) else None
+    pairs = [f"{name} {row.get('wins', 0)} better, {row.get('losses', 0)} worse, {row.get('ties', 0)} tie(s) "
+             f"(sign test p {format_number(row.get('p_worse'), 3)})"
+             for name, row in ((pairwise or {}).get("metrics") or {}).items() if isinstance(row, Mapping)]
+    if not notes and not health_rows and not pairs:
         return None
-    return {"notes": notes, "health": health_rows, "total": total if isinstance(total, Mapping) else None}
+    return {"notes": notes, "health": health_rows, "total": total if isinstance(total, Mapping) else None,
+            "pairwise": pairs, "pairwise_cases": (pairwise or {}).get("compared_cases")}
 
 
 def not_scored_view(results: Mapping[str, Any]) -> dict[str, Any]:

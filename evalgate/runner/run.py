@@ -136,7 +136,12 @@ async def _execute(
 
         # a daemon thread: an interrupted lookup is left behind, never waited for at exit
         baseline = await off_loop(resolve_baseline, settings.baseline, auto=baseline_loader, cwd=cwd)
+    before: dict[str, str] = {}
     if baseline is not None and baseline.document is not None:  # keep only what the comparison reads
+        if settings.pairwise:  # and the answers, to ask the judge which is better where one changed
+            from evalgate.runner.pairwise import base_outputs
+
+            before = base_outputs(baseline.document["results"])
         baseline.document["results"] = [_compared_record(r) for r in baseline.document["results"]]
     restored = restore_base_cache(settings, baseline, cwd)
     if restored.notice:
@@ -205,6 +210,7 @@ async def _execute(
         halted=interruption.requested,
         grace_seconds=SIGNAL_GRACE_SECONDS,
     )
+    pairwise: dict[str, Any] | None = None
     interruption.enter("running")  # a signal stops new cases (a flag each worker reads) and wakes the loop
     status = "crashed"
     frozen = _freeze_for_large_run(len(prepared.cases) * settings.repeat)
@@ -221,6 +227,10 @@ async def _execute(
             estimating.cancel()
             raise
         status = "cancelled" if stats.cancelled else "completed"
+        if before and judge is not None and status == "completed":
+            from evalgate.runner.pairwise import judge_pairs
+
+            pairwise = await judge_pairs(judge, prepared, spool.iter_records_in_order(), before, settings.concurrency)
     finally:
         interruption.enter("finishing")  # the results are written whatever arrives now (well within 1 s)
         _thaw(frozen)
@@ -267,6 +277,12 @@ async def _execute(
             add_reuse(document["summary"], judge)
             apply_report(document, repeats.report())
             regression_reasons = attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
+            if pairwise is not None:
+                from evalgate.verdict.pairwise import pairwise_reasons
+
+                document["pairwise"] = pairwise
+                regression_reasons += pairwise_reasons(pairwise["metrics"], prepared.thresholds,
+                                                       settings.significance_level, settings.fail_on_regression)
             if regression_reasons:
                 verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra + regression_reasons,
                                       interrupted=interrupted)
