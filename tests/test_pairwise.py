@@ -100,7 +100,7 @@ def test_worse_answers_lose_in_both_orders_and_can_fail_the_gate(runs: Any) -> N
 
 
 def test_a_judge_that_always_prefers_the_first_answer_only_ties(runs: Any) -> None:
-    code, document, text = runs("first", "--fail-on-regression")
+    _code, document, _text = runs("first", "--fail-on-regression")
     row = document["pairwise"]["metrics"]["correctness"]
     assert (row["wins"], row["losses"], row["ties"]) == (0, 0, 6)
     assert row["p_worse"] == 1.0

@@ -265,7 +265,8 @@ def standing(record: Mapping[str, Any] | None, stale: Mapping[str, Any] | None, 
         return "missing", "no calibration for this configuration"
     kappa, n = record.get("kappa"), int(record.get("n") or 0)
     shown = "κ undefined" if kappa is None else f"κ {kappa:.2f}"
-    what = f"{shown} on {n} labels"
+    missing = int(record.get("unavailable") or 0)
+    what = f"{shown} on {n} labels" + (f" ({missing} more without a usable verdict)" if missing else "")
     if n < floor.min_labels:
         return "below_floor", f"{what} (needs ≥ {floor.min_labels} labels)"
     if kappa is None or kappa < floor.min_kappa:
