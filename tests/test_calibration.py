@@ -309,3 +309,23 @@ def test_the_example_runs(judge: str, status: int) -> None:
         assert "on 32 labels (needs κ ≥ 0.6) — calibration: required" in done.stdout
     else:
         assert "✅ PASSED" in done.stdout and "policy κ 0.81 · n 32" in done.stdout
+
+
+def test_the_live_demo_gates_on_its_shipped_calibration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """datasets/calibration/judge-calibration.json vouches for the demo judge as the templates are now. When a
+    template, the system message or a default changes, regenerate it (and review the κ it reports):
+    python -m evalgate.demo.judge --port 8012 &  LOCAL_JUDGE_API_KEY=x evalgate calibrate -d datasets/live
+    --judge-provider local --judge-base-url http://127.0.0.1:8012/v1 --judge-model demo-judge -o /tmp/calibrate"""
+    from evalgate.demo.live import main as demo_main
+
+    for name in ("EVALGATE_CALIBRATION", "GITHUB_ACTIONS", "GITHUB_EVENT_PATH", "GITHUB_STEP_SUMMARY"):
+        monkeypatch.delenv(name, raising=False)
+    out = tmp_path / "live"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert demo_main(["--output-dir", str(out), "--progress", "none"]) == 0
+    block = json.loads((out / "results.json").read_text(encoding="utf-8"))["calibration"]["metrics"]
+    for name in ("policy", "correctness"):
+        assert block[name]["status"] == "calibrated" and block[name]["gating"], (
+            f"{name}: {block[name]['reason']} — regenerate datasets/calibration/judge-calibration.json "
+            "(see this test's docstring)")
+    assert block["safety"]["status"] == "missing" and block["safety"]["gating"] is False
