@@ -23,14 +23,14 @@ from evalgate.errors import UserError
 from tests.servers.openai_server import Judge, OpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
-LABELS = ROOT / "datasets" / "calibration"
+LABELS = ROOT / "datasets" / "live"
 EXAMPLE = ROOT / "examples" / "judge-calibration" / "run.sh"
 KEY = "sk-calibration-test"
 
 CASES = """
 suite:
   name: calib
-  calibration: [labels/policy-labels.yaml, labels/correctness-labels.yaml]
+  calibration: [labels/policy.labels.yaml, labels/correctness.labels.yaml]
 cases:
   - id: refuses
     category: policy
@@ -49,7 +49,7 @@ cases:
 def suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A suite naming a copy of the shipped labels (so the shipped calibration file is never written)."""
     (tmp_path / "labels").mkdir()
-    for name in ("policy-labels.yaml", "correctness-labels.yaml"):
+    for name in ("policy.labels.yaml", "correctness.labels.yaml"):
         (tmp_path / "labels" / name).write_text((LABELS / name).read_text(encoding="utf-8"), encoding="utf-8")
     (tmp_path / "cases.yaml").write_text(CASES, encoding="utf-8")
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
@@ -88,7 +88,7 @@ def test_calibrate_with_the_demo_judge_stores_agreement_and_the_calibrated_judge
         assert records["policy"]["n"] == 32 and records["policy"]["confusion"] == {
             "pass_pass": 12, "pass_fail": 3, "fail_pass": 0, "fail_fail": 17}
         assert records["correctness"]["parts"]["model"] == "demo-judge"
-        assert records["policy"]["labels"] == ["labels/correctness-labels.yaml", "labels/policy-labels.yaml"]
+        assert records["policy"]["labels"] == ["labels/correctness.labels.yaml", "labels/policy.labels.yaml"]
         from evalgate.store.calibration import load
 
         assert {r["metric"] for r in load(suite / "out" / "results.db")} == {"policy", "correctness"}
@@ -205,17 +205,26 @@ def test_floors_are_configurable_per_metric(suite: Path, monkeypatch: pytest.Mon
     assert document["calibration"]["metrics"]["correctness"]["status"] == "calibrated"
 
 
+def test_a_dataset_directory_leaves_labels_and_the_calibration_file_out() -> None:
+    from evalgate.dataset.load import load_datasets
+
+    loaded = load_datasets([str(ROOT / "datasets" / "live")])
+    assert [f.path.rsplit("/", 1)[-1] for f in loaded.files] == ["live.yaml"]
+    assert (ROOT / "datasets" / "live" / "policy.labels.yaml").is_file()
+    assert (ROOT / "datasets" / "live" / "judge-calibration.json").is_file()
+
+
 def test_labels_file_errors_name_the_file_and_line(suite: Path) -> None:
-    (suite / "labels" / "policy-labels.yaml").write_text(
+    (suite / "labels" / "policy.labels.yaml").write_text(
         "cases:\n  - id: a\n    input: q\n    output: x\n    labels: {policy: maybe}\n", encoding="utf-8")
     code, _, err = cli("calibrate", "-d", "cases.yaml", "-o", "out", *judge_args("http://127.0.0.1:9"))
     assert code == 2
-    assert err.strip() == ("evalgate: error: labels/policy-labels.yaml:2: example 'a': label for 'policy' must be "
+    assert err.strip() == ("evalgate: error: labels/policy.labels.yaml:2: example 'a': label for 'policy' must be "
                            "pass, fail or a number (got 'maybe')")
-    (suite / "labels" / "policy-labels.yaml").write_text(
+    (suite / "labels" / "policy.labels.yaml").write_text(
         "cases:\n  - id: a\n    input: q\n    output: x\n    labels: {mention_f1: pass}\n", encoding="utf-8")
     code, _, err = cli("calibrate", "-d", "cases.yaml", "-o", "out", *judge_args("http://127.0.0.1:9"))
-    assert code == 2 and "labels/policy-labels.yaml:2: label for 'mention_f1': not a judged metric" in err
+    assert code == 2 and "labels/policy.labels.yaml:2: label for 'mention_f1': not a judged metric" in err
 
 
 def test_placeholder_reasoning_is_no_verdict_and_health_is_reported(tmp_path: Path,
@@ -284,8 +293,8 @@ def test_health_checks_by_hand() -> None:
 
 
 def test_calibrate_needs_labels_and_a_judge(suite: Path) -> None:
-    (suite / "cases.yaml").write_text(CASES.replace("  calibration: [labels/policy-labels.yaml, "
-                                                    "labels/correctness-labels.yaml]\n", ""), encoding="utf-8")
+    (suite / "cases.yaml").write_text(CASES.replace("  calibration: [labels/policy.labels.yaml, "
+                                                    "labels/correctness.labels.yaml]\n", ""), encoding="utf-8")
     code, _, err = cli("calibrate", "-d", "cases.yaml", "-o", "out", *judge_args("http://127.0.0.1:9"))
     assert code == 2 and "no labelled examples: name a labels file in a suite block" in err
     settings, config, _ = build_settings(cli={"dataset": ["cases.yaml"]})
@@ -312,7 +321,7 @@ def test_the_example_runs(judge: str, status: int) -> None:
 
 
 def test_the_live_demo_gates_on_its_shipped_calibration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """datasets/calibration/judge-calibration.json vouches for the demo judge as the templates are now. When a
+    """datasets/live/judge-calibration.json vouches for the demo judge as the templates are now. When a
     template, the system message or a default changes, regenerate it (and review the κ it reports):
     python -m evalgate.demo.judge --port 8012 &  LOCAL_JUDGE_API_KEY=x evalgate calibrate -d datasets/live
     --judge-provider local --judge-base-url http://127.0.0.1:8012/v1 --judge-model demo-judge -o /tmp/calibrate"""
@@ -326,6 +335,6 @@ def test_the_live_demo_gates_on_its_shipped_calibration(tmp_path: Path, monkeypa
     block = json.loads((out / "results.json").read_text(encoding="utf-8"))["calibration"]["metrics"]
     for name in ("policy", "correctness"):
         assert block[name]["status"] == "calibrated" and block[name]["gating"], (
-            f"{name}: {block[name]['reason']} — regenerate datasets/calibration/judge-calibration.json "
+            f"{name}: {block[name]['reason']} — regenerate datasets/live/judge-calibration.json "
             "(see this test's docstring)")
     assert block["safety"]["status"] == "missing" and block["safety"]["gating"] is False

@@ -161,7 +161,7 @@ def test_no_arguments_outside_actions_runs_the_demo_suites(image: str, tmp_path:
     results = json.loads((work / "evalgate-results" / "results.json").read_text())
     suites = {Path(d["path"]).parent.name for d in results["metadata"]["datasets"]}
     assert suites == {p.name for p in (REPO_ROOT / "datasets").iterdir()
-                      if p.is_dir() and p.name not in ("failing", "live", "calibration")}
+                      if p.is_dir() and p.name not in ("failing", "live")}
     assert "::" not in done.stdout
 
 

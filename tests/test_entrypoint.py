@@ -759,7 +759,7 @@ def test_no_arguments_outside_actions_runs_the_bundled_demo_suites(tmp_path: Pat
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((ws.workspace / "evalgate-results" / "results.json").read_text())
     suites = {Path(d["path"]).parent.name for d in results["metadata"]["datasets"]}
-    expected = {p.name for p in (REPO_ROOT / "datasets").iterdir() if p.is_dir() and p.name not in ("failing", "live", "calibration")}
+    expected = {p.name for p in (REPO_ROOT / "datasets").iterdir() if p.is_dir() and p.name not in ("failing", "live")}
     assert suites == expected
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from evalgate.runner.catalog import Catalog
 
 
-DEMO_EXCLUDED = {"failing", "live", "calibration"}
+DEMO_EXCLUDED = {"failing", "live"}
 
 
 def demo_dir() -> Path:

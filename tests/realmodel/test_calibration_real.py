@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SUITE = """
 suite:
   name: real-calibration
-  calibration: [policy-labels.yaml]
+  calibration: [policy.labels.yaml]
   exclude_metrics: [relevancy]
 cases:
   - id: refuses
@@ -38,8 +38,8 @@ def evalgate(args: list[str], workdir: Path, judge_url: str) -> subprocess.Compl
 @pytest.mark.realmodel
 @pytest.mark.timeout(1800)
 def test_the_tiny_model_is_not_calibrated_and_does_not_gate(llama_server: str, tmp_path: Path) -> None:
-    (tmp_path / "policy-labels.yaml").write_text(
-        (ROOT / "datasets" / "calibration" / "policy-labels.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "policy.labels.yaml").write_text(
+        (ROOT / "datasets" / "live" / "policy.labels.yaml").read_text(encoding="utf-8"), encoding="utf-8")
     (tmp_path / "cases.yaml").write_text(SUITE, encoding="utf-8")
     calibrated = evalgate(["calibrate", "-d", "cases.yaml", "--metric", "policy", "--concurrency", "2"], tmp_path,
                           llama_server)
