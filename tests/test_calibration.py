@@ -225,6 +225,8 @@ def test_labels_file_errors_name_the_file_and_line(suite: Path) -> None:
         "cases:\n  - id: a\n    input: q\n    output: x\n    labels: {mention_f1: pass}\n", encoding="utf-8")
     code, _, err = cli("calibrate", "-d", "cases.yaml", "-o", "out", *judge_args("http://127.0.0.1:9"))
     assert code == 2 and "labels/policy.labels.yaml:2: label for 'mention_f1': not a judged metric" in err
+    code, _, err = cli("validate", "-d", "cases.yaml")  # validate reads the labels too, without any call
+    assert code == 2 and "labels/policy.labels.yaml:2: label for 'mention_f1': not a judged metric" in err
 
 
 def test_placeholder_reasoning_is_no_verdict_and_health_is_reported(tmp_path: Path,

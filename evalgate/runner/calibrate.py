@@ -192,6 +192,12 @@ def labelled_examples(prepared: Prepared, cwd: Path) -> list[LabelledExample]:
     examples: list[LabelledExample] = []
     for path, _where in prepared.calibration_sets:
         examples.extend(load_labels(path, cwd))
+    for example in examples:
+        for name in example.labels:
+            metric = prepared.metrics.get(name)
+            if metric is None or not metric.uses_judge:
+                what = "unknown metric" if metric is None else "not a judged metric"
+                raise UserError(f"label for {name!r}: {what} (calibration is for judged metrics)", where=example.where)
     return examples
 
 
@@ -212,10 +218,6 @@ async def calibrate(settings: Settings, suite_config: Mapping[str, Any], cwd: Pa
     by_metric: dict[str, list[LabelledExample]] = {}
     for example in examples:
         for name in example.labels:
-            metric = prepared.metrics.get(name)
-            if metric is None or not metric.uses_judge:
-                what = "unknown metric" if metric is None else "not a judged metric"
-                raise UserError(f"label for {name!r}: {what} (calibration is for judged metrics)", where=example.where)
             if not wanted or name in wanted:
                 by_metric.setdefault(name, []).append(example)
     for name in sorted(by_metric):
