@@ -107,3 +107,53 @@ def test_a_judge_that_always_prefers_the_first_answer_only_ties(runs: Any) -> No
     assert all(c["base_first"] == "A" and c["head_first"] == "A" and c["preferred"] == "tie"
                for c in document["pairwise"]["cases"])
     assert not any("the judge preferred" in r for r in document["gate"]["reasons"])
+
+
+def test_pairwise_preferences_are_calibrated_against_human_ones(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Human pairwise labels (datasets/live/correctness-pairwise.labels.yaml) calibrate ``pairwise:correctness``;
+    under ``auto`` a pairwise comparison fails the gate only when that calibration meets its floor."""
+    live = Path(__file__).resolve().parents[1] / "datasets" / "live"
+    for name in ("correctness.labels.yaml", "correctness-pairwise.labels.yaml"):
+        (tmp_path / name).write_text((live / name).read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
+    for name in ("EVALGATE_CALIBRATION", "GITHUB_ACTIONS", "GITHUB_EVENT_PATH", "GITHUB_STEP_SUMMARY"):
+        monkeypatch.delenv(name, raising=False)
+    good = [f"{name} averages {figure}." for name, figure in FACTS]
+    worse = [*["I am not sure, check the box score."] * 6, good[6]]
+    suite = "suite:\n  name: p\n  calibration: [correctness.labels.yaml, correctness-pairwise.labels.yaml]\n"
+
+    def write_suite(path: Path, outputs: list[str]) -> None:
+        cases = [{"id": f"c{i}", "category": "audit", "input": f"What is {n}'s key number?",
+                  "expected_output": f"{n} averages {f}.", "output": o}
+                 for i, ((n, f), o) in enumerate(zip(FACTS, outputs, strict=True))]
+        path.write_text(suite + "cases: " + json.dumps(cases) + "\n", encoding="utf-8")
+
+    write_suite(tmp_path / "base.yaml", good)
+    write_suite(tmp_path / "head.yaml", worse)
+    with judge_server(mode="first") as judge:  # pure position bias: every preference a tie, κ 0
+        code, text = cli("calibrate", "-d", tmp_path / "base.yaml", "-o", tmp_path / "c", "--judge-provider",
+                         "local", "--judge-base-url", judge.base_url + "/v1", "--judge-model", "biased",
+                         "--metric", "pairwise:correctness")
+        assert code == 1 and "✗ pairwise:correctness  judge biased@pairwise:correctness-" in text
+        assert "κ 0.00 on 32 labels (needs κ ≥ 0.6)" in text and "label → judge: A → tie 16, B → tie 16" in text
+    with judge_server() as judge:
+        args = ["--judge-provider", "local", "--judge-base-url", judge.base_url + "/v1", "--judge-model", "demo-judge",
+                "--progress", "none"]
+        code, text = cli("calibrate", "-d", tmp_path / "base.yaml", "-o", tmp_path / "c", *args[:6])
+        assert code == 0, text
+        assert "✓ pairwise:correctness  judge demo-judge@pairwise:correctness-" in text and "κ 0.88 on 32" in text
+        assert cli("run", "-d", tmp_path / "base.yaml", "-o", tmp_path / "base", *args)[0] == 0
+        head = ["run", "-d", tmp_path / "head.yaml", "-o", tmp_path / "head", *args, "--pairwise",
+                "--fail-on-regression", "--baseline", tmp_path / "base" / "results.json"]
+        cli(*head)
+        document = json.loads((tmp_path / "head" / "results.json").read_text(encoding="utf-8"))
+        assert document["calibration"]["pairwise"]["correctness"]["status"] == "calibrated"
+        assert any(r.startswith("correctness: the judge preferred the base branch's answer 6 time(s)")
+                   for r in document["gate"]["reasons"])
+        monkeypatch.setenv("EVALGATE_CALIBRATION_FLOORS", json.dumps({"pairwise:correctness": {"min_kappa": 0.95}}))
+        cli(*head)
+        document = json.loads((tmp_path / "head" / "results.json").read_text(encoding="utf-8"))
+    assert document["calibration"]["pairwise"]["correctness"]["status"] == "below_floor"
+    assert document["pairwise"]["metrics"]["correctness"]["losses"] == 6  # still measured and shown …
+    assert not any("the judge preferred" in r for r in document["gate"]["reasons"])  # … but it does not gate

@@ -71,11 +71,16 @@ def render_text(records: list[dict[str, Any]], standings: Mapping[str, tuple[str
                      f"Spearman {_num(record.get('spearman'))} {_ci(record.get('spearman_ci'))}  "
                      f"Kendall {_num(record.get('kendall'))} {_ci(record.get('kendall_ci'))}")
         c = record["confusion"]
-        lines.append(f"    labels pass: judge pass {c['pass_pass']}, fail {c['pass_fail']}  ·  labels fail: judge pass "
-                     f"{c['fail_pass']}, fail {c['fail_fail']}  ·  no verdict {record.get('unavailable', 0)}")
+        if "pass_pass" in c:
+            lines.append(f"    labels pass: judge pass {c['pass_pass']}, fail {c['pass_fail']}  ·  labels fail: judge "
+                         f"pass {c['fail_pass']}, fail {c['fail_fail']}  ·  no verdict {record.get('unavailable', 0)}")
+        else:  # pairwise: label_verdict counts over A / B / tie
+            lines.append("    label → judge: " + ", ".join(f"{k.replace('_', ' → ')} {v}" for k, v in c.items()))
         for row in record.get("disagreements", []):
-            lines.append(f"    ✗ {plain(row['example'])} ({row['source']}): label {row['label']}, judge "
-                         f"{row['verdict']} ({_num(row['judge_value'])}): {plain(row['reasoning'])[:160]}")
+            value = f" ({_num(row['judge_value'])})" if row.get("judge_value") is not None else ""
+            where = f" ({row['source']})" if row.get("source") else ""
+            lines.append(f"    ✗ {plain(row['example'])}{where}: label {row['label']}, judge {row['verdict']}{value}: "
+                         f"{plain(row['reasoning'])[:160]}")
     return "\n".join(lines) + "\n"
 
 

@@ -11,7 +11,8 @@ name → the human verdict, ``pass`` / ``fail`` (also ``true`` / ``false``) or a
         output: I can't help with that. Ask your league commissioner.
         labels: {policy: pass}
 
-A value label is turned into pass/fail by the metric's threshold. Problems are ``file:line: message``
+A value label is turned into pass/fail by the metric's threshold. A pairwise example (for ``pairwise: true``) has
+``answer_a``, ``answer_b`` and ``preferred: {metric: A | B | tie}`` instead of ``output`` and ``labels``. Problems are ``file:line: message``
 (``UserError``), as for datasets; a suite's ``kind``/``valid`` rules do not apply to labelled examples.
 """
 
@@ -56,6 +57,10 @@ class LabelledExample:
     labels: dict[str, Label]
     where: str
     """``file:line`` of the example."""
+    preferred: dict[str, str] | None = None
+    """Pairwise examples: metric → the better answer, ``A``, ``B`` or ``tie``."""
+    answers: tuple[str, str] | None = None
+    """Pairwise examples: (answer A, answer B)."""
 
 
 def parse_label(raw: Any) -> Label:
@@ -95,9 +100,12 @@ def _example(raw: _RawCase, position: int, shown: str) -> LabelledExample:
         raise _Problem(raw.line, f"example #{position} is not a mapping")
     data = dict(data)
     labels = data.pop(LABEL_KEY, None)
+    preferred, answer_a, answer_b = data.pop("preferred", None), data.pop("answer_a", None), data.pop("answer_b", None)
     line = raw.line
     case = _validate_case(_RawCase(data, raw.line, raw.duplicate_key, raw.text_keys, raw.key_lines), position)
     name = case.id or f"#{position}"
+    if preferred is not None or answer_a is not None or answer_b is not None:
+        return _pairwise(case, name, preferred, answer_a, answer_b, line, f"{shown}:{line}")
     if not isinstance(labels, dict) or not labels:
         raise _Problem(line, f"example {name!r}: needs 'labels:', a mapping of metric name → pass, fail or a value")
     parsed: dict[str, Label] = {}
@@ -109,6 +117,23 @@ def _example(raw: _RawCase, position: int, shown: str) -> LabelledExample:
     if case.output is None:
         raise _Problem(line, f"example {name!r}: needs 'output', the answer the label judges")
     return LabelledExample(case, parsed, f"{shown}:{line}")
+
+
+def _pairwise(case: Case, name: str, preferred: Any, answer_a: Any, answer_b: Any, line: int,
+              where: str) -> LabelledExample:
+    """A pairwise example: ``answer_a``, ``answer_b`` and ``preferred: {metric: A | B | tie}``."""
+    if not isinstance(answer_a, str) or not isinstance(answer_b, str):
+        raise _Problem(line, f"example {name!r}: a pairwise example needs 'answer_a' and 'answer_b' (text)")
+    if not isinstance(preferred, dict) or not preferred:
+        raise _Problem(line, f"example {name!r}: needs 'preferred:', a mapping of metric name → A, B or tie")
+    choices: dict[str, str] = {}
+    for metric, raw in preferred.items():
+        value = str(raw).strip()
+        choice = {"a": "A", "b": "B", "tie": "tie"}.get(value.lower())
+        if choice is None:
+            raise _Problem(line, f"example {name!r}: preference for {metric!r} must be A, B or tie (got {raw!r})")
+        choices[str(metric)] = choice
+    return LabelledExample(case, {}, where, choices, (answer_a, answer_b))
 
 
 class _Digest:

@@ -49,6 +49,18 @@ def key_parts(judge: JudgeClient, metric: Metric, options: Any) -> dict[str, Any
     return parts
 
 
+def pairwise_key_parts(judge: JudgeClient, metric: Metric, options: Any) -> dict[str, Any]:
+    """The key parts of ``metric``'s pairwise judging (``judges.pairwise``): its own, with the pairwise template's
+    version and temperature."""
+    from evalgate.judges.pairwise import PAIRWISE_FILE
+    from evalgate.judges.prompts import template_version
+
+    parts = key_parts(judge, metric, options)
+    parts["template"] = f"{template_version(PAIRWISE_FILE)} for {parts['template']}"
+    parts["temperature"] = judge.temperature_for("pairwise")
+    return parts
+
+
 def key_of(parts: dict[str, Any]) -> str:
     """16 hex digits of sha256 over the parts (canonical JSON)."""
     text = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)

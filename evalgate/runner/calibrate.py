@@ -76,10 +76,16 @@ class JudgePolicy:
     block: dict[str, Any] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
+    """Metric (``name`` or ``name#pairwise``) → the line under ``calibration: required``."""
+    pairwise_gating: set[str] | None = None
+    """Metrics whose pairwise preferences may fail the gate (None: every gated one, as with calibration off)."""
 
     def failures_for(self, used: Collection[str]) -> list[str]:
         """The failure lines (``calibration: required``) of the metrics the run scored."""
-        return [line for name, line in sorted(self.failures.items()) if name in used]
+        return [line for name, line in sorted(self.failures.items()) if name.partition("#")[0] in used]
+
+    def pairwise_gated(self, thresholds: Collection[str]) -> list[str]:
+        return [name for name in thresholds if self.pairwise_gating is None or name in self.pairwise_gating]
 
 
 def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | None, cwd: Path) -> JudgePolicy:
@@ -139,7 +145,36 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
                                                       "threshold": thresholds[name].model_dump()})
     for name in not_gating:
         thresholds.pop(name, None)
+    if settings.pairwise:
+        _pairwise_policy(policy, settings, prepared, judge, records, options, judged)
     return policy
+
+
+def _pairwise_policy(policy: JudgePolicy, settings: Settings, prepared: Prepared, judge: JudgeClient,
+                     records: list[dict[str, Any]], options: Any, judged: list[str]) -> None:
+    """Pairwise preferences gate (``fail_on_regression``) under the same rules, calibrated as ``pairwise:NAME``."""
+    from evalgate.judges.calibration import changed_parts, judge_label, key_of, pairwise_key_parts
+
+    policy.pairwise_gating = set()
+    block = policy.block.setdefault("pairwise", {})
+    for name in judged:
+        parts = pairwise_key_parts(judge, prepared.metrics[name], options)
+        key = key_of(parts)
+        label = judge_label(parts, f"pairwise:{name}", key)
+        own = [r for r in records if r.get("metric") == f"pairwise:{name}"]
+        current = max((r for r in own if r.get("key") == key), key=lambda r: str(r.get("created", "")), default=None)
+        other = max((r for r in own if r.get("key") != key), key=lambda r: str(r.get("created", "")), default=None)
+        stale = None if other is None else {**other, "changed": changed_parts(other.get("parts") or {}, parts)}
+        state, why = standing(current, stale, floor_for(settings, f"pairwise:{name}"))
+        gating = gates(settings.calibration, state, seed_kind=prepared.seed_kind)
+        block[name] = {"judge": label, "key": key, "status": state, "reason": why, "gating": gating,
+                       **({"kappa": current.get("kappa"), "n": current.get("n"), "created": current.get("created")}
+                          if current is not None else {})}
+        if gating:
+            policy.pairwise_gating.add(name)
+        elif settings.calibration == "required":
+            policy.failures[f"{name}#pairwise"] = (f"{name} (pairwise): judge not calibrated for {label}: {why} — "
+                                                   "calibration: required")
 
 
 def shard_policy(document: Mapping[str, Any], thresholds: Mapping[str, Threshold]) -> JudgePolicy:
@@ -193,7 +228,7 @@ def labelled_examples(prepared: Prepared, cwd: Path) -> list[LabelledExample]:
     for path, _where in prepared.calibration_sets:
         examples.extend(load_labels(path, cwd))
     for example in examples:
-        for name in example.labels:
+        for name in [*example.labels, *(example.preferred or {})]:
             metric = prepared.metrics.get(name)
             if metric is None or not metric.uses_judge:
                 what = "unknown metric" if metric is None else "not a judged metric"
@@ -216,15 +251,19 @@ async def calibrate(settings: Settings, suite_config: Mapping[str, Any], cwd: Pa
     examples = labelled_examples(prepared, cwd)
     wanted = set(metrics or [])
     by_metric: dict[str, list[LabelledExample]] = {}
+    by_pairwise: dict[str, list[LabelledExample]] = {}
     for example in examples:
         for name in example.labels:
             if not wanted or name in wanted:
                 by_metric.setdefault(name, []).append(example)
+        for name in example.preferred or {}:
+            if not wanted or name in wanted or f"pairwise:{name}" in wanted:
+                by_pairwise.setdefault(name, []).append(example)
     for name in sorted(by_metric):
         if prepared.thresholds.get(name) is None:
             raise UserError(f"{name} has no threshold: calibration compares pass/fail at the threshold; set one "
                             "(thresholds:, metric_thresholds)", where=by_metric[name][0].where)
-    if not by_metric:
+    if not by_metric and not by_pairwise:
         raise UserError("no labelled example names a metric to calibrate", where="calibration")
     if settings.judge_provider == "none":
         raise UserError("calibration needs a judge: set judge_provider (--judge-provider)", where="judge_provider")
@@ -255,6 +294,9 @@ async def calibrate(settings: Settings, suite_config: Mapping[str, Any], cwd: Pa
                             "created": now, "threshold": prepared.thresholds[name].model_dump(),
                             "labels": sorted({display_path(p.resolve(), cwd) for p, _ in prepared.calibration_sets}),
                             "first_unavailable": first_problem, **report})
+        for name in sorted(by_pairwise):
+            records.append(await _calibrate_pairwise(judge, prepared.metrics[name], by_pairwise[name], options, gate,
+                                                     now, prepared, cwd))
     finally:
         await judge.aclose()
         await runtime.aclose()
@@ -265,3 +307,27 @@ async def calibrate(settings: Settings, suite_config: Mapping[str, Any], cwd: Pa
         write_file(files[0], records)
     standings = {r["metric"]: standing(r, None, floor_for(settings, r["metric"])) for r in records}
     return CalibrationOutcome(records, standings, files[:1], db_path, prepared.notices)
+
+
+async def _calibrate_pairwise(judge: JudgeClient, metric: Metric, examples: list[LabelledExample], options: Any,
+                              gate: asyncio.Semaphore, now: str, prepared: Prepared, cwd: Path) -> dict[str, Any]:
+    """The ``pairwise:NAME`` record: the judge's combined preference (both orders) against the human one."""
+    from evalgate.dataset.load import display_path
+    from evalgate.judges.calibration import judge_label, key_of, pairwise_key_parts
+    from evalgate.judges.pairwise import prefer
+    from evalgate.verdict.calibration import preference_agreement
+
+    async def one(example: LabelledExample) -> tuple[str, str | None, str, str]:
+        assert example.answers is not None and example.preferred is not None
+        async with gate:
+            found = await prefer(judge, metric, example.case, *example.answers)  # A as "base", B as "head"
+        choice = {"base": "A", "head": "B", "tie": "tie"}[found["preferred"]]
+        return example.case.id or example.where, choice, example.preferred[metric.name], " / ".join(found["reasoning"])
+
+    rows = await asyncio.gather(*(one(example) for example in examples))
+    parts = pairwise_key_parts(judge, metric, options)
+    key = key_of(parts)
+    name = f"pairwise:{metric.name}"
+    return {"metric": name, "key": key, "judge": judge_label(parts, name, key), "parts": parts, "created": now,
+            "labels": sorted({display_path(p.resolve(), cwd) for p, _ in prepared.calibration_sets}),
+            **preference_agreement(rows)}

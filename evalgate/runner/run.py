@@ -281,7 +281,7 @@ async def _execute(
                 from evalgate.verdict.pairwise import pairwise_reasons
 
                 document["pairwise"] = pairwise
-                regression_reasons += pairwise_reasons(pairwise["metrics"], prepared.thresholds,
+                regression_reasons += pairwise_reasons(pairwise["metrics"], calibration.pairwise_gated(prepared.thresholds),
                                                        settings.significance_level, settings.fail_on_regression)
             if regression_reasons:
                 verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra + regression_reasons,

@@ -58,6 +58,40 @@ def cohen_kappa(labels: Sequence[bool], verdicts: Sequence[bool]) -> float | Non
     return (observed - expected) / (1 - expected)
 
 
+def nominal_kappa(labels: Sequence[str], verdicts: Sequence[str]) -> float | None:
+    """Cohen's κ of two raters over any categories (pairwise preferences A / B / tie):
+    p_e = Σ_k (n_label(k) / n)(n_judge(k) / n); None when undefined (p_e = 1)."""
+    n = len(labels)
+    if n == 0 or n != len(verdicts):
+        return None
+    observed = sum(1 for a, b in zip(labels, verdicts, strict=True) if a == b) / n
+    expected = sum((labels.count(k) / n) * (verdicts.count(k) / n) for k in set(labels) | set(verdicts))
+    if expected >= 1.0:
+        return None
+    return (observed - expected) / (1 - expected)
+
+
+def preference_agreement(rows: Sequence[tuple[str, str | None, str, str]]) -> dict[str, Any]:
+    """Human vs judge preferences: rows of (example, judge's combined preference A / B / tie or None when it gave
+    none, the human's, the judge's reasoning). Accuracy (Wilson interval), Cohen's κ over the three categories,
+    the confusion counts ``label_verdict`` and the disagreements."""
+    scored = [row for row in rows if row[1] is not None]
+    labels = [row[2] for row in scored]
+    verdicts = [str(row[1]) for row in scored]
+    n = len(scored)
+    agree = sum(1 for a, b in zip(labels, verdicts, strict=True) if a == b)
+    confusion: dict[str, int] = {}
+    for label, verdict in zip(labels, verdicts, strict=True):
+        confusion[f"{label}_{verdict}"] = confusion.get(f"{label}_{verdict}", 0) + 1
+    return {"n": n, "unavailable": len(rows) - n, "accuracy": _round(agree / n) if n else None,
+            "accuracy_ci": _pair(wilson_interval(agree, n)) if n else None,
+            "kappa": _round(nominal_kappa(labels, verdicts)), "kappa_ci": None,
+            "confusion": dict(sorted(confusion.items())),
+            "methods": {"accuracy_ci": "Wilson score, 95%", "kappa": "Cohen's kappa over A / B / tie"},
+            "disagreements": [{"example": e, "label": label, "verdict": v, "reasoning": r[:500]}
+                              for e, v, label, r in scored if v != label][:5]}
+
+
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval of a proportion: (p̂ + z²/2n ± z·√(p̂(1−p̂)/n + z²/4n²)) / (1 + z²/n)."""
     if n == 0:
