@@ -29,16 +29,19 @@ def key_parts(judge: JudgeClient, metric: Metric, options: Any) -> dict[str, Any
     """The parts of ``metric``'s calibration key under ``judge`` and the suite ``options``."""
     from evalgate.judges.prompts import template_for_metric, template_version
 
-    parts: dict[str, Any] = {"provider": judge.provider, "model": judge.model}
-    if metric.info is not None:  # a declared (criteria) metric: its definition is part of the prompt
-        from evalgate.judges.custom import CRITERIA_FILE, STEPS_FILE
+    from evalgate.judges.custom import CRITERIA_FILE, STEPS_FILE
 
+    parts: dict[str, Any] = {"provider": judge.provider, "model": judge.model}
+    try:
+        template = None if metric.info is not None else template_for_metric(metric.name)
+    except KeyError:  # judged through criteria.j2 without a declaration record (the built-in conversation metrics)
+        template = None
+    if template is None:  # a criteria metric: its definition (or, built in, its description) is part of the prompt
         parts["template"] = f"{template_version(CRITERIA_FILE)}+{template_version(STEPS_FILE)}"
-        info = metric.info if isinstance(metric.info, dict) else {"info": str(metric.info)}
+        info = metric.info if isinstance(metric.info, dict) else {"description": metric.description}
         parts["criteria"] = {k: v for k, v in sorted(info.items()) if k not in ("origin", "where", "source")}
         template_name = "criteria_" + metric.name
     else:
-        template = template_for_metric(metric.name)
         parts["template"] = template_version(template.file)
         parts["criteria"] = None
         template_name = template.name
