@@ -106,6 +106,9 @@ def test_calibrate_with_the_demo_judge_stores_agreement_and_the_calibrated_judge
         f"relevancy: judge not calibrated for {block['relevancy']['judge']}: no calibration for this configuration "
         "— verdicts shown, not gating"]
     assert "Judge calibration: correctness κ 0.88 · n 32" in text and "relevancy" in text
+    import jsonschema
+
+    jsonschema.validate(document, json.loads((ROOT / "evalgate" / "schemas" / "results.schema.json").read_text()))
 
 
 def test_a_changed_model_template_or_criteria_makes_the_calibration_stale(suite: Path,

@@ -157,3 +157,7 @@ def test_pairwise_preferences_are_calibrated_against_human_ones(tmp_path: Path,
     assert document["calibration"]["pairwise"]["correctness"]["status"] == "below_floor"
     assert document["pairwise"]["metrics"]["correctness"]["losses"] == 6  # still measured and shown …
     assert not any("the judge preferred" in r for r in document["gate"]["reasons"])  # … but it does not gate
+    import jsonschema
+
+    schema = Path(__file__).resolve().parents[1] / "evalgate" / "schemas" / "results.schema.json"
+    jsonschema.validate(document, json.loads(schema.read_text(encoding="utf-8")))
