@@ -27,9 +27,8 @@ KEY_PARTS = ("provider", "model", "template", "criteria", "rubric", "temperature
 
 def key_parts(judge: JudgeClient, metric: Metric, options: Any) -> dict[str, Any]:
     """The parts of ``metric``'s calibration key under ``judge`` and the suite ``options``."""
-    from evalgate.judges.prompts import template_for_metric, template_version
-
     from evalgate.judges.custom import CRITERIA_FILE, STEPS_FILE
+    from evalgate.judges.prompts import template_for_metric, template_version
 
     parts: dict[str, Any] = {"provider": judge.provider, "model": judge.model}
     try:
