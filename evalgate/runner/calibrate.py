@@ -97,7 +97,11 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
     if judge is None:
         return JudgePolicy(thresholds)
     mode = settings.calibration
-    judged = [name for name in sorted(thresholds) if name in prepared.metrics and prepared.metrics[name].uses_judge]
+    from evalgate.runner.catalog import INLINE_CRITERIA
+
+    # one-off ``assert:`` criteria are each their own prompt: nothing to calibrate, they gate as written
+    judged = [name for name in sorted(thresholds) if name in prepared.metrics and prepared.metrics[name].uses_judge
+              and name != INLINE_CRITERIA]
     if not judged or mode == "off":  # off: today's behaviour, every judge gates and nothing is shown
         return JudgePolicy(thresholds, {"mode": mode, "metrics": {}} if mode == "off" else {})
     notices: list[str] = []
