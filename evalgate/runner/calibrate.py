@@ -58,6 +58,18 @@ def global_options(prepared: Prepared) -> Any:
     return prepared.plan_for(Case(id="calibration")).options
 
 
+def lookup(records: list[dict[str, Any]], metric: str, key: str, parts: dict[str, Any]
+           ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(the newest record of ``metric`` under ``key``, the newest under another key with ``changed``: the key parts
+    that differ from ``parts``)."""
+    from evalgate.judges.calibration import changed_parts
+
+    own = [r for r in records if r.get("metric") == metric]
+    current = max((r for r in own if r.get("key") == key), key=lambda r: str(r.get("created", "")), default=None)
+    other = max((r for r in own if r.get("key") != key), key=lambda r: str(r.get("created", "")), default=None)
+    return current, None if other is None else {**other, "changed": changed_parts(other.get("parts") or {}, parts)}
+
+
 def floor_for(settings: Settings, metric: str) -> Floor:
     own = settings.calibration_floors.get(metric, {})
     return Floor(float(own.get("min_kappa", settings.calibration_min_kappa)),
@@ -91,7 +103,7 @@ class JudgePolicy:
 def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | None, cwd: Path) -> JudgePolicy:
     """Per gated judged metric: its calibration standing, and whether it gates (see the module docstring).
     A metric that reads a non-gating judged metric's value (``composite``, ``combined_score``) stops gating too."""
-    from evalgate.judges.calibration import changed_parts, judge_label, key_of, key_parts
+    from evalgate.judges.calibration import judge_label, key_of, key_parts
 
     thresholds = dict(prepared.thresholds)
     if judge is None:
@@ -115,10 +127,7 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
         parts = key_parts(judge, metric, options)
         key = key_of(parts)
         label = judge_label(parts, name, key)
-        own = [r for r in records if r.get("metric") == name]
-        current = max((r for r in own if r.get("key") == key), key=lambda r: str(r.get("created", "")), default=None)
-        other = max((r for r in own if r.get("key") != key), key=lambda r: str(r.get("created", "")), default=None)
-        stale = None if other is None else {**other, "changed": changed_parts(other.get("parts") or {}, parts)}
+        current, stale = lookup(records, name, key, parts)
         floor = floor_for(settings, name)
         state, why = standing(current, stale, floor)
         gating = gates(mode, state, seed_kind=prepared.seed_kind)
@@ -157,7 +166,7 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
 def _pairwise_policy(policy: JudgePolicy, settings: Settings, prepared: Prepared, judge: JudgeClient,
                      records: list[dict[str, Any]], options: Any, judged: list[str]) -> None:
     """Pairwise preferences gate (``fail_on_regression``) under the same rules, calibrated as ``pairwise:NAME``."""
-    from evalgate.judges.calibration import changed_parts, judge_label, key_of, pairwise_key_parts
+    from evalgate.judges.calibration import judge_label, key_of, pairwise_key_parts
 
     policy.pairwise_gating = set()
     block = policy.block.setdefault("pairwise", {})
@@ -165,10 +174,7 @@ def _pairwise_policy(policy: JudgePolicy, settings: Settings, prepared: Prepared
         parts = pairwise_key_parts(judge, prepared.metrics[name], options)
         key = key_of(parts)
         label = judge_label(parts, f"pairwise:{name}", key)
-        own = [r for r in records if r.get("metric") == f"pairwise:{name}"]
-        current = max((r for r in own if r.get("key") == key), key=lambda r: str(r.get("created", "")), default=None)
-        other = max((r for r in own if r.get("key") != key), key=lambda r: str(r.get("created", "")), default=None)
-        stale = None if other is None else {**other, "changed": changed_parts(other.get("parts") or {}, parts)}
+        current, stale = lookup(records, f"pairwise:{name}", key, parts)
         state, why = standing(current, stale, floor_for(settings, f"pairwise:{name}"))
         gating = gates(settings.calibration, state, seed_kind=prepared.seed_kind)
         block[name] = {"judge": label, "key": key, "status": state, "reason": why, "gating": gating,
