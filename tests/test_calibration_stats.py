@@ -16,6 +16,8 @@ from evalgate.verdict.calibration import (
     gates,
     kappa_interval,
     kendall_tau_b,
+    nominal_kappa,
+    preference_agreement,
     sign_test,
     spearman,
     standing,
@@ -120,3 +122,18 @@ def test_standing_and_gating() -> None:
     assert not gates("auto", "below_floor", seed_kind=True)
     assert not gates("required", "missing", seed_kind=True)
     assert gates("required", "calibrated", seed_kind=False)
+
+
+def test_nominal_kappa_by_hand() -> None:
+    # 10 pairs over A / B / tie: labels A×4, B×4, tie×2; judge agrees on 7 (A 3, B 3, tie 1)
+    labels = ["A"] * 4 + ["B"] * 4 + ["tie"] * 2
+    verdicts = ["A", "A", "A", "B", "B", "B", "B", "tie", "tie", "A"]
+    # p_o = 7/10; judge A×4, B×4, tie×2 → p_e = .4·.4 + .4·.4 + .2·.2 = 0.36; κ = (0.7 − 0.36)/0.64 = 0.53125
+    assert nominal_kappa(labels, verdicts) == pytest.approx(0.53125)
+    assert nominal_kappa([True, False] * 5, [True, False] * 5) == cohen_kappa([True, False] * 5, [True, False] * 5)
+    rows = [(f"e{i}", v, label, "") for i, (label, v) in enumerate(zip(labels, verdicts, strict=True))]
+    report = preference_agreement([*rows, ("none", None, "A", "")])
+    assert report["n"] == 10 and report["unavailable"] == 1 and report["accuracy"] == 0.7
+    assert report["confusion"] == {"A_A": 3, "A_B": 1, "B_B": 3, "B_tie": 1, "tie_A": 1, "tie_tie": 1}
+    low, high = report["kappa_ci"]
+    assert low < 0.53125 < high

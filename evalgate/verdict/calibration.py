@@ -71,6 +71,27 @@ def nominal_kappa(labels: Sequence[str], verdicts: Sequence[str]) -> float | Non
     return (observed - expected) / (1 - expected)
 
 
+def nominal_kappa_interval(labels: Sequence[str], verdicts: Sequence[str], *, resamples: int = BOOTSTRAP_RESAMPLES,
+                           seed: int = BOOTSTRAP_SEED) -> tuple[float, float] | None:
+    """95 % percentile-bootstrap interval of ``nominal_kappa`` (pairs resampled with replacement; resamples where κ
+    is undefined are left out)."""
+    import numpy as np
+
+    n = len(labels)
+    if n < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    kappas = []
+    for draw in rng.integers(0, n, size=(resamples, n)):
+        value = nominal_kappa([labels[i] for i in draw], [verdicts[i] for i in draw])
+        if value is not None:
+            kappas.append(value)
+    if not kappas:
+        return None
+    low, high = np.percentile(kappas, [2.5, 97.5])
+    return (float(low), float(high))
+
+
 def preference_agreement(rows: Sequence[tuple[str, str | None, str, str]]) -> dict[str, Any]:
     """Human vs judge preferences: rows of (example, judge's combined preference A / B / tie or None when it gave
     none, the human's, the judge's reasoning). Accuracy (Wilson interval), Cohen's κ over the three categories,
@@ -85,9 +106,10 @@ def preference_agreement(rows: Sequence[tuple[str, str | None, str, str]]) -> di
         confusion[f"{label}_{verdict}"] = confusion.get(f"{label}_{verdict}", 0) + 1
     return {"n": n, "unavailable": len(rows) - n, "accuracy": _round(agree / n) if n else None,
             "accuracy_ci": _pair(wilson_interval(agree, n)) if n else None,
-            "kappa": _round(nominal_kappa(labels, verdicts)), "kappa_ci": None,
+            "kappa": _round(nominal_kappa(labels, verdicts)), "kappa_ci": _pair(nominal_kappa_interval(labels, verdicts)),
             "confusion": dict(sorted(confusion.items())),
-            "methods": {"accuracy_ci": "Wilson score, 95%", "kappa": "Cohen's kappa over A / B / tie"},
+            "methods": {"accuracy_ci": "Wilson score, 95%", "kappa": "Cohen's kappa over A / B / tie",
+                        "kappa_ci": f"percentile bootstrap, {BOOTSTRAP_RESAMPLES} resamples, 95%"},
             "disagreements": [{"example": e, "label": label, "verdict": v, "reasoning": r[:500]}
                               for e, v, label, r in scored if v != label][:5]}
 
