@@ -58,6 +58,8 @@ class Prepared:
     """One-line notices for the edges to print (names that match no selected case in a subset run)."""
     user_metrics: dict[str, Metric] = field(default_factory=dict)
     """The user's own metrics (declared, code checks, plug-ins) by name."""
+    optional: dict[str | None, frozenset[str]] = field(default_factory=dict)
+    """``optional_metrics`` by suite name (None: evalgate.yaml's, which every suite adds to its own)."""
     calibration_sets: list[tuple[Path, str]] = field(default_factory=list)
     """Labelled-example files the suites name (``calibration:``), each with where it was named."""
     seed_kind: bool = False
@@ -107,6 +109,8 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
     selected = choose is not None and len(scanned.cases) < scanned.total
     notices = check_names_match(scanned.cases, plan_for, user_layers, global_suite, suites, selected=selected,
                                 where_of=where_of)
+    optional = _optional_metrics(metrics, global_suite, suites, config_name, where_of)
+    _check_tolerances(metrics, settings)
     base = (cwd / settings.config).parent if settings.config else cwd
     calibration_sets = [(base / entry, f"{config_name}: suite calibration") for entry in global_suite.calibration]
     for name, suite in suites.items():
@@ -116,8 +120,44 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
                                      where_of(name, "calibration")))
     seed_kind = bool(settings.compat) or global_suite.kind is not None or any(s.kind for s in suites.values())
     return Prepared(cases=scanned.cases, files=files, thresholds=thresholds, plan_for=plan_for, metrics=metrics,
-                    user_metrics=catalog.user, notices=notices, calibration_sets=calibration_sets,
+                    user_metrics=catalog.user, notices=notices, optional=optional, calibration_sets=calibration_sets,
                     seed_kind=seed_kind)
+
+
+def _optional_metrics(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any], config_name: str,
+                      where_of: Callable[..., str]) -> dict[str | None, frozenset[str]]:
+    """Each suite's ``optional_metrics`` plus evalgate.yaml's; an unknown name is a ``UserError``."""
+    shared = frozenset(global_suite.optional_metrics or ())
+    checked = [(shared, config_name)]
+    optional: dict[str | None, frozenset[str]] = {None: shared}
+    for name, suite in suites.items():
+        own = frozenset(suite.optional_metrics or ())
+        checked.append((own, where_of(name, "optional_metrics")))
+        optional[name] = shared | own
+    for names, where in checked:
+        for metric in sorted(names):
+            if metric not in metrics:
+                import difflib
+
+                close = difflib.get_close_matches(metric, list(metrics), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise UserError(f"optional_metrics: unknown metric {metric!r}{hint}", where=where)
+    return optional
+
+
+def _check_tolerances(metrics: Mapping[str, Metric], settings: Settings) -> None:
+    """``regression_tolerance`` names known metrics and holds numbers or ``{abs, rel}`` (``UserError`` else)."""
+    from evalgate.verdict.tolerance import parse_tolerance
+
+    where = "regression_tolerance"
+    for name, raw in settings.regression_tolerance.items():
+        if name not in metrics:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(metrics), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UserError(f"unknown metric {name!r}{hint}", where=where)
+        parse_tolerance(name, raw, where)
 
 
 def suite_locator(suite_where: Mapping[str, str], cwd: Path) -> Callable[..., str]:
