@@ -37,10 +37,13 @@ def test_summary_and_sign_test() -> None:
     assert summary["p_two_sided"] == pytest.approx(stats.binomtest(1, 7, 0.5).pvalue, abs=1e-6)
     assert pairwise_reasons({"correctness": summary}, ["correctness"], 0.1, True) == [
         "correctness: the judge preferred the base branch's answer 6 time(s) and this change's 1 time(s) "
-        "(3 tie(s); sign test p = 0.0625 < 0.1)"]
+        "(3 tie(s); sign test p = 0.0625, Holm-adjusted over 1 tests 0.0625 ≤ 0.1)"]
     assert pairwise_reasons({"correctness": summary}, ["correctness"], 0.05, True) == []
     assert pairwise_reasons({"correctness": summary}, [], 0.1, True) == []  # not gated
     assert pairwise_reasons({"correctness": summary}, ["correctness"], 0.1, False) == []
+    # in one Holm family with the comparison's tests (p 0.01 and 0.5): 0.0625 ranks 2nd of 3 → 2 × 0.0625 = 0.125
+    assert pairwise_reasons({"correctness": summary}, ["correctness"], 0.1, True, [0.01, 0.5]) == []
+    assert summary["p_adjusted"] == pytest.approx(0.125) and summary["family_size"] == 3
 
 
 def write(path: Path, outputs: list[str]) -> None:
@@ -97,6 +100,8 @@ def test_worse_answers_lose_in_both_orders_and_can_fail_the_gate(runs: Any) -> N
         document, run_url=None, artifact_url=None, tag="t")
     assert any(r.startswith("correctness: the judge preferred the base branch's answer 6 time(s)")
                for r in document["gate"]["reasons"]), document["gate"]["reasons"]
+    family = document["comparison"]["family"]["size"]  # the absolute comparison's tests share the Holm family
+    assert row["family_size"] == family + 1 and row["p_adjusted"] >= row["p_worse"]
 
 
 def test_a_judge_that_always_prefers_the_first_answer_only_ties(runs: Any) -> None:

@@ -298,8 +298,9 @@ async def _execute(
                 from evalgate.verdict.pairwise import pairwise_reasons
 
                 document["pairwise"] = pairwise
+                family = [t["p_value"] for t in ((document.get("comparison") or {}).get("family") or {}).get("tests", [])]
                 regression_reasons += pairwise_reasons(pairwise["metrics"], calibration.pairwise_gated(prepared.thresholds),
-                                                       settings.significance_level, settings.fail_on_regression)
+                                                       settings.significance_level, settings.fail_on_regression, family)
             if regression_reasons:
                 verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra + regression_reasons,
                                       interrupted=interrupted)

@@ -4,12 +4,13 @@ Each preference is ``head``, ``base`` or ``tie`` (``judges.pairwise.combine``: b
 
 ``summarize``: wins (head preferred), losses (base preferred) and ties per metric, with the exact sign test
 over wins and losses (``verdict.calibration.sign_test``): ``p_worse`` is the one-sided p-value that the head is
-worse, which ``pairwise_reasons`` compares with the significance level under ``fail_on_regression``.
+worse; ``pairwise_reasons`` Holm-adjusts it with the comparison's family and fails the gate under
+``fail_on_regression`` when the adjusted p ≤ α.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from evalgate.verdict.calibration import sign_test
@@ -26,13 +27,24 @@ def summarize(preferences: Iterable[tuple[str, str]]) -> dict[str, dict[str, Any
     return dict(sorted(table.items()))
 
 
-def pairwise_reasons(summary: Mapping[str, Mapping[str, Any]], gated: Iterable[str], alpha: float,
-                     fail_on_regression: bool) -> list[str]:
-    """Gate reasons: a gated metric whose head answers lost significantly (``p_worse`` < ``alpha``). This is the
-    one place a family-wise rule (e.g. Holm over the run's comparisons) would adjust ``alpha``."""
+def pairwise_reasons(summary: Mapping[str, dict[str, Any]], gated: Iterable[str], alpha: float,
+                     fail_on_regression: bool, family: Sequence[float] = ()) -> list[str]:
+    """Gate reasons: a gated metric whose head answers lost significantly. The family-wise rule of the absolute
+    comparison (``verdict.compare``: Holm–Bonferroni at ``alpha``) is applied to the pairwise sign tests together
+    with that family's raw p-values ``family`` (the comparison's own tests), so a pairwise regression must clear
+    a family of all of them; each gated row gets ``p_adjusted``. (The comparison's own decisions are made in its
+    own family, without the pairwise tests.)"""
+    from evalgate.verdict.stats import holm
+
+    gated = [name for name in summary if name in set(gated)]
+    adjusted = holm([*family, *(summary[name]["p_worse"] for name in gated)])[len(family):]
+    for name, p_adjusted in zip(gated, adjusted, strict=True):
+        summary[name]["p_adjusted"] = round(p_adjusted, 6)
+        summary[name]["family_size"] = len(family) + len(gated)
     if not fail_on_regression:
         return []
-    gated = set(gated)
-    return [f"{name}: the judge preferred the base branch's answer {row['losses']} time(s) and this change's "
-            f"{row['wins']} time(s) ({row['ties']} tie(s); sign test p = {row['p_worse']:.4f} < {alpha:g})"
-            for name, row in summary.items() if name in gated and row["p_worse"] < alpha]
+    return [f"{name}: the judge preferred the base branch's answer {summary[name]['losses']} time(s) and this "
+            f"change's {summary[name]['wins']} time(s) ({summary[name]['ties']} tie(s); sign test p = "
+            f"{summary[name]['p_worse']:.4f}, Holm-adjusted over {summary[name]['family_size']} tests "
+            f"{summary[name]['p_adjusted']:.4f} ≤ {alpha:g})"
+            for name in gated if summary[name]["p_adjusted"] <= alpha]
