@@ -120,6 +120,11 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
     options = options_from_inputs(publish_inputs, cwd=workspace)
     ctx = ActionContext.from_env(env, pr_number=options.pr_number)
     values, origins, notices = cli_flags(argv)
+    from evalgate.github.paths import confine, confine_config
+
+    confine_config(env, workspace, [(str(values.get("config") or ""), "--config"),
+                                    (settings_inputs.get("config", ""), "input 'config'"),
+                                    (env.get("EVALGATE_CONFIG", ""), "EVALGATE_CONFIG")])
     settings, suite_config, _ = build_settings(cli=values, inputs=settings_inputs, env=env, cwd=workspace,
                                                defaults=ACTION_DEFAULTS, cli_origins=origins)
     for line in notices + settings.notices:
@@ -129,7 +134,6 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
 
         require_keys(settings, where="langfuse")
     settings = anchor(settings, workspace)
-    from evalgate.github.paths import confine
     from evalgate.runner.setup import demo_dir
 
     confine(settings, env, workspace, comment_template=options.comment_template, bundled=[demo_dir()])
@@ -208,8 +212,10 @@ def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = em
         created = missing_ancestors(paths, setup_.workspace)
         try:
             return _evaluate_and_publish(setup_, env, emit)
-        finally:
-            hand_over(paths, setup_.workspace, created)
+        finally:  # with the files a run set aside beside its database (store.safe.set_aside)
+            db = setup_.settings.db_path
+            hand_over([*paths, *db.parent.glob(f"{db.name}.rejected-*"),
+                       *db.parent.glob(f"{cache_path(db).name}.rejected-*")], setup_.workspace, created)
     finally:
         Interrupt.restore(previous)
 
@@ -229,7 +235,7 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
     except Exception as exc:  # a bug: results already written say status 'crashed' and exit_code 1
         from evalgate.cli.main import report_crash
 
-        code = report_crash(exc)  # one line on stderr, the traceback in a file it names
+        code = report_crash(exc, directory=setup_.settings.output_path)  # one line on stderr, the traceback in a file
         emit(error(f"internal error ({type(exc).__name__}); the gate did not pass", title="evalgate: crashed"))
         _best_effort_outputs(env, error_outputs(code), emit)
         return EXIT_GATE_FAILED

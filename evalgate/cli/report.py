@@ -31,10 +31,11 @@ def report_format(requested: str | None, output: str | None) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from evalgate.store.reader import load_document
+    from evalgate.report.digest import load_digest
 
-    document = load_document(args.results)
-    text = render_report_text(document, report_format(args.format, args.output), max_cases=args.max_cases)
+    fmt = report_format(args.format, args.output)  # every case streamed, the shown ones kept (report.digest)
+    document = load_digest(args.results, keep_cases=args.max_cases if fmt == "html" else 0)
+    text = render_report_text(document, fmt, max_cases=args.max_cases)
     if args.output:
         _write_text(Path(args.output), text)
         print(f"Report: {args.output}", file=sys.stderr)

@@ -12,7 +12,6 @@ and are validated up front by :func:`options_from_inputs` (bad values are a ``Us
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -265,7 +264,9 @@ def publish(
     rather than a note.
     """
     report = PublishReport()
-    results = json.loads(results_path.read_text(encoding="utf-8"))
+    from evalgate.report.digest import load_digest
+
+    results = load_digest(results_path)  # bounded memory for any number of cases (report.digest)
     base_dir = ctx.workspace or os.getcwd()
     counter = counting(emit)
     emit = counter

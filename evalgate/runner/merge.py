@@ -212,12 +212,15 @@ def merge_runs(
     from evalgate.metrics.registry import all_metrics
     from evalgate.runner.calibrate import attach_calibration, shard_policy
     from evalgate.runner.finish import build_document, new_run_id
+    from evalgate.store.outdir import OutputLock
     from evalgate.store.sqlite import SQLiteStore
 
     if not sources:
         raise UserError("give at least one shard's results.json or SQLite file", where="merge")
     output_dir.mkdir(parents=True, exist_ok=True)
     db_path = db_path or output_dir / "results.db"
+    lock = OutputLock(output_dir, new_run_id((now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)))
+    lock.acquire(wait=False, where="--output-dir")  # one run or merge at a time in a directory (store.outdir)
     spool = CaseSpool(output_dir / SPOOL_NAME)
     try:
         inputs = expand_inputs(sources, exclude=output_dir)  # a directory stands for the runs under it
@@ -227,9 +230,9 @@ def merge_runs(
             raise UserError(f"shard(s) {', '.join(missing)} missing (pass --allow-partial to merge anyway)",
                             where="merge")
         moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
-        run_id, timestamp = new_run_id(moment), moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        run_id, timestamp = lock.run_id, moment.strftime("%Y-%m-%dT%H:%M:%SZ")
         thresholds = consistency.gate_thresholds()
-        store = SQLiteStore(db_path, run_id, timestamp)
+        store = SQLiteStore(db_path, run_id, timestamp, marker=lock.marker())
         aggregate = RunAggregate(*merged_judge_sets(runs, thresholds))
         repeats = consistency.repeat_sink(aggregate)
         health = HealthTally()
@@ -256,6 +259,7 @@ def merge_runs(
     finally:
         spool.close()
         spool.path.unlink(missing_ok=True)
+        lock.release()
     warnings = [f"{run.label}: its baseline comparison was dropped; compare the merged run instead"
                 for run in runs if run.document.get("comparison")]
     return MergeOutcome(document=document, results_path=results_path, db_path=db_path, verdict=verdict,
