@@ -180,6 +180,19 @@ class Settings(BaseModel):
     max_cost: float | None = Field(default=None, ge=0.0)
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)
     chat_client: Literal["direct", "openai-sdk"] = "direct"
+    calibration: Literal["auto", "required", "off"] = "auto"
+    """Whether a judged metric needs a calibrated judge to gate (docs/judges.md, "Calibration"): ``auto`` —
+    calibrated judges gate, others are reported without gating (never calibrated under a seed ``kind``/``compat``:
+    gates as the seed did); ``required`` — an uncalibrated judge fails the run; ``off`` — every judge gates."""
+    calibration_min_kappa: float = Field(default=0.6, ge=-1.0, le=1.0)
+    calibration_min_labels: int = Field(default=30, ge=1)
+    calibration_floors: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Per judged metric ``{min_kappa, min_labels}`` over the two settings above."""
+    calibration_file: str = ""
+    """The committable calibration file (``evalgate calibrate`` writes it, runs read it); empty:
+    ``judge-calibration.json`` beside each suite's labels file."""
+    pairwise: bool = False
+    """With a baseline: ask the judge which answer is better for cases whose answer changed (both orders)."""
 
     # --- execution -------------------------------------------------------------------------------
     target_rpm: float | None = Field(default=None, gt=0)
@@ -255,6 +268,16 @@ class Settings(BaseModel):
                                       for v in value))
         return value
 
+    @field_validator("calibration_floors")
+    @classmethod
+    def _floors(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for name, floor in value.items():
+            unknown = set(floor) - {"min_kappa", "min_labels"}
+            if unknown:
+                raise ValueError(f"calibration floor for {name!r}: unknown key {sorted(unknown)[0]!r} "
+                                 "(use min_kappa, min_labels)")
+        return value
+
     @field_validator("judge_temperatures")
     @classmethod
     def _temperatures(cls, value: dict[str, float]) -> dict[str, float]:
@@ -275,7 +298,7 @@ class Settings(BaseModel):
 
     @field_validator(
         "metric_thresholds", "target_headers", "target_response_map", "eval_context", "prices", "target_options",
-        "judge_temperatures", "regression_tolerance", mode="before",
+        "judge_temperatures", "regression_tolerance", "calibration_floors", mode="before",
     )
     @classmethod
     def _json_mapping(cls, value: Any) -> Any:

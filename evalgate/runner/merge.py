@@ -32,10 +32,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from evalgate.calls.executor import CALL_COUNTERS
+from evalgate.config.settings import Settings
 from evalgate.errors import UserError
 from evalgate.model import CaseResult, Threshold
 from evalgate.store.judge_cache import CACHE_FILE, cache_path, merge_cache_files
-from evalgate.store.reader import ShardRun, expand_inputs, open_input, split_run_spec
+from evalgate.store.reader import BaselineLookup, ShardRun, expand_inputs, open_input, split_run_spec
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.verdict.aggregate import RunAggregate
 from evalgate.verdict.gate import GatePolicy, Verdict, judge_metric_sets, run_verdict
@@ -206,9 +207,15 @@ def merge_runs(
     db_path: Path | None = None,
     allow_partial: bool = False,
     now: dt.datetime | None = None,
+    baseline: BaselineLookup | None = None,
+    settings: Settings | None = None,
 ) -> MergeOutcome:
-    """Merge ``sources`` into ``output_dir/results.json`` and a new ``merged`` run in ``db_path``."""
+    """Merge ``sources`` into ``output_dir/results.json`` and a new ``merged`` run in ``db_path``. With a
+    ``baseline`` (and the ``settings`` that say how to compare: significance, ``fail_on_regression``) the
+    merged run is compared with it as an unsharded run would be, and a regression can fail the gate."""
+    from evalgate.judges.health import HealthTally
     from evalgate.metrics.registry import all_metrics
+    from evalgate.runner.calibrate import attach_calibration, shard_policy
     from evalgate.runner.finish import build_document, new_run_id
     from evalgate.store.outdir import OutputLock
     from evalgate.store.sqlite import SQLiteStore
@@ -233,10 +240,12 @@ def merge_runs(
         store = SQLiteStore(db_path, run_id, timestamp, marker=lock.marker())
         aggregate = RunAggregate(*merged_judge_sets(runs, thresholds))
         repeats = consistency.repeat_sink(aggregate)
+        health = HealthTally()
         for record in spool.iter_records_in_order():
             text = record.decode("utf-8")
             result = CaseResult.model_validate_json(text)
             repeats.add(result)
+            health.add(result)
             store.add(result, text)
         repeats.finish()
         verdict = run_verdict(aggregate, thresholds, consistency.policy(), extra_reasons(runs, missing))
@@ -246,6 +255,15 @@ def merge_runs(
         )
         add_judge_spend(document["summary"], [run.document for run in runs])
         apply_report(document, repeats.report())
+        if baseline is not None and settings is not None:
+            from evalgate.runner.finish import attach_comparison
+
+            regressions = attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
+            if regressions:
+                verdict = run_verdict(aggregate, thresholds, consistency.policy(),
+                                      extra_reasons(runs, missing) + regressions)
+                document["gate"] = verdict.as_dict()
+        attach_calibration(document, shard_policy(runs[0].document, thresholds), health.report())
         results_path = output_dir / "results.json"
         write_results(results_path, document, spool)
         store.finish(document)
