@@ -9,6 +9,7 @@ OTLP/HTTP (protobuf), which is evalgate's receiver during a run. No model and no
 scripted. ``BREAK=order`` books before searching (the mistake the example's gate catches).
 
     python agent.py --port 0 --port-file PATH
+    python agent.py --host 0.0.0.0 --port 8000     # as a `services:` container (tests/test_act_traces.py)
 """
 
 from __future__ import annotations
@@ -94,10 +95,11 @@ class Handler(BaseHTTPRequestHandler):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1", help="interface (0.0.0.0 in a container)")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--port-file")
     args = parser.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server = ThreadingHTTPServer((args.host, args.port), Handler)
     if args.port_file:
         Path(args.port_file).write_text(str(server.server_port))
     try:

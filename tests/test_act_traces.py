@@ -1,0 +1,150 @@
+"""The Action's trace receiver and a ``services:`` agent instrumented with the real OpenTelemetry SDK, under
+nektos/act (tests/act_support.py): the gate passes on the right tool order and fails, naming the tool, on
+the wrong one.
+
+* The agent is ``examples/otel-agent/agent.py`` (opentelemetry-sdk, BatchSpanProcessor,
+  OTLPSpanExporter over OTLP/HTTP protobuf) in the image ``evalgate-otel-agent:act``: ``python:3.12-slim``
+  plus the SDK's wheels, downloaded by pip on the host (the same versions as this test environment's,
+  from the configured index or mirror) and installed with ``--no-index`` in the build: no network in the
+  image build.
+* The workflow is ``tests/fixtures/act/otel-traces.yml``: the container action (``uses: ./``) with
+  ``EVALGATE_TRACES_HOST=0.0.0.0`` and the example's config (``traces: true``); the service exports to
+  ``http://otel-gate:4318`` — the job container's name on the job's network, whose network namespace act
+  runs the container action in.
+* ``BREAK=order`` (the workflow's ``break`` input) makes the agent book before it searches.
+
+Marked ``docker`` and ``slow`` like tests/test_act_workflows.py; skipped with the reason without
+docker-local or act.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.act_support import TIMINGS, act_unavailable, prepare_images, repository_copy, run_act
+from tests.docker_support import LOCAL_BASE, REPO_ROOT
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
+
+AGENT_IMAGE = "evalgate-otel-agent:act"
+AGENT_SOURCE = REPO_ROOT / "examples" / "otel-agent" / "agent.py"
+WORKFLOW = Path(__file__).resolve().parent / "fixtures" / "act" / "otel-traces.yml"
+SDK_PACKAGES = ("opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http")
+RECIPE_LABEL = "org.evalgate.otel-agent.recipe"
+AGENT_DOCKERFILE = f"""FROM {LOCAL_BASE}
+COPY wheels /tmp/wheels
+RUN pip install --no-cache-dir --no-index --find-links /tmp/wheels {{requirements}} && rm -rf /tmp/wheels
+COPY agent.py /opt/agent/agent.py
+ENV PYTHONUNBUFFERED=1
+ENTRYPOINT ["python", "/opt/agent/agent.py", "--host", "0.0.0.0", "--port", "8000"]
+"""
+
+
+def agent_image() -> str:
+    """Build the agent's image unless one from the same recipe (Dockerfile, SDK versions, agent.py) exists."""
+    requirements = " ".join(f"{name}=={version(name)}" for name in SDK_PACKAGES)
+    dockerfile = AGENT_DOCKERFILE.format(requirements=requirements)
+    recipe = hashlib.sha256((dockerfile + AGENT_SOURCE.read_text(encoding="utf-8")).encode()).hexdigest()[:16]
+    found = subprocess.run(["docker", "image", "inspect", "--format", f'{{{{index .Config.Labels "{RECIPE_LABEL}"}}}}',
+                            AGENT_IMAGE], capture_output=True, text=True, timeout=60, check=False)
+    if found.returncode == 0 and found.stdout.strip() == recipe:
+        return AGENT_IMAGE
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="otel-agent-image-") as context:
+        root = Path(context)
+        (root / "Dockerfile").write_text(dockerfile, encoding="utf-8")
+        shutil.copy2(AGENT_SOURCE, root / "agent.py")
+        # wheels for the image's CPython 3.12 on x86-64/arm64 Linux, whatever this interpreter is
+        machine = "aarch64" if subprocess.run(["docker", "info", "--format", "{{.Architecture}}"], capture_output=True,
+                                              text=True, timeout=60, check=False).stdout.strip() in (
+                                                  "aarch64", "arm64") else "x86_64"
+        platforms = [f"--platform={tag}_{machine}" for tag in ("manylinux2014", "manylinux_2_17", "manylinux_2_28")]
+        download = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(root / "wheels"),
+                                   "--only-binary=:all:", "--python-version=3.12", "--implementation=cp",
+                                   *platforms, "--platform=any", *requirements.split()],
+                                  capture_output=True, text=True, timeout=600, check=False)
+        if download.returncode != 0:
+            raise RuntimeError("pip download of the agent's SDK failed:\n" + download.stderr[-3000:])
+        built = subprocess.run(["docker", "build", "--label", f"{RECIPE_LABEL}={recipe}", "-t", AGENT_IMAGE, str(root)],
+                               capture_output=True, text=True, timeout=900, check=False)
+    TIMINGS["agent image build"] = time.perf_counter() - started
+    if built.returncode != 0:
+        raise RuntimeError("agent image build failed:\n" + (built.stdout + built.stderr)[-3000:])
+    return AGENT_IMAGE
+
+
+@pytest.fixture(scope="module", autouse=True)
+def images() -> Iterator[None]:
+    reason = act_unavailable()
+    if reason:
+        pytest.skip(reason)
+    prepare_images()
+    agent_image()
+    yield
+    print("\nact timings: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in TIMINGS.items()))
+
+
+def tail(text: str, lines: int = 80) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def run_gate(tmp_path: Path, breakage: str) -> tuple[Any, dict[str, Any]]:
+    """Run the workflow with the agent's ``BREAK``; the act run and the action's results.json."""
+    repo = repository_copy(tmp_path / "repo")
+    (repo / ".github" / "workflows" / "otel-traces.yml").write_text(WORKFLOW.read_text(encoding="utf-8"),
+                                                                     encoding="utf-8")
+    run = run_act(repo, "workflow_dispatch", "otel-traces.yml", "otel-gate", extra=["--input", f"break={breakage}"])
+    results = repo / "evalgate-results" / "results.json"
+    assert results.is_file(), tail(run.output)
+    return run, json.loads(results.read_text(encoding="utf-8"))
+
+
+def case(doc: dict[str, Any], case_id: str) -> dict[str, Any]:
+    return next(result for result in doc["results"] if result["id"] == case_id)
+
+
+def tool_names(result: dict[str, Any]) -> list[str]:
+    return [tool["name"] for tool in result["answer"]["trace"]["tools"]]
+
+
+def test_services_sdk_agent_passes_the_trajectory_gate_through_the_action(tmp_path: Path) -> None:
+    run, doc = run_gate(tmp_path, "")
+    assert run.succeeded("otel-gate"), tail(run.output)
+    traces = doc["metadata"]["traces"]
+    # 2 cases: book-flight = invoke_agent + 3 chat + 2 tools, weather = invoke_agent + chat + tool
+    assert traces["spans"] == 9 and traces["ignored_spans"] == 0, traces
+    book, weather = case(doc, "book-flight"), case(doc, "weather")
+    assert tool_names(book) == ["search_flights", "book_flight"]
+    assert tool_names(weather) == ["get_weather"]
+    assert book["answer"]["trace"]["source"] == "otlp" and book["answer"]["trace"]["agents"] == ["travel-agent"]
+    assert traces["endpoint"].endswith(":4318/v1/traces") and traces["rejected_requests"] == 0, traces
+    for result in (book, weather):
+        assert result["metrics"]["trajectory"]["status"] == "passed", result["metrics"]
+    assert doc["summary"]["total_failed"] == 0 and doc["summary"]["total_errored"] == 0, doc["summary"]
+
+
+def test_services_sdk_agent_in_the_wrong_order_fails_the_gate_naming_the_tool(tmp_path: Path) -> None:
+    run, doc = run_gate(tmp_path, "order")
+    assert not run.succeeded("otel-gate") and run.returncode != 0
+    assert "exit with `FAILURE`: 1" in run.output, tail(run.output)  # the action's exit status: the gate, not an error (2)
+    reason = ("book_flight not called after search_flights: expected search_flights → book_flight (subsequence), "
+              "got book_flight → search_flights")
+    assert reason in run.output, tail(run.output)  # the action's log names the tool
+    book = case(doc, "book-flight")
+    assert tool_names(book) == ["book_flight", "search_flights"]
+    trajectory = book["metrics"]["trajectory"]
+    assert trajectory["status"] == "failed" and trajectory["details"]["actual_tools"] == tool_names(book)
+    assert trajectory["details"]["results"][0]["problem"] == "book_flight not called after search_flights"
+    assert case(doc, "weather")["metrics"]["trajectory"]["status"] == "passed"
