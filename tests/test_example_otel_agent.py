@@ -37,3 +37,47 @@ def test_otel_agent_example(breakage: str, status: int, tmp_path: Path) -> None:
         assert "\n  book_flight  [tool]" in html and "\n  chat scripted-planner-1  [LLM]" in html
     else:
         assert "receiving OpenTelemetry traces" in output
+
+
+def test_a_conversations_turns_are_traced_one_by_one(tmp_path: Path) -> None:
+    """A conversation case against the example agent: each turn's call carries its own traceparent, each turn's
+    tools are checked on its own trace, and the conversation's trajectory on all of them in order."""
+    import socket
+
+    here = SCRIPT.parent
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        traces_port = sock.getsockname()[1]
+    (tmp_path / "cases.yaml").write_text(
+        "cases:\n"
+        "  - id: trip\n"
+        "    turns:\n"
+        "      - {user: Book me a flight from London to Paris, tools_should_include: [search_flights, book_flight]}\n"
+        "      - {user: What is the weather in Paris?, tools_should_include: [get_weather]}\n"
+        "    trajectory: {tools: [search_flights, book_flight, get_weather], order: exact, max_llm_calls: 4}\n")
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{traces_port}"}
+    port_file = tmp_path / "port"
+    agent = subprocess.Popen([sys.executable, str(here / "agent.py"), "--port", "0", "--port-file", str(port_file)],
+                             env=env)
+    try:
+        for _ in range(300):
+            if port_file.exists() and port_file.read_text():
+                break
+            import time
+
+            time.sleep(0.1)
+        run = subprocess.run(
+            [sys.executable, "-m", "evalgate", "run", "-d", "cases.yaml", "--target", "http", "--target-url",
+             f"http://127.0.0.1:{port_file.read_text()}/chat", "--traces", "--traces-port", str(traces_port),
+             "--progress", "none", "--output-dir", "out"], cwd=tmp_path, capture_output=True, text=True,
+            timeout=120, env=env)
+    finally:
+        agent.terminate()
+        agent.wait(timeout=30)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (case,) = json.loads((tmp_path / "out" / "results.json").read_text())["results"]
+    trace = case["answer"]["trace"]
+    assert trace["traces"] == 2
+    assert [(t["name"], t["turn"]) for t in trace["tools"]] == [
+        ("search_flights", 0), ("book_flight", 0), ("get_weather", 1)]
+    assert case["metrics"]["trajectory"]["status"] == "passed"

@@ -158,6 +158,11 @@ def test_span_text_is_redacted_and_cut() -> None:
     assert secret not in json.dumps(summary)
     assert arguments["token"] == "***"  # a secret-looking key is masked whole
     assert len(arguments["big"]) <= 501
+    huge = summarize(parse_json(json.dumps(export(json_span("00000000000000d2", "execute_tool t", {
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t",
+        "gen_ai.tool.call.arguments": json.dumps({f"k{i}": "v" * 400 for i in range(40)})})))))
+    cut = huge["tools"][0]["arguments"]
+    assert isinstance(cut, str) and len(cut) <= 2_001  # over 2,000 characters of JSON: kept as cut text
 
 
 @pytest.mark.parametrize(("expected", "actual", "order", "problem"), [
@@ -489,3 +494,25 @@ def test_a_bad_trajectory_is_one_line_naming_the_file(tmp_path: Path, trajectory
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2, run.stdout + run.stderr
     assert "cases.yaml:" in run.stderr and message in run.stderr and "Traceback" not in run.stderr
+
+
+def test_each_call_of_a_case_is_its_own_trace_and_turn() -> None:
+    collector = Collector()
+    scope = collector.open_case()
+    token = CURRENT.set(scope)
+    try:
+        first, second = trace_headers()["traceparent"], trace_headers()["traceparent"]
+    finally:
+        CURRENT.reset(token)
+    (_, trace_a, parent_a, _), (_, trace_b, parent_b, _) = first.split("-"), second.split("-")
+    assert trace_a != trace_b and collector.open_traces == 2
+    collector.add(parse_json(json.dumps(export(
+        json_span("00000000000000a1", "t1", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "one"},
+                  parent=parent_a, trace_id=trace_a, start=1, end=2),
+        json_span("00000000000000b1", "t2", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "two"},
+                  parent=parent_b, trace_id=trace_b, start=3, end=4)))))
+    assert collector.ready(scope)
+    spans, dropped = collector.release(scope)
+    summary = summarize(spans, turns=scope.turns, dropped=dropped)
+    assert [(t["name"], t["turn"]) for t in summary["tools"]] == [("one", 0), ("two", 1)]
+    assert summary["traces"] == 2 and collector.open_traces == 0

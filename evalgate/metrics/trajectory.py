@@ -103,6 +103,8 @@ def arguments_problem(entry: ToolArguments, calls: Sequence[Mapping[str, Any]]) 
         return f"{entry.tool} not called"
     recorded: list[Mapping[str, Any]] = [call["arguments"] for call in mine if isinstance(call.get("arguments"), Mapping)]
     if not recorded:
+        if any(isinstance(call.get("arguments"), str) for call in mine):
+            return f"arguments of {entry.tool} recorded as text, not a JSON object (or over 2,000 characters)"
         return f"arguments of {entry.tool} not recorded in the trace"
     for arguments in recorded:
         if entry.match and not subset(entry.match, arguments):

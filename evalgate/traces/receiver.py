@@ -173,7 +173,7 @@ def decode(body: bytes, content_type: str, content_encoding: str, max_bytes: int
     elif encoding not in ("", "identity"):
         raise Unsupported(f"Content-Encoding {encoding!r} is not supported (gzip or none)")
     kind = content_type.split(";", 1)[0].strip().lower()
-    if kind == PROTOBUF:
+    if kind in (PROTOBUF, "application/protobuf"):
         return parse_protobuf(body)
     if kind == JSON:
         return parse_json(body)
@@ -207,6 +207,8 @@ class Receiver:
         return f"http://{host}:{self.port}"
 
     async def start(self) -> None:
+        # the protobuf classes are imported now, not by the first export (≈ 60 ms that would hold the loop)
+        import opentelemetry.proto.collector.trace.v1.trace_service_pb2  # noqa: F401
         from aiohttp import web
 
         app = web.Application(client_max_size=self.max_request_bytes)
@@ -247,7 +249,7 @@ class Receiver:
             return web.Response(status=status, text=str(exc))
         self.collector.add(spans)
         stats.seconds += time.perf_counter() - started
-        if content_type.split(";", 1)[0].strip().lower() == PROTOBUF:
+        if content_type.split(";", 1)[0].strip().lower() in (PROTOBUF, "application/protobuf"):
             return web.Response(body=b"", content_type=PROTOBUF)
         return web.Response(text="{}", content_type=JSON)
 

@@ -30,6 +30,8 @@ from evalgate.traces.spans import Span
 
 TEXT_CHARS = 500
 """Characters kept of each text read from a span (argument values, names, error messages)."""
+ARGUMENT_CHARS = 2_000
+"""Largest JSON text of one call's arguments kept as a value; longer ones are kept as cut text."""
 MAX_TREE_ROWS = 200
 MAX_ERRORS = 20
 MAX_ITEMS = 200
@@ -43,27 +45,34 @@ def _text(value: Any) -> str:
     return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS] + "…"
 
 
-def _cut_values(value: Any) -> Any:
+def _cut_values(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str):
         return value if len(value) <= TEXT_CHARS else value[:TEXT_CHARS] + "…"
+    if depth >= 8 and isinstance(value, Mapping | list):
+        return "…"
     if isinstance(value, Mapping):
-        return {str(k)[:TEXT_CHARS]: _cut_values(v) for k, v in list(value.items())[:50]}
+        return {str(k)[:TEXT_CHARS]: _cut_values(v, depth + 1) for k, v in list(value.items())[:50]}
     if isinstance(value, list):
-        return [_cut_values(v) for v in value[:50]]
+        return [_cut_values(v, depth + 1) for v in value[:50]]
     return value
 
 
 def arguments_of(value: Any) -> Any:
-    """Tool arguments as recorded (a JSON text or a mapping) → a redacted, size-bounded JSON value; text that
-    is not JSON stays text."""
+    """Tool arguments as recorded (a JSON text or a mapping) → a redacted, size-bounded JSON value (strings
+    cut to ``TEXT_CHARS``, 50 items and 8 levels); text that is not JSON, or arguments whose JSON exceeds
+    ``ARGUMENT_CHARS``, stay (cut) text."""
     if value is None:
         return None
     if isinstance(value, str):
+        if len(value) > 20 * ARGUMENT_CHARS:
+            return _text(value)
         try:
             value = json.loads(value)
         except (json.JSONDecodeError, RecursionError):
             return _text(value)
-    return _cut_values(redact_mapping(value))
+    kept = _cut_values(redact_mapping(value))
+    text = json.dumps(kept, ensure_ascii=False)
+    return kept if len(text) <= ARGUMENT_CHARS else text[:ARGUMENT_CHARS] + "…"
 
 
 def kind_of(span: Span) -> str:
@@ -260,3 +269,33 @@ def agent_names(trace: Mapping[str, Any] | None) -> list[str] | None:
     if not trace or not trace.get("spans"):
         return None
     return [str(name) for name in trace.get("agents") or []]
+
+
+def merge_traces(traces: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:
+    """One summary for several calls' summaries (a conversation's turns, in order): lists joined (within
+    their caps), counts, tokens and durations added; None when no call had a trace."""
+    given = [t for t in traces if t]
+    if not given:
+        return None
+    if len(given) == 1:
+        return dict(given[0])
+
+    def joined(name: str, cap: int) -> list[Any]:
+        return [item for t in given for item in t.get(name) or []][:cap]
+
+    def added(name: str) -> Any:
+        return sum(t.get(name) or 0 for t in given)
+
+    sources = {t.get("tools_from") for t in given} - {None}
+    return {
+        "source": given[0].get("source", "otlp"), "traces": added("traces"), "spans": added("spans"),
+        "dropped_spans": added("dropped_spans"), "agents": joined("agents", MAX_ITEMS),
+        "tools": joined("tools", MAX_ITEMS),
+        "tools_from": "tool_spans" if "tool_spans" in sources else ("llm_tool_calls" if sources else None),
+        "tool_calls": added("tool_calls"), "failed_tools": added("failed_tools"),
+        "llm_calls": joined("llm_calls", MAX_ITEMS), "llm_call_count": added("llm_call_count"),
+        "steps": added("steps"),
+        "tokens": {key: sum((t.get("tokens") or {}).get(key, 0) for t in given) for key in ("input", "output", "total")},
+        "errors": joined("errors", MAX_ERRORS), "duration_ms": round(added("duration_ms"), 3),
+        "tree": joined("tree", MAX_TREE_ROWS),
+    }
