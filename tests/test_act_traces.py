@@ -8,9 +8,11 @@ the wrong one.
   from the configured index or mirror) and installed with ``--no-index`` in the build: no network in the
   image build.
 * The workflow is ``tests/fixtures/act/otel-traces.yml``: the container action (``uses: ./``) with
-  ``EVALGATE_TRACES_HOST=0.0.0.0`` and the example's config (``traces: true``); the service exports to
-  ``http://otel-gate:4318`` — the job container's name on the job's network, whose network namespace act
-  runs the container action in.
+  ``EVALGATE_TRACES_HOST=0.0.0.0`` and the example's config (``traces: true``). The service exports to
+  ``http://otel-gate:4318`` — the job container's name on the job's network, in whose network namespace
+  act runs the container action (the SDK's standard configuration, act only) — or to
+  ``http://{peer}:4318``: the agent's exporter is made at its first request, for the caller's address
+  (the action's container; what works on GitHub too).
 * ``BREAK=order`` (the workflow's ``break`` input) makes the agent book before it searches.
 
 Marked ``docker`` and ``slow`` like tests/test_act_workflows.py; skipped with the reason without
@@ -100,12 +102,21 @@ def tail(text: str, lines: int = 80) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def run_gate(tmp_path: Path, breakage: str) -> tuple[Any, dict[str, Any]]:
-    """Run the workflow with the agent's ``BREAK``; the act run and the action's results.json."""
+BY_NAME = "http://otel-gate:4318"
+BY_PEER = "http://{peer}:4318"
+
+
+def run_gate(tmp_path: Path, breakage: str, endpoint: str, *, loopback: bool = False) -> tuple[Any, dict[str, Any]]:
+    """Run the workflow with the agent's ``BREAK`` and endpoint; the act run and the action's results.json.
+    ``loopback``: without ``EVALGATE_TRACES_HOST`` (the receiver on its default, 127.0.0.1)."""
     repo = repository_copy(tmp_path / "repo")
-    (repo / ".github" / "workflows" / "otel-traces.yml").write_text(WORKFLOW.read_text(encoding="utf-8"),
-                                                                     encoding="utf-8")
-    run = run_act(repo, "workflow_dispatch", "otel-traces.yml", "otel-gate", extra=["--input", f"break={breakage}"])
+    workflow = WORKFLOW.read_text(encoding="utf-8")
+    if loopback:
+        host = "          EVALGATE_TRACES_HOST: 0.0.0.0"
+        assert host in workflow
+        workflow = workflow.replace(host, "          EVALGATE_TRACES_GRACE_SECONDS: 1")
+    (repo / ".github" / "workflows" / "otel-traces.yml").write_text(workflow, encoding="utf-8")
+    run = run_act(repo, "workflow_dispatch", "otel-traces.yml", "otel-gate", extra=["--input", f"break={breakage}", "--input", f"endpoint={endpoint}"])
     results = repo / "evalgate-results" / "results.json"
     assert results.is_file(), tail(run.output)
     return run, json.loads(results.read_text(encoding="utf-8"))
@@ -119,8 +130,9 @@ def tool_names(result: dict[str, Any]) -> list[str]:
     return [tool["name"] for tool in result["answer"]["trace"]["tools"]]
 
 
-def test_services_sdk_agent_passes_the_trajectory_gate_through_the_action(tmp_path: Path) -> None:
-    run, doc = run_gate(tmp_path, "")
+@pytest.mark.parametrize("endpoint", [BY_NAME, BY_PEER], ids=["by-name", "by-peer"])
+def test_services_sdk_agent_passes_the_trajectory_gate_through_the_action(endpoint: str, tmp_path: Path) -> None:
+    run, doc = run_gate(tmp_path, "", endpoint)
     assert run.succeeded("otel-gate"), tail(run.output)
     traces = doc["metadata"]["traces"]
     # 2 cases: book-flight = invoke_agent + 3 chat + 2 tools, weather = invoke_agent + chat + tool
@@ -136,7 +148,7 @@ def test_services_sdk_agent_passes_the_trajectory_gate_through_the_action(tmp_pa
 
 
 def test_services_sdk_agent_in_the_wrong_order_fails_the_gate_naming_the_tool(tmp_path: Path) -> None:
-    run, doc = run_gate(tmp_path, "order")
+    run, doc = run_gate(tmp_path, "order", BY_NAME)
     assert not run.succeeded("otel-gate") and run.returncode != 0
     assert "exit with `FAILURE`: 1" in run.output, tail(run.output)  # the action's exit status: the gate, not an error (2)
     reason = ("book_flight not called after search_flights: expected search_flights → book_flight (subsequence), "
@@ -148,3 +160,13 @@ def test_services_sdk_agent_in_the_wrong_order_fails_the_gate_naming_the_tool(tm
     assert trajectory["status"] == "failed" and trajectory["details"]["actual_tools"] == tool_names(book)
     assert trajectory["details"]["results"][0]["problem"] == "book_flight not called after search_flights"
     assert case(doc, "weather")["metrics"]["trajectory"]["status"] == "passed"
+
+
+def test_receiver_on_loopback_in_the_action_gets_no_spans_and_the_gate_does_not_pass(tmp_path: Path) -> None:
+    """The settings matter: a receiver left on loopback in the action's container is out of the service's
+    reach; the trajectories are errored (no evidence), never passed."""
+    run, doc = run_gate(tmp_path, "", BY_NAME, loopback=True)
+    assert not run.succeeded("otel-gate") and "exit with `FAILURE`: 1" in run.output, tail(run.output)
+    assert doc["metadata"]["traces"]["requests"] == 0 and doc["metadata"]["traces"]["spans"] == 0
+    assert doc["summary"]["total_errored"] == 2 and doc["summary"]["total_passed"] == 0, doc["summary"]
+    assert "no spans were received for this case" in case(doc, "book-flight")["metrics"]["trajectory"]["reason"]

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -30,9 +31,26 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 # -- the few lines of instrumentation: a tracer provider exporting OTLP/HTTP, in short batches ----------
 provider = TracerProvider(resource=Resource.create({"service.name": "travel-agent"}))
-provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(), schedule_delay_millis=50))
+ENDPOINT = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+if "{peer}" not in ENDPOINT:
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(), schedule_delay_millis=50))
 trace.set_tracer_provider(provider)
 tracer = trace.get_tracer("travel-agent")
+
+# -- only for a `services:` agent in GitHub Actions: `{peer}` in the endpoint is the first caller's address,
+# i.e. the action's container, which has no name a service could export to (docs/traces.md, In the Action)
+_peer_lock = threading.Lock()
+_peer_exporting = False
+
+
+def export_to_peer(address: str) -> None:
+    global _peer_exporting
+    with _peer_lock:
+        if not _peer_exporting:
+            host = f"[{address}]" if ":" in address else address
+            url = ENDPOINT.replace("{peer}", host).rstrip("/") + "/v1/traces"
+            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=url), schedule_delay_millis=50))
+            _peer_exporting = True
 
 MODEL = "scripted-planner-1"
 
@@ -80,6 +98,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        if "{peer}" in ENDPOINT:
+            export_to_peer(self.client_address[0])
         # the caller's traceparent makes this request's spans part of its trace (evalgate: one per case)
         with tracer.start_as_current_span("invoke_agent travel-agent", context=extract(dict(self.headers)),
                                           kind=trace.SpanKind.SERVER) as span:
