@@ -37,8 +37,9 @@ if "{peer}" not in ENDPOINT:
 trace.set_tracer_provider(provider)
 tracer = trace.get_tracer("travel-agent")
 
-# -- only for a `services:` agent in GitHub Actions: `{peer}` in the endpoint is the first caller's address,
-# i.e. the action's container, which has no name a service could export to (docs/traces.md, In the Action)
+# -- only for a `services:` agent in GitHub Actions: `{peer}` in the endpoint is the address of the first
+# caller that sent a traceparent, i.e. the action's container, which has no name a service could export to
+# (docs/traces.md, In the Action)
 _peer_lock = threading.Lock()
 _peer_exporting = False
 
@@ -98,8 +99,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        if "{peer}" in ENDPOINT:
-            export_to_peer(self.client_address[0])
+        if "{peer}" in ENDPOINT and self.headers.get("traceparent"):
+            export_to_peer(self.client_address[0])  # the first traced caller: evalgate, not a health probe
         # the caller's traceparent makes this request's spans part of its trace (evalgate: one per case)
         with tracer.start_as_current_span("invoke_agent travel-agent", context=extract(dict(self.headers)),
                                           kind=trace.SpanKind.SERVER) as span:
