@@ -35,12 +35,16 @@ from typing import Any
 
 import pytest
 
-from tests.act_support import TIMINGS, act_unavailable, prepare_images, repository_copy, run_act
-from tests.docker_support import LOCAL_BASE, REPO_ROOT
+from tests.act_support import TIMINGS, act_unavailable, repository_copy, run_act, runner_image
+from tests.docker_support import LOCAL_BASE, REPO_ROOT, action_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
 AGENT_IMAGE = "evalgate-otel-agent:act"
+ACTION_IMAGE = f"evalgate-act-traces:{hashlib.sha256(str(REPO_ROOT).encode()).hexdigest()[:12]}"
+"""The action's image built from this tree under a tag of its own, which the repository copy's action.yml
+runs: the shared ``ghcr.io/evalgate/evalgate:<version>`` tag may be rebuilt from another checkout on the
+same engine while this test runs."""
 AGENT_SOURCE = REPO_ROOT / "examples" / "otel-agent" / "agent.py"
 WORKFLOW = Path(__file__).resolve().parent / "fixtures" / "act" / "otel-traces.yml"
 SDK_PACKAGES = ("opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http")
@@ -87,12 +91,25 @@ def agent_image() -> str:
     return AGENT_IMAGE
 
 
+def build_action_image() -> str:
+    """The Dockerfile built as tests.docker_support.build_release_image builds it (layers shared), tagged
+    :data:`ACTION_IMAGE`."""
+    started = time.perf_counter()
+    done = subprocess.run(["docker", "build", "--build-arg", f"PYTHON_IMAGE={LOCAL_BASE}", "-t", ACTION_IMAGE,
+                           str(REPO_ROOT)], capture_output=True, text=True, timeout=1500, check=False)
+    TIMINGS["action image build"] = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError("docker build failed:\n" + (done.stdout + done.stderr)[-4000:])
+    return ACTION_IMAGE
+
+
 @pytest.fixture(scope="module", autouse=True)
 def images() -> Iterator[None]:
     reason = act_unavailable()
     if reason:
         pytest.skip(reason)
-    prepare_images()
+    runner_image()
+    build_action_image()
     agent_image()
     yield
     print("\nact timings: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in TIMINGS.items()))
@@ -116,7 +133,13 @@ def run_gate(tmp_path: Path, breakage: str, endpoint: str, *, loopback: bool = F
         assert host in workflow
         workflow = workflow.replace(host, "          EVALGATE_TRACES_GRACE_SECONDS: 1")
     (repo / ".github" / "workflows" / "otel-traces.yml").write_text(workflow, encoding="utf-8")
+    action = repo / "action.yml"
+    published = f"image: docker://{action_image()}"
+    assert published in action.read_text(encoding="utf-8")
+    action.write_text(action.read_text(encoding="utf-8").replace(published, f"image: docker://{ACTION_IMAGE}"),
+                      encoding="utf-8")
     run = run_act(repo, "workflow_dispatch", "otel-traces.yml", "otel-gate", extra=["--input", f"break={breakage}", "--input", f"endpoint={endpoint}"])
+    assert f"docker run image={ACTION_IMAGE}" in run.output, tail(run.output)
     results = repo / "evalgate-results" / "results.json"
     assert results.is_file(), tail(run.output)
     return run, json.loads(results.read_text(encoding="utf-8"))
