@@ -3,16 +3,18 @@ nektos/act (tests/act_support.py): the gate passes on the right tool order and f
 the wrong one.
 
 * The agent is ``examples/otel-agent/agent.py`` (opentelemetry-sdk, BatchSpanProcessor,
-  OTLPSpanExporter over OTLP/HTTP protobuf) in the image ``evalgate-otel-agent:act``: ``python:3.12-slim``
-  plus the SDK's wheels, downloaded by pip on the host (the same versions as this test environment's,
+  OTLPSpanExporter over OTLP/HTTP protobuf) in the image ``evalgate-otel-agent:<recipe hash>``:
+  ``python:3.12-slim`` plus the SDK's wheels, downloaded by pip on the host (the same versions as this test environment's,
   from the configured index or mirror) and installed with ``--no-index`` in the build: no network in the
   image build.
 * The workflow is ``tests/fixtures/act/otel-traces.yml``: the container action (``uses: ./``) with
   ``EVALGATE_TRACES_HOST=0.0.0.0`` and the example's config (``traces: true``). The service exports to
   ``http://otel-gate:4318`` — the job container's name on the job's network, in whose network namespace
   act runs the container action (the SDK's standard configuration, act only) — or to
-  ``http://{peer}:4318``: the agent's exporter is made at its first request, for the caller's address
-  (the action's container; what works on GitHub too).
+  ``http://{peer}:4318``: the agent's exporter is made at the first request carrying a ``traceparent``,
+  for that caller's address (the action's container; what works on GitHub too).
+* The action's image is built from this tree under a tag of its own (:data:`ACTION_IMAGE`), which the
+  repository copy's action.yml runs instead of the shared ``ghcr.io/evalgate/evalgate:<version>``.
 * ``BREAK=order`` (the workflow's ``break`` input) makes the agent book before it searches.
 
 Marked ``docker`` and ``slow`` like tests/test_act_workflows.py; skipped with the reason without
@@ -21,6 +23,7 @@ docker-local or act.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -40,15 +43,15 @@ from tests.docker_support import LOCAL_BASE, REPO_ROOT, action_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
-AGENT_IMAGE = "evalgate-otel-agent:act"
 ACTION_IMAGE = f"evalgate-act-traces:{hashlib.sha256(str(REPO_ROOT).encode()).hexdigest()[:12]}"
 """The action's image built from this tree under a tag of its own, which the repository copy's action.yml
 runs: the shared ``ghcr.io/evalgate/evalgate:<version>`` tag may be rebuilt from another checkout on the
 same engine while this test runs."""
 AGENT_SOURCE = REPO_ROOT / "examples" / "otel-agent" / "agent.py"
 WORKFLOW = Path(__file__).resolve().parent / "fixtures" / "act" / "otel-traces.yml"
+AGENT_PLACEHOLDER = "evalgate-otel-agent:act"
+"""The service's image in the workflow file, replaced by the tag :func:`agent_image` built."""
 SDK_PACKAGES = ("opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http")
-RECIPE_LABEL = "org.evalgate.otel-agent.recipe"
 AGENT_DOCKERFILE = f"""FROM {LOCAL_BASE}
 COPY wheels /tmp/wheels
 RUN pip install --no-cache-dir --no-index --find-links /tmp/wheels {{requirements}} && rm -rf /tmp/wheels
@@ -58,15 +61,16 @@ ENTRYPOINT ["python", "/opt/agent/agent.py", "--host", "0.0.0.0", "--port", "800
 """
 
 
+@functools.cache
 def agent_image() -> str:
-    """Build the agent's image unless one from the same recipe (Dockerfile, SDK versions, agent.py) exists."""
+    """``evalgate-otel-agent:<hash of the Dockerfile, SDK versions and agent.py>``, built unless it exists."""
     requirements = " ".join(f"{name}=={version(name)}" for name in SDK_PACKAGES)
     dockerfile = AGENT_DOCKERFILE.format(requirements=requirements)
     recipe = hashlib.sha256((dockerfile + AGENT_SOURCE.read_text(encoding="utf-8")).encode()).hexdigest()[:16]
-    found = subprocess.run(["docker", "image", "inspect", "--format", f'{{{{index .Config.Labels "{RECIPE_LABEL}"}}}}',
-                            AGENT_IMAGE], capture_output=True, text=True, timeout=60, check=False)
-    if found.returncode == 0 and found.stdout.strip() == recipe:
-        return AGENT_IMAGE
+    image = f"evalgate-otel-agent:{recipe}"
+    found = subprocess.run(["docker", "image", "inspect", image], capture_output=True, timeout=60, check=False)
+    if found.returncode == 0:
+        return image
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="otel-agent-image-") as context:
         root = Path(context)
@@ -83,12 +87,12 @@ def agent_image() -> str:
                                   capture_output=True, text=True, timeout=600, check=False)
         if download.returncode != 0:
             raise RuntimeError("pip download of the agent's SDK failed:\n" + download.stderr[-3000:])
-        built = subprocess.run(["docker", "build", "--label", f"{RECIPE_LABEL}={recipe}", "-t", AGENT_IMAGE, str(root)],
+        built = subprocess.run(["docker", "build", "-t", image, str(root)],
                                capture_output=True, text=True, timeout=900, check=False)
     TIMINGS["agent image build"] = time.perf_counter() - started
     if built.returncode != 0:
         raise RuntimeError("agent image build failed:\n" + (built.stdout + built.stderr)[-3000:])
-    return AGENT_IMAGE
+    return image
 
 
 def build_action_image() -> str:
@@ -128,6 +132,8 @@ def run_gate(tmp_path: Path, breakage: str, endpoint: str, *, loopback: bool = F
     ``loopback``: without ``EVALGATE_TRACES_HOST`` (the receiver on its default, 127.0.0.1)."""
     repo = repository_copy(tmp_path / "repo")
     workflow = WORKFLOW.read_text(encoding="utf-8")
+    assert f"image: {AGENT_PLACEHOLDER}" in workflow
+    workflow = workflow.replace(f"image: {AGENT_PLACEHOLDER}", f"image: {agent_image()}")
     if loopback:
         host = "          EVALGATE_TRACES_HOST: 0.0.0.0"
         assert host in workflow
