@@ -183,6 +183,9 @@ def test_services_sdk_agent_in_the_wrong_order_fails_the_gate_naming_the_tool(tm
     reason = ("book_flight not called after search_flights: expected search_flights → book_flight (subsequence), "
               "got book_flight → search_flights")
     assert reason in run.output, tail(run.output)  # the action's log names the tool
+    # the job summary (the PR comment's body, markdown-escaped) has it in one line of the failed case
+    summary_line = next(line for line in run.output.splitlines() if line.startswith("- ❌ `book-flight`"))
+    assert summary_line.endswith(reason.replace("_", "\\_")), summary_line
     book = case(doc, "book-flight")
     assert tool_names(book) == ["book_flight", "search_flights"]
     trajectory = book["metrics"]["trajectory"]
