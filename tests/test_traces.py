@@ -516,3 +516,19 @@ def test_each_call_of_a_case_is_its_own_trace_and_turn() -> None:
     summary = summarize(spans, turns=scope.turns, dropped=dropped)
     assert [(t["name"], t["turn"]) for t in summary["tools"]] == [("one", 0), ("two", 1)]
     assert summary["traces"] == 2 and collector.open_traces == 0
+
+
+def test_the_docs_trajectory_example_validates(tmp_path: Path) -> None:
+    import re
+    import subprocess
+    import sys
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "traces.md").read_text()
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", text, flags=re.S) if "trajectory:" in b]
+    assert blocks
+    import textwrap
+
+    (tmp_path / "cases.yaml").write_text(textwrap.dedent(blocks[0]))
+    run = subprocess.run([sys.executable, "-m", "evalgate", "validate", "-d", "cases.yaml"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -63,14 +63,18 @@ def arguments_of(value: Any) -> Any:
     ``ARGUMENT_CHARS``, stay (cut) text."""
     if value is None:
         return None
+    short = False
     if isinstance(value, str):
         if len(value) > 20 * ARGUMENT_CHARS:
             return _text(value)
+        short = len(value) <= ARGUMENT_CHARS // 2  # its JSON stays within ARGUMENT_CHARS: no need to measure
         try:
             value = json.loads(value)
         except (json.JSONDecodeError, RecursionError):
             return _text(value)
     kept = _cut_values(redact_mapping(value))
+    if short:
+        return kept
     text = json.dumps(kept, ensure_ascii=False)
     return kept if len(text) <= ARGUMENT_CHARS else text[:ARGUMENT_CHARS] + "…"
 
