@@ -532,3 +532,20 @@ def test_the_docs_trajectory_example_validates(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-m", "evalgate", "validate", "-d", "cases.yaml"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_a_run_whose_receiver_got_nothing_warns(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "cases.yaml").write_text("cases:\n  - {id: c, input: q, trajectory: {tools: [a]}}\n")
+    (tmp_path / "agent.py").write_text("import json, sys; json.load(sys.stdin); print(json.dumps({'output': 'x'}))\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "evalgate", "run", "-d", "cases.yaml", "--target", "command", "--target-command",
+         json.dumps([sys.executable, "agent.py"]), "--traces", "--traces-port", "0", "--progress", "none",
+         "--output-dir", "out"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**__import__("os").environ, "EVALGATE_TRACES_GRACE_SECONDS": "0.2"})
+    assert run.returncode == 1, run.stdout + run.stderr  # the trajectory errored: no spans
+    assert "traces: no span arrived at http://127.0.0.1:" in run.stderr
+    document = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert "no spans were received for this case" in document["results"][0]["metrics"]["trajectory"]["reason"]

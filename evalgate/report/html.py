@@ -36,6 +36,7 @@ from evalgate.report.view import (
     failing_first,
     flaky_from_records,
     format_number,
+    format_p,
     format_percent,
     format_signed,
     format_usd,
@@ -80,7 +81,7 @@ def _template() -> jinja2.Template:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(num=format_value, signed=format_signed, pct=format_percent, usd=format_usd)
+    env.filters.update(num=format_value, signed=format_signed, pct=format_percent, usd=format_usd, pval=format_p)
     return env.get_template(TEMPLATE_NAME)
 
 

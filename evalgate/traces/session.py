@@ -49,6 +49,19 @@ class TraceSession:
         return (f"receiving OpenTelemetry traces on {self.receiver.endpoint}/v1/traces "
                 f"(listening on {self.receiver.host}:{self.receiver.port})")
 
+    def silence_warning(self) -> str | None:
+        """The warning for a run whose receiver got no span at all (an agent not exporting, or exporting
+        elsewhere), else None."""
+        if self.receiver is None or self.collector is None:
+            return None
+        stats = self.collector.stats
+        if stats.spans or stats.ignored_spans or stats.dropped_spans:
+            return None
+        why = (f"{stats.rejected_requests} export request(s) were rejected" if stats.rejected_requests
+               else "nothing was exported to it")
+        return (f"traces: no span arrived at {self.receiver.endpoint}/v1/traces during the run ({why}); is the "
+                "agent's OTEL_EXPORTER_OTLP_ENDPOINT pointing there? (docs/traces.md)")
+
     def describe(self) -> dict[str, Any]:
         """What results.json's ``metadata.traces`` records: the endpoint and the receiver's counters."""
         if self.receiver is None or self.collector is None:

@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from evalgate.safety.redact import redact, redact_mapping
+from evalgate.safety.redact import MASK, looks_secret, redact
 from evalgate.traces.spans import Span
 
 TEXT_CHARS = 500
@@ -45,15 +45,22 @@ def _text(value: Any) -> str:
     return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS] + "…"
 
 
-def _cut_values(value: Any, depth: int = 0) -> Any:
-    if isinstance(value, str):
-        return value if len(value) <= TEXT_CHARS else value[:TEXT_CHARS] + "…"
-    if depth >= 8 and isinstance(value, Mapping | list):
-        return "…"
-    if isinstance(value, Mapping):
-        return {str(k)[:TEXT_CHARS]: _cut_values(v, depth + 1) for k, v in list(value.items())[:50]}
-    if isinstance(value, list):
-        return [_cut_values(v, depth + 1) for v in value[:50]]
+def _clean(value: Any, depth: int = 0) -> Any:
+    """A JSON value redacted and bounded in one pass (as ``safety.redact.redact_mapping`` then a cut):
+    strings redacted and cut to ``TEXT_CHARS``, values under secret-looking keys masked, at most 50 items a
+    level and 8 levels."""
+    kind = type(value)
+    if kind is str:
+        text = redact(value)
+        return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS] + "…"
+    if kind is dict or kind is list or isinstance(value, Mapping | list | tuple):
+        if depth >= 8:
+            return "…"
+        if kind is dict or isinstance(value, Mapping):
+            return {str(k)[:TEXT_CHARS]: (MASK if looks_secret(str(k)) and v not in (None, "", False)
+                                          else _clean(v, depth + 1))
+                    for k, v in list(value.items())[:50]}
+        return [_clean(v, depth + 1) for v in list(value)[:50]]
     return value
 
 
@@ -72,7 +79,7 @@ def arguments_of(value: Any) -> Any:
             value = json.loads(value)
         except (json.JSONDecodeError, RecursionError):
             return _text(value)
-    kept = _cut_values(redact_mapping(value))
+    kept = _clean(value)
     if short:
         return kept
     text = json.dumps(kept, ensure_ascii=False)
@@ -102,8 +109,9 @@ def _first(attributes: Mapping[str, Any], *names: str) -> Any:
 
 
 def _tokens(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
+    kind = type(value)
+    if kind is not int and kind is not float:
+        return None  # bools, texts, missing
     return int(value) if value >= 0 else None
 
 
@@ -151,6 +159,16 @@ def summarize(spans: Sequence[Span], *, turns: Mapping[str, int] | None = None, 
     only that is recorded); ``steps`` = tool executions + LLM calls."""
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
     turn_of = dict(turns or {})
+    seen_texts: dict[str, str] = {}
+
+    def text_of(value: Any) -> str:
+        """``_text`` memoised for this trace (span names, models and providers repeat)."""
+        key = str(value)
+        cleaned = seen_texts.get(key)
+        if cleaned is None:
+            cleaned = seen_texts[key] = _text(key)
+        return cleaned
+
     agents: list[str] = []
     tools: list[dict[str, Any]] = []
     requested: list[dict[str, Any]] = []
@@ -162,7 +180,7 @@ def summarize(spans: Sequence[Span], *, turns: Mapping[str, int] | None = None, 
     labels: dict[str, str] = {}
     for span in ordered:
         kind = kinds[span.span_id] = kind_of(span)
-        label = labels[span.span_id] = _text(span_label(span, kind))
+        label = labels[span.span_id] = text_of(span_label(span, kind))
         attributes = span.attributes
         turn = turn_of.get(span.trace_id, 0)
         if (span.failed or span.exception) and len(errors) < MAX_ERRORS:
@@ -194,13 +212,13 @@ def summarize(spans: Sequence[Span], *, turns: Mapping[str, int] | None = None, 
                 total_only += total
             for name, arguments in requested_tool_calls(span):
                 if len(requested) < MAX_ITEMS:
-                    requested.append({"name": _text(name), "arguments": arguments_of(arguments), "failed": False,
+                    requested.append({"name": text_of(name), "arguments": arguments_of(arguments), "failed": False,
                                       "error": None, "duration_ms": None, "turn": turn})
             if len(llm_calls) < MAX_ITEMS:
                 model = _first(attributes, "gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
                 provider = _first(attributes, "gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
-                llm_calls.append({"model": _text(model) if model is not None else None,
-                                  "provider": _text(provider) if provider is not None else None,
+                llm_calls.append({"model": text_of(model) if model is not None else None,
+                                  "provider": text_of(provider) if provider is not None else None,
                                   "input_tokens": prompt, "output_tokens": completion,
                                   "duration_ms": round(span.duration_ms, 3), "failed": span.failed, "turn": turn})
     tools_from = "tool_spans" if counts["tools"] else ("llm_tool_calls" if requested else None)
