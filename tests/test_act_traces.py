@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -39,7 +40,7 @@ from typing import Any
 import pytest
 
 from tests.act_support import TIMINGS, act_unavailable, repository_copy, run_act, runner_image
-from tests.docker_support import LOCAL_BASE, REPO_ROOT, action_image
+from tests.docker_support import LOCAL_BASE, REPO_ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -140,10 +141,9 @@ def run_gate(tmp_path: Path, breakage: str, endpoint: str, *, loopback: bool = F
         workflow = workflow.replace(host, "          EVALGATE_TRACES_GRACE_SECONDS: 1")
     (repo / ".github" / "workflows" / "otel-traces.yml").write_text(workflow, encoding="utf-8")
     action = repo / "action.yml"
-    published = f"image: docker://{action_image()}"
-    assert published in action.read_text(encoding="utf-8")
-    action.write_text(action.read_text(encoding="utf-8").replace(published, f"image: docker://{ACTION_IMAGE}"),
-                      encoding="utf-8")
+    text, swapped = re.subn(r"(?m)^  image: .*$", f"  image: docker://{ACTION_IMAGE}", action.read_text(encoding="utf-8"))
+    assert swapped == 1, "action.yml names one image"
+    action.write_text(text, encoding="utf-8")
     run = run_act(repo, "workflow_dispatch", "otel-traces.yml", "otel-gate", extra=["--input", f"break={breakage}", "--input", f"endpoint={endpoint}"])
     assert f"docker run image={ACTION_IMAGE}" in run.output, tail(run.output)
     results = repo / "evalgate-results" / "results.json"
