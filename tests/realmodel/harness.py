@@ -166,10 +166,14 @@ class Run:
 def run_evalgate(args: list[str], *, workdir: Path, judge_url: str | None, timeout: float = 900,
                  extra_env: dict[str, str] | None = None) -> Run:
     """``evalgate run ARGS`` in ``workdir`` with the local judge at ``judge_url``; results in ``workdir/out``."""
-    env = {**os.environ, "LOCAL_JUDGE_API_KEY": "any-string", **(extra_env or {})}
+    env = {**os.environ, "LOCAL_JUDGE_API_KEY": "any-string"}
     for name in [n for n in env if n.startswith("EVALGATE_") and not n.startswith("EVALGATE_REALMODEL")]:
         del env[name]  # the caller's settings must not leak in
     env["EVALGATE_JUDGE_SHARED_CACHE"] = "none"  # the user-level shared judge cache stays out of tests
+    # these runs test the evidence rules of a judge that gates; the real model's calibration (below the
+    # floor, so it may not gate) is tests/realmodel/test_calibration_real.py's
+    env["EVALGATE_CALIBRATION"] = "off"
+    env.update(extra_env or {})
     judge = ["--judge-provider", "local", "--judge-base-url", judge_url] if judge_url else []
     command = [*evalgate_command(), "run", *args, *judge, "--output-dir", str(workdir / "out"),
                "--progress", "plain", "--baseline", "none"]

@@ -18,6 +18,7 @@ import pytest
 from .harness import JudgeProxy, Run, free_port, run_evalgate
 
 REPO = Path(__file__).resolve().parents[2]
+HEALTH_REFUSED = re.compile(r"gave no reasoning|placeholder")
 GOLDEN = str(REPO / "datasets" / "golden-dataset")
 WIKIPEDIA = str(REPO / "datasets" / "wikipedia-agent")
 SLICE = 5
@@ -44,6 +45,7 @@ def describe(run: Run) -> str:
     rows = [f"{r['case']}/{r['metric']}: {r['status']} {r['method'] or ''} {(r['reason'] or '')[:100]}"
             for r in run.judged()]
     return (f"exit {run.returncode} in {run.seconds:.0f} s; reasons {run.reasons}\n" + "\n".join(rows)
+            + f"\ngate: {json.dumps((run.results or {}).get('gate'))}"
             + f"\nstderr tail: {run.stderr[-1500:]}")
 
 
@@ -104,7 +106,11 @@ def test_structured_output_makes_most_verdicts_readable(llama_server: str, tmp_p
     judged = run.judged()
     assert len(judged) >= 2 * SLICE, describe(run)
     first_try = [row for row in run.scored() if not row["repaired"]]
-    assert len(first_try) >= 0.9 * len(judged), describe(run)
+    # read but refused by the judge-health checks (#23: no reasoning, or the template's placeholder text):
+    # structured output made them readable; health keeps them from counting as evidence
+    unhealthy = [row for row in run.unavailable()
+                 if HEALTH_REFUSED.search(f"{row['reason'] or ''} {row['details'].get('judge_unavailable', '')}")]
+    assert len(first_try) + len(unhealthy) >= 0.9 * len(judged), describe(run)
     assert gate(run)["exit_code"] == run.returncode, describe(run)
 
 
