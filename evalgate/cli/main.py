@@ -68,7 +68,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--format", choices=["text", "json"],
                      help="json prints results.json to stdout (with one --compat seed: that seed's document)")
     out.add_argument("--compat", metavar="SEEDS",
-                     help="also produce these seeds' output shapes: seed000, seed001, seed004 (comma-separated): "
+                     help="turn on these in-house frameworks' dialects (seed000 … seed004, comma-separated) for "
+                          "cases without a kind, and produce their output shapes (seed000, seed001, seed004): "
                           "files beside results.json and the seed's console summary")
     out.add_argument("--output", dest="compat_output", metavar="FILE",
                      help="seed 004's --output: write seed 004's results document to FILE too")
@@ -277,7 +278,7 @@ def _print_outcome(outcome: Any, settings: Any, json_mode: bool) -> None:
     _print_notices(outcome.notices)
     if json_mode:
         printed = outcome.results_path
-        if len(settings.compat) == 1:
+        if len(settings.compat) == 1 and settings.compat[0] in outcome.compat_paths:
             printed = outcome.compat_paths[settings.compat[0]]
         sys.stdout.write(printed.read_text(encoding="utf-8"))
         warning = (outcome.document.get("baseline") or {}).get("warning")

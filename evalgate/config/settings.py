@@ -23,8 +23,9 @@ from evalgate.text.tokens import configure as configure_tokenizer
 
 JudgeProvider = Literal["none", "openai", "gemini", "ollama", "local"]
 TARGET_KINDS: tuple[str, ...] = ("recorded", "http", "openai", "command")
-CompatSeed = Literal["seed000", "seed001", "seed004"]
+CompatSeed = Literal["seed000", "seed001", "seed002", "seed003", "seed004"]
 COMPAT_ALIASES: dict[str, str] = {"000": "seed000", "0": "seed000", "001": "seed001", "1": "seed001",
+                                  "002": "seed002", "2": "seed002", "003": "seed003", "3": "seed003",
                                   "004": "seed004", "4": "seed004"}
 """Other spellings of ``compat`` values."""
 
@@ -79,8 +80,9 @@ class Settings(BaseModel):
     db: str | None = None
     format: Literal["text", "json"] = "text"
     compat: list[CompatSeed] = Field(default_factory=list)
-    """Seeds whose output shapes are produced too (``report.compat``): files beside results.json, the seed's
-    console summary, and with ``format: json`` (one seed) the seed's document on stdout."""
+    """Seeds whose dialects apply to cases without a kind (``evalgate.dialects``) and whose output shapes are
+    produced too (``report.compat``: seeds 000, 001, 004): files beside results.json, the seed's console
+    summary, and with ``format: json`` (one seed) the seed's document on stdout."""
     compat_output: str | None = None
     """Another path for the (single) compat document: seed 004's ``--output results.json``."""
     compat_include_responses: bool = True
@@ -435,6 +437,13 @@ def _apply_implied(merged: dict[str, tuple[Any, str]], env: Mapping[str, str], n
     """Settings the seeds' spellings imply when nothing else sets them: ``FANVISE_API_URL`` selects the
     http target; a judge API key without a provider selects openai (seed 004's judge); seed 004's API
     (``--api-url`` or eval_config ``api.url``) takes ``EVAL_API_KEY`` as its bearer token."""
+    if any(origin.startswith("FANVISE_") for _, origin in merged.values()):
+        value, origin = merged.get("compat", ([], "FANVISE_* variables"))
+        seeds = value if isinstance(value, list) else _split_list(value)
+        if "seed002" not in seeds and "002" not in seeds:
+            merged["compat"] = ([*seeds, "seed002"], origin)
+            notices.append("FANVISE_* variables: seed 002's dialect is on for cases without a kind "
+                           "(its category → metric map; see docs/migrating.md)")
     url_origin = merged.get("target_url", (None, ""))[1]
     if url_origin == "FANVISE_API_URL" and "target" not in merged:
         merged["target"] = ("http", "FANVISE_API_URL")

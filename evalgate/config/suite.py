@@ -87,7 +87,8 @@ class SuiteConfig(BaseModel):
     name: str | None = None
     description: str | None = None
     kind: str | None = None
-    """The seed format of the suite's cases (``seed000`` … ``seed004``): their required fields are checked."""
+    """The seed format of the suite's cases (``seed000`` … ``seed004``): their required fields are checked and
+    that seed's dialect applies (``evalgate.dialects``); ``generic`` opts out of every dialect."""
     valid: dict[str, list[str] | None] = Field(default_factory=dict)
     """Field → allowed values (``null`` switches a kind's default set off), checked on every case."""
     metrics: list[MetricEntry] = Field(default_factory=list)
@@ -109,9 +110,9 @@ class SuiteConfig(BaseModel):
         if not isinstance(value, str):
             return value
         name = KIND_ALIASES.get(value.strip().lower(), value.strip().lower())
-        if name not in KIND_NAMES:
-            raise ValueError(f"unknown kind {value!r}{did_you_mean(value, [*KIND_NAMES, *KIND_ALIASES])}; "
-                             f"choose one of {', '.join(KIND_NAMES)}")
+        if name not in (*KIND_NAMES, "generic"):
+            raise ValueError(f"unknown kind {value!r}{did_you_mean(value, [*KIND_NAMES, 'generic', *KIND_ALIASES])}; "
+                             f"choose one of {', '.join(KIND_NAMES)} or generic")
         return name
 
     @field_validator("valid", mode="before")

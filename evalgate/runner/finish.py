@@ -202,13 +202,14 @@ def write_compat_documents(settings: Settings, results_path: Path, cwd: Path | N
     extra = Path(settings.compat_output) if settings.compat_output else None
     if extra is not None and not extra.is_absolute():
         extra = (cwd or Path.cwd()) / extra
-    for seed in settings.compat:
+    shaped = [seed for seed in settings.compat if seed in COMPAT_FILES]  # seeds 002 and 003 have no document
+    for seed in shaped:
         text = json.dumps(compat_document(seed, document, settings.compat_include_responses), indent=2,
                           ensure_ascii=False) + "\n"
         path = results_path.parent / COMPAT_FILES[seed]
         path.write_text(redact(text), encoding="utf-8")
         written[seed] = path
-        if extra is not None and (seed == "seed004" or len(settings.compat) == 1):
+        if extra is not None and (seed == "seed004" or len(shaped) == 1):
             try:
                 extra.parent.mkdir(parents=True, exist_ok=True)
                 extra.write_text(redact(text), encoding="utf-8")

@@ -13,7 +13,8 @@ from evalgate.config.options import MetricOptions
 from evalgate.config.settings import Settings
 from evalgate.dataset.stream import SelectedCases
 from evalgate.errors import UserError
-from evalgate.metrics.judged import default_category_metrics
+from evalgate.dialects import OWNER, active_dialects, threshold_layer, triggered
+from evalgate.dialects import category_map as dialect_category_map
 from evalgate.metrics.registry import Metric, all_metrics
 from evalgate.model import Case, Threshold
 from evalgate.runner.engine import CasePlan
@@ -96,8 +97,12 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
     user_layers = list(layers)  # what the user set: each name must concern some case of the run
     if catalog.declared_thresholds:
         layers.insert(0, (catalog.declared_thresholds, "metric declarations"))
+    compat = tuple(settings.compat)
+    seed_defaults = threshold_layer({*scanned.dialects, *compat})
+    if seed_defaults:  # below everything the user set: a seed's minimums for runs that include its cases
+        layers.insert(0, (seed_defaults, "the seed dialects' default thresholds"))
     thresholds = resolve_thresholds(metrics, layers)
-    plan_for = make_planner(metrics, global_suite, suites, catalog)
+    plan_for = make_planner(metrics, global_suite, suites, catalog, compat=compat)
     files = [file.as_metadata() for file in scanned.files]
     selected = choose is not None and len(scanned.cases) < scanned.total
     notices = check_names_match(scanned.cases, plan_for, user_layers, global_suite, suites, selected=selected,
@@ -204,7 +209,7 @@ def _check_metric_names(metrics: Mapping[str, Metric], global_suite: Any, suites
 
 
 def make_planner(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any],
-                 catalog: Catalog | None = None) -> Callable[[Case], CasePlan]:
+                 catalog: Catalog | None = None, *, compat: Iterable[str] = ()) -> Callable[[Case], CasePlan]:
     """Return ``plan_for(case)``: the metrics that apply to the case, dependencies first.
 
     Built-in metrics are planned per ``case_shape``: cases of one shape get the same plan (a 100k-case
@@ -212,7 +217,7 @@ def make_planner(metrics: Mapping[str, Metric], global_suite: Any, suites: Mappi
     Metrics marked ``per_case`` (the user's own: their ``applies`` may read any value) never enter that
     cache: they are added for each case by ``catalog`` (``_with_user_metrics``)."""
     shaped = {name: metric for name, metric in metrics.items() if not metric.per_case}
-    plan_uncached = make_uncached_planner(shaped, global_suite, suites)
+    plan_uncached = make_uncached_planner(shaped, global_suite, suites, compat=compat)
     plans: dict[tuple[Any, ...], CasePlan] = {}
 
     def plan_shaped(case: Case) -> CasePlan:
@@ -270,9 +275,14 @@ def _with_user_metrics(plan_shaped: Callable[[Case], CasePlan], catalog: Catalog
 
 
 def make_uncached_planner(metrics: Mapping[str, Metric], global_suite: Any,
-                          suites: Mapping[str, Any]) -> Callable[[Case], CasePlan]:
+                          suites: Mapping[str, Any], *, compat: Iterable[str] = ()) -> Callable[[Case], CasePlan]:
     """``plan_for(case)`` evaluating every metric's ``applies`` rule for each case (equal plans are
-    shared). Entries of ``metrics`` lists that are not in ``metrics`` (the user's own) are left out."""
+    shared). Entries of ``metrics`` lists that are not in ``metrics`` (the user's own) are left out.
+
+    Generic by default: a metric a seed's dialect owns runs by its ``applies`` rule only on cases of that
+    dialect, whose triggers and category map join too (``evalgate.dialects``); elsewhere only when named
+    (``metrics:``, ``category_metrics:``)."""
+    compat = tuple(compat)
     options_cache: dict[str | None, MetricOptions] = {}
     plan_cache: dict[tuple[Any, ...], CasePlan] = {}
 
@@ -288,10 +298,16 @@ def make_uncached_planner(metrics: Mapping[str, Metric], global_suite: Any,
     def plan_for(case: Case) -> CasePlan:
         suite = suites.get(case.suite) if case.suite else None
         options = options_for(case.suite)
-        names = {name for name, metric in metrics.items() if metric.applies_to(case, options)}
+        active = active_dialects(case, compat)
+        names = {name for name, metric in metrics.items()
+                 if (OWNER.get(name) is None or OWNER[name] in active) and metric.applies_to(case, options)}
+        if active:
+            names |= set(triggered(case, active))
         excluded: set[str] = set(global_suite.exclude_metrics or [])
         configs = [config for config in (global_suite, suite) if config is not None]
-        category_maps = [c.category_metrics for c in configs if c.category_metrics] or [default_category_metrics()]
+        category_maps = [c.category_metrics for c in configs if c.category_metrics]
+        if not category_maps and active:
+            category_maps = [dialect_category_map(active)]
         for category_map in category_maps:
             names |= set(category_map.get(case.category or "", []))
         for config in configs:
@@ -311,17 +327,18 @@ def make_uncached_planner(metrics: Mapping[str, Metric], global_suite: Any,
 PLAN_CACHE_SHAPES = 4096
 """Shapes remembered by ``make_planner`` (a few hundred bytes each)."""
 SHAPE_IGNORED = frozenset({"id", "index", "source_file", "source_line", "suite", "category", "metrics",
-                           "assertions"})
+                           "assertions", "dialect"})
 """Fields outside the filled-or-not part of ``case_shape`` (provenance, or kept whole)."""
 
 
 def case_shape(case: Case) -> tuple[Any, ...]:
-    """What decides a case's plan: suite, category, the case's own ``metrics`` list, and for every
+    """What decides a case's plan: suite, category, the case's own ``metrics`` list, its dialect, and for every
     other field set to a value how filled it is (``fill``).
 
     ``applies`` rules must depend on no more than this (the registry's contract; tests check every
     built-in metric against the uncached planner)."""
-    filled: list[Any] = [case.suite, case.category, None if case.metrics is None else tuple(case.metrics)]
+    filled: list[Any] = [case.suite, case.category, None if case.metrics is None else tuple(case.metrics),
+                         case.dialect]
     for name, value in vars(case).items():
         if value is not None and name not in SHAPE_IGNORED:
             filled.append(name)
