@@ -149,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection(validate)
     validate.add_argument("--format", choices=["text", "json"], help="json prints the summary as JSON")
     validate.add_argument("--metric-thresholds", metavar="JSON")
+    validate.add_argument("--explain", action="store_true", default=None,
+                          help="per case: the metrics that will run, their thresholds and why each applies")
+    validate.add_argument("--compat", metavar="SEEDS", help="in-house framework dialects on for cases without a kind")
     looked_up = validate.add_argument_group("judge cache (read only, to tell whether generated steps are cached)")
     looked_up.add_argument("--judge-provider", choices=["none", "openai", "gemini", "ollama", "local"])
     looked_up.add_argument("--judge-model", metavar="MODEL")
@@ -168,7 +171,7 @@ def _extra_verbs() -> list[Any]:
             publish.add_publish]
 
 
-NOT_SETTINGS = frozenset({"verb", "fixtures", "func", "ids", "api_url", "dry_run"})
+NOT_SETTINGS = frozenset({"verb", "fixtures", "func", "ids", "api_url", "dry_run", "explain"})
 
 
 def _cli_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str], list[str]]:
@@ -329,10 +332,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     values, origins, notices = _cli_values(args)
     settings, suite_config, _ = build_settings(cli=values, cli_origins=origins)
     _print_notices(notices + settings.notices)
-    return validate_and_report(settings, suite_config)
+    return validate_and_report(settings, suite_config, explain=bool(getattr(args, "explain", False)))
 
 
-def validate_and_report(settings: Any, suite_config: Any) -> int:
+def validate_and_report(settings: Any, suite_config: Any, *, explain: bool = False) -> int:
     """``evalgate validate`` once settings are built: prepare (validates everything), print the summary."""
     import json
 
@@ -345,8 +348,16 @@ def validate_and_report(settings: Any, suite_config: Any) -> int:
     summary["files"] = result.files
     summary["thresholds"] = result.thresholds
     summary["custom_metrics"] = result.custom_metrics
+    if explain:
+        summary["explain"] = result.explanation()
     if settings.format == "json":
         print(json.dumps(summary, indent=2, default=str))
+    elif explain:
+        from evalgate.report.view import format_threshold
+        from evalgate.runner.explain import render_explanation
+
+        print(render_explanation([(case, result.explain(case)) for case in result.selected], format_threshold))
+        print(f"OK: {result.cases} cases valid in {len(result.files)} file(s); no network call was made.")
     else:
         print(render_summary_text(summary))
         if result.custom_metrics:

@@ -87,6 +87,15 @@ class ValidationResult:
     """Counts by suite, category, difficulty, risk level, evolution type and tag."""
     notices: list[str] = field(default_factory=list)
     """One-line notices (a threshold that matches no selected case, …)."""
+    explain: Any = field(default=None, repr=False)
+    """``explain(case)`` → the case's metrics with thresholds and why each applies (``runner.explain``)."""
+    selected: Any = field(default=None, repr=False)
+    """The selected cases (iterable; streamed from the files when large)."""
+
+    def explanation(self) -> list[dict[str, Any]]:
+        """Per selected case: ``{id, source, kind, metrics: [{metric, threshold, threshold_from, why}]}``."""
+        return [{"id": case.id, "source": case.location, "kind": case.dialect, "metrics": self.explain(case)}
+                for case in self.selected or []]
 
 
 @dataclass(frozen=True)
@@ -246,6 +255,7 @@ def validate_settings(settings: Settings, suite_config: Mapping[str, Any], *, cw
         cases=len(prepared.cases), files=prepared.files,
         thresholds={name: t.model_dump() for name, t in sorted(prepared.thresholds.items())},
         custom_metrics=custom_metric_rows(settings, prepared, env), summary=summary, notices=list(prepared.notices),
+        explain=prepared.explain, selected=prepared.cases,
     )
 
 

@@ -58,6 +58,8 @@ class Prepared:
     """One-line notices for the edges to print (names that match no selected case in a subset run)."""
     user_metrics: dict[str, Metric] = field(default_factory=dict)
     """The user's own metrics (declared, code checks, plug-ins) by name."""
+    explain: Callable[[Case], list[dict[str, Any]]] | None = None
+    """Per case: each planned metric, its threshold and why it applies (``runner.explain``)."""
 
     @property
     def used_inline(self) -> set[str]:
@@ -100,15 +102,19 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
     compat = tuple(settings.compat)
     seed_defaults = threshold_layer({*scanned.dialects, *compat})
     if seed_defaults:  # below everything the user set: a seed's minimums for runs that include its cases
-        layers.insert(0, (seed_defaults, "the seed dialects' default thresholds"))
+        layers.insert(0, (seed_defaults, "a seed dialect's default"))
     thresholds = resolve_thresholds(metrics, layers)
     plan_for = make_planner(metrics, global_suite, suites, catalog, compat=compat)
     files = [file.as_metadata() for file in scanned.files]
     selected = choose is not None and len(scanned.cases) < scanned.total
     notices = check_names_match(scanned.cases, plan_for, user_layers, global_suite, suites, selected=selected,
                                 where_of=where_of)
+    from evalgate.runner.explain import make_explainer
+
+    origin = {name: where for mapping, where in layers for name in mapping}
+    explain = make_explainer(plan_for, thresholds, origin, global_suite, suites, compat, catalog.user)
     return Prepared(cases=scanned.cases, files=files, thresholds=thresholds, plan_for=plan_for, metrics=metrics,
-                    user_metrics=catalog.user, notices=notices)
+                    user_metrics=catalog.user, notices=notices, explain=explain)
 
 
 def suite_locator(suite_where: Mapping[str, str], cwd: Path) -> Callable[..., str]:
