@@ -144,7 +144,8 @@ def budget_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: float, c
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("EVALGATE_PRICES", json.dumps(PRICES))
     dataset = tmp_path / "cases.json"
-    dataset.write_text(json.dumps([{"id": f"c{i:02d}", "input": f"question {i}", "passing_criteria": "answers"}
+    dataset.write_text(json.dumps([{"id": f"c{i:02d}", "input": f"question {i}", "passing_criteria": "answers",
+                                    "metrics": ["relevancy"]}
                                    for i in range(cases)]))
     with AgentServer({"question": "an answer"}) as agent, \
             OpenAIServer(api_key=KEY, judge=Judge(score=0.9), latency_ms=30) as judge, \
