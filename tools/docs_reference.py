@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import itertools
 import re
 import sys
 from pathlib import Path
@@ -35,7 +36,7 @@ def _attribute_docs(path: Path, class_name: str) -> dict[str, str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == class_name:
             body = node.body
-            for first, second in zip(body, body[1:], strict=False):
+            for first, second in itertools.pairwise(body):
                 if (isinstance(first, ast.AnnAssign) and isinstance(first.target, ast.Name)
                         and isinstance(second, ast.Expr) and isinstance(second.value, ast.Constant)
                         and isinstance(second.value.value, str)):

@@ -41,10 +41,10 @@ def _split_list(value: Any) -> Any:
 
 
 DEFAULT_MAX_ANSWER_CHARS = 1_000_000
-"""Default of ``max_answer_chars``: longer answers are cut to this many characters (README: Security)."""
+"""Default of ``max_answer_chars``: longer answers are cut to this many characters (docs/secrets-and-limits.md)."""
 
 class Settings(BaseModel):
-    """Everything a run can be told. See the README's settings table for each field."""
+    """Everything a run can be told. Each field: docs/reference/settings.md."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
     _environment: dict[str, str] = PrivateAttr(default_factory=lambda: dict(os.environ))

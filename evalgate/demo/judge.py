@@ -8,6 +8,8 @@ format the prompt asks for, and answers with word-overlap verdicts:
   the reference is the fenced expected output, else the case's criteria, else the question; the
   candidate text is every other fenced block (answer, tools, context);
 * score-style prompts get ``coverage`` (0–1) or ``1 + 4 · coverage`` on the 1–5 scale;
+* evaluation-steps prompts (criteria without declared steps): one step per sentence or line of the
+  criteria ("Check that the answer …"), then steps for the empty answer and the score, 3 to 8 in all;
 * claim lists: each answer sentence is "supported" when ≥ half its terms occur in the context, else
   "unsupported"; chunk lists: a chunk is relevant when it shares ≥ 2 terms with the question and the
   expected output; statement lists: an expected-output sentence is attributable when ≥ half its terms
@@ -36,8 +38,12 @@ STOPWORDS = frozenset({
     "the", "and", "for", "with", "this", "that", "are", "was", "were", "you", "your", "his", "her", "him", "its",
     "from", "have", "has", "had", "not", "but", "into", "over", "than", "then", "they", "them", "their", "there",
     "what", "when", "which", "who", "whom", "will", "would", "should", "could", "does", "did", "about", "also",
+    # words of the criteria themselves, not of what they ask for
+    "answer", "answers", "says", "say", "states", "mentions", "response", "reply", "user", "question",
 })
 REFERENCE_LABELS = ("expected output", "reference", "verified answer summary", "reference answer")
+STEPS_CRITERIA = re.compile(r"criteria[^\n]*:\n(?P<text>.*?)(?:\n\s*\n|\Z)", re.S | re.I)
+MAX_STEPS = 8
 
 
 def terms(text: str) -> set[str]:
@@ -78,8 +84,23 @@ def candidate_text(fenced: dict[str, str]) -> str:
     return "\n".join(body for label, body in fenced.items() if label not in skip and body != "(empty)")
 
 
+def evaluation_steps(prompt: str) -> dict[str, Any]:
+    """Steps for a criteria-only metric: one check per criteria sentence, then how to score (3–8 steps)."""
+    found = STEPS_CRITERIA.search(prompt)
+    criteria = found.group("text").strip() if found else ""
+    parts = [part.strip(" -*\t") for line in criteria.splitlines() for part in re.split(r"(?<=[.!?;])\s+", line)]
+    checks = [f"Check that the answer meets this: {part.rstrip('.')}." for part in parts if terms(part)]
+    steps = [*checks[:MAX_STEPS - 2], "An empty or evasive answer meets none of the criteria.",
+             "Score by the share of the checks above the answer meets."]
+    while len(steps) < 3:
+        steps.insert(0, "Read the question and the answer in full.")
+    return {"reasoning": f"{len(checks)} check(s) read from the criteria", "steps": steps}
+
+
 def verdict(prompt: str) -> dict[str, Any]:
     """The JSON verdict for one evalgate judge prompt (see the module docstring)."""
+    if '"steps"' in prompt[-600:]:
+        return evaluation_steps(prompt)
     fenced = blocks(prompt)
     answer = fenced.get("answer", "")
     context = context_text(fenced)

@@ -1,7 +1,7 @@
 """The Python API: ``evalgate.run``, ``evalgate.validate`` and ``evalgate.compare`` (re-exported lazily by
 ``evalgate/__init__.py``; the CLI verbs wrap these functions).
 
-Keyword arguments are the settings (README "Settings": ``dataset``, ``config``, ``judge_provider``,
+Keyword arguments are the settings (docs/reference/settings.md: ``dataset``, ``config``, ``judge_provider``,
 ``metric_thresholds``, ``output_dir`` …) and take precedence over evalgate.yaml and ``EVALGATE_*``
 variables, exactly as CLI flags do. ``metrics=`` and ``thresholds=`` add to evalgate.yaml's suite-level
 ``metrics:`` / ``thresholds:``; ``metrics=`` may hold functions (code checks) and declarations (dicts).
@@ -39,7 +39,7 @@ class RunResult:
 
     passed: bool
     exit_code: int
-    """0 passed, 1 gate failed (or crashed), 130 interrupted (README "Exit status")."""
+    """0 passed, 1 gate failed (or crashed), 130 interrupted (docs/gate.md "Exit status")."""
     reasons: list[str]
     """Why the gate failed (empty when it passed)."""
     status: str

@@ -89,7 +89,7 @@ def _because(case: Case, dialect: str) -> str:
     return f"--compat {dialect}"
 
 
-def render_explanation(rows: Sequence[tuple[Case, list[dict[str, Any]]]], format_threshold: Callable[[Any], str]
+def render_explanation(rows: Sequence[tuple[Case, list[dict[str, Any]]]], format_threshold: Callable[[Any], str | None]
                        ) -> str:
     """Text for ``validate --explain``: each case, then one line per metric."""
     lines: list[str] = []
@@ -98,7 +98,7 @@ def render_explanation(rows: Sequence[tuple[Case, list[dict[str, Any]]]], format
         if not metrics:
             lines.append("  no metric runs on this case (add expectations, rules, metrics: or assert:)")
         for row in metrics:
-            threshold = format_threshold(row["threshold"]) if row["threshold"] else "informational"
+            threshold = format_threshold(row["threshold"]) or "informational"
             source = f" ({row['threshold_from']})" if row["threshold_from"] else ""
             lines.append(f"  {row['metric']:<20} {threshold}{source} — {row['why']}")
     return "\n".join(lines)

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 from evalgate.config.options import MetricOptions
 from evalgate.config.settings import Settings
 from evalgate.dataset.stream import SelectedCases
-from evalgate.errors import UserError
 from evalgate.dialects import OWNER, active_dialects, threshold_layer, triggered
 from evalgate.dialects import category_map as dialect_category_map
+from evalgate.errors import UserError
 from evalgate.metrics.registry import Metric, all_metrics
 from evalgate.model import Case, Threshold
 from evalgate.runner.engine import CasePlan

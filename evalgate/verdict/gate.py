@@ -1,6 +1,6 @@
 """The gate: thresholds, per-metric and per-case verdicts, and the run verdict. Pure functions only.
 
-Rules (documented in the README):
+Rules (documented in docs/gate.md):
 
 * a metric result passes when its value meets its threshold (``>=`` min, ``<=`` max); a metric with
   no threshold is informational and always passes;
