@@ -20,6 +20,8 @@ from typing import Any
 from evalgate.model import RISK_WEIGHTS, CaseResult, CaseStatus, MetricResult, MetricStatus
 
 BREAKDOWN_DIMENSIONS = ("suite", "category", "difficulty", "risk_level", "evolution_type", "tag")
+CRITICAL_REASONS = 5
+"""Reasons of a critical failure named in the gate's reason (the rest counted: "+N more")."""
 MAX_CRITICAL_LISTED = 200
 
 
@@ -221,7 +223,9 @@ class RunAggregate:
             self.critical_failure_count += 1
             if len(self.critical_failures) < MAX_CRITICAL_LISTED:
                 self.critical_failures.append(
-                    {"id": result.id, "status": status.value, "source": result.source, "reasons": result.reasons[:3]}
+                    {"id": result.id, "status": status.value, "source": result.source,
+                     "reasons": result.reasons[:CRITICAL_REASONS],
+                     "more_reasons": max(0, len(result.reasons) - CRITICAL_REASONS)}
                 )
         tallies = self.metrics
         valued: list[tuple[str, float]] = []
