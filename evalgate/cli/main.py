@@ -337,12 +337,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def validate_and_report(settings: Any, suite_config: Any, *, explain: bool = False) -> int:
     """``evalgate validate`` once settings are built: prepare (validates everything), print the summary."""
-    import json
-
-    from evalgate.dataset.summary import render_summary_text
     from evalgate.runner.api import validate_settings
 
     result = validate_settings(settings, suite_config)
+    try:
+        _print_validation(result, settings, explain)
+    except BrokenPipeError:  # the reader stopped reading (validate | head): the datasets are valid all the same
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _print_validation(result: Any, settings: Any, explain: bool) -> None:
+    import json
+
+    from evalgate.dataset.summary import render_summary_text
+
     _print_notices(result.notices)
     summary = dict(result.summary)
     summary["files"] = result.files
@@ -364,7 +373,6 @@ def validate_and_report(settings: Any, suite_config: Any, *, explain: bool = Fal
             print()
             print(render_custom_metrics(result.custom_metrics))
         print(f"OK: {result.cases} cases valid in {len(result.files)} file(s); no network call was made.")
-    return 0
 
 
 def render_custom_metrics(rows: list[dict[str, Any]]) -> str:

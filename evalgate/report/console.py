@@ -19,11 +19,20 @@ MAX_FLIPS_LISTED = 20
 MAX_FLAKY_LISTED = 20
 
 
+class _Console(Console):
+    """rich's console, except that a reader who stopped reading (``evalgate run | head -1``) raises
+    ``BrokenPipeError`` to the caller instead of rich's ``SystemExit(1)``: the exit status is the verdict's,
+    never the pipe's."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(32, "the reader closed the pipe")
+
+
 def make_console(stream: IO[str] | None = None) -> Console:
     stream = stream or sys.stdout
     tty = hasattr(stream, "isatty") and stream.isatty()
-    return Console(file=stream, force_terminal=tty, no_color=not tty, highlight=False, soft_wrap=True,
-                   width=None if tty else 120)
+    return _Console(file=stream, force_terminal=tty, no_color=not tty, highlight=False, soft_wrap=True,
+                    width=None if tty else 120)
 
 
 def _fmt(value: Any) -> str:
