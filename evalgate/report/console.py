@@ -346,6 +346,10 @@ def judge_hint(document: Mapping[str, Any]) -> str | None:
 
 
 
+WHY_LINES = 6
+"""Reasons printed per failed case; the rest are counted on one more line."""
+
+
 def render_failures(failures: list[dict[str, Any]], console: Console) -> None:
     """Failed and errored cases, critical first, each with its location and reasons."""
     if not failures:
@@ -355,10 +359,8 @@ def render_failures(failures: list[dict[str, Any]], console: Console) -> None:
     for failure in ordered[:MAX_FAILED_LISTED]:
         marker = "‼" if failure["risk_level"] == "critical" else "✗"
         console.print(f"  {marker} {failure['id']} [{failure['status']}] {failure['source']}", markup=False)
-        why = failure.get("why")
-        if why:  # the same one-line reasons as the PR comment
-            for line in why[:4]:
-                console.print(f"      - {line}", markup=False)
-            continue
-        for reason in failure["reasons"][:4]:
-            console.print(f"      - {reason}", markup=False)
+        lines = failure.get("why") or failure["reasons"]  # the same one-line reasons as the PR comment
+        for line in lines[:WHY_LINES]:
+            console.print(f"      - {line}", markup=False)
+        if len(lines) > WHY_LINES:  # never cut silently
+            console.print(f"      - +{len(lines) - WHY_LINES} more (results.json has every reason)", markup=False)

@@ -577,11 +577,14 @@ def why_line(name: str, value: Any, threshold: str | None, status: Any, details:
 
 
 def case_why(case: Mapping[str, Any], statuses: Collection[str] = ("failed", "errored", "unavailable")) -> list[str]:
-    """One ``why_line`` per problem metric of a case record, failed metrics first; the error when it errored."""
+    """One ``why_line`` per problem metric of a case record, failed metrics first (rules and safety before
+    quality scores, latency last: ``verdict.gate.reason_rank``); the error when it errored."""
+    from evalgate.verdict.gate import reason_rank
+
     rows = []
     for name, m in (case.get("metrics") or {}).items():
         if isinstance(m, Mapping) and m.get("status") in statuses:
-            rows.append((m.get("status") != "failed", why_line(str(name), m.get("value"),
+            rows.append(((m.get("status") != "failed", reason_rank(str(name))), why_line(str(name), m.get("value"),
                                                                format_threshold(m.get("threshold")) or None,
                                                                m.get("status"), m.get("details"), m.get("reason"))))
     lines = [line for _, line in sorted(rows, key=lambda r: r[0])]
