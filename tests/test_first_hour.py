@@ -38,3 +38,48 @@ def test_a_failure_still_exits_1_when_nobody_reads_stdout(tmp_path: Path) -> Non
     code, err = closed_stdout_status(["run", "--progress", "none", "-d", str(ROOT / "datasets" / "failing"),
                                       "-o", str(tmp_path / "out")], tmp_path)
     assert code == 1, err
+
+
+BAD = """\
+cases:
+  - id: a
+    input: q
+    expected_keyword: [x]
+  - id: b
+    input: q
+    risk_level: urgent
+"""
+
+
+def test_validate_lists_every_dataset_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from evalgate.cli.main import main as cli_main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.yaml").write_text(BAD)
+    assert cli_main(["validate", "-d", "bad.yaml"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("evalgate: error: bad.yaml:4: case 'a': unknown key 'expected_keyword' (did you mean")
+    assert err[1].startswith("evalgate: error: bad.yaml:5: case 'b': field 'risk_level'")
+    assert err[2] == "evalgate: 2 errors"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("judge_provider: opneai\n", "evalgate.yaml:1: judge_provider: Input should be 'none', 'openai', 'gemini', "
+                                 "'ollama' or 'local' (did you mean 'openai'?)"),
+    ("dataset: bad.yaml\njudge_provder: openai\n", "evalgate.yaml:2: unknown key 'judge_provder' "
+                                                   "(did you mean 'judge_provider'?)"),
+])
+def test_config_typos_name_the_line_and_the_closest_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str], text: str,
+                                                        expected: str) -> None:
+    from evalgate.cli.main import main as cli_main
+
+    for name in list(os.environ):
+        if name.startswith("EVALGATE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.yaml").write_text("- {id: a, input: q, output: ok}\n")
+    (tmp_path / "evalgate.yaml").write_text(text)
+    assert cli_main(["validate", "-d", "bad.yaml"]) == 2
+    assert expected in capsys.readouterr().err

@@ -332,7 +332,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
     values, origins, notices = _cli_values(args)
     settings, suite_config, _ = build_settings(cli=values, cli_origins=origins)
     _print_notices(notices + settings.notices)
-    return validate_and_report(settings, suite_config, explain=bool(getattr(args, "explain", False)))
+    try:
+        return validate_and_report(settings, suite_config, explain=bool(getattr(args, "explain", False)))
+    except UserError as exc:
+        listed = getattr(exc, "errors", None)
+        if not listed or len(listed) < 2:
+            raise
+        from evalgate.safety.redact import redact
+
+        for line in listed:  # validate lists every problem found (the loader keeps the first 20), one per line
+            print(f"evalgate: error: {redact(line)}", file=sys.stderr)
+        total = int(getattr(exc, "total", len(listed)))
+        unlisted = f", the first {len(listed)} listed" if total > len(listed) else ""
+        print(f"evalgate: {total} errors{unlisted}", file=sys.stderr)
+        return EXIT_USER_ERROR
 
 
 def validate_and_report(settings: Any, suite_config: Any, *, explain: bool = False) -> int:

@@ -414,8 +414,8 @@ def build_settings(
     except ValidationError as exc:
         error = exc.errors()[0]
         field = str(error["loc"][0]) if error["loc"] else "settings"
-        origin = merged.get(field, (None, field))[1]
-        message = error["msg"].removeprefix("Value error, ")
+        origin = _with_line(merged.get(field, (None, field))[1])
+        message = error["msg"].removeprefix("Value error, ") + _choice_hint(error)
         raise UserError(f"{message}", where=origin) from None
     if config_path is not None:
         settings.config = str(config_path)
@@ -428,6 +428,31 @@ def build_settings(
             register_secret(secret)
     settings.notices.extend(notices)
     return settings, suite_config, config_path
+
+
+def _with_line(origin: str) -> str:
+    """``path: key`` (a setting read from a config file) → ``path:line: key``, for messages."""
+    import re
+
+    from evalgate.config.suite import yaml_line
+
+    found = re.match(r"^(?P<path>.+\.ya?ml): (?P<key>[\w-]+)$", origin)
+    if not found or not Path(found["path"]).is_file():
+        return origin
+    line = yaml_line(Path(found["path"]), [found["key"]])
+    return f"{found['path']}:{line}: {found['key']}" if line else origin
+
+
+def _choice_hint(error: Any) -> str:
+    """`` (did you mean 'openai'?)`` for a value that is not one of a setting's choices."""
+    import difflib
+    import re
+
+    if error.get("type") not in ("literal_error", "enum"):
+        return ""
+    choices = re.findall(r"'([^']*)'", str((error.get("ctx") or {}).get("expected", "")))
+    close = difflib.get_close_matches(str(error.get("input", "")), choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 SEED004_ORIGINS = ("--api-url", "seed 004 eval_config")

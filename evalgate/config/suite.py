@@ -192,12 +192,14 @@ def _threshold_entry(name: Any, raw: Any) -> ThresholdSpec:
 
 
 def parse_suite_config(data: Any, where: str, label: str = "suite",
-                       locate: Callable[[list[Any]], str | None] | None = None) -> SuiteConfig:
+                       locate: Callable[[list[Any]], str | None] | None = None,
+                       also_known: Iterable[str] = ()) -> SuiteConfig:
     """Validate a suite block; errors become one-line UserErrors ``where: label: problem``.
 
     ``where`` is ``file:line`` or ``file``; pass ``label=""`` for evalgate.yaml's top level. ``locate``
     turns the path of the first problem (``["metrics", 1, "critera"]``) into a better ``where`` (the
-    ``file:line`` of that entry), or None to keep ``where``.
+    ``file:line`` of that entry), or None to keep ``where``. ``also_known``: other keys valid where the
+    block stands (evalgate.yaml's settings), suggested for an unknown top-level key.
     """
     prefix = f"{label}: " if label else ""
     if data is None:
@@ -207,7 +209,13 @@ def parse_suite_config(data: Any, where: str, label: str = "suite",
     try:
         return SuiteConfig.model_validate(dict(data))
     except ValidationError as exc:
-        found = locate(first_error_path(exc, SuiteConfig)) if locate is not None else None
+        path = first_error_path(exc, SuiteConfig)
+        found = locate(path) if locate is not None else None
+        first = exc.errors()[0]
+        if also_known and first.get("type") == "extra_forbidden" and len(path) == 1:
+            key = str(path[0])
+            raise UserError(f"{prefix}unknown key {key!r}{did_you_mean(key, [*SUITE_KEYS, *also_known])}",
+                            where=found or where) from None
         raise UserError(f"{prefix}{format_validation_error(exc, SuiteConfig)}", where=found or where) from None
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         raise UserError(one_line(f"{prefix}invalid ({type(exc).__name__}: {exc})"), where=where) from None

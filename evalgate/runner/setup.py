@@ -83,8 +83,8 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
         line = yaml_line(Path(config_name), keys) if settings.config else None
         return f"{config_name}:{line}" if line else None
 
-    global_suite = (parse_suite_config(config_data, config_name, label="", locate=locate) if config_data
-                    else SuiteConfig())
+    global_suite = (parse_suite_config(config_data, config_name, label="", locate=locate,
+                                       also_known=Settings.model_fields) if config_data else SuiteConfig())
     paths = settings.dataset or default_datasets()
     choose = selector(case_ids=settings.case_ids or None, first_n=settings.first_n,
                       categories=settings.category or None, tags=settings.tags or None, shard=settings.shard_tuple)
