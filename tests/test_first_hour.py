@@ -83,3 +83,43 @@ def test_config_typos_name_the_line_and_the_closest_name(tmp_path: Path, monkeyp
     (tmp_path / "evalgate.yaml").write_text(text)
     assert cli_main(["validate", "-d", "bad.yaml"]) == 2
     assert expected in capsys.readouterr().err
+
+
+def test_an_html_report_to_a_terminal_is_written_to_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from evalgate.cli.main import main as cli_main
+
+    (tmp_path / "cases.yaml").write_text("- {id: a, input: q, output: ok, rules: [{type: contains, value: ok}]}\n")
+    assert cli_main(["run", "-d", str(tmp_path / "cases.yaml"), "-o", str(tmp_path / "out"), "--progress",
+                     "none"]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert cli_main(["report", str(tmp_path / "out" / "results.json"), "--format", "html"]) == 0
+    captured = capsys.readouterr()
+    assert "<html" not in captured.out.lower()
+    written = tmp_path / "out" / "report.html"
+    assert written.is_file() and "<html" in written.read_text(encoding="utf-8").lower()
+    assert f"Report: {written}" in captured.err
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False)  # piped: the HTML goes to stdout as asked
+    assert cli_main(["report", str(tmp_path / "out" / "results.json"), "--format", "html"]) == 0
+    assert "<html" in capsys.readouterr().out.lower()
+
+
+def test_html_counts_have_thousands_separators_and_ungated_metrics_read_informational(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    from evalgate.cli.main import main as cli_main
+
+    (tmp_path / "cases.yaml").write_text("- {id: a, input: q, output: ok, num_tokens: 12345, "
+                                         "rules: [{type: contains, value: ok}]}\n")
+    assert cli_main(["run", "-d", str(tmp_path / "cases.yaml"), "-o", str(tmp_path / "out"), "--progress",
+                     "none"]) == 0
+    assert cli_main(["report", str(tmp_path / "out" / "results.json"), "-o", str(tmp_path / "r.html")]) == 0
+    capsys.readouterr()
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "<dt>Tokens</dt><dd>12,345</dd>" in html and "Tokens: 12,345 total" in html
+    row = re.search(r"<tr><td><code>num_tokens</code></td>.*?</tr>", html, re.S)
+    assert row and "informational" in row.group(0) and ">passed<" not in row.group(0)
+    rules = re.search(r"<tr><td><code>rules</code></td>.*?</tr>", html, re.S)
+    assert rules and ">passed<" in rules.group(0)

@@ -35,6 +35,7 @@ from evalgate.report.view import (
     failing_by_importance,
     failing_first,
     flaky_from_records,
+    format_count,
     format_number,
     format_percent,
     format_signed,
@@ -79,7 +80,7 @@ def _template() -> jinja2.Template:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(num=format_value, signed=format_signed, pct=format_percent, usd=format_usd)
+    env.filters.update(num=format_value, signed=format_signed, pct=format_percent, usd=format_usd, count=format_count)
     return env.get_template(TEMPLATE_NAME)
 
 

@@ -93,13 +93,15 @@ def critical_refs(cases: Sequence[Mapping[str, Any]], link: Link = no_link) -> l
 
 def case_metrics(case: Mapping[str, Any], statuses: Collection[str] | None = None) -> list[dict[str, Any]]:
     """A case's metric rows ``{name, value, threshold (formatted), status, reason, explanation}`` as recorded; with
-    ``statuses``, only the metrics whose status is one of them."""
+    ``statuses``, only the metrics whose status is one of them. A metric computed without a threshold reads
+    ``informational``: it passed nothing."""
     return [
         {
             "name": str(name),
             "value": m.get("value"),
             "threshold": format_threshold(m.get("threshold")),
-            "status": m.get("status"),
+            "status": ("informational" if m.get("status") == "passed" and m.get("threshold") is None
+                       else m.get("status")),
             "reason": m.get("reason"),
             "explanation": explanation(m),
         }
@@ -477,6 +479,14 @@ def format_number(value: Any, digits: int = 3) -> str:
     """The report number format (:func:`evalgate.text.numbers.score`): ``digits`` decimals below 1000, a
     thousands-separated whole number above; ``—`` for None or non-numbers."""
     return score(value, digits)
+
+
+def format_count(value: Any) -> str:
+    """A whole count with thousands separators (``12,345``), the report's one format for counts; ``—`` for
+    None or non-numbers."""
+    if not is_number(value):
+        return "—"
+    return f"{round(value):,}"
 
 
 def format_signed(value: Any, digits: int = 3) -> str:
