@@ -123,3 +123,16 @@ def test_html_counts_have_thousands_separators_and_ungated_metrics_read_informat
     assert row and "informational" in row.group(0) and ">passed<" not in row.group(0)
     rules = re.search(r"<tr><td><code>rules</code></td>.*?</tr>", html, re.S)
     assert rules and ">passed<" in rules.group(0)
+
+
+def test_a_threshold_for_a_metric_no_case_computes_says_how_to_turn_it_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from evalgate.cli.main import main as cli_main
+
+    (tmp_path / "ok.yaml").write_text("- {id: a, input: q, output: ok}\n")
+    assert cli_main(["validate", "-d", str(tmp_path / "ok.yaml"), "--metric-thresholds", '{"latency_ms": 1500}']) == 2
+    assert ("no case computes latency_ms (it runs when the case has latency_ms (a recorded latency); to compute it "
+            "on every case, add it to metrics: in evalgate.yaml or the suite)") in capsys.readouterr().err
+    (tmp_path / "ok.yaml").write_text("suite: {metrics: [latency_ms], thresholds: {latency_ms: 1500}}\n"
+                                      "cases: [{id: a, input: q, output: ok}]\n")
+    assert cli_main(["validate", "-d", str(tmp_path / "ok.yaml")]) == 0  # as the message says

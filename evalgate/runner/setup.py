@@ -167,7 +167,7 @@ def check_names_match(cases: Iterable[Case], plan_for: Callable[[Case], CasePlan
         if not names and not kinds:
             return []
     problems = [(f"threshold for {name!r} matches no case: no {'selected ' if selected else ''}case computes "
-                 f"{name}", wanted[name]) for name in sorted(names)]
+                 f"{name}{turn_on_hint(name)}", wanted[name]) for name in sorted(names)]
     problems += [(f"category {category!r} matches no {'selected ' if selected else ''}case's category",
                   categories[category]) for category in sorted(kinds)]
     if selected:
@@ -175,6 +175,18 @@ def check_names_match(cases: Iterable[Case], plan_for: Callable[[Case], CasePlan
     message, where = problems[0]
     more = len(problems) - 1
     raise UserError(message + (f" (and {more} more)" if more else ""), where=where)
+
+
+def turn_on_hint(name: str) -> str:
+    """How to make a built-in metric run, for a setting that names it while no case computes it."""
+    from evalgate.dialects.generic import NAMED, WHEN
+
+    when = WHEN.get(name)
+    if when is None:
+        return ""
+    if when == NAMED:
+        return " (it runs only when named: add it to metrics: in evalgate.yaml, a suite or the cases)"
+    return f" (it runs when {when}; to compute it on every case, add it to metrics: in evalgate.yaml or the suite)"
 
 
 def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: Settings,
