@@ -90,6 +90,11 @@ def render_report(document: dict[str, Any], console: Console, *, verbose: bool =
     if tokens.get("total"):
         console.print(f"Tokens: {tokens['total']:,} total, {tokens.get('average') or 0:,.0f} per case"
                       + (f"; cost ${summary['cost_usd']:.4f}" if summary.get("cost_usd") else ""))
+    latency = summary.get("latency_ms") or {}
+    if latency.get("average") is not None:
+        percentiles = "".join(f", {name} {latency[name]:,.0f} ms" for name in ("p50", "p95")
+                              if latency.get(name) is not None)
+        console.print(f"Latency: average {latency['average']:,.0f} ms{percentiles}")
     for line in spend_lines(call_summary(document)):
         console.print(line, markup=False)
 

@@ -101,10 +101,12 @@ def build_html_view(results: Mapping[str, Any], *, max_cases: int = MAX_CASES) -
     ordered = failing_first(cases)
     shown = ordered[: max(0, max_cases)]
     comparison = comparison_view(results.get("comparison"))
-    latency = ((results.get("summary") or {}).get("latency_ms") or {}).get("average")
+    latencies = (results.get("summary") or {}).get("latency_ms") or {}
+    latency = latencies.get("average")
     return {
         "verdict": verdict_view(results),
-        "totals": totals_view(results) | usage_view(results) | {"latency_average": latency},
+        "totals": totals_view(results) | usage_view(results) | {"latency_average": latency, "latency_p50": latencies.get("p50"),
+                                                                "latency_p95": latencies.get("p95")},
         "spend": call_summary(results),
         "metrics": metric_rows(results),
         "not_scored": not_scored_view(results),

@@ -84,7 +84,8 @@ def build_document(
             "average": _round(aggregate.tokens_total / aggregate.tokens_cases) if aggregate.tokens_cases else None,
         },
         "latency_ms": {
-            "average": _round(aggregate.latency_total / aggregate.latency_cases) if aggregate.latency_cases else None
+            "average": _round(aggregate.latency_total / aggregate.latency_cases) if aggregate.latency_cases else None,
+            "p50": _ms(aggregate.latency.quantile(0.5)), "p95": _ms(aggregate.latency.quantile(0.95)),
         },
         "cost_usd": round(aggregate.cost_usd, 6),
         "judged_unavailable": judge_total.missing,
@@ -109,6 +110,11 @@ def build_document(
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
+
+
+def _ms(value: float | None) -> float | None:
+    """A latency percentile (estimated within 1 %, ``verdict.quantiles``) to 0.1 ms."""
+    return None if value is None else round(value, 1)
 
 
 def run_metadata(settings: Settings, prepared: Prepared, target: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalgate.model import RISK_WEIGHTS, CaseResult, CaseStatus, MetricResult, MetricStatus
+from evalgate.verdict.quantiles import QuantileSketch
 
 BREAKDOWN_DIMENSIONS = ("suite", "category", "difficulty", "risk_level", "evolution_type", "tag")
 CRITICAL_REASONS = 5
@@ -201,6 +202,8 @@ class RunAggregate:
         self.tokens_cases = 0
         self.latency_total = 0.0
         self.latency_cases = 0
+        self.latency = QuantileSketch()
+        """Latency percentiles (p50, p95) in flat memory (``verdict.quantiles``)."""
         self.cost_usd = 0.0
 
     def add(self, result: CaseResult) -> None:
@@ -248,6 +251,7 @@ class RunAggregate:
         if result.latency_ms is not None:
             self.latency_total += result.latency_ms
             self.latency_cases += 1
+            self.latency.add(result.latency_ms)
         if result.cost_usd:
             self.cost_usd += result.cost_usd
         if self.judged:
