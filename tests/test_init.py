@@ -99,3 +99,12 @@ def test_init_never_overwrites_without_force(tmp_path: Path, capsys: pytest.Capt
     assert cli_main(["init", str(tmp_path), "--force"]) == 0
     assert "judge_provider: none" in (tmp_path / "evalgate.yaml").read_text()
     assert cli_main(["init", str(tmp_path), "--dataset-dir", "../outside", "--force"]) == 2
+
+
+def test_the_default_action_reference_is_the_one_the_readme_uses(tmp_path: Path) -> None:
+    from evalgate.cli.init import DEFAULT_ACTION
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"uses: {DEFAULT_ACTION}" in readme and DEFAULT_ACTION.startswith("evalgate/evalgate@v")
+    assert cli_main(["init", str(tmp_path)]) == 0
+    assert f"uses: {DEFAULT_ACTION}\n" in (tmp_path / ".github" / "workflows" / "evalgate.yml").read_text()

@@ -16,7 +16,7 @@ from typing import Any
 from evalgate.errors import UserError
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates" / "init"
-DEFAULT_ACTION = "org/evalgate@v1"
+DEFAULT_ACTION = "evalgate/evalgate@v1"
 """The action reference the README's workflow uses."""
 
 
