@@ -119,6 +119,66 @@ def stable_case_id(text: str) -> str:
     return "q-" + hashlib.sha1(normalised.encode("utf-8")).hexdigest()[:10]
 
 
+TURN_EXPECTATIONS: tuple[str, ...] = (
+    "expected_output", "expected_keywords", "expected_sources", "expected_specialist", "expected_data_sources",
+    "passing_criteria", "expected_answer_criteria", "agents_should_include", "agents_should_exclude",
+    "tools_should_include", "tools_should_exclude", "rules", "metrics", "assertions")
+"""A turn's own expectations (checked on that turn's answer)."""
+TURN_RECORDED: tuple[str, ...] = ("output", "sources", "agents_called", "tools_used", "agent_id", "data_sources")
+"""A turn's recorded answer (the ``recorded`` target reads it)."""
+
+
+class Turn(BaseModel):
+    """One user message of a conversation case, with the expectations on the answer to it."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    input: str = Field(validation_alias=AliasChoices("input", "user", "message", "content"))
+    expected_output: str | None = None
+    expected_keywords: list[str] | None = None
+    expected_sources: list[str] | None = None
+    expected_specialist: str | None = None
+    expected_data_sources: list[str] | None = None
+    passing_criteria: str | list[str] | None = None
+    expected_answer_criteria: str | None = None
+    agents_should_include: list[str] | None = None
+    agents_should_exclude: list[str] | None = None
+    tools_should_include: list[str] | None = None
+    tools_should_exclude: list[str] | None = None
+    rules: list[RuleCheck] = Field(default_factory=list)
+    metrics: list[str] | None = None
+    assertions: list[CaseAssertion] | None = Field(default=None, validation_alias=AliasChoices("assert", "assertions"))
+    output: str | None = _alias("output", "answer", "response")
+    sources: list[str] | None = None
+    agents_called: list[str] | None = None
+    tools_used: list[str] | None = None
+    agent_id: str | None = None
+    data_sources: list[str] | None = None
+
+    @field_validator("input")
+    @classmethod
+    def _said(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a turn needs the user's message ('input')")
+        return value
+
+
+class SimulatedUser(BaseModel):
+    """A user played by an LLM: who they are; the case's ``goal`` is what they want."""
+
+    model_config = ConfigDict(extra="forbid")
+    persona: str
+    max_turns: int = Field(default=5, ge=1, le=50)
+    first_message: str | None = None
+    """The opening message (else the simulator writes it too)."""
+
+    @field_validator("persona")
+    @classmethod
+    def _described(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("simulated_user needs a persona")
+        return value
+
+
 class Case(BaseModel):
     """One test case. Built in code, unknown keys are kept in ``metadata`` so nothing is lost; the dataset
     loader rejects them instead (``evalgate.dataset.load.CASE_KEYS``: a misspelt field must not pass)."""
@@ -178,6 +238,17 @@ class Case(BaseModel):
     latency_ms: float | None = Field(default=None, ge=0)
     debug_context: list[str] | None = None
 
+    # --- conversations (docs/conversations.md) --------------------------------------------------
+    turns: list[Turn] | None = None
+    """The user's messages in order, each with its own expectations; the case's own expectations then
+    apply to the whole conversation."""
+    simulated_user: SimulatedUser | None = None
+    """Instead of ``turns``: an LLM plays this user until ``goal`` is met or ``max_turns`` is reached."""
+    goal: str | None = None
+    """What the user wants from the conversation (judged by ``goal_completion``; a simulated user's aim)."""
+    assistant_role: str | None = None
+    """The role the assistant must keep throughout (judged by ``role_adherence``)."""
+
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     # --- provenance (set by the loader, never read from the file) ------------------------------
@@ -220,6 +291,8 @@ class Case(BaseModel):
         if extra:
             self.metadata = {**extra, **self.metadata}
             self.__pydantic_extra__ = {}
+        if self.turns is not None or self.simulated_user is not None:
+            self._check_conversation()
         if not self.id:
             if not self.input:
                 raise ValueError("a case needs an 'id' (or 'intent_id') or an 'input'/'question'/'query'")
@@ -227,6 +300,24 @@ class Case(BaseModel):
         self._check_brands()
         self._check_workflow()
         return self
+
+    def _check_conversation(self) -> None:
+        if self.turns is not None and self.simulated_user is not None:
+            raise ValueError("a conversation gives 'turns' or 'simulated_user', not both")
+        if self.turns is not None and not self.turns:
+            raise ValueError("turns: a conversation needs at least one turn")
+        if self.simulated_user is not None and not (self.goal or "").strip():
+            raise ValueError("simulated_user needs the case's 'goal' (what the simulated user wants)")
+        if self.input is not None:
+            raise ValueError("a conversation case takes its messages from 'turns' (or 'simulated_user'), "
+                             "not 'input'")
+        if not self.id:
+            seed = [turn.input for turn in self.turns or []] or [self.goal or ""]
+            self.id = stable_case_id("\n".join(seed))
+
+    @property
+    def is_conversation(self) -> bool:
+        return self.turns is not None or self.simulated_user is not None
 
     def _check_brands(self) -> None:
         if (self.brands_mine is None and self.brands_competitors is None and self.expected_my_mentions is None
@@ -278,13 +369,16 @@ class Case(BaseModel):
     @property
     def requested_metrics(self) -> list[str]:
         """Metric names (or code references) the case asks for: its ``metrics`` list and the ``metric`` /
-        ``check`` of its ``assert:`` entries."""
+        ``check`` of its ``assert:`` entries, and those of its conversation turns."""
         names = list(self.metrics or [])
-        for entry in self.assertions or []:
-            if entry.metric is not None:
-                names.append(entry.metric)
-            elif entry.check is not None:
-                names.append(entry.check)
+        for holder in (self, *(self.turns or ())):
+            if holder is not self:
+                names += holder.metrics or []
+            for entry in holder.assertions or []:
+                if entry.metric is not None:
+                    names.append(entry.metric)
+                elif entry.check is not None:
+                    names.append(entry.check)
         return names
 
     @property
@@ -318,6 +412,8 @@ class Answer(BaseModel):
     cost_usd: float | None = None
     error: str | None = None
     """Set when the target could not produce an answer; the case is then ``errored``."""
+    transcript: list[dict[str, str]] | None = None
+    """A conversation's messages (``role``: user | assistant, ``content``), for metrics judging it whole."""
     truncated: dict[str, int] | None = None
     """Fields cut to ``max_answer_chars``: field → its size before the cut (characters for ``output`` and
     ``agent_id``, items for lists). Such an answer's case is errored."""
@@ -368,7 +464,7 @@ class Threshold(BaseModel):
 # --- your own metrics: declarations and per-case assertions (docs/custom-metrics.md) ------------------
 
 JUDGE_FIELDS: tuple[str, ...] = ("input", "output", "expected_output", "retrieval_context", "debug_context",
-                                 "expected_answer_criteria")
+                                 "expected_answer_criteria", "transcript", "goal", "assistant_role")
 """Case and answer fields a custom judged metric may show its judge, besides ``metadata.KEY``."""
 DEFAULT_JUDGE_FIELDS: tuple[str, ...] = ("input", "output")
 DEFAULT_CUSTOM_THRESHOLD = 0.5
@@ -664,8 +760,12 @@ class CaseResult(BaseModel):
     latency_ms: float | None = None
     cost_usd: float | None = None
     repeat: int = 0
+    conversation: dict[str, Any] | None = None
+    """A conversation case's transcript and turns: ``{"turns": [{"turn", "input", "output", "status",
+    "reasons", "metrics", …}], "failed_turn", "stopped", "planned_turns", "simulated", …}``."""
 
 
+Turn.model_rebuild()
 Case.model_rebuild()
 
 ModelT = TypeVar("ModelT", bound=BaseModel)

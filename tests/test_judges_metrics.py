@@ -30,7 +30,10 @@ SEED_002_THRESHOLDS = {"math": 0.90, "safety": 0.80, "relevancy": 0.70, "faithfu
 def test_every_judged_metric_is_registered_with_its_default_threshold() -> None:
     metrics = all_metrics()
     judged = {name for name, m in metrics.items() if m.kind == "judged"}
-    assert judged == set(SEED_002_THRESHOLDS) | {"judge_score", "answer_quality", "factual_correctness", "completeness"}
+    conversation = {"goal_completion", "knowledge_retention", "role_adherence"}  # docs/conversations.md
+    assert judged == set(SEED_002_THRESHOLDS) | {"judge_score", "answer_quality", "factual_correctness",
+                                                 "completeness"} | conversation
+    assert all(metrics[name].default_threshold == 0.5 for name in conversation)
     for name, threshold in SEED_002_THRESHOLDS.items():
         assert metrics[name].default_threshold == threshold
     assert metrics["judge_score"].default_threshold == 0.75

@@ -114,6 +114,20 @@ class Settings(BaseModel):
     target_model: str | None = None
     target_provider: Literal["openai", "gemini", "ollama", "local"] | None = None
     target_system_prompt: str | None = None
+    # --- conversations (docs/conversations.md) ---------------------------------------------------
+    target_conversation: Literal["history", "id"] = "history"
+    """How an http target carries a conversation: ``history`` sends every message so far in
+    ``target_history_field``; ``id`` sends only the new message and a conversation id the agent keeps
+    state under (``target_conversation_id_field`` / ``_header``, or taken from its first reply)."""
+    target_history_field: str = Field(default="messages", min_length=1)
+    target_conversation_id_field: str | None = "conversation_id"
+    target_conversation_id_header: str | None = None
+    target_conversation_id_from: str | None = None
+    """A field of the agent's first JSON reply (dotted path) holding the conversation id it assigned."""
+    stop_on_failed_turn: bool = True
+    """A conversation stops at its first failed turn (later turns are not sent)."""
+    simulator_model: str | None = None
+    """Model writing simulated users' messages (default: the judge's model, on the judge's provider)."""
     outputs_file: str | None = None
     eval_context: dict[str, Any] = Field(default_factory=dict)
 

@@ -137,4 +137,6 @@ class KindCheck:
 def _present(case: Case, field_name: str) -> bool:
     if field_name == "id":
         return "id" in case.model_fields_set
+    if field_name == "input" and case.is_conversation:
+        return True  # a conversation's messages are its turns (docs/conversations.md)
     return getattr(case, field_name, None) is not None

@@ -109,7 +109,7 @@ def scan(
                 dialects.add(case.dialect)
             if refs is not None:
                 refs.append(CaseRef(case.id, case.index, case.category, case.tags))
-            if case.metrics or case.assertions:
+            if case.metrics or case.assertions or case.turns:
                 case_metrics.append((f"{case.location}: case {case.id!r} metrics", case.requested_metrics))
             if kept is not None:
                 kept.append(case)

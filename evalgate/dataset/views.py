@@ -89,6 +89,9 @@ class AnswerView:
     num_tokens: int | None
     latency_ms: float | None
     cost_usd: float | None
+    transcript: tuple[Mapping[str, str], ...] | None = None
+    """A conversation's messages (``{"role": "user" | "assistant", "content"}``) when the check runs on the
+    whole conversation (docs/conversations.md); None for a single answer."""
 
     @property
     def text(self) -> str:
@@ -105,6 +108,7 @@ class AnswerView:
             data_sources=_tuple(answer.data_sources), debug_context=_tuple(answer.debug_context),
             ranked_list=_tuple(answer.ranked_list), mentions=mentions, num_tokens=answer.num_tokens,
             latency_ms=answer.latency_ms, cost_usd=answer.cost_usd,
+            transcript=None if answer.transcript is None else tuple(MappingProxyType(dict(m)) for m in answer.transcript),
         )
 
 

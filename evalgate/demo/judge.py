@@ -7,6 +7,9 @@ format the prompt asks for, and answers with word-overlap verdicts:
   lower-cased words of ≥ 3 letters or numbers, stopwords removed, compared by their first 5 characters;
   the reference is the fenced expected output, else the case's criteria, else the question; the
   candidate text is every other fenced block (answer, tools, context);
+* a simulated-user prompt gets the user's next message: sentence k of the goal (k = user messages so
+  far), then "Thank you, that is all I needed."; a conversation block counts only the assistant's lines
+  as the candidate text, and a case's goal is the reference when shown;
 * score-style prompts get ``coverage`` (0–1) or ``1 + 4 · coverage`` on the 1–5 scale;
 * evaluation-steps prompts (criteria without declared steps): one step per sentence or line of the
   criteria ("Check that the answer …"), then steps for the empty answer and the score, 3 to 8 in all;
@@ -41,7 +44,12 @@ STOPWORDS = frozenset({
     # words of the criteria themselves, not of what they ask for
     "answer", "answers", "says", "say", "states", "mentions", "response", "reply", "user", "question",
 })
-REFERENCE_LABELS = ("expected output", "reference", "verified answer summary", "reference answer")
+REFERENCE_LABELS = ("expected output", "reference", "verified answer summary", "reference answer", "user's goal")
+SIMULATOR_MARKER = "You are role-playing the user in a conversation"
+"""In evalgate's simulated-user prompt (judges/templates/simulated_user.j2)."""
+GOAL = re.compile(r"Goal \(written by the test author; trusted\):\n(?P<text>.*?)\n\n", re.S)
+DONE_MESSAGE = "Thank you, that is all I needed."
+"""What the scripted user says once every sentence of its goal was said."""
 STEPS_CRITERIA = re.compile(r"criteria[^\n]*:\n(?P<text>.*?)(?:\n\s*\n|\Z)", re.S | re.I)
 MAX_STEPS = 8
 
@@ -81,7 +89,23 @@ def reference_text(prompt: str, fenced: dict[str, str]) -> str:
 
 def candidate_text(fenced: dict[str, str]) -> str:
     skip = {"question", "query", *REFERENCE_LABELS}
-    return "\n".join(body for label, body in fenced.items() if label not in skip and body != "(empty)")
+    return "\n".join(assistant_lines(body) if label == "conversation" else body
+                     for label, body in fenced.items() if label not in skip and body != "(empty)")
+
+
+def assistant_lines(transcript: str) -> str:
+    """The assistant's paragraphs of a judged transcript (``role: text`` paragraphs): what the system said."""
+    return "\n\n".join(p for p in transcript.split("\n\n") if p.startswith("assistant:"))
+
+
+def user_message(prompt: str) -> str:
+    """The scripted simulated user: its message k (counted from 0) is sentence k of its goal; once every
+    sentence was said, ``DONE_MESSAGE``."""
+    goal = GOAL.search(prompt)
+    sentences_ = [s.strip() for s in re.split(r"(?<=[.!?])\s+", goal.group("text").strip())] if goal else []
+    transcript = blocks(prompt).get("conversation", "")
+    said = sum(1 for p in transcript.split("\n\n") if p.startswith("user:"))
+    return sentences_[said] if said < len(sentences_) else DONE_MESSAGE
 
 
 def evaluation_steps(prompt: str) -> dict[str, Any]:
@@ -147,6 +171,8 @@ def make_chat(api_key: str | None) -> Any:
         if not messages:
             return 400, {"error": {"message": "'messages' must be a non-empty array.", "type": "invalid_request_error"}}
         user = next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), "")
+        if SIMULATOR_MARKER in user:
+            return 200, completion(body, user_message(user))
         return 200, completion(body, json.dumps(verdict(user), ensure_ascii=False))
 
     return chat

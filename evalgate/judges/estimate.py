@@ -1,7 +1,8 @@
 """The cost estimate printed before a run starts.
 
 calls = Σ over selected cases of (distinct judge templates among the case's planned judged metrics)
-× judge_samples × repeat, plus one model call per case × repeat for the ``openai`` target.
+× judge_samples × repeat, plus one model call per case (per turn of a conversation) × repeat for the
+``openai`` target.
 Repair retries (``judges.client``: prompt-only output only) are counted apart as an upper bound: with the
 judge in prompt mode at the start, up to one per judge call, each costing the first call's prompt plus
 its reply plus ``REPAIR_EXTRA_TOKENS``; none in the structured modes.
@@ -106,7 +107,7 @@ def estimate_run(
     count = count_message_tokens if priced else estimate_message_tokens
     sampled = list(itertools.islice(cases, SAMPLE_CASES))
     scale = len(cases) / len(sampled) if sampled else 0.0
-    judge_calls = judge_prompt = target_prompt = 0
+    judge_calls = judge_prompt = target_prompt = target_calls = 0
     step_criteria: set[str] = set()
     for case in sampled:
         answer = Answer(output=case.output if case.output is not None else FILLER_WORD * ASSUMED_ANSWER_TOKENS,
@@ -124,14 +125,16 @@ def estimate_run(
             if definition.steps is None:
                 step_criteria.add(definition.criteria)
         if model_target:
-            target_prompt += count([{"content": case.input or ""}])
+            target_calls += _model_calls(case)
+            target_prompt += _conversation_prompt(case, count) if case.is_conversation \
+                else count([{"content": case.input or ""}])
     judge_calls, judge_prompt = round(judge_calls * scale * repeat), round(judge_prompt * scale * repeat)
     for criteria in step_criteria:  # once per run, not per case
         from evalgate.judges.custom import steps_prompt
 
         judge_calls += 1
         judge_prompt += count(steps_prompt(criteria).messages)
-    target_calls = len(cases) * repeat if model_target else 0
+    target_calls = round(target_calls * scale * repeat)
     target_prompt = round(target_prompt * scale * repeat)
     judge_completion = judge_calls * ASSUMED_COMPLETION_TOKENS
     target_completion = target_calls * ASSUMED_ANSWER_TOKENS
@@ -193,3 +196,23 @@ def announce_estimate(settings: Any, prepared: Any, judge: Any, target: Any) -> 
     )
     print(f"evalgate: {estimate.line(settings.max_cost)}", file=sys.stderr)
     return estimate.as_dict()
+
+
+def _model_calls(case: Case) -> int:
+    """Calls a case makes to a model target: one, or one per turn of a conversation (a simulated one's
+    ``max_turns``, its upper bound)."""
+    if case.turns is not None:
+        return len(case.turns)
+    if case.simulated_user is not None:
+        return case.simulated_user.max_turns
+    return 1
+
+
+def _conversation_prompt(case: Case, count: Any) -> int:
+    """Prompt tokens of a conversation's model calls: each turn resends the history, the earlier answers
+    taken as ``ASSUMED_ANSWER_TOKENS`` each (a simulated user's messages as its goal's length)."""
+    said = [turn.input for turn in case.turns] if case.turns is not None else [case.goal or ""] * _model_calls(case)
+    total = 0
+    for number in range(1, len(said) + 1):
+        total += sum(count([{"content": text}]) for text in said[:number]) + (number - 1) * ASSUMED_ANSWER_TOKENS
+    return total

@@ -18,6 +18,7 @@ from evalgate.store.judge_cache import BaseCache, JudgeCache, cache_path
 if TYPE_CHECKING:
     from evalgate.config.settings import Settings
     from evalgate.judges.client import JudgeClient
+    from evalgate.judges.simulator import UserSimulator
 
 
 def build_judge(settings: Settings, runtime: Runtime | None, env: Mapping[str, str],
@@ -78,3 +79,23 @@ def template_temperatures(settings: Settings) -> dict[str, float]:
             raise UserError(f"{', '.join(members)} are scored by one judge call: set the same temperature for all "
                             f"of them (missing {', '.join(missing)})", where="judge_temperatures")
     return {template: value for template, (value, _) in chosen.items()}
+
+
+def build_simulator(settings: Settings, runtime: Runtime, env: Mapping[str, str], judge: JudgeClient | None
+                    ) -> UserSimulator | None:
+    """The model that plays simulated users (``judges.simulator``): the judge's, or ``simulator_model`` on the
+    judge's provider; None without a judge provider (simulated users then error their cases)."""
+    if judge is None:
+        return None
+    from evalgate.judges.client import ChatService
+    from evalgate.judges.simulator import UserSimulator
+
+    if not settings.simulator_model or settings.simulator_model == judge.model:
+        return UserSimulator(judge.service, temperature=settings.judge_temperature, seed=settings.judge_seed)
+    provider = resolve_provider(settings.judge_provider, model=settings.simulator_model,
+                                base_url=settings.credentialed_url("judge_base_url"), env=env,
+                                api_key=settings.judge_api_key, setting="simulator_model")
+    service = ChatService(provider, runtime, role="judge")
+    check_budget_pricing(settings.max_cost, provider, service.price, "simulator_model")
+    return UserSimulator(service, temperature=settings.judge_temperature, seed=settings.judge_seed,
+                         owns_service=True)

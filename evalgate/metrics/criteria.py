@@ -44,10 +44,11 @@ DEFAULT_RUBRIC: tuple[tuple[float, str], ...] = (
     (0.0, "fails them entirely, or the answer is empty."),
 )
 """The scale used when a declaration gives no ``rubric`` (0–1, five bands)."""
-ANSWER_FIELDS = frozenset({"output", "debug_context"})
+ANSWER_FIELDS = frozenset({"output", "debug_context", "transcript"})
 FIELD_LABELS = {"input": "question", "output": "answer", "expected_output": "expected output",
                 "retrieval_context": "retrieved context", "debug_context": "context the system reported",
-                "expected_answer_criteria": "expected answer criteria"}
+                "expected_answer_criteria": "expected answer criteria", "transcript": "conversation",
+                "goal": "user's goal", "assistant_role": "assistant's role"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +121,13 @@ def field_values(definition: CriteriaDefinition, case: Case, answer: Answer) -> 
     for name in definition.fields:
         value = _value(name, case, answer)
         if _empty(value):
+            if name == "transcript" and not case.is_conversation:
+                raise MetricSkipped(f"the case is not a conversation (metric {definition.name} judges the transcript)")
             if name in ANSWER_FIELDS:
                 raise MetricUnavailable(f"the target returned no {'output text' if name == 'output' else name} "
                                         f"for {definition.name} to judge")
             raise MetricSkipped(f"the case has no {name} (metric {definition.name} shows it to the judge)")
-        shown.append((FIELD_LABELS.get(name, name), _text(value)))
+        shown.append((FIELD_LABELS.get(name, name), transcript_text(value) if name == "transcript" else _text(value)))
     return shown
 
 
@@ -134,6 +137,11 @@ def _value(name: str, case: Case, answer: Answer) -> Any:
     if name in ANSWER_FIELDS:
         return getattr(answer, name)
     return getattr(case, name)
+
+
+def transcript_text(messages: list[dict[str, str]]) -> str:
+    """A conversation as the judge reads it: one ``role: text`` paragraph per message, in order."""
+    return "\n\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" for m in messages)
 
 
 def _empty(value: Any) -> bool:

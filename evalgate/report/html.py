@@ -46,6 +46,7 @@ from evalgate.report.view import (
     run_view,
     skipped_metrics,
     totals_view,
+    transcript_view,
     usage_view,
     verdict_view,
 )
@@ -158,6 +159,8 @@ def _case_view(case: Mapping[str, Any], position: int) -> dict[str, Any]:
         "num_tokens": case.get("num_tokens"),
         "latency_ms": case.get("latency_ms"),
         "cost_usd": case.get("cost_usd"),
+        "transcript": transcript_view(case, TEXT_LIMIT),
+        "failed_turn": (case.get("conversation") or {}).get("failed_turn"),
     }
 
 

@@ -80,6 +80,8 @@ from evalgate.report.view import (
     run_view,
     skipped_metrics,
     totals_view,
+    transcript_text,
+    transcript_view,
     usage_view,
     verdict_view,
 )
@@ -508,4 +510,15 @@ def _detail_view(case: Mapping[str, Any], link: Link, limits: Excerpts) -> dict[
         ],
         "num_tokens": case.get("num_tokens"),
         "cost_usd": case.get("cost_usd"),
+        "transcript": _transcript(case, limits),
     }
+
+
+def _transcript(case: Mapping[str, Any], limits: Excerpts) -> dict[str, Any] | None:
+    """A conversation's transcript for the folded block: its text (each message cut like an answer) and
+    the turn count."""
+    rows = transcript_view(case, limits.input)
+    if not rows:
+        return None
+    return {"turns": len(rows), "failed_turn": (case.get("conversation") or {}).get("failed_turn"),
+            "text": truncate(transcript_text(rows), limits.answer * 2)}

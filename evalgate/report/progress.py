@@ -32,7 +32,7 @@ def _why(result: CaseResult) -> list[str]:
                       "threshold": metric.threshold.model_dump() if metric.threshold is not None else None}
                for name, metric in result.metrics.items()}
     error = [f"error: {' '.join(str(result.error).split())}"] if result.error else []
-    return error + case_why({"metrics": metrics})
+    return error + case_why({"metrics": metrics, "conversation": result.conversation})
 
 
 class FailureCollector:

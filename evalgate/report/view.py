@@ -598,9 +598,81 @@ def case_why(case: Mapping[str, Any], statuses: Collection[str] = ("failed", "er
                                                                format_threshold(m.get("threshold")) or None,
                                                                m.get("status"), m.get("details"), m.get("reason"))))
     lines = [line for _, line in sorted(rows, key=lambda r: r[0])]
+    turn_line = failed_turn_line(case)
+    if turn_line is not None:  # a conversation: the failed turn, in words, instead of the turns' share
+        lines = [turn_line, *(line for line in lines if not line.startswith("conversation_turns"))]
     if case.get("error"):
         lines.insert(0, "error: " + " ".join(str(case["error"]).split())[: WHY_MAX_CHARS])
     return lines
+
+
+# ── conversations (docs/conversations.md) ───────────────────────────────────────────────────────
+
+TURN_QUOTE_CHARS = 60
+
+
+def failed_turn_line(case: Mapping[str, Any]) -> str | None:
+    """``turn N “message…”: why`` for a conversation whose turn N failed or errored (None otherwise)."""
+    conversation = case.get("conversation")
+    if not isinstance(conversation, Mapping) or not conversation.get("failed_turn"):
+        return None
+    number = conversation["failed_turn"]
+    turn = next((t for t in conversation.get("turns") or [] if isinstance(t, Mapping) and t.get("turn") == number), None)
+    if turn is None:
+        return f"turn {number} failed"
+    said = " ".join(str(turn.get("input") or "").split())
+    quote = said if len(said) <= TURN_QUOTE_CHARS else said[: TURN_QUOTE_CHARS - 1] + "…"
+    if turn.get("error"):
+        why = "error: " + " ".join(str(turn["error"]).split())
+    else:
+        why = "; ".join(case_why({"metrics": turn.get("metrics") or {}})[:2]) or "; ".join(turn.get("reasons") or [])
+    line = f"turn {number} “{quote}” {turn.get('status') or 'failed'}" + (f": {why}" if why else "")
+    stopped = conversation.get("stopped")
+    planned = conversation.get("planned_turns")
+    if stopped and planned:
+        line += f" (conversation stopped; {int(planned) - len(conversation.get('turns') or [])} turn(s) not sent)"
+    line = " ".join(line.split())
+    return line if len(line) <= WHY_MAX_CHARS else line[: WHY_MAX_CHARS - 1] + "…"
+
+
+def transcript_view(case: Mapping[str, Any], limit: int | None = None) -> list[dict[str, Any]] | None:
+    """A conversation's turns for the reports: ``[{turn, user, assistant, status, why, replayed}]`` with each
+    text cut to ``limit`` characters (None: a single-turn case)."""
+    conversation = case.get("conversation")
+    if not isinstance(conversation, Mapping):
+        return None
+
+    def cut(text: Any) -> str | None:
+        if text is None:
+            return None
+        text = str(text)
+        return text if limit is None or len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
+
+    rows = []
+    for turn in conversation.get("turns") or []:
+        if not isinstance(turn, Mapping):
+            continue
+        status = str(turn.get("status") or "")
+        why = None
+        if status != "passed":
+            why = ("error: " + str(turn["error"])) if turn.get("error") else \
+                "; ".join(case_why({"metrics": turn.get("metrics") or {}})[:3]) or None
+        rows.append({"turn": turn.get("turn"), "user": cut(turn.get("input")), "assistant": cut(turn.get("output")),
+                     "status": status, "why": cut(why), "replayed": bool(turn.get("replayed"))})
+    return rows
+
+
+def transcript_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The transcript as plain text: ``[turn N · status] user: …`` / ``assistant: …`` lines."""
+    lines: list[str] = []
+    for row in rows:
+        mark = f"[turn {row['turn']} · {row['status']}{' · replayed' if row.get('replayed') else ''}]"
+        lines.append(f"{mark} user: {row['user']}")
+        if row.get("assistant") is not None:
+            lines.append(f"{' ' * len(mark)} assistant: {row['assistant']}")
+        if row.get("why"):
+            lines.append(f"{' ' * len(mark)} ✗ {row['why']}")
+    return "\n".join(lines)
 
 
 # ── the sections of a report a reviewer reads first ───────────────────────────────────────────────

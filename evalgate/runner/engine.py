@@ -48,6 +48,7 @@ from evalgate.model import (
 )
 from evalgate.runner.admit import admit, answer_size
 from evalgate.safety.redact import redact
+from evalgate.targets.base import TargetCall, accepts_call
 from evalgate.verdict.gate import case_verdict, judge_metric
 
 if TYPE_CHECKING:
@@ -144,6 +145,7 @@ class Engine:
         max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
         score_seconds: float = 60.0,
         halted: Callable[[], bool] | None = None,
+        conversations: Any = None,
     ) -> None:
         self.target = target
         self.plan_for = plan_for
@@ -159,6 +161,10 @@ class Engine:
         self.max_answer_chars = max_answer_chars
         self.score_seconds = score_seconds
         self.live = getattr(target, "kind", "recorded") != "recorded"
+        self.conversations = conversations
+        """``runner.conversation.ConversationOptions`` for conversation cases (None: the defaults)."""
+        self.takes_call = accepts_call(target)
+        """Whether the target's ``answer`` takes the ``TargetCall`` (``targets.base``)."""
         self.halted = halted
         """True once the run was interrupted (a signal): read before each case, because a worker whose
         cases never wait (recorded answers) gives the loop no turn in which ``stop`` could be set."""
@@ -264,14 +270,25 @@ class Engine:
     async def evaluate(self, case: Case, repeat: int = 0) -> CaseResult:
         """Answer and score one case; never raises for target or metric failures. ``latency_ms`` is the
         target's own measurement of its successful call (None when it has none): timing the await here
-        would add the wait for a call slot and every other case's work on this loop."""
-        try:
-            answer = await self.target.answer(case)
-        except Exception as exc:  # a target must not raise, but a bug in one must not kill the run
-            answer = Answer(error=f"target failed: {type(exc).__name__}: {exc}")
+        would add the wait for a call slot and every other case's work on this loop. A conversation case
+        is run turn by turn (``runner.conversation``)."""
+        if case.turns is not None or case.simulated_user is not None:
+            from evalgate.runner.conversation import converse
+
+            return await converse(self, case, repeat)
+        answer = await self.call_target(case, TargetCall(case.id, repeat))
         if answer.error:
             self.stats.target_errors += 1
             return self._result(case, answer, {}, repeat)
+        answer, metrics = await self.score(case, answer, repeat)
+        return self._result(case, answer, metrics, repeat)
+
+    async def score(self, case: Case, answer: Answer, repeat: int = 0, memo: dict[str, Any] | None = None,
+                    history: list[dict[str, str]] | None = None) -> tuple[Answer, dict[str, MetricResult]]:
+        """``answer`` admitted (bounded, redacted) and its metrics for ``case``; an answer cut to
+        ``max_answer_chars`` comes back with its error and no metrics. ``memo`` pre-fills the metrics'
+        shared scratch space (a conversation's turn outcomes); ``history``: a conversation turn's messages
+        before this answer, which with the admitted answer become its ``transcript``."""
         size = answer_size(answer)
         large = size >= LARGE_ANSWER_CHARS
         if large:
@@ -279,18 +296,33 @@ class Engine:
         else:
             answer = admit(answer, limit=self.max_answer_chars, live=self.live, size=size)
         if answer.error:  # cut to max_answer_chars: kept for the record, never scored
-            return self._result(case, answer, {}, repeat)
+            return answer, {}
+        if history is not None:
+            answer = answer.model_copy(update={"transcript": [*history, {"role": "assistant",
+                                                                         "content": answer.output or ""}]})
         plan = self.plan_for(case)
         ctx = MetricContext(options=plan.options, judge=self.judge, repeat=repeat, thresholds=plan.thresholds)
+        if memo:
+            ctx.memo.update(memo)
         if large:
-            return self._result(case, answer, await self._score_off_loop(case, answer, plan, ctx, size), repeat)
+            return answer, await self._score_off_loop(case, answer, plan, ctx, size)
         metrics: dict[str, MetricResult] = {}
         for metric in plan.metrics:
             outcome = self._score_now(metric, case, answer, ctx)
             if type(outcome) is not MetricResult:  # an async metric (a judge): finish it
                 outcome = await self._score_later(metric, outcome, ctx)
             metrics[metric.name] = outcome
-        return self._result(case, answer, metrics, repeat)
+        return answer, metrics
+
+    async def call_target(self, case: Case, call: TargetCall) -> Answer:
+        """The target's answer for ``case`` (one call, described by ``call``); a target that raises
+        gives an error answer."""
+        try:
+            if self.takes_call:
+                return await self.target.answer(case, call)
+            return await self.target.answer(case)
+        except Exception as exc:  # a target must not raise, but a bug in one must not kill the run
+            return Answer(error=f"target failed: {type(exc).__name__}: {exc}")
 
     async def _score_off_loop(self, case: Case, answer: Answer, plan: CasePlan, ctx: MetricContext,
                               size: int) -> dict[str, MetricResult]:
@@ -373,7 +405,12 @@ class Engine:
         ctx.values[metric.name] = value
         return judge_metric(value, self._threshold(metric.name, ctx), score.details)
 
-    def _result(self, case: Case, answer: Answer, metrics: dict[str, MetricResult], repeat: int) -> CaseResult:
+    def verdict(self, metrics: dict[str, MetricResult], error: str | None = None) -> tuple[CaseStatus, list[str]]:
+        """The case (or turn) status and reasons of ``metrics`` (``verdict.gate.case_verdict``)."""
+        return case_verdict(metrics, error=error, strict=self.strict, evidence=self.evidence)
+
+    def _result(self, case: Case, answer: Answer, metrics: dict[str, MetricResult], repeat: int,
+                conversation: dict[str, Any] | None = None) -> CaseResult:
         status, reasons = case_verdict(metrics, error=answer.error, strict=self.strict, evidence=self.evidence)
         num_tokens = answer.num_tokens
         if num_tokens is None and "num_tokens" in metrics and metrics["num_tokens"].value is not None:
@@ -393,7 +430,7 @@ class Engine:
             "passed": status is CaseStatus.passed,
             "error": _cut(redact(answer.error)) if answer.error else None,
             "reasons": [_cut(redact(r)) for r in reasons],
-            "input": case.input,
+            "input": case.input if conversation is None else conversation["turns"][0]["input"] if conversation["turns"] else None,
             "expected": expectations_of(case),
             "output": answer.output,
             "answer": answer_details(answer),
@@ -402,6 +439,7 @@ class Engine:
             "latency_ms": answer.latency_ms,
             "cost_usd": answer.cost_usd,
             "repeat": repeat,
+            "conversation": conversation,
         }
         if _answer_values_valid(values):  # the case's fields were validated with these same types
             return trusted(CaseResult, values)

@@ -117,7 +117,8 @@ async def _execute(
 ) -> RunOutcome:
     from evalgate.calls.costs import add_spend
     from evalgate.calls.executor import Runtime
-    from evalgate.judges.factory import build_judge
+    from evalgate.judges.factory import build_judge, build_simulator
+    from evalgate.runner.conversation import ConversationOptions
     from evalgate.targets.factory import build_target
     from evalgate.text.tokens import configure as configure_tokenizer
 
@@ -135,7 +136,9 @@ async def _execute(
 
         # a daemon thread: an interrupted lookup is left behind, never waited for at exit
         baseline = await off_loop(resolve_baseline, settings.baseline, auto=baseline_loader, cwd=cwd)
+    replay: dict[str, dict[str, Any]] = {}
     if baseline is not None and baseline.document is not None:  # keep only what the comparison reads
+        replay = simulated_turns(baseline.document["results"])
         baseline.document["results"] = [_compared_record(r) for r in baseline.document["results"]]
     restored = restore_base_cache(settings, baseline, cwd)
     if restored.notice:
@@ -144,6 +147,11 @@ async def _execute(
     try:
         judge = build_judge(settings, runtime, env, base_cache=restored.cache)
         target = build_target(settings, runtime, env)
+        conversations = ConversationOptions(
+            stop_on_failed_turn=settings.stop_on_failed_turn,
+            send_id=target.kind == "http" and settings.target_conversation == "id",
+            id_from=settings.target_conversation_id_from,
+            simulator=build_simulator(settings, runtime, env, judge), replay=replay)
     except BaseException:
         restored.close()
         raise
@@ -191,6 +199,7 @@ async def _execute(
         score_seconds=settings.api_timeout_seconds,
         halted=interruption.requested,
         grace_seconds=SIGNAL_GRACE_SECONDS,
+        conversations=conversations,
     )
     interruption.enter("running")  # a signal stops new cases (a flag each worker reads) and wakes the loop
     status = "crashed"
@@ -214,6 +223,9 @@ async def _execute(
         if progress is not None and hasattr(progress, "close"):
             progress.close()
         await _close_quietly(target, judge, runtime)
+        if conversations.simulator is not None:
+            with contextlib.suppress(Exception):
+                await conversations.simulator.aclose()
         restored.close()
         repeats.finish()
         total = len(prepared.cases) * settings.repeat
@@ -242,6 +254,8 @@ async def _execute(
                 metadata["warnings"] = list(warnings)
             if judge is not None:
                 metadata["judge"] = redact_mapping(judge.metadata())
+            if conversations.simulator is not None and conversations.simulator.calls:
+                metadata["simulator"] = conversations.simulator.describe()
             if prepared.user_metrics or prepared.used_inline:
                 metadata["custom_metrics"] = custom_metrics_metadata(prepared, judge)
             document = build_document(
@@ -449,3 +463,18 @@ class Interruption:
         if self.phase == "waiting" and self._task is not None:
             self._task.cancel()
 
+
+
+def simulated_turns(records: Any) -> dict[str, dict[str, Any]]:
+    """case id → the user messages and answers of its simulated conversation in the base run (repeat 0), so
+    a simulated user replays them while the agent answers as it did (``runner.conversation``)."""
+    found: dict[str, dict[str, Any]] = {}
+    for record in records or []:
+        conversation = record.get("conversation") if isinstance(record, dict) else None
+        if not isinstance(conversation, dict) or not conversation.get("simulated") or record.get("repeat"):
+            continue
+        found[str(record.get("id"))] = {
+            "user": conversation.get("user"),
+            "turns": [{"input": t.get("input"), "output": t.get("output")}
+                      for t in conversation.get("turns") or [] if isinstance(t, dict)]}
+    return found

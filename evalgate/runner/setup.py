@@ -17,6 +17,7 @@ from evalgate.dialects import category_map as dialect_category_map
 from evalgate.errors import UserError
 from evalgate.metrics.registry import Metric, all_metrics
 from evalgate.model import Case, Threshold
+from evalgate.runner.conversation import turn_case
 from evalgate.runner.engine import CasePlan
 from evalgate.verdict.gate import resolve_thresholds
 
@@ -163,6 +164,8 @@ def check_names_match(cases: Iterable[Case], plan_for: Callable[[Case], CasePlan
     for case in cases:
         if names:
             names.difference_update(metric.name for metric in plan_for(case).metrics)
+            for number, turn in enumerate(case.turns or (), start=1):  # a conversation's turns are scored too
+                names.difference_update(metric.name for metric in plan_for(turn_case(case, turn, number)).metrics)
         kinds.discard(case.category or "")
         if not names and not kinds:
             return []

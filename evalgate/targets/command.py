@@ -2,7 +2,9 @@
 
 ``target_command`` is the argv (a JSON list, or comma-separated). The program gets the case as one JSON
 object on stdin (every case field, plus ``context``: the merged ``eval_context`` and case context as the
-http target sends it; a seed 001 case also carries its text as ``llm_answer_text``) and must print one
+http target sends it; a seed 001 case also carries its text as ``llm_answer_text``; a conversation's turn
+also carries ``messages``, the conversation so far ending with this turn's user message, and ``turn``,
+counted from 1) and must print one
 JSON object on stdout with the answer fields (read with the http target's response mapping, so
 ``output``/``answer``/``response``, ``sources``, ``tools_used`` … all work) or a JSON string (the answer
 text). An extractor (seed 001) may print only ``mentions`` (objects with ``brand``, ``is_mine``, ``rank``)
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from evalgate.calls.executor import Runtime
     from evalgate.config.settings import Settings
     from evalgate.model import Case
+    from evalgate.targets.base import TargetCall
 
 STDERR_TAIL_CHARS = 500
 STDERR_KEPT_BYTES = 64 * 1024
@@ -87,17 +90,22 @@ class CommandTarget:
                    eval_context=settings.eval_context, response_map=settings.target_response_map,
                    response_format=settings.target_response_format, max_answer_chars=settings.max_answer_chars)
 
-    def stdin_for(self, case: Case) -> bytes:
+    def stdin_for(self, case: Case, call: TargetCall | None = None) -> bytes:
         record = case.model_dump(mode="json", exclude_none=True)
         record["context"] = case_context(case, self.eval_context)
+        if call is not None and call.messages is not None:  # a conversation's turn
+            record["messages"] = call.messages
+            record["turn"] = call.turn
+            if call.conversation_id is not None:
+                record["conversation_id"] = call.conversation_id
         if case.output is not None and (case.brands_mine is not None or case.brands_competitors is not None):
             record["llm_answer_text"] = case.output  # seed 001's name for the text an extractor reads
         return json.dumps(record, ensure_ascii=False).encode("utf-8")
 
-    async def answer(self, case: Case) -> Answer:
+    async def answer(self, case: Case, call: TargetCall | None = None) -> Answer:
         if self.runtime is not None:
             self.runtime.executor.check_stop()
-        stdin = self.stdin_for(case)
+        stdin = self.stdin_for(case, call)
         if self.runtime is not None:
             with self.runtime.executor.track():
                 outcome = await self.runtime.wire.call(lambda: self._run(stdin))

@@ -14,6 +14,7 @@ answered at once either way.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import time
 from collections.abc import Mapping
@@ -26,6 +27,7 @@ from evalgate.config.references import resolve_reference
 from evalgate.dataset.views import CaseView
 from evalgate.errors import UserError
 from evalgate.model import Answer, Case
+from evalgate.targets.base import TargetCall
 
 
 class CustomTarget:
@@ -56,11 +58,14 @@ class CustomTarget:
                             where="target")
         return cls(made, reference)
 
-    async def answer(self, case: Case) -> Answer:
-        """The system's answer; ``latency_ms``, unless the answer reports its own, is the call's time: a
+    async def answer(self, case: Case, call: TargetCall | None = None) -> Answer:
+        """The system's answer (a conversation's turn: ``case.get("messages")`` is the conversation so far and
+        ``case.get("turn")`` the turn, counted from 1); ``latency_ms``, unless the answer reports its own, is the call's time: a
         plain ``answer`` is timed in its worker thread (the wait for a free thread excluded), an
         ``async`` one around its ``await`` on the run's loop (where other cases' work can add to it)."""
         view = CaseView.of(case)
+        if call is not None and call.messages is not None:
+            view = dataclasses.replace(view, data={**view.data, "messages": call.messages, "turn": call.turn})
         try:
             if self._asynchronous:
                 started = time.perf_counter()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
     from evalgate.config.settings import Settings
     from evalgate.model import Case
+    from evalgate.targets.base import TargetCall
 
 ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 CAMEL_CASE = {"active_team_id": "activeTeamId", "active_league_id": "activeLeagueId", "team_name": "teamName"}
@@ -104,7 +106,7 @@ def case_context(case: Case, defaults: Mapping[str, Any]) -> dict[str, Any]:
     return {CAMEL_CASE.get(key, key): value for key, value in merged.items()}
 
 
-BODY_VARIABLES = frozenset({"input", "id", "category", "context", "case"})
+BODY_VARIABLES = frozenset({"input", "id", "category", "context", "case", "messages", "turn", "conversation_id"})
 
 
 def compile_template(source: str, variables: frozenset[str], where: str) -> jinja2.Template:
@@ -144,7 +146,8 @@ class HttpTarget:
     def __init__(self, *, url: str, runtime: Runtime, method: str = "POST", headers: Mapping[str, str] | None = None,
                  body_template: str | None = None, response_map: Mapping[str, str] | None = None,
                  eval_context: Mapping[str, Any] | None = None, env: Mapping[str, str],
-                 response_format: str = "auto", max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS) -> None:
+                 response_format: str = "auto", max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
+                 conversation: Conversation | None = None) -> None:
         url, authorization = split_credentials(url)
         if not url.startswith(("http://", "https://")):
             raise UserError(f"target_url must be an http:// or https:// URL, got {redact(url)!r}", where="target_url")
@@ -162,6 +165,7 @@ class HttpTarget:
         self.response_map = ResponseMap.build(response_map)
         self.eval_context = dict(eval_context or {})
         self.response_format = response_format
+        self.conversation = conversation or Conversation()
         self.max_reply_bytes = REPLY_BYTES_PER_ANSWER_CHAR * max_answer_chars
         policy = runtime.executor.policy
         self.pool = HttpPool(timeout=policy.attempt_seconds, connect_timeout=policy.connect_seconds,
@@ -181,11 +185,27 @@ class HttpTarget:
                    method=settings.target_method,
                    headers=settings.target_headers, body_template=settings.target_body_template,
                    response_map=settings.target_response_map, eval_context=settings.eval_context, env=env,
-                   response_format=settings.target_response_format, max_answer_chars=settings.max_answer_chars)
+                   response_format=settings.target_response_format, max_answer_chars=settings.max_answer_chars,
+                   conversation=Conversation(mode=settings.target_conversation,
+                                             history_field=settings.target_history_field,
+                                             id_field=settings.target_conversation_id_field,
+                                             id_header=settings.target_conversation_id_header,
+                                             id_from=settings.target_conversation_id_from))
 
-    def payload(self, case: Case) -> Any:
-        """The request payload for ``case`` (a JSON value)."""
+    def payload(self, case: Case, call: TargetCall | None = None) -> Any:
+        """The request payload for ``case`` (a JSON value); a conversation's turn adds its history or
+        conversation id as ``target_conversation`` says."""
         context = case_context(case, self.eval_context)
+        turn = call is not None and call.messages is not None
+        if self.template is None and turn:
+            assert call is not None and call.messages is not None
+            body: dict[str, Any] = {"message": case.input or "", **context}
+            conversation = self.conversation
+            if conversation.mode == "history":
+                body[conversation.history_field] = call.messages
+            elif call.conversation_id is not None and conversation.id_field:
+                body[conversation.id_field] = call.conversation_id
+            return body
         if self.template is None:
             if case.input is None and case.output is not None and _lists_brands(case):
                 # seed 001: the system under test is an extractor; the message is the text to analyse
@@ -196,7 +216,10 @@ class HttpTarget:
 
         try:
             text = self.template.render(input=case.input or "", id=case.id, category=case.category,
-                                        context=context, case=case.model_dump(mode="json", exclude_none=True))
+                                        context=context, case=case.model_dump(mode="json", exclude_none=True),
+                                        messages=call.messages if call is not None else None,
+                                        turn=call.turn if call is not None else None,
+                                        conversation_id=call.conversation_id if call is not None else None)
         except jinja2.TemplateError as exc:
             raise ValueError(str(exc)) from None
         try:
@@ -205,26 +228,41 @@ class HttpTarget:
             raise ValueError(f"target_body_template rendered invalid JSON ({exc.msg} at column {exc.colno}); "
                              "use | tojson for values") from None
 
-    async def answer(self, case: Case) -> Answer:
+    async def answer(self, case: Case, call: TargetCall | None = None) -> Answer:
         try:
-            payload = self.payload(case)
+            payload = self.payload(case, call)
         except (ValueError, TypeError) as exc:  # template problems arrive as ValueError
             return Answer(error=f"request body: {exc}")
+        headers = self.call_headers(call)
         try:
             response, latency, data = await self.runtime.executor.call(
-                PROVIDER, lambda: self._send(payload), what=f"{self.method} {self.url}", pace=self.pace)
+                PROVIDER, lambda: self._send(payload, headers), what=f"{self.method} {self.url}", pace=self.pace)
         except CallFailed as exc:
             return Answer(error=redact(str(exc)))
+        if call is not None and data is not TEXT:
+            call.reply = data
         return self._read(response, latency, data)
 
-    async def _send(self, payload: Any) -> tuple[Reply, float, Any]:
+    def call_headers(self, call: TargetCall | None) -> dict[str, str] | None:
+        """Headers of this call besides the target's own: the call's (a trace context) and the conversation
+        id when ``target_conversation_id_header`` names one."""
+        if call is None:
+            return None
+        headers = dict(call.headers)
+        if call.conversation_id is not None and self.conversation.mode == "id" and self.conversation.id_header:
+            headers[self.conversation.id_header] = call.conversation_id
+        return headers or None
+
+    async def _send(self, payload: Any, extra: Mapping[str, str] | None = None) -> tuple[Reply, float, Any]:
         """One attempt: the reply, its latency (ms) and its JSON value (``TEXT`` when read as text)."""
         if self.method in QUERY_METHODS:
             params = payload if isinstance(payload, dict) else {}
-            response = await self.pool.request(self.method, self.url, params=params, max_bytes=self.max_reply_bytes)
+            response = await self.pool.request(self.method, self.url, params=params, max_bytes=self.max_reply_bytes,
+                                               headers=extra)
         else:
             body = json.dumps(payload, ensure_ascii=False).encode()
-            response = await self.pool.request(self.method, self.url, body=body, headers=JSON_BODY,
+            response = await self.pool.request(self.method, self.url, body=body,
+                                               headers={**JSON_BODY, **extra} if extra else JSON_BODY,
                                                max_bytes=self.max_reply_bytes)
         latency = response.elapsed_ms if response.elapsed_ms is not None else 0.0
         if response.status >= 400:
@@ -268,7 +306,21 @@ class HttpTarget:
 
     def describe(self) -> dict[str, object]:
         return {"kind": self.kind, "url": self.url, "method": self.method, "headers": sorted(self.headers),
-                "body_template": self.template is not None, "response_map": self.response_map.describe()}
+                "body_template": self.template is not None, "response_map": self.response_map.describe(),
+                "conversation": self.conversation.mode}
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """How the http target carries a conversation's turns (settings ``target_conversation`` …)."""
+
+    mode: str = "history"
+    """``history``: the messages so far in ``history_field``; ``id``: the conversation id only."""
+    history_field: str = "messages"
+    id_field: str | None = "conversation_id"
+    id_header: str | None = None
+    id_from: str | None = None
+    """Dotted path of the conversation id in the agent's first JSON reply (then none is sent on turn 1)."""
 
 
 def _lists_brands(case: Case) -> bool:

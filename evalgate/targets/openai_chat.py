@@ -1,7 +1,8 @@
 """The ``openai`` target: a chat model is the system under test.
 
 Messages: an optional system prompt (``target_system_prompt``, a jinja2 template over ``input``, ``id``,
-``category``, ``language``, ``context`` and ``case``), then the case input as the user message. The
+``category``, ``language``, ``context`` and ``case``), then the case input as the user message (a
+conversation's turn: every message so far, user and assistant, ending with the turn's user message). The
 provider is ``target_provider`` (default: the judge's provider, or ``openai`` when the judge is
 ``none``) with the same key variables and defaults as the judge; ``target_url`` overrides its base URL
 (else ``judge_base_url`` when both use the same provider), ``target_model`` its default model. Calls use
@@ -27,6 +28,7 @@ from evalgate.targets.http import case_context, compile_template
 if TYPE_CHECKING:
     from evalgate.config.settings import Settings
     from evalgate.model import Case
+    from evalgate.targets.base import TargetCall
 
 TARGET_MAX_TOKENS = 2048
 SYSTEM_VARIABLES = frozenset({"input", "id", "category", "language", "context", "case"})
@@ -64,7 +66,8 @@ class OpenAIChatTarget:
         return cls(service, system_prompt=settings.target_system_prompt, seed=settings.judge_seed,
                    eval_context=settings.eval_context)
 
-    def messages(self, case: Case) -> list[dict[str, str]]:
+    def messages(self, case: Case, call: TargetCall | None = None) -> list[dict[str, str]]:
+        """The system prompt (if any), then the case input, or a conversation turn's whole history."""
         messages: list[dict[str, str]] = []
         if self.system_template is not None:
             system = self.system_template.render(
@@ -72,7 +75,10 @@ class OpenAIChatTarget:
                 context=case_context(case, self.eval_context), case=case.model_dump(mode="json", exclude_none=True),
             )
             messages.append({"role": "system", "content": system})
-        messages.append({"role": "user", "content": case.input or ""})
+        if call is not None and call.messages is not None:
+            messages.extend({"role": m["role"], "content": m["content"]} for m in call.messages)
+        else:
+            messages.append({"role": "user", "content": case.input or ""})
         return messages
 
     def params(self) -> dict[str, Any]:
@@ -81,9 +87,9 @@ class OpenAIChatTarget:
             params["seed"] = self.seed
         return params
 
-    async def answer(self, case: Case) -> Answer:
+    async def answer(self, case: Case, call: TargetCall | None = None) -> Answer:
         try:
-            messages = self.messages(case)
+            messages = self.messages(case, call)
         except jinja2.TemplateError as exc:
             return Answer(error=f"target_system_prompt: {exc}")
         try:

@@ -50,7 +50,8 @@ class RecordedTarget:
         self.outputs_file = outputs_file
         self.outputs: dict[str, dict[str, Any]] = load_outputs(Path(outputs_file)) if outputs_file else {}
 
-    async def answer(self, case: Case) -> Answer:
+    async def answer(self, case: Case, call: object = None) -> Answer:
+        """The recorded answer (a conversation's turn: the turn's own ``output``); ``call`` is not needed."""
         recorded = self.outputs.get(case.id)
         if recorded is None:
             return answer_from_case(case)
