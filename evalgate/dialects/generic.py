@@ -51,6 +51,10 @@ WHEN: dict[str, str] = {
     "tool_calling": NAMED,
     "response_quality": NAMED,
     "composite": NAMED,
+    "conversation_turns": "the case is a conversation (turns: or simulated_user:)",
+    "goal_completion": "the conversation has a goal (judged)",
+    "role_adherence": "the conversation has an assistant_role (judged)",
+    "knowledge_retention": NAMED,
 }
 """Built-in metric → when it runs on a case of a suite without a kind."""
 
