@@ -111,3 +111,12 @@ def test_every_built_in_metric_has_a_generic_rule_and_owned_metrics_say_what_the
     assert native_format({"question": "q", "expected_sources": []}, None)[0] == "seed000"
     assert native_format({"id": "a", "question": "q", "expected_sources": []}, None)[0] is None
     assert native_format({"input": "q", "category": "safety"}, None)[0] is None
+
+
+def test_evalgate_explain_is_validate_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dataset = tmp_path / "cases.yaml"
+    dataset.write_text(HELPDESK, encoding="utf-8")
+    assert cli_main(["explain", "-d", str(dataset)]) == 0
+    explained = capsys.readouterr().out
+    assert cli_main(["validate", "-d", str(dataset), "--explain"]) == 0
+    assert capsys.readouterr().out == explained and "hit_rate" in explained

@@ -152,6 +152,14 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--explain", action="store_true", default=None,
                           help="per case: the metrics that will run, their thresholds and why each applies")
     validate.add_argument("--compat", metavar="SEEDS", help="in-house framework dialects on for cases without a kind")
+    explain = verbs.add_parser("explain", help="per case: the metrics that will run, their thresholds and why "
+                                                 "(validate --explain)",
+                               description="Validate, then print per case every metric that will run, its threshold "
+                                           "(and where it was set) and why it applies; no network call is made.")
+    _add_selection(explain)
+    explain.add_argument("--format", choices=["text", "json"], help="json prints the explanation as JSON")
+    explain.add_argument("--compat", metavar="SEEDS", help="in-house framework dialects on for cases without a kind")
+    explain.set_defaults(explain=True)
     looked_up = validate.add_argument_group("judge cache (read only, to tell whether generated steps are cached)")
     looked_up.add_argument("--judge-provider", choices=["none", "openai", "gemini", "ollama", "local"])
     looked_up.add_argument("--judge-model", metavar="MODEL")
@@ -404,7 +412,7 @@ def render_custom_metrics(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-COMMANDS = {"run": cmd_run, "eval": cmd_run, "validate": cmd_validate}
+COMMANDS = {"run": cmd_run, "eval": cmd_run, "validate": cmd_validate, "explain": cmd_validate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
