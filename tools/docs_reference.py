@@ -84,7 +84,7 @@ def settings_page() -> str:
         shown = "—" if default in (None, [], {}, "") else f"`{default}`"
         input_name = name.replace("_", "-")
         flag, help_text = flags.get(name, ("", ""))
-        what = docs.get(name) or help_text
+        what = docs.get(name) or help_text or str((inputs.get(input_name) or {}).get("description") or "")
         lines.append(f"| `{name}` | {_cell(shown)} | `EVALGATE_{name.upper()}` | "
                      f"{'`' + input_name + '`' if input_name in inputs else '—'} | "
                      f"{'`' + flag + '`' if flag else '—'} | {_cell(what)} |")

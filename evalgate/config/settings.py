@@ -90,8 +90,11 @@ class Settings(BaseModel):
     langfuse: bool = False
     """Export scores to Langfuse after the run (``LANGFUSE_PUBLIC_KEY`` / ``LANGFUSE_SECRET_KEY``)."""
     langfuse_host: str = "https://cloud.langfuse.com"
+    """Langfuse server for ``langfuse`` (``LANGFUSE_HOST`` / ``LANGFUSE_BASE_URL``)."""
     langfuse_public_key: str | None = Field(default=None, exclude=True, repr=False)
+    """Langfuse public key (``LANGFUSE_PUBLIC_KEY``); never written to results."""
     langfuse_secret_key: str | None = Field(default=None, exclude=True, repr=False)
+    """Langfuse secret key (``LANGFUSE_SECRET_KEY``); masked, never written to results."""
     verbose: bool = False
     progress: Literal["auto", "rich", "plain", "none"] = "auto"
     progress_interval_seconds: float = Field(default=10.0, gt=0, le=3600)
@@ -103,9 +106,13 @@ class Settings(BaseModel):
     """Keyword arguments of a custom target's factory."""
     target_url: str | None = None
     target_method: str = "POST"
+    """HTTP method of an http target (``GET`` / ``HEAD`` send the body's fields as query parameters)."""
     target_headers: dict[str, str] = Field(default_factory=dict)
+    """Request headers of an http target; ``${NAME}`` is replaced by the environment variable (masked)."""
     target_body_template: str | None = None
+    """jinja2 template rendering an http target's JSON body (default ``{"message": input, …context}``)."""
     target_response_map: dict[str, str] = Field(default_factory=dict)
+    """Answer field → dotted path in an http or command target's JSON reply (overrides the defaults)."""
     target_response_format: Literal["auto", "json", "text"] = "auto"
     """How an http or command target's reply is read: ``auto`` (JSON when it parses; a reply whose
     Content-Type says JSON must parse, else the attempt failed and is retried), ``json`` (every reply must
@@ -114,14 +121,18 @@ class Settings(BaseModel):
     target_model: str | None = None
     target_provider: Literal["openai", "gemini", "ollama", "local"] | None = None
     target_system_prompt: str | None = None
+    """System message of an ``openai`` target (a chat model as the system under test)."""
     # --- conversations (docs/conversations.md) ---------------------------------------------------
     target_conversation: Literal["history", "id"] = "history"
     """How an http target carries a conversation: ``history`` sends every message so far in
     ``target_history_field``; ``id`` sends only the new message and a conversation id the agent keeps
     state under (``target_conversation_id_field`` / ``_header``, or taken from its first reply)."""
     target_history_field: str = Field(default="messages", min_length=1)
+    """Body field carrying a conversation's messages so far (``target_conversation: history``)."""
     target_conversation_id_field: str | None = "conversation_id"
+    """Body field carrying the conversation id (``target_conversation: id``); null: none."""
     target_conversation_id_header: str | None = None
+    """Request header carrying the conversation id (``target_conversation: id``)."""
     target_conversation_id_from: str | None = None
     """A field of the agent's first JSON reply (dotted path) holding the conversation id it assigned."""
     stop_on_failed_turn: bool = True
@@ -130,18 +141,21 @@ class Settings(BaseModel):
     """Model writing simulated users' messages (default: the judge's model, on the judge's provider)."""
     outputs_file: str | None = None
     eval_context: dict[str, Any] = Field(default_factory=dict)
+    """Fields merged into an http target's default body (``EVALGATE_EVAL_<NAME>`` variables set them too)."""
 
     # --- judge -----------------------------------------------------------------------------------
     judge_provider: JudgeProvider = "none"
     judge_model: str | None = None
     judge_base_url: str | None = None
     judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    """Temperature of judge calls (metrics in ``judge_temperatures`` use their own)."""
     judge_temperatures: dict[str, float] = Field(default_factory=dict)
     """Per judged metric temperature (``judges.factory.DEFAULT_METRIC_TEMPERATURES``: judge_score 0.1)."""
     judge_api_key: str | None = Field(default=None, exclude=True, repr=False)
     """The judge's API key when given as a setting (seed 004's ``EVAL_JUDGE_API_KEY`` / ``llm_judge.api_key``)
     instead of the provider's own variable; never written anywhere."""
     judge_seed: int | None = 20261122
+    """Seed sent with judge calls, for providers that honour it; null: none."""
     judge_samples: int = Field(default=1, ge=1, le=20)
     judge_output: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"
     no_cache: bool = False
@@ -154,6 +168,7 @@ class Settings(BaseModel):
     (``calls.ratelimit``)."""
     max_cost: float | None = Field(default=None, ge=0.0)
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Model → ``{input, output}`` USD per 1M tokens, over the built-in price table (cost and max_cost)."""
     chat_client: Literal["direct", "openai-sdk"] = "direct"
 
     # --- execution -------------------------------------------------------------------------------
