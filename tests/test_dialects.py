@@ -98,7 +98,7 @@ def test_validate_explain_lists_each_metric_with_its_threshold_and_why(
     assert cli_main(["validate", "-d", str(dataset), "--explain", "--compat", "seed000", "--format", "json"]) == 0
     explained = json.loads(capsys.readouterr().out)["explain"][0]
     rows = {row["metric"]: row for row in explained["metrics"]}
-    assert rows["mrr"]["threshold"] == {"gt": 0.7} and rows["mrr"]["threshold_from"] == "a seed dialect's default"
+    assert rows["mrr"]["threshold"] == {"gt": 0.7} and rows["mrr"]["threshold_from"] == "seed 000 (Wikipedia agent)'s default"
     assert rows["judge_score"]["why"] == ("seed 000 (Wikipedia agent) dialect: the case has expected_sources "
                                           "(--compat seed000)")
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate.config.options import MetricOptions
 from evalgate.config.settings import Settings
 from evalgate.dataset.stream import SelectedCases
-from evalgate.dialects import OWNER, active_dialects, threshold_layer, triggered
+from evalgate.dialects import DIALECTS, OWNER, active_dialects, threshold_layer, triggered
 from evalgate.dialects import category_map as dialect_category_map
 from evalgate.errors import UserError
 from evalgate.metrics.registry import Metric, all_metrics
@@ -101,9 +101,10 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
     if catalog.declared_thresholds:
         layers.insert(0, (catalog.declared_thresholds, "metric declarations"))
     compat = tuple(settings.compat)
-    seed_defaults = threshold_layer({*scanned.dialects, *compat})
-    if seed_defaults:  # below everything the user set: a seed's minimums for runs that include its cases
-        layers.insert(0, (seed_defaults, "a seed dialect's default"))
+    for dialect in sorted({*scanned.dialects, *compat}, reverse=True):  # below everything the user set
+        seed_defaults = threshold_layer([dialect])  # a seed's minimums, for runs that include its cases
+        if seed_defaults:
+            layers.insert(0, (seed_defaults, f"{DIALECTS[dialect].label}'s default"))
     thresholds = resolve_thresholds(metrics, layers)
     plan_for = make_planner(metrics, global_suite, suites, catalog, compat=compat)
     files = [file.as_metadata() for file in scanned.files]
