@@ -53,19 +53,34 @@ def test_identical_runs_report_no_change(tmp_path: Path, capsys: pytest.CaptureF
     assert code == 0 and err == ""
     assert "Compared with " + base in out
     assert "No change against the baseline: 30 paired cases" in out
-    assert "0 regressed, 0 fixed, exact McNemar p=1 (not significant at α=0.05)" in out
+    assert "0 regressed, 0 fixed; exact McNemar (one-sided) p=1, adjusted p=1 (not significant at α=0.05)" in out
+    assert "One decision: 2 test(s), Holm–Bonferroni at family-wise α=0.05" in out
 
 
-def test_critical_flip_fails_only_with_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def repeated(doc: dict[str, Any], times: int) -> dict[str, Any]:
+    """The document with every case recorded ``times`` times (repeats 0 … times − 1)."""
+    doc = copy.deepcopy(doc)
+    doc["results"] = [dict(r, repeat=k) for r in doc["results"] for k in range(times)]
+    return doc
+
+
+def test_critical_flip_fails_only_with_the_flag_and_with_repeats(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     base = write(tmp_path / "base.json", document("base", BASE_VALUES, risks={4: "critical"}))
     head = write(tmp_path / "head.json", document("head", BASE_VALUES, risks={4: "critical"}, failed={4}))
-    code, out, _ = run_cli(capsys, base, head)
-    assert code == 0
-    assert "Regressions (1):" in out and "▼ case_04 critical: passed → failed (datasets/x.yaml:19)" in out
-    code, _, err = run_cli(capsys, base, head, "--fail-on-regression")
+    code, out, _ = run_cli(capsys, base, head, "--fail-on-regression")
+    assert code == 0  # one run: a single flip is not evidence, and the report says so
+    assert "New failures (1, 1 critical):" in out and "▼ case_04 critical: passed → failed (datasets/x.yaml:19)" in out
+    assert "a single flip of a critical case is not evidence" in out
+    base5 = write(tmp_path / "base5.json", repeated(document("base", BASE_VALUES, risks={4: "critical"}), 5))
+    head5 = write(tmp_path / "head5.json",
+                  repeated(document("head", BASE_VALUES, risks={4: "critical"}, failed={4}), 5))
+    code, out, _ = run_cli(capsys, base5, head5)
+    assert code == 0 and "▼ case_04 critical: passed → failed [5/5 → 0/5 passing runs] (datasets/x.yaml:19)" in out
+    code, _, err = run_cli(capsys, base5, head5, "--fail-on-regression")
     assert code == 1
-    assert ("evalgate: regression: critical case case_04 flipped from passed to failed against the baseline "
-            "(datasets/x.yaml:19)") in err
+    assert ("evalgate: regression: critical cases regressed against the baseline: 1 that passed every base run now "
+            "fail: case_04 (datasets/x.yaml:19) (exact stratified exchange test (one-sided) p=0.004") in err
 
 
 def test_a_consistent_metric_drop_is_significant_and_a_noisy_one_is_not(tmp_path: Path,
@@ -81,7 +96,7 @@ def test_a_consistent_metric_drop_is_significant_and_a_noisy_one_is_not(tmp_path
     noisy = write(tmp_path / "noisy.json", document("noisy", noisy_values))
     code, out, err = run_cli(capsys, base, noisy, "--fail-on-regression")
     assert code == 0 and err == ""
-    assert "score fell 0.001" in out and "not significant at α=0.05" in out
+    assert "score fell 0.001" in out and "inconclusive at α=0.05" in out
 
 
 def test_json_format_is_the_comparison_block(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -108,13 +123,15 @@ def test_markdown_format_marks_significance_and_escapes_dataset_text(tmp_path: P
     code, out, _ = run_cli(capsys, base, head, "--format", "markdown")
     assert code == 0
     assert out.startswith(f"### evalgate: compared with `{base}`")
-    assert "| Metric | Base | Head | Δ | 95% CI | n | Change |" in out
+    assert "| Metric | Base | Head | Δ | 95% CI | p (adjusted) | n | Change |" in out
     score_row = next(line for line in out.splitlines() if line.startswith("| `score`"))
-    assert "**▼ −0.050**" in score_row and score_row.endswith("| 30 | regression |")
+    assert "**▼ −0.050**" in score_row and "(BCa bootstrap)" in score_row and score_row.endswith("| 30 | regression |")
+    # new failures lead, then significant metric changes
+    assert out.index("| Regressed case |") < out.index("| Metric |")
     # the same section the PR comment shows (one renderer: report/templates/comparison.md.j2)
     assert "| Regressed case | Source | Risk | Base → head |" in out
     assert "| ``evil\\|`id` @octocat <b>`` 🚨 | `datasets/x.yaml:11` | critical | passed → failed |" in out
-    assert "Pass rate 100.0% → 96.7% · McNemar p=1.000, not significant · 0 new · 0 removed case(s)" in out
+    assert "Pass rate 100.0% → 96.7% · McNemar p=0.50, not significant · 0 new · 0 removed case(s)" in out
 
 
 def sqlite_store(path: Path, doc: dict[str, Any]) -> str:
@@ -132,7 +149,8 @@ def sqlite_store(path: Path, doc: dict[str, Any]) -> str:
 
 def test_sqlite_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = sqlite_store(tmp_path / "base.db", document("base", BASE_VALUES, risks={4: "critical"}))
-    head = write(tmp_path / "head.json", document("head", BASE_VALUES, risks={4: "critical"}, failed={4}))
+    head = write(tmp_path / "head.json", document("head", [v - 0.05 for v in BASE_VALUES], risks={4: "critical"},
+                                                  failed={4}))
     code, out, _ = run_cli(capsys, base, head, "--format", "json", "--fail-on-regression")
     assert code == 1
     comparison = json.loads(out)

@@ -233,7 +233,7 @@ def test_comparison_and_flaky_sections(run: dict[str, Any]) -> None:
     (comparison,) = dom.find_all("section", id="comparison")
     text = comparison.all_text()
     assert "1 significant regression: mention_f1 fell." in text
-    assert "Pass rate 50.0% → 25.0%" in text and "p = 0.250" in text and "not significant" in text
+    assert "Pass rate 50.0% → 25.0%" in text and "p = 0.25" in text and "not significant" in text
     assert "2 new and 0 removed" in text
     rows = {r.attrs["data-metric"]: r.all_text() for r in comparison.find_all("tr") if "data-metric" in r.attrs}
     assert "−0.233" in rows["mention_f1"] and "significant regression" in rows["mention_f1"]

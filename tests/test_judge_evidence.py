@@ -225,7 +225,10 @@ def _metric(status: MetricStatus, value: float | None = None, reason: str | None
 
 def test_case_verdict_errors_on_missing_evidence_only_for_gated_judge_metrics() -> None:
     unavailable = {"relevancy": _metric(MetricStatus.unavailable, reason="judge call failed: HTTP 503")}
-    assert case_verdict(unavailable, error=None, strict=False) == (CaseStatus.passed, [])
+    # no judge configured: a judge-dependent metric that only lacks the judge is like a skipped one
+    assert case_verdict(unavailable, error=None, strict=False, needs_judge={"relevancy"}) == (CaseStatus.passed, [])
+    assert case_verdict(unavailable, error=None, strict=False, optional={"relevancy"}) == (CaseStatus.passed, [])
+    assert case_verdict(unavailable, error=None, strict=False)[0] is CaseStatus.errored  # missing evidence
     assert case_verdict(unavailable, error=None, strict=False, evidence={"relevancy"}) == (
         CaseStatus.errored, ["relevancy unavailable: judge call failed: HTTP 503"])
     fallback = {"response_quality": _metric(MetricStatus.passed, 4.25, judge_unavailable="HTTP 503")}

@@ -260,7 +260,7 @@ def test_comparison_column_and_regressions_section() -> None:
     assert "### Against the base" in body
     assert "1 significant regression: mention\\_f1 fell 0.090" in body
     assert "baseline: artifact evalgate-results of run 123 on main" in body
-    assert "Pass rate 90.0% → 80.0% · McNemar p=0.500, not significant · 1 new · 2 removed case(s)" in body
+    assert "Pass rate 90.0% → 80.0% · McNemar p=0.50, not significant · 1 new · 2 removed case(s)" in body
     assert "Significant metric changes: `mention_f1` ▼ −0.090" in body
     regressed = body.index("| Regressed case |")
     assert body.index("`crit-1` 🚨", regressed) < body.index("`low-3`", regressed), "critical regressions first"
@@ -623,9 +623,10 @@ def repeated_doc(flaky: int = 2, flaky_cases: int | None = None) -> dict[str, An
                                  "flaky_cases": flaky if flaky_cases is None else flaky_cases, "flaky_listed": flaky}
     doc["summary"]["confidence_intervals"] = {
         "confidence": 0.95, "method": "percentile bootstrap over cases", "resamples": 10000, "seed": 1,
-        "pass_rate": {"mean": 0.8, "low": 0.55, "high": 1.0, "cases": 10},
+        "pass_rate": {"mean": 0.8, "low": 0.55, "high": 1.0, "cases": 10, "method": "Wilson"},
         "pass_fraction": {"mean": 0.83, "low": 0.6, "high": 1.0, "cases": 10},
-        "metrics": {"mention_f1": {"mean": 0.82, "low": 0.71, "high": 0.9, "cases": 10, "within_case_stdev": 0.05}},
+        "metrics": {"mention_f1": {"mean": 0.82, "low": 0.71, "high": 0.9, "cases": 10, "within_case_stdev": 0.05,
+                                   "method": "BCa bootstrap"}},
     }
     doc["flaky"] = [flaky_entry("crit-1", 1, "critical")] + [flaky_entry(f"f-{i}", 10 + i, "low")
                                                               for i in range(flaky - 1)]
@@ -640,9 +641,9 @@ def test_repeats_flaky_cases_and_confidence_intervals() -> None:
     assert f"| `crit-1` 🚨 | [datasets/brand/fixtures.yaml:13]({link}) | critical | 1/3 | passed failed failed | failed |" \
         in section
     assert "| `f-0` |" in section
-    assert "| Suite average | Mean | 95% CI (bootstrap over cases) | Cases | SD within case |" in section
-    assert "| pass rate | 80.0% | 55.0% – 100.0% | 10 | — |" in section
-    assert "| `mention_f1` | 0.820 | 0.710 – 0.900 | 10 | 0.050 |" in section
+    assert "| Suite average | Mean | 95% CI over cases | Method | Cases | SD within case |" in section
+    assert "| pass rate | 80.0% | 55.0% – 100.0% | Wilson | 10 | — |" in section
+    assert "| `mention_f1` | 0.820 | 0.710 – 0.900 | BCa bootstrap | 10 | 0.050 |" in section
     assert section.index("### 🎲 Repeats") < section.index("<summary>By category</summary>")
     assert set(elements(body).rows) <= {3, 4, 5, 6}, elements(body).rows
 

@@ -35,6 +35,15 @@ def evalgate(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subpro
 
 
 @pytest.fixture(scope="module")
+def repeated_baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The suite run 5 times per case: a critical case then passes reliably (5 of 5) on the base."""
+    folder = tmp_path_factory.mktemp("baseline5")
+    run = evalgate("run", "-d", str(SUITE), "-o", str(folder / "base"), "--repeat", "5", cwd=folder)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return folder / "base"
+
+
+@pytest.fixture(scope="module")
 def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("baseline")
     run = evalgate("run", "-d", str(SUITE), "-o", str(folder / "base"), cwd=folder)
@@ -57,26 +66,34 @@ FLIPPED_CRITICAL = [{"id": CRITICAL, "output": "Drop him now and grab the waiver
 FLIPPED_MEDIUM = [{"id": MEDIUM, "output": "Somewhere around half, probably."}]
 
 
-def test_a_critical_flip_fails_the_gate_with_fail_on_regression(tmp_path: Path, baseline: Path) -> None:
-    run, document = head_run(tmp_path, str(baseline / "results.json"), FLIPPED_CRITICAL, *LOOSE,
-                             "--fail-on-regression")
+def test_a_reliable_critical_case_failing_every_repeat_fails_the_gate(tmp_path: Path,
+                                                                      repeated_baseline: Path) -> None:
+    run, document = head_run(tmp_path, str(repeated_baseline / "results.json"), FLIPPED_CRITICAL, *LOOSE,
+                             "--repeat", "5", "--fail-on-regression")
     assert run.returncode == 1, run.stdout + run.stderr
-    reason = (f"critical case {CRITICAL} flipped from passed to failed against the baseline "
-              f"({SUITE / 'cases.yaml'}:29)")
-    assert document["gate"]["reasons"] == [reason]
+    [reason] = document["gate"]["reasons"]
+    assert reason.startswith(f"critical cases regressed against the baseline: 1 that passed every base run now "
+                             f"fail: {CRITICAL} ({SUITE / 'cases.yaml'}:29) (exact stratified exchange test "
+                             "(one-sided) p=0.004")  # 1/C(10, 5)
     assert f"  • {reason}" in run.stdout and f"▼ {CRITICAL} critical: passed → failed" in run.stdout
     comparison = document["comparison"]
     assert comparison["regression"] is True and comparison["pass_rate"]["regressions"] == 1
+    assert comparison["critical"]["p_value"] == pytest.approx(1 / 252)
     assert [flip["id"] for flip in comparison["cases"]["regressions"]] == [CRITICAL]
-    assert document["baseline"] == {"setting": str(baseline / "results.json"), "found": True,
-                                    "source": str(baseline / "results.json"), "warning": None, "severity": None}
+    assert document["baseline"] == {"setting": str(repeated_baseline / "results.json"), "found": True,
+                                    "source": str(repeated_baseline / "results.json"), "warning": None,
+                                    "severity": None}
 
 
-def test_the_same_flip_without_fail_on_regression_is_reported_but_passes(tmp_path: Path, baseline: Path) -> None:
-    run, document = head_run(tmp_path, str(baseline / "results.json"), FLIPPED_CRITICAL, *LOOSE)
+def test_a_single_critical_flip_without_repeats_is_not_evidence(tmp_path: Path, baseline: Path) -> None:
+    run, document = head_run(tmp_path, str(baseline / "results.json"), FLIPPED_CRITICAL, *LOOSE,
+                             "--fail-on-regression")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert document["gate"]["reasons"] == [] and document["comparison"]["regression"] is True
-    assert "Regressions (1):" in run.stdout
+    comparison = document["comparison"]
+    assert document["gate"]["reasons"] == [] and comparison["regression"] is False
+    assert comparison["critical"]["p_value"] == 0.5
+    assert "a single flip of a critical case is not evidence" in comparison["summary"]
+    assert "New failures (1, 1 critical):" in run.stdout
 
 
 def test_identical_runs_are_no_regression(tmp_path: Path, baseline: Path) -> None:
@@ -112,17 +129,18 @@ def test_a_missing_baseline_is_a_warning_and_the_report_says_no_baseline(tmp_pat
     assert "evalgate: warning: no baseline:" in json_run.stderr
 
 
-def test_baseline_auto_through_the_github_api(tmp_path: Path, baseline: Path) -> None:
+def test_baseline_auto_through_the_github_api(tmp_path: Path, repeated_baseline: Path) -> None:
     event = {"pull_request": {"number": 3, "base": {"ref": "main", "sha": "e" * 40},
                               "head": {"ref": "topic", "sha": "f" * 40, "repo": {"full_name": "octo/evals"}}},
              "repository": {"full_name": "octo/evals"}}
     (tmp_path / "event.json").write_text(json.dumps(event))
     with GitHubArtifactsFake() as fake:
-        content = zip_bytes({"results.json": (baseline / "results.json").read_text()})
-        artifact_id = fake.add_artifact("evalgate-results", content, head_sha="e" * 40)
         env = {"GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(tmp_path / "event.json"),
                "GITHUB_REPOSITORY": fake.repository, "GITHUB_API_URL": fake.url, "GITHUB_TOKEN": fake.token}
-        run, document = head_run(tmp_path, "auto", FLIPPED_CRITICAL, *LOOSE, "--fail-on-regression", env=env)
+        content = zip_bytes({"results.json": (repeated_baseline / "results.json").read_text()})
+        artifact_id = fake.add_artifact("evalgate-results", content, head_sha="e" * 40)
+        run, document = head_run(tmp_path, "auto", FLIPPED_CRITICAL, *LOOSE, "--repeat", "5", "--fail-on-regression",
+                                 env=env)
         blob_headers = [r.headers for r in fake.requests("blob")]
     assert run.returncode == 1, run.stdout + run.stderr
     assert document["baseline"]["found"] is True and f"(id {artifact_id})" in document["baseline"]["source"]

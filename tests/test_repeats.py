@@ -148,7 +148,9 @@ def test_flaky_list_is_capped_keeping_the_riskiest() -> None:
     assert report["summary"]["repeats"]["flaky_cases"] == 7
     assert [(f["id"], f["risk_level"]) for f in report["flaky"]] == [("k2", "critical"), ("k5", "critical"),
                                                                       ("k4", "high")]
-    assert report["flaky"][0]["outcomes"] == ["passed", "failed"] and report["flaky"][0]["status"] == "passed"
+    assert report["flaky"][0]["outcomes"] == ["passed", "failed"]
+    assert report["flaky"][0]["status"] == "failed"  # critical: pass^k, every repeat must pass whatever the rule
+    assert report["flaky"][2]["status"] == "passed"  # high risk: rule "any"
 
 
 def test_confidence_intervals_bootstrap_the_per_case_means() -> None:
@@ -159,15 +161,18 @@ def test_confidence_intervals_bootstrap_the_per_case_means() -> None:
             sink.add(result(f"m{i}", r, P if value >= 0.9 else F, index=i, metrics={"f1": metric(value)}))
     intervals = sink.report()["summary"]["confidence_intervals"]
     means = [sum(pair) / 2 for pair in values.values()]
-    mean, low, high = stats.bootstrap_mean_ci(means)  # type: ignore[misc]
+    mean, low, high = stats.bca_mean_ci(means)  # type: ignore[misc]
     row = intervals["metrics"]["f1"]
     assert (row["mean"], row["low"], row["high"], row["cases"]) == (round(mean, 6), round(low, 6), round(high, 6), 12)
     assert low < mean < high
     assert row["within_case_stdev"] == pytest.approx(statistics.fmean(statistics.stdev(p) for p in values.values()),
                                                      abs=1e-6)
     verdicts = [1.0 if statistics.fmean([p >= 0.9 for p in pair]) > 0.5 else 0.0 for pair in values.values()]
-    expected = stats.bootstrap_mean_ci(verdicts)
+    expected = stats.wilson_interval(int(sum(verdicts)), len(verdicts))
     assert expected is not None and intervals["pass_rate"]["mean"] == round(expected[0], 6)
+    assert (intervals["pass_rate"]["low"], intervals["pass_rate"]["high"]) == (round(expected[1], 6),
+                                                                              round(expected[2], 6))
+    assert intervals["pass_rate"]["method"] == "Wilson" and row["method"] == "BCa bootstrap"
     assert intervals["confidence"] == 0.95 and intervals["resamples"] == stats.DEFAULT_RESAMPLES
     assert sink.confidence_intervals() == sink.confidence_intervals()  # fixed seed
 
@@ -240,7 +245,9 @@ def test_engine_repeats_reach_the_sink_and_the_aggregate() -> None:
     asyncio.run(engine.run(cases))
     sink.finish()
     assert target.calls == {"steady": 3, "wobbly": 3, "steady2": 3}
-    assert aggregate.total_test_cases == 3 and aggregate.total_passed == 3  # wobbly passes 2 of 3
+    # wobbly passes 2 of 3: enough for the majority rule, not for a critical case (pass^3)
+    assert aggregate.total_test_cases == 3 and aggregate.total_passed == 2
+    assert [f["id"] for f in aggregate.critical_failures] == ["wobbly"]
     flaky = sink.report()["flaky"]
     assert [(f["id"], f["outcomes"], f["passes"]) for f in flaky] == [("wobbly", ["passed", "failed", "passed"], 2)]
 
@@ -285,8 +292,10 @@ def test_a_whole_run_with_repeats_counts_cases_and_lists_the_flaky_one(tmp_path:
     jsonschema.validate(document, json.loads(SCHEMA_PATH.read_text()))
     assert len(document["results"]) == 6 and sorted(p.name for p in (tmp_path / "calls").iterdir())[-1] == "wobbly.2"
     summary = document["summary"]
-    assert (summary["total_test_cases"], summary["total_passed"], summary["critical_failures"]) == (2, 2, 0)
-    assert summary["repeats"]["flaky_cases"] == 1 and document["gate"]["passed"]
+    assert (summary["total_test_cases"], summary["total_passed"], summary["critical_failures"]) == (2, 1, 1)
+    assert summary["repeats"]["flaky_cases"] == 1 and not document["gate"]["passed"]  # critical: pass^3
+    assert any("passed 2 of 3 repeats (critical: pass^3, every repeat must pass)" in reason
+               for reason in document["gate"]["reasons"])
     # the second *call* fails; with concurrency 2 it may serve repeat 1 or 2, so compare the multiset
     assert [(f["id"], sorted(f["outcomes"])) for f in document["flaky"]] == [("wobbly", ["failed", "passed", "passed"])]
     rules = summary["confidence_intervals"]["metrics"]["rules"]
@@ -297,7 +306,7 @@ def test_a_whole_run_with_repeats_counts_cases_and_lists_the_flaky_one(tmp_path:
         leftover.unlink()
     failed = asyncio.run(execute(strict, {}, cwd=tmp_path, install_signal_handlers=False))
     assert failed.verdict.exit_code == 1 and failed.document["summary"]["critical_failures"] == 1
-    assert any("critical case wobbly failed" in reason and "passed 2 of 3 repeats (all rule)" in reason
+    assert any("critical case wobbly failed" in reason and "passed 2 of 3 repeats (critical: pass^3" in reason
                for reason in failed.verdict.reasons)
 
 

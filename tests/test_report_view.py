@@ -128,7 +128,7 @@ def test_notes_repeats_intervals_and_run() -> None:
     intervals = view.intervals_view({"summary": {"confidence_intervals": {
         "confidence": 0.9, "pass_rate": None, "metrics": {"m": {"mean": 0.5, "low": 0.4, "high": 0.6, "cases": 3}}}}})
     assert intervals == {"level": "90%", "rows": [{"name": "m", "rate": False, "mean": 0.5, "low": 0.4, "high": 0.6,
-                                                    "cases": 3, "within_case_stdev": None}]}
+                                                    "cases": 3, "within_case_stdev": None, "method": None}]}
     run = view.run_view({"run_id": "r", "metadata": {"judge": {"provider": "openai", "model": "gpt-4o-mini"},
                                                       "target": {"kind": "http"}}})
     assert (run["judge"], run["target"], run["version"]) == ("openai (gpt-4o-mini)", "http", None)

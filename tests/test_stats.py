@@ -13,7 +13,6 @@ from evalgate.verdict.stats import (
     mcnemar_exact,
     paired_bootstrap_ci,
     repeat_verdict,
-    significant,
     summarise_repeats,
 )
 
@@ -176,16 +175,6 @@ def test_degenerate_samples() -> None:
     collapsed = paired_bootstrap_ci([0.1, 0.2, 0.3], [0.15, 0.25, 0.35])
     assert collapsed is not None and collapsed[1] == collapsed[2] == collapsed[0]
     assert bootstrap_mean_ci([0.4] * 7) == (0.4, 0.4, 0.4)
-
-
-def test_significance_rule() -> None:
-    assert significant(-0.06, -0.004, n=14)
-    assert significant(0.01, 0.03, n=5)
-    assert not significant(-0.03, 0.008, n=100)
-    assert not significant(0.0, 0.02, n=100)  # touching 0 is not excluding it
-    assert not significant(0.1, 0.1, n=4)  # collapsed interval from too few pairs
-    assert significant(0.1, 0.1, n=stats.MIN_PAIRS_FOR_SIGNIFICANCE)
-    assert not significant(0.0, 0.0, n=50)
 
 
 @pytest.mark.parametrize(

@@ -73,6 +73,10 @@ class Settings(BaseModel):
     max_errored: int = Field(default=0, ge=0)
     fail_on_regression: bool = False
     significance_level: float = Field(default=0.05, gt=0.0, lt=1.0)
+    """The family-wise error rate of the regression decision (docs/trustworthy-verdicts.md)."""
+    regression_tolerance: dict[str, Any] = Field(default_factory=dict)
+    """Per metric, the smallest change that counts as a regression: a number (absolute) or ``{abs, rel}``
+    (``verdict.tolerance``); ``null``/0 removes a default."""
     baseline: str = "none"
 
     # --- outputs ---------------------------------------------------------------------------------
@@ -252,7 +256,7 @@ class Settings(BaseModel):
 
     @field_validator(
         "metric_thresholds", "target_headers", "target_response_map", "eval_context", "prices", "target_options",
-        "judge_temperatures", mode="before",
+        "judge_temperatures", "regression_tolerance", mode="before",
     )
     @classmethod
     def _json_mapping(cls, value: Any) -> Any:

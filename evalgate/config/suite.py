@@ -38,7 +38,8 @@ from evalgate.errors import UserError
 from evalgate.model import THRESHOLD_OPS, MetricDeclaration, Threshold
 
 SUITE_KEYS: frozenset[str] = frozenset(
-    {"name", "description", "kind", "valid", "metrics", "exclude_metrics", "thresholds", "options", "category_metrics"}
+    {"name", "description", "kind", "valid", "metrics", "exclude_metrics", "thresholds", "options", "category_metrics",
+     "optional_metrics"}
 )
 """Keys a suite block (or evalgate.yaml's suite part) may hold."""
 
@@ -96,6 +97,9 @@ class SuiteConfig(BaseModel):
     thresholds: dict[str, ThresholdSpec] = Field(default_factory=dict)
     options: MetricOptions = Field(default_factory=MetricOptions)
     category_metrics: dict[str, list[str]] = Field(default_factory=dict)
+    optional_metrics: list[str] = Field(default_factory=list)
+    """Gated metrics this suite's cases may lack a value for (the answer lacks what they need) without the
+    case erroring (``verdict.gate.case_verdict``)."""
 
     @field_validator("thresholds", mode="before")
     @classmethod

@@ -13,7 +13,7 @@ from rich.text import Text
 from evalgate.calls.executor import CALL_COUNTERS
 from evalgate.metrics.registry import NO_JUDGE_REASON
 from evalgate.report.progress import MAX_FAILED_LISTED
-from evalgate.report.view import format_threshold, is_number, not_scored_view, trend_arrow
+from evalgate.report.view import format_threshold, is_number, not_scored_view, others_line, trend_arrow
 
 MAX_FLIPS_LISTED = 20
 MAX_FLAKY_LISTED = 20
@@ -245,49 +245,91 @@ def render_baseline(document: dict[str, Any], console: Console) -> None:
 
 
 def render_comparison(comparison: dict[str, Any], console: Console, *, limit: int = MAX_FLIPS_LISTED) -> None:
-    """Per-metric deltas with their confidence interval, the McNemar line, and flipped cases."""
+    """What matters first: new failures (critical first) with their count and test, the critical cases'
+    test, then the significant metric changes with effect, interval and adjusted p, then one line on every
+    other metric; fixes and new/removed cases last."""
     alpha = comparison.get("significance_level", 0.05)
     source = (comparison.get("baseline") or {}).get("source") or "baseline"
+    family = comparison.get("family") or {}
     console.print(f"Compared with {source}", markup=False)
     console.print(f"  {comparison.get('summary', '')}", markup=False)
-    metrics = comparison.get("metrics") or {}
-    if metrics:
-        console.print(_comparison_table(metrics, alpha))
+    if family.get("size"):
+        console.print(f"  One decision: {family['size']} test(s), {family.get('procedure', 'Holm–Bonferroni')} at "
+                      f"family-wise α={alpha:g}", markup=False)
+    cases = comparison.get("cases") or {}
+    flips = cases.get("regressions") or []
     rate = comparison.get("pass_rate") or {}
     if rate.get("n_paired"):
-        verdict = "significant" if rate.get("significant") else "not significant"
-        console.print(f"Pass rate {rate.get('base') or 0:.1%} → {rate.get('head') or 0:.1%} over {rate['n_paired']} shared "
-                      f"cases: {rate.get('regressions', 0)} regressed, {rate.get('fixes', 0)} fixed, exact McNemar "
-                      f"p={rate.get('p_value', 1.0):.3g} ({verdict} at α={alpha:g})", markup=False)
-    cases = comparison.get("cases") or {}
-    for label, marker, flips in (("Regressions", "▼", cases.get("regressions") or []),
-                                 ("Fixes", "▲", cases.get("fixes") or [])):
-        if flips:
-            console.print(f"{label} ({len(flips)}):")
-        for flip in flips[:limit]:
-            critical = " critical" if flip.get("critical") else ""
-            console.print(f"  {marker} {flip['id']}{critical}: {flip.get('base_status')} → {flip.get('head_status')}"
-                          f" ({flip.get('source')})", markup=False)
-        if len(flips) > limit:
-            console.print(f"  … and {len(flips) - limit} more")
+        verdict = "a significant regression" if rate.get("regression") else "not significant"
+        adjusted = f", adjusted p={rate['p_adjusted']:.3g}" if rate.get("p_adjusted") is not None else ""
+        flagged = sum(1 for flip in flips if flip.get("critical"))
+        console.print(f"New failures ({len(flips)}{f', {flagged} critical' if flagged else ''}): pass rate "
+                      f"{rate.get('base') or 0:.1%} → {rate.get('head') or 0:.1%} over {rate['n_paired']} shared cases, "
+                      f"{rate.get('regressions', 0)} regressed, {rate.get('fixes', 0)} fixed; "
+                      f"{rate.get('test', 'exact McNemar')} p={rate.get('p_value', 1.0):.3g}{adjusted} ({verdict} at "
+                      f"α={alpha:g})", markup=False)
+    for flip in flips[:limit]:
+        critical = " critical" if flip.get("critical") else ""
+        console.print(f"  ▼ {flip['id']}{critical}: {flip.get('base_status')} → {flip.get('head_status')}"
+                      f"{_runs(flip)} ({flip.get('source')})", markup=False)
+    if len(flips) > limit:
+        console.print(f"  … and {len(flips) - limit} more")
+    _render_critical(comparison.get("critical"), console, alpha)
+    metrics = comparison.get("metrics") or {}
+    moved = {name: row for name, row in metrics.items() if row.get("significant")}
+    if moved:
+        console.print(_comparison_table(moved, alpha))
+    others = others_line([{"name": name, "change": row.get("verdict"), **row}
+                          for name, row in metrics.items() if not row.get("significant")])
+    if others:
+        console.print(f"Other metrics — {others}", markup=False)
+    fixes = cases.get("fixes") or []
+    if fixes:
+        console.print(f"Fixes ({len(fixes)}):")
+    for flip in fixes[:limit]:
+        console.print(f"  ▲ {flip['id']}: {flip.get('base_status')} → {flip.get('head_status')} ({flip.get('source')})",
+                      markup=False)
+    if len(fixes) > limit:
+        console.print(f"  … and {len(fixes) - limit} more")
     if cases.get("new") or cases.get("removed"):
         console.print(f"{len(cases.get('new') or [])} new and {len(cases.get('removed') or [])} removed case(s)")
 
 
+def _runs(flip: dict[str, Any]) -> str:
+    """`` [5/5 → 0/5 passing runs]`` for a case run more than once, else nothing."""
+    if (flip.get("base_runs") or 1) <= 1 and (flip.get("head_runs") or 1) <= 1:
+        return ""
+    return (f" [{flip.get('base_passes')}/{flip.get('base_runs')} → {flip.get('head_passes')}/{flip.get('head_runs')}"
+            " passing runs]")
+
+
+def _render_critical(critical: Any, console: Console, alpha: float) -> None:
+    if not isinstance(critical, dict) or not (critical.get("regressions") or critical.get("flaky_on_base")):
+        return
+    verdict = "a regression" if critical.get("regression") else "not significant"
+    adjusted = f", adjusted p={critical['p_adjusted']:.3g}" if critical.get("p_adjusted") is not None else ""
+    console.print(f"Critical cases: {len(critical.get('regressions') or [])} passed every base run and now fail, "
+                  f"{len(critical.get('flaky_on_base') or [])} flaky on the base; {critical.get('test')} "
+                  f"p={critical.get('p_value', 1.0):.3g}{adjusted} ({verdict} at α={alpha:g})", markup=False)
+    for flip in critical.get("flaky_on_base") or []:
+        console.print(f"  ~ {flip['id']} flaky on the base{_runs(flip)} ({flip.get('source')})", markup=False)
+    if critical.get("note"):
+        console.print(f"  {critical['note']}", markup=False)
+
+
 def _comparison_table(metrics: dict[str, Any], alpha: float) -> Table:
-    table = Table(title="vs base", title_justify="left", show_edge=False, pad_edge=False)
-    for column in ("metric", "base", "head", "Δ", f"{(1 - alpha) * 100:g}% CI", "n", "change"):
+    table = Table(title="Significant metric changes vs base", title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("metric", "base", "head", "Δ", f"{(1 - alpha) * 100:g}% CI", "p (adjusted)", "n", "change"):
         table.add_column(column, justify="left" if column in ("metric", "change") else "right")
     for name, row in metrics.items():
-        if row.get("regression"):
-            change = "regression"
-        elif row.get("improvement"):
-            change = "improvement"
-        else:
-            change = "not significant" if row.get("delta") else "no change"
+        change = str(row.get("verdict") or ("regression" if row.get("regression") else "improvement"))
+        if not row.get("gated", True):
+            change += " (ungated)"
         arrow = trend_arrow(row.get("delta", 0), unchanged="")
+        adjusted = row.get("p_improvement_adjusted") if row.get("improvement") else row.get("p_adjusted")
         table.add_row(name, _fmt(row.get("base")), _fmt(row.get("head")), f"{arrow}{row.get('delta', 0):+.3f}",
-                      f"{row.get('ci_low', 0):+.3f} … {row.get('ci_high', 0):+.3f}", str(row.get("n_paired", 0)), change)
+                      f"{row.get('ci_low', 0):+.3f} … {row.get('ci_high', 0):+.3f} {row.get('ci_method') or ''}".rstrip(),
+                      "n/a" if adjusted is None else f"{adjusted:.3g}", str(row.get("n_paired", 0)), change)
     return table
 
 
@@ -317,15 +359,15 @@ def render_repeats(document: dict[str, Any], console: Console, *, limit: int = M
 
 def _interval_table(intervals: dict[str, Any]) -> Table:
     level = f"{intervals.get('confidence', 0.95) * 100:g}%"
-    table = Table(title=f"Suite averages ({level} CI, bootstrap over cases)", title_justify="left", show_edge=False,
+    table = Table(title=f"Suite averages ({level} CI over cases)", title_justify="left", show_edge=False,
                   pad_edge=False)
-    for column in ("", "mean", f"{level} CI", "cases", "sd within case"):
+    for column in ("", "mean", f"{level} CI", "method", "cases", "sd within case"):
         table.add_column(column, justify="left" if column == "" else "right")
     rows = [("pass rate", intervals.get("pass_rate")), *(intervals.get("metrics") or {}).items()]
     for name, row in rows:
         if row:
-            table.add_row(name, _fmt(row["mean"]), f"{_fmt(row['low'])} … {_fmt(row['high'])}", str(row["cases"]),
-                          _fmt(row.get("within_case_stdev")))
+            table.add_row(name, _fmt(row["mean"]), f"{_fmt(row['low'])} … {_fmt(row['high'])}",
+                          str(row.get("method") or "bootstrap"), str(row["cases"]), _fmt(row.get("within_case_stdev")))
     return table
 
 

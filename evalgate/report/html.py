@@ -37,6 +37,7 @@ from evalgate.report.view import (
     flaky_from_records,
     format_count,
     format_number,
+    format_p,
     format_percent,
     format_signed,
     format_usd,
@@ -81,7 +82,8 @@ def _template() -> jinja2.Template:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(num=format_value, signed=format_signed, pct=format_percent, usd=format_usd, count=format_count)
+    env.filters.update(num=format_value, signed=format_signed, pct=format_percent, usd=format_usd, pval=format_p,
+                       count=format_count)
     return env.get_template(TEMPLATE_NAME)
 
 

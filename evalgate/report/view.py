@@ -290,9 +290,36 @@ def delta_view(entry: Any, *, unchanged: str = "=") -> dict[str, Any] | None:
         "regression": bool(entry.get("regression")),
         "improvement": bool(entry.get("improvement")),
         "n_paired": entry.get("n_paired"),
-        "change": ("regression" if entry.get("regression") else "improvement" if entry.get("improvement")
-                   else "not significant" if delta else "no change"),
+        "change": str(entry.get("verdict") or
+                      ("regression" if entry.get("regression") else "improvement" if entry.get("improvement")
+                       else "not significant" if delta else "no change")),
+        "ci_method": entry.get("ci_method"),
+        "test": entry.get("test"),
+        "p_value": entry.get("p_value"),
+        "p_adjusted": (entry.get("p_improvement_adjusted") if entry.get("improvement")
+                       else entry.get("p_adjusted")),
+        "detectable": entry.get("detectable"),
+        "tolerance": entry.get("tolerance"),
+        "gated": entry.get("gated", True),
     }
+
+
+QUIET_ORDER = ("no meaningful change", "inconclusive", "not significant", "no change")
+
+
+def others_line(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """One line on the metric rows without a significant change, grouped by verdict; an inconclusive one
+    names the change its n could detect. None when every row is significant."""
+    groups: dict[str, list[str]] = {}
+    for row in rows:
+        if not row.get("significant"):
+            name = str(row["name"])
+            if row.get("change") == "inconclusive" and isinstance(row.get("detectable"), int | float):
+                name += f" (n={row.get('n_paired')} too small to detect below {score(float(row['detectable']))})"
+            groups.setdefault(str(row.get("change") or "not significant"), []).append(name)
+    parts = [f"{verdict}: {', '.join(groups[verdict])}" for verdict in QUIET_ORDER if groups.get(verdict)]
+    parts += [f"{verdict}: {', '.join(names)}" for verdict, names in groups.items() if verdict not in QUIET_ORDER]
+    return "; ".join(parts) or None
 
 
 def comparison_view(comparison: Any, link: Link = no_link, *, unchanged: str = "=") -> dict[str, Any] | None:
@@ -304,6 +331,14 @@ def comparison_view(comparison: Any, link: Link = no_link, *, unchanged: str = "
     baseline = comparison.get("baseline") or {}
     regressions = sorted((e for e in cases.get("regressions") or [] if isinstance(e, Mapping)),
                          key=lambda e: (not is_critical(e), risk_rank(e)))
+    metrics = [
+        {"name": str(name), **view}
+        for name, entry in (comparison.get("metrics") or {}).items()
+        if (view := delta_view(entry, unchanged=unchanged)) is not None
+    ]
+    critical = comparison.get("critical")
+    raw_family = comparison.get("family")
+    family: Mapping[str, Any] = raw_family if isinstance(raw_family, Mapping) else {}
     return {
         "baseline_source": baseline.get("source") if isinstance(baseline, Mapping) else None,
         "summary": comparison.get("summary"),
@@ -311,11 +346,16 @@ def comparison_view(comparison: Any, link: Link = no_link, *, unchanged: str = "
         "significance_level": comparison.get("significance_level"),
         "confidence": confidence_label(comparison.get("significance_level")),
         "pass_rate": comparison.get("pass_rate") if isinstance(comparison.get("pass_rate"), Mapping) else None,
-        "metrics": [
-            {"name": str(name), **view}
-            for name, entry in (comparison.get("metrics") or {}).items()
-            if (view := delta_view(entry, unchanged=unchanged)) is not None
-        ],
+        "metrics": metrics,
+        "significant_metrics": [m for m in metrics if m["significant"]],
+        "others": others_line(metrics),
+        "family": {"procedure": family.get("procedure"), "size": family.get("size"), "alpha": family.get("alpha")},
+        "critical": ({"note": critical.get("note"), "test": critical.get("test"), "p_value": critical.get("p_value"),
+                      "p_adjusted": critical.get("p_adjusted"), "regression": bool(critical.get("regression")),
+                      "repeats": critical.get("repeats"),
+                      "flaky_on_base": [flip_view(e, link) for e in critical.get("flaky_on_base") or []
+                                        if isinstance(e, Mapping)]}
+                     if isinstance(critical, Mapping) else None),
         "regressions": [flip_view(e, link) for e in regressions],
         "fixes": [flip_view(e, link) for e in cases.get("fixes") or [] if isinstance(e, Mapping)],
         "new": len(cases.get("new") or []),
@@ -421,7 +461,8 @@ def _interval_row(name: str, row: Any, *, rate: bool) -> dict[str, Any] | None:
     if not isinstance(row, Mapping):
         return None
     return {"name": name, "rate": rate, "mean": row.get("mean"), "low": row.get("low"), "high": row.get("high"),
-            "cases": row.get("cases", 0), "within_case_stdev": row.get("within_case_stdev")}
+            "cases": row.get("cases", 0), "within_case_stdev": row.get("within_case_stdev"),
+            "method": row.get("method")}
 
 
 def judge_stability_view(results: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -487,6 +528,15 @@ def format_count(value: Any) -> str:
     if not is_number(value):
         return "—"
     return f"{round(value):,}"
+
+
+def format_p(value: Any) -> str:
+    """A p-value as the decision used it: two significant digits below 0.01 (``0.0015``), else two decimals;
+    ``—`` for None."""
+    if not is_number(value):
+        return "—"
+    p = float(value)
+    return f"{p:.2f}" if p >= 0.01 else f"{p:.2g}"
 
 
 def format_signed(value: Any, digits: int = 3) -> str:

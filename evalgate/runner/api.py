@@ -322,9 +322,10 @@ def _steps_lookup(settings: Settings, env: Mapping[str, str] | None) -> Any:
 
 def compare(base: str | Path, head: str | Path, *, significance_level: float | None = None,
             repeat_rule: str | None = None, fail_on_regression: bool = False) -> ComparisonResult:
-    """Compare two runs (results.json or SQLite files): metric deltas with bootstrap confidence intervals,
-    flipped cases, the McNemar test of the pass rate. ``significance_level`` and ``repeat_rule`` default
-    to HEAD's own settings."""
+    """Compare two runs (results.json or SQLite files): one regression decision over the gated metrics, the
+    pass rate and the critical cases (Holm–Bonferroni at ``significance_level``, docs/trustworthy-verdicts.md),
+    metric deltas with BCa intervals, flipped cases. ``significance_level``, ``repeat_rule`` and the
+    ``regression_tolerance`` default to HEAD's own settings."""
     from evalgate.store.reader import load_results
     from evalgate.verdict.compare import DEFAULT_ALPHA, compare_runs, comparison_gate_reasons
 

@@ -145,6 +145,7 @@ class Engine:
         max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
         score_seconds: float = 60.0,
         halted: Callable[[], bool] | None = None,
+        optional: Mapping[str | None, frozenset[str]] | None = None,
         conversations: Any = None,
     ) -> None:
         self.target = target
@@ -175,6 +176,9 @@ class Engine:
         self.evidence = judge_dependent(metrics or all_metrics()) if judge is not None else frozenset()
         """Metrics whose value needs a judge verdict: gated on a case, they error it without one
         (``verdict.gate.case_verdict``)."""
+        self.optional = dict(optional or {})
+        """``optional_metrics`` by suite (None: every suite's): gated metrics a case may lack a value for."""
+        self.needs_judge = judge_dependent(metrics or all_metrics())
         self.stats = EngineStats()
         self._sink_error: BaseException | None = None
         self._workers: list[asyncio.Task[None]] = []
@@ -405,13 +409,17 @@ class Engine:
         ctx.values[metric.name] = value
         return judge_metric(value, self._threshold(metric.name, ctx), score.details)
 
-    def verdict(self, metrics: dict[str, MetricResult], error: str | None = None) -> tuple[CaseStatus, list[str]]:
-        """The case (or turn) status and reasons of ``metrics`` (``verdict.gate.case_verdict``)."""
-        return case_verdict(metrics, error=error, strict=self.strict, evidence=self.evidence)
+    def verdict(self, metrics: dict[str, MetricResult], error: str | None = None,
+                suite: str | None = None) -> tuple[CaseStatus, list[str]]:
+        """The case (or turn) status and reasons of ``metrics`` (``verdict.gate.case_verdict``); ``suite`` picks
+        its ``optional_metrics`` (None: evalgate.yaml's)."""
+        optional = self.optional.get(suite, self.optional.get(None, frozenset()))
+        return case_verdict(metrics, error=error, strict=self.strict, evidence=self.evidence,
+                            optional=optional, needs_judge=self.needs_judge)
 
     def _result(self, case: Case, answer: Answer, metrics: dict[str, MetricResult], repeat: int,
                 conversation: dict[str, Any] | None = None) -> CaseResult:
-        status, reasons = case_verdict(metrics, error=answer.error, strict=self.strict, evidence=self.evidence)
+        status, reasons = self.verdict(metrics, answer.error, case.suite)
         num_tokens = answer.num_tokens
         if num_tokens is None and "num_tokens" in metrics and metrics["num_tokens"].value is not None:
             num_tokens = int(metrics["num_tokens"].value)

@@ -177,7 +177,8 @@ def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None,
     head = {**document, "results": (_compared_record(json.loads(record)) for record in records)}
     try:
         comparison = compare_runs(baseline.document, head, alpha=settings.significance_level,
-                                  baseline_source=baseline.source, repeat_rule=settings.repeat_rule)
+                                  baseline_source=baseline.source, repeat_rule=settings.repeat_rule,
+                                  tolerances=settings.regression_tolerance)
     except Exception as exc:  # a comparison problem must not lose the run's results
         info["warning"] = redact(f"no comparison: {type(exc).__name__}: {exc}")
         info["severity"] = "warning"

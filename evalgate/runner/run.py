@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.config.settings import Settings
 from evalgate.errors import Interrupt, RunInterrupted, UserError
+from evalgate.metrics.registry import judge_dependent
 from evalgate.report.progress import FailureCollector
 from evalgate.runner.engine import Engine, off_loop
 from evalgate.runner.finish import (
@@ -172,7 +173,8 @@ async def _execute(
     spool = CaseSpool(output_dir / ".cases.jsonl")
     store = SQLiteStore(settings.db_path, run_id, timestamp)
     recorder = CaseRecorder(spool, store)
-    aggregate = RunAggregate(*judge_metric_sets(prepared.metrics, prepared.thresholds, judging=judge is not None))
+    aggregate = RunAggregate(*judge_metric_sets(prepared.metrics, prepared.thresholds, judging=judge is not None),
+                             unjudged=judge_dependent(prepared.metrics) if judge is None else ())
     failures = FailureCollector()
     repeats = RepeatSink(aggregate, repeat=settings.repeat, rule=settings.repeat_rule)
     sinks: list[Any] = [repeats, recorder, failures]
@@ -199,6 +201,7 @@ async def _execute(
         score_seconds=settings.api_timeout_seconds,
         halted=interruption.requested,
         grace_seconds=SIGNAL_GRACE_SECONDS,
+        optional=prepared.optional,
         conversations=conversations,
     )
     interruption.enter("running")  # a signal stops new cases (a flag each worker reads) and wakes the loop

@@ -61,6 +61,8 @@ class Prepared:
     """The user's own metrics (declared, code checks, plug-ins) by name."""
     explain: Callable[[Case], list[dict[str, Any]]] | None = None
     """Per case: each planned metric, its threshold and why it applies (``runner.explain``)."""
+    optional: dict[str | None, frozenset[str]] = field(default_factory=dict)
+    """``optional_metrics`` by suite name (None: evalgate.yaml's, which every suite adds to its own)."""
 
     @property
     def used_inline(self) -> set[str]:
@@ -111,12 +113,50 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
     selected = choose is not None and len(scanned.cases) < scanned.total
     notices = check_names_match(scanned.cases, plan_for, user_layers, global_suite, suites, selected=selected,
                                 where_of=where_of)
+    optional = _optional_metrics(metrics, global_suite, suites, config_name, where_of)
+    _check_tolerances(metrics, settings)
     from evalgate.runner.explain import make_explainer
 
     origin = {name: where for mapping, where in layers for name in mapping}
     explain = make_explainer(plan_for, thresholds, origin, global_suite, suites, compat, catalog.user)
     return Prepared(cases=scanned.cases, files=files, thresholds=thresholds, plan_for=plan_for, metrics=metrics,
-                    user_metrics=catalog.user, notices=notices, explain=explain)
+                    user_metrics=catalog.user, notices=notices, explain=explain, optional=optional)
+
+
+def _optional_metrics(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any], config_name: str,
+                      where_of: Callable[..., str]) -> dict[str | None, frozenset[str]]:
+    """Each suite's ``optional_metrics`` plus evalgate.yaml's; an unknown name is a ``UserError``."""
+    shared = frozenset(global_suite.optional_metrics or ())
+    checked = [(shared, config_name)]
+    optional: dict[str | None, frozenset[str]] = {None: shared}
+    for name, suite in suites.items():
+        own = frozenset(suite.optional_metrics or ())
+        checked.append((own, where_of(name, "optional_metrics")))
+        optional[name] = shared | own
+    for names, where in checked:
+        for metric in sorted(names):
+            if metric not in metrics:
+                import difflib
+
+                close = difflib.get_close_matches(metric, list(metrics), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise UserError(f"optional_metrics: unknown metric {metric!r}{hint}", where=where)
+    return optional
+
+
+def _check_tolerances(metrics: Mapping[str, Metric], settings: Settings) -> None:
+    """``regression_tolerance`` names known metrics and holds numbers or ``{abs, rel}`` (``UserError`` else)."""
+    from evalgate.verdict.tolerance import parse_tolerance
+
+    where = "regression_tolerance"
+    for name, raw in settings.regression_tolerance.items():
+        if name not in metrics:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(metrics), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UserError(f"unknown metric {name!r}{hint}", where=where)
+        parse_tolerance(name, raw, where)
 
 
 def suite_locator(suite_where: Mapping[str, str], cwd: Path) -> Callable[..., str]:

@@ -181,9 +181,12 @@ class RunAggregate:
     ``judged``: the metrics scored by the judge, counted in ``judge`` (empty without a judge);
     ``gated_judged``: those among them the gate depends on (``verdict.gate.judge_metric_sets``)."""
 
-    def __init__(self, judged: Collection[str] = (), gated_judged: Collection[str] = ()) -> None:
+    def __init__(self, judged: Collection[str] = (), gated_judged: Collection[str] = (),
+                 unjudged: Collection[str] = ()) -> None:
         self.judged = frozenset(judged)
         self.gated_judged = frozenset(gated_judged)
+        self.unjudged = frozenset(unjudged)
+        """Metrics that need a judge the run does not have (no value is then no missing evidence)."""
         self.judge: dict[str, JudgeTally] = {}
         self.judge_errored_cases = 0
         """Errored cases missing a verdict of a gated judged metric for the judge's sake (not the budget's)."""

@@ -2,17 +2,31 @@
 
 Cases are matched by id. A case run several times (``repeat`` 0, 1, …) is collapsed first: each
 metric's value is the mean over the repeats that have a finite number, and its outcome is the repeat
-verdict (``evalgate.verdict.stats.repeat_verdict``, majority by default) over the repeats not skipped.
+verdict (``evalgate.verdict.stats.repeat_verdict``, majority by default; **every repeat** — pass^k — for
+a critical case) over the repeats not skipped.
 
-* Per metric: pairs are the shared cases with a value in both runs; ``base``/``head`` are the means
-  over those pairs, ``delta`` = mean(head − base), ``ci_low``/``ci_high`` its paired-bootstrap
-  interval at confidence 1 − α. ``regression``/``improvement`` = significant (``stats.significant``)
-  and the interval lies on the worse/better side of 0 (for ``direction: lower`` a rise is worse).
-* Pass rate: over the shared cases with an outcome in both runs; ``regressions`` = passed → failed or
-  errored, ``fixes`` = the reverse; ``p_value`` = exact McNemar on (regressions, fixes).
-* A case is critical when either run rates it ``critical`` (lowering a case's risk in the same PR
-  does not hide its failure). Flipped cases are listed critical first, then by source file and line.
-* Top-level ``regression`` = a gated metric regressed OR a critical case flipped to fail.
+One regression decision (docs/trustworthy-verdicts.md). Every comparison that can fail a run is one
+test of "the PR made this worse" in one family:
+
+* each gated metric (a threshold in head): pairs are the shared cases with a value in both runs;
+  d = head − base; worse = lower for ``direction: higher``. The one-sided p-value tests
+  H0: mean worsening ≤ tolerance (``verdict.tolerance``): the exact McNemar test when every value is
+  0 or 1 and there is no tolerance, else the paired sign-flip permutation test on d shifted by the
+  tolerance (exact up to 16 nonzero pairs, Monte Carlo beyond);
+* the pass rate: exact one-sided McNemar on (pass→fail, fail→pass) flips;
+* the critical cases (when any is shared): the exact stratified exchange test
+  (``stats.stratified_exchange_p``) of base passes vs head passes over their repeats.
+
+The family's p-values are Holm–Bonferroni adjusted; a test is rejected when its adjusted p ≤ α, so
+an unchanged PR is flagged with probability ≤ α (family-wise). ``regression`` (top level) = a gated
+metric, the pass rate, or the critical cases rejected — the latter only when some critical case passed
+every base repeat and fails on head (a case flaky on the base is listed as flaky, never as the
+regression). Improvements are the mirror tests in their own Holm family; ungated metrics form a third,
+informational family. Each metric row carries ``verdict``: regression · improvement · no change ·
+no meaningful change (the interval lies inside ±tolerance) · inconclusive (``detectable``: the change
+n pairs detect with 80 % power at the Bonferroni level).
+
+Intervals: metric deltas BCa bootstrap (confidence 1 − α), pass rates Wilson; each names its method.
 
 ``load_results`` reads results.json or evalgate's SQLite store (``load_results_sqlite``).
 """
@@ -20,14 +34,20 @@ verdict (``evalgate.verdict.stats.repeat_verdict``, majority by default) over th
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from evalgate.text.numbers import score
 from evalgate.verdict import stats
+from evalgate.verdict.tolerance import Tolerance, resolve_tolerances
 
 DEFAULT_ALPHA = 0.05
+PROCEDURE = "Holm–Bonferroni"
+INTERVAL_METHOD = "BCa bootstrap"
+PROPORTION_METHOD = "Wilson"
+DETECTION_POWER = 0.8
 
 
 @dataclass(slots=True)
@@ -40,6 +60,15 @@ class _Case:
     status: str | None
     """``passed``/``failed``/``errored`` from the repeat verdict; None when every repeat was skipped."""
     values: dict[str, float] = field(default_factory=dict)
+    passes: int = 0
+    runs: int = 0
+    """Passing repeats and repeats not skipped."""
+    binary: set[str] = field(default_factory=set)
+    """Metrics whose every value on this case (every repeat) is 0 or 1."""
+
+    @property
+    def critical(self) -> bool:
+        return self.risk_level == "critical"
 
 
 def compare_runs(
@@ -52,41 +81,50 @@ def compare_runs(
     gated_metrics: set[str] | None = None,
     baseline_source: str | None = None,
     repeat_rule: stats.RepeatRule = "majority",
+    tolerances: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Compare a head run with its baseline (both results.json documents); returns the block.
 
     ``gated_metrics`` overrides which metrics count as gated (default: those with a threshold in
     head). ``baseline_source`` describes where the baseline came from (e.g. the artifact and run).
+    ``tolerances`` is a ``regression_tolerance`` mapping (default: head's ``metadata.config``'s), on top
+    of ``verdict.tolerance.DEFAULT_TOLERANCES``. ``resamples`` is used by the bootstrap intervals and the
+    Monte Carlo permutation tests alike.
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
     if repeat_rule not in stats.REPEAT_RULES:
         raise ValueError(f"repeat rule must be one of {', '.join(stats.REPEAT_RULES)}, got {repeat_rule!r}")
+    if tolerances is None:
+        config = (head.get("metadata") or {}).get("config") or {}
+        tolerances = config.get("regression_tolerance") if isinstance(config, Mapping) else None
+    resolved = resolve_tolerances(tolerances if isinstance(tolerances, Mapping) else None)
     base_cases = _collapse(base.get("results", []), repeat_rule)
     head_cases = _collapse(head.get("results", []), repeat_rule)
     shared = [case_id for case_id in head_cases if case_id in base_cases]
     gated = _gated_names(head) if gated_metrics is None else set(gated_metrics)
     metrics = {
         name: _metric_block(
-            *_paired_values(name, base_cases, head_cases, shared),
+            name, base_cases, head_cases, shared,
             direction=_direction(name, head, base),
             gated=name in gated,
+            tolerance=resolved.get(name, Tolerance()),
             alpha=alpha,
             resamples=resamples,
             seed=seed,
         )
         for name in _metric_names(base_cases, head_cases, shared)
     }
-    pass_rate, regressions, fixes = _compare_outcomes(base_cases, head_cases, shared, alpha)
+    pass_rate, regressions, fixes = _compare_outcomes(base_cases, head_cases, shared, alpha, resamples, seed)
+    critical = _critical_block(base_cases, head_cases, shared, regressions)
     cases: dict[str, list[Any]] = {
         "regressions": regressions,
         "fixes": fixes,
         "new": [case_id for case_id in head_cases if case_id not in base_cases],
         "removed": [case_id for case_id in base_cases if case_id not in head_cases],
     }
-    regression = any(m["regression"] and m["gated"] for m in metrics.values()) or any(
-        flip["critical"] for flip in regressions
-    )
+    family = _decide(metrics, pass_rate, critical, alpha)
+    regression = any(test["rejected"] for test in family["tests"])
     return {
         "baseline": {
             "source": baseline_source or "baseline results",
@@ -94,35 +132,116 @@ def compare_runs(
             "timestamp": base.get("timestamp"),
         },
         "significance_level": alpha,
-        "bootstrap": {"resamples": resamples, "seed": seed},
+        "bootstrap": {"resamples": resamples, "seed": seed, "method": INTERVAL_METHOD},
+        "family": family,
         "metrics": metrics,
         "pass_rate": pass_rate,
+        "critical": critical,
         "cases": cases,
         "regression": regression,
-        "summary": _summary(metrics, pass_rate, cases, alpha),
+        "summary": _summary(metrics, pass_rate, critical, cases, alpha),
     }
 
 
 def comparison_gate_reasons(comparison: Mapping[str, Any], fail_on_regression: bool) -> list[str]:
-    """Why the gate fails because of the comparison: gated metric regressions and critical cases that
-    flipped to fail. Empty unless ``fail_on_regression``."""
+    """Why the gate fails because of the comparison: each rejected test of the family, with the p-value
+    the decision used. Empty unless ``fail_on_regression``."""
     if not fail_on_regression:
         return []
-    level = _confidence_label(comparison["significance_level"])
-    reasons = [
-        f"{name} regressed against the baseline: {_num(m['base'])} → {_num(m['head'])} "
-        f"(Δ {_num(m['delta'])}, {level} CI {_num(m['ci_low'])} to {_num(m['ci_high'])}, "
-        f"n={m['n_paired']})"
-        for name, m in comparison["metrics"].items()
-        if m["regression"] and m["gated"]
-    ]
-    reasons += [
-        f"critical case {flip['id']} flipped from {flip['base_status']} to {flip['head_status']} "
-        f"against the baseline ({flip['source']})"
-        for flip in comparison["cases"]["regressions"]
-        if flip["critical"]
-    ]
+    family = comparison.get("family") or {}
+    alpha = comparison["significance_level"]
+    size = len(family.get("tests") or [])
+    level = _confidence_label(alpha)
+    reasons: list[str] = []
+    for test in family.get("tests") or []:
+        if not test.get("rejected"):
+            continue
+        decision = (f"{test['method']} p={_p(test['p_value'])}, {PROCEDURE}-adjusted p={_p(test['p_adjusted'])} "
+                    f"≤ α={alpha:g} over {_plural(size, 'test')}")
+        if test["kind"] == "metric":
+            m = comparison["metrics"][test["name"]]
+            tolerance = f", beyond tolerance {_num(m['tolerance'])}" if m.get("tolerance") else ""
+            reasons.append(
+                f"{test['name']} regressed against the baseline: {_num(m['base'])} → {_num(m['head'])} "
+                f"(Δ {_num(m['delta'])}, {level} {m.get('ci_method', INTERVAL_METHOD)} CI {_num(m['ci_low'])} to "
+                f"{_num(m['ci_high'])}{tolerance}, n={m['n_paired']}; {decision})")
+        elif test["kind"] == "pass_rate":
+            pr = comparison["pass_rate"]
+            reasons.append(
+                f"pass rate fell against the baseline: {_pct(pr['base'])} → {_pct(pr['head'])} "
+                f"({pr['regressions']} case(s) flipped to fail, {pr['fixes']} to pass, n={pr['n_paired']}; {decision})")
+        else:
+            crit = comparison.get("critical") or {}
+            listed = ", ".join(f"{e['id']} ({e['source']})" for e in crit.get("regressions", [])[:5])
+            reasons.append(
+                f"critical cases regressed against the baseline: {len(crit.get('regressions', []))} that passed "
+                f"every base run now fail: {listed} ({decision})")
     return reasons
+
+
+def _decide(metrics: Mapping[str, dict[str, Any]], pass_rate: dict[str, Any], critical: dict[str, Any] | None,
+            alpha: float) -> dict[str, Any]:
+    """Holm over the family (gated metrics, pass rate, critical cases); fills each member's ``p_adjusted``,
+    ``regression``, ``improvement`` and ``verdict``. Returns the ``family`` block."""
+    members: list[tuple[str, str, dict[str, Any]]] = [
+        ("metric", name, m) for name, m in metrics.items() if m["gated"]]
+    if pass_rate["n_paired"]:
+        members.append(("pass_rate", "pass_rate", pass_rate))
+    if critical is not None:
+        members.append(("critical", "critical cases", critical))
+    informational = [m for m in metrics.values() if not m["gated"]]
+    for group in ([entry for _, _, entry in members], informational):
+        adjusted = stats.holm([entry["p_value"] for entry in group])
+        adjusted_better = stats.holm([entry.get("p_improvement", 1.0) for entry in group])
+        for entry, p_adj, p_better in zip(group, adjusted, adjusted_better, strict=True):
+            entry["p_adjusted"] = p_adj
+            entry["p_improvement_adjusted"] = p_better
+            entry["family_size"] = len(group)
+            entry["regression"] = p_adj <= alpha
+            entry["improvement"] = p_better <= alpha and not entry["regression"]
+            entry["significant"] = entry["regression"] or entry["improvement"]
+    if critical is not None:  # the case listed must be a reliable one: flaky-on-base never makes the regression
+        critical["regression"] = critical["regression"] and bool(critical["regressions"])
+        critical["significant"] = critical["regression"]
+    bonferroni = alpha / max(1, len(members))
+    for m in metrics.values():
+        m["verdict"], m["detectable"] = _metric_verdict(m, alpha if not m["gated"] else bonferroni)
+    pass_rate["verdict"], pass_rate["detectable"] = _metric_verdict(pass_rate, bonferroni)
+    for entry in (*metrics.values(), pass_rate):
+        entry.pop("_sd", None)
+    tests = [{"kind": kind, "name": name, "method": entry["test"], "p_value": entry["p_value"],
+              "p_adjusted": entry["p_adjusted"], "rejected": bool(entry["regression"])}
+             for kind, name, entry in members]
+    return {"procedure": PROCEDURE, "alpha": alpha, "size": len(tests), "tests": tests,
+            "informational": sorted(name for name, m in metrics.items() if not m["gated"])}
+
+
+def _metric_verdict(m: Mapping[str, Any], level: float) -> tuple[str, float | None]:
+    """The row's verdict and the change it could detect (None when not inconclusive)."""
+    if m["regression"]:
+        return "regression", None
+    if m["improvement"]:
+        return "improvement", None
+    if m.get("delta") in (0, 0.0) and m.get("ci_low") == m.get("ci_high"):
+        return "no change", None
+    tolerance = float(m.get("tolerance") or 0.0)
+    low, high = m.get("ci_low"), m.get("ci_high")
+    if low is None or high is None:
+        return "inconclusive", None
+    if tolerance > 0.0 and -tolerance <= low and high <= tolerance:
+        return "no meaningful change", None
+    worse = -low if m.get("direction", "higher") == "higher" else high
+    if worse <= tolerance:
+        return "no meaningful change", None
+    return "inconclusive", _detectable(m.get("_sd"), m.get("n_paired") or 0, level)
+
+
+def _detectable(sd: float | None, n: int, level: float) -> float | None:
+    """(z_{1−level} + z_{0.8})·sd/√n: the mean change n pairs with this spread detect with 80 % power."""
+    if not sd or n < 2:
+        return None
+    normal = statistics.NormalDist()
+    return (normal.inv_cdf(1.0 - level) + normal.inv_cdf(DETECTION_POWER)) * sd / math.sqrt(n)
 
 
 # ── collapsing runs ───────────────────────────────────────────────────────────────────────────
@@ -138,13 +257,29 @@ def _collapse(records: Iterable[Mapping[str, Any]], rule: stats.RepeatRule) -> d
 
 def _collapse_case(case_id: str, repeats: list[Mapping[str, Any]], rule: stats.RepeatRule) -> _Case:
     first = repeats[0]
+    risk = str(first.get("risk_level") or "medium").lower()
+    statuses = [_status(r) for r in repeats]
+    counted = [s for s in statuses if s != "skipped"]
+    valued = [_record_values(r) for r in repeats]
     return _Case(
         id=case_id,
         source=str(first.get("source") or "<unknown>"),
-        risk_level=str(first.get("risk_level") or "medium").lower(),
-        status=_outcome([_status(r) for r in repeats], rule),
-        values=_record_values(first) if len(repeats) == 1 else _mean_values(repeats),
+        risk_level=risk,
+        status=_outcome(statuses, "all" if risk == "critical" else rule),
+        values=valued[0] if len(repeats) == 1 else _mean_values(valued),
+        passes=sum(1 for s in counted if s == "passed"),
+        runs=len(counted),
+        binary=_binary_metrics(valued),
     )
+
+
+def _binary_metrics(valued: list[dict[str, float]]) -> set[str]:
+    """Metrics valued 0 or 1 on every repeat that has a value."""
+    seen: dict[str, bool] = {}
+    for values in valued:
+        for name, value in values.items():
+            seen[name] = seen.get(name, True) and value in (0.0, 1.0)
+    return {name for name, binary in seen.items() if binary}
 
 
 def _outcome(statuses: list[str], rule: stats.RepeatRule) -> str | None:
@@ -178,11 +313,11 @@ def _record_values(record: Mapping[str, Any]) -> dict[str, float]:
     return values
 
 
-def _mean_values(repeats: list[Mapping[str, Any]]) -> dict[str, float]:
+def _mean_values(valued: list[dict[str, float]]) -> dict[str, float]:
     """Per metric, the mean of the finite numeric values over the repeats that have one."""
     collected: dict[str, list[float]] = {}
-    for record in repeats:
-        for name, value in _record_values(record).items():
+    for values in valued:
+        for name, value in values.items():
             collected.setdefault(name, []).append(value)
     return {name: math.fsum(values) / len(values) for name, values in collected.items()}
 
@@ -219,44 +354,70 @@ def _direction(name: str, *docs: Mapping[str, Any]) -> str:
 
 def _paired_values(
     name: str, base: dict[str, _Case], head: dict[str, _Case], shared: list[str]
-) -> tuple[list[float], list[float]]:
-    """Values of ``name`` on the shared cases that have one in both runs, as (base, head) lists."""
+) -> tuple[list[float], list[float], bool]:
+    """Values of ``name`` on the shared cases that have one in both runs, as (base, head) lists, and whether
+    every one of them is 0 or 1 on every repeat (a 0/1 metric: McNemar applies)."""
     ids = [i for i in shared if name in base[i].values and name in head[i].values]
-    return [base[i].values[name] for i in ids], [head[i].values[name] for i in ids]
+    binary = all(name in base[i].binary and name in head[i].binary for i in ids)
+    return [base[i].values[name] for i in ids], [head[i].values[name] for i in ids], binary
 
 
 def _metric_block(
-    base_values: list[float],
-    head_values: list[float],
+    name: str,
+    base_cases: dict[str, _Case],
+    head_cases: dict[str, _Case],
+    shared: list[str],
     *,
     direction: str,
     gated: bool,
+    tolerance: Tolerance,
     alpha: float,
     resamples: int,
     seed: int,
 ) -> dict[str, Any]:
-    """One row of ``comparison.metrics`` from at least one pair."""
-    interval = stats.paired_bootstrap_ci(
-        base_values, head_values, resamples=resamples, confidence=1.0 - alpha, seed=seed
-    )
-    if interval is None:
-        raise ValueError("a metric row needs at least one pair")
-    delta, low, high = interval
+    """One row of ``comparison.metrics`` from at least one pair: the delta, its BCa interval, and the
+    one-sided p-values of "worse by more than the tolerance" (``p_value``) and "better by more than it"
+    (``p_improvement``). ``regression``/``improvement``/``verdict`` are filled by ``_decide``."""
+    base_values, head_values, binary = _paired_values(name, base_cases, head_cases, shared)
     n = len(base_values)
-    significant = stats.significant(low, high, n=n)
-    worse_side = high < 0.0 if direction == "higher" else low > 0.0
+    if n == 0:
+        raise ValueError("a metric row needs at least one pair")
+    differences = [h - b for b, h in zip(base_values, head_values, strict=True)]
+    interval = stats.bca_mean_ci(differences, resamples=resamples, confidence=1.0 - alpha, seed=seed)
+    assert interval is not None
+    delta, low, high = interval
+    base_mean = math.fsum(base_values) / n
+    amount = tolerance.amount(base_mean)
+    worse = [-d for d in differences] if direction == "higher" else differences
+    if binary and amount == 0.0:
+        flips_worse = sum(1 for w in worse if w > 0)
+        flips_better = sum(1 for w in worse if w < 0)
+        p_worse = stats.mcnemar_one_sided(flips_worse, flips_better)
+        p_better = stats.mcnemar_one_sided(flips_better, flips_worse)
+        test = "exact McNemar (one-sided)"
+    else:
+        p_worse, how = stats.sign_flip_p(worse, shift=amount, resamples=resamples, seed=seed)
+        p_better, _ = stats.sign_flip_p([-w for w in worse], shift=amount, resamples=resamples, seed=seed)
+        test = f"paired sign-flip permutation (one-sided, {how})"
     return {
-        "base": math.fsum(base_values) / n,
+        "base": base_mean,
         "head": math.fsum(head_values) / n,
         "delta": delta,
         "ci_low": low,
         "ci_high": high,
+        "ci_method": INTERVAL_METHOD,
         "n_paired": n,
         "direction": direction,
-        "significant": significant,
-        "regression": significant and worse_side,
-        "improvement": significant and not worse_side,
+        "tolerance": amount,
+        "tolerance_rule": tolerance.to_dict() if tolerance else None,
+        "test": test,
+        "p_value": p_worse,
+        "p_improvement": p_better,
+        "significant": False,
+        "regression": False,
+        "improvement": False,
         "gated": gated,
+        "_sd": statistics.stdev(differences) if n >= 2 else None,
     }
 
 
@@ -264,7 +425,7 @@ def _metric_block(
 
 
 def _compare_outcomes(
-    base: dict[str, _Case], head: dict[str, _Case], shared: list[str], alpha: float
+    base: dict[str, _Case], head: dict[str, _Case], shared: list[str], alpha: float, resamples: int, seed: int
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     paired = [i for i in shared if base[i].status is not None and head[i].status is not None]
     regressions = [_flip(base[i], head[i]) for i in paired if _passed(base[i]) and not _passed(head[i])]
@@ -272,20 +433,72 @@ def _compare_outcomes(
     regressions.sort(key=_flip_order)
     fixes.sort(key=_flip_order)
     n = len(paired)
-    p_value = stats.mcnemar_exact(len(regressions), len(fixes))
-    base_rate = sum(_passed(base[i]) for i in paired) / n if n else None
-    head_rate = sum(_passed(head[i]) for i in paired) / n if n else None
+    base_passed = sum(_passed(base[i]) for i in paired)
+    head_passed = sum(_passed(head[i]) for i in paired)
+    base_ci = stats.wilson_interval(base_passed, n, confidence=1.0 - alpha)
+    head_ci = stats.wilson_interval(head_passed, n, confidence=1.0 - alpha)
+    differences = [float(_passed(head[i])) - float(_passed(base[i])) for i in paired]
     pass_rate = {
-        "base": base_rate,
-        "head": head_rate,
-        "delta": head_rate - base_rate if base_rate is not None and head_rate is not None else None,
+        "base": base_ci[0] if base_ci else None,
+        "head": head_ci[0] if head_ci else None,
+        "delta": (head_passed - base_passed) / n if n else None,
+        "base_ci": list(base_ci[1:]) if base_ci else None,
+        "head_ci": list(head_ci[1:]) if head_ci else None,
+        "ci_method": PROPORTION_METHOD,
+        "ci_low": None,
+        "ci_high": None,
+        "direction": "higher",
+        "tolerance": 0.0,
         "regressions": len(regressions),
         "fixes": len(fixes),
         "n_paired": n,
-        "p_value": p_value,
-        "significant": p_value < alpha,
+        "test": "exact McNemar (one-sided)",
+        "p_value": stats.mcnemar_one_sided(len(regressions), len(fixes)),
+        "p_improvement": stats.mcnemar_one_sided(len(fixes), len(regressions)),
+        "significant": False,
+        "regression": False,
+        "improvement": False,
+        "_sd": statistics.stdev(differences) if n >= 2 else None,
     }
+    if n and (regressions or fixes):
+        change = stats.bca_mean_ci(differences, confidence=1.0 - alpha, resamples=resamples, seed=seed)
+        if change is not None:
+            pass_rate["ci_low"], pass_rate["ci_high"] = change[1], change[2]
+    elif n:
+        pass_rate["ci_low"] = pass_rate["ci_high"] = 0.0
     return pass_rate, regressions, fixes
+
+
+def _critical_block(base: dict[str, _Case], head: dict[str, _Case], shared: list[str],
+                    regressions: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The critical cases' test (``stats.stratified_exchange_p``) and which flipped cases count: a case that
+    passed every base repeat and fails on head is a critical regression; one that was flaky on the base
+    (some base repeats failed) is listed under ``flaky_on_base``. None without a shared critical case."""
+    paired = [i for i in shared if (base[i].critical or head[i].critical)
+              and base[i].runs and head[i].runs]
+    if not paired:
+        return None
+    strata = [(base[i].passes, base[i].runs, head[i].passes, head[i].runs) for i in paired]
+    reliable = [flip for flip in regressions if flip["critical"] and flip["base_passes"] == flip["base_runs"]]
+    flaky = sorted((_flip(base[i], head[i]) for i in paired
+                    if 0 < base[i].passes < base[i].runs and not _passed(head[i])), key=_flip_order)
+    runs = max(base[i].runs for i in paired)
+    note = None
+    if reliable and runs == 1:
+        note = ("one run per case: a single flip of a critical case is not evidence of a regression "
+                "(the critical case still fails this run on its own); run critical suites with repeat: 3 or more")
+    return {
+        "cases": len(paired),
+        "repeats": runs,
+        "test": "exact stratified exchange test (one-sided)",
+        "p_value": stats.stratified_exchange_p(strata),
+        "p_improvement": 1.0,
+        "regressions": reliable,
+        "flaky_on_base": flaky,
+        "significant": False,
+        "regression": False,
+        "note": note,
+    }
 
 
 def _passed(case: _Case) -> bool:
@@ -297,9 +510,13 @@ def _flip(base: _Case, head: _Case) -> dict[str, Any]:
         "id": head.id,
         "source": head.source,
         "risk_level": head.risk_level,
-        "critical": "critical" in (head.risk_level, base.risk_level),
+        "critical": base.critical or head.critical,
         "base_status": base.status,
         "head_status": head.status,
+        "base_passes": base.passes,
+        "base_runs": base.runs,
+        "head_passes": head.passes,
+        "head_runs": head.runs,
     }
 
 
@@ -317,23 +534,26 @@ def _flip_order(flip: Mapping[str, Any]) -> tuple[bool, str, int, str]:
 def _summary(
     metrics: Mapping[str, Mapping[str, Any]],
     pass_rate: Mapping[str, Any],
+    critical: Mapping[str, Any] | None,
     cases: Mapping[str, list[Any]],
     alpha: float,
 ) -> str:
-    """One sentence on the metrics, one on the cases; non-significant changes say so. Sentences may
-    start with a metric name, which keeps its case."""
+    """What matters first: new failures (critical first) with their count and test; then significant metric
+    changes with effect and interval; then one sentence on everything else. Sentences may start with a
+    metric name, which keeps its case."""
     moved = [name for name, m in metrics.items() if m["delta"] != 0.0]
     if not moved and not any(cases.values()):
         return (
             f"No change against the baseline: {pass_rate['n_paired']} paired cases, "
             "every metric delta is 0 and no case changed outcome."
         )
-    return f"{_metric_sentence(metrics, moved, alpha)} {_case_sentence(pass_rate, cases, alpha)}"
+    parts = [_case_sentence(pass_rate, critical, cases, alpha), _metric_sentence(metrics, moved, alpha)]
+    return " ".join(part for part in parts if part)
 
 
 def _metric_sentence(metrics: Mapping[str, Mapping[str, Any]], moved: list[str], alpha: float) -> str:
-    """Significant regressions and improvements of *gated* metrics (those with a threshold) first: only
-    they can fail the gate. Significant moves of ungated metrics are named as such, then the rest."""
+    """Significant regressions and improvements of gated metrics (those in the family), significant moves of
+    ungated ones, then one clause on the rest by verdict."""
     level = _confidence_label(alpha)
     regressions = [n for n in moved if metrics[n]["regression"] and metrics[n].get("gated", True)]
     improvements = [n for n in moved if metrics[n]["improvement"] and metrics[n].get("gated", True)]
@@ -347,38 +567,83 @@ def _metric_sentence(metrics: Mapping[str, Mapping[str, Any]], moved: list[str],
     if ungated:
         phrases = "; ".join(_metric_phrase(n, metrics[n], level) for n in ungated)
         parts.append(f"{_plural(len(ungated), 'significant change')} of ungated metrics (no threshold): {phrases}")
-    if quiet and parts:
-        parts.append(f"{_plural(len(quiet), 'other metric change')} not significant at α={alpha:g}")
-    elif quiet:
-        largest = max(quiet, key=lambda n: abs(metrics[n]["delta"]))
-        others = " (nor is any other metric change)" if len(quiet) > 1 else ""
-        parts.append(f"{_metric_phrase(largest, metrics[largest], level)}: not significant at α={alpha:g}{others}")
-    elif not parts:
+    if quiet:
+        parts.append(_quiet_clause(metrics, quiet, alpha, lead=not parts))
+    if not parts:
         parts.append("No metric changed")
     return "; ".join(parts) + "."
+
+
+def _quiet_clause(metrics: Mapping[str, Mapping[str, Any]], quiet: list[str], alpha: float, *, lead: bool) -> str:
+    """The metrics that moved without a significant change, counted by verdict; the inconclusive ones say
+    what change their n could have detected."""
+    by_verdict: dict[str, list[str]] = {}
+    for name in quiet:
+        by_verdict.setdefault(str(metrics[name].get("verdict") or "not significant"), []).append(name)
+    clauses = []
+    for verdict in ("no meaningful change", "inconclusive", "not significant", "no change"):
+        names = by_verdict.get(verdict, [])
+        if not names:
+            continue
+        if verdict == "inconclusive":
+            details = ", ".join(_inconclusive_phrase(n, metrics[n]) for n in names)
+            clauses.append(f"inconclusive at α={alpha:g}: {details}")
+        else:
+            clauses.append(f"{verdict}: {', '.join(names)}")
+    head = "other metric changes" if not lead else "metric changes"
+    return f"{head} — " + "; ".join(clauses)
+
+
+def _inconclusive_phrase(name: str, m: Mapping[str, Any]) -> str:
+    verb = "rose" if m["delta"] > 0 else "fell"
+    phrase = f"{name} {verb} {_num(abs(m['delta']))} (p={_p(m['p_value'])})"
+    if m.get("detectable") is not None:
+        phrase += f", n={m['n_paired']} too small to detect a change below {_num(m['detectable'])}"
+    return phrase
 
 
 def _metric_phrase(name: str, m: Mapping[str, Any], level: str) -> str:
     verb = "rose" if m["delta"] > 0 else "fell"
     lower = "lower is better; " if m["direction"] == "lower" else ""
-    return f"{name} {verb} {_num(abs(m['delta']))} ({lower}{level} CI {_num(m['ci_low'])} to {_num(m['ci_high'])})"
+    key = "p_improvement_adjusted" if m.get("improvement") else "p_adjusted"
+    adjusted = f", adjusted p={_p(m[key])}" if m.get(key) is not None else ""
+    return (f"{name} {verb} {_num(abs(m['delta']))} ({lower}{level} {m.get('ci_method', INTERVAL_METHOD)} CI "
+            f"{_num(m['ci_low'])} to {_num(m['ci_high'])}{adjusted})")
 
 
-def _case_sentence(pass_rate: Mapping[str, Any], cases: Mapping[str, list[Any]], alpha: float) -> str:
+def _case_sentence(pass_rate: Mapping[str, Any], critical: Mapping[str, Any] | None,
+                   cases: Mapping[str, list[Any]], alpha: float) -> str:
     regressions, fixes = cases["regressions"], cases["fixes"]
     if regressions or fixes:
-        critical = sum(1 for flip in regressions if flip["critical"])
-        note = f" ({critical} critical)" if critical else ""
-        verdict = "significant" if pass_rate["significant"] else "not significant"
+        flagged = sum(1 for flip in regressions if flip["critical"])
+        note = f" ({flagged} critical)" if flagged else ""
+        verdict = ("a significant regression" if pass_rate["regression"]
+                   else "a significant improvement" if pass_rate["improvement"] else "not significant")
+        adjusted = f", adjusted p={_p(pass_rate['p_adjusted'])}" if pass_rate.get("p_adjusted") is not None else ""
         sentence = (
-            f"{_plural(len(regressions), 'case')} flipped to fail{note} and {len(fixes)} to pass "
-            f"(McNemar p={_p(pass_rate['p_value'])}, {verdict} at α={alpha:g})"
+            f"{_plural(len(regressions), 'case')} flipped to fail{note} and {len(fixes)} to pass: pass rate "
+            f"{_pct(pass_rate['base'])} → {_pct(pass_rate['head'])} ({pass_rate['test']} p={_p(pass_rate['p_value'])}"
+            f"{adjusted}; {verdict} at α={alpha:g})"
         )
+        if pass_rate.get("verdict") == "inconclusive" and pass_rate.get("detectable") is not None:
+            sentence += (f"; n={pass_rate['n_paired']} too small to detect a pass-rate drop below "
+                         f"{_pct(pass_rate['detectable'])}")
     else:
         sentence = "No case changed outcome"
+    if critical is not None and (critical["regressions"] or critical["flaky_on_base"]):
+        crit = (f"; critical cases: {len(critical['regressions'])} that passed every base run now fail, "
+                f"{len(critical['flaky_on_base'])} flaky on the base ({critical['test']} "
+                f"p={_p(critical['p_value'])}, {'a regression' if critical['regression'] else 'not significant'})")
+        sentence += crit
+        if critical.get("note"):
+            sentence += f"; {critical['note']}"
     if cases["new"] or cases["removed"]:
         sentence += f"; {len(cases['new'])} new and {len(cases['removed'])} removed"
     return sentence + "."
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
 
 
 def _confidence_label(alpha: float) -> str:

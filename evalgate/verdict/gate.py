@@ -114,7 +114,8 @@ _TEXT_ONLY = {str}
 
 
 def case_verdict(
-    metrics: Mapping[str, MetricResult], *, error: str | None, strict: bool, evidence: Collection[str] = ()
+    metrics: Mapping[str, MetricResult], *, error: str | None, strict: bool, evidence: Collection[str] = (),
+    optional: Collection[str] = (), needs_judge: Collection[str] = (),
 ) -> tuple[CaseStatus, list[str]]:
     """A case's status and the reasons it did not pass.
 
@@ -122,6 +123,10 @@ def case_verdict(
     ``metrics.registry.judge_dependent``). One of them gated on this case (its result has a threshold) that
     is ``unavailable``, or valued only by a heuristic because the judge could not score it
     (``details.judge_unavailable``), makes the case ``errored``: missing evidence never passes.
+
+    Any other gated metric that is ``unavailable`` (the answer lacks what it needs: no sources, no tool
+    list, no number) errors the case too, unless it is in ``optional`` (the suite's ``optional_metrics``)
+    or, without a judge (``evidence`` empty), in ``needs_judge`` (it only lacks the judge: like skipped).
     """
     if error:
         return CaseStatus.errored, [error]
@@ -143,6 +148,11 @@ def case_verdict(
         elif status is _UNAVAILABLE and evidence and name in evidence and result.threshold is not None:
             errored = True
             found.append((first, f"{name} unavailable: {result.reason}"))
+        elif (status is _UNAVAILABLE and result.threshold is not None and name not in optional
+              and not (not evidence and name in needs_judge)):
+            errored = True
+            found.append((first, f"{name} has no value: {result.reason} (a gated metric; list it in "
+                                 "optional_metrics if its cases may lack it)"))
         elif strict and status in _NOT_RUN:
             found.append((first, f"{name} {status.value} (strict mode): {result.reason}"))
     reasons = [text for _, text in sorted(found, key=lambda item: item[0])]
@@ -251,6 +261,22 @@ def metric_table_verdicts(
     return verdicts
 
 
+def missing_evidence_reasons(aggregate: RunAggregate, thresholds: Mapping[str, Threshold]) -> list[str]:
+    """One reason per gated metric that no case gave a value because every answer lacked what it needs
+    (``unavailable`` on each case it applied to; judge-scored metrics have ``judge_reason``): a gate that
+    checks nothing must not pass. The first reason seen names the missing field."""
+    reasons = []
+    for name in sorted(thresholds):
+        tally = aggregate.metrics.get(name)
+        if (tally is None or tally.count or not tally.unavailable or name in aggregate.judged
+                or name in aggregate.unjudged):
+            continue
+        why = tally.first_reason.get("unavailable") or "no value"
+        reasons.append(f"{name}: 0 of {tally.unavailable + tally.errored} answers had what it needs ({why}) — "
+                       "check target_response_map (or the target's reply)")
+    return reasons
+
+
 def run_verdict(
     aggregate: RunAggregate,
     thresholds: Mapping[str, Threshold],
@@ -268,6 +294,7 @@ def run_verdict(
         if ok is False:
             reasons.append(f"{name} average {score(averages[name])} misses threshold {thresholds[name]}")
     thresholds_passed = not reasons
+    reasons[:0] = missing_evidence_reasons(aggregate, thresholds)
     judge_missing = judge_reason(aggregate, policy.max_errored)
     if judge_missing is not None:  # first: it explains the errored cases and critical failures listed after it
         reasons.insert(0, judge_missing)

@@ -17,7 +17,7 @@ case, so totals count cases, not repeats. Collapsing rules (``collapse_repeats``
 * ``num_tokens`` and ``cost_usd`` = sums over the repeats (real consumption), ``latency_ms`` = mean.
 
 With N > 1 the sink also keeps one number per case and metric (bounded: O(cases × metrics) floats) for
-the suite averages' 95% confidence intervals: a percentile bootstrap over cases with the repeats
+the suite averages' 95% confidence intervals: BCa bootstrap (Wilson for the pass rate) over cases with the repeats
 averaged within each case (``stats.bootstrap_mean_ci``, fixed seed, ``stats.DEFAULT_RESAMPLES``).
 
 Judge stability (``judge_samples`` K > 1): a judged metric's ``details.samples`` holds the K sample
@@ -85,6 +85,7 @@ class CaseRepeats:
             "repeats": len(self.outcomes),
             "passes": self.passes,
             "pass_fraction": _round(self.pass_fraction),
+            "pass_fraction_ci": _wilson(self.passes, self.counted),
             "outcomes": list(self.outcomes),
             "metrics": {name: _spread_dict(summary) for name, summary in self.metrics.items()},
         }
@@ -103,9 +104,16 @@ def case_status(statuses: Sequence[CaseStatus], rule: stats.RepeatRule) -> CaseS
     return CaseStatus.failed if CaseStatus.failed in counted else CaseStatus.errored
 
 
+def case_rule(risk_level: str, rule: stats.RepeatRule) -> stats.RepeatRule:
+    """The repeat rule for a case: a critical case passes only when it passes every repeat (pass^k)."""
+    return "all" if str(risk_level).lower() == "critical" else rule
+
+
 def summarise_case(results: Sequence[CaseResult], rule: stats.RepeatRule) -> CaseRepeats:
-    """Outcomes and per-metric spread of one case's repeats (``results`` share one case)."""
+    """Outcomes and per-metric spread of one case's repeats (``results`` share one case); a critical case is
+    judged by pass^k (``case_rule``)."""
     ordered = sorted(results, key=lambda r: r.repeat)
+    rule = case_rule(ordered[0].risk_level, rule)
     statuses = [r.status for r in ordered]
     counted = [s for s in statuses if s is not CaseStatus.skipped]
     passes = sum(1 for s in counted if s is CaseStatus.passed)
@@ -156,7 +164,8 @@ def collapse_repeats(results: Sequence[CaseResult], rule: stats.RepeatRule = "ma
         raise ValueError("collapse_repeats needs at least one result")
     if len(results) == 1:
         return results[0]
-    return _collapsed(sorted(results, key=lambda r: r.repeat), summarise_case(results, rule), rule)
+    ordered = sorted(results, key=lambda r: r.repeat)
+    return _collapsed(ordered, summarise_case(results, rule), case_rule(ordered[0].risk_level, rule))
 
 
 def _collapsed(ordered: Sequence[CaseResult], summary: CaseRepeats, rule: stats.RepeatRule) -> CaseResult:
@@ -208,7 +217,9 @@ def _judge_verdicts(present: Sequence[MetricResult]) -> dict[str, Any]:
 def _reasons(ordered: Sequence[CaseResult], summary: CaseRepeats, rule: stats.RepeatRule) -> list[str]:
     if summary.status in (CaseStatus.passed, CaseStatus.skipped):
         return []
-    head = f"passed {summary.passes} of {summary.counted} repeats ({rule} rule)"
+    head = (f"passed {summary.passes} of {summary.counted} repeats (critical: pass^{summary.counted}, every repeat "
+            "must pass)" if rule == "all" and summary.risk_level == "critical"
+            else f"passed {summary.passes} of {summary.counted} repeats ({rule} rule)")
     failing = next((r for r in ordered if not r.passed and r.status is not CaseStatus.skipped), None)
     detail = (failing.reasons or ([failing.error] if failing.error else [])) if failing else []
     return [head, *(f"repeat {failing.repeat}: {reason}" for reason in detail[:3])] if failing else [head]
@@ -289,7 +300,8 @@ class RepeatSink:
         ordered = sorted(group, key=lambda r: r.repeat)
         summary = summarise_case(ordered, self.rule)
         self.cases += 1
-        self.downstream.add(_collapsed(ordered, summary, self.rule) if len(ordered) > 1 else ordered[0])
+        rule = case_rule(ordered[0].risk_level, self.rule)
+        self.downstream.add(_collapsed(ordered, summary, rule) if len(ordered) > 1 else ordered[0])
         self._collect(summary)
 
     def _collect(self, summary: CaseRepeats) -> None:
@@ -343,15 +355,25 @@ class RepeatSink:
 
     def confidence_intervals(self, *, resamples: int = stats.DEFAULT_RESAMPLES,
                              seed: int = stats.DEFAULT_SEED) -> dict[str, Any]:
-        """95% percentile-bootstrap intervals over cases (each case = the mean of its repeats)."""
+        """95% intervals over cases (each case = the mean of its repeats): BCa bootstrap for the metric means
+        and the mean pass fraction, Wilson for the pass rate (cases passing / cases); each names its method."""
 
         def interval(values: array) -> dict[str, Any] | None:
             # sorted: the interval must not depend on the order cases finished in (concurrency, merge)
-            result = stats.bootstrap_mean_ci(sorted(values), resamples=resamples, confidence=CONFIDENCE, seed=seed)
+            result = stats.bca_mean_ci(sorted(values), resamples=resamples, confidence=CONFIDENCE, seed=seed)
             if result is None:
                 return None
             mean, low, high = result
-            return {"mean": _round(mean), "low": _round(low), "high": _round(high), "cases": len(values)}
+            return {"mean": _round(mean), "low": _round(low), "high": _round(high), "cases": len(values),
+                    "method": "BCa bootstrap"}
+
+        def proportion(values: array) -> dict[str, Any] | None:
+            result = stats.wilson_interval(int(sum(values)), len(values), confidence=CONFIDENCE)
+            if result is None:
+                return None
+            rate, low, high = result
+            return {"mean": _round(rate), "low": _round(low), "high": _round(high), "cases": len(values),
+                    "method": "Wilson"}
 
         metrics: dict[str, Any] = {}
         for name, tally in sorted(self._metrics.items()):
@@ -361,10 +383,11 @@ class RepeatSink:
                 metrics[name] = row
         return {
             "confidence": CONFIDENCE,
-            "method": "percentile bootstrap over cases; repeats averaged within each case",
+            "method": "over cases, repeats averaged within each case: Wilson for the pass rate, BCa bootstrap "
+                      "for means",
             "resamples": resamples,
             "seed": seed,
-            "pass_rate": interval(self._verdicts),
+            "pass_rate": proportion(self._verdicts),
             "pass_fraction": interval(self._fractions),
             "metrics": metrics,
         }
@@ -436,6 +459,15 @@ def _spread_dict(summary: stats.RepeatSummary) -> dict[str, Any]:
         "pass_fraction": _round(summary.pass_fraction),
         "flaky": summary.flaky,
     }
+
+
+def _wilson(passes: int, runs: int) -> dict[str, Any] | None:
+    """The case's pass probability as a 95% Wilson interval over its counted repeats (5 of 5 → [0.566, 1]):
+    how sure pass^k can be from k repeats."""
+    interval = stats.wilson_interval(passes, runs, confidence=CONFIDENCE)
+    if interval is None:
+        return None
+    return {"low": _round(interval[1]), "high": _round(interval[2]), "method": "Wilson"}
 
 
 def _round(value: float | None) -> float | None:

@@ -1,7 +1,10 @@
-"""Statistics behind trustworthy verdicts: exact McNemar tests, bootstrap confidence intervals and
-repeat (flakiness) summaries. Pure functions; NumPy does the resampling.
+"""Statistics behind trustworthy verdicts: exact McNemar tests (two- and one-sided), the paired sign-flip
+permutation test, the exact stratified exchange test, Holm–Bonferroni adjustment, Wilson intervals for
+proportions, BCa and percentile bootstrap intervals for means, and repeat (flakiness) summaries. Pure
+functions; NumPy does the resampling. Decisions are made by tests (``verdict.compare``), never by an
+interval excluding 0.
 
-Bootstrap intervals are percentile intervals: draw ``resamples`` samples of size n with replacement,
+Percentile bootstrap intervals (``bootstrap_mean_ci``; ``bca_mean_ci`` corrects them): draw ``resamples`` samples of size n with replacement,
 take each resample's mean, and report the ``(1-confidence)/2`` and ``(1+confidence)/2`` quantiles
 of those means. Resampling is exact (multinomial counts over distinct values, or index draws) while
 the work stays under ``exact_work_limit`` element draws (default 2**26, under a second). Beyond
@@ -10,11 +13,6 @@ its Cornish–Fisher expansion: it has mean x̄, standard deviation σ̂/√n (�
 skewness γ̂/√n, so its p-quantile is x̄ + σ̂/√n·(z_p + γ̂·(z_p² − 1)/(6√n)). With 10 000 resamples
 that happens above ~6 700 values; there the expansion's O(1/n) error is far below the Monte Carlo
 error of the resampled quantile itself (≈ 0.027·σ̂/√n at 95%).
-
-Significance rule: an interval is significant when it excludes 0 AND it rests on at least
-``MIN_PAIRS_FOR_SIGNIFICANCE`` (5) observations. With n = 1, or when every difference is equal, the
-interval collapses to that single value; a collapsed interval from 5+ pairs that all moved by the same
-nonzero amount is significant (a perfectly consistent shift), from fewer pairs it never is.
 """
 
 from __future__ import annotations
@@ -31,7 +29,6 @@ if TYPE_CHECKING:
 DEFAULT_SEED = 20261122
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_CONFIDENCE = 0.95
-MIN_PAIRS_FOR_SIGNIFICANCE = 5
 EXACT_WORK_LIMIT = 1 << 26
 """Largest number of element draws done by exact resampling before the Cornish–Fisher expansion."""
 _MULTINOMIAL_CELL_COST = 12
@@ -127,11 +124,6 @@ def _deviance(x: float, mean: float) -> float:
             return total
         total = updated
         j += 1
-
-
-def significant(low: float, high: float, *, n: int) -> bool:
-    """True when the interval [low, high] excludes 0 and rests on n ≥ 5 observations (see module doc)."""
-    return n >= MIN_PAIRS_FOR_SIGNIFICANCE and (low > 0.0 or high < 0.0)
 
 
 def bootstrap_mean_ci(
@@ -327,3 +319,212 @@ def summarise_repeats(
         passed=repeat_verdict(passed_by_repeat, rule),
         rule=rule,
     )
+
+
+# ── one regression decision: one-sided exact tests, Holm, Wilson, BCa ───────────────────────────
+
+_EXACT_SIGN_FLIP_LIMIT = 16
+"""Up to this many nonzero differences the sign-flip permutation test enumerates all 2^m sign vectors."""
+_SIGN_FLIP_CHUNK = 1 << 21
+
+
+def mcnemar_one_sided(b: int, c: int) -> float:
+    """One-sided exact McNemar p-value for "pass→fail flips (b) outnumber fail→pass flips (c)".
+
+    Under H0 (flips in either direction equally likely) b ~ Binomial(n = b + c, ½) given n, so
+    p = P(X ≥ b) = Σ_{i=0..c} C(n, i)/2^n. Exact integers up to n = 2000; above, half the two-sided
+    p-value of :func:`mcnemar_exact` in the tail (2c + 1 < n) and 1 − P(X ≤ b − 1) otherwise. n = 0 → 1.
+    """
+    for name, value in (("b", b), ("c", c)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    n = b + c
+    if n == 0 or b == 0:
+        return 1.0
+    if n <= _EXACT_MCNEMAR_N:
+        tail = sum(math.comb(n, i) for i in range(c + 1))
+        return tail / (1 << n)
+    if 2 * c + 1 < n:
+        return 0.5 * mcnemar_exact(b, c)
+    return min(1.0, 1.0 - mcnemar_one_sided(c + 1, b - 1) if 2 * (b - 1) + 1 < n else 0.5)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values, in the input order.
+
+    With p₍₁₎ ≤ … ≤ p₍ₘ₎ sorted: p̃₍ᵢ₎ = max_{j ≤ i} min(1, (m − j + 1)·p₍ⱼ₎). Rejecting every
+    hypothesis with p̃ ≤ α keeps the family-wise error rate (probability of one or more false
+    rejections) at most α under any dependence between the tests.
+    """
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * float(p_values[i])))
+        adjusted[i] = running
+    return adjusted
+
+
+def wilson_interval(successes: int, n: int, *, confidence: float = DEFAULT_CONFIDENCE) -> Interval | None:
+    """Proportion k/n with its Wilson score interval; None when n = 0.
+
+    With z = Φ⁻¹((1 + confidence)/2) and p̂ = k/n: centre (p̂ + z²/2n)/(1 + z²/n), half-width
+    z/(1 + z²/n)·√(p̂(1 − p̂)/n + z²/4n²). 20 of 20 at 95 % → [0.839, 1].
+    """
+    if n < 0 or not 0 <= successes <= max(n, 0):
+        raise ValueError(f"need 0 ≤ successes ≤ n, got {successes} of {n}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    if n == 0:
+        return None
+    z = statistics.NormalDist().inv_cdf((1.0 + confidence) / 2.0)
+    p = successes / n
+    denominator = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z / denominator * math.sqrt(p * (1.0 - p) / n + z * z / (4 * n * n))
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return p, low, high
+
+
+def bca_mean_ci(
+    values: Sequence[float],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = DEFAULT_SEED,
+    exact_work_limit: int = EXACT_WORK_LIMIT,
+) -> Interval | None:
+    """Mean of ``values`` with its bias-corrected and accelerated (BCa) bootstrap interval.
+
+    From the bootstrap means θ*: bias correction z₀ = Φ⁻¹((#{θ* < θ̂} + ½·#{θ* = θ̂})/B); acceleration
+    (jackknife, closed form for the mean) a = Σuᵢ³ / (6·(Σuᵢ²)^{3/2}) with uᵢ = xᵢ − x̄; the interval is the
+    θ* quantiles Φ(z₀ + (z₀ + z_q)/(1 − a·(z₀ + z_q))) for q = (1 ∓ confidence)/2. Above the exact-work
+    limit the percentile interval's Cornish–Fisher expansion stands in (module doc); it is second-order
+    accurate like BCa. None without values; all values equal → the collapsed interval.
+    """
+    import numpy as np
+    x = _finite_array(values, "values")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+    if x.size == 0:
+        return None
+    mean = float(x.mean())
+    if x.min() == x.max():
+        return mean, mean, mean
+    tail = (1.0 - confidence) / 2.0
+    distinct, counts = np.unique(x, return_counts=True)
+    gather_work = x.size * resamples
+    multinomial_work = _MULTINOMIAL_CELL_COST * distinct.size * resamples
+    if min(gather_work, multinomial_work) > exact_work_limit:
+        low, high = _cornish_fisher_interval(x, tail)
+        return mean, low, high
+    rng = np.random.default_rng(seed)
+    if multinomial_work < gather_work:
+        means = _multinomial_means(distinct, counts, resamples, rng)
+    else:
+        means = _gather_means(x, resamples, rng)
+    normal = statistics.NormalDist()
+    scale = max(abs(mean), float(np.abs(x).max())) * 1e-12
+    below = float(np.count_nonzero(means < mean - scale))
+    equal = float(np.count_nonzero(np.abs(means - mean) <= scale))
+    share = min(max((below + 0.5 * equal) / resamples, 0.5 / resamples), 1.0 - 0.5 / resamples)
+    z0 = normal.inv_cdf(share)
+    u = x - mean
+    denominator = 6.0 * float(np.sum(u * u)) ** 1.5
+    acceleration = float(np.sum(u**3)) / denominator if denominator > 0 else 0.0
+
+    def level(q: float) -> float:
+        zq = normal.inv_cdf(q)
+        shifted = z0 + (z0 + zq) / (1.0 - acceleration * (z0 + zq))
+        return min(max(normal.cdf(shifted), 0.0), 1.0)
+
+    low, high = np.quantile(means, [level(tail), level(1.0 - tail)])
+    return mean, float(low), float(high)
+
+
+def sign_flip_p(
+    differences: Sequence[float], *, shift: float = 0.0, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+    exact_work_limit: int = EXACT_WORK_LIMIT,
+) -> tuple[float, str]:
+    """One-sided paired permutation (sign-flip) p-value for H0: mean(d) ≤ ``shift`` against mean(d) > shift.
+
+    With eᵢ = dᵢ − shift and T = Σeᵢ: p = P(Σ sᵢ·|eᵢ| ≥ T) over independent random signs sᵢ = ±1 (the pairs'
+    two runs are exchangeable under H0). Exact over all 2^m sign vectors when m ≤ 16 nonzero eᵢ; else
+    Monte Carlo with a fixed seed, p = (1 + #{T* ≥ T})/(1 + R), which keeps the test's level exact; when
+    m·R exceeds ``exact_work_limit`` (m ≳ 6,700 at R = 10,000) the permutation distribution's normal limit,
+    p = 1 − Φ(T/√Σeᵢ²) (T* is symmetric with variance Σeᵢ²; the error is O(1/m)).
+    Returns (p, "exact" | "Monte Carlo R=…" | "normal approximation"). On ±1 differences with shift 0 it is the one-sided exact
+    McNemar test.
+    """
+    import numpy as np
+    e = _finite_array(differences, "differences") - float(shift)
+    scale = float(np.abs(e).max()) if e.size else 0.0
+    e = e[np.abs(e) > scale * 1e-12]
+    if e.size == 0:
+        return 1.0, "exact"
+    observed = float(e.sum())
+    slack = 1e-9 * float(np.abs(e).sum())
+    magnitudes = np.abs(e)
+    if e.size <= _EXACT_SIGN_FLIP_LIMIT:
+        m = e.size
+        codes = np.arange(1 << m, dtype=np.int64)
+        signs = ((codes[:, None] >> np.arange(m)) & 1) * 2 - 1
+        totals = signs @ magnitudes
+        return float(np.count_nonzero(totals >= observed - slack)) / (1 << m), "exact"
+    if e.size * resamples > exact_work_limit:
+        z = observed / math.sqrt(float(np.sum(e * e)))
+        return 1.0 - statistics.NormalDist().cdf(z), "normal approximation"
+    rng = np.random.default_rng(seed)
+    hits = 0
+    per_chunk = max(1, _SIGN_FLIP_CHUNK // e.size)
+    for start in range(0, resamples, per_chunk):
+        rows = min(per_chunk, resamples - start)
+        flips = rng.integers(0, 2, size=(rows, e.size), dtype=np.int8).astype(np.float64) * 2.0 - 1.0
+        hits += int(np.count_nonzero(flips @ magnitudes >= observed - slack))
+    return (1.0 + hits) / (1.0 + resamples), f"Monte Carlo R={resamples}"
+
+
+def stratified_exchange_p(strata: Sequence[tuple[int, int, int, int]]) -> float:
+    """One-sided exact conditional p-value that base runs pass more often than head runs, pooled over strata.
+
+    Each stratum (a case) is (base passes x, base runs k_b, head passes y, head runs k_h). Under H0 the
+    k_b + k_h runs of a case are exchangeable, so given t = x + y passes, x is hypergeometric
+    (population k_b + k_h, t successes, k_b draws). The statistic S = Σx; p = P(S ≥ s_obs) from the exact
+    convolution of the strata's hypergeometric distributions. One run on each side is McNemar's test
+    (a stratum with one flip contributes x ∈ {0, 1}, ½ each): a single flip gives p = ½.
+    """
+    distribution = [1.0]
+    observed = 0
+    for x, kb, y, kh in strata:
+        if not (0 <= x <= kb and 0 <= y <= kh):
+            raise ValueError(f"bad stratum {(x, kb, y, kh)}")
+        t, population = x + y, kb + kh
+        observed += x
+        low, high = max(0, t - kh), min(t, kb)
+        total = math.comb(population, t)
+        pmf = [math.comb(kb, i) * math.comb(kh, t - i) / total for i in range(low, high + 1)]
+        shifted = [0.0] * (len(distribution) + high)
+        for s, ps in enumerate(distribution):
+            if ps:
+                for j, pj in enumerate(pmf):
+                    shifted[s + low + j] += ps * pj
+        distribution = shifted
+    return min(1.0, math.fsum(distribution[observed:]))
+
+
+def detectable_change(differences: Sequence[float], *, alpha: float, power: float = 0.8) -> float | None:
+    """Smallest mean change a one-sided level-α test on these n pairs detects with ``power`` (normal
+    approximation): (z_{1−α} + z_power)·s/√n with s the differences' sample standard deviation (n − 1
+    denominator). None with fewer than 2 pairs or no spread."""
+    n = len(differences)
+    if n < 2:
+        return None
+    spread = statistics.stdev(differences)
+    if spread == 0.0:
+        return None
+    normal = statistics.NormalDist()
+    return (normal.inv_cdf(1.0 - alpha) + normal.inv_cdf(power)) * spread / math.sqrt(n)
