@@ -120,3 +120,11 @@ def test_evalgate_explain_is_validate_explain(tmp_path: Path, capsys: pytest.Cap
     explained = capsys.readouterr().out
     assert cli_main(["validate", "-d", str(dataset), "--explain"]) == 0
     assert capsys.readouterr().out == explained and "hit_rate" in explained
+
+
+def test_explain_names_a_cases_own_assert_entries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dataset = tmp_path / "cases.yaml"
+    dataset.write_text("- {id: a, input: q, output: ok, assert: [{criteria: Says ok., threshold: 0.6}]}\n")
+    assert cli_main(["explain", "-d", str(dataset)]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if "case_criteria" in line)
+    assert "≥ 0.6 (the case's assert: entry) — the case's assert: entry" in line

@@ -33,10 +33,10 @@ def make_explainer(plan_for: Callable[[Case], Any], thresholds: Mapping[str, Thr
                 threshold, origin = own[name], "the case's assert: entry"
             else:
                 threshold, origin = thresholds.get(name), threshold_origin.get(name, "default")
+            why = ("the case's assert: entry" if name in own else
+                   _why(name, case, planned, (global_suite, suite), user_maps, dialect_map, fired, active, user))
             rows.append({"metric": name, "threshold": threshold.model_dump() if threshold is not None else None,
-                         "threshold_from": origin if threshold is not None else None,
-                         "why": _why(name, case, planned, (global_suite, suite), user_maps, dialect_map, fired,
-                                     active, user)})
+                         "threshold_from": origin if threshold is not None else None, "why": why})
         return rows
 
     return explain
@@ -61,7 +61,8 @@ def _why(name: str, case: Case, planned: list[str], configs: tuple[Any, Any], us
         owner = next(d for d in active if name in DIALECTS[d].category_metrics.get(case.category or "", ()))
         return f"{DIALECTS[owner].label} dialect: category {case.category!r} → its category map ({_because(case, owner)})"
     if name in fired:
-        return f"{fired[name]} ({_because(case, next(iter(active)))})"
+        owner = next(d for d in active if any(t.metric == name for t in DIALECTS[d].triggers))
+        return f"{fired[name]} ({_because(case, owner)})"
     if name in OWNER and OWNER[name] in active:
         return f"{DIALECTS[OWNER[name]].label} dialect: {OWNED_WHEN.get(name, 'its rule')} ({_because(case, OWNER[name])})"
     if name in user:
