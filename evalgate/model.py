@@ -104,6 +104,60 @@ class RuleCheck(BaseModel):
         return self.type if self.value is None else f"{self.type}:{self.value}"
 
 
+class ToolArguments(BaseModel):
+    """One expectation on the arguments of a tool call (``trajectory.arguments``): some call of ``tool``
+    has every key of ``match`` with an equal value (a subset match: nested mappings compare as subsets
+    too) and every key of ``regex`` with a value (as text; JSON for lists and mappings) the pattern
+    finds (``re.search``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    tool: str
+    match: dict[str, Any] | None = None
+    regex: dict[str, str] | None = None
+
+    @model_validator(mode="after")
+    def _given(self) -> ToolArguments:
+        if not self.tool.strip():
+            raise ValueError("an arguments entry needs a 'tool' name")
+        if not self.match and not self.regex:
+            raise ValueError(f"arguments of {self.tool!r}: give 'match' (values) or 'regex' (patterns)")
+        for key, pattern in (self.regex or {}).items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"arguments of {self.tool!r}: invalid regex for {key!r}: {exc}") from exc
+        return self
+
+
+class Trajectory(BaseModel):
+    """What a case expects of the agent's trajectory, read from its trace (docs/traces.md).
+
+    ``tools`` with ``order``: ``subsequence`` (these tools in this order, others may come between),
+    ``exact`` (exactly these calls in this order) or ``any`` (each of them called, in any order);
+    ``arguments``: tool-argument expectations; ``max_steps`` (tool calls + LLM calls), ``max_tool_calls``,
+    ``max_llm_calls``, ``max_tokens`` (LLM input + output tokens); ``no_failed_tools``: no tool span
+    ended with status ERROR."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    tools: list[str] | None = None
+    order: Literal["subsequence", "exact", "any"] = "subsequence"
+    arguments: list[ToolArguments] | None = None
+    max_steps: int | None = Field(default=None, ge=0)
+    max_tool_calls: int | None = Field(default=None, ge=0)
+    max_llm_calls: int | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, ge=0)
+    no_failed_tools: bool = False
+
+    @model_validator(mode="after")
+    def _something(self) -> Trajectory:
+        if (self.tools is None and not self.arguments and not self.no_failed_tools
+                and all(v is None for v in (self.max_steps, self.max_tool_calls, self.max_llm_calls,
+                                            self.max_tokens))):
+            raise ValueError("trajectory: give tools, arguments, max_steps, max_tool_calls, max_llm_calls, "
+                             "max_tokens or no_failed_tools")
+        return self
+
+
 def _alias(*names: str) -> Any:
     return Field(default=None, validation_alias=AliasChoices(*names))
 
@@ -216,6 +270,8 @@ class Case(BaseModel):
     expected_ranked_list: list[str] | None = None
     retrieval_context: list[str] | None = None
     rules: list[RuleCheck] = Field(default_factory=list)
+    trajectory: Trajectory | None = None
+    """Expectations on the agent's trace: tools in order, their arguments, step and token limits."""
     metrics: list[str] | None = None
     assertions: list[CaseAssertion] | None = Field(default=None, validation_alias=AliasChoices("assert", "assertions"))
     """``assert:`` — metrics run on this case only, with per-case thresholds (see ``CaseAssertion``)."""
@@ -237,6 +293,8 @@ class Case(BaseModel):
     num_tokens: int | None = Field(default=None, ge=0)
     latency_ms: float | None = Field(default=None, ge=0)
     debug_context: list[str] | None = None
+    trace_file: str | None = None
+    """A recorded case's trace: an OTLP/JSON file, relative to the dataset file (``traces.traced``)."""
 
     # --- conversations (docs/conversations.md) --------------------------------------------------
     turns: list[Turn] | None = None
@@ -410,6 +468,9 @@ class Answer(BaseModel):
     completion_tokens: int | None = None
     latency_ms: float | None = None
     cost_usd: float | None = None
+    trace: dict[str, Any] | None = None
+    """The summary of the case's OpenTelemetry spans (``traces.summary.summarize``), when traces were
+    received or read from the case's ``trace_file``."""
     error: str | None = None
     """Set when the target could not produce an answer; the case is then ``errored``."""
     transcript: list[dict[str, str]] | None = None

@@ -117,3 +117,10 @@ def zip_files(directory: Path, names: tuple[str, ...]) -> bytes:
         for name in names:
             archive.write(directory / name, name)
     return buffer.getvalue()
+
+
+def test_services_agent_exports_spans_to_the_actions_receiver(tmp_path: Path) -> None:
+    repo = repository_copy(tmp_path / "repo")
+    run = run_act(repo, "workflow_dispatch", "examples.yml", "otel-service")
+    assert run.succeeded("otel-service"), tail(run.output)
+    assert "trajectories from 8 spans" in run.output

@@ -145,7 +145,8 @@ def test_the_recorded_answer_equals_the_validated_one() -> None:
 def test_answer_details_equal_the_pydantic_dump() -> None:
     answers = [Answer(output="x"), Answer(sources=["a"], agent_id="z", prompt_tokens=5, completion_tokens=0,
                                           mentions=[Mention(brand="A", rank=1), Mention(brand="B")]),
-               Answer(ranked_list=[], tools_used=["t"], num_tokens=3)]
+               Answer(ranked_list=[], tools_used=["t"], num_tokens=3),
+               Answer(output="x", trace={"spans": 2, "tools": [{"name": "a", "arguments": {"q": 1}}]})]
     odd = Answer(agent_id="q")
     odd.prompt_tokens = True  # type: ignore[assignment]  # assigned after validation: the slow path
     answers.append(odd)

@@ -61,7 +61,7 @@ class ReplyError(Exception):
 
 
 class ChatBackend(Protocol):
-    async def create(self, body: Mapping[str, Any]) -> Completion: ...
+    async def create(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Completion: ...
 
     async def aclose(self) -> None: ...
 
@@ -87,8 +87,9 @@ class DirectChat:
         self.pool = HttpPool(timeout=timeout, concurrency=concurrency, headers=headers,
                              connect_timeout=connect_timeout, read_timeout=read_timeout, timed=timed)
 
-    async def create(self, body: Mapping[str, Any]) -> Completion:
-        response = await self.pool.request("POST", self.url, body=json.dumps(body, ensure_ascii=False).encode())
+    async def create(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Completion:
+        response = await self.pool.request("POST", self.url, body=json.dumps(body, ensure_ascii=False).encode(),
+                                           headers=dict(headers) if headers else None)
         if response.status >= 400:
             raise StatusError(response.status, error_message(response.body, response.reason), response.headers)
         completion = parse_completion(response.body, self.url)
@@ -165,9 +166,10 @@ class SdkChat:
         self.client = openai.AsyncOpenAI(api_key=provider.api_key, base_url=provider.base_url, max_retries=0,
                                          timeout=limits, default_headers=extra)
 
-    async def create(self, body: Mapping[str, Any]) -> Completion:
+    async def create(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Completion:
         started = time.perf_counter()
-        raw = await self.client.chat.completions.with_raw_response.create(**body)
+        extra: dict[str, Any] = {"extra_headers": dict(headers)} if headers else {}
+        raw = await self.client.chat.completions.with_raw_response.create(**body, **extra)
         elapsed = round((time.perf_counter() - started) * 1000, 3)
         headers = {k.lower(): v for k, v in raw.headers.items()}
         response = raw.parse()
@@ -235,7 +237,7 @@ class ChatService:
         return self.price.cost(prompt, max_tokens)
 
     async def complete(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *,
-                       max_tokens: int, what: str) -> ChatReply:
+                       max_tokens: int, what: str, headers: Mapping[str, str] | None = None) -> ChatReply:
         ledger = self.runtime.ledger
         counted = functools.cache(lambda: count_message_tokens(messages))  # the budget and the pacer (every
         # attempt, every wait for the provider's budget) share one local count of the prompt
@@ -244,7 +246,7 @@ class ChatService:
         try:
             body = {"model": self.model, "messages": list(messages), **self._limit(max_tokens), **params}
             completion: Completion = await self.runtime.executor.call(
-                self.provider.name, lambda: self._create(body), what=what,
+                self.provider.name, lambda: self._create(body, headers), what=what,
                 pace=self.pace(messages, max_tokens, counted))
             text = completion.text
             usage = usage_from(completion.prompt_tokens, completion.completion_tokens, messages, text)
@@ -253,11 +255,12 @@ class ChatService:
             ledger.release(reserved)
         return ChatReply(text, usage, cost, completion.elapsed_ms)
 
-    def _create(self, body: Mapping[str, Any]) -> Awaitable[Completion]:
-        """One attempt, on the wire thread for a model under test."""
+    def _create(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Awaitable[Completion]:
+        """One attempt, on the wire thread for a model under test; ``headers``: extra request headers (a
+        model target's ``traceparent``)."""
         if self.wire is not None:
-            return self.wire.call(lambda: self.backend.create(body))
-        return self.backend.create(body)
+            return self.wire.call(lambda: self.backend.create(body, headers))
+        return self.backend.create(body, headers)
 
     def pace(self, messages: Sequence[Mapping[str, Any]], max_tokens: int,
              counted: Callable[[], int] | None = None) -> Pace:

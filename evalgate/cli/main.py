@@ -127,6 +127,10 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("--repeat", type=int, metavar="N", help="run each case N times (flakiness)")
     ex.add_argument("--repeat-rule", choices=["majority", "all", "any"],
                     help="case verdict over its repeats (default majority: passes > N/2)")
+    ex.add_argument("--traces", action=BOOL, default=None,
+                    help="receive the agent's OpenTelemetry spans over OTLP/HTTP (docs/traces.md)")
+    ex.add_argument("--traces-host", metavar="HOST", help="interface of the trace receiver (default 127.0.0.1)")
+    ex.add_argument("--traces-port", type=int, metavar="PORT", help="port of the trace receiver (default 4318; 0: any)")
 
 
 def build_parser() -> argparse.ArgumentParser:

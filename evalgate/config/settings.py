@@ -191,6 +191,19 @@ class Settings(BaseModel):
     HTTP target reads (and a command's output) is limited to 16 × this many bytes."""
     repeat_rule: Literal["majority", "all", "any"] = "majority"
 
+    # --- traces (docs/traces.md) -----------------------------------------------------------------
+    traces: bool = False
+    """Receive the agent's OpenTelemetry spans over OTLP/HTTP during the run (each target call carries a
+    W3C ``traceparent``); trajectory metrics and the workflow metrics read them."""
+    traces_host: str = "127.0.0.1"
+    """Interface the receiver listens on (``0.0.0.0`` inside a container, for a ``services:`` agent)."""
+    traces_port: int = Field(default=4318, ge=0, le=65535)
+    """Port of the receiver (4318, OTLP/HTTP's usual one; 0 for any free port)."""
+    traces_grace_seconds: float = Field(default=5.0, ge=0, le=120)
+    """Longest wait after a target call for its spans (batching exporters send them late)."""
+    traces_max_request_bytes: int = Field(default=8 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
+    traces_max_spans_per_case: int = Field(default=2_000, ge=1, le=1_000_000)
+
     _notices: list[str] = PrivateAttr(default_factory=list)
     _credentialed: dict[str, str] = PrivateAttr(default_factory=dict)
     _origins: dict[str, str] = PrivateAttr(default_factory=dict)

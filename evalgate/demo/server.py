@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Route = Callable[[dict[str, Any], dict[str, str]], tuple[int, Any]]
-"""``route(json_body, headers) -> (status, json_reply)``."""
+"""``route(json_body, headers) -> (status, json_reply)``; ``headers`` has lower-case names, plus ``:peer``
+(the client's address; no request header can have that name)."""
 LOOPBACK = "127.0.0.1"
 
 
@@ -52,7 +53,8 @@ class JsonServer:
                 except ValueError:
                     self._send(400, {"error": "the body must be JSON"})
                     return
-                status, reply = route(body if isinstance(body, dict) else {}, {k.lower(): v for k, v in self.headers.items()})
+                headers = {k.lower(): v for k, v in self.headers.items()} | {":peer": str(self.client_address[0])}
+                status, reply = route(body if isinstance(body, dict) else {}, headers)
                 self._send(status, reply)
 
             def _send(self, status: int, reply: Any) -> None:

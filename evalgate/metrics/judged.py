@@ -33,6 +33,7 @@ from evalgate.metrics.registry import (
     Score,
     metric,
 )
+from evalgate.metrics.trajectory import trace_names
 
 if TYPE_CHECKING:
     from evalgate.model import Answer, Case
@@ -161,6 +162,20 @@ SPECS: tuple[JudgedSpec, ...] = (
 )
 
 
+def with_trace_workflow(answer: Answer) -> tuple[Answer, dict[str, str]]:
+    """``answer`` with ``tools_used`` / ``agents_called`` taken from its trace where it lists none, and
+    ``{"tools_source": "answer" | "trace", "agents_source": …}`` for the sides it has."""
+    update: dict[str, list[str]] = {}
+    source: dict[str, str] = {}
+    for side, field in (("tools", "tools_used"), ("agents", "agents_called")):
+        if getattr(answer, field) is not None:
+            source[f"{side}_source"] = "answer"
+        elif (names := trace_names(answer, side)) is not None:
+            update[field] = names
+            source[f"{side}_source"] = "trace"
+    return (answer.model_copy(update=update) if update else answer), source
+
+
 def _make(spec: JudgedSpec) -> Callable[[Case, Answer, MetricContext], Awaitable[Score]]:
     async def judged(case: Case, answer: Answer, ctx: MetricContext) -> Score:
         if ctx.judge is None:
@@ -169,8 +184,11 @@ def _make(spec: JudgedSpec) -> Callable[[Case, Answer, MetricContext], Awaitable
             spec.check(case, answer)
         if answer.output is None:
             raise MetricUnavailable("the target returned no output text to judge")
+        source: dict[str, str] = {}
+        if spec.name == "tool_calling":  # the tools and agents the answer does not list, from its trace
+            answer, source = with_trace_workflow(answer)
         scored = await ctx.judge.score(spec.name, case, answer, repeat=ctx.repeat)
-        return Score(float(scored.value), dict(scored.details))
+        return Score(float(scored.value), {**scored.details, **source})
 
     judged.__name__ = spec.name
     judged.__qualname__ = spec.name

@@ -6,7 +6,10 @@ lists and reported in the seed's shape::
     {"pass", "included", "excluded", "missing", "unexpected"}
 
 Names compare ignoring case and surrounding spaces; reported names keep the case's spelling (the
-called name's spelling for ``unexpected``).
+called name's spelling for ``unexpected``). The names come from the answer (``agents_called`` /
+``tools_used``) or, when the answer does not list them, from the case's OpenTelemetry trace (agent and
+tool spans, ``traces.summary``); a side read from the trace says so with ``"source": "trace"`` (a side
+read from the answer keeps the seed's exact shape).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate.errors import UserError
 from evalgate.metrics.registry import MetricContext, MetricUnavailable, Score, metric
+from evalgate.metrics.trajectory import trace_names
 
 if TYPE_CHECKING:
     from evalgate.model import Answer, Case
@@ -97,12 +101,18 @@ def _evaluate(case: Case, answer: Answer, ctx: MetricContext, side: Side) -> dic
         return check_side([], None, None)
     _reject_contradiction(case, side)
     called = answer.agents_called if side == "agents" else answer.tools_used
+    source = "answer"
+    if called is None:  # the answer does not list them: the agent's trace may (traces.summary)
+        called = trace_names(answer, side)
+        source = "trace"
     if called is None:
         field = "agents_called" if side == "agents" else "tools_used"
-        raise MetricUnavailable(f"the case expects {side} but the target reported no {field}")
+        raise MetricUnavailable(f"the case expects {side} but the target reported no {field} "
+                                "and no trace recorded them")
     include, exclude = _expectations(case, side)
     always = ctx.options.always_expected_agents if side == "agents" else []
-    return check_side(called, include, exclude, always)
+    result = check_side(called, include, exclude, always)
+    return result if source == "answer" else {**result, "source": source}
 
 
 def side_result(case: Case, answer: Answer, ctx: MetricContext, side: Side) -> dict[str, Any]:

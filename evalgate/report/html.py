@@ -153,7 +153,8 @@ def _case_view(case: Mapping[str, Any], position: int) -> dict[str, Any]:
         "input": _text(case.get("input")),
         "output": _text(case.get("output")),
         "expected": _json_text(expected) if expected else None,
-        "answer": _json_text(answer) if answer else None,
+        "answer": _json_text(other) if (other := {k: v for k, v in answer.items() if k != "trace"}) else None,
+        "trace": trace_view(answer.get("trace")),
         "metrics": [
             {**row, "status": str(row["status"] or "unknown"), "reason": _text(row["reason"])}
             for row in case_metrics(case)
@@ -164,6 +165,36 @@ def _case_view(case: Mapping[str, Any], position: int) -> dict[str, Any]:
         "transcript": transcript_view(case, TEXT_LIMIT),
         "failed_turn": (case.get("conversation") or {}).get("failed_turn"),
     }
+
+
+TRACE_KINDS = {"agent": "agent", "tool": "tool", "llm": "LLM"}
+
+
+def trace_view(trace: Any) -> dict[str, Any] | None:
+    """A case's span tree for the report: a one-line summary and one text line per span, indented by
+    depth (``name  [kind]  ms``, ✗ for a span that failed, the turn when the case made several calls)."""
+    if not isinstance(trace, Mapping):
+        return None
+    tokens = trace.get("tokens") or {}
+    parts = [f"{trace.get('spans', 0)} span(s)", f"{trace.get('tool_calls', 0)} tool call(s)",
+             f"{trace.get('llm_call_count', 0)} LLM call(s)", f"{tokens.get('total', 0):,} tokens",
+             f"source {trace.get('source', 'otlp')}"]
+    if trace.get("dropped_spans"):
+        parts.append(f"{trace['dropped_spans']} span(s) over the cap not kept")
+    rows = [row for row in trace.get("tree") or [] if isinstance(row, Mapping)]
+    turns = len({row.get("turn", 0) for row in rows}) > 1
+    lines = []
+    for row in rows:
+        kind = TRACE_KINDS.get(str(row.get("kind")), "")
+        line = "  " * min(int(row.get("depth") or 0), 20) + str(row.get("name", ""))
+        line += f"  [{kind}]" if kind else ""
+        line += f"  {float(row.get('ms') or 0):.1f} ms"
+        line += "  ✗ failed" if row.get("failed") else ""
+        line += f"  (turn {int(row.get('turn') or 0) + 1})" if turns else ""
+        lines.append(line)
+    if int(trace.get("spans") or 0) > len(rows):
+        lines.append(f"… {int(trace.get('spans') or 0) - len(rows)} more span(s)")
+    return {"summary": " · ".join(parts), "tree": truncate("\n".join(lines), TEXT_LIMIT) if lines else None}
 
 
 def _run_view(results: Mapping[str, Any]) -> dict[str, Any]:

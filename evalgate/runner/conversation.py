@@ -36,6 +36,7 @@ from evalgate.metrics.registry import get_metric
 from evalgate.model import TURN_EXPECTATIONS, TURN_RECORDED, Answer, Case, CaseStatus, MetricUnavailable, Turn
 from evalgate.safety.redact import redact
 from evalgate.targets.base import TargetCall
+from evalgate.traces.summary import merge_traces
 
 if TYPE_CHECKING:
     from evalgate.model import CaseResult, MetricResult
@@ -217,7 +218,7 @@ def whole_answer(answers: list[Answer], messages: list[dict[str, str]]) -> Answe
                   num_tokens=total("num_tokens"), prompt_tokens=total("prompt_tokens"),
                   completion_tokens=total("completion_tokens"), cost_usd=total("cost_usd"),
                   latency_ms=round(latency, 3) if latency is not None else None,
-                  transcript=[dict(m) for m in messages])
+                  transcript=[dict(m) for m in messages], trace=merge_traces([a.trace for a in answers]))
 
 
 async def _next_message(options: ConversationOptions, case: Case, messages: list[dict[str, str]],

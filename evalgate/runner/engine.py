@@ -85,6 +85,7 @@ ANSWER_DETAIL_FIELDS = (
     "prompt_tokens",
     "completion_tokens",
     "truncated",
+    "trace",
 )
 ANSWER_DETAIL_SET = set(ANSWER_DETAIL_FIELDS)
 LARGE_ANSWER_CHARS = 64_000
@@ -527,7 +528,8 @@ def answer_details(answer: Answer) -> dict[str, Any]:
             details[name] = list(value)
         elif kind is list and name == "mentions" and all(type(item) is Mention for item in value):
             details[name] = [mention.model_dump(exclude_none=True) for mention in value]
-        elif (kind is str and name == "agent_id") or (kind is int and name.endswith("_tokens")):
+        elif ((kind is str and name == "agent_id") or (kind is int and name.endswith("_tokens"))
+              or (kind is dict and name == "trace")):  # the trace summary: plain JSON built by traces.summary
             details[name] = value
         else:
             return answer.model_dump(include=ANSWER_DETAIL_SET, exclude_none=True)
@@ -544,6 +546,8 @@ def expectations_of(case: Case) -> dict[str, Any]:
             expected[name] = value
     if case.rules:
         expected["rules"] = [rule.model_dump(exclude_none=True, exclude_defaults=True) for rule in case.rules]
+    if case.trajectory is not None:
+        expected["trajectory"] = case.trajectory.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
     if case.assertions:
         expected["assert"] = [entry.model_dump(mode="json", exclude_none=True) for entry in case.assertions]
     return expected

@@ -122,6 +122,7 @@ async def _execute(
     from evalgate.runner.conversation import ConversationOptions
     from evalgate.targets.factory import build_target
     from evalgate.text.tokens import configure as configure_tokenizer
+    from evalgate.traces.session import TraceSession
 
     received = interruption.received
     env = settings.environment  # read once at the edge (config), passed down from here
@@ -156,13 +157,18 @@ async def _execute(
     except BaseException:
         restored.close()
         raise
+    traces = TraceSession(settings)
     try:
         await check_reachable(endpoints_of(target, judge), settings.connect_timeout_seconds, env)
         Interrupt.check()  # a signal whose wake-up found no wait left to cancel: still nothing written
+        await traces.start()  # the OTLP receiver (traces: true); a busy port is a UserError
     except BaseException:
         await _close_quietly(target, judge, runtime)
         restored.close()
         raise
+    target = traces.wrap(target)  # each case's traceparent, spans and trace summary (traces.traced)
+    if traces.notice:
+        prepared.notices.append(traces.notice)
     progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
     estimate: dict[str, Any] | None = None
     now = dt.datetime.now(dt.UTC)
@@ -226,6 +232,7 @@ async def _execute(
         if progress is not None and hasattr(progress, "close"):
             progress.close()
         await _close_quietly(target, judge, runtime)
+        await traces.close()
         if conversations.simulator is not None:
             with contextlib.suppress(Exception):
                 await conversations.simulator.aclose()
@@ -252,7 +259,11 @@ async def _execute(
                                 judge_totals.calls if judge_totals is not None else 0)
             if late is not None and status == "completed":
                 _warn(late, warnings)
-            metadata = run_metadata(settings, prepared, target) | runtime.metadata() | {"estimate": estimate}
+            silent = traces.silence_warning()
+            if silent is not None and status == "completed":
+                _warn(silent, warnings)
+            metadata = (run_metadata(settings, prepared, target) | runtime.metadata() | traces.describe()
+                        | {"estimate": estimate})
             if warnings:
                 metadata["warnings"] = list(warnings)
             if judge is not None:

@@ -40,6 +40,7 @@ from evalgate.model import Answer
 from evalgate.safety.redact import redact
 from evalgate.targets.http import REPLY_BYTES_PER_ANSWER_CHAR, case_context
 from evalgate.targets.mapping import ResponseMap
+from evalgate.traces.context import trace_env
 
 if TYPE_CHECKING:
     from evalgate.calls.executor import Runtime
@@ -75,8 +76,11 @@ class CommandTarget:
 
     def __init__(self, argv: Sequence[str], *, timeout: float, runtime: Runtime | None = None,
                  eval_context: Mapping[str, Any] | None = None, response_map: Mapping[str, str] | None = None,
-                 response_format: str = "auto", max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS) -> None:
+                 response_format: str = "auto", max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
+                 env: Mapping[str, str] | None = None) -> None:
         self.argv = resolve_program(argv)
+        self.env = env
+        """The program's environment when a call adds variables (its ``TRACEPARENT``); else it inherits ours."""
         self.timeout = timeout
         self.runtime = runtime
         self.eval_context = dict(eval_context or {})
@@ -88,7 +92,8 @@ class CommandTarget:
     def from_settings(cls, settings: Settings, runtime: Runtime | None = None) -> CommandTarget:
         return cls(settings.target_command, timeout=settings.api_timeout_seconds, runtime=runtime,
                    eval_context=settings.eval_context, response_map=settings.target_response_map,
-                   response_format=settings.target_response_format, max_answer_chars=settings.max_answer_chars)
+                   response_format=settings.target_response_format, max_answer_chars=settings.max_answer_chars,
+                   env=settings.environment)
 
     def stdin_for(self, case: Case, call: TargetCall | None = None) -> bytes:
         record = case.model_dump(mode="json", exclude_none=True)
@@ -106,11 +111,12 @@ class CommandTarget:
         if self.runtime is not None:
             self.runtime.executor.check_stop()
         stdin = self.stdin_for(case, call)
+        traced = trace_env()  # TRACEPARENT (and EVALGATE_TRACE_FILE) when the run receives traces
         if self.runtime is not None:
             with self.runtime.executor.track():
-                outcome = await self.runtime.wire.call(lambda: self._run(stdin))
+                outcome = await self.runtime.wire.call(lambda: self._run(stdin, traced))
         else:
-            outcome = await self._run(stdin)
+            outcome = await self._run(stdin, traced)
         if isinstance(outcome, Answer):
             return outcome
         returncode, stdout, stderr, latency = outcome
@@ -118,14 +124,16 @@ class CommandTarget:
             return Answer(error=redact(f"command exited with status {returncode}: {_tail(stderr)}"))
         return self._read(stdout, latency)
 
-    async def _run(self, stdin: bytes) -> tuple[int, bytes, bytes, float] | Answer:
+    async def _run(self, stdin: bytes, traced: Mapping[str, str] | None = None) -> tuple[int, bytes, bytes, float] | Answer:
         """Start the program, feed it ``stdin``, read its output and wait for it: (exit status, stdout,
-        stderr, milliseconds from start to exit), or the error ``Answer``."""
+        stderr, milliseconds from start to exit), or the error ``Answer``. ``traced``: variables added to
+        the program's environment (the call's ``TRACEPARENT``)."""
         started = time.perf_counter()
         try:
             process = await asyncio.create_subprocess_exec(
                 *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                env={**(self.env or {}), **traced} if traced else None,
             )
         except OSError as exc:
             return Answer(error=f"cannot start {self.argv[0]!r}: {exc.strerror or exc}")

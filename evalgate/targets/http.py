@@ -42,6 +42,7 @@ from evalgate.errors import UserError
 from evalgate.model import Answer
 from evalgate.safety.redact import redact, register_secret, split_credentials
 from evalgate.targets.mapping import ResponseMap
+from evalgate.traces.context import trace_headers
 
 if TYPE_CHECKING:
     import jinja2
@@ -233,7 +234,8 @@ class HttpTarget:
             payload = self.payload(case, call)
         except (ValueError, TypeError) as exc:  # template problems arrive as ValueError
             return Answer(error=f"request body: {exc}")
-        headers = self.call_headers(call)
+        # the call's own headers, and a fresh W3C traceparent per call (each turn) when the run receives traces
+        headers = {**(self.call_headers(call) or {}), **trace_headers()} or None
         try:
             response, latency, data = await self.runtime.executor.call(
                 PROVIDER, lambda: self._send(payload, headers), what=f"{self.method} {self.url}", pace=self.pace)
