@@ -55,6 +55,7 @@ WHEN: dict[str, str] = {
     "goal_completion": "the conversation has a goal (judged)",
     "role_adherence": "the conversation has an assistant_role (judged)",
     "knowledge_retention": NAMED,
+    "trajectory": "the case has trajectory: (expected tool calls, checked against the agent's trace or answer)",
 }
 """Built-in metric → when it runs on a case of a suite without a kind."""
 
