@@ -74,3 +74,12 @@ def test_the_site_builds_in_strict_mode(tmp_path: Path) -> None:
                            env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert built.returncode == 0, built.stdout + built.stderr
     assert (tmp_path / "site" / "tutorial" / "index.html").is_file()
+
+
+def test_the_generic_docs_carry_no_seed_domain_words() -> None:
+    """One in-house framework's domain (fantasy basketball) belongs to its migration notes only."""
+    words = re.compile(r"FanVise|fantasy|Giannis|basketball")
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    found = [str(page.relative_to(ROOT)) for page in pages
+             if page.name != "migrating.md" and words.search(page.read_text(encoding="utf-8"))]
+    assert found == []
