@@ -136,3 +136,14 @@ def test_a_threshold_for_a_metric_no_case_computes_says_how_to_turn_it_on(
     (tmp_path / "ok.yaml").write_text("suite: {metrics: [latency_ms], thresholds: {latency_ms: 1500}}\n"
                                       "cases: [{id: a, input: q, output: ok}]\n")
     assert cli_main(["validate", "-d", str(tmp_path / "ok.yaml")]) == 0  # as the message says
+
+
+def test_validate_lists_every_setting_that_matches_no_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from evalgate.cli.main import main as cli_main
+
+    (tmp_path / "ok.yaml").write_text("- {id: a, input: q, output: ok}\n")
+    assert cli_main(["validate", "-d", str(tmp_path / "ok.yaml"), "--metric-thresholds",
+                     '{"latency_ms": 1500, "safety": 0.5}']) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split("threshold for ")[1].split(" ")[0] for line in err[:2]] == ["'latency_ms'", "'safety'"]
+    assert err[2] == "evalgate: 2 errors"

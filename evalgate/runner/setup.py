@@ -218,7 +218,9 @@ def check_names_match(cases: Iterable[Case], plan_for: Callable[[Case], CasePlan
         return [f"{where}: {message}" for message, where in problems]
     message, where = problems[0]
     more = len(problems) - 1
-    raise UserError(message + (f" (and {more} more)" if more else ""), where=where)
+    error = UserError(message + (f" (and {more} more)" if more else ""), where=where)
+    error.errors = [f"{place}: {text}" for text, place in problems]  # type: ignore[attr-defined]  # validate lists each
+    raise error
 
 
 def turn_on_hint(name: str) -> str:
