@@ -8,6 +8,13 @@
   JSON nested 100,000 levels: exit status, wall and CPU seconds, peak RSS.
 * **big answer**: ``evalgate run`` (http target, C = 8, 2 s per attempt, no retries) on 40 ordinary cases and
   one whose answer is 10 MB: wall time, errored cases other than the big one, attempt timeouts.
+* **judge reply cap**: a judge that streams its reply without end: the run's exit status, wall time, peak
+  RSS, and the reason its verdicts carry (``judge_max_reply_bytes``, 1 MiB by default).
+* **sparse dataset**: ``evalgate validate`` on a 2 GB sparse JSONL file (a good case, then one line of NUL
+  bytes): exit status, message, peak RSS (bounded by the 64 MiB per-record cap, not the file's size).
+* **memory** (``--memory``): peak RSS (``VmHWM``) of a recorded run of ``--memory-cases`` cases (default
+  1,000,000), of ``evalgate report`` on its results.json (Markdown and HTML) and of the Action's whole step
+  (run, job summary, outputs, annotations) on the same dataset, each in a fresh process.
 * **signals** (``--signals``): SIGTERM at a random moment of a recorded run of ``--signal-cases`` cases,
   ``--trials`` times (trial i in the i-th of ``--trials`` equal slices of an uninterrupted run's wall time,
   so every phase is hit: start-up, reading and checking the datasets, running, writing): seconds from the
@@ -16,6 +23,7 @@
 
     python -m bench.hostile                                   # all but signals, ~1 min
     python -m bench.hostile --signals --signal-cases 100000 --trials 20
+    python -m bench.hostile --memory --memory-cases 1000000              # + ~15 min
 """
 
 from __future__ import annotations
@@ -225,6 +233,76 @@ def check_partial(out: Path) -> dict[str, Any]:
             "consistent": stored == ids and status is not None and status[0] == document["status"]}
 
 
+ACTION_PEAK_REPORTING = ("import os, sys\nfrom evalgate.cli.action import run_action\ncode = run_action(os.environ)\n"
+                         "peak = [line for line in open('/proc/self/status') if line.startswith('VmHWM')]\n"
+                         "sys.stderr.write(peak[0] if peak else 'VmHWM: 0 kB\\n')\nsys.exit(code)")
+"""The Action's step (``run_action``: run, then publish) reporting its own peak RSS."""
+
+
+def memory(work: Path, cases: int) -> dict[str, Any]:
+    """Peak RSS of a recorded run of ``cases`` cases, of ``evalgate report`` (Markdown and HTML) on its
+    results.json, and of the Action's whole step (run + job summary + outputs + annotations) on the same
+    dataset, each in a fresh process."""
+    folder = work / "memory"
+    workspace = folder / "ws"
+    (workspace / "evals").mkdir(parents=True)
+    dataset = recorded_dataset(workspace / "evals" / "cases.jsonl", cases)
+    out = folder / "out"
+    figures: dict[str, Any] = {"cases": cases, "dataset_bytes": dataset.stat().st_size}
+    figures["run"] = measured_process(["run", "--dataset", str(dataset), "-o", str(out), "--progress", "none"], folder)
+    figures["results_json_bytes"] = (out / "results.json").stat().st_size
+    for fmt in ("markdown", "html"):
+        figures[f"report_{fmt}"] = measured_process(["report", str(out / "results.json"), "--format", fmt, "-o",
+                                                     str(folder / f"report.{fmt}")], folder)
+    shutil.rmtree(out)
+    commands = folder / "file_commands"
+    commands.mkdir()
+    for name in ("output", "summary"):
+        (commands / name).write_text("")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(workspace),
+           "GITHUB_EVENT_NAME": "push", "GITHUB_REPOSITORY": "o/r", "GITHUB_OUTPUT": str(commands / "output"),
+           "GITHUB_STEP_SUMMARY": str(commands / "summary"), "INPUT_DATASET": "evals", "INPUT_COMMENT": "never",
+           "INPUT_UPLOAD-ARTIFACTS": "false", "INPUT_BASELINE": "none", "INPUT_PROGRESS": "none"}
+    started = time.monotonic()
+    process = subprocess.Popen([sys.executable, "-c", ACTION_PEAK_REPORTING], cwd=workspace, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert process.stderr is not None
+    err = process.stderr.read().decode()
+    _, status, usage = os.wait4(process.pid, 0)
+    figures["action"] = {"exit": os.waitstatus_to_exitcode(status), "wall_s": round(time.monotonic() - started, 3),
+                         "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+                         "peak_rss_mb": round(int(err.rpartition("VmHWM:")[2].split()[0]) / 1024, 1),
+                         "summary_bytes": (commands / "summary").stat().st_size}
+    return figures
+
+
+def sparse_dataset(work: Path, size: int = 2 << 30) -> dict[str, Any]:
+    """``evalgate validate`` on a sparse JSONL file of ``size`` bytes (one line of NUL bytes after a good
+    case): exit status, the message, peak RSS — bounded by the per-record cap, not the file's size."""
+    folder = work / "sparse"
+    folder.mkdir()
+    path = folder / "cases.jsonl"
+    with path.open("wb") as handle:
+        handle.write(json.dumps({"id": "ok", "input": "q", "output": "a", "expected_keywords": ["a"]}).encode() + b"\n")
+        handle.truncate(size)
+    figures = measured_process(["validate", "--dataset", str(path)], folder)
+    path.unlink()
+    return {"bytes": size, **figures}
+
+
+def judge_reply_cap(work: Path) -> dict[str, Any]:
+    """A judge streaming its reply without end: the run's peak RSS and the reason its verdicts carry."""
+    from tests.hostile.test_judge_reply_cap import run_with
+
+    folder = work / "reply-cap"
+    folder.mkdir()
+    started = time.monotonic()
+    code, peak_mb, document = run_with(folder)
+    reasons = {str(m.get("reason")) for r in document["results"] for m in r["metrics"].values() if m.get("reason")}
+    return {"exit": code, "wall_s": round(time.monotonic() - started, 3), "peak_rss_mb": round(peak_mb, 1),
+            "reasons": sorted(reasons)[:2]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.hostile", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -232,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--signal-cases", type=int, default=100_000)
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--seed", type=int, default=12)
+    parser.add_argument("--memory", action="store_true", help="also the peak-memory figures at --memory-cases")
+    parser.add_argument("--memory-cases", type=int, default=1_000_000)
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args(argv)
     figures: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -242,6 +322,10 @@ def main(argv: list[str] | None = None) -> int:
         figures["redaction"] = redaction(args.repeats)
         figures["structures"] = structures(work)
         figures["big_answer"] = big_answer(work)
+        figures["judge_reply_cap"] = judge_reply_cap(work)
+        figures["sparse_dataset"] = sparse_dataset(work)
+        if args.memory:
+            figures["memory"] = memory(work, args.memory_cases)
         if args.signals:
             figures["signals"] = signals(work, args.signal_cases, args.trials, args.seed)
     args.output.parent.mkdir(parents=True, exist_ok=True)

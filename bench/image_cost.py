@@ -117,12 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.image_cost", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-build", action="store_true", help="skip the (slow) from-scratch builds")
-    parser.add_argument("--image", default=None, help="default: the image action.yml names (built beforehand)")
+    parser.add_argument("--image", default=None, help="default: the published image of this version (built beforehand)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from tools.release import action_image
+    from evalgate import __version__
+    from tools.release import IMAGE_REPOSITORY
 
-    image = args.image or ":".join(action_image())
+    image = args.image or f"{IMAGE_REPOSITORY}:{__version__}"
     result = measure(image, args.repeats, build=not args.no_build)
     out = ROOT / "bench" / "results" / "image-cost.json"
     if args.no_build and out.is_file():  # keep the previous run's (slow) build samples

@@ -1,13 +1,13 @@
 """Simulation of the regression decision: ``python -m bench.stats``.
 
 Synthetic base and head results documents go through the real comparison
-(``evalgate.verdict.compare.compare_runs``: the same collapsing of repeats, tests, Holm adjustment and
+(``evalgate.verdict.compare.compare_runs``: the same collapsing of repeats, tests, weighted Holm adjustment and
 ``regression`` flag a run uses); the share of replications it flags is
 
 * the **A/A false-alarm rate** when base and head are drawn from the same distribution (target ≤ 5 %,
   the family-wise level α = 0.05, in every cell), and
 * the **A/B power** when head's pass rate is 10 points lower (targets: ≥ 80 % at n = 200 with 3 repeats,
-  ≥ 55 % with one run; those two cells run 3× the replications).
+  ≥ 55 % with one run, and ≥ 63 % — the power before #21 — kept; those two cells run 30× the replications).
 
 A cell varies one factor around the default (n = 200 cases, 3 gated metrics, no critical case, one run,
 the ``iid`` flakiness model):
@@ -25,6 +25,11 @@ it (R = 150 by default: ±1.8 points at 5 %). The comparison runs with ``--resam
 and permutation resamples instead of the product's 10,000, for time: a Monte Carlo permutation p-value
 (1 + hits)/(1 + R) keeps its exact level at any R, so the false-alarm rates hold; power is a little
 lower than with 10,000.
+
+A last part replays candidate decision rules (``ALTERNATIVES``: plain or weighted Holm, exact or mid-p McNemar)
+on the family p-values of the same replications (``compare_alternatives``, 10× the replications), computes
+them exactly for the iid cell with one gated 0/1 metric (``exact_rates``) and gives the mid-p test's size
+given the number of discordant cases (``mid_p_sizes``): the evidence for the rule ``compare_runs`` applies.
 
 The run writes bench/results/stats.json and the tables into docs/trustworthy-verdicts.md and
 bench/README.md (between ``<!-- bench.stats:begin -->`` and ``<!-- bench.stats:end -->``).
@@ -44,7 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from evalgate.verdict.compare import compare_runs
+from evalgate.verdict import stats
+from evalgate.verdict.compare import PASS_RATE_WEIGHT, compare_runs, family_weights
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "stats.json"
@@ -66,11 +72,14 @@ class Cell:
     repeats: int = 1
     model: str = "iid"
     drop: float = 0.0
+    metric_drop: float = 0.0
+    """Relative drop of the first gated (0/1) metric's per-case levels on head."""
 
     @property
     def label(self) -> str:
         crit = f"{self.critical} {self.critical_kind}" if self.critical else "0"
-        return f"n={self.n}, gated={self.gated}, critical={crit}, repeats={self.repeats}, model={self.model}"
+        label = f"n={self.n}, gated={self.gated}, critical={crit}, repeats={self.repeats}, model={self.model}"
+        return label + (f", m00 −{self.metric_drop:.0%}" if self.metric_drop else "")
 
 
 def base_probabilities(cell: Cell, rng: np.random.Generator) -> np.ndarray:
@@ -126,16 +135,23 @@ def _document(cell: Cell, p: np.ndarray, levels: list[np.ndarray], rng: np.rando
     return {"run_id": run_id, "timestamp": "2026-11-26T00:00:00Z", "metrics": table, "results": records}
 
 
-def flagged(cell: Cell, rng: np.random.Generator, resamples: int) -> bool:
-    """One replication: draw base and head, compare, return the comparison's ``regression`` flag."""
+def replicate(cell: Cell, rng: np.random.Generator, resamples: int) -> tuple[dict[str, Any], dict[str, Any],
+                                                                            dict[str, Any]]:
+    """One replication: draw base and head, compare; returns (base, head, comparison)."""
     p = base_probabilities(cell, rng)
     levels = _metric_levels(cell, rng)
     head_p = p * (1.0 - cell.drop / float(p.mean())) if cell.drop else p
+    head_levels = [level * (1.0 - cell.metric_drop) if j == 0 else level for j, level in enumerate(levels)]
     base = _document(cell, p, levels, rng, "base")
-    head = _document(cell, head_p, levels, rng, "head")
+    head = _document(cell, head_p, head_levels, rng, "head")
     comparison = compare_runs(base, head, alpha=ALPHA, resamples=resamples,
                               seed=int(rng.integers(0, 2**31 - 1)), tolerances={})
-    return bool(comparison["regression"])
+    return base, head, comparison
+
+
+def flagged(cell: Cell, rng: np.random.Generator, resamples: int) -> bool:
+    """One replication: the comparison's ``regression`` flag."""
+    return bool(replicate(cell, rng, resamples)[2]["regression"])
 
 
 def rate(cell: Cell, replications: int, resamples: int, seed: int) -> dict[str, Any]:
@@ -171,9 +187,165 @@ def power_cells() -> list[Cell]:
     return cells
 
 
+@dataclass(frozen=True)
+class Alternative:
+    """A candidate decision rule, applied to the family p-values of the same replications."""
+
+    label: str
+    pass_rate_weight: float | None
+    """The pass rate's weighted-Holm weight; None = plain Holm (equal weights)."""
+    mid_p: bool
+    """Mid-p McNemar (``stats.mcnemar_mid_p``) for the pass rate and the 0/1 metrics instead of the exact test."""
+
+
+ALTERNATIVES = (
+    Alternative("Holm, exact (as merged)", None, False),
+    Alternative("Holm, mid-p", None, True),
+    Alternative("weighted Holm 2/3, exact (chosen)", PASS_RATE_WEIGHT, False),
+    Alternative("weighted Holm 4/5, exact", 0.8, False),
+    Alternative("weighted Holm 2/3, mid-p", PASS_RATE_WEIGHT, True),
+)
+CHOSEN = 2
+"""Index of the rule ``compare_runs`` applies: its decisions must equal the comparison's ``regression`` flag."""
+
+
+def alternative_cells() -> list[tuple[str, Cell]]:
+    """Cells where the candidate rules differ: n = 200, one run."""
+    return [("A/A", Cell(gated=1)), ("A/B: pass rate −10 points", Cell(gated=1, drop=DROP)),
+            ("A/A, pass rate only", Cell(gated=0)), ("A/B, pass rate only", Cell(gated=0, drop=DROP)),
+            ("A/A, sparse", Cell(gated=1, model="sparse")),
+            ("A/B: gated 0/1 metric −8 % (≈ −6 points), pass rate unchanged", Cell(gated=3, metric_drop=0.08))]
+
+
+def _flips(base: dict[str, Any], head: dict[str, Any], name: str) -> tuple[int, int]:
+    """(worse, better) cases of a 0/1 metric (higher is better), one run per case."""
+    values = {r["id"]: r["metrics"][name]["value"] for r in base["results"]}
+    worse = better = 0
+    for record in head["results"]:
+        d = record["metrics"][name]["value"] - values[record["id"]]
+        worse += d < 0
+        better += d > 0
+    return worse, better
+
+
+def decisions(base: dict[str, Any], head: dict[str, Any], comparison: dict[str, Any]) -> list[bool]:
+    """Whether each of ``ALTERNATIVES`` flags this replication, from the family's p-values (mid-p recomputed
+    from the flips) re-adjusted by ``stats.weighted_holm``."""
+    tests = comparison["family"]["tests"]
+    kinds = [t["kind"] for t in tests]
+    exact = [float(t["p_value"]) for t in tests]
+    mid = []
+    for test in tests:
+        if test["kind"] == "pass_rate":
+            rate_block = comparison["pass_rate"]
+            mid.append(stats.mcnemar_mid_p(rate_block["regressions"], rate_block["fixes"]))
+        elif test["kind"] == "metric" and test["method"].startswith("exact McNemar"):
+            mid.append(stats.mcnemar_mid_p(*_flips(base, head, test["name"])))
+        else:
+            mid.append(float(test["p_value"]))
+    flags = []
+    for alternative in ALTERNATIVES:
+        weights = ([1.0] * len(kinds) if alternative.pass_rate_weight is None
+                   else family_weights(kinds, alternative.pass_rate_weight))
+        adjusted = stats.weighted_holm(mid if alternative.mid_p else exact, weights) if kinds else []
+        flags.append(any(a <= ALPHA for a in adjusted))
+    return flags
+
+
+def _trinomial(n: int, worse: float, better: float) -> list[tuple[int, int, float]]:
+    """P(b worse, c better, n − b − c unchanged) of n independent pairs, every (b, c) above 1e-16."""
+    rest = 1.0 - worse - better
+    out = []
+    log_n = math.lgamma(n + 1)
+    for b in range(n + 1):
+        for c in range(n + 1 - b):
+            r = n - b - c
+            log_p = (log_n - math.lgamma(b + 1) - math.lgamma(c + 1) - math.lgamma(r + 1)
+                     + b * math.log(worse) + c * math.log(better) + (r * math.log(rest) if r else 0.0))
+            if log_p > -37.0:
+                out.append((b, c, math.exp(log_p)))
+    return out
+
+
+def _share_above(pairs: list[tuple[int, int, float]], mid_p: bool, level: float) -> float:
+    """P(p-value > level) of the one-sided McNemar test (exact or mid-p) over the (b, c) distribution."""
+    test = stats.mcnemar_mid_p if mid_p else stats.mcnemar_one_sided
+    return math.fsum(w for b, c, w in pairs if test(b, c) > level)
+
+
+def exact_rates(n: int = 200, p: float = 0.8, drop: float = DROP) -> list[dict[str, Any]]:
+    """Each alternative's flag rate in the iid cell with one gated 0/1 metric and one run, computed exactly
+    (no simulation): the pass-rate flips are trinomial with P(worse) = p(1 − p + drop), P(better) =
+    (1 − p)(p − drop) under A/B (p(1 − p) each under A/A); the metric's with P = E[l(1 − l)] =
+    ab/((a + b)(a + b + 1)) each, l ~ Beta(a = 2, b = ½) (``_metric_levels``), independent of the outcome.
+    Weighted Holm over two tests flags when some pᵢ ≤ wᵢ·α, so rate = 1 − P(p₁ > w₁α)·P(p₂ > w₂α)."""
+    metric_discord = 2.0 * 0.5 / (2.5 * 3.5)
+    metric = _trinomial(n, metric_discord, metric_discord)
+    rows = []
+    for name, worse, better in (("A/A", p * (1 - p), p * (1 - p)),
+                                ("A/B: pass rate −10 points", p * (1 - p + drop), (1 - p) * (p - drop))):
+        outcome = _trinomial(n, worse, better)
+        rates = {}
+        for alternative in ALTERNATIVES:
+            w = 0.5 if alternative.pass_rate_weight is None else alternative.pass_rate_weight
+            none = (_share_above(outcome, alternative.mid_p, w * ALPHA)
+                    * _share_above(metric, alternative.mid_p, (1 - w) * ALPHA))
+            rates[alternative.label] = 1.0 - none
+        rows.append({"name": name, "n": n, "rates": rates})
+    return rows
+
+
+def mid_p_sizes(alpha: float = ALPHA, largest: int = 300) -> dict[str, Any]:
+    """The one-sided mid-p McNemar test's size given N discordant cases, for N = 1 … ``largest``: it rejects
+    every b with mid-p(b, N − b) ≤ α, so its size is Σ C(N, b)/2^N over those b (exact integers). Returns
+    how many N exceed α and the worst N. (The exact test's size never exceeds α, by construction.)"""
+    exceeding, worst, worst_n = 0, 0.0, 0
+    for n in range(1, largest + 1):
+        comb = [math.comb(n, b) for b in range(n + 1)]
+        above = 0  # Σ_{i > b} C(n, i)
+        rejected = 0
+        limit = alpha * 2 ** (n + 1)
+        for b in range(n, -1, -1):
+            if 2 * above + comb[b] > limit:
+                break
+            rejected += comb[b]
+            above += comb[b]
+        size = rejected / 2**n
+        if size > alpha:
+            exceeding += 1
+        if size > worst:
+            worst, worst_n = size, n
+    return {"alpha": alpha, "largest": largest, "exceeding": exceeding, "worst_size": worst, "worst_n": worst_n}
+
+
+def compare_alternatives(replications: int, resamples: int, seed: int, *, progress: bool = True) -> list[dict[str, Any]]:
+    """Each alternative's flag rate per ``alternative_cells`` cell, on the same replications (paired)."""
+    rows = []
+    for index, (name, cell) in enumerate(alternative_cells()):
+        rng = np.random.default_rng(seed + 7000 + 1000 * index)
+        started = time.perf_counter()
+        hits = [0] * len(ALTERNATIVES)
+        mismatches = 0
+        for _ in range(replications):
+            base, head, comparison = replicate(cell, rng, resamples)
+            flags = decisions(base, head, comparison)
+            hits = [h + f for h, f in zip(hits, flags, strict=True)]
+            mismatches += flags[CHOSEN] != bool(comparison["regression"])
+        row = {"name": name, "cell": asdict(cell), "replications": replications,
+               "rates": {a.label: h / replications for a, h in zip(ALTERNATIVES, hits, strict=True)},
+               "mismatches": mismatches, "seconds": round(time.perf_counter() - started, 2)}
+        rows.append(row)
+        if progress:
+            print(f"[bench.stats] alternatives {name}: {row['rates']} ({row['seconds']} s)", file=sys.stderr)
+    return rows
+
+
 def simulate(replications: int, resamples: int, seed: int, *, null: Sequence[Cell] | None = None,
-             power: Sequence[Cell] | None = None, progress: bool = True) -> dict[str, Any]:
-    """Run every cell; returns the results document (bench/results/stats.json)."""
+             power: Sequence[Cell] | None = None, alternatives: int | None = None,
+             progress: bool = True) -> dict[str, Any]:
+    """Run every cell, and the alternatives' comparison with ``alternatives`` replications per cell (default
+    ``ALTERNATIVES_FACTOR``× ``replications``; 0 skips it); returns the results document
+    (bench/results/stats.json)."""
     started = time.perf_counter()
     out: dict[str, Any] = {"alpha": ALPHA, "drop": DROP, "replications": replications, "resamples": resamples,
                            "seed": seed, "null": [], "power": []}
@@ -185,13 +357,19 @@ def simulate(replications: int, resamples: int, seed: int, *, null: Sequence[Cel
             out[key].append(row)
             if progress:
                 print(f"[bench.stats] {key} {row['label']}: {row['rate']:.1%} ({row['seconds']} s)", file=sys.stderr)
+    reps = replications * ALTERNATIVES_FACTOR if alternatives is None else alternatives
+    out["alternatives"] = compare_alternatives(reps, resamples, seed, progress=progress) if reps else []
+    out["exact"] = exact_rates() if reps else []
+    out["mid_p_sizes"] = mid_p_sizes() if reps else None
     out["seconds"] = round(time.perf_counter() - started, 1)
     out["targets"] = check_targets(out)
     return out
 
 
-TARGET_FACTOR = 3
+TARGET_FACTOR = 30
 """The power cells the targets name run this many times the replications (less Monte Carlo error)."""
+ALTERNATIVES_FACTOR = 10
+"""The alternatives' cells run this many times the replications."""
 
 
 def is_target(cell: Cell) -> bool:
@@ -227,6 +405,9 @@ def check_targets(results: dict[str, Any]) -> dict[str, Any]:
                                  "met": three is not None and three + 2 * three_se >= 0.8},
         "power_n200_1_run": {"rate": one, "mc_se": one_se, "target": "≥ 55 % (not significantly below)",
                              "met": one is not None and one + 2 * one_se >= 0.55},
+        "power_n200_1_run_kept": {"rate": one, "mc_se": one_se,
+                                  "target": "≥ 63 %, the power before #21 (not significantly below)",
+                                  "met": one is not None and one + 2 * one_se >= 0.63},
     }
 
 
@@ -250,6 +431,20 @@ def render(results: dict[str, Any]) -> str:
               "| n | gated metrics | critical cases | repeats | model | flagged | ± MC s.e. |",
               "|---:|---:|---|---:|---|---:|---:|"]
     lines += [_row(row) for row in results["power"]]
+    if results.get("alternatives"):
+        lines += _alternatives_table(results["alternatives"])
+    if results.get("exact"):
+        labels = list(results["exact"][0]["rates"])
+        lines += ["", "The same rules **computed exactly** (no Monte Carlo error) for n = 200, one run, one gated 0/1 "
+                  "metric, iid outcomes (`exact_rates`):", "",
+                  "| cell | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
+        lines += [f"| {row['name']} | " + " | ".join(f"{row['rates'][label]:.1%}" for label in labels) + " |"
+                  for row in results["exact"]]
+    sizes = results.get("mid_p_sizes")
+    if sizes:
+        lines += ["", f"Given N discordant cases, the one-sided mid-p test at α = {sizes['alpha']} rejects more than "
+                  f"α of the time for {sizes['exceeding']} of N = 1 … {sizes['largest']} (worst: "
+                  f"{sizes['worst_size']:.1%} at N = {sizes['worst_n']}); the exact test never does (`mid_p_sizes`)."]
     lines += ["", "Targets:", ""]
     for name, target in results["targets"].items():
         measured = "n/a" if target["rate"] is None else f"{target['rate']:.1%}"
@@ -258,6 +453,21 @@ def render(results: dict[str, Any]) -> str:
         lines.append(f"- {name.replace('_', ' ')}: {measured} (target {target['target']}) — "
                      f"{'met' if target['met'] else 'NOT met'}")
     return "\n".join(lines)
+
+
+def _alternatives_table(rows: list[dict[str, Any]]) -> list[str]:
+    reps = rows[0]["replications"]
+    labels = list(rows[0]["rates"])
+    lines = ["", f"**Candidate decision rules** on the same {reps} replications per row (n = 200, one run; ± "
+             f"{math.sqrt(0.05 * 0.95 / reps):.1%} at 5 %, ±{math.sqrt(0.25 / reps):.1%} at 50 %; share flagged):", "",
+             "| cell | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
+    for row in rows:
+        lines.append(f"| {row['name']} (gated {row['cell']['gated']}, {row['cell']['model']}) | "
+                     + " | ".join(f"{row['rates'][label]:.1%}" for label in labels) + " |")
+    mismatches = sum(row["mismatches"] for row in rows)
+    lines += ["", f"The chosen rule's column is recomputed from the family's p-values; it differs from "
+              f"`compare_runs`' own decision in {mismatches} replications."]
+    return lines
 
 
 def _row(row: dict[str, Any]) -> str:

@@ -2,8 +2,9 @@
 
 * Job image: ``evalgate-act-runner:local`` = the local ``python:3.12-slim`` stand-in + node (act runs
   JavaScript actions with it) + git, built once per machine (reused while its recipe is unchanged).
-* Action image: the release image built by :func:`tests.docker_support.build_release_image` under the
-  name action.yml runs, so ``--pull=false`` finds it: no registry is involved.
+* Action image: the release image built by :func:`tests.docker_support.build_release_image`; the copy's
+  action.yml (``image: Dockerfile`` on the development branch) names it as a release commit names the
+  published one (``docker://…``), so ``--pull=false`` finds it: no registry is involved.
 * Each run works on a fresh copy of the repository's files (tracked and untracked, not ignored), made a
   git repository whose ``origin`` is ``github.com/evalgate/evalgate`` (act derives GITHUB_REPOSITORY from
   it), bound into the job container (``--bind``) so the test can read what the workflow wrote.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -22,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.docker_support import REPO_ROOT, build_release_image, docker_available
+from tests.docker_support import REPO_ROOT, action_image, build_release_image, docker_available
 
 RUNNER_IMAGE = "evalgate-act-runner:local"
 RUNNER_DOCKERFILE = """FROM python:3.12-slim
@@ -31,11 +33,21 @@ RUN apt-get update -qq \\
  && rm -rf /var/lib/apt/lists/*
 """
 RECIPE_LABEL = "org.evalgate.act-runner.recipe"
-SKIPPED_REMOTE_ACTIONS = ("actions/setup-python@v6", "actions/cache@v5", "actions/upload-artifact@v6",
-                          "actions/download-artifact@v7")
-"""Remote actions the workflows skip under act (``if: ... !env.ACT``). act still fetches an action before
-it evaluates the step's ``if``, and no registry is reachable, so each is replaced by a stand-in that fails
-the job if it ever runs."""
+USES_REMOTE = re.compile(r"^\s*(?:-\s*)?uses:\s*([\w.-]+/[\w./-]+@[\w.-]+)", re.M)
+LOCAL_ACTIONS = ("actions/checkout@", "evalgate/evalgate@", "evalgate/evalgate/")
+"""act replaces actions/checkout with its copy of the working tree; this action is mapped to the copy."""
+
+
+def skipped_remote_actions() -> list[str]:
+    """Remote actions the workflows and host mode skip under act (``if: ... !env.ACT``), as pinned there.
+    act still fetches an action before it evaluates the step's ``if``, and no registry is reachable, so
+    each is replaced by a stand-in that fails the job if it ever runs."""
+    found: set[str] = set()
+    for path in [*sorted((REPO_ROOT / ".github" / "workflows").glob("*.yml")), REPO_ROOT / "host" / "action.yml"]:
+        found.update(USES_REMOTE.findall(path.read_text(encoding="utf-8")))
+    return sorted(name for name in found if not name.startswith(LOCAL_ACTIONS))
+
+
 STUB_ACTION = """name: stand-in for {name}
 description: act fetches remote actions before evaluating if; the workflow never runs this under act.
 runs:
@@ -114,7 +126,7 @@ def repository_copy(target: Path, *, owner: int | None = None) -> Path:
 def stub_actions(directory: Path) -> list[str]:
     """``--local-repository`` flags mapping each skipped remote action to its stand-in."""
     flags = []
-    for name in SKIPPED_REMOTE_ACTIONS:
+    for name in skipped_remote_actions():
         stub = directory / name.replace("/", "--").replace("@", "-")
         stub.mkdir(parents=True, exist_ok=True)
         (stub / "action.yml").write_text(STUB_ACTION.format(name=name), encoding="utf-8")
@@ -122,12 +134,17 @@ def stub_actions(directory: Path) -> list[str]:
     return flags
 
 
-def run_act(repo: Path, event: str, workflow: str, job: str, *, event_payload: Path | None = None,
+def run_act(repo: Path, event: str, workflow: str, job: str | None, *, event_payload: Path | None = None,
             env: Mapping[str, str] | None = None, secrets: Mapping[str, str] | None = None,
-            extra: Sequence[str] = (), timeout: float = 900) -> ActRun:
-    """``act EVENT -W .github/workflows/WORKFLOW -j JOB`` in ``repo``; output kept for the assertion message."""
-    command = ["act", event, "-W", f".github/workflows/{workflow}", "-j", job,
-               "-P", f"ubuntu-latest={RUNNER_IMAGE}", "--pull=false", "--rebuild=false", "--bind",
+            extra: Sequence[str] = (), timeout: float = 900, bind: bool = True) -> ActRun:
+    """``act EVENT -W .github/workflows/WORKFLOW -j JOB`` in ``repo`` (every job, in ``needs`` order, when
+    ``job`` is None); output kept for the assertion message. ``bind=False``: each job works on its own copy
+    of ``repo``, as each job on GitHub has its own workspace (parallel matrix jobs then write apart)."""
+    action = repo / "action.yml"  # as the release commit names its image (by digest there): no build under act
+    action.write_text(re.sub(r"(?m)^(  image: )Dockerfile$", rf"\1docker://{action_image()}",
+                             action.read_text(encoding="utf-8")), encoding="utf-8")
+    command = ["act", event, "-W", f".github/workflows/{workflow}", *(["-j", job] if job else []),
+               "-P", f"ubuntu-latest={RUNNER_IMAGE}", "--pull=false", "--rebuild=false", *(["--bind"] if bind else []),
                "--action-offline-mode", "--no-cache-server", "--container-daemon-socket", "-"]
     if event_payload is not None:
         command += ["-e", str(event_payload)]

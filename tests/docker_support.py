@@ -42,24 +42,34 @@ def docker_available() -> str | None:
 
 
 def action_image() -> str:
-    """The image action.yml runs, ``ghcr.io/evalgate/evalgate:<version>``."""
-    from tools.release import action_image as parse
+    """The image this version's release publishes, ``ghcr.io/evalgate/evalgate:<version>`` (a release
+    commit's action.yml names it by digest; on the development branch action.yml says ``Dockerfile``)."""
+    from evalgate import __version__
+    from tools.release import IMAGE_REPOSITORY
 
-    repository, tag = parse()
-    return f"{repository}:{tag}"
+    return f"{IMAGE_REPOSITORY}:{__version__}"
+
+
+def release_tags() -> list[str]:
+    """The local tags of the built image: the version's and the major tag's (the examples workflow's demo
+    agent service runs ``ghcr.io/evalgate/evalgate:<major>``), and ``evalgate:test``."""
+    from evalgate import __version__
+    from tools.release import IMAGE_REPOSITORY
+
+    return [action_image(), f"{IMAGE_REPOSITORY}:{__version__.split('.')[0]}", TEST_TAG]
 
 
 @functools.cache
 def build_release_image() -> str:
-    """Build the Dockerfile as the release does (base: the local stand-in), tagged with action.yml's
-    image name and ``evalgate:test``; returns the action image name. Raises with the build log on failure."""
+    """Build the Dockerfile as the release does (base: the local stand-in), tagged with the release's image
+    names and ``evalgate:test``; returns the version's image name. Raises with the build log on failure."""
     from evalgate import __version__
 
     image = action_image()
     started = time.perf_counter()
     command = ["docker", "build", "--build-arg", f"PYTHON_IMAGE={LOCAL_BASE}",
                "--label", f"org.opencontainers.image.version={__version__}",
-               "-t", image, "-t", TEST_TAG, str(REPO_ROOT)]
+               *[flag for tag in release_tags() for flag in ("-t", tag)], str(REPO_ROOT)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=1500, check=False)
     BUILD_SECONDS["release image"] = time.perf_counter() - started
     if done.returncode != 0:

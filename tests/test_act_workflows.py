@@ -73,6 +73,7 @@ def test_container_and_host_mode_give_the_same_outputs_results_and_comment(tmp_p
     assert "container and host mode agree" in run.output
     assert len(comments) == 1 and [r.method for r in writes] == ["POST", "PATCH"]
     bodies = [re.sub(r"`\d{8}T\d{6}Z-[0-9a-f]{6}` at \S+Z", "RUN", r.body["body"]) for r in writes]
+    bodies = [re.sub(r"<!-- evalgate:run head=[0-9a-f]* at=\S* -->", "STAMP", body) for body in bodies]
     assert bodies[0] == bodies[1]  # host mode rewrote the comment with the same content (its own run id)
     assert bodies[0].count("RUN") == 1
 
@@ -117,6 +118,38 @@ def zip_files(directory: Path, names: tuple[str, ...]) -> bytes:
         for name in names:
             archive.write(directory / name, name)
     return buffer.getvalue()
+
+
+def documented_sharding_workflow() -> str:
+    """The YAML block of docs/sharding.md's "A complete workflow (the action)", as a user copies it."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "sharding.md").read_text(encoding="utf-8")
+    section = text[text.index("## A complete workflow (the action)"):]
+    return section[section.index("```yaml\n") + len("```yaml\n"):section.index("\n```", section.index("```yaml"))] + "\n"
+
+
+def test_documented_shard_matrix_and_merge_publish_one_comment(tmp_path: Path) -> None:
+    repo = repository_copy(tmp_path / "repo")
+    (repo / ".github" / "workflows" / "sharded.yml").write_text(documented_sharding_workflow(), encoding="utf-8")
+    evals = repo / "evals"  # the user's suite: the bundled brand-mentions suite (14 cases, all passing)
+    evals.mkdir()
+    (evals / "fixtures.yaml").write_bytes((repo / "datasets" / "brand-mentions" / "fixtures.yaml").read_bytes())
+    payload = webhook_example("pull_request", "opened")
+    payload["repository"]["full_name"] = "evalgate/evalgate"
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(payload), encoding="utf-8")
+    number = payload["pull_request"]["number"]
+    with GitHubFake(token=TOKEN) as github:
+        run = run_act(repo, "pull_request", "sharded.yml", None, event_payload=event,
+                      env={"GITHUB_API_URL": github.url}, secrets={"GITHUB_TOKEN": TOKEN},
+                      extra=["--local-repository", f"evalgate/evalgate@v1={repo}",
+                             "--artifact-server-path", str(tmp_path / "artifacts")], bind=False)
+        comments = github.comments_on("evalgate/evalgate", number)
+    assert run.returncode == 0, tail(run.output, 150)
+    for i in (1, 2):
+        assert f"shard {i}/2: results go to artifact 'evalgate-results-shard-{i}-of-2'" in run.output
+    assert "merging 2 shard artifact(s): evalgate-results-shard-1-of-2, evalgate-results-shard-2-of-2" in run.output
+    assert len(comments) == 1 and "14" in comments[0]["body"], tail(run.output, 150)
+    assert "uploaded artifact 'evalgate-results'" in run.output
 
 
 def test_services_agent_exports_spans_to_the_actions_receiver(tmp_path: Path) -> None:

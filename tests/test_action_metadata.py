@@ -111,12 +111,15 @@ def test_the_schema_rejects_broken_metadata(mutate: Any, expected: str) -> None:
     assert errors and any(expected in error for error in errors), errors
 
 
-def test_runs_the_published_image_of_this_version() -> None:
-    from evalgate import __version__
-
+def test_builds_this_commit_until_the_release_pins_the_image_by_digest() -> None:
     runs = metadata()["runs"]
-    assert runs == {"using": "docker", "image": f"docker://ghcr.io/evalgate/evalgate:{__version__}"}
+    assert runs == {"using": "docker", "image": "Dockerfile"}  # tools/release.py pin: the release commit's digest
     assert (REPO_ROOT / "Dockerfile").is_file()  # what the release builds, and forks build from
+
+
+def test_the_listing_name_is_not_the_unrelated_evalgate_action() -> None:
+    name = metadata()["name"]
+    assert name == "evalgate-action LLM quality gate" and name.lower() != "evalgate"
 
 
 # ---- inputs and outputs ----------------------------------------------------------------------------------

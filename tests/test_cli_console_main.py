@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from evalgate import __version__
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -18,7 +20,7 @@ def console(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
 
 def test_version_and_argparse_errors_keep_their_exit_codes() -> None:
     version = console("--version")
-    assert (version.returncode, version.stdout.strip()) == (0, "evalgate 0.1.0")
+    assert (version.returncode, version.stdout.strip()) == (0, f"evalgate {__version__}")
     bad = console("run", "--no-such-flag")
     assert bad.returncode == 2 and "unrecognized arguments: --no-such-flag" in bad.stderr
 

@@ -105,9 +105,9 @@ def test_a_single_critical_flip_is_listed_first_but_is_not_evidence() -> None:
     assert "a single flip of a critical case is not evidence" in critical["note"]
     assert result["regression"] is False  # the head run's own critical gate still fails it
     assert comparison_gate_reasons(result, fail_on_regression=True) == []
-    assert result["summary"].startswith(
+    assert result["summary"].startswith(  # weighted Holm: 0.125 / (2/3) = 0.1875
         "3 cases flipped to fail (1 critical) and 0 to pass: pass rate 100.0% → 90.0% (exact McNemar "
-        "(one-sided) p=0.12, adjusted p=0.38; not significant at α=0.05)")
+        "(one-sided) p=0.12, adjusted p=0.19; not significant at α=0.05)")
     assert "repeat: 3 or more" in result["summary"]
 
 
@@ -147,11 +147,12 @@ def test_large_consistent_drop_is_a_significant_regression() -> None:
     assert result["summary"].startswith("No case changed outcome. 1 significant regression: mention_f1 fell "
                                         "0.100 (95% BCa bootstrap CI -0.1")
     assert f1["test"] == "paired sign-flip permutation (one-sided, Monte Carlo R=4000)"
-    assert f1["p_value"] == pytest.approx(1 / 4001) and f1["p_adjusted"] == pytest.approx(2 / 4001)
+    # weighted Holm: the metric carries 1/3 of the weight beside the pass rate (2/3) → p·3
+    assert f1["p_value"] == pytest.approx(1 / 4001) and f1["p_adjusted"] == pytest.approx(3 / 4001)
     [reason] = comparison_gate_reasons(result, fail_on_regression=True)
     assert reason.startswith("mention_f1 regressed against the baseline: ")
     assert reason.endswith("n=30; paired sign-flip permutation (one-sided, Monte Carlo R=4000) p=0.00025, "
-                           "Holm–Bonferroni-adjusted p=0.0005 ≤ α=0.05 over 2 tests)")
+                           "weighted Holm–Bonferroni-adjusted p=0.00075 ≤ α=0.05 over 2 tests)")
     assert compare(base, head) == result  # fixed seed → same block
     assert json.loads(json.dumps(result)) == result  # plain JSON types only
 

@@ -54,7 +54,7 @@ def test_identical_runs_report_no_change(tmp_path: Path, capsys: pytest.CaptureF
     assert "Compared with " + base in out
     assert "No change against the baseline: 30 paired cases" in out
     assert "0 regressed, 0 fixed; exact McNemar (one-sided) p=1, adjusted p=1 (not significant at α=0.05)" in out
-    assert "One decision: 2 test(s), Holm–Bonferroni at family-wise α=0.05" in out
+    assert "One decision: 2 test(s), weighted Holm–Bonferroni (pass rate weight 2/3) at family-wise α=0.05" in out
 
 
 def repeated(doc: dict[str, Any], times: int) -> dict[str, Any]:

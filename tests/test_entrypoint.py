@@ -35,6 +35,7 @@ from entrypoint.main import cli_argv
 from evalgate.cli.action import ActionSetup, anchor, baseline_loader, baseline_note, list_text, split_inputs
 from evalgate.config.settings import Settings
 from evalgate.errors import UserError
+from evalgate.github.artifacts import UploadResult
 from evalgate.github.context import ActionContext
 from evalgate.github.masking import env_secrets, settings_secrets, url_password
 from evalgate.github.publish import (
@@ -401,7 +402,12 @@ def test_outputs_use_workspace_relative_paths(tmp_path: Path) -> None:
                             summary_markdown="## x")
     assert outputs == {"passed": "false", "exit-code": "1", "pass-rate": "0.8125", "critical-failures": "2",
                        "results-json": "out/results.json", "results-db": "/var/tmp/x.db", "comment-url": "",
-                       "summary-markdown": "## x", "artifact-name": "evalgate-results"}
+                       "summary-markdown": "## x", "artifact-name": "", "artifact-id": "", "artifact-url": ""}
+    uploaded = build_outputs(results, results_path=tmp_path / "r.json", db_path=tmp_path / "r.db",
+                             workspace=str(tmp_path), comment_url=None, summary_markdown="",
+                             artifact=UploadResult(uploaded=True, artifact_id=77, url="https://h/artifacts/77"))
+    assert (uploaded["artifact-name"], uploaded["artifact-id"], uploaded["artifact-url"]) == (
+        "evalgate-results", "77", "https://h/artifacts/77")
     assert workspace_path(tmp_path, str(tmp_path)) == "."
 
 
@@ -540,7 +546,7 @@ def test_failing_suite_annotates_cases_and_exits_1(tmp_path: Path, github: GitHu
     comments = github.comments_on("Codertocat/Hello-World", payload["number"])
     assert len(comments) == 1
     body = comments[0]["body"]
-    assert body.startswith("<!-- evalgate:comment tag=brands -->") and "failed" in body.splitlines()[1]
+    assert body.startswith("<!-- evalgate:comment tag=brands -->") and "failed" in body.splitlines()[2]  # after the marker and the stamp
     assert body.index(CRITICAL_CASE) < body.index("fail_001_common_word_brand")
     assert "## ❌" in ws.summary()
 
@@ -735,6 +741,9 @@ def test_artifact_upload_round_trips_through_the_official_client(tmp_path: Path,
     comment = github.comments_on("Codertocat/Hello-World", 2)[0]["body"]
     artifact_id = artifacts.artifacts["evalgate-results-nightly"].database_id
     assert f"/actions/runs/4242/artifacts/{artifact_id}" in comment
+    outputs = ws.outputs()  # set only because the upload succeeded (empty with upload-artifacts: false)
+    assert (outputs["artifact-name"], outputs["artifact-id"]) == ("evalgate-results-nightly", str(artifact_id))
+    assert outputs["artifact-url"].endswith(f"/actions/runs/4242/artifacts/{artifact_id}")
 
 
 def test_outside_actions_it_is_the_cli(tmp_path: Path) -> None:

@@ -73,20 +73,22 @@ def test_finds_the_marker_across_250_comments(fake: GitHubFake, api: GitHubAPI) 
     result = upsert_comment(api, REPO, PR, "new report", tag="main")
     assert result.action == "updated"
     assert result.comment_id == ours["id"]
-    gets = fake.requests("GET")
-    assert [g.query.get("page", ["1"])[0] for g in gets] == ["1", "2", "3"]
+    gets = [g for g in fake.requests("GET") if g.path.endswith(f"/issues/{PR}/comments")]
+    # the search, then the check after the write that no concurrent run left a second comment
+    assert [g.query.get("page", ["1"])[0] for g in gets] == ["1", "2", "3"] * 2
     assert all(g.query["per_page"] == ["100"] for g in gets)
     assert len(fake.comments_on(REPO, PR)) == 250
 
 
-def test_several_marked_comments_update_the_newest_only(fake: GitHubFake, api: GitHubAPI) -> None:
+def test_duplicates_left_by_a_race_are_deleted_and_the_oldest_kept(fake: GitHubFake, api: GitHubAPI) -> None:
     marker = comment_marker("main")
     older = fake.add_comment(REPO, PR, with_marker("race 1", marker), bot=True)
+    fake.add_comment(REPO, PR, "a human's comment")
     newer = fake.add_comment(REPO, PR, with_marker("race 2", marker), bot=True)
     result = upsert_comment(api, REPO, PR, "fresh", tag="main")
-    assert result.comment_id == newer["id"]
-    assert fake.comments[older["id"]]["body"].endswith("race 1")
-    assert fake.comments[newer["id"]]["body"].endswith("fresh")
+    assert (result.action, result.comment_id, result.removed) == ("updated", older["id"], 1)
+    assert newer["id"] not in fake.comments
+    assert [c["body"].split("\n")[-1] for c in fake.comments_on(REPO, PR)] == ["fresh", "a human's comment"]
 
 
 def test_two_tags_keep_two_comments(fake: GitHubFake, api: GitHubAPI) -> None:

@@ -63,7 +63,8 @@ def test_real_pull_request_payloads(tmp_path: Path, event_name: str, action: str
         assert ctx.pr_reason is None
         assert ctx.base_ref == pr["base"]["ref"]
         assert ctx.head_sha == pr["head"]["sha"]
-        assert ctx.blob_sha == pr["head"]["sha"]
+        # links: the PR head, except under pull_request_target, whose default checkout is the base commit
+        assert ctx.blob_sha == (pr["head"]["sha"] if event_name == "pull_request" else ctx.sha)
         assert ctx.head_ref == pr["head"]["ref"]
         assert ctx.is_fork is False
         assert ctx.repository == payload["repository"]["full_name"]

@@ -74,7 +74,8 @@ def test_the_workflow_uses_the_action_and_passes_actionlint(tmp_path: Path) -> N
     workflow_path = tmp_path / ".github" / "workflows" / "evalgate.yml"
     workflow = yaml.safe_load(workflow_path.read_text())
     triggers = workflow[True]  # YAML 1.1 reads the key `on` as true
-    assert set(triggers) == {"pull_request", "push"} and triggers["push"]["branches"] == ["trunk"]
+    assert set(triggers) == {"pull_request", "merge_group", "push"} and triggers["push"]["branches"] == ["trunk"]
+    assert workflow["concurrency"]["group"] == "evalgate-${{ github.event.pull_request.number || github.ref }}"
     assert workflow["permissions"] == {"contents": "read", "pull-requests": "write", "actions": "read"}
     steps = workflow["jobs"]["evalgate"]["steps"]
     assert steps[-1]["uses"] == "acme/evalgate@v2" and steps[-1]["with"] == {"config": "evalgate.yaml"}

@@ -34,6 +34,21 @@ def test_one_sided_mcnemar_matches_scipy_binomtest(b: int, c: int) -> None:
     assert stats.mcnemar_one_sided(b, c) == pytest.approx(expected, rel=1e-10)
 
 
+@pytest.mark.parametrize(("b", "c"), [(4, 0), (7, 1), (9, 2), (11, 3), (0, 5), (3, 3), (30, 12), (120, 95)])
+def test_mid_p_mcnemar_is_the_exact_p_minus_half_the_point_probability(b: int, c: int) -> None:
+    n = b + c
+    expected = sps.binomtest(b, n, 0.5, alternative="greater").pvalue - 0.5 * sps.binom.pmf(b, n, 0.5)
+    assert stats.mcnemar_mid_p(b, c) == pytest.approx(expected, rel=1e-10)
+
+
+def test_mid_p_mcnemar_by_hand() -> None:
+    assert stats.mcnemar_mid_p(4, 0) == 1 / 32  # exact 1/16 − ½·1/16
+    assert stats.mcnemar_mid_p(7, 1) == 5 / 256  # exact 9/256 − ½·8/256
+    assert stats.mcnemar_mid_p(0, 0) == 1.0 and stats.mcnemar_mid_p(0, 2) == 7 / 8  # 1 − ½·¼
+    with pytest.raises(ValueError):
+        stats.mcnemar_mid_p(-1, 2)
+
+
 @pytest.mark.parametrize(("b", "c"), [(4, 0), (7, 1), (9, 2), (11, 3), (25, 10)])
 def test_two_sided_mcnemar_matches_statsmodels(b: int, c: int) -> None:
     table = [[50, b], [c, 50]]
@@ -223,9 +238,71 @@ def test_unchanged_runs_with_many_metrics_are_one_family() -> None:
                      for i in range(50)], table, run_id)
 
     result = compare_runs(run("b"), run("h"), resamples=500)
-    assert result["family"]["size"] == 7 and result["family"]["procedure"] == "Holm–Bonferroni"
-    ps = [t["p_value"] for t in result["family"]["tests"]]
-    assert [t["p_adjusted"] for t in result["family"]["tests"]] == pytest.approx(stats.holm(ps))
+    family = result["family"]
+    assert family["size"] == 7 and family["procedure"] == "weighted Holm–Bonferroni (pass rate weight 2/3)"
+    # the pass rate (last) carries 2/3 of the weight, the six gated metrics (1/3)/6 each
+    weights = [t["weight"] for t in family["tests"]]
+    assert weights == pytest.approx([1 / 18] * 6 + [2 / 3]) and [t["kind"] for t in family["tests"]][-1] == "pass_rate"
+    ps = [t["p_value"] for t in family["tests"]]
+    assert [t["p_adjusted"] for t in family["tests"]] == pytest.approx(stats.weighted_holm(ps, weights))
+
+
+def _closed_weighted_bonferroni(p: list[float], w: list[float], alpha: float) -> list[bool]:
+    """Reference: the closed test of weighted Bonferroni tests, by brute force over every intersection."""
+    m = len(p)
+    rejected = []
+    for i in range(m):
+        subsets = (s for r in range(1, m + 1) for s in itertools.combinations(range(m), r) if i in s)
+        rejected.append(all(any(p[j] <= alpha * w[j] / sum(w[k] for k in s) for j in s) for s in subsets))
+    return rejected
+
+
+def test_weighted_holm_by_hand_and_as_the_closed_weighted_bonferroni_test() -> None:
+    # q = p/w: 0.0375, 0.05 → step 1 (total weight 1): 0.03/0.8 = 0.0375; step 2 (0.2 left): 0.01 → max 0.0375
+    assert stats.weighted_holm([0.03, 0.01], [0.8, 0.2]) == pytest.approx([0.0375, 0.0375])
+    # q = 0.08, 0.016, 0.8 → 0.004/0.25 = 0.016; 0.04·0.75/0.5 = 0.06; 0.2·0.25/0.25 = 0.2
+    assert stats.weighted_holm([0.04, 0.004, 0.2], [0.5, 0.25, 0.25]) == pytest.approx([0.06, 0.016, 0.2])
+    assert stats.weighted_holm([0.5, 0.001], [3.0, 3.0]) == pytest.approx(stats.holm([0.5, 0.001]))
+    assert stats.weighted_holm([], []) == []
+    rng = np.random.default_rng(9)
+    for _ in range(200):
+        m = int(rng.integers(1, 7))
+        p = list(rng.uniform(0, 0.1, size=m) ** 2 * 10)
+        w = list(rng.uniform(0.05, 1.0, size=m))
+        alpha = float(rng.choice([0.01, 0.05, 0.1]))
+        adjusted = stats.weighted_holm(p, w)
+        assert [a <= alpha for a in adjusted] == _closed_weighted_bonferroni(p, w, alpha)
+        equal = list(rng.uniform(0, 0.2, size=m))
+        assert stats.weighted_holm(equal, [1.0] * m) == pytest.approx(list(multipletests(equal, method="holm")[1]))
+    for bad in ([0.0, 1.0], [-1.0, 1.0], [float("nan"), 1.0], [1.0]):
+        with pytest.raises(ValueError):
+            stats.weighted_holm([0.01, 0.02], bad)
+
+
+def test_the_pass_rate_carries_most_of_alpha_and_four_flips_never_suffice() -> None:
+    """5 pass→fail flips and 0 fixes (exact one-sided p = 1/32) with an unchanged gated 0/1 metric: at weight
+    2/3 the pass rate is tested at α·2/3 = 0.033 first and rejected (adjusted p = 3/64 = 0.047); with plain
+    Holm (weight ½ of 2) it is not (1/16). 4 flips (p = 1/16 > α) are never significant, whatever the weight."""
+    def runs(flips: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        base = [_row(i, True, {"hit_rate": float(i % 2)}) for i in range(200)]
+        head = [_row(i, i >= flips, {"hit_rate": float(i % 2)}) for i in range(200)]
+        return _doc(base, HIT, "b"), _doc(head, HIT, "h")
+
+    five = compare_runs(*runs(5), resamples=500)
+    rate = five["pass_rate"]
+    assert rate["p_value"] == pytest.approx(1 / 32) and rate["p_adjusted"] == pytest.approx(3 / 64)
+    assert rate["regression"] and five["regression"] is True
+    [reason] = comparison_gate_reasons(five, fail_on_regression=True)
+    assert reason.endswith("exact McNemar (one-sided) p=0.031, weighted Holm–Bonferroni-adjusted p=0.047 "
+                           "≤ α=0.05 over 2 tests)")
+    plain = compare_runs(*runs(5), resamples=500, pass_rate_weight=0.5)
+    assert plain["family"]["procedure"] == "Holm–Bonferroni" and plain["pass_rate"]["p_adjusted"] == pytest.approx(1 / 16)
+    assert plain["regression"] is False
+    for weight in (0.5, 2 / 3, 0.99):
+        four = compare_runs(*runs(4), resamples=500, pass_rate_weight=weight)
+        assert four["pass_rate"]["p_value"] == pytest.approx(1 / 16) and four["regression"] is False
+    with pytest.raises(ValueError, match="pass_rate_weight"):
+        compare_runs(*runs(4), pass_rate_weight=1.0)
 
 
 # ── missing evidence, end to end ─────────────────────────────────────────────────────────────────
@@ -287,21 +364,77 @@ def test_simulation_harness_runs_through_the_real_comparison(tmp_path: Path) -> 
 
     null = [bench_stats.Cell(n=30, gated=2, critical=3, critical_kind="flaky", repeats=2, model="sparse")]
     power = [bench_stats.Cell(n=60, gated=1, drop=0.5)]
-    results = bench_stats.simulate(4, 200, 1, null=null, power=power, progress=False)
+    results = bench_stats.simulate(4, 200, 1, null=null, power=power, alternatives=3, progress=False)
     assert [row["replications"] for row in results["null"] + results["power"]] == [4, 4]
     assert results["power"][0]["rate"] >= 0.75  # a 50-point drop is found
+    # the candidate rules: recomputed from the family's p-values, the chosen one agrees with compare_runs
+    assert len(results["alternatives"]) == len(bench_stats.alternative_cells())
+    assert all(row["replications"] == 3 and row["mismatches"] == 0 for row in results["alternatives"])
     text = bench_stats.render(results)
     assert "| 30 | 2 | 3 flaky | 2 | sparse |" in text and "A/B power" in text
+    assert "| cell | Holm, exact (as merged) | Holm, mid-p | weighted Holm 2/3, exact (chosen) |" in text
     page = tmp_path / "page.md"
     page.write_text(f"intro\n{bench_stats.BEGIN}\nold\n{bench_stats.END}\noutro\n")
     assert bench_stats.write_tables(text, [page, tmp_path / "missing.md"]) == [page]
     assert page.read_text() == f"intro\n{bench_stats.BEGIN}\n{text}\n{bench_stats.END}\noutro\n"
 
 
+def test_exact_rates_of_the_candidate_rules_match_a_scipy_enumeration() -> None:
+    from bench import stats as bench_stats
+
+    n, p, drop = 40, 0.8, 0.1
+    rows = {row["name"]: row["rates"] for row in bench_stats.exact_rates(n=n, p=p, drop=drop)}
+    q = 1.0 / (2.5 * 3.5)  # E[l(1 − l)], l ~ Beta(2, ½)
+
+    def share_above(worse: float, better: float, level: float, mid: bool) -> float:
+        total = 0.0
+        for b in range(n + 1):
+            for c in range(n + 1 - b):
+                weight = sps.multinomial.pmf([b, c, n - b - c], n, [worse, better, 1 - worse - better])
+                if b + c == 0:
+                    pv = 1.0
+                else:
+                    pv = sps.binomtest(b, b + c, 0.5, alternative="greater").pvalue
+                    pv -= 0.5 * sps.binom.pmf(b, b + c, 0.5) if mid else 0.0
+                total += weight * (pv > level)
+        return total
+
+    for name, worse, better in (("A/A", 0.16, 0.16), ("A/B: pass rate −10 points", p * (1 - p + drop),
+                                                        (1 - p) * (p - drop))):
+        for label, w, mid in (("Holm, exact (as merged)", 0.5, False), ("weighted Holm 2/3, mid-p", 2 / 3, True)):
+            expected = 1 - share_above(worse, better, w * 0.05, mid) * share_above(q, q, (1 - w) * 0.05, mid)
+            assert rows[name][label] == pytest.approx(expected, abs=1e-9)
+
+
+def test_mid_p_conditional_sizes_against_scipy() -> None:
+    from bench import stats as bench_stats
+
+    def size(n: int) -> float:
+        b = np.arange(n + 1)
+        mid = sps.binom.sf(b, n, 0.5) + 0.5 * sps.binom.pmf(b, n, 0.5)
+        return float(sps.binom.pmf(b[mid <= 0.05], n, 0.5).sum())
+
+    result = bench_stats.mid_p_sizes(largest=40)
+    sizes = [size(n) for n in range(1, 41)]
+    assert result["exceeding"] == sum(s > 0.05 for s in sizes)
+    assert result["worst_size"] == pytest.approx(max(sizes)) and result["worst_n"] == 12
+    assert size(4) == pytest.approx(1 / 16)  # (4, 0): mid-p 1/32 ≤ 0.05, so 4 of 4 one way is rejected
+
+
 def test_committed_simulation_results_meet_the_targets() -> None:
     results = json.loads((Path(__file__).resolve().parent.parent / "bench" / "results" / "stats.json").read_text())
     assert all(target["met"] for target in results["targets"].values()), results["targets"]
     assert {row["cell"]["n"] for row in results["null"]} == {50, 200, 1000}
+    # one run, n = 200, a 10-point drop: at least the 63 % of before #21, measured on 1,500 replications
+    kept = results["targets"]["power_n200_1_run_kept"]
+    assert kept["rate"] >= 0.63 and kept["mc_se"] < 0.015
+    # the chosen rule is the one compare_runs applies, and every A/A row of the candidates stays ≤ 5 % + 2 s.e.
+    alternatives = results["alternatives"]
+    assert all(row["mismatches"] == 0 for row in alternatives)
+    chosen = "weighted Holm 2/3, exact (chosen)"
+    for row in alternatives:
+        if row["name"].startswith("A/A"):
+            assert row["rates"][chosen] <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / row["replications"])
 
 
 def test_flaky_cases_carry_a_wilson_interval_of_their_pass_probability() -> None:

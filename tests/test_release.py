@@ -28,48 +28,91 @@ def workflow(name: str) -> dict:
     return document
 
 
-def test_action_yml_package_and_pyproject_name_one_version() -> None:
+def test_action_yml_builds_this_commit_and_the_package_names_the_version() -> None:
     assert release.problems() == []
-    assert release.action_image() == ("ghcr.io/evalgate/evalgate", __version__)
+    assert release.action_image() == "Dockerfile"  # the development branch never pulls an unreleased image
+    assert release.release_tags(__version__) == (f"v{__version__}", f"v{__version__.split('.')[0]}")
+    assert int(__version__.split(".")[0]) >= 1, "releases start at 1.0.0 so that @v1 exists"
     pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert 'dynamic = ["version"]' in pyproject and 'version = {attr = "evalgate.__version__"}' in pyproject
 
 
-def test_check_names_each_mismatch(tmp_path: Path) -> None:
+def test_check_names_each_problem(tmp_path: Path) -> None:
     init, action = tmp_path / "__init__.py", tmp_path / "action.yml"
-    init.write_text('__version__ = "1.2.3"\n', encoding="utf-8")
-    action.write_text("runs:\n  using: docker\n  image: docker://ghcr.io/evalgate/evalgate:1.2.2\n", encoding="utf-8")
-    found = release.problems("v1.2.4", init=init, action=action)
-    assert found == ["action.yml: image tag '1.2.2' but the package version is '1.2.3'",
-                     "git tag 'v1.2.4' but the package version is '1.2.3' (expected v1.2.3)"]
+    init.write_text('__version__ = "0.3.0"\n', encoding="utf-8")
+    action.write_text("runs:\n  using: docker\n  image: docker://ghcr.io/evalgate/evalgate:0.3.0\n", encoding="utf-8")
+    found = release.problems("v0.3.1", init=init, action=action)
+    assert found == ["evalgate/__init__.py: version '0.3.0': releases start at 1.0.0 so that @v1 exists",
+                     "action.yml: image 'docker://ghcr.io/evalgate/evalgate:0.3.0': expected Dockerfile (development) "
+                     "or docker://ghcr.io/evalgate/evalgate@sha256:… (a release commit); never a movable tag",
+                     "git tag 'v0.3.1' but the package version is '0.3.0' (expected v0.3.0)"]
 
 
-def test_bump_writes_both_files(tmp_path: Path) -> None:
+def test_bump_then_pin_makes_the_release_commit(tmp_path: Path) -> None:
     init, action = tmp_path / "__init__.py", tmp_path / "action.yml"
     shutil.copy(REPO_ROOT / "evalgate" / "__init__.py", init)
     shutil.copy(REPO_ROOT / "action.yml", action)
-    release.bump("2.0.0", init=init, action=action)
+    release.bump("2.0.0", init=init)
     assert release.problems("v2.0.0", init=init, action=action) == []
-    assert "image: docker://ghcr.io/evalgate/evalgate:2.0.0\n" in action.read_text(encoding="utf-8")
-    assert (REPO_ROOT / "action.yml").read_text(encoding="utf-8").count("image: docker://") == 1
+    assert release.problems(release=True, init=init, action=action) == [
+        "action.yml: image 'Dockerfile': a release commit runs docker://ghcr.io/evalgate/evalgate@sha256:…"]
+    digest = "sha256:" + "ab" * 32
+    assert release.pin(digest, action=action) == f"docker://ghcr.io/evalgate/evalgate@{digest}"
+    assert release.problems("v2.0.0", release=True, init=init, action=action) == []
+    before = (REPO_ROOT / "action.yml").read_text(encoding="utf-8").splitlines()
+    after = action.read_text(encoding="utf-8").splitlines()
+    assert [(x, y) for x, y in zip(before, after, strict=True) if x != y] == [
+        ("  image: Dockerfile", f"  image: docker://ghcr.io/evalgate/evalgate@{digest}")]
+    with pytest.raises(SystemExit):
+        release.pin("sha256:short", action=action)
 
 
-def test_release_workflow_builds_both_platforms_from_a_pinned_base() -> None:
+def test_release_workflow_tags_only_a_pullable_image_by_digest() -> None:
     flow = workflow("release.yml")
-    assert flow["on"] == {"push": {"tags": ["v[0-9]+.[0-9]+.[0-9]+"]}}
-    steps = flow["jobs"]["release"]["steps"]
+    assert set(flow["on"]) == {"workflow_dispatch"} and flow["permissions"] == {}
+    jobs = flow["jobs"]
+    assert jobs["verify"]["needs"] == "image" and jobs["tag"]["needs"] == ["image", "verify"]
+    assert jobs["verify"]["permissions"] == {}  # the pull is anonymous: a private package fails here
+    assert jobs["tag"]["permissions"] == {"contents": "write"}
+    assert "contents" not in jobs["image"]["permissions"] or jobs["image"]["permissions"]["contents"] == "read"
+    build = next(s for s in jobs["image"]["steps"] if str(s.get("uses", "")).startswith("docker/build-push-action@"))
+    assert build["with"]["platforms"] == "linux/amd64,linux/arm64"
+    assert build["with"]["push"] is True and build["with"]["provenance"] == "mode=max" and build["with"]["sbom"] is True
+    assert build["with"]["build-args"] == "PYTHON_IMAGE=${{ steps.version.outputs.base }}"
     text = (WORKFLOWS / "release.yml").read_text(encoding="utf-8")
-    assert 'python -m tools.release check --tag "$GITHUB_REF_NAME"' in text
-    build = next(s for s in steps if str(s.get("uses", "")).startswith("docker/build-push-action@"))["with"]
-    assert build["platforms"] == "linux/amd64,linux/arm64"
-    assert build["push"] is True and build["provenance"] == "mode=max" and build["sbom"] is True
-    assert build["build-args"] == "PYTHON_IMAGE=${{ env.BASE_IMAGE }}"
-    assert build["labels"] == "${{ steps.meta.outputs.labels }}"
-    base = flow["env"]["BASE_IMAGE"]
+    for line in ('python -m tools.release pin "$DIGEST"', 'python -m tools.release check --tag "v$VERSION" --release',
+                 "python -m tools.release references", 'docker pull "$image"', "gh release create"):
+        assert line in text, line
+    for job in jobs.values():
+        for step in job["steps"]:
+            if str(step.get("uses", "")).startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False
+    base = (REPO_ROOT / ".github" / "base-image" / "Dockerfile").read_text(encoding="utf-8")
+    pinned = re.search(r"^FROM (\S+)$", base, re.M)
     tag = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", (REPO_ROOT / "Dockerfile").read_text(encoding="utf-8"), re.M)
-    assert tag and re.fullmatch(re.escape(tag.group(1)) + r"@sha256:[0-9a-f]{64}", base), base
-    assert 'git tag --force "$MAJOR" "$GITHUB_SHA"' in text and "gh release create" in text
-    assert flow["jobs"]["release"]["permissions"]["packages"] == "write"
+    assert pinned and tag and re.fullmatch(re.escape(tag.group(1)) + r"@sha256:[0-9a-f]{64}", pinned.group(1))
+
+
+PINNED = re.compile(r"^\s*(?:-\s*)?uses:\s*(\S+)(.*)$")
+
+
+def test_third_party_actions_are_pinned_by_commit_sha_with_the_version_in_a_comment() -> None:
+    files = [*sorted(WORKFLOWS.glob("*.yml")), REPO_ROOT / "host" / "action.yml"]
+    seen = 0
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            match = PINNED.match(line)
+            if not match or match.group(1).startswith(("./", "evalgate/evalgate")) or "${" in match.group(1):
+                continue
+            seen += 1
+            assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", match.group(1)), f"{path.name}:{number}: {line}"
+            assert re.fullmatch(r"\s*# v\d+\.\d+\.\d+", match.group(2)), f"{path.name}:{number}: no version comment"
+    assert seen >= 15
+    dependabot = yaml.safe_load((REPO_ROOT / ".github" / "dependabot.yml").read_text(encoding="utf-8"))
+    ecosystems = {u["package-ecosystem"]: u for u in dependabot["updates"]}
+    assert set(ecosystems) == {"github-actions", "pip", "docker"}
+    assert "/host" in ecosystems["github-actions"]["directories"]
+    assert ecosystems["docker"]["directory"] == "/.github/base-image"
 
 
 def test_workflows_pass_actionlint() -> None:
@@ -96,7 +139,7 @@ def test_release_image_reports_the_version_action_yml_names() -> None:
     if reason:
         pytest.skip(reason)
     image = build_release_image()
-    assert image == f"ghcr.io/evalgate/evalgate:{__version__}"
+    assert image == f"ghcr.io/evalgate/evalgate:{__version__}"  # what the release pushes and pins by digest
     version = subprocess.run(["docker", "run", "--rm", image, "--version"], capture_output=True, text=True,
                              timeout=120, check=False)
     assert version.stdout.strip() == f"evalgate {__version__}", version.stdout + version.stderr

@@ -106,7 +106,7 @@ def test_comment_from_the_real_run(run: dict[str, Any]) -> None:
     assert "2 runs per case (majority rule) · 1 flaky case(s) of 3" in body
     assert re.search(r"^\| `q1` 🚨 \| `.*cases\.json:\d+` \| critical \| 1/2 \| passed failed \| failed \|$", body, re.M)
     assert "| pass rate | 66.7% |" in body
-    assert re.search(r"^\| `relevancy` \| 0\.\d{3} \| 0\.\d{3} – 0\.\d{3} \| 3 \| 0\.\d{3} \|$", body, re.M)
+    assert re.search(r"^\| `relevancy` \| 0\.\d{3} \| 0\.\d{3} – 0\.\d{3} \| BCa bootstrap \| 3 \| 0\.\d{3} \|$", body, re.M)
     stability = document["summary"]["judge_stability"]["relevancy"]
     assert stability["straddling_threshold"] == 2  # topic-2's 0.6 / 0.9 in both repeats
     assert "| `relevancy` | 2 | 6 | " in body and body.rstrip().endswith("</sub>")

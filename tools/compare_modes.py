@@ -94,9 +94,18 @@ def compare(container_file: Path, host_file: Path, workspace: Path) -> list[str]
     if summaries[0] != summaries[1]:
         found.append("outputs.summary-markdown: " + first_difference(*summaries))
     skip = (*PATH_OUTPUTS, "summary-markdown")
-    found += differences({k: v for k, v in container.items() if k not in skip},
-                         {k: v for k, v in host.items() if k not in skip}, "outputs")
+    declared = declared_outputs()  # act also shows a composite's inner steps' outputs; a workflow sees these
+    found += differences({k: v for k, v in container.items() if k not in skip and k in declared},
+                         {k: v for k, v in host.items() if k not in skip and k in declared}, "outputs")
     return found
+
+
+def declared_outputs() -> set[str]:
+    """The outputs action.yml declares (host/action.yml declares the same); read without a YAML library,
+    which the job's plain Python may not have: the two-space keys of the top-level ``outputs:`` block."""
+    text = (Path(__file__).resolve().parent.parent / "action.yml").read_text(encoding="utf-8")
+    block = re.search(r"^outputs:\n((?:(?:  .*)?\n)*)", text, re.M)
+    return set(re.findall(r"^  ([a-z0-9-]+):", block.group(1), re.M)) if block else set()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,8 @@
 Both actions take the same inputs and give the same outputs; host mode installs evalgate on the runner
 (``host/install.sh``: a virtual environment from this very checkout of the action, so it is pinned to
 the ref in ``uses:``, and cached) and runs the same entrypoint there, where agents started by earlier
-steps listen on localhost and the repository's toolchain is on PATH.
+steps listen on localhost and the repository's toolchain is on PATH. Linux and macOS runners; on Windows
+the plan step stops with one error line. Third-party actions are pinned by commit SHA (``PINS``).
 
     python -m tools.host_action          rewrite host/action.yml
     python -m tools.host_action --check  exit 1 when host/action.yml is out of date (CI, tests)
@@ -22,6 +23,13 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 ACTION = ROOT / "action.yml"
 HOST_ACTION = ROOT / "host" / "action.yml"
+PINS = {
+    "actions/cache": ("27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
+    "actions/upload-artifact": ("b7c566a772e6b6bfb58ed0dc250532a479d7789f", "v6.0.0"),
+}
+"""Full commit SHAs (read from the actions' own tags) and the version each is; Dependabot updates both."""
+ARTIFACT_OUTPUTS = ("artifact-name", "artifact-id", "artifact-url")
+"""Outputs the upload step decides: set only when the upload succeeded."""
 HOST_ONLY_INPUTS: dict[str, dict[str, Any]] = {
     "python": {
         "description": "Python (3.11 or newer) to create evalgate's virtual environment with (default: python3 on PATH).",
@@ -36,6 +44,11 @@ def quote(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else json.dumps(value)
 
 
+def uses(name: str) -> str:
+    sha, version = PINS[name]
+    return f"{name}@{sha} # {version}"
+
+
 def render(action: dict[str, Any]) -> str:
     inputs: dict[str, Any] = {**action["inputs"], **HOST_ONLY_INPUTS}
     lines = [
@@ -45,11 +58,13 @@ def render(action: dict[str, Any]) -> str:
         "# evalgate in host mode: the same inputs, outputs and entrypoint as the container action, run on the",
         "# runner itself. For agents started by an earlier step on localhost, and for `command` targets that",
         "# need the repository's toolchain. Use: evalgate/evalgate/host@v1 (same ref as evalgate/evalgate@v1).",
+        "# Linux and macOS runners (Windows: the first step stops with an error).",
         f"name: {quote(action['name'] + ' (host mode)')}",
         f"author: {quote(action['author'])}",
         "description: >-",
         "  Run evalgate on the runner instead of in its container: reaches agents on localhost and uses the",
-        "  repository's toolchain. Same inputs, outputs, comment and artifacts as evalgate/evalgate.",
+        "  repository's toolchain (Linux and macOS runners). Same inputs, outputs, comment and artifact as the",
+        "  container action.",
         "",
         "inputs:",
     ]
@@ -63,7 +78,8 @@ def render(action: dict[str, Any]) -> str:
     for name, spec in action["outputs"].items():
         lines.append(f"  {name}:")
         lines.append(f"    description: {quote(spec['description'])}")
-        lines.append(f"    value: ${{{{ steps.run.outputs.{name} }}}}")
+        step = "upload" if name in ARTIFACT_OUTPUTS else "run"
+        lines.append(f"    value: ${{{{ steps.{step}.outputs.{name} }}}}")
     env_lines = [f"        INPUT_{name.upper()}: ${{{{ inputs.{name} }}}}" for name in action["inputs"]
                  if name != "upload-artifacts"]
     lines += [
@@ -81,7 +97,7 @@ def render(action: dict[str, Any]) -> str:
         "    # GitHub-hosted runners start empty: keep the environment between jobs (act and self-hosted",
         "    # runners keep it in RUNNER_TOOL_CACHE already).",
         "    - if: ${{ env.ACT != 'true' && runner.environment == 'github-hosted' }}",
-        "      uses: actions/cache@v5",
+        f"      uses: {uses('actions/cache')}",
         "      with:",
         "        path: ${{ steps.plan.outputs.venv }}",
         "        key: ${{ steps.plan.outputs.key }}",
@@ -95,7 +111,7 @@ def render(action: dict[str, Any]) -> str:
         '      run: bash "$EVALGATE_ACTION_PATH/install.sh" install',
         "",
         "    # The same entrypoint as the container. Run steps get no artifact-service token, so the upload",
-        "    # is the next step's (actions/upload-artifact, same name and files).",
+        "    # is actions/upload-artifact's below (same name, same files).",
         "    - id: run",
         "      shell: bash",
         "      env:",
@@ -104,15 +120,41 @@ def render(action: dict[str, Any]) -> str:
         "        EVALGATE_VENV: ${{ steps.plan.outputs.venv }}",
         '      run: \'"$EVALGATE_VENV/bin/python" -P -m entrypoint.main\'',
         "",
-        "    - if: ${{ always() && inputs.upload-artifacts == 'true' && steps.run.outputs.results-json != '' && env.ACT != 'true' }}",
-        "      uses: actions/upload-artifact@v6",
+        "    # upload-artifacts read as evalgate reads it (true/yes/on/1, false/no/off/0); on GitHub Enterprise",
+        "    # Server (no artifacts v4) a notice instead of an upload. The files: the container action's.",
+        "    - id: artifact",
+        "      if: ${{ always() && steps.run.outputs.results-json != '' }}",
+        "      shell: bash",
+        "      env:",
+        "        EVALGATE_ACTION_PATH: ${{ github.action_path }}",
+        "        EVALGATE_VENV: ${{ steps.plan.outputs.venv }}",
+        "        EVALGATE_UPLOAD: ${{ inputs.upload-artifacts }}",
+        "        EVALGATE_ARTIFACT_NAME: ${{ inputs.artifact-name }}",
+        "        EVALGATE_COMMENT_TAG: ${{ inputs.comment-tag }}",
+        "        EVALGATE_RESULTS_DB: ${{ steps.run.outputs.results-db }}",
+        '      run: bash "$EVALGATE_ACTION_PATH/install.sh" artifact',
+        "",
+        "    - id: upload-artifact",
+        "      if: ${{ always() && steps.artifact.outputs.upload == 'true' && env.ACT != 'true' }}",
+        f"      uses: {uses('actions/upload-artifact')}",
         "      with:",
-        "        name: ${{ steps.run.outputs.artifact-name }}",
+        "        name: ${{ steps.artifact.outputs.name }}",
         "        path: |",
         "          ${{ steps.run.outputs.results-json }}",
         "          ${{ steps.run.outputs.results-db }}",
+        "          ${{ steps.artifact.outputs.judge-cache }}",
         "        retention-days: ${{ inputs.retention-days }}",
         "        if-no-files-found: warn",
+        "",
+        "    # artifact-name, -id and -url only when the upload succeeded",
+        "    - id: upload",
+        "      if: ${{ always() && steps.upload-artifact.outputs.artifact-id != '' }}",
+        "      shell: bash",
+        "      env:",
+        "        NAME: ${{ steps.artifact.outputs.name }}",
+        "        ID: ${{ steps.upload-artifact.outputs.artifact-id }}",
+        "        URL: ${{ steps.upload-artifact.outputs.artifact-url }}",
+        '      run: printf \'artifact-name=%s\\nartifact-id=%s\\nartifact-url=%s\\n\' "$NAME" "$ID" "$URL" >> "$GITHUB_OUTPUT"',
         "",
         f"branding: {{icon: {action['branding']['icon']}, color: {action['branding']['color']}}}",
         "",

@@ -1,30 +1,48 @@
-"""Keep the release in step: the version lives in ``evalgate/__init__.py`` (pyproject reads it) and
-``action.yml`` names the published image of that same version.
+"""Keep the release in step, and keep every reference a user copies resolvable.
 
-    python -m tools.release check [--tag vX.Y.Z]   exit 1 with one line per mismatch
-    python -m tools.release bump X.Y.Z             write the version into both files
-    python -m tools.release image                  print the image action.yml runs
+The version lives in ``evalgate/__init__.py`` (pyproject reads it). On the development branch action.yml
+builds its image from the Dockerfile (``image: Dockerfile``), so the repository's own workflows
+(``uses: ./``) run the commit under test and never pull an image that is not released yet. Only the
+commit the release workflow tags names the published image, **by digest**
+(``docker://ghcr.io/evalgate/evalgate@sha256:…``): pinning the action by tag or commit SHA pins the code
+that runs. docs/releasing.md walks through a release.
 
-The release workflow runs ``check --tag "$GITHUB_REF_NAME"`` before it builds anything, and
-``tests/test_release.py`` runs ``check`` on every commit, so a tag can never publish an action whose
-``action.yml`` points at another version's image.
+    python -m tools.release check [--tag vX.Y.Z] [--release]   exit 1 with one line per problem
+    python -m tools.release bump X.Y.Z                         write the version
+    python -m tools.release pin sha256:…                       action.yml runs the published image by digest
+    python -m tools.release tags                               the tags a release creates: vX.Y.Z and vX
+    python -m tools.release references                         every `uses:` of this action; exit 1 if one
+                                                               names a ref no release creates
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 INIT = ROOT / "evalgate" / "__init__.py"
 ACTION = ROOT / "action.yml"
+REPOSITORY = "evalgate/evalgate"
+"""The action's GitHub repository: what users write in ``uses:``."""
 IMAGE_REPOSITORY = "ghcr.io/evalgate/evalgate"
 """Where the release workflow pushes (``ghcr.io/<owner>/<repo>``, lower case)."""
+DEVELOPMENT_IMAGE = "Dockerfile"
 VERSION_RE = re.compile(r'^__version__ = "([^"]+)"$', re.M)
-IMAGE_RE = re.compile(r"^(\s*image:\s*)docker://(\S+?):(\S+)\s*$", re.M)
-SEMVER = re.compile(r"^\d+\.\d+\.\d+(?:[-.]?(?:a|b|rc)\d+)?$")
+IMAGE_RE = re.compile(r"^(  image:[ \t]*)(\S+)[ \t]*$", re.M)
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+SEMVER = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+USES_RE = re.compile(r"uses:\s*['\"]?(?P<owner>[\w.-]+)/(?P<name>evalgate)(?P<sub>/[\w./-]+)?@(?P<ref>[^\s'\"#`,)]*)",
+                     re.I)
+"""A ``uses:`` of this action (any owner: a placeholder owner is the error to catch)."""
+SCANNED_SUFFIXES = (".md", ".yml", ".yaml", ".j2")
+"""Where users copy from: every Markdown page, workflow, example and ``evalgate init`` template."""
+SKIPPED_DIRS = {".git", ".venv", "node_modules", "build", "dist", ".pytest_cache", "site"}
 
 
 def package_version(init: Path = INIT) -> str:
@@ -35,61 +53,140 @@ def package_version(init: Path = INIT) -> str:
     return match.group(1)
 
 
-def action_image(action: Path = ACTION) -> tuple[str, str]:
-    """``(repository, tag)`` of ``runs.image: docker://REPOSITORY:TAG`` in action.yml."""
+def release_tags(version: str) -> tuple[str, str]:
+    """The tags a release of ``version`` creates: ``vX.Y.Z`` (never moved) and the major tag ``vX``."""
+    match = SEMVER.match(version)
+    if not match:
+        raise SystemExit(f"not a version: {version!r} (expected X.Y.Z)")
+    return f"v{version}", f"v{match.group(1)}"
+
+
+def action_image(action: Path = ACTION) -> str:
+    """``runs.image`` of action.yml: ``Dockerfile`` (development) or ``docker://REPOSITORY@sha256:…``."""
     match = IMAGE_RE.search(action.read_text(encoding="utf-8"))
     if not match:
-        raise SystemExit(f"{action}: runs.image is not docker://REPOSITORY:TAG")
-    return match.group(2), match.group(3)
+        raise SystemExit(f"{action}: no runs.image line")
+    return match.group(2)
 
 
-def problems(tag: str | None = None, *, init: Path = INIT, action: Path = ACTION) -> list[str]:
-    """Every way the files disagree with each other (and with the pushed tag ``vX.Y.Z``, when given)."""
+def problems(tag: str | None = None, *, release: bool = False, init: Path = INIT,
+             action: Path = ACTION) -> list[str]:
+    """Every way the files disagree with the release rules (and with the tag ``vX.Y.Z``, when given).
+    ``release``: this commit is the one to tag, so action.yml must run the published image by digest."""
     version = package_version(init)
-    repository, image_tag = action_image(action)
+    image = action_image(action)
     found = []
-    if not SEMVER.match(version):
+    match = SEMVER.match(version)
+    if not match:
         found.append(f"evalgate/__init__.py: version {version!r} is not X.Y.Z")
-    if repository != IMAGE_REPOSITORY:
-        found.append(f"action.yml: image repository {repository!r}, expected {IMAGE_REPOSITORY!r}")
-    if image_tag != version:
-        found.append(f"action.yml: image tag {image_tag!r} but the package version is {version!r}")
+    elif int(match.group(1)) < 1:
+        found.append(f"evalgate/__init__.py: version {version!r}: releases start at 1.0.0 so that @v1 exists")
+    pinned = image.startswith(f"docker://{IMAGE_REPOSITORY}@") and DIGEST_RE.match(image.split("@", 1)[1])
+    if release and not pinned:
+        found.append(f"action.yml: image {image!r}: a release commit runs docker://{IMAGE_REPOSITORY}@sha256:…")
+    elif not release and image != DEVELOPMENT_IMAGE and not pinned:
+        found.append(f"action.yml: image {image!r}: expected {DEVELOPMENT_IMAGE} (development) or "
+                     f"docker://{IMAGE_REPOSITORY}@sha256:… (a release commit); never a movable tag")
     if tag is not None and tag != f"v{version}":
         found.append(f"git tag {tag!r} but the package version is {version!r} (expected v{version})")
     return found
 
 
-def bump(version: str, *, init: Path = INIT, action: Path = ACTION) -> None:
-    """Write ``version`` into ``evalgate/__init__.py`` and action.yml's image tag."""
-    if not SEMVER.match(version):
-        raise SystemExit(f"not a version: {version!r} (expected X.Y.Z)")
+def bump(version: str, *, init: Path = INIT) -> None:
+    """Write ``version`` into ``evalgate/__init__.py``."""
+    release_tags(version)
     init.write_text(VERSION_RE.sub(f'__version__ = "{version}"', init.read_text(encoding="utf-8")), encoding="utf-8")
+
+
+def pin(digest: str, *, action: Path = ACTION) -> str:
+    """Make action.yml run ``IMAGE_REPOSITORY@digest``; returns the new image reference."""
+    if not DIGEST_RE.match(digest):
+        raise SystemExit(f"not an image digest: {digest!r} (expected sha256: and 64 hex digits)")
+    image = f"docker://{IMAGE_REPOSITORY}@{digest}"
     text = action.read_text(encoding="utf-8")
-    action.write_text(IMAGE_RE.sub(lambda m: f"{m.group(1)}docker://{IMAGE_REPOSITORY}:{version}", text),
-                      encoding="utf-8")
+    action.write_text(IMAGE_RE.sub(lambda m: m.group(1) + image, text, count=1), encoding="utf-8")
+    return image
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One ``uses:`` of this action in a file users copy from."""
+
+    path: str
+    line: int
+    text: str
+    owner: str
+    subpath: str
+    ref: str
+
+
+def scanned_files(root: Path = ROOT) -> Iterator[Path]:
+    """The Markdown, YAML and template files under ``root`` (tool and dependency directories pruned)."""
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info"))
+        for name in sorted(files):
+            if name.endswith(SCANNED_SUFFIXES):
+                yield Path(directory) / name
+
+
+def references(root: Path = ROOT) -> Iterator[Reference]:
+    """Every ``uses: OWNER/evalgate[/sub]@REF`` in the Markdown, YAML and template files under ``root``."""
+    for path in scanned_files(root):
+        relative = path.relative_to(root).as_posix()
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            for match in USES_RE.finditer(line):
+                yield Reference(relative, number, match.group(0), match.group("owner"),
+                                (match.group("sub") or "").lstrip("/"), match.group("ref"))
+
+
+def reference_problems(root: Path = ROOT, *, version: str | None = None) -> list[str]:
+    """``path:line: why`` for each reference no release creates (wrong owner, unknown ref, a sub-action
+    that does not exist)."""
+    exact, major = release_tags(version or package_version(root / "evalgate" / "__init__.py"))
+    found = []
+    for ref in references(root):
+        where = f"{ref.path}:{ref.line}: {ref.text}"
+        if f"{ref.owner}/evalgate" != REPOSITORY:
+            found.append(f"{where}: the action is {REPOSITORY} ({ref.owner!r} is a placeholder or another project)")
+        elif ref.ref not in (major, exact) and not re.fullmatch(r"[0-9a-f]{40}", ref.ref):
+            found.append(f"{where}: @{ref.ref} is not a tag the release creates ({major} or {exact}) "
+                         "or a full commit SHA")
+        elif ref.subpath and not (root / ref.subpath / "action.yml").is_file():
+            found.append(f"{where}: no action at {ref.subpath}/action.yml")
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.release", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="verb", required=True)
     check = sub.add_parser("check", help="exit 1 when action.yml, the package and the tag disagree")
-    check.add_argument("--tag", help="the pushed tag, e.g. v1.2.3")
+    check.add_argument("--tag", help="the tag to create, e.g. v1.2.3")
+    check.add_argument("--release", action="store_true", help="this is the release commit: image by digest")
     sub.add_parser("image", help="print the image action.yml runs")
-    bumper = sub.add_parser("bump", help="set the version in evalgate/__init__.py and action.yml")
+    sub.add_parser("tags", help="print the tags a release of this version creates")
+    sub.add_parser("references", help="check every uses: of this action in docs, workflows and templates")
+    bumper = sub.add_parser("bump", help="set the version in evalgate/__init__.py")
     bumper.add_argument("version")
+    pinner = sub.add_parser("pin", help="action.yml runs the published image by this digest")
+    pinner.add_argument("digest")
     args = parser.parse_args(argv)
     if args.verb == "bump":
         bump(args.version)
         return 0
-    if args.verb == "image":
-        repository, tag = action_image()
-        print(f"{repository}:{tag}")
+    if args.verb == "pin":
+        print(pin(args.digest))
         return 0
-    found = problems(args.tag)
+    if args.verb == "image":
+        print(action_image())
+        return 0
+    if args.verb == "tags":
+        print(*release_tags(package_version()))
+        return 0
+    found = reference_problems() if args.verb == "references" else problems(args.tag, release=args.release)
     for line in found:
-        print(f"release check: {line}", file=sys.stderr)
+        print(f"release {args.verb}: {line}", file=sys.stderr)
     if not found:
-        print(f"release check: version {package_version()} everywhere")
+        print(f"release {args.verb}: version {package_version()}, tags {' '.join(release_tags(package_version()))}")
     return 1 if found else 0
 
 

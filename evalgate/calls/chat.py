@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from evalgate import __version__
 from evalgate.calls.costs import Price, Usage, count_message_tokens, find_price, usage_from
 from evalgate.calls.executor import Pace, Runtime, StatusError, pace_key
-from evalgate.calls.http_pool import HttpPool
+from evalgate.calls.http_pool import HttpPool, ReplyTooLarge
 from evalgate.calls.ratelimit import PROMPT_MARGIN, PROMPT_SLACK, TokenEstimate
 
 if TYPE_CHECKING:
@@ -68,28 +68,36 @@ class ChatBackend(Protocol):
 
 def make_backend(kind: str, provider: ProviderConfig, *, timeout: float, concurrency: int,
                  connect_timeout: float | None = None, read_timeout: float | None = None,
-                 timed: bool = False) -> ChatBackend:
+                 timed: bool = False, max_reply: tuple[int, str] | None = None) -> ChatBackend:
     if kind == "openai-sdk":
-        return SdkChat(provider, timeout=timeout, connect_timeout=connect_timeout, read_timeout=read_timeout)
+        return SdkChat(provider, timeout=timeout, connect_timeout=connect_timeout, read_timeout=read_timeout,
+                       max_reply=max_reply)
     return DirectChat(provider, timeout=timeout, concurrency=concurrency, connect_timeout=connect_timeout,
-                      read_timeout=read_timeout, timed=timed)
+                      read_timeout=read_timeout, timed=timed, max_reply=max_reply)
 
 
 class DirectChat:
     """Chat completions as plain JSON over HTTP."""
 
     def __init__(self, provider: ProviderConfig, *, timeout: float, concurrency: int,
-                 connect_timeout: float | None = None, read_timeout: float | None = None, timed: bool = False
-                 ) -> None:
+                 connect_timeout: float | None = None, read_timeout: float | None = None, timed: bool = False,
+                 max_reply: tuple[int, str] | None = None) -> None:
         self.url = f"{provider.base_url.rstrip('/')}/chat/completions"
+        self.max_reply = max_reply
+        """(largest reply body read in bytes, the setting that sets it): a longer reply is cut off there
+        (``ReplyTooLarge``, not retried) instead of being buffered whole."""
         headers = {"Authorization": provider.authorization_header, "User-Agent": USER_AGENT,
                    "Accept": "application/json", "Content-Type": "application/json"}
         self.pool = HttpPool(timeout=timeout, concurrency=concurrency, headers=headers,
                              connect_timeout=connect_timeout, read_timeout=read_timeout, timed=timed)
 
     async def create(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Completion:
-        response = await self.pool.request("POST", self.url, body=json.dumps(body, ensure_ascii=False).encode(),
-                                           headers=dict(headers) if headers else None)
+        limit, setting = self.max_reply or (None, "")
+        try:
+            response = await self.pool.request("POST", self.url, body=json.dumps(body, ensure_ascii=False).encode(),
+                                               headers=dict(headers) if headers else None, max_bytes=limit)
+        except ReplyTooLarge as exc:
+            raise ReplyTooLarge(f"{exc} ({setting})") from None
         if response.status >= 400:
             raise StatusError(response.status, error_message(response.body, response.reason), response.headers)
         completion = parse_completion(response.body, self.url)
@@ -158,18 +166,30 @@ class SdkChat:
     """Chat completions through the official openai SDK (imported only when chosen)."""
 
     def __init__(self, provider: ProviderConfig, *, timeout: float, connect_timeout: float | None = None,
-                 read_timeout: float | None = None) -> None:
+                 read_timeout: float | None = None, max_reply: tuple[int, str] | None = None) -> None:
         import openai
 
         limits = openai.Timeout(timeout, connect=connect_timeout, read=read_timeout if read_timeout else timeout)
         extra = {"Authorization": provider.authorization} if provider.authorization else None
+        client = None
+        if max_reply is not None:  # the reply body is read through a counting stream, cut at the cap
+            from evalgate.calls.capped import capped_async_client
+
+            client = capped_async_client(openai.DefaultAsyncHttpxClient(timeout=limits), *max_reply)
         self.client = openai.AsyncOpenAI(api_key=provider.api_key, base_url=provider.base_url, max_retries=0,
-                                         timeout=limits, default_headers=extra)
+                                         timeout=limits, default_headers=extra, http_client=client)
 
     async def create(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Completion:
+        import openai
+
         started = time.perf_counter()
         extra: dict[str, Any] = {"extra_headers": dict(headers)} if headers else {}
-        raw = await self.client.chat.completions.with_raw_response.create(**body, **extra)
+        try:
+            raw = await self.client.chat.completions.with_raw_response.create(**body, **extra)
+        except openai.APIConnectionError as exc:  # the SDK wraps what the capped stream raised
+            if isinstance(exc.__cause__, ReplyTooLarge):
+                raise exc.__cause__ from None
+            raise
         elapsed = round((time.perf_counter() - started) * 1000, 3)
         headers = {k.lower(): v for k, v in raw.headers.items()}
         response = raw.parse()
@@ -215,7 +235,8 @@ class ChatService:
         self.backend: ChatBackend = make_backend(runtime.chat_client, provider, timeout=policy.attempt_seconds,
                                                  concurrency=runtime.executor.concurrency,
                                                  connect_timeout=policy.connect_seconds,
-                                                 read_timeout=policy.read_seconds, timed=role == "target")
+                                                 read_timeout=policy.read_seconds, timed=role == "target",
+                                                 max_reply=runtime.reply_bytes.get(role))
         self.wire = runtime.wire if role == "target" else None
         rpm, tpm = runtime.caps.get(role, (None, None))
         self.pace_key = pace_key(provider.base_url, provider.api_key)

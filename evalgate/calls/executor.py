@@ -573,6 +573,11 @@ def _gave_up(what: str, failure: Failure, attempts: int) -> str:
 # --- the run's shared call machinery -------------------------------------------------------------------
 
 
+TARGET_REPLY_BYTES_PER_CHAR = 16
+"""A model under test's reply body is read up to 16 bytes per allowed answer character (as an HTTP
+target's, ``targets.http``)."""
+
+
 @dataclass
 class Runtime:
     """What every target and judge of one run shares: the executor (retries, limits, stop event), the
@@ -587,6 +592,8 @@ class Runtime:
     """Role (``judge``, ``target``) → configured (requests, tokens) per minute (``calls.ratelimit``)."""
     wire: WireLoop = field(default_factory=lambda: WireLoop())
     """Started by the first target call that uses it; closed by ``aclose``."""
+    reply_bytes: dict[str, tuple[int, str]] = field(default_factory=dict)
+    """Role → (largest reply body read in bytes, the setting that sets it) for chat calls (``calls.chat``)."""
 
     async def aclose(self) -> None:
         await self.wire.aclose()
@@ -602,7 +609,10 @@ class Runtime:
         return cls(Executor.from_settings(settings, stop), CostLedger(settings.max_cost), price_table(settings.prices),
                    chat_client=settings.chat_client,
                    caps={"judge": (settings.judge_rpm, settings.judge_tpm),
-                         "target": (settings.target_rpm, settings.target_tpm)})
+                         "target": (settings.target_rpm, settings.target_tpm)},
+                   reply_bytes={"judge": (settings.judge_max_reply_bytes, "judge_max_reply_bytes"),
+                                "target": (TARGET_REPLY_BYTES_PER_CHAR * settings.max_answer_chars,
+                                           "16 × max_answer_chars")})
 
     @classmethod
     def default(cls, stop: asyncio.Event | None = None) -> Runtime:

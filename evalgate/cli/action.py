@@ -19,7 +19,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,14 @@ from evalgate.github.commands import counting, error, new_stop_token, notice, wa
 from evalgate.github.context import ActionContext, read_inputs
 from evalgate.github.masking import env_secrets, mask_all, settings_secrets
 from evalgate.github.outputs import write_outputs
-from evalgate.github.publish import PUBLISH_INPUTS, PublishOptions, error_outputs, options_from_inputs, publish
+from evalgate.github.publish import (
+    PUBLISH_INPUTS,
+    PublishOptions,
+    error_outputs,
+    options_from_inputs,
+    parse_bool,
+    publish,
+)
 from evalgate.store.judge_cache import cache_path
 
 if TYPE_CHECKING:
@@ -113,13 +120,22 @@ def cli_flags(argv: Sequence[str]) -> tuple[dict[str, Any], dict[str, str], list
 def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetup:
     """Inputs, context and settings; any invalid value raises ``UserError`` naming the input."""
     inputs = read_inputs(env)
+    allow_pr_code = parse_bool(inputs.pop("allow-pr-code", ""), "allow-pr-code", default=False)
     settings_inputs, publish_inputs, unknown = split_inputs(inputs)
     for name in unknown:
         emit(warning(f"unknown input '{name}' ignored", title="evalgate"))
     workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
     options = options_from_inputs(publish_inputs, cwd=workspace)
     ctx = ActionContext.from_env(env, pr_number=options.pr_number)
+    from evalgate.github.checkout import checked_out_commit
+
+    ctx = replace(ctx, evaluated_sha=checked_out_commit(workspace))  # links point at what was evaluated
     values, origins, notices = cli_flags(argv)
+    from evalgate.github.paths import confine, confine_config
+
+    confine_config(env, workspace, [(str(values.get("config") or ""), "--config"),
+                                    (settings_inputs.get("config", ""), "input 'config'"),
+                                    (env.get("EVALGATE_CONFIG", ""), "EVALGATE_CONFIG")])
     settings, suite_config, _ = build_settings(cli=values, inputs=settings_inputs, env=env, cwd=workspace,
                                                defaults=ACTION_DEFAULTS, cli_origins=origins)
     for line in notices + settings.notices:
@@ -129,11 +145,33 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
 
         require_keys(settings, where="langfuse")
     settings = anchor(settings, workspace)
-    from evalgate.github.paths import confine
+    from evalgate.github.enterprise import degrade
+
+    settings, options = degrade(ctx.server_url, settings, options, emit)  # Enterprise Server: notices, no failure
     from evalgate.runner.setup import demo_dir
 
     confine(settings, env, workspace, comment_template=options.comment_template, bundled=[demo_dir()])
+    guard_pr_code(ctx, settings, options, allow=allow_pr_code, emit=emit)
     return ActionSetup(ctx=ctx, options=options, settings=settings, suite_config=suite_config, workspace=workspace)
+
+
+def guard_pr_code(ctx: ActionContext, settings: Settings, options: PublishOptions, *, allow: bool,
+                  emit: Emit) -> None:
+    """Under ``pull_request_target`` with the pull request's code checked out, run none of it (a
+    ``UserError`` naming what would have run; references refuse to load) unless ``allow-pr-code``."""
+    from evalgate.config.references import refuse_user_code
+    from evalgate.github.checkout import untrusted_checkout
+
+    reason = untrusted_checkout(ctx, ctx.evaluated_sha)
+    if reason and allow:
+        emit(warning("allow-pr-code: true: the pull request's code runs with this workflow's secrets",
+                     title="evalgate: pull_request_target"))
+        reason = None
+    refuse_user_code(reason)
+    if reason and settings.target == "command":
+        raise UserError(f"command target not run: {reason}", where="target")
+    if reason and options.comment_template is not None:
+        raise UserError(f"template not rendered: {reason}", where="input 'comment-template'")
 
 
 def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
@@ -208,10 +246,15 @@ def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = em
         created = missing_ancestors(paths, setup_.workspace)
         try:
             return _evaluate_and_publish(setup_, env, emit)
-        finally:
-            hand_over(paths, setup_.workspace, created)
+        finally:  # with the files a run set aside beside its database (store.safe.set_aside)
+            db = setup_.settings.db_path
+            hand_over([*paths, *db.parent.glob(f"{db.name}.rejected-*"),
+                       *db.parent.glob(f"{cache_path(db).name}.rejected-*")], setup_.workspace, created)
     finally:
         Interrupt.restore(previous)
+        from evalgate.config.references import refuse_user_code
+
+        refuse_user_code(None)  # the guard belongs to this step only (in-process callers, tests)
 
 
 def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:
@@ -219,6 +262,13 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
         from evalgate.github.relay import relay
 
         return relay(env=env, options=setup_.options, output_dir=setup_.settings.output_path, emit=emit)
+    if setup_.options.mode == "merge":
+        from evalgate.cli.action_merge import merge_step
+
+        try:
+            return merge_step(setup_, env, emit)
+        except UserError as exc:  # no shard artifacts, shards that disagree, a missing shard
+            return _user_error(exc, env, emit)
     try:
         mask_all(settings_secrets(setup_.settings), emit)
         outcome = evaluate(setup_, emit)
@@ -229,7 +279,7 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
     except Exception as exc:  # a bug: results already written say status 'crashed' and exit_code 1
         from evalgate.cli.main import report_crash
 
-        code = report_crash(exc)  # one line on stderr, the traceback in a file it names
+        code = report_crash(exc, directory=setup_.settings.output_path)  # one line on stderr, the traceback in a file
         emit(error(f"internal error ({type(exc).__name__}); the gate did not pass", title="evalgate: crashed"))
         _best_effort_outputs(env, error_outputs(code), emit)
         return EXIT_GATE_FAILED
@@ -248,7 +298,10 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
             emit(notice(export_results(outcome.results_path, setup_.settings), title="evalgate: Langfuse"))
         except LangfuseError as exc:
             emit(warning(f"Langfuse export failed: {exc}", title="evalgate: Langfuse"))
-    publish(outcome.results_path, outcome.db_path, ctx=setup_.ctx, options=setup_.options, env=env, emit=emit)
+    from evalgate.cli.action_merge import shard_options
+
+    options = shard_options(setup_.options, setup_.settings.shard_tuple, emit)
+    publish(outcome.results_path, outcome.db_path, ctx=setup_.ctx, options=options, env=env, emit=emit)
     return int(outcome.verdict.exit_code)
 
 

@@ -13,11 +13,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from evalgate import __version__
 from evalgate.errors import UserError
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates" / "init"
-DEFAULT_ACTION = "evalgate/evalgate@v1"
-"""The action reference the README's workflow uses."""
+DEFAULT_ACTION = f"evalgate/evalgate@v{__version__.split('.')[0]}"
+"""The action reference the README's workflow uses: the major tag the release of this version moves
+(tools/release.py; tests/test_action_references.py checks it)."""
 
 
 def add_init(verbs: Any) -> None:

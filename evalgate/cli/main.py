@@ -9,10 +9,10 @@ imported inside the verbs so ``--version`` starts fast.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from evalgate import __version__
@@ -75,6 +75,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                      help="seed 004's --output: write seed 004's results document to FILE too")
     out.add_argument("--langfuse", action=BOOL, default=None,
                      help="export scores to Langfuse (LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY, LANGFUSE_HOST)")
+    out.add_argument("--wait", action="store_true", default=None,
+                     help="when another run is writing to the output directory, wait for it instead of stopping")
     out.add_argument("--verbose", "-v", action="store_true", default=None, help="breakdowns and more detail")
     out.add_argument("--progress", choices=["auto", "rich", "plain", "none"], help="progress display (default auto)")
     target = parser.add_argument_group("target and judge")
@@ -105,6 +107,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--judge-cache", metavar="PATH|none",
                         help="base branch's judge-cache.db (or its directory) to reuse verdicts from "
                              "(default: the baseline's)")
+    target.add_argument("--judge-max-reply-bytes", type=int, metavar="BYTES",
+                        help="largest judge reply read (default 1048576); a longer one leaves its verdict unavailable")
     target.add_argument("--judge-rpm", type=float, metavar="N", help="judge requests per minute, when it sends no limits")
     target.add_argument("--judge-tpm", type=float, metavar="N", help="judge tokens per minute, when it sends no limits")
     target.add_argument("--max-cost", type=float, metavar="USD", help="abort cleanly before exceeding this spend")
@@ -242,6 +246,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     values, origins, notices = _cli_values(args)
     defaults = {"compat": ["seed001"]} if args.verb == "eval" else None
     settings, suite_config, _ = build_settings(cli=values, cli_origins=origins, defaults=defaults)
+    _crash_dir.append(settings.output_path)
     _print_notices(notices + settings.notices)
     if getattr(args, "dry_run", False):
         _print_notices(["--dry-run is evalgate validate: every file and setting is checked, no call is made"])
@@ -469,21 +474,33 @@ def console_main() -> NoReturn:
     sys.exit(status)
 
 
-def report_crash(exc: BaseException, note: str | None = None) -> int:
-    """One line on stderr, the redacted traceback in ``evalgate-crash.log``; exit 1 (not passed).
+CRASH_LOG = "evalgate-crash.log"
+_crash_dir: list[Path] = []
+"""The run's output directory, once its settings are known: where ``report_crash`` writes its log."""
+
+
+def report_crash(exc: BaseException, note: str | None = None, directory: Path | None = None) -> int:
+    """One line on stderr, the redacted traceback in ``evalgate-crash.log`` in the run's output directory
+    (``directory``, else the one of the settings being run, else ./evalgate-results); exit 1 (not passed).
 
     results.json and the database already hold every case finished before the crash, with
     ``status: crashed`` and ``gate.exit_code`` 1 (see ``evalgate.runner.run.execute``). ``note``
     replaces that sentence when the crash came after the results were complete."""
-    import tempfile
     import traceback
 
     from evalgate.safety.redact import redact
 
     text = redact("".join(traceback.format_exception(exc)))
-    log = os.path.join(tempfile.gettempdir(), "evalgate-crash.log")
-    with contextlib.suppress(OSError), open(log, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    folder = directory or (_crash_dir[-1] if _crash_dir else Path("evalgate-results"))
+    log = str(folder / CRASH_LOG)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if os.path.islink(log):
+            os.unlink(log)  # never write through a link planted in the output directory
+        with open(log, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as error:
+        log = f"nowhere: {log} cannot be written ({error.strerror})"
     context = note or "partial results, if any, were written with status 'crashed'"
     print(f"evalgate: internal error: {redact(f'{type(exc).__name__}: {exc}')} ({context}; traceback in {log})",
           file=sys.stderr)

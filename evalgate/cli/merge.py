@@ -25,6 +25,10 @@ def add_merge(verbs: Any) -> None:
     parser.add_argument("--allow-partial", action="store_true", help="merge even if some shards i/n are missing "
                         "(the gate then fails: partial results)")
     parser.add_argument("--format", choices=["text", "json"], default="text", help="json prints the merged results.json")
+    parser.add_argument("--baseline", metavar="FILE", help="compare the merged run with this results.json or SQLite "
+                        "file, as an unsharded run would be (default: no comparison)")
+    parser.add_argument("--fail-on-regression", action="store_true",
+                        help="with --baseline: a significant regression or a critical case that newly fails fails the gate")
     parser.add_argument("--html", metavar="FILE", help="also write the standalone HTML report here")
     parser.add_argument("--comment", action="store_true",
                         help="in GitHub Actions: post/update the PR comment and write the job summary (needs GITHUB_TOKEN)")
@@ -37,8 +41,17 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from evalgate.report.console import make_console, render_report
     from evalgate.runner.merge import merge_runs
 
+    baseline, settings = None, None
+    if args.baseline:
+        from evalgate.config.settings import Settings
+        from evalgate.store.reader import resolve_baseline
+
+        settings = Settings(baseline=args.baseline, fail_on_regression=args.fail_on_regression)
+        baseline = resolve_baseline(args.baseline, cwd=Path.cwd())
+    elif args.fail_on_regression:
+        raise UserError("needs --baseline FILE to compare with", where="--fail-on-regression")
     outcome = merge_runs(args.shards, output_dir=Path(args.output_dir), db_path=Path(args.db) if args.db else None,
-                         allow_partial=args.allow_partial)
+                         allow_partial=args.allow_partial, baseline=baseline, settings=settings)
     for warning in outcome.warnings:
         print(f"evalgate: warning: {warning}", file=sys.stderr)
     if args.format == "json":

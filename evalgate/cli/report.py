@@ -32,10 +32,10 @@ def report_format(requested: str | None, output: str | None) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from evalgate.store.reader import load_document
+    from evalgate.report.digest import load_digest
 
-    document = load_document(args.results)
-    fmt = report_format(args.format, args.output)
+    fmt = report_format(args.format, args.output)  # every case streamed, the shown ones kept (report.digest)
+    document = load_digest(args.results, keep_cases=args.max_cases if fmt == "html" else 0)
     if fmt == "html" and not args.output and sys.stdout.isatty():
         # 600 lines of HTML in a terminal help nobody: write the file beside the results, say where
         args.output = str(Path(str(args.results).partition("#")[0]).resolve().parent / "report.html")

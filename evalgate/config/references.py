@@ -22,6 +22,14 @@ from evalgate.errors import UserError
 
 FILE_PREFIX = "file://"
 _LOCK = threading.Lock()
+_REFUSAL: list[str] = []
+"""Why user code must not be loaded in this process (set by the Action under ``pull_request_target`` with
+the pull request's code checked out); empty: references load."""
+
+
+def refuse_user_code(reason: str | None) -> None:
+    """From now on every reference raises ``UserError(reason)`` (None lifts the refusal)."""
+    _REFUSAL[:] = [reason] if reason else []
 
 
 def is_reference(text: str) -> bool:
@@ -38,6 +46,8 @@ def split_reference(text: str) -> tuple[str, str]:
 
 def resolve_reference(text: str, *, base_dir: Path | None, where: str) -> Any:
     """The object ``text`` names. ``base_dir``: the directory a ``file://`` path is relative to."""
+    if _REFUSAL:
+        raise UserError(f"{text!r} not loaded: {_REFUSAL[0]}", where=where)
     module_part, attribute = split_reference(text)
     if not module_part or not attribute:
         raise UserError(f"{text!r}: a reference is 'package.module:function' or 'file://path.py:function'",

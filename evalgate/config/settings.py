@@ -43,6 +43,10 @@ def _split_list(value: Any) -> Any:
 DEFAULT_MAX_ANSWER_CHARS = 1_000_000
 """Default of ``max_answer_chars``: longer answers are cut to this many characters (docs/secrets-and-limits.md)."""
 
+DEFAULT_JUDGE_REPLY_BYTES = 1 << 20
+"""Default of ``judge_max_reply_bytes``: 1 MiB, hundreds of times a verdict's size (docs/security.md)."""
+
+
 class Settings(BaseModel):
     """Everything a run can be told. Each field: docs/reference/settings.md."""
 
@@ -99,6 +103,8 @@ class Settings(BaseModel):
     """Langfuse public key (``LANGFUSE_PUBLIC_KEY``); never written to results."""
     langfuse_secret_key: str | None = Field(default=None, exclude=True, repr=False)
     """Langfuse secret key (``LANGFUSE_SECRET_KEY``); masked, never written to results."""
+    wait: bool = False
+    """When another run holds the output directory: wait for it (default: refuse with exit 2 naming it)."""
     verbose: bool = False
     progress: Literal["auto", "rich", "plain", "none"] = "auto"
     progress_interval_seconds: float = Field(default=10.0, gt=0, le=3600)
@@ -166,6 +172,8 @@ class Settings(BaseModel):
     judge_cache: str = ""
     """The base branch's judge cache to reuse verdicts from (``runner.reuse``): empty = the baseline's,
     ``none``, or a judge-cache.db file or a directory holding one."""
+    judge_max_reply_bytes: int = Field(default=DEFAULT_JUDGE_REPLY_BYTES, ge=1024)
+    """Largest judge reply body read (bytes); a longer one is cut off there and its verdict is unavailable."""
     judge_rpm: float | None = Field(default=None, gt=0)
     judge_tpm: float | None = Field(default=None, gt=0)
     """Caps (requests / tokens per minute) for a judge provider that sends no rate-limit headers

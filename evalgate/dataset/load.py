@@ -28,6 +28,7 @@ from __future__ import annotations
 import gc
 import glob
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -323,8 +324,20 @@ def _decode(data: bytes) -> str:
         raise _Problem(line, f"not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
 
 
+MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+"""Largest YAML or JSON dataset file read (it is parsed whole); JSONL is read line by line."""
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""Largest JSONL line (one case record) read; a longer line is a problem at its line, skipped in chunks,
+so memory is bounded by this, not by the file's size."""
+SKIP_CHUNK = 1 << 20
+
+
 def _read_bytes(path: Path, digest: Any) -> bytes:
     try:
+        size = path.stat().st_size
+        if size > MAX_DOCUMENT_BYTES:
+            raise _Problem(1, f"the file is {size:,} bytes, more than the {MAX_DOCUMENT_BYTES:,} read for a YAML or "
+                              "JSON dataset; split it, or write it as JSONL (one case per line)")
         data = path.read_bytes()
     except OSError as exc:
         raise _Problem(1, f"cannot read file: {exc.strerror or exc}") from None
@@ -555,12 +568,24 @@ def _jsonl_lines(handle: IO[bytes], digest: Any, first_line: int = 1,
     number of the handle's first line; ``limit``: stop after this many bytes (at a line end)."""
     consumed = 0
     with handle:
-        for number, raw in enumerate(handle, start=first_line):
+        for number in itertools.count(first_line):
+            raw = handle.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
             if limit is not None:
                 if consumed >= limit:
                     return
                 consumed += len(raw)
             digest.update(raw)
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                while rest := handle.readline(SKIP_CHUNK):  # the rest of the line, a chunk at a time
+                    digest.update(rest)
+                    consumed += len(rest)
+                    if rest.endswith(b"\n"):
+                        break
+                yield _Problem(number, f"the line is longer than {MAX_LINE_BYTES:,} bytes (the largest case record "
+                                       "read)")
+                continue
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalgate.github.commands import RUNNER_LIMIT_PER_TYPE, Level, annotation
+from evalgate.report.digest import beyond
 from evalgate.report.markdown import repo_relative, split_source
 from evalgate.report.view import format_number, format_threshold, is_critical, risk_rank
 
@@ -54,8 +55,11 @@ def build_annotations(
         item = case_annotation(case, workspace=workspace, base_dir=base_dir)
         (errors if item.level == "error" else warnings).append(item)
     shown = errors[:max_errors] + warnings[:max_warnings]
-    omitted_errors = max(0, len(errors) - max_errors)
-    omitted_warnings = max(0, len(warnings) - max_warnings)
+    # failures a digest counted but does not hold (report.digest): critical ones are errors
+    more_critical = beyond(results, "critical_failing")
+    more = beyond(results, "failing") - more_critical
+    omitted_errors = max(0, len(errors) - max_errors) + more_critical
+    omitted_warnings = max(0, len(warnings) - max_warnings) + more
     if omitted_errors or omitted_warnings:
         shown.append(_overflow_notice(omitted_errors, omitted_warnings))
     return shown

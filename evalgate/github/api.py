@@ -143,6 +143,16 @@ class GitHubAPI:
     def patch(self, path: str, body: Any) -> Any:
         return self.json("PATCH", path, json=body)
 
+    def delete(self, path: str) -> bool:
+        """DELETE ``path``; False when it was already gone (404), ``GitHubAPIError`` for other failures."""
+        response = self.request("DELETE", path)
+        if response.status_code == 404:
+            return False
+        if not response.is_success:
+            raise GitHubAPIError("DELETE", _strip_query(str(response.url)), response.status_code,
+                                 error_message(response))
+        return True
+
     def paginate(self, path: str, params: Mapping[str, Any] | None = None) -> Iterator[Any]:
         """Yield the items of every page, following ``Link: rel="next"`` until it is absent."""
         url: str | None = self.url(path)

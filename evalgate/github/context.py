@@ -56,6 +56,8 @@ class ActionContext:
     pr_reason: str | None = None
     """Why there is no PR number (None when there is one)."""
     is_fork: bool = False
+    evaluated_sha: str | None = None
+    """The commit checked out in the workspace (``github.checkout``), when the Action evaluated it."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, pr_number: int | str | None = None) -> ActionContext:
@@ -96,7 +98,12 @@ class ActionContext:
 
     @property
     def blob_sha(self) -> str | None:
-        """The commit to link dataset files at: the PR head, else ``GITHUB_SHA``."""
+        """The commit to link dataset files at: the one evaluated (checked out in the workspace), else the
+        base commit under ``pull_request_target`` (its default checkout), else the PR head, else ``GITHUB_SHA``."""
+        if self.evaluated_sha:
+            return self.evaluated_sha
+        if self.event_name == "pull_request_target":
+            return self.sha
         return self.head_sha or self.sha
 
     @property

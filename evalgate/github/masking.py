@@ -17,14 +17,15 @@ from evalgate.config.settings import CREDENTIAL_URLS, Settings
 from evalgate.github.commands import add_mask
 from evalgate.safety.redact import (
     MIN_SECRET_LENGTH,
+    is_secret_header,
     looks_secret,
+    query_secrets,
     register_secret,
     secrets_from_env,
     split_credentials,
 )
 
 ALWAYS_SECRET = ("INPUT_GITHUB-TOKEN", "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN", "GITHUB_TOKEN")
-SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"})
 
 
 def env_secrets(env: Mapping[str, str]) -> list[str]:
@@ -41,14 +42,10 @@ def settings_secrets(settings: Settings) -> list[str]:
     values = set(secret) | {value.split(" ", 1)[1].strip() for value in secret if " " in value.strip()}
     for name in CREDENTIAL_URLS:
         values |= set(url_credentials(settings.credentialed_url(name)))
+        values |= set(query_secrets(settings.credentialed_url(name)))
     values |= {key for key in (settings.judge_api_key, settings.langfuse_secret_key) if key}
     values |= set(_secret_values(settings.eval_context))
     return _usable(values)
-
-
-def is_secret_header(name: str) -> bool:
-    """``Authorization``, ``Cookie``, API-key headers, or any name that looks like a key or token."""
-    return name.strip().lower() in SECRET_HEADERS or looks_secret(name)
 
 
 def url_password(url: str | None) -> list[str]:

@@ -11,8 +11,9 @@ would otherwise redirect the write).
 
 Checked: ``output_dir`` and every file evalgate writes in it, ``db`` (and the judge cache beside it),
 ``compat_output``; read: ``dataset`` entries (globs by their fixed prefix), ``config``, ``outputs_file``,
-a ``baseline`` path, a ``file://`` target, the ``comment-template`` input. The bundled demo suites (the
-default dataset) are part of the action and always allowed.
+a ``baseline`` path, a ``judge_cache`` path, a ``file://`` target, the ``comment-template`` input. The bundled demo suites (the
+default dataset) are part of the action and always allowed. The configuration file itself (named, or the
+default ``./evalgate.yaml``) is checked before it is read (``confine_config``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from evalgate.errors import UserError
 
 FILE_COMMAND_VARIABLES = ("GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_STEP_SUMMARY",
                           "GITHUB_EVENT_PATH")
-OUTPUT_FILES = ("results.json", "results.json.tmp", ".cases.jsonl", "results.db", "results.db-journal",
+OUTPUT_FILES = ("results.json", "results.json.tmp", ".cases.jsonl", ".evalgate.lock", "results.db", "results.db-journal",
                 "results.db-wal", "results.db-shm", "judge-cache.db", "judge-cache.db-journal",
                 "judge-cache.db-wal", "judge-cache.db-shm", "evaluation.json", "seed001-summary.json",
                 "seed004-results.json")
@@ -119,10 +120,25 @@ def confine(settings: Settings, env: Mapping[str, str], workspace: Path, *,
             box.check_read(value, settings.origin(name))
     if settings.baseline_kind == "path":
         box.check_read(settings.baseline, settings.origin("baseline"))
+    if settings.judge_cache.strip() and settings.judge_cache.strip().lower() != "none":
+        box.check_read(settings.judge_cache.strip(), settings.origin("judge_cache"))
     if settings.target.startswith("file://"):
         box.check_read(settings.target.removeprefix("file://").rpartition(":")[0] or ".", settings.origin("target"))
     if comment_template is not None:
         box.check_read(str(comment_template), "input 'comment-template'")
+
+
+def confine_config(env: Mapping[str, str], workspace: Path, named: Iterable[tuple[str, str]]) -> None:
+    """Before any configuration file is read: each file named (``(value, origin)``: the ``config`` input,
+    ``EVALGATE_CONFIG``, a ``--config`` argument) and the default ``./evalgate.yaml`` (a pull request may
+    commit it as a symbolic link to any file of the runner) must resolve inside the job's directories."""
+    box = Confinement(env, workspace)
+    for value, origin in named:
+        if value and value.strip():
+            box.check_read(value.strip(), origin)
+    default = box.workspace / "evalgate.yaml"
+    if os.path.lexists(default):
+        box.check_read(str(default), "evalgate.yaml in the workspace")
 
 
 def _fixed_prefix(entry: str) -> str:

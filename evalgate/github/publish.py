@@ -12,7 +12,6 @@ and are validated up front by :func:`options_from_inputs` (bad values are a ``Us
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from evalgate.github.annotations import annotation_lines
 from evalgate.github.api import GitHubAPI
 from evalgate.github.artifacts import UploadResult, upload_artifact, validate_artifact_name
 from evalgate.github.commands import CountingEmit, add_mask, counting, warning
-from evalgate.github.comment import CommentResult, find_marked_comment, upsert_comment
+from evalgate.github.comment import CommentResult, Stamp, find_marked_comment, upsert_comment
 from evalgate.github.context import ActionContext, parse_pr_number
 from evalgate.github.outputs import write_outputs, write_summary_report
 from evalgate.report.markdown import SourceLinks, comment_marker, render_comment, render_summary, sanitize_tag
@@ -32,7 +31,7 @@ from evalgate.safety.redact import redact
 from evalgate.store.judge_cache import cache_path
 
 CommentMode = Literal["always", "on-failure", "never"]
-Mode = Literal["evaluate", "publish"]
+Mode = Literal["evaluate", "publish", "merge"]
 MODES: tuple[str, ...] = get_args(Mode)
 COMMENT_MODES: tuple[str, ...] = get_args(CommentMode)
 DEFAULT_TAG = "default"
@@ -53,11 +52,12 @@ PUBLISH_INPUTS: dict[str, str] = {
     "artifact-name": "artifact name (default evalgate-results, plus -<comment-tag> for a non-default tag)",
     "retention-days": "artifact retention in days (1–90; default: the repository setting)",
     "comment-template": "path of a jinja2 template that replaces the bundled comment/summary template",
+    "allow-pr-code": "under pull_request_target with the PR's code checked out, run code from it anyway",
 }
 """Inputs that configure publishing rather than the evaluation (every other input is a setting)."""
 
 OUTPUT_NAMES = ("passed", "exit-code", "pass-rate", "critical-failures", "results-json", "results-db",
-                "comment-url", "summary-markdown", "artifact-name")
+                "comment-url", "summary-markdown", "artifact-name", "artifact-id", "artifact-url")
 
 Emit = Callable[[str], None]
 
@@ -200,8 +200,11 @@ def workspace_path(path: Path, workspace: str | None) -> str:
 
 
 def build_outputs(results: Mapping[str, Any], *, results_path: Path, db_path: Path, workspace: str | None,
-                  comment_url: str | None, summary_markdown: str, artifact_name: str = DEFAULT_ARTIFACT) -> dict[str, str]:
-    """The step outputs. ``pass-rate`` is the fraction of cases passed (0–1); paths are workspace-relative."""
+                  comment_url: str | None, summary_markdown: str, artifact_name: str = DEFAULT_ARTIFACT,
+                  artifact: UploadResult | None = None) -> dict[str, str]:
+    """The step outputs. ``pass-rate`` is the fraction of cases passed (0–1); paths are workspace-relative;
+    ``artifact-name``, ``-id`` and ``-url`` are empty unless ``artifact`` says the upload succeeded."""
+    uploaded = artifact is not None and artifact.uploaded
     gate = results.get("gate") or {}
     summary = results.get("summary") or {}
     return {
@@ -213,14 +216,17 @@ def build_outputs(results: Mapping[str, Any], *, results_path: Path, db_path: Pa
         "results-db": workspace_path(db_path, workspace),
         "comment-url": comment_url or "",
         "summary-markdown": summary_markdown,
-        "artifact-name": artifact_name,
+        "artifact-name": artifact_name if uploaded else "",
+        "artifact-id": str(artifact.artifact_id or "") if artifact is not None and uploaded else "",
+        "artifact-url": (artifact.url or "") if artifact is not None and uploaded else "",
     }
 
 
 def error_outputs(exit_code: int) -> dict[str, str]:
     """Outputs for a run that stopped before a verdict (configuration or dataset error)."""
     return {"passed": "false", "exit-code": str(exit_code), "pass-rate": "", "critical-failures": "",
-            "results-json": "", "results-db": "", "comment-url": "", "summary-markdown": "", "artifact-name": ""}
+            "results-json": "", "results-db": "", "comment-url": "", "summary-markdown": "", "artifact-name": "",
+            "artifact-id": "", "artifact-url": ""}
 
 
 def _number(value: Any) -> str:
@@ -265,7 +271,9 @@ def publish(
     rather than a note.
     """
     report = PublishReport()
-    results = json.loads(results_path.read_text(encoding="utf-8"))
+    from evalgate.report.digest import load_digest
+
+    results = load_digest(results_path)  # bounded memory for any number of cases (report.digest)
     base_dir = ctx.workspace or os.getcwd()
     counter = counting(emit)
     emit = counter
@@ -294,7 +302,7 @@ def publish(
         report.outputs = build_outputs(results, results_path=results_path, db_path=db_path, workspace=ctx.workspace,
                                        comment_url=report.comment.url if report.comment else None,
                                        summary_markdown=report.summary_markdown,
-                                       artifact_name=options.resolved_artifact_name)
+                                       artifact_name=options.resolved_artifact_name, artifact=report.artifact)
         _step("step outputs", warn, lambda: write_outputs(ctx.output_path, report.outputs))
     if annotate and "annotations" in steps:  # last: the step's own problems above get the runner's budget first
         _step("annotations", warn, lambda: _annotate(results, ctx, base_dir, counter))
@@ -367,9 +375,12 @@ def _comment(results: Mapping[str, Any], ctx: ActionContext, options: PublishOpt
         if action == "update-only" and not _has_comment(api, ctx, options.comment_tag):
             emit("evalgate: PR comment skipped: the gate passed (comment: on-failure) and there is no earlier comment")
             return CommentResult("skipped")
-        result = upsert_comment(api, ctx.repository, ctx.pr_number, body, options.comment_tag)
+        stamp = Stamp(head=ctx.head_sha or "", at=str(results.get("timestamp") or ""))
+        result = upsert_comment(api, ctx.repository, ctx.pr_number, body, options.comment_tag, stamp=stamp)
     if result.action == "failed":
         warn(result.warning or "PR comment failed")
+    elif result.warning:  # a fresher report is already shown
+        note(result.warning)
     else:
         emit(f"evalgate: PR comment {result.action}" + (f": {result.url}" if result.url else ""))
     return result

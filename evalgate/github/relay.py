@@ -35,11 +35,12 @@ from typing import Any
 from evalgate.errors import UserError
 from evalgate.github.api import GitHubAPI, GitHubAPIError
 from evalgate.github.baseline import MAX_MEMBER_BYTES, MAX_ZIP_BYTES, BaselineUnavailable, download_artifact
-from evalgate.github.commands import error, notice
+from evalgate.github.commands import error, notice, warning
 from evalgate.github.context import ActionContext
 from evalgate.github.publish import PublishOptions, publish
+from evalgate.github.validate import MAX_WARNINGS, prune
 from evalgate.safety.redact import redact
-from evalgate.store.reader import MAX_BASELINE_RECORDS
+from evalgate.store.reader import MAX_BASELINE_RECORDS, RESULTS_KEYS
 
 Emit = Callable[[str], None]
 RESULT_FILES = ("results.json", "results.db")
@@ -117,8 +118,10 @@ def pull_request_number(api: GitHubAPI, run: EvaluatedRun) -> int:
     return int(numbers[0])
 
 
-def extract(data: bytes, directory: Path) -> dict[str, Path]:
-    """``results.json`` and ``results.db`` (shallowest of each) from the artifact zip into ``directory``."""
+def extract(data: bytes, directory: Path, warnings: list[str] | None = None) -> dict[str, Path]:
+    """``results.json`` and ``results.db`` (shallowest of each) from the artifact zip into ``directory``;
+    results.json is checked against the results schema (``github.validate``): each value of the wrong
+    type is left out with a line in ``warnings``, and the checked document is what is published."""
     directory.mkdir(parents=True, exist_ok=True)
     found: dict[str, Path] = {}
     try:
@@ -151,6 +154,14 @@ def extract(data: bytes, directory: Path) -> dict[str, Path]:
     if isinstance(records, list) and len(records) > MAX_BASELINE_RECORDS:
         raise RelayError(f"results.json in the artifact holds {len(records):,} case records, more than the "
                          f"{MAX_BASELINE_RECORDS:,} read")
+    problems = prune(document)
+    if problems:
+        missing = [key for key in RESULTS_KEYS if key not in document]
+        if missing:
+            raise RelayError(f"results.json in the artifact is not an evalgate results document ({problems[0]})")
+        found["results.json"].write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+        if warnings is not None:
+            warnings.extend(problems)
     return found
 
 
@@ -198,8 +209,15 @@ def relay(*, env: Mapping[str, str], options: PublishOptions, output_dir: Path, 
 
 
 def _extract_or_report(data: bytes, output_dir: Path, emit: Emit) -> dict[str, Path] | None:
+    problems: list[str] = []
     try:
-        return extract(data, output_dir)
+        files = extract(data, output_dir, problems)
     except RelayError as exc:
         emit(error(str(exc), title="evalgate publish"))
         return None
+    for line in problems[:MAX_WARNINGS]:
+        emit(warning(f"results.json in the artifact: {line}", title="evalgate publish"))
+    if len(problems) > MAX_WARNINGS:
+        emit(warning(f"results.json in the artifact: {len(problems) - MAX_WARNINGS} more value(s) of the wrong type "
+                     "left out", title="evalgate publish"))
+    return files

@@ -24,6 +24,7 @@ from typing import Any
 import jinja2
 
 from evalgate.report.console import call_summary
+from evalgate.report.digest import beyond
 from evalgate.report.escape import truncate
 from evalgate.report.view import (
     case_metrics,
@@ -35,6 +36,7 @@ from evalgate.report.view import (
     failing_by_importance,
     failing_first,
     flaky_from_records,
+    flaky_view,
     format_count,
     format_number,
     format_p,
@@ -118,13 +120,22 @@ def build_html_view(results: Mapping[str, Any], *, max_cases: int = MAX_CASES) -
         "critical": critical_refs(ordered),
         "failed_cases": [failed_case_view(c) for c in failing_by_importance(cases)],
         "skipped_metrics": skipped_metrics(results),
-        "flaky": flaky_from_records(cases),
+        "flaky": _flaky(results, cases),
         "breakdowns": _breakdowns(results.get("breakdowns") or {}),
         "cases": [_case_view(c, position) for position, c in enumerate(shown, start=1)],
-        "cases_total": len(cases),
-        "cases_omitted": len(ordered) - len(shown),
+        "cases_total": len(cases) + beyond(results, "cases"),
+        "cases_omitted": len(ordered) + beyond(results, "cases") - len(shown),
         "run": _run_view(results),
     }
+
+
+def _flaky(results: Mapping[str, Any], cases: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Flaky cases from the records; from the run's own ``flaky`` list when the records are a digest
+    (``report.digest``: not every repeat is held)."""
+    listed = results.get("flaky")
+    if beyond(results, "cases") and isinstance(listed, list):
+        return [flaky_view(f) for f in listed if isinstance(f, Mapping)]
+    return flaky_from_records(cases)
 
 
 def _breakdowns(breakdowns: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -38,6 +38,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from evalgate.errors import UserError
 from evalgate.report.console import call_summary
+from evalgate.report.digest import beyond
 from evalgate.report.escape import (
     cut_utf16,
     escape_cell,
@@ -371,13 +372,16 @@ def apply_plan(view: Mapping[str, Any], plan: Plan) -> dict[str, Any]:
     out = dict(view)
     details = view["details"]
     out["details"] = details[: plan.details]
-    out["details_omitted"] = len(details) - min(plan.details, len(details))
+    more = int(view.get("failing_beyond") or 0)  # failed cases a digest counted but does not hold (report.digest)
+    out["details_omitted"] = len(details) - min(plan.details, len(details)) + more
     out["breakdown"] = view["breakdown"] if plan.breakdown else []
     out["breakdown_omitted"] = bool(view["breakdown"]) and not plan.breakdown
     out["critical"], out["critical_omitted"] = _capped(view["critical"], plan.list_cap)
+    out["critical_omitted"] += int(view.get("critical_beyond") or 0)
     failed = view["failed_cases"]
     out["failed_top"] = failed[:FAILED_TOP]
     out["failed_more"], out["failed_omitted"] = _capped(failed[FAILED_TOP:], plan.list_cap)
+    out["failed_omitted"] += more
     out["flaky"], out["flaky_omitted"] = _capped(view["flaky"], plan.list_cap)
     if view["repeats"]:  # flaky cases beyond the ones results.json lists are counted, not named
         out["flaky_omitted"] = max(0, view["repeats"]["flaky_cases"] - len(out["flaky"]))
@@ -448,6 +452,8 @@ def build_view(
         "not_scored": not_scored_view(results),
         "has_comparison": comparison is not None,
         "critical": critical_refs(cases, link),
+        "failing_beyond": beyond(results, "failing"),
+        "critical_beyond": beyond(results, "critical_failing"),
         "breakdown": _category_breakdown(results),
         "comparison": comparison,
         "details": [_detail_view(c, link, EXCERPTS[mode]) for c in failing],

@@ -531,12 +531,12 @@ def format_count(value: Any) -> str:
 
 
 def format_p(value: Any) -> str:
-    """A p-value as the decision used it: two significant digits below 0.01 (``0.0015``), else two decimals;
-    ``—`` for None."""
+    """A p-value as the decision used it: two significant digits below 0.1 (``0.0015``, ``0.047``: never ``0.05``
+    beside α = 0.05 for a p just under it), else two decimals; ``—`` for None."""
     if not is_number(value):
         return "—"
     p = float(value)
-    return f"{p:.2f}" if p >= 0.01 else f"{p:.2g}"
+    return f"{p:.2f}" if p >= 0.1 else f"{p:.2g}"
 
 
 def format_signed(value: Any, digits: int = 3) -> str:

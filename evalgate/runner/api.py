@@ -323,7 +323,7 @@ def _steps_lookup(settings: Settings, env: Mapping[str, str] | None) -> Any:
 def compare(base: str | Path, head: str | Path, *, significance_level: float | None = None,
             repeat_rule: str | None = None, fail_on_regression: bool = False) -> ComparisonResult:
     """Compare two runs (results.json or SQLite files): one regression decision over the gated metrics, the
-    pass rate and the critical cases (Holm–Bonferroni at ``significance_level``, docs/trustworthy-verdicts.md),
+    pass rate and the critical cases (weighted Holm–Bonferroni, the pass rate carrying 2/3 of α, at ``significance_level``, docs/trustworthy-verdicts.md),
     metric deltas with BCa intervals, flipped cases. ``significance_level``, ``repeat_rule`` and the
     ``regression_tolerance`` default to HEAD's own settings."""
     from evalgate.store.reader import load_results

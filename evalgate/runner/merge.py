@@ -32,10 +32,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from evalgate.calls.executor import CALL_COUNTERS
+from evalgate.config.settings import Settings
 from evalgate.errors import UserError
 from evalgate.model import CaseResult, Threshold
 from evalgate.store.judge_cache import CACHE_FILE, cache_path, merge_cache_files
-from evalgate.store.reader import ShardRun, expand_inputs, open_input, split_run_spec
+from evalgate.store.reader import BaselineLookup, ShardRun, expand_inputs, open_input, split_run_spec
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.verdict.aggregate import RunAggregate
 from evalgate.verdict.gate import GatePolicy, Verdict, judge_metric_sets, run_verdict
@@ -206,16 +207,23 @@ def merge_runs(
     db_path: Path | None = None,
     allow_partial: bool = False,
     now: dt.datetime | None = None,
+    baseline: BaselineLookup | None = None,
+    settings: Settings | None = None,
 ) -> MergeOutcome:
-    """Merge ``sources`` into ``output_dir/results.json`` and a new ``merged`` run in ``db_path``."""
+    """Merge ``sources`` into ``output_dir/results.json`` and a new ``merged`` run in ``db_path``. With a
+    ``baseline`` (and the ``settings`` that say how to compare: significance, ``fail_on_regression``) the
+    merged run is compared with it as an unsharded run would be, and a regression can fail the gate."""
     from evalgate.metrics.registry import all_metrics
     from evalgate.runner.finish import build_document, new_run_id
+    from evalgate.store.outdir import OutputLock
     from evalgate.store.sqlite import SQLiteStore
 
     if not sources:
         raise UserError("give at least one shard's results.json or SQLite file", where="merge")
     output_dir.mkdir(parents=True, exist_ok=True)
     db_path = db_path or output_dir / "results.db"
+    lock = OutputLock(output_dir, new_run_id((now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)))
+    lock.acquire(wait=False, where="--output-dir")  # one run or merge at a time in a directory (store.outdir)
     spool = CaseSpool(output_dir / SPOOL_NAME)
     try:
         inputs = expand_inputs(sources, exclude=output_dir)  # a directory stands for the runs under it
@@ -225,9 +233,9 @@ def merge_runs(
             raise UserError(f"shard(s) {', '.join(missing)} missing (pass --allow-partial to merge anyway)",
                             where="merge")
         moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
-        run_id, timestamp = new_run_id(moment), moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        run_id, timestamp = lock.run_id, moment.strftime("%Y-%m-%dT%H:%M:%SZ")
         thresholds = consistency.gate_thresholds()
-        store = SQLiteStore(db_path, run_id, timestamp)
+        store = SQLiteStore(db_path, run_id, timestamp, marker=lock.marker())
         aggregate = RunAggregate(*merged_judge_sets(runs, thresholds))
         repeats = consistency.repeat_sink(aggregate)
         for record in spool.iter_records_in_order():
@@ -243,6 +251,14 @@ def merge_runs(
         )
         add_judge_spend(document["summary"], [run.document for run in runs])
         apply_report(document, repeats.report())
+        if baseline is not None and settings is not None:
+            from evalgate.runner.finish import attach_comparison
+
+            regressions = attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
+            if regressions:
+                verdict = run_verdict(aggregate, thresholds, consistency.policy(),
+                                      extra_reasons(runs, missing) + regressions)
+                document["gate"] = verdict.as_dict()
         results_path = output_dir / "results.json"
         write_results(results_path, document, spool)
         store.finish(document)
@@ -251,6 +267,7 @@ def merge_runs(
     finally:
         spool.close()
         spool.path.unlink(missing_ok=True)
+        lock.release()
     warnings = [f"{run.label}: its baseline comparison was dropped; compare the merged run instead"
                 for run in runs if run.document.get("comparison")]
     return MergeOutcome(document=document, results_path=results_path, db_path=db_path, verdict=verdict,

@@ -9,6 +9,11 @@ Where it comes from (setting ``judge_cache``, input ``judge-cache``):
 * a path: that ``judge-cache.db``, or the ``judge-cache.db`` in that directory (e.g. restored by
   ``actions/cache`` or ``actions/download-artifact``).
 
+In a run whose checkout is a pull request's (``config.trust.untrusted_checkout``) nothing from the
+checkout stands in for a verdict: a cache file already at the run's own cache path is set aside (a
+fresh one is written), and a ``judge_cache`` path or a ``baseline`` path named by the configuration
+file (part of the checkout) brings no cache; the baseline's artifact and the workflow's own inputs do.
+
 With ``no_cache`` nothing is restored. The restored file is only read (``store.judge_cache``): the key
 decides what may be reused, so a changed judge model, template or rubric never hits it. A cache that
 is missing or unreadable is a notice, never an error: it only saves calls.
@@ -22,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalgate.store.judge_cache import CACHE_FILE, BaseCache
+from evalgate.config.trust import from_checkout, untrusted_checkout
+from evalgate.store.judge_cache import CACHE_FILE, BaseCache, cache_path, set_aside_cache
 from evalgate.store.reader import SQLITE_HEADER
 
 if TYPE_CHECKING:
@@ -48,12 +54,43 @@ class Restored:
 def restore_base_cache(settings: Settings, baseline: BaselineLookup | None, cwd: Path | None = None) -> Restored:
     """The base cache the run's judge consults (module doc)."""
     choice = settings.judge_cache.strip()
-    if settings.judge_provider == "none" or settings.no_cache or choice.lower() == "none":
+    if settings.judge_provider == "none":
         return Restored()
+    untrusted = untrusted_checkout(settings.environment)
+    notices: list[str] = []
+    if untrusted:  # the run's own cache file, if the checkout holds one, is the pull request's
+        own = cache_path(settings.db_path if settings.db_path.is_absolute() or cwd is None
+                         else cwd / settings.db_path)
+        moved = set_aside_cache(own, "it was in the checkout before this pull request run; files from a pull "
+                                     "request are never used as judge verdicts")
+        if moved:
+            notices.append(moved)
+    if settings.no_cache or choice.lower() == "none":
+        return _with_notices(Restored(), notices)
+    if choice and untrusted and from_checkout(settings.origin("judge_cache"), settings.config):
+        notices.append(f"judge cache {choice}: named by {settings.origin('judge_cache')}, a file of the pull "
+                       "request; not used (set the workflow's judge-cache input instead); every verdict is judged")
+        choice = ""
     if choice:
-        return _from_path(choice, cwd)
+        return _with_notices(_from_path(choice, cwd), notices)
     if baseline is None or baseline.document is None:
-        return Restored()
+        return _with_notices(Restored(), notices)
+    if (untrusted and baseline.judge_cache is None and baseline.judge_cache_file is not None
+            and from_checkout(settings.origin("baseline"), settings.config)):
+        notices.append(f"judge cache beside the baseline {settings.baseline}: the baseline is named by "
+                       f"{settings.origin('baseline')}, a file of the pull request; its judge cache is not used")
+        return _with_notices(Restored(), notices)
+    return _with_notices(_from_baseline(baseline), notices)
+
+
+def _with_notices(restored: Restored, notices: list[str]) -> Restored:
+    """``restored`` with ``notices`` before its own notice (one line each)."""
+    if notices:
+        restored.notice = "\n".join([*notices, *([restored.notice] if restored.notice else [])])
+    return restored
+
+
+def _from_baseline(baseline: BaselineLookup) -> Restored:
     label = baseline.label or baseline.source or "the baseline"
     if baseline.judge_cache is not None:
         scratch = Path(tempfile.mkdtemp(prefix="evalgate-base-cache-"))

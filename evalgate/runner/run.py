@@ -46,6 +46,7 @@ from evalgate.runner.redundancy import IdenticalRepeats, upfront_warnings
 from evalgate.runner.reuse import add_reuse, restore_base_cache
 from evalgate.runner.setup import prepare
 from evalgate.safety.redact import redact_mapping, register_environment
+from evalgate.store.outdir import OutputLock, clean_stale, spool_path
 from evalgate.store.recorder import CaseRecorder
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.store.sqlite import SQLiteStore
@@ -92,14 +93,21 @@ async def execute(
     stop = stop or asyncio.Event()
     interruption = Interruption(stop)
     handlers = interruption.install() if install_signal_handlers else {}
+    lock: OutputLock | None = None
     try:
+        now = dt.datetime.now(dt.UTC)
+        lock = OutputLock(settings.output_path, new_run_id(now))
+        # one run at a time in the output directory (a signal while waiting ends the wait: nothing written)
+        lock.acquire(wait=settings.wait, where=settings.origin("output_dir"), check=Interrupt.check)
         return await _execute(settings, suite_config, cwd=cwd, progress_for=progress_for, stop=stop,
-                              interruption=interruption, baseline_loader=baseline_loader)
+                              interruption=interruption, baseline_loader=baseline_loader, lock=lock)
     except asyncio.CancelledError:
         if interruption.received:  # the signal cancelled a wait before any case ran
             raise RunInterrupted(interruption.received[0]) from None
         raise
     finally:
+        if lock is not None:
+            lock.release()
         if handlers:
             Interrupt.unwind = False  # a later signal (the caller's start-up handler) is only recorded
         Interrupt.restore(handlers)
@@ -115,6 +123,7 @@ async def _execute(
     stop: asyncio.Event,
     interruption: Interruption,
     baseline_loader: Callable[[], BaselineLookup] | None,
+    lock: OutputLock,
 ) -> RunOutcome:
     from evalgate.calls.costs import add_spend
     from evalgate.calls.executor import Runtime
@@ -144,7 +153,7 @@ async def _execute(
         baseline.document["results"] = [_compared_record(r) for r in baseline.document["results"]]
     restored = restore_base_cache(settings, baseline, cwd)
     if restored.notice:
-        prepared.notices.append(restored.notice)
+        prepared.notices.extend(restored.notice.splitlines())
     runtime = Runtime.from_settings(settings, stop)
     try:
         judge = build_judge(settings, runtime, env, base_cache=restored.cache)
@@ -172,12 +181,14 @@ async def _execute(
     progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
     estimate: dict[str, Any] | None = None
     now = dt.datetime.now(dt.UTC)
-    run_id, timestamp = new_run_id(now), now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    run_id, timestamp = lock.run_id, now.strftime("%Y-%m-%dT%H:%M:%SZ")
     output_dir = settings.output_path
     output_dir.mkdir(parents=True, exist_ok=True)
+    clean_stale(output_dir)  # what a killed run left here (the lock is ours: no run is using them)
     results_path = output_dir / "results.json"
-    spool = CaseSpool(output_dir / ".cases.jsonl")
-    store = SQLiteStore(settings.db_path, run_id, timestamp)
+    spool = CaseSpool(spool_path(output_dir, run_id))
+    store = SQLiteStore(settings.db_path, run_id, timestamp, marker=lock.marker())
+    prepared.notices.extend(store.notices)
     recorder = CaseRecorder(spool, store)
     aggregate = RunAggregate(*judge_metric_sets(prepared.metrics, prepared.thresholds, judging=judge is not None),
                              unjudged=judge_dependent(prepared.metrics) if judge is None else ())
@@ -289,11 +300,11 @@ async def _execute(
         if received and status == "completed":  # every case finished, but the run was asked to stop
             status = "cancelled"
         document, verdict = results_for(status)
-        write_results(results_path, document, spool)
+        write_results(results_path, document, spool, run_id)
         if received and status == "completed":  # the signal came while results.json was being written
             status = "cancelled"
             document, verdict = results_for(status)
-            write_results(results_path, document, spool)
+            write_results(results_path, document, spool, run_id)
         spool.close()
         store.finish(document)  # a signal from here on leaves the results complete (``RunOutcome.signals``)
         spool.path.unlink(missing_ok=True)
@@ -304,7 +315,13 @@ async def _execute(
 
 
 def check_output_paths(settings: Settings, cwd: Path | None) -> None:
-    """``compat_output`` (seed 004's ``--output``) must not be one of the files evalgate writes itself."""
+    """The output directory is a directory and its results.json, if any, a file; ``compat_output`` (seed
+    004's ``--output``) must not be one of the files evalgate writes itself."""
+    for path, kind in ((settings.output_path, "a directory"), (settings.output_path / "results.json", "a file")):
+        exists = path.exists()
+        if exists and (not path.is_dir() if kind == "a directory" else not path.is_file()):
+            raise UserError(f"{path} is in the way: evalgate writes {kind} there; remove it or choose another "
+                            "output directory", where=settings.origin("output_dir"))
     if not settings.compat_output:
         return
     base = cwd or Path.cwd()

@@ -28,6 +28,10 @@ text is probed at every 5th position (a stretch of ≥ 8 copied characters alway
 probe), and each probe that hits is extended both ways along the secret it came from. A text with no hit
 costs one set lookup per 5 characters.
 
+URL query parameters with secret-looking names (``?api_key=…``, ``&token=…``, ``&sig=…``) are a secret
+form of their own: their values are registered when a URL setting is read (``split_credentials``) and
+``redact`` masks the value of any such parameter in any text (``redact_query``), registered or not.
+
 ``redact_exact`` does the first step only: for records whose every untrusted part was already redacted
 with ``redact`` where it entered (answers, errors, judge replies), so storing 100k records does not
 probe each one again.
@@ -66,6 +70,18 @@ def looks_secret(name: str) -> bool:
     return bool(SECRET_NAME.search(name.replace("-", "_")))
 
 
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"})
+SECRET_HEADER_PART = re.compile(r"authoriz|api[-_]?key|token|secret|cookie|password|passwd|signature|credential", re.I)
+
+
+def is_secret_header(name: str) -> bool:
+    """The one rule (CLI and Action alike) for headers whose values are secrets: ``Authorization``,
+    cookies, API-key headers, and any name containing a key, token, secret, password, signature or
+    credential word (``X-Auth``, ``Ocp-Apim-Subscription-Key``, ``X-Goog-Api-Key`` …)."""
+    lowered = name.strip().lower()
+    return lowered in SECRET_HEADERS or looks_secret(lowered) or bool(SECRET_HEADER_PART.search(lowered))
+
+
 def register_secret(value: str | None) -> None:
     """Remember a value that must never be printed (only values of 6+ characters, to avoid noise)."""
     global _frozen, _ordered
@@ -89,10 +105,36 @@ def register_mapping_secrets(data: Any) -> None:
             register_mapping_secrets(item)
 
 
+QUERY_PARAMETER = re.compile(r"(?<=[?&;])([A-Za-z0-9_.\-\[\]]{1,64})=([^&#\s\"'<>]+)")
+"""``name=value`` in a URL's query (after ``?``, ``&`` or ``;``)."""
+
+
+def query_secrets(url: str | None) -> list[str]:
+    """Values of a URL's query parameters whose names look secret (``?api_key=…``, ``&sig=…``,
+    ``access_token``, ``X-Amz-Signature`` …: ``looks_secret``), raw and percent-decoded."""
+    if not url or "=" not in url:
+        return []
+    found: list[str] = []
+    for name, value in QUERY_PARAMETER.findall(url.partition("#")[0]):
+        if looks_secret(unquote(name)):
+            found += [value, unquote(value)]
+    return found
+
+
+def redact_query(text: str) -> str:
+    """``text`` with the value of every secret-named URL query parameter replaced by ``***`` (one rule
+    for every output: ``?api_key=abc`` → ``?api_key=***``), whether or not it was registered."""
+    if "=" not in text:
+        return text
+    return QUERY_PARAMETER.sub(lambda m: f"{m[1]}={MASK}" if looks_secret(unquote(m[1])) else m[0], text)
+
+
 def split_credentials(url: str) -> tuple[str, str | None]:
     """``url`` without its ``user:password@`` part, and the ``Authorization`` value that carries them
     (``Basic`` + base64 of ``user:password``, percent-decoded), or None when the URL has none. Every form
     of the credentials is registered as a secret. An unparseable URL is returned as it is."""
+    for found in query_secrets(url):  # ``?api_key=…`` in a target or judge URL
+        register_secret(found)
     try:
         parts = urlsplit(url)
         username, password = parts.username, parts.password
@@ -228,7 +270,7 @@ def redact(text: str, extra: Iterable[str] = ()) -> str:
     ``FRAGMENT_CHARS`` or more characters copied from a token-like secret (see the module docstring)."""
     if not text:
         return text
-    text = redact_exact(text, extra)
+    text = redact_query(redact_exact(text, extra))
     index = _fragment_index(_frozen if not extra else _frozen | set(extra))
     if not index.runs:
         return text

@@ -19,6 +19,7 @@ The queries go through sqlite-utils; the text tables and the chart are drawn by 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import sqlite3
 from collections.abc import Iterable
@@ -29,6 +30,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from evalgate.errors import UserError
+from evalgate.store.safe import READ_TABLES, UntrustedSchema, open_checked
 
 CASE_PASSED = "case_passed"
 """evalgate's per-case row in ``eval_results`` (1.0 passed, 0.0 not): its daily mean is the pass rate."""
@@ -170,10 +172,11 @@ def open_history_db(path: Path) -> Database:
     if not path.is_file():
         raise UserError("results database not found", where=str(path))
     try:
-        db = Database(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True))
+        db = Database(open_checked(path, READ_TABLES, ("eval_runs", "eval_results")))
         tables = set(db.table_names())
     except sqlite3.DatabaseError as exc:
-        raise UserError(f"not a SQLite database ({exc})", where=str(path)) from None
+        kind = "not an evalgate results database" if isinstance(exc, UntrustedSchema) else "not a SQLite database"
+        raise UserError(f"{kind} ({exc})", where=str(path)) from None
     missing = {"eval_runs", "eval_results"} - tables
     if missing:
         db.close()
@@ -191,8 +194,33 @@ def query_runs(db: Database, limit: int) -> list[RunRow]:
         " ORDER BY julianday(r.timestamp_utc) DESC, r.run_id DESC LIMIT ?",
         (limit,),
     )
-    return [RunRow(str(r["run_id"]), str(r["timestamp_utc"]), r["status"], int(r["total_test_cases"]),
+    runs = [RunRow(str(r["run_id"]), str(r["timestamp_utc"]), r["status"], int(r["total_test_cases"]),
                    int(r["total_passed"]), int(r["total_failed"]), float(r["pass_rate"])) for r in rows]
+    return [incomplete_row(db, run) if run.status == "running" else run for run in runs]
+
+
+def incomplete_row(db: Database, run: RunRow) -> RunRow:
+    """A ``running`` row whose run no longer holds its output directory's lock (killed: SIGKILL, a lost
+    machine) as ``incomplete``, with the cases it stored (``store.outdir.holder_alive``)."""
+    from evalgate.store.outdir import holder_alive
+
+    found = next(db.query("SELECT document FROM eg_runs WHERE run_id = ?", (run.run_id,)), None)
+    try:
+        marker = json.loads(found["document"]) if found else None
+    except (TypeError, ValueError):
+        marker = None
+    if holder_alive(marker, run.run_id) is not False:
+        return run
+    stored, passed = stored_cases(db.conn, run.run_id)
+    return RunRow(run.run_id, run.timestamp, "incomplete", stored, passed, stored - passed,
+                  passed / stored if stored else 0.0)
+
+
+def stored_cases(connection: Any, run_id: str) -> tuple[int, int]:
+    """(case rows stored, of which passed) of run ``run_id`` in ``eg_cases``."""
+    row = connection.execute("SELECT count(*), coalesce(sum(passed), 0) FROM eg_cases WHERE run_id = ?",
+                             (run_id,)).fetchone()
+    return int(row[0]), int(row[1])
 
 
 def query_metric_trends(db: Database, since: str, until: str) -> list[TrendPoint]:

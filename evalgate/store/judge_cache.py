@@ -21,7 +21,9 @@ case or answer text, request parameters) finds nothing. A base file that cannot 
 (``base_error``). Writes are batched: new replies wait in memory (where lookups see them) and go
 to disk in one transaction per ``FLUSH_ROWS`` replies or ``FLUSH_SECONDS``, whichever comes first, and on
 close; a crash can lose at most those, which only costs their calls again. A cache that cannot be read or written (locked, corrupt, read-only disk) is
-counted in ``errors`` and otherwise ignored: it only ever saves calls.
+counted in ``errors`` and otherwise ignored: it only ever saves calls. Every cache file evalgate did not
+create in this run is checked first (``store.safe``): one holding triggers, views or generated columns is
+renamed aside (the run's own) or ignored (a base cache, a shard's), never opened for use.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from evalgate.store.safe import CACHE_TABLES, check_file, harden, open_checked, set_aside
 
 logger = logging.getLogger(__name__)
 CACHE_FILE = "judge-cache.db"
@@ -155,8 +159,10 @@ class JudgeCache:
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
+                self._set_aside_unusable(path)
                 self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False,
                                            timeout=BUSY_TIMEOUT_S)
+                harden(self._db, read_only=False)
                 self._db.execute("PRAGMA journal_mode=WAL")
                 # each put is its own transaction: NORMAL skips the fsync per commit (WAL keeps the file
                 # consistent; a power cut may only lose the newest replies, which a cache can afford)
@@ -166,14 +172,18 @@ class JudgeCache:
                 self._failed("open", exc)
                 self.enabled = False
 
+    def _set_aside_unusable(self, path: Path) -> None:
+        """An existing cache file whose schema evalgate must not use (``store.safe``) is renamed aside,
+        with a notice: a fresh cache is written."""
+        problem = check_file(path, {"judge_cache": frozenset()})  # an old layout is emptied by _create_table
+        if problem is not None:
+            set_aside_cache(path, problem)
+
     def _open_base(self, path: Path) -> sqlite3.Connection | None:
         """The base cache, read-only (``immutable``: no journal files are created beside it)."""
         try:
-            db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+            db = open_checked(path, CACHE_TABLES, ("judge_cache",), immutable=True, check_same_thread=False)
             try:
-                columns = {row[1] for row in db.execute("PRAGMA table_info(judge_cache)")}
-                if "endpoint" not in columns:
-                    raise sqlite3.DatabaseError("no judge_cache table with provider endpoints")
                 self.base_rows = int(db.execute("SELECT count(*) FROM judge_cache").fetchone()[0])
             except sqlite3.Error:
                 db.close()
@@ -284,16 +294,36 @@ class JudgeCache:
         return data
 
 
+def set_aside_cache(path: Path, reason: str) -> str | None:
+    """Rename an existing cache file (and its journal files) to ``<name>.rejected-<time>`` so the run
+    writes a fresh one; returns the notice (None: there was no file)."""
+    if not (path.exists() or path.is_symlink()):
+        return None
+    aside = set_aside(path, time.strftime("%Y%m%dT%H%M%S"))
+    text = f"judge cache {path}: not used ({reason}); moved to {aside.name}, every verdict is judged afresh"
+    logger.warning("%s", text)
+    return text
+
+
 def merge_cache_files(sources: list[Path], destination: Path) -> int:
     """Add every reply of the judge caches at ``sources`` (shards' ``judge-cache.db``) to the one at
     ``destination`` (a reply already there is kept); returns the replies added. A source that is missing
     or not a judge cache is skipped: a cache only saves calls."""
     destination.parent.mkdir(parents=True, exist_ok=True)
     added = 0
+    problem = check_file(destination, CACHE_TABLES)
+    if problem is not None:
+        set_aside(destination, time.strftime("%Y%m%dT%H%M%S"))
+        logger.warning("judge cache %s: not used (%s); a fresh one is written", destination, problem)
     with closing(sqlite3.connect(str(destination), isolation_level=None, timeout=BUSY_TIMEOUT_S)) as db:
+        harden(db, read_only=False)
         _create_table(db)
         for number, source in enumerate(sources):
             if not source.is_file() or source.resolve() == destination.resolve():
+                continue
+            problem = check_file(source, CACHE_TABLES, ("judge_cache",))
+            if problem is not None:
+                logger.warning("judge cache %s cannot be merged: %s", source, problem)
                 continue
             alias = f"shard{number}"
             try:

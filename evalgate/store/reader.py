@@ -1,7 +1,7 @@
 """Reading results back: results.json files and runs stored in evalgate's SQLite database.
 
 One rule picks "the latest run" of a database everywhere (baselines, ``compare``, ``report``, ``merge``):
-the newest run by ``julianday(timestamp)`` (ties: the larger run id) whose status is not ``running``;
+the newest run by ``julianday(timestamp)`` (ties: the larger run id) whose status is not ``running`` or ``incomplete`` (a killed run);
 ``merge`` also skips runs that are themselves merges. ``FILE#RUN_ID`` names a run explicitly.
 """
 
@@ -143,8 +143,10 @@ def open_readonly(path: Path, where: str) -> Database:
     pays for it."""
     from sqlite_utils import Database
 
+    from evalgate.store.safe import READ_TABLES, open_checked
+
     try:
-        return Database(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True))
+        return Database(open_checked(path, READ_TABLES))
     except sqlite3.Error as exc:
         raise UserError(f"cannot open SQLite store: {exc}", where=where) from None
 
@@ -159,7 +161,7 @@ def _pick_run(db: Database, run_id: str | None, label: str, skip_merged: bool) -
         if row is None:
             raise UserError(f"no run {run_id!r} in this database", where=label)
         return str(row["run_id"]), str(row["document"])
-    skipped = ("running", "merged") if skip_merged else ("running",)
+    skipped = ("running", "incomplete", "merged") if skip_merged else ("running", "incomplete")
     row = next(db.query(
         f"SELECT run_id, document FROM eg_runs WHERE status NOT IN ({', '.join('?' * len(skipped))})"
         " ORDER BY julianday(timestamp) DESC, run_id DESC LIMIT 1",
@@ -184,6 +186,10 @@ def _check_document(document: Any, where: str) -> None:
         raise UserError(f"not an evalgate results document (needs {', '.join(RESULTS_KEYS)})", where=where)
     if document["schema_version"] != SCHEMA_VERSION:
         raise UserError(f"schema_version {document['schema_version']!r} is not {SCHEMA_VERSION}", where=where)
+
+
+check_document = _check_document
+"""Raise ``UserError`` naming ``where`` unless ``document`` is an evalgate results document."""
 
 
 def load_document(spec: str | Path) -> dict[str, Any]:

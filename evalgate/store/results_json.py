@@ -1,9 +1,10 @@
 """results.json, written without holding every case in memory.
 
-Each finished case is appended to a spool file (``.cases.jsonl`` in the output directory) as it
-completes; ``write_results`` then streams the spool back in dataset order into ``results.json``
-(through a temporary file and an atomic rename), so a crash or cancel can always be finalised into
-a valid document from what was already computed.
+Each finished case is appended to a spool file (``.cases.<run id>.jsonl`` in the output directory) as
+it completes; ``write_results`` then streams the spool back in dataset order into ``results.json``
+(through ``results.json.<run id>.tmp`` and an atomic rename), so a crash or cancel can always be
+finalised into a valid document from what was already computed. ``StreamedDocument`` reads a
+results.json back one case record at a time (``report.digest``).
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -104,9 +106,15 @@ class CaseSpool:
         return sorted(range(len(keys)), key=keys.__getitem__)
 
 
-def write_results(path: Path, document: dict[str, Any], spool: CaseSpool) -> None:
-    """Write ``document`` with ``results`` streamed from ``spool``; atomic replace of ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
+def write_results(path: Path, document: dict[str, Any], spool: CaseSpool, run_id: str = "") -> None:
+    """Write ``document`` with ``results`` streamed from ``spool``; atomic replace of ``path`` (through
+    ``results.json.<run_id>.tmp``, a name no other run uses)."""
+    if path.exists() and not path.is_file():
+        from evalgate.errors import UserError
+
+        raise UserError("is not a file (a directory or another kind of file is in the way); remove it or choose "
+                        "another output directory", where=str(path))
+    tmp = path.with_name(f"{path.name}.{run_id}.tmp" if run_id else path.name + ".tmp")
     head = json.dumps(document, indent=2, ensure_ascii=False, default=str)
     if not head.endswith("}"):
         raise ValueError("document must be a JSON object")
@@ -118,3 +126,107 @@ def write_results(path: Path, document: dict[str, Any], spool: CaseSpool) -> Non
         out.flush()
         os.fsync(out.fileno())
     os.replace(tmp, path)
+
+
+READ_CHUNK = 1 << 20
+MAX_RECORD_CHARS = 256 * 1024 * 1024
+"""Largest single value (a case record, or a top-level field) ``stream_document`` holds at once."""
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+class StreamedDocument:
+    """A results.json read without holding its ``results`` list: ``records()`` yields each case record
+    (a dict) in file order while ``head`` fills with every other top-level field (complete once
+    ``records()`` is exhausted). Memory: the largest single value, plus one read chunk. Malformed JSON
+    raises ``ValueError`` naming the character offset."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.head: dict[str, Any] = {}
+        self.count = 0
+
+    def records(self) -> Iterator[Any]:
+        with open(self.path, encoding="utf-8") as handle:
+            reader = _Reader(handle)
+            reader.expect("{")
+            if reader.peek() == "}":
+                return
+            while True:
+                key = reader.value()
+                if not isinstance(key, str):
+                    raise ValueError(f"an object key must be a string (at character {reader.offset})")
+                reader.expect(":")
+                if key == "results" and reader.peek() == "[":
+                    reader.expect("[")
+                    if reader.peek() == "]":
+                        reader.expect("]")
+                    else:
+                        while True:
+                            self.count += 1
+                            yield reader.value()
+                            if reader.peek() == ",":
+                                reader.expect(",")
+                                continue
+                            reader.expect("]")
+                            break
+                else:
+                    self.head[key] = reader.value()
+                if reader.peek() == ",":
+                    reader.expect(",")
+                    continue
+                reader.expect("}")
+                return
+
+
+class _Reader:
+    """Values of a JSON text read chunk by chunk (``json.JSONDecoder.raw_decode`` on a sliding buffer)."""
+
+    def __init__(self, handle: IO[str]) -> None:
+        self.handle = handle
+        self.text = ""
+        self.pos = 0
+        self.consumed = 0
+        self.eof = False
+
+    @property
+    def offset(self) -> int:
+        return self.consumed + self.pos
+
+    def _fill(self, at_least: int = READ_CHUNK) -> bool:
+        chunk = self.handle.read(max(READ_CHUNK, at_least))
+        if not chunk:
+            self.eof = True
+            return False
+        self.consumed += self.pos
+        self.text = self.text[self.pos:] + chunk
+        self.pos = 0
+        return True
+
+    def peek(self) -> str:
+        while True:
+            self.pos = _WHITESPACE.match(self.text, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.text):
+                return self.text[self.pos]
+            if not self._fill():
+                raise ValueError(f"unexpected end of the document (at character {self.offset})")
+
+    def expect(self, char: str) -> None:
+        if self.peek() != char:
+            raise ValueError(f"expected {char!r} at character {self.offset}")
+        self.pos += 1
+
+    def value(self) -> Any:
+        self.peek()
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.text, self.pos)
+            except json.JSONDecodeError as exc:
+                if self.eof or len(self.text) - self.pos > MAX_RECORD_CHARS:
+                    raise ValueError(f"{exc.msg} (at character {self.consumed + exc.pos})") from None
+                self._fill(len(self.text) - self.pos)  # the value goes on: read as much again
+                continue
+            if end >= len(self.text) and not self.eof and self._fill():
+                continue  # a number cut by the chunk's end: read on and decode it again
+            self.pos = end
+            return value

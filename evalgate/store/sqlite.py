@@ -29,6 +29,7 @@ from typing import Any
 from evalgate.errors import UserError
 from evalgate.model import STATUS_TEXT, CaseResult, MetricStatus
 from evalgate.safety.redact import redact
+from evalgate.store.safe import check_results_file, harden, set_aside
 from evalgate.store.schema import migrate
 
 COMMIT_EVERY_CASES = 500
@@ -69,11 +70,26 @@ def insert_rows(connection: sqlite3.Connection, statement: str, rows: list[tuple
 _MULTI_ROW: dict[tuple[str, int], str] = {}
 
 
-def open_database(path: Path) -> sqlite3.Connection:
-    """Open (creating if needed) a results database at the current schema version (``store.schema``)."""
+def open_database(path: Path, notices: list[str] | None = None, tag: str = "") -> sqlite3.Connection:
+    """Open (creating if needed) a results database at the current schema version (``store.schema``).
+
+    An existing file is first checked as a file evalgate did not create (``store.safe``): one whose
+    schema holds triggers, views or tables evalgate cannot use is renamed to ``<name>.rejected-<tag>``
+    (a line in ``notices`` says so) and a fresh database is written in its place."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    problem = check_results_file(path)
+    if problem is not None:
+        try:
+            aside = set_aside(path, tag or str(int(time.time())))
+        except OSError as exc:
+            raise UserError(f"the existing file cannot be used ({problem}) nor moved aside ({exc.strerror}); "
+                            "remove it or give --db another path", where=str(path)) from None
+        if notices is not None:
+            notices.append(f"{path}: not used ({problem}); moved to {aside.name}, a fresh results database is "
+                           "written")
     connection = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     try:
+        harden(connection, read_only=False)
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=NORMAL")
         migrate(connection, str(path))
@@ -166,11 +182,38 @@ def case_passed_json(status: str, error: str | None) -> str:
     return f'{{"status": {_encode_ascii(status)}, "error": {"null" if error is None else _encode_ascii(error)}}}'
 
 
+def mark_incomplete(connection: sqlite3.Connection) -> int:
+    """Rewrite the ``running`` rows of runs that no longer hold their lock (``store.outdir.holder_alive``:
+    killed) as ``incomplete``, with the cases they stored; returns how many."""
+    from evalgate.store.outdir import holder_alive
+
+    changed = 0
+    for run_id, text in connection.execute("SELECT run_id, document FROM eg_runs WHERE status = 'running'").fetchall():
+        try:
+            marker = json.loads(text)
+        except ValueError:
+            continue
+        if holder_alive(marker, str(run_id)) is not False:
+            continue
+        stored, passed = connection.execute(
+            "SELECT count(*), coalesce(sum(passed), 0) FROM eg_cases WHERE run_id = ?", (run_id,)).fetchone()
+        document = {"status": "incomplete", "cases_stored": stored,
+                    "reason": "the run ended without finishing (killed); its stored cases are kept"}
+        connection.execute("UPDATE eg_runs SET status = 'incomplete', document = ? WHERE run_id = ?",
+                           (json.dumps(document), run_id))
+        connection.execute("UPDATE eval_runs SET total_test_cases = ?, total_passed = ?, total_failed = ?,"
+                           " pass_rate = ? WHERE run_id = ?",
+                           (stored, passed, stored - passed, passed / stored if stored else 0.0, run_id))
+        changed += 1
+    return changed
+
+
 class SQLiteStore:
     """Appends one run to the database while it happens; ``finish`` writes the run summary."""
 
-    def __init__(self, path: Path, run_id: str, timestamp: str) -> None:
+    def __init__(self, path: Path, run_id: str, timestamp: str, *, marker: dict[str, Any] | None = None) -> None:
         self.path = path
+        self.notices: list[str] = []
         self.run_id = run_id
         self.timestamp = timestamp
         self._pending = 0
@@ -178,9 +221,10 @@ class SQLiteStore:
         self._metric_rows: list[tuple[Any, ...]] = []
         self._case_rows: list[tuple[Any, ...]] = []
         self.descriptions = Descriptions()
-        self._conn = open_database(path)
+        self._conn = open_database(path, self.notices, run_id)
+        mark_incomplete(self._conn)
         self._conn.execute("BEGIN")
-        self._write_run_row("running", {"status": "running"}, totals=(0, 0, 0, 0.0))
+        self._write_run_row("running", {"status": "running", **(marker or {})}, totals=(0, 0, 0, 0.0))
         self._commit()
 
     def add(self, result: CaseResult, record_json: str) -> None:

@@ -40,7 +40,7 @@ from evalgate.calls.http_pool import HttpPool, Reply
 from evalgate.config.settings import DEFAULT_MAX_ANSWER_CHARS
 from evalgate.errors import UserError
 from evalgate.model import Answer
-from evalgate.safety.redact import redact, register_secret, split_credentials
+from evalgate.safety.redact import is_secret_header, redact, register_secret, split_credentials
 from evalgate.targets.mapping import ResponseMap
 from evalgate.traces.context import trace_headers
 
@@ -83,15 +83,12 @@ def substitute_env(value: str, env: Mapping[str, str], where: str) -> str:
     return ENV_REFERENCE.sub(replace, value)
 
 
-SENSITIVE_HEADER = re.compile(r"authorization|api[-_]?key|token|secret|cookie|password|signature", re.I)
-
-
 def resolve_headers(headers: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
     """Headers with ``${NAME}`` substituted; values of credential-like headers (Authorization, X-API-Key,
     cookies, tokens) are registered as secrets even when written literally, so they are masked in output."""
     resolved = {name: substitute_env(str(value), env, f"target_headers.{name}") for name, value in headers.items()}
     for name, value in resolved.items():
-        if SENSITIVE_HEADER.search(name):
+        if is_secret_header(name):
             register_secret(value)
             register_secret(value.partition(" ")[2].strip())  # the credential after "Bearer " / "Basic "
     return resolved

@@ -17,14 +17,16 @@ test of "the PR made this worse" in one family:
 * the critical cases (when any is shared): the exact stratified exchange test
   (``stats.stratified_exchange_p``) of base passes vs head passes over their repeats.
 
-The family's p-values are Holm–Bonferroni adjusted; a test is rejected when its adjusted p ≤ α, so
-an unchanged PR is flagged with probability ≤ α (family-wise). ``regression`` (top level) = a gated
+The family's p-values are adjusted by the weighted Holm–Bonferroni procedure (``stats.weighted_holm``): the
+pass rate, the primary endpoint, carries weight ``PASS_RATE_WEIGHT`` (2/3) and the other members share the
+rest equally (equal weights when the pass rate is the only member or absent); a test is rejected when its
+adjusted p ≤ α, so an unchanged PR is flagged with probability ≤ α (family-wise) for any weights. ``regression`` (top level) = a gated
 metric, the pass rate, or the critical cases rejected — the latter only when some critical case passed
 every base repeat and fails on head (a case flaky on the base is listed as flaky, never as the
 regression). Improvements are the mirror tests in their own Holm family; ungated metrics form a third,
 informational family. Each metric row carries ``verdict``: regression · improvement · no change ·
 no meaningful change (the interval lies inside ±tolerance) · inconclusive (``detectable``: the change
-n pairs detect with 80 % power at the Bonferroni level).
+n pairs detect with 80 % power at the member's first-step level w·α).
 
 Intervals: metric deltas BCa bootstrap (confidence 1 − α), pass rates Wilson; each names its method.
 
@@ -37,6 +39,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from evalgate.text.numbers import score
@@ -44,7 +47,10 @@ from evalgate.verdict import stats
 from evalgate.verdict.tolerance import Tolerance, resolve_tolerances
 
 DEFAULT_ALPHA = 0.05
-PROCEDURE = "Holm–Bonferroni"
+PROCEDURE = "weighted Holm–Bonferroni"
+PASS_RATE_WEIGHT = 2.0 / 3.0
+"""Share of the family's weight (of α at Holm's first step) the pass rate gets; the other members split the
+rest. Chosen with ``python -m bench.stats`` (docs/trustworthy-verdicts.md, "Why the pass rate carries 2/3 of α")."""
 INTERVAL_METHOD = "BCa bootstrap"
 PROPORTION_METHOD = "Wilson"
 DETECTION_POWER = 0.8
@@ -78,6 +84,7 @@ def compare_runs(
     alpha: float = DEFAULT_ALPHA,
     resamples: int = stats.DEFAULT_RESAMPLES,
     seed: int = stats.DEFAULT_SEED,
+    pass_rate_weight: float = PASS_RATE_WEIGHT,
     gated_metrics: set[str] | None = None,
     baseline_source: str | None = None,
     repeat_rule: stats.RepeatRule = "majority",
@@ -89,10 +96,13 @@ def compare_runs(
     head). ``baseline_source`` describes where the baseline came from (e.g. the artifact and run).
     ``tolerances`` is a ``regression_tolerance`` mapping (default: head's ``metadata.config``'s), on top
     of ``verdict.tolerance.DEFAULT_TOLERANCES``. ``resamples`` is used by the bootstrap intervals and the
-    Monte Carlo permutation tests alike.
+    Monte Carlo permutation tests alike. ``pass_rate_weight`` (0 < w < 1) is the pass rate's weight in the
+    weighted Holm family (0.5 with one other member is plain Holm).
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
+    if not 0.0 < pass_rate_weight < 1.0:
+        raise ValueError(f"pass_rate_weight must be between 0 and 1, got {pass_rate_weight}")
     if repeat_rule not in stats.REPEAT_RULES:
         raise ValueError(f"repeat rule must be one of {', '.join(stats.REPEAT_RULES)}, got {repeat_rule!r}")
     if tolerances is None:
@@ -123,7 +133,7 @@ def compare_runs(
         "new": [case_id for case_id in head_cases if case_id not in base_cases],
         "removed": [case_id for case_id in base_cases if case_id not in head_cases],
     }
-    family = _decide(metrics, pass_rate, critical, alpha)
+    family = _decide(metrics, pass_rate, critical, alpha, pass_rate_weight)
     regression = any(test["rejected"] for test in family["tests"])
     return {
         "baseline": {
@@ -152,11 +162,12 @@ def comparison_gate_reasons(comparison: Mapping[str, Any], fail_on_regression: b
     alpha = comparison["significance_level"]
     size = len(family.get("tests") or [])
     level = _confidence_label(alpha)
+    procedure = str(family.get("procedure") or PROCEDURE).split(" (")[0]
     reasons: list[str] = []
     for test in family.get("tests") or []:
         if not test.get("rejected"):
             continue
-        decision = (f"{test['method']} p={_p(test['p_value'])}, {PROCEDURE}-adjusted p={_p(test['p_adjusted'])} "
+        decision = (f"{test['method']} p={_p(test['p_value'])}, {procedure}-adjusted p={_p(test['p_adjusted'])} "
                     f"≤ α={alpha:g} over {_plural(size, 'test')}")
         if test["kind"] == "metric":
             m = comparison["metrics"][test["name"]]
@@ -180,9 +191,10 @@ def comparison_gate_reasons(comparison: Mapping[str, Any], fail_on_regression: b
 
 
 def _decide(metrics: Mapping[str, dict[str, Any]], pass_rate: dict[str, Any], critical: dict[str, Any] | None,
-            alpha: float) -> dict[str, Any]:
-    """Holm over the family (gated metrics, pass rate, critical cases); fills each member's ``p_adjusted``,
-    ``regression``, ``improvement`` and ``verdict``. Returns the ``family`` block."""
+            alpha: float, pass_rate_weight: float = PASS_RATE_WEIGHT) -> dict[str, Any]:
+    """Weighted Holm over the family (gated metrics, pass rate, critical cases; ``family_weights``); fills
+    each member's ``p_adjusted``, ``regression``, ``improvement`` and ``verdict``. Returns the ``family``
+    block."""
     members: list[tuple[str, str, dict[str, Any]]] = [
         ("metric", name, m) for name, m in metrics.items() if m["gated"]]
     if pass_rate["n_paired"]:
@@ -190,9 +202,13 @@ def _decide(metrics: Mapping[str, dict[str, Any]], pass_rate: dict[str, Any], cr
     if critical is not None:
         members.append(("critical", "critical cases", critical))
     informational = [m for m in metrics.values() if not m["gated"]]
-    for group in ([entry for _, _, entry in members], informational):
-        adjusted = stats.holm([entry["p_value"] for entry in group])
-        adjusted_better = stats.holm([entry.get("p_improvement", 1.0) for entry in group])
+    weights = family_weights([kind for kind, _, _ in members], pass_rate_weight)
+    for group, group_weights in (([entry for _, _, entry in members], weights),
+                                 (informational, [1.0] * len(informational))):
+        if not group:
+            continue
+        adjusted = stats.weighted_holm([entry["p_value"] for entry in group], group_weights)
+        adjusted_better = stats.weighted_holm([entry.get("p_improvement", 1.0) for entry in group], group_weights)
         for entry, p_adj, p_better in zip(group, adjusted, adjusted_better, strict=True):
             entry["p_adjusted"] = p_adj
             entry["p_improvement_adjusted"] = p_better
@@ -203,17 +219,30 @@ def _decide(metrics: Mapping[str, dict[str, Any]], pass_rate: dict[str, Any], cr
     if critical is not None:  # the case listed must be a reliable one: flaky-on-base never makes the regression
         critical["regression"] = critical["regression"] and bool(critical["regressions"])
         critical["significant"] = critical["regression"]
-    bonferroni = alpha / max(1, len(members))
-    for m in metrics.values():
-        m["verdict"], m["detectable"] = _metric_verdict(m, alpha if not m["gated"] else bonferroni)
-    pass_rate["verdict"], pass_rate["detectable"] = _metric_verdict(pass_rate, bonferroni)
+    first_step = {id(entry): alpha * w for (_, _, entry), w in zip(members, weights, strict=True)}
+    for m in metrics.values():  # gated: the level at Holm's first step, what n pairs must detect on their own
+        m["verdict"], m["detectable"] = _metric_verdict(m, first_step.get(id(m), alpha))
+    pass_rate["verdict"], pass_rate["detectable"] = _metric_verdict(pass_rate, first_step.get(id(pass_rate), alpha))
     for entry in (*metrics.values(), pass_rate):
         entry.pop("_sd", None)
     tests = [{"kind": kind, "name": name, "method": entry["test"], "p_value": entry["p_value"],
-              "p_adjusted": entry["p_adjusted"], "rejected": bool(entry["regression"])}
-             for kind, name, entry in members]
-    return {"procedure": PROCEDURE, "alpha": alpha, "size": len(tests), "tests": tests,
+              "p_adjusted": entry["p_adjusted"], "weight": w, "rejected": bool(entry["regression"])}
+             for (kind, name, entry), w in zip(members, weights, strict=True)]
+    weighted = len(set(weights)) > 1
+    label = Fraction(pass_rate_weight).limit_denominator(100)
+    procedure = f"{PROCEDURE} (pass rate weight {label})" if weighted else "Holm–Bonferroni"
+    return {"procedure": procedure, "alpha": alpha, "size": len(tests), "tests": tests,
             "informational": sorted(name for name, m in metrics.items() if not m["gated"])}
+
+
+def family_weights(kinds: list[str], pass_rate_weight: float) -> list[float]:
+    """Weighted Holm weights (summing to 1): the pass rate ``pass_rate_weight``, the other members an equal
+    share of the rest; equal weights when the pass rate is absent or alone."""
+    others = sum(1 for kind in kinds if kind != "pass_rate")
+    if others == 0 or others == len(kinds):
+        return [1.0 / len(kinds)] * len(kinds) if kinds else []
+    share = (1.0 - pass_rate_weight) / others
+    return [pass_rate_weight if kind == "pass_rate" else share for kind in kinds]
 
 
 def _metric_verdict(m: Mapping[str, Any], level: float) -> tuple[str, float | None]:
@@ -660,4 +689,6 @@ def _num(value: float | None) -> str:
 
 
 def _p(value: float) -> str:
-    return f"{value:.2f}" if value >= 0.01 else f"{value:.2g}"
+    """Two decimals from 0.1 up, else two significant digits: an adjusted p of 0.047 is not printed as 0.05
+    beside α = 0.05."""
+    return f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"

@@ -1,6 +1,6 @@
 """Statistics behind trustworthy verdicts: exact McNemar tests (two- and one-sided), the paired sign-flip
-permutation test, the exact stratified exchange test, Holm–Bonferroni adjustment, Wilson intervals for
-proportions, BCa and percentile bootstrap intervals for means, and repeat (flakiness) summaries. Pure
+permutation test, the exact stratified exchange test, Holm–Bonferroni adjustment (plain and weighted),
+Wilson intervals for proportions, BCa and percentile bootstrap intervals for means, and repeat (flakiness) summaries. Pure
 functions; NumPy does the resampling. Decisions are made by tests (``verdict.compare``), never by an
 interval excluding 0.
 
@@ -349,6 +349,22 @@ def mcnemar_one_sided(b: int, c: int) -> float:
     return min(1.0, 1.0 - mcnemar_one_sided(c + 1, b - 1) if 2 * (b - 1) + 1 < n else 0.5)
 
 
+def mcnemar_mid_p(b: int, c: int) -> float:
+    """One-sided mid-p McNemar value for "b pass→fail flips outnumber c fail→pass flips": with
+    X ~ Binomial(n = b + c, ½), mid-p = P(X > b) + ½·P(X = b) = exact p − ½·C(n, b)/2^n; n = 0 → 1.
+
+    Not used by the decision (its size can exceed α: docs/trustworthy-verdicts.md); ``bench.stats`` compares
+    it with the exact test. (4, 0): exact 1/16, mid-p 1/32. Exact integers (n up to a few thousand)."""
+    for name, value in (("b", b), ("c", c)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    n = b + c
+    if n == 0:
+        return 1.0
+    upper = sum(math.comb(n, i) for i in range(b + 1, n + 1))
+    return (2 * upper + math.comb(n, b)) / (1 << (n + 1))
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm–Bonferroni adjusted p-values, in the input order.
 
@@ -362,6 +378,30 @@ def holm(p_values: Sequence[float]) -> list[float]:
     running = 0.0
     for rank, i in enumerate(order):
         running = max(running, min(1.0, (m - rank) * float(p_values[i])))
+        adjusted[i] = running
+    return adjusted
+
+
+def weighted_holm(p_values: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """Weighted Holm (Holm 1979) adjusted p-values, in the input order; ``weights`` are positive (any scale).
+
+    Hypotheses are ordered by qᵢ = pᵢ/wᵢ; at step j the not-yet-rejected ones have total weight Wⱼ and
+    H₍ⱼ₎ is rejected at level α when p₍ⱼ₎ ≤ α·w₍ⱼ₎/Wⱼ. Adjusted: p̃₍ⱼ₎ = max_{i ≤ j} min(1, p₍ᵢ₎·Wᵢ/w₍ᵢ₎), so
+    p̃ ≤ α is that rejection. It is the closed test of weighted Bonferroni tests, so the family-wise
+    error rate stays ≤ α under any dependence, for any weights. Equal weights give :func:`holm`.
+    """
+    m = len(p_values)
+    if len(weights) != m:
+        raise ValueError(f"need one weight per p-value: {len(weights)} weights for {m} p-values")
+    w = [float(x) for x in weights]
+    if any(not math.isfinite(x) or x <= 0.0 for x in w):
+        raise ValueError(f"weights must be positive finite numbers, got {list(weights)}")
+    order = sorted(range(m), key=lambda i: (float(p_values[i]) / w[i], i))
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        remaining = math.fsum(w[j] for j in order[rank:])
+        running = max(running, min(1.0, float(p_values[i]) * remaining / w[i]))
         adjusted[i] = running
     return adjusted
 

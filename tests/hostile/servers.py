@@ -44,6 +44,8 @@ class Out:
     content_type: str | None = None
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    endless: bool = False
+    """Send ``body`` and then 1 MiB chunks of spaces without end (no Content-Length) until the client goes."""
 
     def encoded(self) -> tuple[bytes, str]:
         if isinstance(self.body, bytes):
@@ -81,6 +83,16 @@ class Loopback:
         if out.delay:
             await asyncio.sleep(out.delay)
         body, content_type = out.encoded()
+        if out.endless:
+            response = web.StreamResponse(status=out.status, headers={"Content-Type": content_type, **out.headers})
+            await response.prepare(request)
+            await response.write(body)
+            chunk = b" " * (1 << 20)
+            try:
+                while True:
+                    await response.write(chunk)
+            except (ConnectionError, RuntimeError):  # the client closed the connection
+                return response
         return web.Response(status=out.status, body=body, headers={"Content-Type": content_type, **out.headers})
 
     def __enter__(self) -> Self:

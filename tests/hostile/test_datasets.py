@@ -245,3 +245,29 @@ def test_malformed_datasets_end_in_exit_2_with_file_and_line(tmp_path_factory: p
     OUTCOMES["ran"] += 1
     assert ran.code in (0, 1), (ran.code, ran.err, content[:300])  # a gate verdict, never a crash
     assert "internal error" not in ran.err
+
+
+def test_a_jsonl_line_over_the_record_cap_is_a_problem_at_its_line_and_memory_stays_bounded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #22: reading is bounded by the per-record cap, not by the file's size."""
+    from evalgate.dataset import load as load_module
+
+    monkeypatch.setattr(load_module, "MAX_LINE_BYTES", 1 << 20)
+    path = tmp_path / "cases.jsonl"
+    good = json.dumps({"id": "ok", "input": "q", "output": "a", "expected_keywords": ["a"]})
+    path.write_bytes(good.encode() + b"\n" + b"\x00" * (5 << 20) + b"\n" + good.replace('"ok"', '"ok2"').encode())
+    ran = run_cli(["validate", "--dataset", str(path)])
+    assert ran.code == 2
+    assert f"{path}:2" in ran.err and "longer than 1,048,576 bytes" in ran.err
+
+
+def test_a_json_dataset_over_the_document_cap_is_refused_at_line_1(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalgate.dataset import load as load_module
+
+    monkeypatch.setattr(load_module, "MAX_DOCUMENT_BYTES", 1 << 20)
+    path = tmp_path / "cases.json"
+    with path.open("wb") as handle:
+        handle.truncate(2 << 20)  # sparse
+    ran = run_cli(["validate", "--dataset", str(path)])
+    assert ran.code == 2 and f"{path}:1" in ran.err and "write it as JSONL" in ran.err

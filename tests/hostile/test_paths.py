@@ -107,3 +107,26 @@ def test_the_workspace_and_the_runner_temp_directory_are_allowed(job: dict[str, 
     assert code == 0, lines
     assert json.loads((Path(job["RUNNER_TEMP"]) / "evalgate" / "results.json").read_text())["gate"]["passed"]
     assert (Path(job["GITHUB_WORKSPACE"]) / "results" / "history.db").is_file()
+
+
+def test_a_symlinked_default_config_is_refused_before_it_is_read(job: dict[str, str], tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #22: ``./evalgate.yaml`` committed as a link to a file outside the workspace is never opened."""
+    secret = tmp_path / "outside.yaml"
+    secret.write_text("dataset: evals\n")
+    workspace = Path(job["GITHUB_WORKSPACE"])
+    (workspace / "evalgate.yaml").symlink_to(secret)
+    opened: list[str] = []
+    real_open = Path.open
+
+    def watch(self: Path, *args: object, **kwargs: object) -> object:
+        opened.append(os.path.realpath(self))
+        return real_open(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "open", watch)
+    line = refused(job, "evalgate.yaml in the workspace")
+    assert "outside" in line and str(secret) not in opened
+
+
+def test_a_judge_cache_outside_the_workspace_is_refused(job: dict[str, str], tmp_path: Path) -> None:
+    refused({**job, "INPUT_JUDGE-CACHE": str(tmp_path)}, "input 'judge-cache'")

@@ -152,9 +152,9 @@ def test_a_signal_while_results_json_is_written_marks_the_results_cancelled(tmp_
     real_write = run_module.write_results
     writes: list[str] = []
 
-    def write_then_signal(path: Path, document: dict[str, Any], spool: Any) -> None:
+    def write_then_signal(path: Path, document: dict[str, Any], spool: Any, *rest: Any) -> None:
         writes.append(document["status"])
-        real_write(path, document, spool)
+        real_write(path, document, spool, *rest)
         if len(writes) == 1:
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.05)  # the handler runs in this thread at the next bytecode

@@ -5,7 +5,8 @@ Endpoints (under ``/repos/{owner}/{repo}``):
 * ``GET  /issues/{n}/comments?per_page=&page=`` – ascending ids, ``per_page`` default 30, max 100,
   ``Link`` header with ``next``/``last``/``first``/``prev`` like api.github.com;
 * ``POST /issues/{n}/comments`` ``{"body": …}`` → 201;
-* ``PATCH /issues/comments/{id}`` ``{"body": …}`` → 200 (404 for an unknown id).
+* ``PATCH /issues/comments/{id}`` ``{"body": …}`` → 200, ``GET`` → 200, ``DELETE`` → 204 (404 for an
+  unknown id).
 
 Also, for ``evalgate publish`` (workflow_run): ``GET /actions/runs/{id}`` and
 ``GET /actions/runs/{id}/artifacts?name=`` (seeded with ``add_run_artifact``), ``GET
@@ -197,6 +198,17 @@ class GitHubFake:
         is_comment = len(segments) == 6 and segments[0] == "repos" and segments[3:5] == ["issues", "comments"]
         if is_comment and method == "PATCH" and segments[5].isdigit():
             return self._write(body, lambda text: self._update(int(segments[5]), text))
+        if is_comment and method in ("GET", "DELETE") and segments[5].isdigit():
+            cid = int(segments[5])
+            if cid not in self.comments:
+                return not_found(DOCS)
+            if method == "GET":
+                return 200, self.comments[cid], {}
+            if self.read_only:
+                return not_accessible(DOCS)
+            del self.comments[cid]
+            del self._issue_of[cid]
+            return 204, None, {}
         if method == "GET" and len(segments) >= 4 and segments[0] == "repos":
             return self._read(f"{segments[1]}/{segments[2]}", segments[3:], query)
         return not_found(DOCS)
