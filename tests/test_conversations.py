@@ -268,6 +268,7 @@ def simulated_run(tmp_path: Path, judge_url: str, agent_url: str, *extra: str, o
 def test_a_simulated_user_played_by_the_demo_judge_reaches_its_goal_and_is_replayed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", "sk-demo")
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")  # goal_completion gates though its judge is not calibrated
     with judge_server() as judge, MemoryAgent() as agent:
         code, document = simulated_run(tmp_path, judge.base_url, agent.base_url)
         case = by_id(document)["simulated-name"]

@@ -91,11 +91,11 @@ def test_a_new_database_records_its_schema_version_and_keeps_seed_001_tables_ver
     path = tmp_path / "results.db"
     finish(SQLiteStore(path, "r1", "2026-11-23T10:00:00Z"))
     connection = sqlite3.connect(path)
-    assert connection.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (2,)
+    assert connection.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (3,)
     assert seed_objects(connection) == expected_seed_objects()
     connection.close()
     recorded = meta(path)
-    assert recorded["schema_version"] == "2" and recorded["created_by"].startswith("evalgate ")
+    assert recorded["schema_version"] == "3" and recorded["created_by"].startswith("evalgate ")
     assert "migrated_from" not in recorded
 
 

@@ -62,6 +62,11 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     gate.add_argument("--baseline", metavar="PATH|auto|none", help="previous results.json or SQLite file to compare with")
     gate.add_argument("--fail-on-regression", action=BOOL, default=None, help="fail on a significant regression vs baseline")
     gate.add_argument("--significance-level", type=float, metavar="ALPHA", help="significance level (default 0.05)")
+    gate.add_argument("--calibration", choices=["auto", "required", "off"],
+                      help="judged metrics gate only with a calibrated judge (auto, default), an uncalibrated judge "
+                           "fails the run (required), or every judge gates (off); docs/judges.md")
+    gate.add_argument("--pairwise", action=BOOL, default=None,
+                      help="with a baseline, ask the judge which answer is better where an answer changed")
     out = parser.add_argument_group("output")
     out.add_argument("--output-dir", "-o", metavar="DIR", help="where results.json and results.db go (default evalgate-results)")
     out.add_argument("--db", metavar="FILE", help="SQLite file (default OUTPUT_DIR/results.db); runs are appended")
@@ -181,10 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extra_verbs() -> list[Any]:
     """The verbs defined in their own modules (compare, merge, history, report, init, publish)."""
-    from evalgate.cli import compare, history, init, merge, publish, report
+    from evalgate.cli import calibrate, compare, history, init, merge, publish, report
 
     return [history.add_history, report.add_report, merge.add_merge, compare.add_compare, init.add_init,
-            publish.add_publish]
+            publish.add_publish, calibrate.add_calibrate]
 
 
 NOT_SETTINGS = frozenset({"verb", "fixtures", "func", "ids", "api_url", "dry_run", "explain"})

@@ -182,6 +182,19 @@ class Settings(BaseModel):
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)
     """Model → ``{input, output}`` USD per 1M tokens, over the built-in price table (cost and max_cost)."""
     chat_client: Literal["direct", "openai-sdk"] = "direct"
+    calibration: Literal["auto", "required", "off"] = "auto"
+    """Whether a judged metric needs a calibrated judge to gate (docs/judges.md, "Calibration"): ``auto`` —
+    calibrated judges gate, others are reported without gating (never calibrated under a seed ``kind``/``compat``:
+    gates as the seed did); ``required`` — an uncalibrated judge fails the run; ``off`` — every judge gates."""
+    calibration_min_kappa: float = Field(default=0.6, ge=-1.0, le=1.0)
+    calibration_min_labels: int = Field(default=30, ge=1)
+    calibration_floors: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Per judged metric ``{min_kappa, min_labels}`` over the two settings above."""
+    calibration_file: str = ""
+    """The committable calibration file (``evalgate calibrate`` writes it, runs read it); empty:
+    ``judge-calibration.json`` beside each suite's labels file."""
+    pairwise: bool = False
+    """With a baseline: ask the judge which answer is better for cases whose answer changed (both orders)."""
 
     # --- execution -------------------------------------------------------------------------------
     target_rpm: float | None = Field(default=None, gt=0)
@@ -257,6 +270,16 @@ class Settings(BaseModel):
                                       for v in value))
         return value
 
+    @field_validator("calibration_floors")
+    @classmethod
+    def _floors(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for name, floor in value.items():
+            unknown = set(floor) - {"min_kappa", "min_labels"}
+            if unknown:
+                raise ValueError(f"calibration floor for {name!r}: unknown key {sorted(unknown)[0]!r} "
+                                 "(use min_kappa, min_labels)")
+        return value
+
     @field_validator("judge_temperatures")
     @classmethod
     def _temperatures(cls, value: dict[str, float]) -> dict[str, float]:
@@ -277,7 +300,7 @@ class Settings(BaseModel):
 
     @field_validator(
         "metric_thresholds", "target_headers", "target_response_map", "eval_context", "prices", "target_options",
-        "judge_temperatures", "regression_tolerance", mode="before",
+        "judge_temperatures", "regression_tolerance", "calibration_floors", mode="before",
     )
     @classmethod
     def _json_mapping(cls, value: Any) -> Any:

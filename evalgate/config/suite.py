@@ -39,7 +39,7 @@ from evalgate.model import THRESHOLD_OPS, MetricDeclaration, Threshold
 
 SUITE_KEYS: frozenset[str] = frozenset(
     {"name", "description", "kind", "valid", "metrics", "exclude_metrics", "thresholds", "options", "category_metrics",
-     "optional_metrics"}
+     "optional_metrics", "calibration"}
 )
 """Keys a suite block (or evalgate.yaml's suite part) may hold."""
 
@@ -100,6 +100,9 @@ class SuiteConfig(BaseModel):
     optional_metrics: list[str] = Field(default_factory=list)
     """Gated metrics this suite's cases may lack a value for (the answer lacks what they need) without the
     case erroring (``verdict.gate.case_verdict``)."""
+    calibration: list[str] = Field(default_factory=list)
+    """Files of human-labelled examples for judge calibration (``evalgate.dataset.labels``), relative to the
+    file holding this block."""
 
     @field_validator("thresholds", mode="before")
     @classmethod
@@ -130,7 +133,7 @@ class SuiteConfig(BaseModel):
                                  f"{did_you_mean(str(name), VALUE_FIELDS)}")
         return value
 
-    @field_validator("metrics", "exclude_metrics", mode="before")
+    @field_validator("metrics", "exclude_metrics", "calibration", mode="before")
     @classmethod
     def _name_list(cls, value: Any) -> Any:
         if isinstance(value, str):

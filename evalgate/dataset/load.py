@@ -159,7 +159,17 @@ def display_path(path: Path, base: Path) -> str:
 
 
 def _is_dataset_file(path: Path) -> bool:
-    return path.suffix.lower() in DATASET_SUFFIXES and path.is_file()
+    return path.suffix.lower() in DATASET_SUFFIXES and path.is_file() and not is_calibration_file(path.name)
+
+
+CALIBRATION_FILE = re.compile(r"(\.labels\.(ya?ml|jsonl?)|(^|/)judge-calibration\.json)$", re.I)
+"""Files a directory walk or a glob leaves out: human-labelled examples (``*.labels.yaml``, ``.yml``, ``.json``,
+``.jsonl``: ``evalgate.dataset.labels``) and the stored calibration (``judge-calibration.json``), kept beside
+the suite they calibrate. Named one by one as a dataset, they are read (and rejected) like any file."""
+
+
+def is_calibration_file(name: str) -> bool:
+    return CALIBRATION_FILE.search(name) is not None
 
 
 def _walk_directory(directory: Path) -> list[Path]:

@@ -18,15 +18,29 @@ format the prompt asks for, and answers with word-overlap verdicts:
   expected output; statement lists: an expected-output sentence is attributable when ≥ half its terms
   occur in the context.
 
+The reasoning names what was compared (the terms found and missing, the claims checked), so two cases never
+share it word for word (``judges.health`` flags identical reasoning across cases).
+
+Modes (``--mode``, ``judge_server(mode=...)``): ``scripted`` (the default, above); ``random`` — a deliberately
+unreliable judge for calibration tests and the example: every score is drawn uniformly on the scale (seeded by
+the prompt, so a prompt keeps its score), lists are judged by coin flips; ``first`` — pairwise prompts always
+prefer the answer shown first (a judge with pure position bias), other prompts as ``scripted``.
+
+Pairwise prompts (``judges.pairwise``: "Reply with this JSON object" naming ``"preferred"``) get ``A`` or ``B``
+by the same coverage (ties → ``tie``).
+
 Requests need ``Authorization: Bearer <key>`` when the server was started with a key.
 
-    python -m evalgate.demo.judge --port 8012
+    python -m evalgate.demo.judge --port 8012 [--mode scripted|random|first]
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import json
 import math
+import random
 import re
 from typing import Any
 
@@ -121,10 +135,68 @@ def evaluation_steps(prompt: str) -> dict[str, Any]:
     return {"reasoning": f"{len(checks)} check(s) read from the criteria", "steps": steps}
 
 
-def verdict(prompt: str) -> dict[str, Any]:
+MODES = ("scripted", "random", "first")
+
+
+def _found(reference: str, candidate: str) -> str:
+    wanted = sorted(terms(reference))
+    have = terms(candidate)
+    found = [t for t in wanted if t in have][:6]
+    missing = [t for t in wanted if t not in have][:6]
+    return f"found {', '.join(found) or 'none'}; missing {', '.join(missing) or 'none'}"
+
+
+def random_verdict(prompt: str) -> dict[str, Any]:
+    """A verdict drawn at random (seeded by the prompt): the unreliable judge of ``--mode random``."""
+    digest = hashlib.sha256(prompt.encode()).hexdigest()
+    rng = random.Random(digest)
+    spec = prompt[prompt.rfind("Reply with this JSON object"):]
+    reasoning = f"a random draw ({digest[:12]}), not a reading of the answer"
+    if '"preferred"' in spec:
+        return {"reasoning": reasoning, "preferred": rng.choice(["A", "B", "tie"])}
+    fenced = blocks(prompt)
+    if '"claims"' in spec:
+        return {"reasoning": reasoning, "claims": [{"claim": s, "verdict": rng.choice(["supported", "unsupported"])}
+                                                   for s in sentences(fenced.get("answer", ""))]}
+    if '"chunks"' in spec:
+        count = sum(1 for label in fenced if label.startswith("context"))
+        return {"reasoning": reasoning, "chunks": [{"chunk": i, "relevant": rng.random() < 0.5}
+                                                   for i in range(1, count + 1)]}
+    if '"statements"' in spec:
+        return {"reasoning": reasoning, "statements": [{"statement": s, "attributable": rng.random() < 0.5}
+                                                       for s in sentences(reference_text(prompt, fenced))]}
+    value = round(rng.random(), 4)
+    if '"overall_score"' in spec:
+        return {"reasoning": reasoning, "accuracy": value, "completeness": value, "relevance": value,
+                "overall_score": value}
+    if '"answer_quality"' in spec:
+        return {"reasoning": reasoning, "answer_quality": value, "factual_correctness": value, "completeness": value}
+    if "from 1 to 5" in spec:
+        return {"reasoning": reasoning, "score": round(1 + 4 * value, 4)}
+    return {"reasoning": reasoning, "score": value}
+
+
+def pairwise_verdict(prompt: str, mode: str = "scripted") -> dict[str, Any]:
+    """Which of the fenced ``answer A`` / ``answer B`` covers more of the reference (``first``: always A)."""
+    fenced = blocks(prompt)
+    if mode == "first":
+        return {"reasoning": f"answer A is shown first ({hashlib.sha256(prompt.encode()).hexdigest()[:8]})",
+                "preferred": "A"}
+    reference = reference_text(prompt, fenced)
+    a = coverage(reference, fenced.get("answer A", ""))
+    b = coverage(reference, fenced.get("answer B", ""))
+    preferred = "A" if a > b else "B" if b > a else "tie"
+    return {"reasoning": f"answer A covers {a:.0%} of the reference terms, answer B {b:.0%}", "preferred": preferred}
+
+
+def verdict(prompt: str, mode: str = "scripted") -> dict[str, Any]:
     """The JSON verdict for one evalgate judge prompt (see the module docstring)."""
     if '"steps"' in prompt[-600:]:
         return evaluation_steps(prompt)
+    if mode == "random":
+        return random_verdict(prompt)
+    if '"preferred"' in prompt[prompt.rfind("Reply with this JSON object"):]:
+        return pairwise_verdict(prompt, mode)
     fenced = blocks(prompt)
     answer = fenced.get("answer", "")
     context = context_text(fenced)
@@ -133,17 +205,24 @@ def verdict(prompt: str) -> dict[str, Any]:
     if '"claims"' in spec:
         claims = [{"claim": s, "verdict": "supported" if coverage(s, context) >= 0.5 else "unsupported"}
                   for s in sentences(answer)]
-        return {"reasoning": f"{len(claims)} claim(s) checked against the context by word overlap", "claims": claims}
+        shown = "; ".join(c["claim"][:40] for c in claims[:3])
+        return {"reasoning": f"{len(claims)} claim(s) checked against the context by word overlap: {shown}",
+                "claims": claims}
     if '"chunks"' in spec:
         needed = terms(fenced.get("question", "") + " " + reference)
         chunks = [{"chunk": i, "relevant": len(terms(fenced[f"context {i}"]) & needed) >= 2}
                   for i in range(1, 1 + sum(1 for label in fenced if label.startswith("context")))]
-        return {"reasoning": "chunks judged by shared terms with the question", "chunks": chunks}
+        return {"reasoning": f"chunks judged by shared terms with the question ({', '.join(sorted(needed)[:8])})",
+                "chunks": chunks}
     if '"statements"' in spec:
         statements = [{"statement": s, "attributable": coverage(s, context) >= 0.5} for s in sentences(reference)]
-        return {"reasoning": "expected statements matched against the context", "statements": statements}
-    value = round(coverage(reference, candidate_text(fenced)), 4)
-    reasoning = f"{value:.0%} of the reference terms occur in the answer"
+        shown = "; ".join(s[:40] for s in sentences(reference)[:3])
+        return {"reasoning": f"expected statements matched against the context: {shown}", "statements": statements}
+    candidate = candidate_text(fenced)
+    value = round(coverage(reference, candidate), 4)
+    quoted = " ".join(candidate.split())[:40]
+    reasoning = (f"{value:.0%} of the reference terms occur in the answer {quoted!r} "
+                 f"({_found(reference, candidate)})")
     if '"overall_score"' in spec:
         return {"reasoning": reasoning, "accuracy": value, "completeness": value, "relevance": value,
                 "overall_score": value}
@@ -163,7 +242,7 @@ def completion(body: dict[str, Any], content: str) -> dict[str, Any]:
             "usage": usage}
 
 
-def make_chat(api_key: str | None) -> Any:
+def make_chat(api_key: str | None, mode: str = "scripted") -> Any:
     def chat(body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
         if api_key is not None and headers.get("authorization") != f"Bearer {api_key}":
             return 401, {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error"}}
@@ -173,16 +252,23 @@ def make_chat(api_key: str | None) -> Any:
         user = next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), "")
         if SIMULATOR_MARKER in user:
             return 200, completion(body, user_message(user))
-        return 200, completion(body, json.dumps(verdict(user), ensure_ascii=False))
+        return 200, completion(body, json.dumps(verdict(user, mode), ensure_ascii=False))
 
     return chat
 
 
-def judge_server(api_key: str | None = None, port: int = 0, host: str = LOOPBACK) -> JsonServer:
-    chat = make_chat(api_key)
+def judge_server(api_key: str | None = None, port: int = 0, host: str = LOOPBACK, mode: str = "scripted") -> JsonServer:
+    if mode not in MODES:
+        raise ValueError(f"unknown demo judge mode {mode!r} (choose {', '.join(MODES)})")
+    chat = make_chat(api_key, mode)
     return JsonServer({path: chat for path in CHAT_PATHS}, port=port, host=host)
 
 
 if __name__ == "__main__":
-    arguments = port_argument("evalgate demo judge (OpenAI-compatible)")
-    serve_forever(judge_server(port=arguments.port, host=arguments.host), "demo judge")
+    import sys
+
+    mode_parser = argparse.ArgumentParser(add_help=False)
+    mode_parser.add_argument("--mode", choices=MODES, default="scripted")
+    chosen, sys.argv[1:] = mode_parser.parse_known_args(sys.argv[1:])
+    arguments = port_argument("evalgate demo judge (OpenAI-compatible); --mode scripted|random|first")
+    serve_forever(judge_server(port=arguments.port, host=arguments.host, mode=chosen.mode), "demo judge")

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate.calls.chat import ChatReply, ChatService
 from evalgate.calls.costs import BudgetExceeded, Usage
 from evalgate.calls.executor import CallFailed
+from evalgate.judges.health import HealthCheck
 from evalgate.judges.output import OutputMode, OutputNegotiator, modes_for, response_format, schema_for
 from evalgate.judges.parse import VerdictError, kept_raw, parse_verdict, schema_of, verdict_in_words
 from evalgate.model import MetricUnavailable
@@ -143,6 +144,7 @@ class JudgeClient:
         self.output = OutputNegotiator(modes_for(service.provider.name, output), forced=output != "auto")
         self.repairs = RepairStats()
         self.templates_used: dict[str, str] = {}
+        self.health = HealthCheck()
         self._memo: OrderedDict[tuple[str, str, int], JudgeVerdict | MetricUnavailable] = OrderedDict()
 
     @property
@@ -232,9 +234,16 @@ class JudgeClient:
                 raise MetricUnavailable(f"{first} ({len(failures)} of {self.samples} samples failed)",
                                         {**first.details, "samples_failed": len(failures)})
             raise first
+        unhealthy, flags = self.health.check(prompt, samples)
+        if unhealthy is not None:  # a readable verdict that fails a health check (judges.health) is no verdict
+            raise MetricUnavailable(unhealthy[1], {**self._identity(prompt, samples[0].mode), "judge_failure": "unhealthy",
+                                                   "health": unhealthy[0],
+                                                   "reasoning": kept_raw(redact(samples[0].reasoning))})
         names = samples[0].values.keys()
         values = {name: sum(s.values[name] for s in samples) / len(samples) for name in names}
         details = self._details(prompt, samples, values)
+        if flags:
+            details["health_flags"] = flags
         if failures:
             details["samples_failed"] = len(failures)
             details["sample_failures"] = [str(f) for f in failures]

@@ -13,7 +13,15 @@ from rich.text import Text
 from evalgate.calls.executor import CALL_COUNTERS
 from evalgate.metrics.registry import NO_JUDGE_REASON
 from evalgate.report.progress import MAX_FAILED_LISTED
-from evalgate.report.view import format_threshold, is_number, not_scored_view, others_line, trend_arrow
+from evalgate.report.view import (
+    calibration_label,
+    format_threshold,
+    is_number,
+    judge_view,
+    not_scored_view,
+    others_line,
+    trend_arrow,
+)
 
 MAX_FLIPS_LISTED = 20
 MAX_FLAKY_LISTED = 20
@@ -75,6 +83,7 @@ def render_report(document: dict[str, Any], console: Console, *, verbose: bool =
         f"  weighted {summary['weighted_pass_rate']:.1%}  critical failures {summary['critical_failures']}"
     )
     console.print(_metric_table(document))
+    render_judge(document, console)
     render_not_scored(document, console, verbose=verbose)
     render_baseline(document, console)
     render_repeats(document, console)
@@ -194,6 +203,9 @@ def _metric_table(document: dict[str, Any]) -> Table:
     for name, row in rows.items():
         threshold = row.get("threshold")
         bound = format_threshold(threshold) if threshold else "—"
+        calibration = row.get("calibration") or {}
+        if calibration.get("gating") is False and calibration.get("threshold"):
+            bound = f"{format_threshold(calibration['threshold'])} (not gating)"
         unavailable = int(row.get("unavailable") or 0)
         fallback = max(0, int(row.get("judge_unavailable") or 0) - unavailable - int(row.get("errored") or 0))
         cells = [name, _fmt(row.get("average")), bound, metric_mark(row), str(row.get("count", 0)),
@@ -203,6 +215,31 @@ def _metric_table(document: dict[str, Any]) -> Table:
             cells.append(str(row.get("errored") or ""))
         table.add_row(*cells, *([Text(str(row.get("summary") or ""))] if summaries else []))
     return table
+
+
+def render_judge(document: dict[str, Any], console: Console) -> None:
+    """Each judged metric's calibration (κ, n, date), the gate's notes on uncalibrated judges, and judge health
+    (verdicts unusable by cause)."""
+    labels = [(name, calibration_label(info)) for name, info in document.get("metrics", {}).items()]
+    shown = [f"{name} {label}" for name, label in labels if label and label != "not calibrated"]
+    if shown:
+        console.print("Judge calibration: " + "; ".join(shown), markup=False)
+    view = judge_view(document)
+    if view is None:
+        return
+    for note in view["notes"]:
+        console.print(f"  ℹ {note}", markup=False)
+    total = view["total"]
+    if total:
+        console.print(f"Judge health: {total.get('verdicts', 0)} verdict(s), {total.get('unusable', 0)} unusable",
+                      markup=False)
+    for row in view["health"]:
+        if row["unusable"]:
+            console.print(f"  ⚠ {row['name']}: {row['unusable']} of {row['verdicts']} unusable ({row['causes']})",
+                          markup=False)
+    if view["pairwise"]:
+        console.print(f"Pairwise vs base ({view['pairwise_cases']} changed answer(s), both orders): "
+                      + "; ".join(view["pairwise"]), markup=False)
 
 
 def render_not_scored(document: dict[str, Any], console: Console, *, verbose: bool = False) -> None:

@@ -213,8 +213,64 @@ def metric_rows(results: Mapping[str, Any], *, unchanged: str = "=") -> list[dic
             "judge_verdicts": info.get("judge_verdicts"),
             "not_run": not_run(info),
             "vs_base": delta_view(compared.get(name), unchanged=unchanged),
+            "calibration": calibration_label(info),
         })
+        calibration = info.get("calibration")
+        if isinstance(calibration, Mapping) and calibration.get("gating") is False and calibration.get("threshold"):
+            rows[-1]["threshold"] = f"{format_threshold(calibration['threshold'])} (not gating)"
     return rows
+
+
+def calibration_label(info: Mapping[str, Any]) -> str | None:
+    """A judged metric's calibration beside its average: ``κ 0.81 · n 32 · 2026-11-26``, ``not calibrated``,
+    ``stale calibration`` or ``κ 0.21 · n 40 · below floor``; None for a metric without one."""
+    calibration = info.get("calibration")
+    if not isinstance(calibration, Mapping):
+        return None
+    status = calibration.get("status")
+    if status in ("missing", None):
+        return "not calibrated"
+    if status == "stale":
+        return "stale calibration"
+    if status == "depends":
+        return "reads an uncalibrated judge"
+    kappa, n = calibration.get("kappa"), calibration.get("n")
+    text = f"κ {format_number(kappa, 2) if kappa is not None else '—'} · n {n}"
+    if calibration.get("created"):
+        text += f" · {str(calibration['created'])[:10]}"
+    return text + (" · below floor" if status == "below_floor" else "")
+
+
+def judge_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The judge's standing: gate notes (judged metrics that do not gate, and why), judge health per metric
+    ``{name, verdicts, unusable, causes: "placeholder_reasoning 3, parse_failure 1"}`` with the run's total, and
+    the pairwise comparison with the base (one line per metric); None when there is none of these."""
+    notes = [str(n) for n in (results.get("gate") or {}).get("notes") or []]
+    calibrated = ((results.get("calibration") or {}).get("metrics") or {})
+    missing = sorted(str(name) for name, entry in calibrated.items()
+                     if isinstance(entry, Mapping) and entry.get("status") == "missing" and entry.get("gating") is False)
+    if len(missing) > 1:  # one line for every metric never calibrated; below-floor and stale ones keep their own
+        notes = [note for note in notes if not any(note.startswith(f"{name}: ") for name in missing)]
+        notes.insert(0, f"judge not calibrated for {', '.join(missing)} — verdicts shown, not gating "
+                        "(`evalgate calibrate`, docs/judges.md)")
+    health_rows = []
+    for name, info in (results.get("metrics") or {}).items():
+        health = info.get("judge_health") if isinstance(info, Mapping) else None
+        if not isinstance(health, Mapping):
+            continue
+        causes = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in health.items()
+                           if k not in ("verdicts", "usable", "unusable") and v)
+        health_rows.append({"name": str(name), "verdicts": health.get("verdicts", 0),
+                            "unusable": health.get("unusable", 0), "causes": causes})
+    total = (results.get("summary") or {}).get("judge_health")
+    pairwise = results.get("pairwise") if isinstance(results.get("pairwise"), Mapping) else None
+    pairs = [f"{name} {row.get('wins', 0)} better, {row.get('losses', 0)} worse, {row.get('ties', 0)} tie(s) "
+             f"(sign test p {format_number(row.get('p_worse'), 3)})"
+             for name, row in ((pairwise or {}).get("metrics") or {}).items() if isinstance(row, Mapping)]
+    if not notes and not health_rows and not pairs:
+        return None
+    return {"notes": notes, "health": health_rows, "total": total if isinstance(total, Mapping) else None,
+            "pairwise": pairs, "pairwise_cases": (pairwise or {}).get("compared_cases")}
 
 
 def not_scored_view(results: Mapping[str, Any]) -> dict[str, Any]:

@@ -250,6 +250,10 @@ def validate_settings(settings: Settings, suite_config: Mapping[str, Any], *, cw
     from evalgate.runner.setup import prepare
 
     prepared = prepare(settings, suite_config, cwd)
+    if prepared.calibration_sets:  # labelled examples are checked too: file:line, label values, metric names
+        from evalgate.runner.calibrate import labelled_examples
+
+        labelled_examples(prepared, cwd or Path.cwd())
     summary = dataset_summary(prepared.cases)
     return ValidationResult(
         cases=len(prepared.cases), files=prepared.files,

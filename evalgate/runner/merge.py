@@ -213,7 +213,9 @@ def merge_runs(
     """Merge ``sources`` into ``output_dir/results.json`` and a new ``merged`` run in ``db_path``. With a
     ``baseline`` (and the ``settings`` that say how to compare: significance, ``fail_on_regression``) the
     merged run is compared with it as an unsharded run would be, and a regression can fail the gate."""
+    from evalgate.judges.health import HealthTally
     from evalgate.metrics.registry import all_metrics
+    from evalgate.runner.calibrate import attach_calibration, shard_policy
     from evalgate.runner.finish import build_document, new_run_id
     from evalgate.store.outdir import OutputLock
     from evalgate.store.sqlite import SQLiteStore
@@ -238,10 +240,12 @@ def merge_runs(
         store = SQLiteStore(db_path, run_id, timestamp, marker=lock.marker())
         aggregate = RunAggregate(*merged_judge_sets(runs, thresholds))
         repeats = consistency.repeat_sink(aggregate)
+        health = HealthTally()
         for record in spool.iter_records_in_order():
             text = record.decode("utf-8")
             result = CaseResult.model_validate_json(text)
             repeats.add(result)
+            health.add(result)
             store.add(result, text)
         repeats.finish()
         verdict = run_verdict(aggregate, thresholds, consistency.policy(), extra_reasons(runs, missing))
@@ -259,6 +263,7 @@ def merge_runs(
                 verdict = run_verdict(aggregate, thresholds, consistency.policy(),
                                       extra_reasons(runs, missing) + regressions)
                 document["gate"] = verdict.as_dict()
+        attach_calibration(document, shard_policy(runs[0].document, thresholds), health.report())
         results_path = output_dir / "results.json"
         write_results(results_path, document, spool)
         store.finish(document)

@@ -30,6 +30,7 @@ from evalgate.config.settings import Settings
 from evalgate.errors import Interrupt, RunInterrupted, UserError
 from evalgate.metrics.registry import judge_dependent
 from evalgate.report.progress import FailureCollector
+from evalgate.runner.calibrate import attach_calibration
 from evalgate.runner.engine import Engine, off_loop
 from evalgate.runner.finish import (
     _compared_record,
@@ -147,9 +148,14 @@ async def _execute(
 
         # a daemon thread: an interrupted lookup is left behind, never waited for at exit
         baseline = await off_loop(resolve_baseline, settings.baseline, auto=baseline_loader, cwd=cwd)
+    before: dict[str, str] = {}
     replay: dict[str, dict[str, Any]] = {}
     if baseline is not None and baseline.document is not None:  # keep only what the comparison reads
         replay = simulated_turns(baseline.document["results"])
+        if settings.pairwise:  # and the answers, to ask the judge which is better where one changed
+            from evalgate.runner.pairwise import base_outputs
+
+            before = base_outputs(baseline.document["results"])
         baseline.document["results"] = [_compared_record(r) for r in baseline.document["results"]]
     restored = restore_base_cache(settings, baseline, cwd)
     if restored.notice:
@@ -167,6 +173,15 @@ async def _execute(
         restored.close()
         raise
     traces = TraceSession(settings)
+    try:
+        from evalgate.runner.calibrate import judge_policy
+
+        calibration = judge_policy(settings, prepared, judge, cwd or Path.cwd())
+        prepared.thresholds = calibration.thresholds  # a judged metric whose judge is not calibrated does not gate
+    except BaseException:
+        await _close_quietly(target, judge, runtime)
+        restored.close()
+        raise
     try:
         await check_reachable(endpoints_of(target, judge), settings.connect_timeout_seconds, env)
         Interrupt.check()  # a signal whose wake-up found no wait left to cancel: still nothing written
@@ -194,7 +209,10 @@ async def _execute(
                              unjudged=judge_dependent(prepared.metrics) if judge is None else ())
     failures = FailureCollector()
     repeats = RepeatSink(aggregate, repeat=settings.repeat, rule=settings.repeat_rule)
-    sinks: list[Any] = [repeats, recorder, failures]
+    from evalgate.judges.health import HealthTally
+
+    health = HealthTally()
+    sinks: list[Any] = [repeats, recorder, failures, health]
     echo = IdenticalRepeats(settings.repeat)
     if settings.repeat > 1:
         sinks.append(echo)
@@ -221,6 +239,7 @@ async def _execute(
         optional=prepared.optional,
         conversations=conversations,
     )
+    pairwise: dict[str, Any] | None = None
     interruption.enter("running")  # a signal stops new cases (a flag each worker reads) and wakes the loop
     status = "crashed"
     frozen = _freeze_for_large_run(len(prepared.cases) * settings.repeat)
@@ -237,6 +256,10 @@ async def _execute(
             estimating.cancel()
             raise
         status = "cancelled" if stats.cancelled else "completed"
+        if before and judge is not None and status == "completed":
+            from evalgate.runner.pairwise import judge_pairs
+
+            pairwise = await judge_pairs(judge, prepared, spool.iter_records_in_order(), before, settings.concurrency)
     finally:
         interruption.enter("finishing")  # the results are written whatever arrives now (well within 1 s)
         _thaw(frozen)
@@ -255,6 +278,7 @@ async def _execute(
             """The results document (and verdict) of the run ended with ``status``."""
             interrupted = status == "cancelled" and (bool(received) or not runtime.ledger.exceeded)
             extra = [f"run {status} before every case finished"] if status != "completed" else []
+            extra += calibration.failures_for(aggregate.metrics)
             if interrupted:
                 by = " and ".join(dict.fromkeys(received)) or "the caller"
                 every = engine.stats.finished_cases >= total
@@ -287,14 +311,23 @@ async def _execute(
                 run_id=run_id, timestamp=timestamp, status=status, aggregate=aggregate,
                 thresholds=prepared.thresholds, verdict=verdict, metadata=metadata, metrics=prepared.metrics,
             )
+            attach_calibration(document, calibration, health.report())
             add_spend(document["summary"], runtime.ledger)
             add_reuse(document["summary"], judge)
             apply_report(document, repeats.report())
             regression_reasons = attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
+            if pairwise is not None:
+                from evalgate.verdict.pairwise import pairwise_reasons
+
+                document["pairwise"] = pairwise
+                family = [t["p_value"] for t in ((document.get("comparison") or {}).get("family") or {}).get("tests", [])]
+                regression_reasons += pairwise_reasons(pairwise["metrics"], calibration.pairwise_gated(prepared.thresholds),
+                                                       settings.significance_level, settings.fail_on_regression, family)
             if regression_reasons:
                 verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra + regression_reasons,
                                       interrupted=interrupted)
                 document["gate"] = verdict.as_dict()
+                attach_calibration(document, calibration, None)
             return document, verdict
 
         if received and status == "completed":  # every case finished, but the run was asked to stop

@@ -63,6 +63,10 @@ class Prepared:
     """Per case: each planned metric, its threshold and why it applies (``runner.explain``)."""
     optional: dict[str | None, frozenset[str]] = field(default_factory=dict)
     """``optional_metrics`` by suite name (None: evalgate.yaml's, which every suite adds to its own)."""
+    calibration_sets: list[tuple[Path, str]] = field(default_factory=list)
+    """Labelled-example files the suites name (``calibration:``), each with where it was named."""
+    seed_kind: bool = False
+    """A suite (or evalgate.yaml) declares a seed ``kind``, or ``compat`` asks for a seed's outputs."""
 
     @property
     def used_inline(self) -> set[str]:
@@ -115,12 +119,22 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
                                 where_of=where_of)
     optional = _optional_metrics(metrics, global_suite, suites, config_name, where_of)
     _check_tolerances(metrics, settings)
+    base = (cwd / settings.config).parent if settings.config else cwd
+    calibration_sets = [(base / entry, f"{config_name}: suite calibration") for entry in global_suite.calibration]
+    for name, suite in suites.items():
+        display = scanned.suite_where.get(name, "").rpartition(":")[0]
+        for entry in suite.calibration:
+            calibration_sets.append(((cwd / display).parent / entry if display else cwd / entry,
+                                     where_of(name, "calibration")))
+    seed_kind = bool(settings.compat) or any(name in DIALECTS for name in scanned.dialects) or any(
+        config.kind not in (None, "generic") for config in (global_suite, *suites.values()))
     from evalgate.runner.explain import make_explainer
 
     origin = {name: where for mapping, where in layers for name in mapping}
     explain = make_explainer(plan_for, thresholds, origin, global_suite, suites, compat, catalog.user)
     return Prepared(cases=scanned.cases, files=files, thresholds=thresholds, plan_for=plan_for, metrics=metrics,
-                    user_metrics=catalog.user, notices=notices, explain=explain, optional=optional)
+                    user_metrics=catalog.user, notices=notices, optional=optional, calibration_sets=calibration_sets,
+                    seed_kind=seed_kind, explain=explain)
 
 
 def _optional_metrics(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any], config_name: str,

@@ -10,7 +10,8 @@ Migrations run once each, in order, in one transaction together with the version
    database written by the seed's own tool already has them and keeps them as they are), and evalgate's
    ``eg_runs`` (one row per run: the results document without ``results``) and ``eg_cases`` (one row
    per case: its results.json record);
-2. ``eg_meta(key, value)``.
+2. ``eg_meta(key, value)``;
+3. ``eg_calibrations`` (judge calibrations, ``store.calibration``).
 
 A database whose version is newer than this evalgate knows is refused with a ``UserError``, never
 rewritten. Schema creation uses sqlite3 directly: every run opens (usually creates) its database, and
@@ -92,6 +93,20 @@ CREATE TABLE IF NOT EXISTS eg_meta (
 );
 """
 
+CALIBRATION_DDL = """
+CREATE TABLE IF NOT EXISTS eg_calibrations (
+    metric TEXT NOT NULL,
+    key TEXT NOT NULL,
+    created TEXT NOT NULL,
+    judge TEXT NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (metric, key, created)
+);
+CREATE INDEX IF NOT EXISTS idx_eg_calibrations_metric ON eg_calibrations(metric, created);
+"""
+"""One row per calibration (``store.calibration``): the metric, its judge key (hash of everything that changes a
+verdict), when, the judge's label (``model@metric-hash``) and the record as JSON."""
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -108,6 +123,7 @@ class Migration:
 MIGRATIONS = (
     Migration(1, "seed 001's eval_runs/eval_results and evalgate's eg_runs/eg_cases", SEED_001_DDL + EVALGATE_DDL),
     Migration(2, "eg_meta: the schema version and the evalgate versions that wrote it", META_DDL),
+    Migration(3, "eg_calibrations: judge calibrations against human labels", CALIBRATION_DDL),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -1,0 +1,99 @@
+"""What identifies a judge configuration for calibration, and scoring one labelled example with it.
+
+The calibration key of a judged metric hashes everything that changes its verdicts (as the judge cache keys
+replies: ``store.judge_cache``, ``JudgeClient._key``): provider, model, the template version (``name@`` + hash
+of the template, everything it includes and the system message), the criteria/rubric/steps of a declared
+metric, a configured rubric (``response_quality_rubric``), the metric's temperature and ``judge_samples``.
+The base URL is left out (a local server's port changes between runs; the model name names what it serves).
+A calibration stored under one key never vouches for another: any changed part makes it stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from typing import TYPE_CHECKING, Any
+
+from evalgate.model import MetricSkipped, MetricUnavailable
+
+if TYPE_CHECKING:
+    from evalgate.judges.client import JudgeClient
+    from evalgate.metrics.registry import Metric
+    from evalgate.model import Case
+
+KEY_PARTS = ("provider", "model", "template", "criteria", "rubric", "temperature", "samples")
+
+
+def key_parts(judge: JudgeClient, metric: Metric, options: Any) -> dict[str, Any]:
+    """The parts of ``metric``'s calibration key under ``judge`` and the suite ``options``."""
+    from evalgate.judges.custom import CRITERIA_FILE, STEPS_FILE
+    from evalgate.judges.prompts import template_for_metric, template_version
+
+    parts: dict[str, Any] = {"provider": judge.provider, "model": judge.model}
+    try:
+        template = None if metric.info is not None else template_for_metric(metric.name)
+    except KeyError:  # judged through criteria.j2 without a declaration record (the built-in conversation metrics)
+        template = None
+    if template is None:  # a criteria metric: its definition (or, built in, its description) is part of the prompt
+        parts["template"] = f"{template_version(CRITERIA_FILE)}+{template_version(STEPS_FILE)}"
+        info = metric.info if isinstance(metric.info, dict) else {"description": metric.description}
+        parts["criteria"] = {k: v for k, v in sorted(info.items()) if k not in ("origin", "where", "source")}
+        template_name = "criteria_" + metric.name
+    else:
+        parts["template"] = template_version(template.file)
+        parts["criteria"] = None
+        template_name = template.name
+    rubric = getattr(options, "response_quality_rubric", None) if metric.name == "response_quality" else None
+    parts["rubric"] = rubric or None
+    parts["temperature"] = judge.temperature_for(template_name)
+    parts["samples"] = judge.samples
+    return parts
+
+
+def pairwise_key_parts(judge: JudgeClient, metric: Metric, options: Any) -> dict[str, Any]:
+    """The key parts of ``metric``'s pairwise judging (``judges.pairwise``): its own, with the pairwise template's
+    version and temperature."""
+    from evalgate.judges.pairwise import PAIRWISE_FILE
+    from evalgate.judges.prompts import template_version
+
+    parts = key_parts(judge, metric, options)
+    parts["template"] = f"{template_version(PAIRWISE_FILE)} for {parts['template']}"
+    parts["temperature"] = judge.temperature_for("pairwise")
+    return parts
+
+
+def key_of(parts: dict[str, Any]) -> str:
+    """16 hex digits of sha256 over the parts (canonical JSON)."""
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def judge_label(parts: dict[str, Any], metric: str, key: str) -> str:
+    """How messages name a judge configuration: ``gpt-4o-mini@policy-3f2a1c…``."""
+    return f"{parts.get('model')}@{metric}-{key[:6]}…"
+
+
+def changed_parts(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The key parts that differ between two configurations (in ``KEY_PARTS`` order)."""
+    return [name for name in KEY_PARTS if old.get(name) != new.get(name)]
+
+
+async def score_example(judge: JudgeClient, metric: Metric, case: Case, options: Any
+                        ) -> tuple[float | None, str, str | None]:
+    """The judge's value for one labelled example: (value, reasoning, problem). A heuristic fallback
+    (``response_quality`` without a verdict) is no judge value: (None, "", why)."""
+    from evalgate.metrics.registry import MetricContext
+    from evalgate.targets.recorded import answer_from_case
+
+    answer = answer_from_case(case)
+    ctx = MetricContext(options, judge=judge)
+    try:
+        result = metric.fn(case, answer, ctx)
+        score = await result if inspect.isawaitable(result) else result
+    except (MetricSkipped, MetricUnavailable) as exc:
+        return None, "", str(exc)
+    details = dict(score.details or {})
+    if "judge_unavailable" in details or details.get("method") == "heuristic":
+        return None, "", str(details.get("judge_unavailable") or "scored by the heuristic, not the judge")
+    return float(score.value), str(details.get("reasoning") or ""), None

@@ -1,0 +1,343 @@
+"""Judge calibration: ``evalgate calibrate`` (score the suites' labelled examples with the configured judge and
+store the agreement) and, before a run, which judged metrics may gate (``judge_policy``).
+
+Where calibrations live: the results database's ``eg_calibrations`` (``settings.db_path``) and the committable
+JSON file ``calibration_file`` (default: ``judge-calibration.json`` beside each suite's labels file). A run
+reads both and takes, per metric, the newest record stored under the metric's current key
+(``judges.calibration``); the gate rules are ``verdict.calibration.standing`` / ``gates``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evalgate.errors import UserError
+from evalgate.model import Case, Threshold
+from evalgate.verdict.calibration import Floor, Pair, Standing, agreement, gates, standing
+
+if TYPE_CHECKING:
+    from evalgate.config.settings import Settings
+    from evalgate.dataset.labels import LabelledExample
+    from evalgate.judges.client import JudgeClient
+    from evalgate.metrics.registry import Metric
+    from evalgate.runner.setup import Prepared
+
+
+# --- where records are ----------------------------------------------------------------------------------------
+
+
+def calibration_files(settings: Settings, prepared: Prepared, cwd: Path) -> list[Path]:
+    """The JSON files a run reads (and ``calibrate`` writes: the first)."""
+    from evalgate.store.calibration import DEFAULT_FILE
+
+    if settings.calibration_file:
+        path = Path(settings.calibration_file)
+        return [(path if path.is_absolute() else cwd / path).resolve()]
+    return list(dict.fromkeys(path.resolve().parent / DEFAULT_FILE for path, _ in prepared.calibration_sets))
+
+
+def stored_records(settings: Settings, prepared: Prepared, cwd: Path, notices: list[str]) -> list[dict[str, Any]]:
+    from evalgate.store.calibration import CalibrationFileError, load, read_file
+
+    records = load(settings.db_path if settings.db_path.is_absolute() else cwd / settings.db_path)
+    for path in calibration_files(settings, prepared, cwd):
+        try:
+            records.extend(read_file(path))
+        except CalibrationFileError as exc:
+            notices.append(f"calibration file ignored: {exc}")
+    return records
+
+
+def global_options(prepared: Prepared) -> Any:
+    """The metric options of a case of no suite (evalgate.yaml's): what calibration keys read (a rubric)."""
+    return prepared.plan_for(Case(id="calibration")).options
+
+
+def lookup(records: list[dict[str, Any]], metric: str, key: str, parts: dict[str, Any]
+           ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(the newest record of ``metric`` under ``key``, the newest under another key with ``changed``: the key parts
+    that differ from ``parts``)."""
+    from evalgate.judges.calibration import changed_parts
+
+    own = [r for r in records if r.get("metric") == metric]
+    current = max((r for r in own if r.get("key") == key), key=lambda r: str(r.get("created", "")), default=None)
+    other = max((r for r in own if r.get("key") != key), key=lambda r: str(r.get("created", "")), default=None)
+    return current, None if other is None else {**other, "changed": changed_parts(other.get("parts") or {}, parts)}
+
+
+def floor_for(settings: Settings, metric: str) -> Floor:
+    own = settings.calibration_floors.get(metric, {})
+    return Floor(float(own.get("min_kappa", settings.calibration_min_kappa)),
+                 int(own.get("min_labels", settings.calibration_min_labels)))
+
+
+# --- before a run: who may gate ----------------------------------------------------------------------------------
+
+
+@dataclass
+class JudgePolicy:
+    """What calibration decided for one run: the thresholds that gate, the ``calibration`` block of results.json,
+    one gate note per metric that does not gate, and failure reasons under ``calibration: required``."""
+
+    thresholds: dict[str, Threshold]
+    block: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+    """Metric (``name`` or ``name#pairwise``) → the line under ``calibration: required``."""
+    pairwise_gating: set[str] | None = None
+    """Metrics whose pairwise preferences may fail the gate (None: every gated one, as with calibration off)."""
+
+    def failures_for(self, used: Collection[str]) -> list[str]:
+        """The failure lines (``calibration: required``) of the metrics the run scored."""
+        return [line for name, line in sorted(self.failures.items()) if name.partition("#")[0] in used]
+
+    def pairwise_gated(self, thresholds: Collection[str]) -> list[str]:
+        return [name for name in thresholds if self.pairwise_gating is None or name in self.pairwise_gating]
+
+
+def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | None, cwd: Path) -> JudgePolicy:
+    """Per gated judged metric: its calibration standing, and whether it gates (see the module docstring).
+    A metric that reads a non-gating judged metric's value (``composite``, ``combined_score``) stops gating too."""
+    from evalgate.judges.calibration import judge_label, key_of, key_parts
+
+    thresholds = dict(prepared.thresholds)
+    if judge is None:
+        return JudgePolicy(thresholds)
+    mode = settings.calibration
+    from evalgate.runner.catalog import INLINE_CRITERIA
+
+    # one-off ``assert:`` criteria are each their own prompt: nothing to calibrate, they gate as written
+    judged = [name for name in sorted(thresholds) if name in prepared.metrics and prepared.metrics[name].uses_judge
+              and name != INLINE_CRITERIA]
+    if not judged or mode == "off":  # off: today's behaviour, every judge gates and nothing is shown
+        return JudgePolicy(thresholds, {"mode": mode, "metrics": {}} if mode == "off" else {})
+    notices: list[str] = []
+    records = stored_records(settings, prepared, cwd, notices)
+    prepared.notices.extend(notices)
+    options = global_options(prepared)
+    policy = JudgePolicy(thresholds, {"mode": mode, "metrics": {}})
+    not_gating: set[str] = set()
+    for name in judged:
+        metric = prepared.metrics[name]
+        parts = key_parts(judge, metric, options)
+        key = key_of(parts)
+        label = judge_label(parts, name, key)
+        current, stale = lookup(records, name, key, parts)
+        floor = floor_for(settings, name)
+        state, why = standing(current, stale, floor)
+        gating = gates(mode, state, seed_kind=prepared.seed_kind)
+        entry: dict[str, Any] = {"judge": label, "key": key, "status": state, "reason": why, "gating": gating,
+                                 "min_kappa": floor.min_kappa, "min_labels": floor.min_labels,
+                                 "threshold": thresholds[name].model_dump()}
+        if current is not None:
+            entry.update({"kappa": current.get("kappa"), "kappa_ci": current.get("kappa_ci"), "n": current.get("n"),
+                          "accuracy": current.get("accuracy"), "spearman": current.get("spearman"),
+                          "kendall": current.get("kendall"), "created": current.get("created")})
+        policy.block["metrics"][name] = entry
+        if state != "calibrated" and mode == "required":  # one reason, not its verdicts as well
+            not_gating.add(name)
+            policy.failures[name] = f"{name}: judge not calibrated for {label}: {why} — calibration: required"
+        elif not gating:
+            not_gating.add(name)
+            policy.notes[name] = f"{name}: judge not calibrated for {label}: {why} — verdicts shown, not gating"
+        elif state == "missing":
+            policy.notes[name] = (f"{name}: judge not calibrated for {label} — gating as the seed frameworks did "
+                                  "(a seed kind is declared; run `evalgate calibrate`)")
+    for name in sorted(thresholds):
+        dependent = prepared.metrics.get(name)
+        if dependent is not None and name not in not_gating and set(dependent.depends_on) & not_gating:
+            not_gating.add(name)
+            policy.notes[name] = (f"{name}: reads {', '.join(sorted(set(dependent.depends_on) & not_gating))}, whose "
+                                  "judge is not calibrated — shown, not gating")
+            policy.block["metrics"].setdefault(name, {"status": "depends", "gating": False,
+                                                      "threshold": thresholds[name].model_dump()})
+    for name in not_gating:
+        thresholds.pop(name, None)
+    if settings.pairwise:
+        _pairwise_policy(policy, settings, prepared, judge, records, options, judged)
+    return policy
+
+
+def _pairwise_policy(policy: JudgePolicy, settings: Settings, prepared: Prepared, judge: JudgeClient,
+                     records: list[dict[str, Any]], options: Any, judged: list[str]) -> None:
+    """Pairwise preferences gate (``fail_on_regression``) under the same rules, calibrated as ``pairwise:NAME``."""
+    from evalgate.judges.calibration import judge_label, key_of, pairwise_key_parts
+
+    policy.pairwise_gating = set()
+    block = policy.block.setdefault("pairwise", {})
+    for name in judged:
+        parts = pairwise_key_parts(judge, prepared.metrics[name], options)
+        key = key_of(parts)
+        label = judge_label(parts, f"pairwise:{name}", key)
+        current, stale = lookup(records, f"pairwise:{name}", key, parts)
+        state, why = standing(current, stale, floor_for(settings, f"pairwise:{name}"))
+        gating = gates(settings.calibration, state, seed_kind=prepared.seed_kind)
+        block[name] = {"judge": label, "key": key, "status": state, "reason": why, "gating": gating,
+                       **({"kappa": current.get("kappa"), "n": current.get("n"), "created": current.get("created")}
+                          if current is not None else {})}
+        if gating:
+            policy.pairwise_gating.add(name)
+        elif settings.calibration == "required":
+            policy.failures[f"{name}#pairwise"] = (f"{name} (pairwise): judge not calibrated for {label}: {why} — "
+                                                   "calibration: required")
+
+
+def shard_policy(document: Mapping[str, Any], thresholds: Mapping[str, Threshold]) -> JudgePolicy:
+    """A shard's calibration decisions, for the merged run (every shard ran with the same judge and settings)."""
+    block = dict(document.get("calibration") or {})
+    notes = {str(note).partition(": ")[0]: str(note) for note in (document.get("gate") or {}).get("notes") or []}
+    return JudgePolicy(dict(thresholds), block, notes)
+
+
+def attach_calibration(document: dict[str, Any], policy: JudgePolicy, health: dict[str, Any] | None) -> None:
+    """results.json: ``calibration`` (the policy's block), ``gate.notes`` (one line per judged metric that does
+    not gate), per metric ``calibration`` (standing, κ, n, date) and ``judge_health``, and
+    ``summary.judge_health`` (``judges.health``)."""
+    metrics = document.get("metrics", {})
+    if policy.block:
+        document["calibration"] = {**policy.block, "metrics": {name: entry for name, entry in
+                                                               policy.block.get("metrics", {}).items() if name in metrics}}
+        for name, entry in document["calibration"]["metrics"].items():
+            metrics[name]["calibration"] = {k: entry.get(k) for k in ("status", "gating", "kappa", "n", "created",
+                                                                      "judge", "reason", "threshold")}
+    notes = [line for name, line in sorted(policy.notes.items()) if name in metrics]
+    if notes:
+        document.setdefault("gate", {})["notes"] = notes
+    if health is not None and health.get("metrics"):
+        document["summary"]["judge_health"] = health["total"]
+        for name, counts in health["metrics"].items():
+            if name in document.get("metrics", {}):
+                document["metrics"][name]["judge_health"] = counts
+
+
+# --- evalgate calibrate -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class CalibrationOutcome:
+    records: list[dict[str, Any]]
+    standings: dict[str, tuple[Standing, str]]
+    """metric → (standing, reason) under the floor."""
+    files: list[Path]
+    db_path: Path
+    notices: list[str]
+
+
+def labelled_examples(prepared: Prepared, cwd: Path) -> list[LabelledExample]:
+    from evalgate.dataset.labels import load_labels
+
+    if not prepared.calibration_sets:
+        raise UserError("no labelled examples: name a labels file in a suite block (calibration: labels.yaml) or in "
+                        "evalgate.yaml's suite (docs/judges.md, \"Calibration\")", where="calibration")
+    examples: list[LabelledExample] = []
+    for path, _where in prepared.calibration_sets:
+        examples.extend(load_labels(path, cwd))
+    for example in examples:
+        for name in [*example.labels, *(example.preferred or {})]:
+            metric = prepared.metrics.get(name)
+            if metric is None or not metric.uses_judge:
+                what = "unknown metric" if metric is None else "not a judged metric"
+                raise UserError(f"label for {name!r}: {what} (calibration is for judged metrics)", where=example.where)
+    return examples
+
+
+async def calibrate(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | None = None,
+                    metrics: list[str] | None = None) -> CalibrationOutcome:
+    """Score every labelled example with the configured judge; store and return one record per metric."""
+    from evalgate.calls.executor import Runtime
+    from evalgate.dataset.load import display_path
+    from evalgate.judges.calibration import judge_label, key_of, key_parts, score_example
+    from evalgate.judges.factory import build_judge
+    from evalgate.runner.setup import prepare
+    from evalgate.store.calibration import save, write_file
+
+    cwd = cwd or Path.cwd()
+    prepared = prepare(settings, suite_config, cwd)
+    examples = labelled_examples(prepared, cwd)
+    wanted = set(metrics or [])
+    by_metric: dict[str, list[LabelledExample]] = {}
+    by_pairwise: dict[str, list[LabelledExample]] = {}
+    for example in examples:
+        for name in example.labels:
+            if not wanted or name in wanted:
+                by_metric.setdefault(name, []).append(example)
+        for name in example.preferred or {}:
+            if not wanted or name in wanted or f"pairwise:{name}" in wanted:
+                by_pairwise.setdefault(name, []).append(example)
+    for name in sorted(by_metric):
+        if prepared.thresholds.get(name) is None:
+            raise UserError(f"{name} has no threshold: calibration compares pass/fail at the threshold; set one "
+                            "(thresholds:, metric_thresholds)", where=by_metric[name][0].where)
+    if not by_metric and not by_pairwise:
+        raise UserError("no labelled example names a metric to calibrate", where="calibration")
+    if settings.judge_provider == "none":
+        raise UserError("calibration needs a judge: set judge_provider (--judge-provider)", where="judge_provider")
+    runtime = Runtime.from_settings(settings)
+    judge = build_judge(settings, runtime, settings.environment)
+    assert judge is not None
+    options = global_options(prepared)
+    gate = asyncio.Semaphore(settings.concurrency)
+    try:
+        async def one(metric: Metric, example: LabelledExample) -> Pair:
+            async with gate:
+                value, reasoning, problem = await score_example(judge, metric, example.case, options)
+            label = example.labels[metric.name]
+            threshold = prepared.thresholds[metric.name]
+            return Pair(example.case.id or example.where, label.as_pass(threshold.admits), label.value, value,
+                        reasoning, example.where, problem)
+
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        records: list[dict[str, Any]] = []
+        for name in sorted(by_metric):
+            metric = prepared.metrics[name]
+            pairs = await asyncio.gather(*(one(metric, example) for example in by_metric[name]))
+            parts = key_parts(judge, metric, options)
+            key = key_of(parts)
+            report = agreement(pairs, prepared.thresholds[name].admits)
+            first_problem = next((p.problem for p in pairs if p.problem), None)
+            records.append({"metric": name, "key": key, "judge": judge_label(parts, name, key), "parts": parts,
+                            "created": now, "threshold": prepared.thresholds[name].model_dump(),
+                            "labels": sorted({display_path(p.resolve(), cwd) for p, _ in prepared.calibration_sets}),
+                            "first_unavailable": first_problem, **report})
+        for name in sorted(by_pairwise):
+            records.append(await _calibrate_pairwise(judge, prepared.metrics[name], by_pairwise[name], options, gate,
+                                                     now, prepared, cwd))
+    finally:
+        await judge.aclose()
+        await runtime.aclose()
+    files = calibration_files(settings, prepared, cwd)
+    db_path = settings.db_path if settings.db_path.is_absolute() else cwd / settings.db_path
+    save(db_path, records)
+    if files:
+        write_file(files[0], records)
+    standings = {r["metric"]: standing(r, None, floor_for(settings, r["metric"])) for r in records}
+    return CalibrationOutcome(records, standings, files[:1], db_path, prepared.notices)
+
+
+async def _calibrate_pairwise(judge: JudgeClient, metric: Metric, examples: list[LabelledExample], options: Any,
+                              gate: asyncio.Semaphore, now: str, prepared: Prepared, cwd: Path) -> dict[str, Any]:
+    """The ``pairwise:NAME`` record: the judge's combined preference (both orders) against the human one."""
+    from evalgate.dataset.load import display_path
+    from evalgate.judges.calibration import judge_label, key_of, pairwise_key_parts
+    from evalgate.judges.pairwise import prefer
+    from evalgate.verdict.calibration import preference_agreement
+
+    async def one(example: LabelledExample) -> tuple[str, str | None, str, str]:
+        assert example.answers is not None and example.preferred is not None
+        async with gate:
+            found = await prefer(judge, metric, example.case, *example.answers)  # A as "base", B as "head"
+        choice = {"base": "A", "head": "B", "tie": "tie"}[found["preferred"]]
+        return example.case.id or example.where, choice, example.preferred[metric.name], " / ".join(found["reasoning"])
+
+    rows = await asyncio.gather(*(one(example) for example in examples))
+    parts = pairwise_key_parts(judge, metric, options)
+    key = key_of(parts)
+    name = f"pairwise:{metric.name}"
+    return {"metric": name, "key": key, "judge": judge_label(parts, name, key), "parts": parts, "created": now,
+            "labels": sorted({display_path(p.resolve(), cwd) for p, _ in prepared.calibration_sets}),
+            **preference_agreement(rows)}
