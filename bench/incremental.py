@@ -312,7 +312,11 @@ def judge_result(stages: Mapping[str, Outcome], spec: IncrementalSpec) -> dict[s
     for name, outcome in stages.items():
         if len(outcome.verdicts) != spec.cases:
             problems.append(f"{name}: {len(outcome.verdicts)} verdicts, expected {spec.cases}")
+    verdicts = max(1, full.judge_calls)
     return {
+        "per_verdict": {"prompt_tokens": round(full.usage.get("prompt_tokens", 0) / verdicts, 1),
+                        "completion_tokens": round(full.usage.get("completion_tokens", 0) / verdicts, 1)},
+        "base_cost_usd": round(cost_usd(base.usage), 6),
         "pr_judge_calls": pr.judge_calls, "changed_cases": spec.changed_count,
         "base_judge_calls": base.judge_calls, "full_judge_calls": full.judge_calls,
         "pr_cost_usd": round(cost_usd(pr.usage), 6), "full_cost_usd": round(full_cost, 6),
@@ -333,6 +337,10 @@ def summarise_incremental(spec: IncrementalSpec, runs: Mapping[str, list[dict[st
         tools[name] = {
             "repeats": len(results),
             "pr_judge_calls": report.median([r["pr_judge_calls"] for r in results]),
+            "prompt_tokens_per_verdict": report.median([r["per_verdict"]["prompt_tokens"] for r in results]),
+            "completion_tokens_per_verdict": report.median([r["per_verdict"]["completion_tokens"] for r in results]),
+            "full_cost_usd": report.median([r["full_cost_usd"] for r in results]),
+            "pr_cost_usd": report.median([r["pr_cost_usd"] for r in results]),
             "cost_share": report.median([r["cost_share"] for r in results if r["cost_share"] is not None]),
             "verdict_identical": all(r["verdict_identical"] for r in results) if results else None,
             "pr_wall_s": report.median([r["wall_s"]["pr"] for r in results]),
@@ -355,7 +363,7 @@ def summarise_incremental(spec: IncrementalSpec, runs: Mapping[str, list[dict[st
 
 
 INCREMENTAL_HEADERS = ("tool", "PR judge calls", "changed", "PR cost / full", "verdict = full re-judge",
-                       "PR wall s", "full wall s", "notes")
+                       "PR wall s", "full wall s", "tokens/verdict prompt+completion", "full run $", "notes")
 
 
 def incremental_rows(result: Mapping[str, Any]) -> list[list[Any]]:
@@ -363,12 +371,13 @@ def incremental_rows(result: Mapping[str, Any]) -> list[list[Any]]:
     changed = result["spec"]["changed_cases"]
     for name, entry in result["tools"].items():
         if "unavailable" in entry:
-            rows.append([name, None, changed, None, None, None, None, entry["unavailable"][:70]])
+            rows.append([name, None, changed, None, None, None, None, None, None, entry["unavailable"][:70]])
             continue
         share = entry["cost_share"]
+        tokens = f"{entry.get('prompt_tokens_per_verdict')} + {entry.get('completion_tokens_per_verdict')}"
         rows.append([name, entry["pr_judge_calls"], changed, None if share is None else f"{share:.1%}",
-                     entry["verdict_identical"], entry["pr_wall_s"], entry["full_wall_s"],
-                     "; ".join(entry["problems"])[:70]])
+                     entry["verdict_identical"], entry["pr_wall_s"], entry["full_wall_s"], tokens,
+                     entry.get("full_cost_usd"), "; ".join(entry["problems"])[:70]])
     return rows
 
 

@@ -99,8 +99,23 @@ def server_counts(stats: Mapping[str, Any]) -> dict[str, int]:
             else:
                 other += int(count)
     limits = stats.get("limits") or {}
+    usage = stats.get("usage") or {}
     return {"ok": ok, "rate_limited_429": limited, "other_failures": other, "tokens": int(limits.get("tokens", 0)),
+            "prompt_tokens": int(usage.get("prompt_tokens", 0)), "completion_tokens": int(usage.get("completion_tokens", 0)),
             "peak_in_flight": int(stats.get("peak_in_flight", 0))}
+
+
+PRICE_INPUT, PRICE_OUTPUT = 0.15, 0.60
+"""USD per 1M tokens (gpt-4o-mini's list price), applied to the tokens the judge counted for every tool."""
+
+
+def judge_spend(judge: Mapping[str, int]) -> dict[str, float]:
+    """Prompt and completion tokens per verdict (the judge's 2xx replies) and the run's judge cost in USD."""
+    verdicts = max(1, judge["ok"])
+    return {"prompt_tokens_per_verdict": round(judge.get("prompt_tokens", 0) / verdicts, 1),
+            "completion_tokens_per_verdict": round(judge.get("completion_tokens", 0) / verdicts, 1),
+            "cost_usd": round((judge.get("prompt_tokens", 0) * PRICE_INPUT
+                               + judge.get("completion_tokens", 0) * PRICE_OUTPUT) / 1e6, 6)}
 
 
 def minimum_seconds(agent: Mapping[str, int], judge: Mapping[str, int], spec: LimitsSpec) -> float:
@@ -128,7 +143,7 @@ def measure_limited(tool: Tool, spec: LimitsSpec, endpoints: Endpoints, workdir:
             "ratio": round(run.wall_s / minimum, 4) if minimum else None, "calls": calls,
             "rate_limited_429": limited, "share_429": round(limited / max(1, calls + limited), 5),
             "errored_cases": spec.cases - check.scored, "scored": check.scored, "agent": agent, "judge": judge,
-            "problems": check.problems}
+            **judge_spend(judge), "problems": check.problems}
 
 
 def run_limits(tools: Sequence[Tool], missing: Mapping[str, str], spec: LimitsSpec, agent_script: Mapping[str, Any],
@@ -168,6 +183,9 @@ def summarise_limits(spec: LimitsSpec, runs: Mapping[str, list[dict[str, Any]]],
             "errored_cases": report.median([r["errored_cases"] for r in results]),
             "cpu_s": report.median([r["cpu_s"] for r in finished]),
             "peak_rss_mb": report.median([r["peak_rss_mb"] for r in finished]),
+            "prompt_tokens_per_verdict": report.median([r["prompt_tokens_per_verdict"] for r in finished]),
+            "completion_tokens_per_verdict": report.median([r["completion_tokens_per_verdict"] for r in finished]),
+            "judge_cost_usd": report.median([r["cost_usd"] for r in finished]),
             "problems": sorted({p for r in results for p in r["problems"]}),
             "runs": list(results),
         }
@@ -193,13 +211,15 @@ def limits_rows(result: Mapping[str, Any]) -> list[list[Any]]:
     rows = []
     for name, entry in result["tools"].items():
         if "unavailable" in entry:
-            rows.append([name, None, None, None, None, None, entry["unavailable"][:70]])
+            rows.append([name, None, None, None, None, None, None, None, entry["unavailable"][:70]])
             continue
         share = entry["share_429"]
+        tokens = f"{entry.get('prompt_tokens_per_verdict')} + {entry.get('completion_tokens_per_verdict')}"
         rows.append([name, entry["wall_s"], entry["minimum_s"], entry["ratio"],
                      f"{entry['rate_limited_429']} ({share:.1%})" if share is not None else None,
-                     entry["errored_cases"], "; ".join(entry["problems"])[:70]])
+                     entry["errored_cases"], tokens, entry.get("judge_cost_usd"), "; ".join(entry["problems"])[:70]])
     return rows
 
 
-LIMITS_HEADERS = ("tool", "wall s", "minimum s", "wall/minimum", "429s (share)", "errored", "notes")
+LIMITS_HEADERS = ("tool", "wall s", "minimum s", "wall/minimum", "429s (share)", "errored",
+                  "tokens/verdict prompt+completion", "judge $ per run", "notes")

@@ -51,7 +51,7 @@ DEFAULT_GRID: tuple[tuple[float, int], ...] = ((50.0, 8), (50.0, 64), (2.0, 64))
 DEFAULT_CASES = 1000
 SCALE_SIZES = (10_000, 30_000, 100_000)
 QUICK_SCALE_SIZES = (2_000, 5_000, 10_000)
-ALL_SCENARIOS = ("judged", "rules", "limits", "incremental", "scale", "startup", "clients")
+ALL_SCENARIOS = ("judged", "rules", "limits", "incremental", "batch", "scale", "startup", "clients")
 PEER_SCENARIOS = ("judged", "rules", "limits", "incremental")
 """Scenarios the peers take part in (the others measure evalgate alone)."""
 DEFAULT_TIME_SCALE = 4.0
@@ -436,6 +436,14 @@ def render(document: dict[str, Any]) -> str:
         parts += [f"Incremental ({spec['cases']:,} judged cases, {spec['changed_cases']:,} answers changed on the PR; "
                   "cost = tokens counted at the judge × gpt-4o-mini's price)",
                   report.render_table(INCREMENTAL_HEADERS, incremental_rows(incremental)), ""]
+    batch = document.get("batch")
+    if batch:
+        rows = [[mode, r["wall_s"], r["judge_requests_direct"], r["judge_requests_batched"], r["cost_usd"],
+                 r["evalgate_reported_usd"]] for mode, r in batch["runs"].items()]
+        parts += [f"Batch (the base run, {batch['cases']:,} judged cases; verdicts identical: "
+                  f"{batch['verdicts_identical']})",
+                  report.render_table(("judge_mode", "wall s", "direct requests", "batched requests", "cost $",
+                                       "evalgate's own $"), rows), ""]
     scale = document.get("scale")
     if scale and scale.get("sizes"):
         rows = [[int(n), s["wall_s"], s["cpu_s"], s["peak_rss_mb"], s["us_per_case"], "; ".join(s["problems"])]
@@ -506,6 +514,14 @@ def run(options: Options, log: Log = log_stderr) -> dict[str, Any]:
         incremental = run_incremental(incremental_tools(tools), {k: v for k, v in missing.items() if k != "floor"},
                                       IncrementalSpec(cases=options.cases), options.scratch / "runs", options.repeats,
                                       log)
+    batch = None
+    if "batch" in options.scenarios:
+        from bench.batch import run_batch_scenario
+
+        (options.scratch / "batch").mkdir(parents=True, exist_ok=True)
+        batch = run_batch_scenario(options.cases, options.scratch / "batch")
+        log(f"batch: base run ${batch['runs']['direct']['cost_usd']:.4f} direct, ${batch['runs']['batch']['cost_usd']:.4f} "
+            f"batched; verdicts {'identical' if batch['verdicts_identical'] else 'DIFFERENT'}")
     scale = (run_scale(options.scale_sizes, options.repeats, options.scratch / "scale", log)
              if "scale" in options.scenarios else None)
     startup = run_startup(options.repeats, options.scratch / "startup", log) if "startup" in options.scenarios else None
@@ -520,7 +536,7 @@ def run(options: Options, log: Log = log_stderr) -> dict[str, Any]:
                     "tools": options.tools, "scale_sizes": options.scale_sizes, "quick": options.quick},
         "environment": environment_facts({tool.name: tool.version for tool in tools} | {
             name: f"not run: {reason}" for name, reason in missing.items()}),
-        "http": http, "limits": limits, "incremental": incremental, "scale": scale, "startup": startup,
+        "http": http, "limits": limits, "incremental": incremental, "batch": batch, "scale": scale, "startup": startup,
         "clients": clients,
         "targets": evaluate_targets(http, scale, startup) + (limits or {}).get("targets", [])
         + (incremental or {}).get("targets", []),

@@ -95,6 +95,7 @@ def base_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k.lower() not in {"http_proxy", "https_proxy", "all_proxy"}}
     env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
     env["NO_COLOR"] = "1"
+    env["EVALGATE_JUDGE_SHARED_CACHE"] = "none"  # each measured run pays for what its own caches lack
     return env | extra
 
 

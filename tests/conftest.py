@@ -23,6 +23,9 @@ os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(_ROOT / ".pytest-tmp"))
 (_ROOT / ".pytest-tmp").mkdir(exist_ok=True)
 if _SCRIPTS not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _SCRIPTS + os.pathsep + os.environ.get("PATH", "")
+# The user-level judge cache shared across output directories (evalgate/store/shared_cache.py) would carry
+# verdicts from one test into another and write into the home directory: off unless a test turns it on.
+os.environ.setdefault("EVALGATE_JUDGE_SHARED_CACHE", "none")
 
 
 @pytest.fixture(autouse=True)

@@ -321,7 +321,8 @@ def test_limits_minimum_is_the_binding_budget_at_the_scaled_limits() -> None:
                            "jitter_ms": 62.5}
     judge = server_counts({"paths": {"/v1/chat/completions": {"200": 1000, "429": 3, "500": 1}},
                            "limits": {"tokens": 620_000}})
-    assert judge == {"ok": 1000, "rate_limited_429": 3, "other_failures": 1, "tokens": 620_000, "peak_in_flight": 0}
+    assert judge == {"ok": 1000, "rate_limited_429": 3, "other_failures": 1, "tokens": 620_000, "peak_in_flight": 0,
+                     "prompt_tokens": 0, "completion_tokens": 0}  # no usage in these stats
     agent = {"ok": 1000, "tokens": 0}
     assert minimum_seconds(agent, judge, spec) == pytest.approx(62.0)  # 620k tokens at 10k/s binds
     assert minimum_seconds(agent, {"ok": 1000, "tokens": 200_000}, spec) == pytest.approx(25.0)  # requests bind
@@ -346,3 +347,45 @@ def test_incremental_result_compares_the_pr_run_with_a_full_re_judge() -> None:
     assert result["cost_share"] == pytest.approx(0.1)
     stages["pr"].verdicts = [not verdicts[0], *verdicts[1:]]
     assert judge_result(stages, spec)["verdict_identical"] is False
+
+
+def test_limits_report_tokens_per_verdict_apart_and_dollars_per_run() -> None:
+    from bench.limits import judge_spend, server_counts
+
+    counts = server_counts({"paths": {"/v1/chat/completions": {"200": 4, "429": 1}},
+                            "usage": {"prompt_tokens": 1000, "completion_tokens": 80}, "limits": {"tokens": 1080}})
+    assert (counts["prompt_tokens"], counts["completion_tokens"]) == (1000, 80)
+    spend = judge_spend(counts)
+    assert spend == {"prompt_tokens_per_verdict": 250.0, "completion_tokens_per_verdict": 20.0,
+                     "cost_usd": round((1000 * 0.15 + 80 * 0.60) / 1e6, 6)}
+
+
+def test_incremental_result_has_tokens_per_verdict_and_the_base_cost() -> None:
+    from bench.incremental import IncrementalSpec, Outcome, judge_result
+
+    usage = {"prompt_tokens": 5_000, "completion_tokens": 400}
+    stages = {name: Outcome(1.0, 20, usage, [True] * 20, True, []) for name in ("base", "pr", "full")}
+    result = judge_result(stages, IncrementalSpec(cases=20))
+    assert result["per_verdict"] == {"prompt_tokens": 250.0, "completion_tokens": 20.0}
+    assert result["base_cost_usd"] == pytest.approx((5_000 * 0.15 + 400 * 0.60) / 1e6)
+
+
+def test_batch_scenario_halves_the_base_runs_cost_with_the_same_verdicts(tmp_path: Path) -> None:
+    from bench.batch import run_batch_scenario
+
+    result = run_batch_scenario(8, tmp_path)
+    direct, batch = result["runs"]["direct"], result["runs"]["batch"]
+    assert result["verdicts_identical"] and direct["verdicts"] == batch["verdicts"] == 8
+    assert (direct["judge_requests_direct"], direct["judge_requests_batched"]) == (8, 0)
+    assert (batch["judge_requests_direct"], batch["judge_requests_batched"], batch["batches_created"]) == (0, 8, 1)
+    assert result["batch_cost_share"] == 0.5
+    assert batch["evalgate_reported_usd"] == pytest.approx(direct["evalgate_reported_usd"] / 2, rel=1e-3)
+
+
+def test_judge_tokens_fixed_part_and_verdict_comparison() -> None:
+    from bench.judge_tokens import common_prefix, compare
+
+    assert common_prefix(["abcX1", "abcY22", "abc"]) == "abc" and common_prefix(["same", "same"]) == "same"
+    old = {"verdicts": {"a/m": [0.5, "passed"], "b/m": [1.0, "passed"]}}
+    new = {"verdicts": {"a/m": [0.5, "passed"], "b/m": [0.9, "passed"]}}
+    assert compare(old, new) == {"verdicts": 2, "identical": 1, "differ": ["b/m"]}

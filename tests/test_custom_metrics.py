@@ -93,9 +93,9 @@ def answer_of(prompt: str) -> str:
 
 
 def score(prompt: str) -> float:
-    if 'for the metric "helpdesk_tone"' in prompt:
+    if 'the metric "helpdesk_tone"' in prompt:
         return 0.9 if answer_of(prompt).startswith("Sorry") else 0.3
-    if 'for the metric "resolution"' in prompt:
+    if 'the metric "resolution"' in prompt:
         return 5.0 if "refund is on its way" in answer_of(prompt) else 1.0
     raise AssertionError(f"unexpected judge prompt: {prompt[:300]}")
 
@@ -159,7 +159,7 @@ def test_declared_judged_metrics_and_a_file_check_against_the_loopback_judge(
     resolution = next(p for p in prompts if 'metric \\"resolution\\"' in p)
     assert "Check that the customer tier in the metadata is respected." in resolution
     assert "<<<UNTRUSTED metadata.tier id=" in resolution and "<<<UNTRUSTED expected output id=" in resolution
-    assert "number from 1 to 5" in resolution
+    assert "Score 1\\u20135" in resolution  # the 1–5 scale (the recorded body is JSON: non-ASCII escaped)
     tone = [p for p in prompts if 'metric \\"helpdesk_tone\\"' in p]
     assert len(tone) == CASES and all(DEFAULT_STEPS[1] in p for p in tone)
 

@@ -22,6 +22,7 @@ def test_init_then_validate_and_run_in_an_empty_directory(tmp_path: Path, monkey
     for name in list(__import__("os").environ):
         if name.startswith("EVALGATE_"):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("EVALGATE_JUDGE_SHARED_CACHE", "none")  # the user-level shared judge cache stays out of tests
     assert cli_main(["init"]) == 0
     assert "Turn the judge on" in capsys.readouterr().out
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == sorted(FILES)

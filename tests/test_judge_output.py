@@ -21,7 +21,14 @@ from evalgate.config.settings import Settings
 from evalgate.judges.client import REPAIR_TRIAL
 from evalgate.judges.estimate import estimate_run
 from evalgate.judges.factory import build_judge
-from evalgate.judges.output import OutputNegotiator, enumerated_bounds, is_refusal, modes_for, schema_for
+from evalgate.judges.output import (
+    OutputNegotiator,
+    enumerated_bounds,
+    is_refusal,
+    lean_schema,
+    modes_for,
+    schema_for,
+)
 from evalgate.judges.parse import VerdictError, parse_verdict, schema_of, score_in_words
 from evalgate.judges.prompts import FivePointVerdict, OverallVerdict, ScoreVerdict
 from evalgate.model import Answer, Case, MetricUnavailable
@@ -103,8 +110,17 @@ def test_enumerated_bounds_by_hand() -> None:
     assert five[:6] == [1, 1.2, 1.4, 1.6, 1.8, 2] and five[-1] == 5 and len(five) == 21
     overall = schema_for("local", schema_of(OverallVerdict))["properties"]
     assert all(len(overall[name]["enum"]) == 21 for name in ("accuracy", "completeness", "relevance", "overall_score"))
-    assert overall["reasoning"] == {"title": "Reasoning", "type": "string"}
-    assert schema_for("openai", schema_of(ScoreVerdict)) == schema_of(ScoreVerdict)
+    assert overall["reasoning"] == {"type": "string", "maxLength": 300}  # the grammar caps the reasoning
+    sent = schema_for("openai", schema_of(ScoreVerdict))
+    assert sent == {"properties": {"reasoning": {"type": "string"},
+                                   "score": {"maximum": 1.0, "minimum": 0.0, "type": "number"}},
+                    "required": ["reasoning", "score"], "type": "object"}  # no title/description tokens
+
+
+def test_lean_schema_keeps_a_property_named_title() -> None:
+    schema = {"title": "T", "description": "d", "type": "object",
+              "properties": {"title": {"title": "Title", "type": "string"}}}
+    assert lean_schema(schema) == {"type": "object", "properties": {"title": {"type": "string"}}}
 
 
 def test_json_object_mode_sends_llama_cpps_shape(tmp_path: Path) -> None:

@@ -54,7 +54,7 @@ def write_dataset(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 def evalgate(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "EVALGATE_"))}
-    full_env |= {"LOCAL_JUDGE_API_KEY": KEY, "NO_COLOR": "1", **(env or {})}
+    full_env |= {"LOCAL_JUDGE_API_KEY": KEY, "NO_COLOR": "1", "EVALGATE_JUDGE_SHARED_CACHE": "none", **(env or {})}
     return subprocess.run([sys.executable, "-m", "evalgate", "run", *args], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=120)
 

@@ -69,7 +69,7 @@ def test_a_scored_metric_with_its_details_and_request_parameters(tmp_path: Path)
     assert sent["response_format"]["type"] == "json_schema"  # structured output first, for every provider
     assert sent["response_format"]["json_schema"]["name"] == "relevancy_verdict"
     assert details["output_mode"] == "json_schema" and details["method"] == "judge"
-    assert sent["max_tokens"] == 1024
+    assert sent["max_tokens"] == 256  # a score verdict: 3 sentences of reasoning and the score
     assert runtime.ledger.roles["judge"].calls == 1
 
 
@@ -141,7 +141,7 @@ def test_seed_000_judge_score_with_sub_scores(tmp_path: Path) -> None:
     assert sent["response_format"]["type"] == "json_schema"
     assert list(sent["response_format"]["json_schema"]["schema"]["properties"]) == [
         "reasoning", "accuracy", "completeness", "relevance", "overall_score"]
-    assert sent["max_completion_tokens"] == 1024
+    assert sent["max_completion_tokens"] == 256
     assert result.value == 0.85
     assert result.details["scores"] == {"judge_score": 0.85, "accuracy": 0.85, "completeness": 0.85, "relevance": 0.85}
 

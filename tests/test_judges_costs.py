@@ -17,6 +17,7 @@ from evalgate.calls.costs import (
     Price,
     Usage,
     add_spend,
+    cached_prompt_tokens,
     count_message_tokens,
     find_price,
     price_table,
@@ -37,8 +38,8 @@ def test_price_lookup() -> None:
     table = price_table({"my-model": {"input": 1, "output": 2}, "gpt-4o-mini": {"prompt": 0.2, "completion": 0.8}})
     assert find_price("gpt-4o-mini", table) == Price(0.2, 0.8)
     assert find_price("gpt-4o-mini-2024-07-18", table) == Price(0.2, 0.8)  # longest prefix, not gpt-4o
-    assert find_price("gpt-4o-2024-08-06", table) == Price(2.5, 10.0)
-    assert find_price("models/gemini-2.0-flash", table) == Price(0.10, 0.40)
+    assert find_price("gpt-4o-2024-08-06", table) == Price(2.5, 10.0, 1.25)
+    assert find_price("models/gemini-2.0-flash", table) == Price(0.10, 0.40, 0.025)
     assert find_price("my-model", table) == Price(1.0, 2.0)
     assert find_price("mystery", table) is None
     assert find_price("mystery", table, self_hosted=True) == Price(0.0, 0.0)
@@ -134,7 +135,7 @@ def test_unpriced_estimate_counts_characters_without_loading_the_tokenizer() -> 
     assert 0.5 < unpriced.prompt_tokens / priced.prompt_tokens < 2.0 and chars > 400
 
 
-PRICES = {"gpt-4o-mini": {"input": 1000, "output": 1000}}
+PRICES = {"gpt-4o-mini": {"input": 3000, "output": 3000}}  # ≈ $0.6 per judge call of ≈ 200 tokens
 """USD per 1M tokens: a relevancy verdict (≈ 600 prompt + ≈ 20 completion tokens) costs ≈ $0.62; its worst case
 (≈ 610·1.1 + 16 prompt + 1024 completion tokens) ≈ $1.72."""
 
@@ -163,7 +164,7 @@ def budget_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: float, c
 def test_max_cost_spends_close_to_its_budget_and_keeps_what_was_paid(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     budget = 5.0
-    code, document, requests, output = budget_run(tmp_path, monkeypatch, budget, concurrency=8)
+    code, document, requests, output = budget_run(tmp_path, monkeypatch, budget, concurrency=8, cases=40)
     cost = document["metadata"]["cost"]
     spent, calls = cost["spent_usd"], cost["roles"]["judge"]["calls"]
     per_call = spent / calls
@@ -176,14 +177,14 @@ def test_max_cost_spends_close_to_its_budget_and_keeps_what_was_paid(tmp_path: P
     # every paid verdict is in the results; the cases in progress when the budget ran out are recorded too
     judged = [r for r in document["results"] if r["metrics"]["relevancy"]["status"] == "passed"]
     refused = [r for r in document["results"] if r["metrics"]["relevancy"]["status"] == "unavailable"]
-    assert len(judged) == calls and len(judged) + len(refused) == len(document["results"]) < 20
+    assert len(judged) == calls and len(judged) + len(refused) == len(document["results"]) < 40
     assert all(r["metrics"]["relevancy"]["details"]["judge_failure"] == "budget" and r["status"] == "errored"
                for r in refused)
     assert document["summary"]["cost_usd"] == pytest.approx(spent, abs=1e-6)
     reason = next(r for r in document["gate"]["reasons"] if r.startswith("max_cost"))
     assert reason.startswith(f"max_cost $5 reached: spent ${spent:.6f} of $5 ({spent / budget:.0%}); the next call "
                              "could cost up to $")
-    assert reason.endswith(f"the cases in progress finished, {20 - len(document['results'])} case(s) not run")
+    assert reason.endswith(f"the cases in progress finished, {40 - len(document['results'])} case(s) not run")
     assert reason in output  # printed when stopping (the console report)
     assert "cost estimate: ~$" in output and "budget max_cost $5" in output and "exceeds it" in output
 
@@ -192,3 +193,50 @@ def test_a_budget_that_fits_the_run_is_not_reached(tmp_path: Path, monkeypatch: 
     code, document, requests, _ = budget_run(tmp_path, monkeypatch, 100.0, concurrency=8, cases=10)
     cost = document["metadata"]["cost"]
     assert code == 0 and cost["budget_exceeded"] is False and len(requests) == 10 and cost["spent_usd"] < 10
+
+
+# --- provider prompt caching ---------------------------------------------------------------------------------
+
+
+def test_cached_prompt_tokens_are_billed_at_the_cached_rate() -> None:
+    price = Price(0.15, 0.60, 0.075)  # gpt-4o-mini's list price
+    # 1,000 prompt tokens of which 800 cached, 100 completion: 200·0.15 + 800·0.075 + 100·0.60 per 1e6
+    assert price.cost(1000, 100, 800) == pytest.approx((200 * 0.15 + 800 * 0.075 + 100 * 0.60) / 1e6)
+    assert price.cache_saving(800) == pytest.approx(800 * 0.075 / 1e6)
+    assert Price(0.5, 1.5).cost(1000, 0, 800) == Price(0.5, 1.5).cost(1000, 0)  # no cached rate: full price
+    assert price.cost(100, 0, 10_000) == pytest.approx(100 * 0.075 / 1e6)  # never more cached than the prompt
+    assert price_table({"m": {"input": 1, "output": 2, "cached": 0.25}})["m"] == Price(1.0, 2.0, 0.25)
+
+
+@pytest.mark.parametrize("usage", [
+    {"prompt_tokens": 900, "completion_tokens": 9, "prompt_tokens_details": {"cached_tokens": 768}},  # OpenAI
+    {"prompt_tokens": 900, "completion_tokens": 9, "cached_content_token_count": 768},  # Gemini
+    {"prompt_tokens": 900, "completion_tokens": 9, "cache_read_input_tokens": 768},  # Anthropic-style
+])
+def test_cached_tokens_are_read_from_every_providers_usage(usage: dict[str, Any]) -> None:
+    assert cached_prompt_tokens(usage) == 768
+    assert usage_from(900, 9, [], "", cached_prompt_tokens(usage)) == Usage(900, 9, "provider", 768)
+
+
+def test_a_run_reports_the_prompt_cache_saving(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the real wire: the judge's ``usage`` says 64 of each prompt's tokens came from its cache; the
+    run prices them at gpt-4o-mini's cached rate and the cost line shows the saving."""
+    from tests.servers.openai_server import Rule
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    dataset = tmp_path / "cases.json"
+    dataset.write_text(json.dumps([{"id": f"c{i}", "input": f"question {i}", "passing_criteria": "answers"}
+                                   for i in range(3)]))
+    cached = Rule(judge=Judge(score=0.9), usage={"prompt_tokens_details": {"cached_tokens": 64}})  # type: ignore[dict-item]
+    with AgentServer({"question": "an answer"}) as agent, OpenAIServer([cached], api_key=KEY) as judge, \
+            contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()):
+        code = cli_main(["run", "--dataset", str(dataset), "--target", "http", "--target-url",
+                         agent.base_url + "/api/agent/chat", "--judge-provider", "openai", "--judge-base-url",
+                         judge.base_url + "/v1", "--output-dir", str(tmp_path / "out"), "--progress", "none"])
+    summary = json.loads((tmp_path / "out" / "results.json").read_text())["summary"]
+    tokens, calls = summary["tokens"], summary["judge_calls"]
+    assert code == 0 and tokens["judge_prompt_cached"] == 3 * 64
+    assert calls["prompt_cache_saved_usd"] == pytest.approx(3 * 64 * (0.15 - 0.075) / 1e6, abs=1e-6)
+    full = (tokens["judge_prompt"] * 0.15 + tokens["judge_completion"] * 0.60) / 1e6
+    assert summary["cost_usd"] == pytest.approx(full - 3 * 64 * 0.075 / 1e6, abs=1e-6)
+    assert "192 prompt tokens from the provider's prompt cache, $0.0000 saved" in out.getvalue()

@@ -12,7 +12,8 @@ import pytest
 from evalgate.demo.agent import CHAT_PATH, agent_server
 from evalgate.demo.judge import coverage, judge_server, terms, verdict
 from evalgate.demo.live import main as demo_main
-from evalgate.judges.parse import parse_verdict
+from evalgate.judges.output import schema_for
+from evalgate.judges.parse import parse_verdict, schema_of
 from evalgate.judges.prompts import TEMPLATES, render
 from evalgate.model import Answer, Case
 
@@ -24,8 +25,10 @@ def test_demo_judge_replies_validate_for_every_template() -> None:
     answer = Answer(output="Maxey scored 30 points. The weather was nice.", tools_used=["get_game_log"])
     for template in TEMPLATES.values():
         prompt = render(template, case, answer)
-        reply = json.dumps(verdict(prompt.messages[1]["content"]))
-        values = template.values(parse_verdict(reply, template.verdict), prompt.inputs)
+        structured = verdict(prompt.messages[1]["content"], schema_for("openai", schema_of(template.verdict)))
+        prompt_mode = verdict(prompt.messages_for("prompt")[1]["content"])
+        assert structured == prompt_mode, template.name  # the same verdict whichever way the shape travels
+        values = template.values(parse_verdict(json.dumps(structured), template.verdict), prompt.inputs)
         low, high = template.value_range
         assert all(low <= v <= high for v in values.values()), (template.name, values)
 

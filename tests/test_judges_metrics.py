@@ -128,7 +128,7 @@ def test_a_live_run_with_judged_metrics(tmp_path: Path, monkeypatch: pytest.Monk
     def verdict(prompt: str, score: float) -> dict[str, Any]:
         if "factual claim" in prompt:
             return {"reasoning": "r", "claims": []}
-        if "for each retrieved context chunk" in prompt:
+        if "each retrieved context chunk" in prompt:
             return {"reasoning": "r", "chunks": [{"chunk": 1, "relevant": True}, {"chunk": 2, "relevant": False}]}
         if "statements of the expected output" in prompt:
             return {"reasoning": "r", "statements": [{"statement": "Reid is probable", "attributable": True}]}

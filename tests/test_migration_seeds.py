@@ -37,6 +37,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
                 "OPENAI_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY", "LOCAL_JUDGE_API_KEY", "OLLAMA_BASE_URL",
                 "GITHUB_ACTIONS"):
             monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("EVALGATE_JUDGE_SHARED_CACHE", "none")  # the user-level shared judge cache stays out of tests
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

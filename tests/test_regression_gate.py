@@ -28,6 +28,7 @@ LOOSE = ["--metric-thresholds", '{"rules": 0.9}', "--no-fail-on-critical"]
 
 def evalgate(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALGATE_", "GITHUB_", "INPUT_"))}
+    full_env["EVALGATE_JUDGE_SHARED_CACHE"] = "none"  # the user-level shared judge cache stays out of tests
     full_env.update(env or {})
     full_env["PYTHONPATH"] = str(ROOT)
     return subprocess.run([sys.executable, "-m", "evalgate", *args], cwd=cwd, env=full_env,

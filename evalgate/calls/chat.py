@@ -31,7 +31,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from evalgate import __version__
-from evalgate.calls.costs import Price, Usage, count_message_tokens, find_price, usage_from
+from evalgate.calls.costs import (
+    Price,
+    Usage,
+    cached_prompt_tokens,
+    count_message_tokens,
+    find_price,
+    usage_from,
+)
 from evalgate.calls.executor import Pace, Runtime, StatusError, pace_key
 from evalgate.calls.http_pool import HttpPool, ReplyTooLarge
 from evalgate.calls.ratelimit import PROMPT_MARGIN, PROMPT_SLACK, TokenEstimate
@@ -54,6 +61,8 @@ class Completion:
     """Milliseconds from sending the request to the reply's last byte (this attempt only)."""
     headers: Mapping[str, str] | None = field(default=None, repr=False)
     """The reply's headers (lower-case names): its ``x-ratelimit-*`` budgets pace the next calls."""
+    cached_tokens: int | None = None
+    """Prompt tokens the provider served from its prompt cache (``costs.cached_prompt_tokens``)."""
 
 
 class ReplyError(Exception):
@@ -103,7 +112,7 @@ class DirectChat:
         completion = parse_completion(response.body, self.url)
         elapsed = None if response.elapsed_ms is None else round(response.elapsed_ms, 3)
         return Completion(completion.text, completion.prompt_tokens, completion.completion_tokens, elapsed,
-                          headers=response.headers)
+                          headers=response.headers, cached_tokens=completion.cached_tokens)
 
     async def aclose(self) -> None:
         await self.pool.aclose()
@@ -134,7 +143,8 @@ def parse_completion(body: bytes, url: str) -> Completion:
         raise ReplyError(f"{url} replied with non-JSON ({excerpt!r})") from None
     if not isinstance(data, dict):
         raise ReplyError(f"{url} replied with JSON that is not a chat completion object")
-    return Completion(_text(data.get("choices")), *_usage(data.get("usage")))
+    usage = data.get("usage")
+    return Completion(_text(data.get("choices")), *_usage(usage), cached_tokens=cached_prompt_tokens(usage))
 
 
 def _text(choices: Any) -> str:
@@ -200,8 +210,9 @@ class SdkChat:
         message = getattr(choices[0], "message", None) if choices else None
         text = str(getattr(message, "content", None) or "")
         usage = getattr(response, "usage", None)
-        counts = {name: getattr(usage, name, None) for name in ("prompt_tokens", "completion_tokens")}
-        return Completion(text, *_usage(counts), elapsed, headers=headers)
+        dump = getattr(usage, "model_dump", None)
+        counts = dump() if callable(dump) else {}
+        return Completion(text, *_usage(counts), elapsed, headers=headers, cached_tokens=cached_prompt_tokens(counts))
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -270,7 +281,8 @@ class ChatService:
                 self.provider.name, lambda: self._create(body, headers), what=what,
                 pace=self.pace(messages, max_tokens, counted))
             text = completion.text
-            usage = usage_from(completion.prompt_tokens, completion.completion_tokens, messages, text)
+            usage = usage_from(completion.prompt_tokens, completion.completion_tokens, messages, text,
+                               completion.cached_tokens)
             cost = ledger.record(self.role, usage, self.price)  # the reply's usage: before the reservation goes
         finally:
             ledger.release(reserved)

@@ -5,7 +5,11 @@ overrides or extends the built-in table. A model name matches its own entry, els
 that is a prefix of it up to a ``-`` (``gpt-4o-mini-2024-07-18`` → ``gpt-4o-mini``). Self-hosted
 providers (ollama, local) cost 0 unless priced explicitly.
 
-cost = prompt_tokens · input / 1e6 + completion_tokens · output / 1e6.
+cost = (prompt_tokens − cached) · input / 1e6 + cached · cached_input / 1e6 + completion_tokens · output / 1e6,
+where ``cached`` is the prompt tokens the provider served from its prompt cache (``usage``: OpenAI's and
+Gemini's ``prompt_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens``) and
+``cached_input`` the model's cached-input price (the input price when the model has none). A batch
+(``judge_mode: batch``) is billed at ``BATCH_DISCOUNT`` × that.
 
 Tokens come from the provider's ``usage`` fields, else from counting the text with tiktoken
 (``evalgate.text.tokens.count_tokens``) plus ``MESSAGE_OVERHEAD`` tokens per message.
@@ -23,24 +27,27 @@ from evalgate.errors import UserError
 if TYPE_CHECKING:
     from evalgate.calls.providers import ProviderConfig
 
-DEFAULT_PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1-nano": (0.10, 0.40),
+DEFAULT_PRICES: dict[str, tuple[float, float] | tuple[float, float, float]] = {
+    "gpt-4o-mini": (0.15, 0.60, 0.075),
+    "gpt-4o": (2.50, 10.00, 1.25),
+    "gpt-4.1": (2.00, 8.00, 0.50),
+    "gpt-4.1-mini": (0.40, 1.60, 0.10),
+    "gpt-4.1-nano": (0.10, 0.40, 0.025),
     "gpt-4-turbo": (10.00, 30.00),
     "gpt-3.5-turbo": (0.50, 1.50),
-    "o3-mini": (1.10, 4.40),
-    "o4-mini": (1.10, 4.40),
-    "gemini-2.5-pro": (1.25, 10.00),
-    "gemini-2.5-flash": (0.30, 2.50),
-    "gemini-2.0-flash": (0.10, 0.40),
+    "o3-mini": (1.10, 4.40, 0.55),
+    "o4-mini": (1.10, 4.40, 0.275),
+    "gemini-2.5-pro": (1.25, 10.00, 0.3125),
+    "gemini-2.5-flash": (0.30, 2.50, 0.075),
+    "gemini-2.0-flash": (0.10, 0.40, 0.025),
     "gemini-2.0-flash-lite": (0.075, 0.30),
     "gemini-1.5-pro": (1.25, 5.00),
     "gemini-1.5-flash": (0.075, 0.30),
 }
-"""Public list prices (USD per 1M input, output tokens) of common judge models."""
+"""Public list prices (USD per 1M input, output and, where the model has a prompt cache, cached input tokens)
+of common judge models."""
+BATCH_DISCOUNT = 0.5
+"""What OpenAI's Batch API (and Gemini's batch mode) bills relative to direct calls: half, input and output."""
 MESSAGE_OVERHEAD = 4
 """Tokens added per chat message when counting locally (role and separators)."""
 
@@ -53,30 +60,42 @@ class BudgetExceeded(CallCancelled):
 class Price:
     input: float
     output: float
+    cached_input: float | None = None
+    """USD per 1M prompt tokens served from the provider's prompt cache (None: billed as ``input``)."""
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        """USD for the given token counts."""
-        return (prompt_tokens * self.input + completion_tokens * self.output) / 1_000_000
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
+        """USD for the given token counts, ``cached_tokens`` of the prompt at the cached-input rate."""
+        cached = min(max(cached_tokens, 0), prompt_tokens)
+        rate = self.input if self.cached_input is None else self.cached_input
+        return ((prompt_tokens - cached) * self.input + cached * rate + completion_tokens * self.output) / 1_000_000
+
+    def cache_saving(self, cached_tokens: int) -> float:
+        """USD the provider's prompt cache saved on ``cached_tokens`` prompt tokens."""
+        rate = self.input if self.cached_input is None else self.cached_input
+        return max(cached_tokens, 0) * (self.input - rate) / 1_000_000
 
 
 def price_table(overrides: Mapping[str, Mapping[str, float]]) -> dict[str, Price]:
     """The built-in table with ``settings.prices`` applied; bad entries are a ``UserError``."""
-    table = {model: Price(*pair) for model, pair in DEFAULT_PRICES.items()}
+    table = {model: Price(*entry) for model, entry in DEFAULT_PRICES.items()}
     for model, entry in overrides.items():
         table[model] = _override(model, entry)
     return table
 
 
 def _override(model: str, entry: Any) -> Price:
-    aliases = {"input": "input", "prompt": "input", "output": "output", "completion": "output"}
+    aliases = {"input": "input", "prompt": "input", "output": "output", "completion": "output",
+               "cached_input": "cached_input", "cached": "cached_input"}
     if not isinstance(entry, Mapping) or not entry or set(entry) - set(aliases):
-        raise UserError(f"price for {model!r} must be {{input: USD per 1M tokens, output: USD per 1M tokens}}",
-                        where="prices")
+        raise UserError(f"price for {model!r} must be {{input: USD per 1M tokens, output: USD per 1M tokens}} "
+                        "(optionally cached_input: USD per 1M cached prompt tokens)", where="prices")
     values = {aliases[k]: v for k, v in entry.items()}
     for key, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
             raise UserError(f"price {key!r} for {model!r} must be a number ≥ 0 (USD per 1M tokens)", where="prices")
-    return Price(float(values.get("input", 0.0)), float(values.get("output", 0.0)))
+    cached = values.get("cached_input")
+    return Price(float(values.get("input", 0.0)), float(values.get("output", 0.0)),
+                 None if cached is None else float(cached))
 
 
 def find_price(model: str, table: Mapping[str, Price], *, self_hosted: bool = False) -> Price | None:
@@ -105,22 +124,42 @@ def count_text_tokens(text: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens of one call and where the counts came from (``provider`` or ``tiktoken``)."""
+    """Tokens of one call and where the counts came from (``provider`` or ``tiktoken``); ``cached_tokens``:
+    prompt tokens the provider served from its prompt cache (part of ``prompt_tokens``)."""
 
     prompt_tokens: int
     completion_tokens: int
     source: str
+    cached_tokens: int = 0
 
     @property
     def total(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
 
-def usage_from(prompt: Any, completion: Any, messages: Sequence[Mapping[str, Any]], reply: str) -> Usage:
-    """The provider's token counts when both are integers, else counted locally."""
+def usage_from(prompt: Any, completion: Any, messages: Sequence[Mapping[str, Any]], reply: str,
+               cached: Any = None) -> Usage:
+    """The provider's token counts when both are integers, else counted locally (nothing cached then)."""
     if isinstance(prompt, int) and isinstance(completion, int):
-        return Usage(prompt, completion, "provider")
+        hit = min(cached, prompt) if isinstance(cached, int) and not isinstance(cached, bool) and cached > 0 else 0
+        return Usage(prompt, completion, "provider", hit)
     return Usage(count_message_tokens(messages), count_text_tokens(reply), "tiktoken")
+
+
+def cached_prompt_tokens(usage: Any) -> int | None:
+    """Prompt tokens served from the provider's prompt cache, as its ``usage`` reports them: OpenAI's and
+    Gemini's OpenAI-compatible ``prompt_tokens_details.cached_tokens``, Gemini's native
+    ``cached_content_token_count`` / ``cachedContentTokenCount``, Anthropic's ``cache_read_input_tokens``."""
+    if not isinstance(usage, Mapping):
+        return None
+    details = usage.get("prompt_tokens_details")
+    candidates = [details.get("cached_tokens") if isinstance(details, Mapping) else None,
+                  usage.get("cached_content_token_count"), usage.get("cachedContentTokenCount"),
+                  usage.get("cache_read_input_tokens")]
+    for value in candidates:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
 
 
 @dataclass(slots=True)
@@ -131,11 +170,20 @@ class RoleTotals:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     unpriced_calls: int = 0
+    cached_prompt_tokens: int = 0
+    """Prompt tokens the provider served from its prompt cache (part of ``prompt_tokens``)."""
+    cache_saved_usd: float = 0.0
+    """What those cost less than at the full input price."""
+    batch_calls: int = 0
+    batch_saved_usd: float = 0.0
+    """What the batch discount saved against direct calls."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "cached_calls": self.cached_calls, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "cost_usd": round(self.cost_usd, 6),
-                "unpriced_calls": self.unpriced_calls}
+                "unpriced_calls": self.unpriced_calls, "cached_prompt_tokens": self.cached_prompt_tokens,
+                "cache_saved_usd": round(self.cache_saved_usd, 6), "batch_calls": self.batch_calls,
+                "batch_saved_usd": round(self.batch_saved_usd, 6)}
 
 
 @dataclass(slots=True)
@@ -205,16 +253,23 @@ class CostLedger:
             text += f"; the next call could cost up to ${amount:.6f}"
         return text + ", so no new call was started"
 
-    def record(self, role: str, usage: Usage, price: Price | None) -> float | None:
-        """Add one finished call; returns its cost (None when the model has no price)."""
+    def record(self, role: str, usage: Usage, price: Price | None, *, batch: bool = False) -> float | None:
+        """Add one finished call; returns its cost (None when the model has no price): cached prompt tokens
+        at the cached-input rate, and × ``BATCH_DISCOUNT`` for a call answered through a batch."""
         totals = self.role(role)
         totals.calls += 1
         totals.prompt_tokens += usage.prompt_tokens
         totals.completion_tokens += usage.completion_tokens
+        totals.cached_prompt_tokens += usage.cached_tokens
+        totals.batch_calls += int(batch)
         if price is None:
             totals.unpriced_calls += 1
             return None
-        cost = price.cost(usage.prompt_tokens, usage.completion_tokens)
+        factor = BATCH_DISCOUNT if batch else 1.0
+        direct = price.cost(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
+        cost = direct * factor
+        totals.cache_saved_usd += price.cache_saving(usage.cached_tokens) * factor
+        totals.batch_saved_usd += direct - cost
         totals.cost_usd += cost
         return cost
 
@@ -236,6 +291,12 @@ def add_spend(summary: dict[str, Any], ledger: CostLedger) -> None:
     tokens["judge_prompt"] = judge.prompt_tokens
     tokens["judge_completion"] = judge.completion_tokens
     summary["judge_calls"] = {"made": judge.calls, "cached": judge.cached_calls, "cost_usd": round(judge.cost_usd, 6)}
+    if judge.cached_prompt_tokens:
+        tokens["judge_prompt_cached"] = judge.cached_prompt_tokens
+        summary["judge_calls"]["prompt_cache_saved_usd"] = round(judge.cache_saved_usd, 6)
+    if judge.batch_calls:
+        summary["judge_calls"]["batch"] = judge.batch_calls
+        summary["judge_calls"]["batch_saved_usd"] = round(judge.batch_saved_usd, 6)
 
 
 def check_budget_pricing(max_cost: float | None, provider: ProviderConfig, price: Price | None, setting: str) -> None:

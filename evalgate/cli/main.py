@@ -106,12 +106,18 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--judge-output", choices=["auto", "json_schema", "json_object", "prompt"],
                         help="how the verdict's JSON schema is requested (default auto: the provider's structured "
                              "output, falling back once per run when refused)")
+    target.add_argument("--judge-mode", choices=["direct", "batch"],
+                        help="batch: judge through the provider's batch interface at half price (push, schedule and "
+                             "workflow_dispatch runs; pull requests judge directly); see docs/judges.md")
     target.add_argument("--chat-client", choices=["direct", "openai-sdk"],
                         help="how judge and model calls are made: direct JSON (default) or the openai SDK")
     target.add_argument("--no-cache", action="store_true", default=None, help="bypass the judge cache")
     target.add_argument("--judge-cache", metavar="PATH|none",
                         help="base branch's judge-cache.db (or its directory) to reuse verdicts from "
                              "(default: the baseline's)")
+    target.add_argument("--judge-shared-cache", metavar="PATH|none",
+                        help="judge cache shared by every output directory on this machine (default: the user's "
+                             "cache directory; off in GitHub Actions, never read in a pull request run)")
     target.add_argument("--judge-max-reply-bytes", type=int, metavar="BYTES",
                         help="largest judge reply read (default 1048576); a longer one leaves its verdict unavailable")
     target.add_argument("--judge-rpm", type=float, metavar="N", help="judge requests per minute, when it sends no limits")

@@ -54,6 +54,10 @@ class MetricOptions(BaseModel):
         description="seed 002's MRR: share of expected_output's words a debug_context chunk must hold to be relevant")
     always_expected_agents: list[str] = Field(default_factory=lambda: ["orchestrator"])
     """Seed 003: agents that may run in every scenario without being listed (default: the orchestrator)."""
+    judge_combine: bool = False
+    """Score the judged metrics of a case that read the same inputs (``metrics.judged.SHARED_INPUTS``) in one
+    judge call returning a score per metric, instead of one call each (docs/judges.md, "One call for
+    several metrics")."""
     response_quality_rubric: str | None = None
     """Seed 004's ``llm_judge.rubric``: the rubric the judge scores response_quality (1–5) with, instead of
     the built-in one."""

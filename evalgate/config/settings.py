@@ -168,8 +168,23 @@ class Settings(BaseModel):
     """Seed sent with judge calls, for providers that honour it; null: none."""
     judge_samples: int = Field(default=1, ge=1, le=20)
     judge_output: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"
+    judge_mode: Literal["direct", "batch"] = "direct"
+    """``batch``: judge through the provider's batch interface at its batch price (``judges.batch``); pull
+    request runs in Actions judge directly whatever this says."""
+    judge_batch_deadline_seconds: float = Field(default=5400.0, gt=0)
+    """A batch not done this long after it was created is cancelled and its requests are sent directly."""
+    judge_batch_poll_seconds: float = Field(default=30.0, gt=0)
+    judge_batch_quiet_seconds: float = Field(default=2.0, gt=0)
+    """A batch is sent once no new judge request arrived for this long (or ``judge_batch_max_requests`` wait)."""
+    judge_batch_max_requests: int = Field(default=50_000, ge=1, le=50_000)
+    judge_batch_window: int = Field(default=2000, ge=1)
+    """Cases in progress at once in batch mode (their target calls still bounded by ``concurrency``)."""
     no_cache: bool = False
     judge_cache: str = ""
+    judge_shared_cache: str = ""
+    """The judge cache shared by every output directory on the machine (``store.shared_cache``): empty = the
+    user's cache directory (off in GitHub Actions), ``none``, or a file; never read in a pull-request run."""
+    judge_shared_cache_max_mb: float = Field(default=256.0, gt=0)
     """The base branch's judge cache to reuse verdicts from (``runner.reuse``): empty = the baseline's,
     ``none``, or a judge-cache.db file or a directory holding one."""
     judge_max_reply_bytes: int = Field(default=DEFAULT_JUDGE_REPLY_BYTES, ge=1024)

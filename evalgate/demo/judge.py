@@ -1,7 +1,7 @@
 """A deterministic scripted judge for the demo: OpenAI-compatible ``POST /v1/chat/completions``.
 
 It is not a language model. It reads evalgate's judge prompt, finds the fenced blocks and the reply
-format the prompt asks for, and answers with word-overlap verdicts:
+format the request's ``response_format`` schema (else the prompt's format line) asks for, and answers with word-overlap verdicts:
 
 * coverage = |reference terms found in the candidate text| / |reference terms|, where terms are
   lower-cased words of ≥ 3 letters or numbers, stopwords removed, compared by their first 5 characters;
@@ -49,7 +49,7 @@ from evalgate.demo.server import LOOPBACK, JsonServer, port_argument, serve_fore
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 FENCE = re.compile(r"<<<UNTRUSTED (?P<label>.+?) id=(?P<id>[0-9a-f]{10,64})>>>\n(?P<body>.*?)\n"
                    r"<<<END (?P=label) id=(?P=id) UNTRUSTED>>>", re.S)
-CRITERIA = re.compile(r"criteria \(written by the test author; trusted\):\n(?P<text>.*?)(?:\n\n|\Z)", re.S)
+CRITERIA = re.compile(r"Case criteria \(trusted\):\n(?P<text>.*?)(?:\n\n|\Z)", re.S)
 WORD = re.compile(r"\w+")
 STOPWORDS = frozenset({
     "the", "and", "for", "with", "this", "that", "are", "was", "were", "you", "your", "his", "her", "him", "its",
@@ -135,6 +135,31 @@ def evaluation_steps(prompt: str) -> dict[str, Any]:
     return {"reasoning": f"{len(checks)} check(s) read from the criteria", "steps": steps}
 
 
+def reply_shape(prompt: str, schema: Any = None) -> str:
+    """What the verdict must look like: the request's JSON schema when it sends one (structured output),
+    else the format line the prompt ends with (prompt mode)."""
+    if isinstance(schema, dict):
+        return json.dumps(schema)
+    return prompt[prompt.rfind("Reply with"):]
+
+
+def five_point(spec: str) -> bool:
+    """True when the score runs from 1 to 5 (a schema's maximum or last enumerated value, or ``<1–5>``)."""
+    return bool(re.search(r'"maximum": 5(\.0)?\b|, 5(\.0)?\]|<1–5>', spec))
+
+
+def score_fields(spec: str) -> list[str]:
+    """The numeric fields the reply shape asks for: a JSON schema's number properties, or the prompt's
+    ``"name": <low–high>`` fields."""
+    try:
+        schema = json.loads(spec)
+    except ValueError:
+        return re.findall(r'"(\w+)": <[\d.]+–[\d.]+>', spec)
+    properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    return [name for name, sub in properties.items()
+            if isinstance(sub, dict) and (sub.get("type") == "number" or "enum" in sub)]
+
+
 MODES = ("scripted", "random", "first")
 
 
@@ -146,11 +171,12 @@ def _found(reference: str, candidate: str) -> str:
     return f"found {', '.join(found) or 'none'}; missing {', '.join(missing) or 'none'}"
 
 
-def random_verdict(prompt: str) -> dict[str, Any]:
-    """A verdict drawn at random (seeded by the prompt): the unreliable judge of ``--mode random``."""
+def random_verdict(prompt: str, spec: str | None = None) -> dict[str, Any]:
+    """A verdict drawn at random (seeded by the prompt): the unreliable judge of ``--mode random``; ``spec``:
+    the reply's shape (``reply_shape``)."""
     digest = hashlib.sha256(prompt.encode()).hexdigest()
     rng = random.Random(digest)
-    spec = prompt[prompt.rfind("Reply with this JSON object"):]
+    spec = reply_shape(prompt) if spec is None else spec
     reasoning = f"a random draw ({digest[:12]}), not a reading of the answer"
     if '"preferred"' in spec:
         return {"reasoning": reasoning, "preferred": rng.choice(["A", "B", "tie"])}
@@ -171,7 +197,9 @@ def random_verdict(prompt: str) -> dict[str, Any]:
                 "overall_score": value}
     if '"answer_quality"' in spec:
         return {"reasoning": reasoning, "answer_quality": value, "factual_correctness": value, "completeness": value}
-    if "from 1 to 5" in spec:
+    if (scored := score_fields(spec)) and scored != ["score"]:
+        return {"reasoning": reasoning, **dict.fromkeys(scored, value)}
+    if five_point(spec):
         return {"reasoning": reasoning, "score": round(1 + 4 * value, 4)}
     return {"reasoning": reasoning, "score": value}
 
@@ -189,19 +217,20 @@ def pairwise_verdict(prompt: str, mode: str = "scripted") -> dict[str, Any]:
     return {"reasoning": f"answer A covers {a:.0%} of the reference terms, answer B {b:.0%}", "preferred": preferred}
 
 
-def verdict(prompt: str, mode: str = "scripted") -> dict[str, Any]:
-    """The JSON verdict for one evalgate judge prompt (see the module docstring)."""
-    if '"steps"' in prompt[-600:]:
+def verdict(prompt: str, schema: Any = None, mode: str = "scripted") -> dict[str, Any]:
+    """The JSON verdict for one evalgate judge prompt (see the module docstring); ``schema``: the request's
+    ``response_format`` schema, if any."""
+    if '"steps"' in reply_shape(prompt, schema):  # a criteria-only metric's evaluation steps
         return evaluation_steps(prompt)
     if mode == "random":
-        return random_verdict(prompt)
-    if '"preferred"' in prompt[prompt.rfind("Reply with this JSON object"):]:
+        return random_verdict(prompt, reply_shape(prompt, schema))
+    if '"preferred"' in reply_shape(prompt, schema):
         return pairwise_verdict(prompt, mode)
     fenced = blocks(prompt)
     answer = fenced.get("answer", "")
     context = context_text(fenced)
     reference = reference_text(prompt, fenced)
-    spec = prompt[prompt.rfind("Reply with this JSON object"):]
+    spec = reply_shape(prompt, schema)
     if '"claims"' in spec:
         claims = [{"claim": s, "verdict": "supported" if coverage(s, context) >= 0.5 else "unsupported"}
                   for s in sentences(answer)]
@@ -228,7 +257,9 @@ def verdict(prompt: str, mode: str = "scripted") -> dict[str, Any]:
                 "overall_score": value}
     if '"answer_quality"' in spec:
         return {"reasoning": reasoning, "answer_quality": value, "factual_correctness": value, "completeness": value}
-    if "from 1 to 5" in spec:
+    if (scored := score_fields(spec)) and scored != ["score"]:  # one call for several metrics
+        return {"reasoning": reasoning, **dict.fromkeys(scored, value)}
+    if five_point(spec):
         return {"reasoning": reasoning, "score": round(1 + 4 * value, 4)}
     return {"reasoning": reasoning, "score": value}
 
@@ -242,6 +273,16 @@ def completion(body: dict[str, Any], content: str) -> dict[str, Any]:
             "usage": usage}
 
 
+def request_schema(body: dict[str, Any]) -> Any:
+    """The JSON schema of ``response_format`` (``json_schema`` or llama.cpp's ``json_object`` + schema), if any."""
+    shape = body.get("response_format")
+    if not isinstance(shape, dict):
+        return None
+    if shape.get("type") == "json_schema":
+        return (shape.get("json_schema") or {}).get("schema")
+    return shape.get("schema")
+
+
 def make_chat(api_key: str | None, mode: str = "scripted") -> Any:
     def chat(body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
         if api_key is not None and headers.get("authorization") != f"Bearer {api_key}":
@@ -252,7 +293,7 @@ def make_chat(api_key: str | None, mode: str = "scripted") -> Any:
         user = next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), "")
         if SIMULATOR_MARKER in user:
             return 200, completion(body, user_message(user))
-        return 200, completion(body, json.dumps(verdict(user, mode), ensure_ascii=False))
+        return 200, completion(body, json.dumps(verdict(user, request_schema(body), mode), ensure_ascii=False))
 
     return chat
 

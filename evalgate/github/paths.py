@@ -31,7 +31,7 @@ FILE_COMMAND_VARIABLES = ("GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH", "GITHUB_
 OUTPUT_FILES = ("results.json", "results.json.tmp", ".cases.jsonl", ".evalgate.lock", "results.db", "results.db-journal",
                 "results.db-wal", "results.db-shm", "judge-cache.db", "judge-cache.db-journal",
                 "judge-cache.db-wal", "judge-cache.db-shm", "evaluation.json", "seed001-summary.json",
-                "seed004-results.json")
+                "seed004-results.json", "judge-batch.json", "judge-batch.tmp")
 """What a run may write inside ``output_dir`` (and, for the databases, beside ``db``)."""
 
 

@@ -30,6 +30,9 @@ from evalgate.report.markdown import SourceLinks, comment_marker, render_comment
 from evalgate.safety.redact import redact
 from evalgate.store.judge_cache import cache_path
 
+BATCH_STATE_FILE = "judge-batch.json"
+"""``evalgate.judges.batch.STATE_FILE`` (github/ does not import the judges)."""
+
 CommentMode = Literal["always", "on-failure", "never"]
 Mode = Literal["evaluate", "publish", "merge"]
 MODES: tuple[str, ...] = get_args(Mode)
@@ -334,7 +337,8 @@ def _annotate(results: Mapping[str, Any], ctx: ActionContext, base_dir: str, emi
 
 def _upload(results_path: Path, db_path: Path, options: PublishOptions, env: Mapping[str, str], emit: Emit,
             warn: Callable[[str], None]) -> UploadResult | None:
-    files = [p for p in (results_path, db_path, cache_path(db_path)) if p.is_file()]
+    batches = results_path.parent / BATCH_STATE_FILE  # judge_mode batch: a re-run resumes its batches
+    files = [p for p in (results_path, db_path, cache_path(db_path), batches) if p.is_file()]
     if not options.upload_artifacts:
         emit(f"evalgate: artifact upload disabled (upload-artifacts: false); the files are at "
              f"{', '.join(str(p) for p in files)}")

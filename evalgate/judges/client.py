@@ -18,6 +18,11 @@ SmolLM2-135M it rescued 0 of 5 unreadable structured replies: off the scale or c
 temperature 0 under the same grammar asking again repeats that), and in prompt mode it stops for the rest of
 the run once ``REPAIR_TRIAL`` repairs in a row rescued none (it rescued 0 of 7 prompt-only replies there). ``metadata.judge.repairs`` counts attempts and rescues.
 
+Batch (``judge_mode: batch``, ``judges.batch``): a cache miss is answered by the run's batch first and sent
+directly only when the batch cannot answer it. One call for several metrics (``judge_combine``,
+``judges.combined``): ``score(..., together=...)`` renders one prompt for the metrics sharing their inputs,
+and the second metric's verdict comes from the memo.
+
 Samples: with ``judge_samples`` K, the verdict is the mean over the samples that were read when they are
 more than half of K (the failed ones are listed in ``details.sample_failures``); otherwise the verdict is
 unavailable with the first failure's reason. Sampling stops as soon as a majority can no longer be reached.
@@ -25,6 +30,7 @@ unavailable with the first failure's reason. Sampling stops as soon as a majorit
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -34,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate.calls.chat import ChatReply, ChatService
 from evalgate.calls.costs import BudgetExceeded, Usage
 from evalgate.calls.executor import CallFailed
+from evalgate.judges.batch import BatchFallback, BatchJudge, custom_id
 from evalgate.judges.health import HealthCheck
 from evalgate.judges.output import OutputMode, OutputNegotiator, modes_for, response_format, schema_for
 from evalgate.judges.parse import VerdictError, kept_raw, parse_verdict, schema_of, verdict_in_words
@@ -45,9 +52,13 @@ if TYPE_CHECKING:
     from evalgate.judges.prompts import JudgeTemplate, RenderedPrompt, Values
     from evalgate.metrics.criteria import CriteriaDefinition
     from evalgate.model import Answer, Case
-JUDGE_MAX_TOKENS = 1024
+JUDGE_MAX_TOKENS = 256
+"""Completion cap for a verdict of scores: the reasoning (at most 3 sentences, ≈ 100 tokens; 300 characters
+where a grammar enforces it, ``output.REASONING_MAX_CHARS``) plus the JSON around it and the scores
+(≈ 10 tokens each) with room to spare. A cap is what the provider reserves against the token budget."""
 LIST_MAX_TOKENS = 2048
-"""Completion cap for judges that return claim/chunk/statement lists."""
+"""Completion cap for judges that return claim/chunk/statement lists (one entry per claim of the answer: a
+list cut at the cap is an unreadable verdict, so it stays generous)."""
 MEMO_SIZE = 512
 """Verdicts remembered per judge (a repeated prompt within a run is answered from memory)."""
 REPAIR_TRIAL = 8
@@ -133,8 +144,12 @@ class JudgeClient:
     """Scores judged metrics with one provider and model."""
 
     def __init__(self, service: ChatService, cache: JudgeCache, *, temperature: float = 0.0, seed: int | None = None,
-                 samples: int = 1, temperatures: Mapping[str, float] | None = None, output: str = "auto") -> None:
+                 samples: int = 1, temperatures: Mapping[str, float] | None = None, output: str = "auto",
+                 batch: BatchJudge | None = None, batch_notice: str | None = None) -> None:
         self.service = service
+        self.batch = batch
+        """``judge_mode: batch``: cache misses are answered through the provider's batch interface first."""
+        self.batch_notice = batch_notice
         self.cache = cache
         self.temperature = temperature
         self.temperatures = dict(temperatures or {})
@@ -156,12 +171,19 @@ class JudgeClient:
         return self.service.model
 
     async def score(self, metric: str, case: Case, answer: Answer, *, repeat: int = 0,
-                    rubric: str | None = None) -> JudgeScore:
+                    rubric: str | None = None, together: tuple[str, ...] = ()) -> JudgeScore:
         """The value of judged ``metric`` for this answer (mean over samples) with details; ``rubric``
-        replaces the template's fixed rubric where the template allows it (response_quality)."""
+        replaces the template's fixed rubric where the template allows it (response_quality); ``together``:
+        the metrics (``metric`` among them) one call scores for this case (``judges.combined``)."""
         from evalgate.judges.prompts import template_for_metric  # jinja2: loaded by the first judged case
 
-        template = template_for_metric(metric)
+        template: JudgeTemplate
+        if len(together) > 1:
+            from evalgate.judges.combined import combined_template
+
+            template = combined_template(together)
+        else:
+            template = template_for_metric(metric)
         verdict = await self.verdict(template, case, answer, repeat=repeat, rubric=rubric)
         return JudgeScore(verdict.values[metric], dict(verdict.details))
 
@@ -221,7 +243,17 @@ class JudgeClient:
         """Samples 0 … K−1; the verdict stands on the samples read when they are more than half of K."""
         samples: list[Sample] = []
         failures: list[MetricUnavailable] = []
-        for index in range(self.samples):
+        if self.batch is not None and self.samples > 1:  # batch judging: every sample joins the same batch
+            outcomes = await asyncio.gather(*(self._sample(prompt, repeat, index, mode, first_hash if index == 0 else None)
+                                              for index in range(self.samples)), return_exceptions=True)
+            for outcome in outcomes:
+                if isinstance(outcome, MetricUnavailable):
+                    failures.append(outcome)
+                elif isinstance(outcome, BaseException):
+                    raise outcome
+                else:
+                    samples.append(outcome)
+        for index in range(self.samples if self.batch is None or self.samples == 1 else 0):
             try:
                 samples.append(await self._sample(prompt, repeat, index, mode, first_hash if index == 0 else None))
             except MetricUnavailable as exc:
@@ -287,7 +319,7 @@ class JudgeClient:
             else:
                 self.service.runtime.ledger.record_cached("judge")
                 return sample
-        sample, final = await self._call(prompt, index)
+        sample, final = await self._call(prompt, index, batch_id=custom_id(prompt_hash, repeat) if self.batch else None)
         if sample.mode != mode:  # the server refused ``mode`` meanwhile: key the reply by the mode that made it
             prompt_hash = prompt.prompt_hash(self.request(template, index, sample.mode))
         self.cache.put(self._key(prompt, prompt_hash, repeat, index),
@@ -299,20 +331,35 @@ class JudgeClient:
         return CacheKey(self.provider, self.service.provider.base_url, self.model, prompt.version, prompt_hash,
                         repeat, index)
 
-    async def _call(self, prompt: RenderedPrompt, index: int) -> tuple[Sample, str]:
+    async def _call(self, prompt: RenderedPrompt, index: int, batch_id: str | None = None) -> tuple[Sample, str]:
+        """One verdict from the judge: through the batch when ``batch_id`` is given (sent directly when the
+        batch cannot answer it), else one call in the run's output mode, with a repair retry where that mode
+        has one."""
         template = prompt.template
-        messages = list(prompt.messages)
         what = f"judge {self.provider}/{self.model} ({template.name})"
         max_tokens = max_tokens_for(template)
+        follow_up: list[Mapping[str, str]] = []
 
         async def send(mode: OutputMode) -> ChatReply:
+            messages = [*prompt.messages_for(mode), *follow_up]
             return await self.service.complete(messages, self.params(template, index, mode), max_tokens=max_tokens,
                                                what=what)
 
-        try:
-            first, mode = await self.output.run(send)
-        except (CallFailed, BudgetExceeded) as exc:
-            raise self._call_failed(exc, prompt, self.output.mode) from None
+        batched: ChatReply | None = None
+        mode = self.output.mode
+        if batch_id is not None and self.batch is not None:
+            try:
+                batched = await self.batch.complete(batch_id, prompt.messages_for(mode),
+                                                    self.params(template, index, mode), max_tokens)
+            except BatchFallback:
+                batched = None
+        if batched is not None:
+            first = batched
+        else:
+            try:
+                first, mode = await self.output.run(send)
+            except (CallFailed, BudgetExceeded) as exc:
+                raise self._call_failed(exc, prompt, self.output.mode) from None
         try:
             sample = _read(prompt, first.text, mode, cached=False, repaired=False)
             return _with_cost(sample, [first]), first.text
@@ -326,7 +373,7 @@ class JudgeClient:
             ) from None
         from evalgate.judges.prompts import repair_message
 
-        messages += [{"role": "assistant", "content": first.text}, {"role": "user", "content": repair_message(problem)}]
+        follow_up += [{"role": "assistant", "content": first.text}, {"role": "user", "content": repair_message(problem)}]
         try:
             second = await send(mode)
         except (CallFailed, BudgetExceeded) as exc:
@@ -400,10 +447,14 @@ class JudgeClient:
                 "temperature": self.temperature, "temperatures": dict(sorted(self.temperatures.items())),
                 "seed": self.seed, "samples": self.samples,
                 "output": self.output.metadata(), "repairs": self.repairs.as_dict(),
-                "templates": dict(sorted(self.templates_used.items())), "cache": self.cache.metadata()}
+                "templates": dict(sorted(self.templates_used.items())), "cache": self.cache.metadata(),
+                **({"mode": "batch", "batch": self.batch.metadata()} if self.batch is not None else {}),
+                **({"batch_notice": self.batch_notice} if self.batch_notice else {})}
 
     async def aclose(self) -> None:
         self.cache.close()
+        if self.batch is not None:
+            await self.batch.aclose()
         await self.service.aclose()
 
 
@@ -436,7 +487,7 @@ def _read(prompt: RenderedPrompt, text: str, mode: OutputMode, *, cached: bool, 
 
 def _with_cost(sample: Sample, replies: list[ChatReply]) -> Sample:
     sample.usage = Usage(sum(r.usage.prompt_tokens for r in replies), sum(r.usage.completion_tokens for r in replies),
-                         replies[-1].usage.source)
+                         replies[-1].usage.source, sum(r.usage.cached_tokens for r in replies))
     costs = [r.cost_usd for r in replies]
     sample.cost_usd = None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
     return sample

@@ -14,6 +14,7 @@ from evalgate.calls.executor import Runtime
 from evalgate.calls.providers import resolve_provider
 from evalgate.errors import UserError
 from evalgate.store.judge_cache import BaseCache, JudgeCache, cache_path
+from evalgate.store.shared_cache import LayeredJudgeCache, shared_cache_path
 
 if TYPE_CHECKING:
     from evalgate.config.settings import Settings
@@ -38,9 +39,22 @@ def build_judge(settings: Settings, runtime: Runtime | None, env: Mapping[str, s
     restored = base_cache if base_cache is not None and not settings.no_cache else None
     cache = JudgeCache(cache_path(settings.db_path), read=not settings.no_cache,
                        base=restored.path if restored else None, base_label=restored.label if restored else None)
+    shared, _ = shared_cache_path(settings.judge_shared_cache, env)
+    if shared is not None and shared.resolve() != cache_path(settings.db_path).resolve():
+        cache = LayeredJudgeCache(cache, JudgeCache(shared, read=not settings.no_cache),
+                                  max_bytes=int(settings.judge_shared_cache_max_mb * 1024 * 1024))
+    batch, notice = None, None
+    if settings.judge_mode == "batch":
+        from evalgate.judges.batch import BatchJudge, batch_refusal
+
+        notice = batch_refusal(settings.judge_mode, provider.name, env, settings.max_cost)
+        if notice is None:
+            batch = BatchJudge(service, settings.output_path, deadline_s=settings.judge_batch_deadline_seconds,
+                               poll_s=settings.judge_batch_poll_seconds, quiet_s=settings.judge_batch_quiet_seconds,
+                               max_requests=settings.judge_batch_max_requests)
     return JudgeClient(service, cache, temperature=settings.judge_temperature, seed=settings.judge_seed,
                        samples=settings.judge_samples, temperatures=template_temperatures(settings),
-                       output=settings.judge_output)
+                       output=settings.judge_output, batch=batch, batch_notice=notice)
 
 
 DEFAULT_METRIC_TEMPERATURES: dict[str, float] = {"judge_score": 0.1}

@@ -55,6 +55,9 @@ ERROR_KEPT_CHARS = 300
 ENUMERATED_BOUNDS: frozenset[str] = frozenset({"local", "ollama"})
 """Providers whose structured output is a grammar that ignores ``minimum``/``maximum`` on numbers."""
 SCALE_STEPS = 20
+REASONING_MAX_CHARS = 300
+"""Grammar-enforced cap on the ``reasoning`` string (local and Ollama judges): 2–3 short sentences, and the verdict
+stays inside ``client.JUDGE_MAX_TOKENS`` (a verdict cut at the cap is unreadable)."""
 
 
 def modes_for(provider: str, setting: str = "auto") -> tuple[OutputMode, ...]:
@@ -76,8 +79,37 @@ def response_format(mode: OutputMode, name: str, schema: dict[str, Any]) -> dict
 
 
 def schema_for(provider: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """The verdict schema as sent to ``provider``: bounded numbers enumerated where grammars need it."""
-    return enumerated_bounds(schema) if provider in ENUMERATED_BOUNDS else schema
+    """The verdict schema as sent to ``provider``: without ``title``/``description`` annotations (prompt
+    tokens that constrain nothing); where a grammar enforces it, bounded numbers enumerated and the
+    reasoning capped at ``REASONING_MAX_CHARS``."""
+    schema = lean_schema(schema)
+    if provider in ENUMERATED_BOUNDS:
+        schema = enumerated_bounds(schema)
+        reasoning = schema.get("properties", {}).get("reasoning")
+        if isinstance(reasoning, dict) and reasoning.get("type") == "string":
+            reasoning["maxLength"] = REASONING_MAX_CHARS
+    return schema
+
+
+ANNOTATIONS = frozenset({"title", "description"})
+
+
+def lean_schema(node: Any) -> Any:
+    """``node`` without the annotation keywords ``title`` and ``description`` (a property *named* title
+    stays: the keys of ``properties`` are names, not keywords)."""
+    if isinstance(node, list):
+        return [lean_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    kept: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ANNOTATIONS and isinstance(value, str):
+            continue
+        if key == "properties" and isinstance(value, dict):
+            kept[key] = {name: lean_schema(sub) for name, sub in value.items()}
+        else:
+            kept[key] = lean_schema(value)
+    return kept
 
 
 def enumerated_bounds(node: Any) -> Any:

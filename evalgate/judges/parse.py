@@ -3,7 +3,8 @@
 Judges are asked for ``{"reasoning": ..., <scores or verdict lists>}`` with the reasoning first and the
 score last. A reply may wrap the object in a code fence, put prose around it, or (thinking aloud) write
 several objects: the parser takes the final one that validates ("the final verdict"). Inside one object a
-repeated key keeps its last value, as ``json.loads`` does.
+repeated key keeps its last value, as ``json.loads`` does. A raw control character (a line break) inside a
+string is accepted: llama.cpp's JSON grammar lets a small model write one, and the verdict is no less clear.
 
 Prompt-only replies (no structured output) may also state a single score in prose instead of JSON. With
 ``words=True`` and a verdict that is one ``score`` (plus reasoning), a reply holding no usable JSON object is
@@ -39,7 +40,7 @@ class VerdictError(ValueError):
 
 def json_objects(text: str) -> list[dict[str, Any]]:
     """Every top-level JSON object in ``text``, in order (objects nested in an earlier one are skipped)."""
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(strict=False)  # a raw newline inside a string: llama.cpp's grammar lets
     found: list[dict[str, Any]] = []
     position = text.find("{")
     while position != -1:

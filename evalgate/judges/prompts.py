@@ -8,7 +8,7 @@ between fence lines::
     …text…
     <<<END answer id=3f2a1c9b0d4e5f60 UNTRUSTED>>>
 
-The id is the first 16 hex digits of sha256(label + text), which text cannot contain about itself
+The id is the first 12 hex digits (48 bits) of sha256(label + text), which text cannot contain about itself
 (and which stays the same for the same text, so judge replies can be cached). Text cannot forge a fence
 line either, not even one that only *looks* like one to a lenient reader (``neutralise``): every run of
 angle brackets that reads as ``<<<`` or ``>>>`` — ASCII, full-width (``＜``) or small (``﹤``) forms, angle
@@ -35,7 +35,7 @@ import jinja2
 import jinja2.meta
 from pydantic import BaseModel, Field
 
-from evalgate.judges.parse import VerdictError
+from evalgate.judges.parse import VerdictError, schema_of
 from evalgate.metrics.judged import context_of
 
 if TYPE_CHECKING:
@@ -47,6 +47,9 @@ REPAIR_TEMPLATE = "repair.j2"
 FENCE_OPEN = "<<<UNTRUSTED {label} id={tag}>>>"
 FENCE_CLOSE = "<<<END {label} id={tag} UNTRUSTED>>>"
 EMPTY_TEXT = "(empty)"
+FENCE_ID_HEX = 12
+"""Hex digits of the fence id: 48 bits no text can match about itself by chance; ``neutralise`` already keeps
+any text from writing a fence line, so the id is the second lock, not the only one."""
 
 
 # --- verdict schemas (reasoning first, scores last) ------------------------------------------------
@@ -236,7 +239,7 @@ def _is_gap(char: str) -> bool:
 def fence(label: str, text: str | None) -> str:
     """``text`` between fence lines whose id is derived from the label and the text."""
     body = neutralise(text if text else EMPTY_TEXT)
-    tag = hashlib.sha256(f"{label}\x00{body}".encode()).hexdigest()[:16]
+    tag = hashlib.sha256(f"{label}\x00{body}".encode()).hexdigest()[:FENCE_ID_HEX]
     return "\n".join((FENCE_OPEN.format(label=label, tag=tag), body, FENCE_CLOSE.format(label=label, tag=tag)))
 
 
@@ -414,17 +417,61 @@ def _closure(name: str) -> set[str]:
 
 @dataclass(frozen=True, slots=True)
 class RenderedPrompt:
-    """Messages for one judge call plus what identifies them (template version, prompt hash)."""
+    """Messages for one judge call plus what identifies them (template version, prompt hash).
+
+    ``messages`` are what a structured output mode sends: the verdict's shape travels as the request's
+    ``response_format``, so the prose never restates it. ``messages_for("prompt")`` appends the one-line
+    format (``format_hint``) to the last message, the only place prompt mode learns the shape from."""
 
     template: JudgeTemplate
     version: str
     messages: tuple[Mapping[str, str], ...]
     inputs: PromptInputs
 
+    def messages_for(self, mode: str | None) -> tuple[Mapping[str, str], ...]:
+        """The messages sent in output ``mode`` (None: the structured form)."""
+        if mode != "prompt":
+            return self.messages
+        *head, last = self.messages
+        hint = format_hint(self.template.verdict)
+        return (*head, {**last, "content": f"{last['content']}\n\n{hint}"})
+
     def prompt_hash(self, extra: Mapping[str, Any] | None = None) -> str:
-        """sha256 of the messages and the request parameters that change the reply."""
-        payload = json.dumps({"messages": list(self.messages), "params": dict(extra or {})}, sort_keys=True)
+        """sha256 of the messages sent in ``extra["output_mode"]`` and the request parameters that change
+        the reply."""
+        params = dict(extra or {})
+        messages = self.messages_for(params.get("output_mode"))
+        payload = json.dumps({"messages": list(messages), "params": params}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()
+
+
+FORMAT_LEAD = "Reply with only this JSON:"
+
+
+@cache
+def format_hint(verdict: type[BaseModel]) -> str:
+    """``Reply with only this JSON: {"reasoning": "…", "score": <0–1>}``: the verdict's shape in one line,
+    written from its JSON schema (for prompt mode, where no ``response_format`` carries it)."""
+    return f"{FORMAT_LEAD} {_shape(schema_of(verdict))}"
+
+
+def _shape(node: Mapping[str, Any]) -> str:
+    if node.get("enum"):
+        return " | ".join(json.dumps(value) for value in node["enum"])
+    kind = node.get("type")
+    if kind == "object" or "properties" in node:
+        fields = ", ".join(f"{json.dumps(name)}: {_shape(sub)}" for name, sub in node.get("properties", {}).items())
+        return "{" + fields + "}"
+    if kind == "array":
+        return f"[{_shape(node.get('items') or {})}, …]"
+    if kind in ("number", "integer"):
+        low, high = node.get("minimum"), node.get("maximum")
+        if low is not None and high is not None:
+            return f"<{low:g}–{high:g}>"
+        return f"<{kind}>"
+    if kind == "boolean":
+        return "true | false"
+    return '"…"'
 
 
 def render(template: JudgeTemplate, case: Case, answer: Answer, rubric: str | None = None) -> RenderedPrompt:

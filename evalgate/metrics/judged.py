@@ -162,6 +162,25 @@ SPECS: tuple[JudgedSpec, ...] = (
 )
 
 
+SHARED_INPUTS: tuple[tuple[str, ...], ...] = (
+    ("relevancy", "safety", "policy", "actionability"),
+    ("correctness", "math"),
+)
+"""Judged metrics whose prompts show exactly the same inputs (question and answer; question, expected output
+and answer) and ask for one score each: with the suite option ``judge_combine`` the ones planned for a case
+are scored in one call."""
+
+
+def shared_call(name: str, ctx: MetricContext) -> tuple[str, ...]:
+    """The metrics one judge call scores together with ``name`` for this case (in plan order), or ``()``
+    when ``judge_combine`` is off or no other metric planned for the case shares its inputs."""
+    if not getattr(ctx.options, "judge_combine", False):
+        return ()
+    group = next((g for g in SHARED_INPUTS if name in g), ())
+    together = tuple(planned for planned in ctx.planned if planned in group)
+    return together if len(together) > 1 else ()
+
+
 def with_trace_workflow(answer: Answer) -> tuple[Answer, dict[str, str]]:
     """``answer`` with ``tools_used`` / ``agents_called`` taken from its trace where it lists none, and
     ``{"tools_source": "answer" | "trace", "agents_source": …}`` for the sides it has."""
@@ -187,7 +206,11 @@ def _make(spec: JudgedSpec) -> Callable[[Case, Answer, MetricContext], Awaitable
         source: dict[str, str] = {}
         if spec.name == "tool_calling":  # the tools and agents the answer does not list, from its trace
             answer, source = with_trace_workflow(answer)
-        scored = await ctx.judge.score(spec.name, case, answer, repeat=ctx.repeat)
+        together = shared_call(spec.name, ctx)
+        if together:
+            scored = await ctx.judge.score(spec.name, case, answer, repeat=ctx.repeat, together=together)
+        else:
+            scored = await ctx.judge.score(spec.name, case, answer, repeat=ctx.repeat)
         return Score(float(scored.value), {**scored.details, **source})
 
     judged.__name__ = spec.name

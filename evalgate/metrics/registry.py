@@ -52,6 +52,8 @@ class MetricContext:
     """The case's own thresholds (``assert:`` entries), which override the run's; None when it has none."""
     judge_fallbacks: dict[str, str] = field(default_factory=dict)
     """Metrics of this case scored by a heuristic because the judge could not score them: name → why."""
+    planned: tuple[str, ...] = ()
+    """The metrics planned for this case, in order (a judge call may score several of them at once)."""
 
 
 MetricFn = Callable[["Case", "Answer", MetricContext], "Score | Awaitable[Score]"]

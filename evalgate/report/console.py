@@ -132,6 +132,10 @@ def call_summary(document: Mapping[str, Any]) -> dict[str, Any]:
         "judge_cost_usd": _amount(judge.get("cost_usd")),
         "judge_prompt": _count(tokens.get("judge_prompt")),
         "judge_completion": _count(tokens.get("judge_completion")),
+        "judge_prompt_cached": _count(tokens.get("judge_prompt_cached")),
+        "judge_prompt_cache_saved_usd": _amount(judge.get("prompt_cache_saved_usd")),
+        "judge_batch": _count(judge.get("batch")),
+        "judge_batch_saved_usd": _amount(judge.get("batch_saved_usd")),
         "cost_usd": _amount(summary.get("cost_usd")),
         "max_cost_usd": cost.get("max_cost_usd") if is_number(cost.get("max_cost_usd")) else None,
         "budget_exceeded": bool(cost.get("budget_exceeded")),
@@ -174,13 +178,25 @@ def _amount(value: Any) -> float:
     return float(value) if is_number(value) else 0.0
 
 
+def saving_note(spend: Mapping[str, Any]) -> str:
+    """`` (12,800 prompt tokens from the provider's prompt cache, $0.0010 saved; 900 calls batched, $0.0400
+    saved)`` when either applies, else empty."""
+    parts = []
+    if spend.get("judge_prompt_cached"):
+        parts.append(f"{spend['judge_prompt_cached']:,} prompt tokens from the provider's prompt cache, "
+                     f"${spend.get('judge_prompt_cache_saved_usd', 0.0):.4f} saved")
+    if spend.get("judge_batch"):
+        parts.append(f"{spend['judge_batch']:,} call(s) batched, ${spend.get('judge_batch_saved_usd', 0.0):.4f} saved")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 def spend_lines(spend: Mapping[str, Any]) -> list[str]:
     """Console lines for judge spend and call retries; only the non-zero parts are printed."""
     lines = []
     if spend["judge_made"] or spend["judge_cached"]:
         lines.append(f"Judge: {spend['judge_made']:,} call(s), {spend['judge_cached']:,} cached; "
                      f"{spend['judge_prompt']:,} prompt + {spend['judge_completion']:,} completion tokens; "
-                     f"cost ${spend['judge_cost_usd']:.4f}")
+                     f"cost ${spend['judge_cost_usd']:.4f}" + saving_note(spend))
     if spend.get("judge_reuse"):
         lines.append(f"Judge cache: {spend['judge_reuse']}")
     problems = [f"{spend[key]:,} {label}" for key, label in CALL_PROBLEMS if spend[key]]

@@ -14,6 +14,7 @@ the event loop while the other cases' calls wait for their replies: a metric tha
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import math
 import threading
@@ -108,6 +109,10 @@ class CasePlan:
     thresholds: dict[str, Threshold | None] | None = None
     """Per-case thresholds (a case's ``assert:`` entries) over the run's; None stands for "no threshold"."""
 
+    @functools.cached_property
+    def names(self) -> tuple[str, ...]:
+        return tuple(metric.name for metric in self.metrics)
+
 
 @dataclass
 class EngineStats:
@@ -146,10 +151,14 @@ class Engine:
         max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
         score_seconds: float = 60.0,
         halted: Callable[[], bool] | None = None,
+        prefetch_judged: bool = False,
         optional: Mapping[str | None, frozenset[str]] | None = None,
         conversations: Any = None,
     ) -> None:
         self.target = target
+        self.prefetch_judged = prefetch_judged
+        """Start a case's async (judged) metrics at once instead of one after another (batch judging: every
+        judge request of the case joins the same batch); each result is still taken in plan order."""
         self.plan_for = plan_for
         self.thresholds = thresholds
         self.sinks = sinks
@@ -306,17 +315,26 @@ class Engine:
             answer = answer.model_copy(update={"transcript": [*history, {"role": "assistant",
                                                                          "content": answer.output or ""}]})
         plan = self.plan_for(case)
-        ctx = MetricContext(options=plan.options, judge=self.judge, repeat=repeat, thresholds=plan.thresholds)
+        ctx = MetricContext(options=plan.options, judge=self.judge, repeat=repeat, thresholds=plan.thresholds,
+                            planned=plan.names)
         if memo:
             ctx.memo.update(memo)
         if large:
             return answer, await self._score_off_loop(case, answer, plan, ctx, size)
         metrics: dict[str, MetricResult] = {}
-        for metric in plan.metrics:
-            outcome = self._score_now(metric, case, answer, ctx)
-            if type(outcome) is not MetricResult:  # an async metric (a judge): finish it
-                outcome = await self._score_later(metric, outcome, ctx)
-            metrics[metric.name] = outcome
+        started = self._prefetch(plan, case, answer, ctx) if self.prefetch_judged else {}
+        try:
+            for metric in plan.metrics:
+                if metric.name in started:
+                    metrics[metric.name] = await started[metric.name]
+                    continue
+                outcome = self._score_now(metric, case, answer, ctx)
+                if type(outcome) is not MetricResult:  # an async metric (a judge): finish it
+                    outcome = await self._score_later(metric, outcome, ctx)
+                metrics[metric.name] = outcome
+        finally:
+            for task in started.values():
+                task.cancel()
         return answer, metrics
 
     async def call_target(self, case: Case, call: TargetCall) -> Answer:
@@ -328,6 +346,12 @@ class Engine:
             return await self.target.answer(case)
         except Exception as exc:  # a target must not raise, but a bug in one must not kill the run
             return Answer(error=f"target failed: {type(exc).__name__}: {exc}")
+
+    def _prefetch(self, plan: CasePlan, case: Case, answer: Answer, ctx: MetricContext
+                  ) -> dict[str, asyncio.Task[MetricResult]]:
+        """The case's async metrics, started now (``prefetch_judged``)."""
+        return {metric.name: asyncio.ensure_future(self._score_later(metric, metric.fn(case, answer, ctx), ctx))
+                for metric in plan.metrics if inspect.iscoroutinefunction(metric.fn)}
 
     async def _score_off_loop(self, case: Case, answer: Answer, plan: CasePlan, ctx: MetricContext,
                               size: int) -> dict[str, MetricResult]:

@@ -172,6 +172,8 @@ async def _execute(
     except BaseException:
         restored.close()
         raise
+    if getattr(judge, "batch_notice", None):
+        prepared.notices.append(str(judge.batch_notice))  # type: ignore[union-attr]
     traces = TraceSession(settings)
     try:
         from evalgate.runner.calibrate import judge_policy
@@ -225,7 +227,7 @@ async def _execute(
         thresholds=prepared.thresholds,
         sinks=sinks,
         concurrency=settings.concurrency,
-        spare_workers=spare_workers(settings.concurrency, target),
+        spare_workers=spare_workers(settings.concurrency, target, batch_window(settings, judge)),
         strict=settings.strict_metrics,
         judge=judge,
         repeat=settings.repeat,
@@ -236,6 +238,7 @@ async def _execute(
         score_seconds=settings.api_timeout_seconds,
         halted=interruption.requested,
         grace_seconds=SIGNAL_GRACE_SECONDS,
+        prefetch_judged=getattr(judge, "batch", None) is not None,
         optional=prepared.optional,
         conversations=conversations,
     )
@@ -368,14 +371,24 @@ def check_output_paths(settings: Settings, cwd: Path | None) -> None:
                         "path or --output-dir another directory", where="--output (compat_output)")
 
 
-def spare_workers(concurrency: int, target: Any) -> int:
+def spare_workers(concurrency: int, target: Any, batch: int = 0) -> int:
     """Cases in progress beyond ``concurrency`` (see ``Engine``): half as many again, at least two, when
     ``target.calls_bounded`` (every call the cases make waits at the executor's bound) and
     ``concurrency`` > 1; none otherwise. A case scores between its calls, and a call slot it leaves stays
-    empty meanwhile unless another case is waiting for it; the measured effect is in bench/README.md."""
-    if concurrency == 1 or not getattr(target, "calls_bounded", False):
+    empty meanwhile unless another case is waiting for it; the measured effect is in bench/README.md.
+    Batch judging (``batch``: its window) keeps that many cases waiting for their batched verdicts."""
+    if not getattr(target, "calls_bounded", False):
+        return 0
+    if batch:
+        return max(0, batch - concurrency)
+    if concurrency == 1:
         return 0  # concurrency 1 stays one case at a time, start to finish (what debugging expects)
     return max(2, concurrency // 2)
+
+
+def batch_window(settings: Settings, judge: Any) -> int:
+    """Cases kept in progress by batch judging (0: the judge calls directly)."""
+    return settings.judge_batch_window if getattr(judge, "batch", None) is not None else 0
 
 
 DISPATCH_TURNS = 256

@@ -169,6 +169,7 @@ def run_evalgate(args: list[str], *, workdir: Path, judge_url: str | None, timeo
     env = {**os.environ, "LOCAL_JUDGE_API_KEY": "any-string", **(extra_env or {})}
     for name in [n for n in env if n.startswith("EVALGATE_") and not n.startswith("EVALGATE_REALMODEL")]:
         del env[name]  # the caller's settings must not leak in
+    env["EVALGATE_JUDGE_SHARED_CACHE"] = "none"  # the user-level shared judge cache stays out of tests
     judge = ["--judge-provider", "local", "--judge-base-url", judge_url] if judge_url else []
     command = [*evalgate_command(), "run", *args, *judge, "--output-dir", str(workdir / "out"),
                "--progress", "plain", "--baseline", "none"]
