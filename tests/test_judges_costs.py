@@ -225,7 +225,7 @@ def test_a_run_reports_the_prompt_cache_saving(tmp_path: Path, monkeypatch: pyte
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     dataset = tmp_path / "cases.json"
-    dataset.write_text(json.dumps([{"id": f"c{i}", "input": f"question {i}", "passing_criteria": "answers"}
+    dataset.write_text(json.dumps([{"id": f"c{i}", "input": f"question {i}", "passing_criteria": "answers", "metrics": ["relevancy"]}
                                    for i in range(3)]))
     cached = Rule(judge=Judge(score=0.9), usage={"prompt_tokens_details": {"cached_tokens": 64}})  # type: ignore[dict-item]
     with AgentServer({"question": "an answer"}) as agent, OpenAIServer([cached], api_key=KEY) as judge, \
