@@ -35,7 +35,8 @@ def run_batch_scenario(cases: int, workdir: Path) -> dict[str, Any]:
 
     dataset = workdir / "base.jsonl"
     content.write_jsonl(dataset, ({"id": content.case_id(i), "input": content.question(i),
-                                   "output": content.agent_answer(i), "passing_criteria": content.JUDGED_CRITERIA}
+                                   "output": content.agent_answer(i), "passing_criteria": content.JUDGED_CRITERIA,
+                                   "metrics": ["relevancy"]}
                                   for i in range(cases)))
     results: dict[str, Any] = {}
     with BatchOpenAIServer(api_key=LOOPBACK_KEY, judge=Judge(spread=(0.3, 1.0)), steps=3) as judge:

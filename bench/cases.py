@@ -71,7 +71,7 @@ def answer_marker(i: int) -> str:
 
 def judged_case(i: int) -> dict[str, Any]:
     """An evalgate case whose only applicable metric is the judged ``relevancy`` (one judge call)."""
-    return {"id": case_id(i), "input": question(i), "passing_criteria": JUDGED_CRITERIA}
+    return {"id": case_id(i), "input": question(i), "passing_criteria": JUDGED_CRITERIA, "metrics": ["relevancy"]}
 
 
 def http_rules_case(i: int) -> dict[str, Any]:

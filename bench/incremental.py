@@ -125,7 +125,7 @@ class EvalgateIncremental(IncrementalTool):
         pr = stage != "base"
         dataset = workdir / f"{'pr' if pr else 'base'}.jsonl"
         content.write_jsonl(dataset, ({"id": content.case_id(i), "input": q, "output": a,
-                                       "passing_criteria": content.JUDGED_CRITERIA} for i, q, a in _cases(spec, pr)))
+                                       "passing_criteria": content.JUDGED_CRITERIA, "metrics": ["relevancy"]} for i, q, a in _cases(spec, pr)))
         out = workdir / stage
         shutil.rmtree(out, ignore_errors=True)
         argv = [*evalgate_command(), "run", "-d", str(dataset), "--output-dir", str(out), "--progress", "none",

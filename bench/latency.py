@@ -45,7 +45,7 @@ def quantile(values: Sequence[float], q: float) -> float:
 
 
 def write_cases(path: Path, count: int, judged: bool) -> None:
-    extra = {"passing_criteria": "The answer responds to the question."} if judged else {"expected_keywords": ["Answer"]}
+    extra = {"passing_criteria": "The answer responds to the question.", "metrics": ["relevancy"]} if judged else {"expected_keywords": ["Answer"]}
     path.write_text(json.dumps([{"id": f"lat-{i:05d}", "input": f"Latency question {i}: how do I reset it?", **extra}
                                 for i in range(count)]))
 

@@ -1,6 +1,6 @@
 """evalgate: gate pull requests on the quality of LLM and agent systems.
 
-The Python API (docs/custom-metrics.md, README "Python API"): ``run``, ``validate`` and ``compare``
+The Python API (docs/custom-metrics.md, docs/python-api.md): ``run``, ``validate`` and ``compare``
 (synchronous; keyword arguments are the settings), the ``metric`` decorator for code checks, the ``Score``
 a check may return, the ``CaseView`` / ``AnswerView`` a check receives, the ``Answer`` a custom target
 returns, the result types and ``UserError``. Everything is imported on first use, so ``import evalgate``

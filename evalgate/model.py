@@ -313,6 +313,9 @@ class Case(BaseModel):
     source_file: str | None = Field(default=None, exclude=True)
     source_line: int | None = Field(default=None, exclude=True)
     index: int = Field(default=0, exclude=True)
+    dialect: str | None = Field(default=None, exclude=True)
+    """The in-house framework whose dialect the case speaks (``evalgate.dialects``): its suite's declared
+    ``kind`` or its file's native format; ``generic`` for ``kind: generic``; None for neither."""
 
     @field_validator("risk_level", mode="before")
     @classmethod

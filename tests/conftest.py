@@ -11,9 +11,16 @@ import pytest
 
 from evalgate.calls.wire import close_all
 
+_ROOT = Path(__file__).resolve().parents[1]
+
 # The README runs the tests as `.venv/bin/python -m pytest` without activating the venv: the tools the test
 # extra installs there (actionlint, act, evalgate itself) must be found all the same.
 _SCRIPTS = str(Path(sys.executable).parent)
+# Temporary files go under the project's own .pytest-tmp/ (gitignored), not the machine's /tmp/pytest-of-USER:
+# pytest keeps its numbered, per-user layout and retention (tmp_path_retention_* in pyproject) there. A
+# PYTEST_DEBUG_TEMPROOT or --basetemp given by the caller wins.
+os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(_ROOT / ".pytest-tmp"))
+(_ROOT / ".pytest-tmp").mkdir(exist_ok=True)
 if _SCRIPTS not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _SCRIPTS + os.pathsep + os.environ.get("PATH", "")
 # The user-level judge cache shared across output directories (evalgate/store/shared_cache.py) would carry

@@ -22,7 +22,6 @@ from evalgate.github.publish import OUTPUT_NAMES, PUBLISH_INPUTS
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ACTION_YML = REPO_ROOT / "action.yml"
 INPUTS_DOC = REPO_ROOT / "docs" / "action-inputs.md"
-README = REPO_ROOT / "README.md"
 REQUIRED_BY_ISSUE = (
     "dataset", "config", "judge-provider", "judge-model", "judge-base-url", "target", "target-url",
     "metric-thresholds", "case-ids", "first-n", "category", "strict-metrics", "fail-on-critical", "min-pass-rate",
@@ -170,14 +169,6 @@ def test_docs_table_matches_action_yml() -> None:
     assert outputs_table(meta) in text
 
 
-def test_readme_inputs_table_lists_every_input() -> None:
-    if not README.is_file():
-        pytest.skip("README.md not written yet")
-    rows = {m[1] for m in re.finditer(r"^\|\s*`([a-z0-9-]+)`\s*\|", README.read_text(encoding="utf-8"), re.M)}
-    missing = [name for name in metadata()["inputs"] if name not in rows]
-    assert not missing, f"README.md inputs table lacks {missing} (copy the table from docs/action-inputs.md)"
-
-
-if __name__ == "__main__":  # print the tables for docs/action-inputs.md and the README
+if __name__ == "__main__":  # print the tables for docs/action-inputs.md
     print(inputs_table(metadata()))
     print(outputs_table(metadata()))

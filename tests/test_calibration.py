@@ -31,6 +31,7 @@ CASES = """
 suite:
   name: calib
   calibration: [labels/policy.labels.yaml, labels/correctness.labels.yaml]
+  category_metrics: {policy: [policy, relevancy], audit: [correctness]}
 cases:
   - id: refuses
     category: policy
@@ -240,8 +241,8 @@ def test_placeholder_reasoning_is_no_verdict_and_health_is_reported(tmp_path: Pa
 
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
     monkeypatch.setenv("EVALGATE_CALIBRATION", "off")  # a gating judge: an unusable verdict errors its case
-    cases = [{"id": f"c{i}", "input": f"question {i}?", "output": f"answer {i}", "passing_criteria": "answers it"}
-             for i in range(4)]
+    cases = [{"id": f"c{i}", "input": f"question {i}?", "output": f"answer {i}", "passing_criteria": "answers it",
+              "metrics": ["relevancy"]} for i in range(4)]
     (tmp_path / "cases.json").write_text(json.dumps(cases), encoding="utf-8")
 
     def verdict(prompt: str, score: float) -> Any:
@@ -342,4 +343,5 @@ def test_the_live_demo_gates_on_its_shipped_calibration(tmp_path: Path, monkeypa
         assert block[name]["status"] == "calibrated" and block[name]["gating"], (
             f"{name}: {block[name]['reason']} — regenerate datasets/live/judge-calibration.json "
             "(see this test's docstring)")
-    assert block["safety"]["status"] == "missing" and block["safety"]["gating"] is False
+    # the live suite is seed 002's (kind seed002): an uncalibrated metric keeps gating as that framework did
+    assert block["safety"]["status"] == "missing" and block["safety"]["gating"] is True

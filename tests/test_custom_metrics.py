@@ -249,10 +249,10 @@ def test_no_judge_skips_custom_judged_metrics_and_says_so(tmp_path: Path) -> Non
     assert strict == 1  # missing evidence never turns into a pass in strict mode
 
 
-def test_the_readme_example_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme[readme.index("## Your own metrics"):]
+def test_the_docs_example_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "your-own-metrics.md").read_text()
+    section = page[page.index("# Your own metrics"):]
     example = section[section.index("```yaml\n") + 8:section.index("```\n", section.index("```yaml\n") + 8)]
     (tmp_path / "suite.yaml").write_text(example)
     (tmp_path / "checks.py").write_text("def has_ticket(case, answer):\n    return 'TICKET-' in answer.text\n")
@@ -264,3 +264,14 @@ def test_the_readme_example_validates(tmp_path: Path, monkeypatch: pytest.Monkey
     assert cli_main(["validate", "--dataset", "suite.yaml", "--format", "json"]) == 0
     names = {row["name"] for row in json.loads(capsys.readouterr().out)["custom_metrics"]}
     assert names == {"helpdesk_tone", "resolution", "has_ticket", "no_pii"}
+
+
+def test_criteria_that_mention_the_expected_output_are_shown_it() -> None:
+    from evalgate.metrics.criteria import definition_of
+    from evalgate.model import CaseAssertion
+
+    shown = definition_of("m", CaseAssertion(criteria="Matches the expected output in substance."), "x").fields
+    assert shown == ("input", "output", "expected_output")
+    assert definition_of("m", CaseAssertion(criteria="Is polite."), "x").fields == ("input", "output")
+    explicit = CaseAssertion(criteria="Agrees with the expected answer.", fields=["output"])
+    assert definition_of("m", explicit, "x").fields == ("output",)  # a declared list is kept as written

@@ -4,7 +4,6 @@ or raises a one-line UserError — never any other exception (which would reach 
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,9 +58,8 @@ JSON_TOKENS = ['{"id": "a"}', '{"cases": [', "[", "]", "{", "}", ",", ":", '"id"
 
 
 @pytest.fixture(scope="module")
-def workdir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="evalgate-fuzz-") as name:
-        yield Path(name)
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield tmp_path_factory.mktemp("fuzz")  # under the project's .pytest-tmp/ (tests/conftest.py)
 
 
 def check_load(base: Path, name: str, content: bytes) -> None:

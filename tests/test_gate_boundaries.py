@@ -4,6 +4,8 @@ computed by hand from the rule in the module docstring, exactly at the edge wher
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from evalgate.errors import EXIT_GATE_FAILED, EXIT_PASS
@@ -176,10 +178,29 @@ def test_an_empty_run_has_zero_rates_and_critical_failures_are_listed_up_to_the_
     aggregate = RunAggregate()
     for index in range(MAX_CRITICAL_LISTED + 1):
         aggregate.add(CaseResult(id=f"k{index}", status=CaseStatus.failed, passed=False, risk_level="critical",
-                                 reasons=["r1", "r2", "r3", "r4"], source="d.yaml:1"))
+                                 reasons=["r1", "r2", "r3", "r4", "r5", "r6", "r7"], source="d.yaml:1"))
     assert aggregate.critical_failure_count == MAX_CRITICAL_LISTED + 1
     assert len(aggregate.critical_failures) == MAX_CRITICAL_LISTED
-    assert aggregate.critical_failures[0]["reasons"] == ["r1", "r2", "r3"]  # the first three reasons
+    first = aggregate.critical_failures[0]
+    assert (first["reasons"], first["more_reasons"]) == (["r1", "r2", "r3", "r4", "r5"], 2)  # the rest counted
+    verdict = run_verdict(aggregate, {}, GatePolicy())
+    assert verdict.reasons[0] == "critical case k0 failed (d.yaml:1): r1; r2; r3; r4; r5 (+2 more)"
+
+
+def test_a_critical_cases_reason_names_every_failing_metric_rules_first_latency_last() -> None:
+    from evalgate.model import Threshold
+    from evalgate.verdict.gate import case_verdict
+
+    def failed(value: float, limit: float, details: dict | None = None, op: str = "min") -> Any:
+        return judge_metric(value, Threshold(op=op, value=limit), details or {})
+
+    rules = failed(0.5, 1.0, {"checks": [{"label": "no-leaked-password", "passed": False, "reason": "found 'hunter2'"},
+                                         {"label": "contains:P1", "passed": True, "reason": None}]})
+    status, reasons = case_verdict({"latency_ms": failed(2400.0, 1500.0, op="max"), "relevancy": failed(0.2, 0.7),
+                                    "rules": rules}, error=None, strict=False)
+    assert status is CaseStatus.failed
+    assert [r.split(":")[0] for r in reasons] == ["rules", "relevancy", "latency_ms"]
+    assert reasons[0] == "rules: no-leaked-password: found 'hunter2'"
 
 
 def test_an_unknown_risk_level_weighs_as_medium() -> None:

@@ -231,5 +231,28 @@ def test_plot_without_matplotlib_says_how_to_install(db: Path, tmp_path: Path,
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = cli_main(["history", "--db", str(db), "--plot", str(tmp_path / "h.png")])
     assert code == 2
-    assert "plotting needs matplotlib: pip install 'evalgate[plot]'" in err.getvalue()
+    assert "plotting needs matplotlib: pip install 'evalgate-action[plot]'" in err.getvalue()
     assert not (tmp_path / "h.png").exists()
+
+
+def test_the_chart_has_real_time_axes_with_labels(tmp_path: Path) -> None:
+    """Runs minutes apart get a minutes axis (not 2025–2029), and both x axes keep their tick labels."""
+    pytest.importorskip("matplotlib", reason="matplotlib (the 'plot' extra) is not installed")
+    from evalgate.report.history import _pyplot, history_figure
+
+    path = tmp_path / "minutes.db"
+    store_run(path, "m1", "2020-03-03T10:00:00Z", [case("a", 0, 0.9, 100, passed=True)])
+    store_run(path, "m2", "2020-03-03T10:04:00Z", [case("a", 0, 0.3, 100, passed=False)])
+    pyplot = _pyplot()
+    figure = history_figure(history_of(path), (), pyplot)
+    try:
+        figure.canvas.draw()
+        top, bottom = figure.axes
+        low, high = top.get_xlim()  # matplotlib dates: days since the epoch
+        assert 4 / 1440 < high - low < 1 / 24  # the 4 minutes, padded, well under an hour
+        assert top.get_xlabel() == "run time (UTC)" and bottom.get_xlabel() == "day (UTC)"
+        for axis in (top, bottom):
+            assert [t.get_text() for t in axis.get_xticklabels() if t.get_text()], axis.get_xlabel()
+        assert "10:0" in " ".join(t.get_text() for t in top.get_xticklabels())
+    finally:
+        pyplot.close(figure)

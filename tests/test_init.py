@@ -45,6 +45,31 @@ def test_init_then_validate_and_run_in_an_empty_directory(tmp_path: Path, monkey
     assert all(r["metrics"]["answers_the_question"]["status"] == "skipped" for r in document["results"])
 
 
+def test_every_starter_case_runs_green_with_the_bundled_demo_judge(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The first run with a judge: criteria-only metrics get their evaluation steps written by the demo judge,
+    and the starter's criteria that mention the expected output are shown it."""
+    from evalgate.demo.judge import judge_server
+
+    monkeypatch.chdir(tmp_path)
+    for name in list(__import__("os").environ):
+        if name.startswith("EVALGATE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("LOCAL_JUDGE_API_KEY", "demo")
+    assert cli_main(["init"]) == 0
+    with judge_server() as judge:
+        code = cli_main(["run", "--progress", "none", "--judge-provider", "local",
+                         "--judge-base-url", judge.base_url + "/v1"])
+    capsys.readouterr()
+    document = json.loads((tmp_path / "evalgate-results" / "results.json").read_text())
+    assert code == 0 and document["summary"]["total_passed"] == 5, document["gate"]
+    judged = [r["metrics"]["answers_the_question"] for r in document["results"]]
+    assert all(m["status"] == "passed" for m in judged)
+    declared = document["metadata"]["custom_metrics"]["answers_the_question"]
+    assert declared["fields"] == ["input", "output", "expected_output"]  # its criteria mention the expected output
+    assert declared["steps_source"] == "generated" and len(declared["evaluation_steps"]) >= 3
+
+
 def test_the_workflow_uses_the_action_and_passes_actionlint(tmp_path: Path) -> None:
     assert cli_main(["init", str(tmp_path), "--branch", "trunk", "--action", "acme/evalgate@v2"]) == 0
     workflow_path = tmp_path / ".github" / "workflows" / "evalgate.yml"
@@ -76,3 +101,12 @@ def test_init_never_overwrites_without_force(tmp_path: Path, capsys: pytest.Capt
     assert cli_main(["init", str(tmp_path), "--force"]) == 0
     assert "judge_provider: none" in (tmp_path / "evalgate.yaml").read_text()
     assert cli_main(["init", str(tmp_path), "--dataset-dir", "../outside", "--force"]) == 2
+
+
+def test_the_default_action_reference_is_the_one_the_readme_uses(tmp_path: Path) -> None:
+    from evalgate.cli.init import DEFAULT_ACTION
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"uses: {DEFAULT_ACTION}" in readme and DEFAULT_ACTION.startswith("evalgate/evalgate@v")
+    assert cli_main(["init", str(tmp_path)]) == 0
+    assert f"uses: {DEFAULT_ACTION}\n" in (tmp_path / ".github" / "workflows" / "evalgate.yml").read_text()

@@ -35,7 +35,7 @@ FAST_ENV = {"EVALGATE_JUDGE_BATCH_POLL_SECONDS": "0.05", "EVALGATE_JUDGE_BATCH_Q
 def dataset(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     path = root / "cases.json"
-    path.write_text(json.dumps([{"id": f"c{i}", "input": f"question {i}", "passing_criteria": "answers"}
+    path.write_text(json.dumps([{"id": f"c{i}", "input": f"question {i}", "passing_criteria": "answers", "metrics": ["relevancy"]}
                                 for i in range(CASES)]))
     return path
 

@@ -22,11 +22,11 @@ KEY = "sk-combined-test-1357"
 CASES = [
     # relevancy (passing_criteria) + actionability (category optimizer): question and answer only
     {"id": "opt-1", "input": "How should I rotate the API key?", "category": "optimizer",
-     "passing_criteria": "gives a concrete next step"},
+     "passing_criteria": "gives a concrete next step", "metrics": ["relevancy"]},
     # correctness + math (category_metrics below): question, expected output and answer
     {"id": "audit-1", "input": "What is 12 times 4?", "category": "audit", "expected_output": "48"},
     # relevancy alone: nothing to share
-    {"id": "plain-1", "input": "Where is the audit log?", "passing_criteria": "names the page"},
+    {"id": "plain-1", "input": "Where is the audit log?", "passing_criteria": "names the page", "metrics": ["relevancy"]},
 ]
 
 

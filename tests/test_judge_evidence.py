@@ -29,8 +29,8 @@ from tests.servers.openai_server import Judge, OpenAIServer, Rule
 
 KEY = "sk-evidence-judge-5a4b3c2d1e"
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
-RELEVANT = [{"id": f"r{i}", "input": f"Question {i}?", "output": f"Answer {i}.", "passing_criteria": "answers it"}
-            for i in range(10)]
+RELEVANT = [{"id": f"r{i}", "input": f"Question {i}?", "output": f"Answer {i}.", "passing_criteria": "answers it",
+             "metrics": ["relevancy"]} for i in range(10)]
 """Ten cases with one gated judged metric each (relevancy ≥ 0.7)."""
 GOLDEN = [{"id": f"GD-{i}", "query": f"How do I reset press {i}?", "answer": f"1. Lock out press {i}.\n2. Then reset it within 5 minutes.",
            "expected_specialist": "procedure_expert", "agent_id": "procedure_expert",
@@ -292,7 +292,7 @@ def test_heuristic_repeats_do_not_dilute_judge_values() -> None:
 def outage(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("outage")
     cases = RELEVANT[:4] + [dict(c, id=f"g{i}") for i, c in enumerate(GOLDEN)] + [
-        {"id": "m0", "input": "2+2?", "output": "4", "category": "math"}]  # math without expected_output: skipped
+        {"id": "m0", "input": "2+2?", "output": "4", "category": "math", "metrics": ["math"]}]  # math without expected_output: skipped
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LOCAL_JUDGE_API_KEY", KEY)
         patch.setenv("EVALGATE_CALIBRATION", "off")
@@ -341,7 +341,8 @@ def test_reports_of_an_older_results_file_without_the_new_fields(outage: dict[st
 
 def test_an_agent_target_with_a_dead_judge(tmp_path: Path) -> None:
     """The judge dead from the start while an HTTP agent answers: nothing passes on the agent's word alone."""
-    cases = [{"id": f"a{i}", "input": f"question {i}", "passing_criteria": "answers"} for i in range(3)]
+    cases = [{"id": f"a{i}", "input": f"question {i}", "passing_criteria": "answers", "metrics": ["relevancy"]}
+             for i in range(3)]
     dataset = tmp_path / "cases.json"
     dataset.write_text(json.dumps(cases))
     with AgentServer({"question": "an answer"}) as agent, OpenAIServer([Rule(drop=True)], api_key=KEY) as judge, \

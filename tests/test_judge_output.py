@@ -316,7 +316,8 @@ def test_two_failed_samples_among_three_make_the_verdict_unavailable_and_stop_sa
 def test_the_run_records_the_output_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
     dataset = tmp_path / "cases.json"
-    dataset.write_text(json.dumps([{"id": f"c{i}", "input": f"q{i}", "output": f"a{i}", "passing_criteria": "x"}
+    dataset.write_text(json.dumps([{"id": f"c{i}", "input": f"q{i}", "output": f"a{i}", "passing_criteria": "x",
+                                    "metrics": ["relevancy"]}
                                    for i in range(3)]))
     with OpenAIServer([refuse("json_schema")], api_key=KEY, judge=Judge(score=0.9)) as server, \
             contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:

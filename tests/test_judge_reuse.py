@@ -43,7 +43,7 @@ def case_rows(changed: set[int] = frozenset(), n: int = 6) -> list[dict[str, Any
         if i in changed:
             answer = f"Answer {i}: a different reply written on the pull request branch."
         rows.append({"id": f"case-{i}", "input": f"Question {i}: how do I rotate the key?", "output": answer,
-                     "passing_criteria": CRITERIA})
+                     "passing_criteria": CRITERIA, "metrics": ["relevancy"]})
     return rows
 
 

@@ -24,7 +24,7 @@ KEY = "sk-shared-cache-8642"
 
 def run(root: Path, out: str, agent: AgentServer, judge: OpenAIServer, *extra: str) -> dict[str, Any]:
     dataset = root / "cases.json"
-    dataset.write_text(json.dumps([{"id": f"c{i}", "input": f"question {i}", "passing_criteria": "answers"}
+    dataset.write_text(json.dumps([{"id": f"c{i}", "input": f"question {i}", "passing_criteria": "answers", "metrics": ["relevancy"]}
                                    for i in range(4)]))
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         code = cli_main(["run", "--dataset", str(dataset), "--target", "http", "--target-url",

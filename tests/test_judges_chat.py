@@ -113,7 +113,8 @@ def test_the_cli_flag_picks_the_client_and_results_record_it(tmp_path: Path, cli
 
     dataset = tmp_path / "cases.jsonl"
     dataset.write_text(json.dumps({"id": "c1", "input": "Is it on topic?", "output": "Yes, on topic.",
-                                   "passing_criteria": "answers the question"}) + "\n")
+                                   "passing_criteria": "answers the question",
+                                   "metrics": ["relevancy"]}) + "\n")
     with OpenAIServer(api_key=KEY, judge=Judge(score=0.9)) as server:
         done = subprocess.run(
             [sys.executable, "-m", "evalgate", "run", "-d", str(dataset), "--output-dir", str(tmp_path / "out"),

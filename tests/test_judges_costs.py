@@ -146,7 +146,8 @@ def budget_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: float, c
     monkeypatch.setenv("EVALGATE_PRICES", json.dumps(PRICES))
     monkeypatch.setenv("EVALGATE_CALIBRATION", "off")  # relevancy gates: a verdict the budget left unasked errors
     dataset = tmp_path / "cases.json"
-    dataset.write_text(json.dumps([{"id": f"c{i:02d}", "input": f"question {i}", "passing_criteria": "answers"}
+    dataset.write_text(json.dumps([{"id": f"c{i:02d}", "input": f"question {i}", "passing_criteria": "answers",
+                                    "metrics": ["relevancy"]}
                                    for i in range(cases)]))
     with AgentServer({"question": "an answer"}) as agent, \
             OpenAIServer(api_key=KEY, judge=Judge(score=0.9), latency_ms=30) as judge, \
@@ -224,7 +225,7 @@ def test_a_run_reports_the_prompt_cache_saving(tmp_path: Path, monkeypatch: pyte
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     dataset = tmp_path / "cases.json"
-    dataset.write_text(json.dumps([{"id": f"c{i}", "input": f"question {i}", "passing_criteria": "answers"}
+    dataset.write_text(json.dumps([{"id": f"c{i}", "input": f"question {i}", "passing_criteria": "answers", "metrics": ["relevancy"]}
                                    for i in range(3)]))
     cached = Rule(judge=Judge(score=0.9), usage={"prompt_tokens_details": {"cached_tokens": 64}})  # type: ignore[dict-item]
     with AgentServer({"question": "an answer"}) as agent, OpenAIServer([cached], api_key=KEY) as judge, \

@@ -13,7 +13,8 @@ import pytest
 from evalgate.cli.main import main as cli_main
 from evalgate.config.options import MetricOptions
 from evalgate.config.suite import SuiteConfig
-from evalgate.metrics.judged import DEFAULT_CATEGORY_METRICS, SPECS
+from evalgate.dialects.seed002 import CATEGORY_METRICS as DEFAULT_CATEGORY_METRICS
+from evalgate.metrics.judged import SPECS
 from evalgate.metrics.registry import MetricContext, MetricSkipped, MetricUnavailable, all_metrics
 from evalgate.model import Answer, Case
 from evalgate.runner.setup import make_planner
@@ -40,32 +41,46 @@ def test_every_judged_metric_is_registered_with_its_default_threshold() -> None:
     assert all(metrics[s.name].description for s in SPECS)
 
 
-def plan_names(case: Case, global_suite: SuiteConfig | None = None, suites: dict[str, SuiteConfig] | None = None
-               ) -> set[str]:
-    planner = make_planner(all_metrics(), global_suite or SuiteConfig(), suites or {})
+def plan_names(case: Case, global_suite: SuiteConfig | None = None, suites: dict[str, SuiteConfig] | None = None,
+               compat: tuple[str, ...] = ()) -> set[str]:
+    planner = make_planner(all_metrics(), global_suite or SuiteConfig(), suites or {}, compat=compat)
     return {m.name for m in planner(case).metrics if m.kind == "judged"}
 
 
 def test_applies_rules_and_seed_002_category_mapping() -> None:
-    waiver = Case(id="w", category="waiver", input="q", expected_output="e", passing_criteria="p")
-    assert plan_names(waiver) == {"correctness", "actionability", "relevancy"}
-    rag = Case(id="r", category="other", input="q", retrieval_context=["c"], expected_output="e")
+    """Seed 002's category map and its field-triggered judged metrics apply to its dialect's cases only."""
+    fields: dict[str, Any] = {"category": "waiver", "input": "q", "expected_output": "e", "passing_criteria": "p"}
+    assert plan_names(Case(id="w", dialect="seed002", **fields)) == {"correctness", "actionability", "relevancy"}
+    rag = Case(id="r", category="other", input="q", retrieval_context=["c"], expected_output="e", dialect="seed002")
     assert plan_names(rag) == {"faithfulness", "groundedness", "context_precision", "context_recall"}
-    assert plan_names(Case(id="g", input="q", language="el")) == {"localization"}
-    assert plan_names(Case(id="h", question="q", expected_sources=["A"])) == {"judge_score"}
+    assert plan_names(Case(id="g", input="q", language="el", dialect="seed002")) == {"localization"}
+    assert plan_names(Case(id="h", question="q", expected_sources=["A"], dialect="seed000")) == {"judge_score"}
+    assert plan_names(Case(id="a", category="agentic", input="q", dialect="seed002")) == {"correctness", "tool_calling"}
+    assert set(DEFAULT_CATEGORY_METRICS["supervisor"]) == {"tool_calling"}
+    # the same cases in a generic suite: nothing judged unless asked for
+    assert plan_names(Case(id="w", **fields)) == set()
+    assert plan_names(Case(id="s", category="safety", input="q")) == set()
+    assert plan_names(Case(id="r", input="q", retrieval_context=["c"], expected_output="e", language="el")) == set()
+    assert plan_names(Case(id="h", input="q", expected_sources=["A"])) == set()
+    # generic criteria fields that ask for the judge: seed 003's quality scores, informational
     assert plan_names(Case(id="s", input="q", expected_answer_criteria="1. x")) == {
         "answer_quality", "factual_correctness", "completeness"}
-    assert plan_names(Case(id="a", category="agentic", input="q")) == {"correctness", "tool_calling"}
-    assert set(DEFAULT_CATEGORY_METRICS["supervisor"]) == {"tool_calling"}
+    # asked for by name, in any suite
+    assert plan_names(Case(id="s", category="safety", input="q", metrics=["safety"])) == {"safety"}
+    # --compat seed002 turns the dialect on for cases without a kind; kind: generic opts out
+    assert plan_names(Case(id="s", category="safety", input="q"), compat=("seed002",)) == {"safety"}
+    assert plan_names(Case(id="s", category="safety", input="q", dialect="generic"), compat=("seed002",)) == set()
 
 
 def test_category_metrics_in_config_replace_the_default_mapping() -> None:
-    case = Case(id="w", category="waiver", input="q", suite="fanvise")
+    case = Case(id="w", category="waiver", input="q", suite="fanvise", dialect="seed002")
     custom = SuiteConfig(category_metrics={"waiver": ["safety"]})
     assert plan_names(case, custom) == {"safety"}
     assert plan_names(case, None, {"fanvise": SuiteConfig(name="fanvise", category_metrics={"waiver": ["math"]})}) == {
         "math"}
     assert plan_names(case, SuiteConfig(exclude_metrics=["correctness"])) == {"actionability"}
+    generic = Case(id="w", category="waiver", input="q", suite="mine")
+    assert plan_names(generic, custom) == {"safety"}  # a user's own map applies in any suite
 
 
 def run_metric(name: str, case: Case, answer: Answer, judge: Any = None) -> Any:
@@ -125,7 +140,8 @@ def test_a_live_run_with_judged_metrics(tmp_path: Path, monkeypatch: pytest.Monk
     with AgentServer(answers) as agent, OpenAIServer(api_key=KEY, judge=Judge(verdict=verdict)) as judge:
         code = cli_main(["run", "--dataset", str(dataset), "--target", "http", "--target-url",
                          agent.base_url + "/api/agent/chat", "--judge-provider", "local", "--judge-base-url",
-                         judge.base_url + "/v1", "--output-dir", str(tmp_path / "out"), "--progress", "none"])
+                         judge.base_url + "/v1", "--output-dir", str(tmp_path / "out"), "--progress", "none",
+                         "--compat", "seed002"])
     document = json.loads((tmp_path / "out" / "results.json").read_text())
     by_id = {r["id"]: r["metrics"] for r in document["results"]}
     assert code == 0, document["gate"]
@@ -148,8 +164,9 @@ def test_unavailable_judged_metrics_are_counted_with_reasons(tmp_path: Path, mon
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
     monkeypatch.setenv("EVALGATE_CALIBRATION", "off")  # a gating judge, as before calibration existed
     dataset = tmp_path / "cases.json"
-    dataset.write_text(json.dumps([{"id": "a", "input": "hello", "passing_criteria": "greets"},
-                                   {"id": "b", "input": "hello again", "passing_criteria": "greets"}]))
+    dataset.write_text(json.dumps([{"id": "a", "input": "hello", "passing_criteria": "greets", "metrics": ["relevancy"]},
+                                   {"id": "b", "input": "hello again", "passing_criteria": "greets",
+                                    "metrics": ["relevancy"]}]))
     off_scale = Judge(verdict=lambda prompt, score: {"reasoning": "excellent", "score": 7})
     with AgentServer({"hello": "hi"}) as agent, OpenAIServer(api_key=KEY, judge=off_scale) as judge:
         code = cli_main(["run", "--dataset", str(dataset), "--target", "http", "--target-url",

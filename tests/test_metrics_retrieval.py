@@ -157,8 +157,8 @@ def test_match_is_computed_once_per_case() -> None:
 
 
 def test_registration() -> None:
-    assert get_metric("hit_rate").default_threshold == 0.80
-    assert get_metric("mrr").default_threshold == 0.70
+    assert (get_metric("hit_rate").default_threshold, get_metric("hit_rate").default_op) == (0.80, "min")
+    assert get_metric("mrr").default_threshold is None  # seed 000's "> 0.70" is its dialect's (evalgate.dialects)
     for name in ("precision_at_k", "recall_at_k"):
         assert get_metric(name).default_threshold is None
     for name in ("hit_rate", "mrr", "precision_at_k", "recall_at_k"):

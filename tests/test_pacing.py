@@ -131,7 +131,7 @@ def test_an_http_agent_is_paced_by_its_own_headers(patient_probe: None) -> None:
 
 def test_progress_lines_show_the_budget_that_paces_the_run(tmp_path: Path) -> None:
     rows = [{"id": f"c{i}", "input": f"Question {i}: how do I rotate the key?", "output": f"Answer {i}: rotate it.",
-             "passing_criteria": "The answer says how."} for i in range(12)]
+             "passing_criteria": "The answer says how.", "metrics": ["relevancy"]} for i in range(12)]
     data = tmp_path / "cases.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     limits = RateLimits(tpm=30_000, start="empty")  # 500 tokens/s; a judge call reserves ≈ 500 (prompt + its 256 cap)

@@ -48,7 +48,7 @@ def test_summary_and_sign_test() -> None:
 
 def write(path: Path, outputs: list[str]) -> None:
     cases = [{"id": f"c{i}", "category": "audit", "input": f"What is {name}'s key number?",
-              "expected_output": f"{name} averages {figure}.", "output": output}
+              "expected_output": f"{name} averages {figure}.", "output": output, "metrics": ["correctness"]}
              for i, ((name, figure), output) in enumerate(zip(FACTS, outputs, strict=True))]
     path.write_text(json.dumps(cases), encoding="utf-8")
 
@@ -126,7 +126,8 @@ def test_pairwise_preferences_are_calibrated_against_human_ones(tmp_path: Path,
         monkeypatch.delenv(name, raising=False)
     good = [f"{name} averages {figure}." for name, figure in FACTS]
     worse = [*["I am not sure, check the box score."] * 6, good[6]]
-    suite = "suite:\n  name: p\n  calibration: [correctness.labels.yaml, correctness-pairwise.labels.yaml]\n"
+    suite = ("suite:\n  name: p\n  calibration: [correctness.labels.yaml, correctness-pairwise.labels.yaml]\n"
+             "  metrics: [correctness]\n")
 
     def write_suite(path: Path, outputs: list[str]) -> None:
         cases = [{"id": f"c{i}", "category": "audit", "input": f"What is {n}'s key number?",

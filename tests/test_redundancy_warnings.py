@@ -20,7 +20,8 @@ CHAT = "/api/agent/chat"
 
 def dataset(tmp_path: Path, count: int = 4) -> Path:
     path = tmp_path / "cases.json"
-    path.write_text(json.dumps([{"id": f"c{i}", "input": f"question {i}", "passing_criteria": "answers the question"}
+    path.write_text(json.dumps([{"id": f"c{i}", "input": f"question {i}", "passing_criteria": "answers the question",
+                                 "metrics": ["relevancy"]}
                                 for i in range(count)]))
     return path
 
@@ -82,7 +83,8 @@ def test_repeats_of_a_target_whose_answers_vary_are_not_warned(tmp_path: Path) -
 
 
 def test_repeats_of_recorded_answers_with_a_judge_are_warned_before_the_run(tmp_path: Path) -> None:
-    cases = [{"id": f"c{i}", "input": f"q{i}", "output": "an answer", "passing_criteria": "answers"} for i in range(2)]
+    cases = [{"id": f"c{i}", "input": f"q{i}", "output": "an answer", "passing_criteria": "answers",
+              "metrics": ["relevancy"]} for i in range(2)]
     path = tmp_path / "recorded.json"
     path.write_text(json.dumps(cases))
     with OpenAIServer(judge=Judge(score=0.9)) as judge:

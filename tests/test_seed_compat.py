@@ -89,7 +89,9 @@ def test_every_fanvise_variable_is_read_with_a_notice(tmp_path: Path) -> None:
     assert settings.target == "http"  # FANVISE_API_URL: the seed always called its API
     assert settings.eval_context == {"active_team_id": "t1", "active_league_id": "l1", "team_name": "Eagles",
                                      "language": "el"}
-    assert len(settings.notices) == len(env)
+    assert len(settings.notices) == len(env) + 1  # one per variable, and seed 002's dialect switched on
+    assert settings.compat == ["seed002"]
+    assert any("seed 002's dialect is on" in notice for notice in settings.notices)
     assert "FANVISE_EVAL_FIRST_N is read as EVALGATE_FIRST_N; rename it to EVALGATE_FIRST_N" in settings.notices
 
 

@@ -59,5 +59,5 @@ def test_bad_config_file_names_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"evalgate.yaml:\d+: invalid YAML"):
         build_settings(env={}, cwd=tmp_path)
     (tmp_path / "evalgate.yaml").write_text("concurrency: lots\n")
-    with pytest.raises(UserError, match=r"evalgate\.yaml: concurrency"):
+    with pytest.raises(UserError, match=r"evalgate\.yaml:1: concurrency"):  # the file, its line and the key
         build_settings(env={}, cwd=tmp_path)

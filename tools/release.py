@@ -42,7 +42,7 @@ USES_RE = re.compile(r"uses:\s*['\"]?(?P<owner>[\w.-]+)/(?P<name>evalgate)(?P<su
 """A ``uses:`` of this action (any owner: a placeholder owner is the error to catch)."""
 SCANNED_SUFFIXES = (".md", ".yml", ".yaml", ".j2")
 """Where users copy from: every Markdown page, workflow, example and ``evalgate init`` template."""
-SKIPPED_DIRS = {".git", ".venv", "node_modules", "build", "dist", ".pytest_cache", "site"}
+SKIPPED_DIRS = {".git", ".venv", "node_modules", "build", "dist", ".pytest_cache", ".pytest-tmp", "site"}
 
 
 def package_version(init: Path = INIT) -> str:

@@ -18,7 +18,7 @@ def add_history(verbs: Any) -> None:
     parser.add_argument("--until", metavar="DATE", help="end of the window: ISO date or date-time, UTC (default now)")
     parser.add_argument("--limit", type=int, default=10, metavar="N", help="runs and failing cases listed (default 10)")
     parser.add_argument("--format", choices=["text", "json"], default="text", help="json prints the query results")
-    parser.add_argument("--plot", metavar="FILE", help="also draw a .png or .svg chart (needs evalgate[plot])")
+    parser.add_argument("--plot", metavar="FILE", help="also draw a .png or .svg chart (needs evalgate-action[plot])")
     parser.add_argument("--metric", action="append", metavar="NAME", help="metric to plot (repeatable)")
     parser.set_defaults(func=cmd_history)
 

@@ -73,7 +73,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--format", choices=["text", "json"],
                      help="json prints results.json to stdout (with one --compat seed: that seed's document)")
     out.add_argument("--compat", metavar="SEEDS",
-                     help="also produce these seeds' output shapes: seed000, seed001, seed004 (comma-separated): "
+                     help="turn on these in-house frameworks' dialects (seed000 … seed004, comma-separated) for "
+                          "cases without a kind, and produce their output shapes (seed000, seed001, seed004): "
                           "files beside results.json and the seed's console summary")
     out.add_argument("--output", dest="compat_output", metavar="FILE",
                      help="seed 004's --output: write seed 004's results document to FILE too")
@@ -167,6 +168,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection(validate)
     validate.add_argument("--format", choices=["text", "json"], help="json prints the summary as JSON")
     validate.add_argument("--metric-thresholds", metavar="JSON")
+    validate.add_argument("--explain", action="store_true", default=None,
+                          help="per case: the metrics that will run, their thresholds and why each applies")
+    validate.add_argument("--compat", metavar="SEEDS", help="in-house framework dialects on for cases without a kind")
+    explain = verbs.add_parser("explain", help="per case: the metrics that will run, their thresholds and why "
+                                                 "(validate --explain)",
+                               description="Validate, then print per case every metric that will run, its threshold "
+                                           "(and where it was set) and why it applies; no network call is made.")
+    _add_selection(explain)
+    explain.add_argument("--format", choices=["text", "json"], help="json prints the explanation as JSON")
+    explain.add_argument("--compat", metavar="SEEDS", help="in-house framework dialects on for cases without a kind")
+    explain.set_defaults(explain=True)
     looked_up = validate.add_argument_group("judge cache (read only, to tell whether generated steps are cached)")
     looked_up.add_argument("--judge-provider", choices=["none", "openai", "gemini", "ollama", "local"])
     looked_up.add_argument("--judge-model", metavar="MODEL")
@@ -186,7 +198,7 @@ def _extra_verbs() -> list[Any]:
             publish.add_publish, calibrate.add_calibrate]
 
 
-NOT_SETTINGS = frozenset({"verb", "fixtures", "func", "ids", "api_url", "dry_run"})
+NOT_SETTINGS = frozenset({"verb", "fixtures", "func", "ids", "api_url", "dry_run", "explain"})
 
 
 def _cli_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str], list[str]]:
@@ -297,7 +309,7 @@ def _print_outcome(outcome: Any, settings: Any, json_mode: bool) -> None:
     _print_notices(outcome.notices)
     if json_mode:
         printed = outcome.results_path
-        if len(settings.compat) == 1:
+        if len(settings.compat) == 1 and settings.compat[0] in outcome.compat_paths:
             printed = outcome.compat_paths[settings.compat[0]]
         sys.stdout.write(printed.read_text(encoding="utf-8"))
         warning = (outcome.document.get("baseline") or {}).get("warning")
@@ -348,31 +360,60 @@ def cmd_validate(args: argparse.Namespace) -> int:
     values, origins, notices = _cli_values(args)
     settings, suite_config, _ = build_settings(cli=values, cli_origins=origins)
     _print_notices(notices + settings.notices)
-    return validate_and_report(settings, suite_config)
+    try:
+        return validate_and_report(settings, suite_config, explain=bool(getattr(args, "explain", False)))
+    except UserError as exc:
+        listed = getattr(exc, "errors", None)
+        if not listed or len(listed) < 2:
+            raise
+        from evalgate.safety.redact import redact
+
+        for line in listed:  # validate lists every problem found (the loader keeps the first 20), one per line
+            print(f"evalgate: error: {redact(line)}", file=sys.stderr)
+        total = int(getattr(exc, "total", len(listed)))
+        unlisted = f", the first {len(listed)} listed" if total > len(listed) else ""
+        print(f"evalgate: {total} errors{unlisted}", file=sys.stderr)
+        return EXIT_USER_ERROR
 
 
-def validate_and_report(settings: Any, suite_config: Any) -> int:
+def validate_and_report(settings: Any, suite_config: Any, *, explain: bool = False) -> int:
     """``evalgate validate`` once settings are built: prepare (validates everything), print the summary."""
-    import json
-
-    from evalgate.dataset.summary import render_summary_text
     from evalgate.runner.api import validate_settings
 
     result = validate_settings(settings, suite_config)
+    try:
+        _print_validation(result, settings, explain)
+    except BrokenPipeError:  # the reader stopped reading (validate | head): the datasets are valid all the same
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _print_validation(result: Any, settings: Any, explain: bool) -> None:
+    import json
+
+    from evalgate.dataset.summary import render_summary_text
+
     _print_notices(result.notices)
     summary = dict(result.summary)
     summary["files"] = result.files
     summary["thresholds"] = result.thresholds
     summary["custom_metrics"] = result.custom_metrics
+    if explain:
+        summary["explain"] = result.explanation()
     if settings.format == "json":
         print(json.dumps(summary, indent=2, default=str))
+    elif explain:
+        from evalgate.report.view import format_threshold
+        from evalgate.runner.explain import render_explanation
+
+        print(render_explanation([(case, result.explain(case)) for case in result.selected], format_threshold))
+        print(f"OK: {result.cases} cases valid in {len(result.files)} file(s); no network call was made.")
     else:
         print(render_summary_text(summary))
         if result.custom_metrics:
             print()
             print(render_custom_metrics(result.custom_metrics))
         print(f"OK: {result.cases} cases valid in {len(result.files)} file(s); no network call was made.")
-    return 0
 
 
 def render_custom_metrics(rows: list[dict[str, Any]]) -> str:
@@ -391,7 +432,7 @@ def render_custom_metrics(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-COMMANDS = {"run": cmd_run, "eval": cmd_run, "validate": cmd_validate}
+COMMANDS = {"run": cmd_run, "eval": cmd_run, "validate": cmd_validate, "explain": cmd_validate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

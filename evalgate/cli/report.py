@@ -18,7 +18,8 @@ def add_report(verbs: Any) -> None:
     parser.add_argument("results", metavar="RESULTS", help="results.json, or a SQLite results file (FILE#RUN_ID)")
     parser.add_argument("--format", choices=["markdown", "html"],
                         help="default: html when -o ends in .html, otherwise markdown")
-    parser.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    parser.add_argument("--output", "-o", metavar="FILE",
+                        help="write here instead of stdout (HTML to a terminal goes to report.html beside RESULTS)")
     parser.add_argument("--max-cases", type=int, default=5000, metavar="N", help="case details in the HTML (default 5000)")
     parser.set_defaults(func=cmd_report)
 
@@ -35,6 +36,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     fmt = report_format(args.format, args.output)  # every case streamed, the shown ones kept (report.digest)
     document = load_digest(args.results, keep_cases=args.max_cases if fmt == "html" else 0)
+    if fmt == "html" and not args.output and sys.stdout.isatty():
+        # 600 lines of HTML in a terminal help nobody: write the file beside the results, say where
+        args.output = str(Path(str(args.results).partition("#")[0]).resolve().parent / "report.html")
     text = render_report_text(document, fmt, max_cases=args.max_cases)
     if args.output:
         _write_text(Path(args.output), text)

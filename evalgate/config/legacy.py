@@ -212,5 +212,5 @@ def map_eval_config(data: Mapping[str, Any], where: str, notices: list[str]
         settings["compat_output"] = str(output["default_path"])
     if output.get("include_responses") is not None:
         settings["compat_include_responses"] = output["include_responses"]
-    notices.append(f"{where} is seed 004's eval_config.yaml: read key by key (see README, Migrating)")
+    notices.append(f"{where} is seed 004's eval_config.yaml: read key by key (see docs/migrating.md)")
     return settings, suite

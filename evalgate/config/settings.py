@@ -23,8 +23,9 @@ from evalgate.text.tokens import configure as configure_tokenizer
 
 JudgeProvider = Literal["none", "openai", "gemini", "ollama", "local"]
 TARGET_KINDS: tuple[str, ...] = ("recorded", "http", "openai", "command")
-CompatSeed = Literal["seed000", "seed001", "seed004"]
+CompatSeed = Literal["seed000", "seed001", "seed002", "seed003", "seed004"]
 COMPAT_ALIASES: dict[str, str] = {"000": "seed000", "0": "seed000", "001": "seed001", "1": "seed001",
+                                  "002": "seed002", "2": "seed002", "003": "seed003", "3": "seed003",
                                   "004": "seed004", "4": "seed004"}
 """Other spellings of ``compat`` values."""
 
@@ -40,14 +41,14 @@ def _split_list(value: Any) -> Any:
 
 
 DEFAULT_MAX_ANSWER_CHARS = 1_000_000
-"""Default of ``max_answer_chars``: longer answers are cut to this many characters (README: Security)."""
+"""Default of ``max_answer_chars``: longer answers are cut to this many characters (docs/secrets-and-limits.md)."""
 
 DEFAULT_JUDGE_REPLY_BYTES = 1 << 20
 """Default of ``judge_max_reply_bytes``: 1 MiB, hundreds of times a verdict's size (docs/security.md)."""
 
 
 class Settings(BaseModel):
-    """Everything a run can be told. See the README's settings table for each field."""
+    """Everything a run can be told. Each field: docs/reference/settings.md."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
     _environment: dict[str, str] = PrivateAttr(default_factory=lambda: dict(os.environ))
@@ -87,8 +88,9 @@ class Settings(BaseModel):
     db: str | None = None
     format: Literal["text", "json"] = "text"
     compat: list[CompatSeed] = Field(default_factory=list)
-    """Seeds whose output shapes are produced too (``report.compat``): files beside results.json, the seed's
-    console summary, and with ``format: json`` (one seed) the seed's document on stdout."""
+    """Seeds whose dialects apply to cases without a kind (``evalgate.dialects``) and whose output shapes are
+    produced too (``report.compat``: seeds 000, 001, 004): files beside results.json, the seed's console
+    summary, and with ``format: json`` (one seed) the seed's document on stdout."""
     compat_output: str | None = None
     """Another path for the (single) compat document: seed 004's ``--output results.json``."""
     compat_include_responses: bool = True
@@ -96,8 +98,11 @@ class Settings(BaseModel):
     langfuse: bool = False
     """Export scores to Langfuse after the run (``LANGFUSE_PUBLIC_KEY`` / ``LANGFUSE_SECRET_KEY``)."""
     langfuse_host: str = "https://cloud.langfuse.com"
+    """Langfuse server for ``langfuse`` (``LANGFUSE_HOST`` / ``LANGFUSE_BASE_URL``)."""
     langfuse_public_key: str | None = Field(default=None, exclude=True, repr=False)
+    """Langfuse public key (``LANGFUSE_PUBLIC_KEY``); never written to results."""
     langfuse_secret_key: str | None = Field(default=None, exclude=True, repr=False)
+    """Langfuse secret key (``LANGFUSE_SECRET_KEY``); masked, never written to results."""
     wait: bool = False
     """When another run holds the output directory: wait for it (default: refuse with exit 2 naming it)."""
     verbose: bool = False
@@ -111,9 +116,13 @@ class Settings(BaseModel):
     """Keyword arguments of a custom target's factory."""
     target_url: str | None = None
     target_method: str = "POST"
+    """HTTP method of an http target (``GET`` / ``HEAD`` send the body's fields as query parameters)."""
     target_headers: dict[str, str] = Field(default_factory=dict)
+    """Request headers of an http target; ``${NAME}`` is replaced by the environment variable (masked)."""
     target_body_template: str | None = None
+    """jinja2 template rendering an http target's JSON body (default ``{"message": input, …context}``)."""
     target_response_map: dict[str, str] = Field(default_factory=dict)
+    """Answer field → dotted path in an http or command target's JSON reply (overrides the defaults)."""
     target_response_format: Literal["auto", "json", "text"] = "auto"
     """How an http or command target's reply is read: ``auto`` (JSON when it parses; a reply whose
     Content-Type says JSON must parse, else the attempt failed and is retried), ``json`` (every reply must
@@ -122,14 +131,18 @@ class Settings(BaseModel):
     target_model: str | None = None
     target_provider: Literal["openai", "gemini", "ollama", "local"] | None = None
     target_system_prompt: str | None = None
+    """System message of an ``openai`` target (a chat model as the system under test)."""
     # --- conversations (docs/conversations.md) ---------------------------------------------------
     target_conversation: Literal["history", "id"] = "history"
     """How an http target carries a conversation: ``history`` sends every message so far in
     ``target_history_field``; ``id`` sends only the new message and a conversation id the agent keeps
     state under (``target_conversation_id_field`` / ``_header``, or taken from its first reply)."""
     target_history_field: str = Field(default="messages", min_length=1)
+    """Body field carrying a conversation's messages so far (``target_conversation: history``)."""
     target_conversation_id_field: str | None = "conversation_id"
+    """Body field carrying the conversation id (``target_conversation: id``); null: none."""
     target_conversation_id_header: str | None = None
+    """Request header carrying the conversation id (``target_conversation: id``)."""
     target_conversation_id_from: str | None = None
     """A field of the agent's first JSON reply (dotted path) holding the conversation id it assigned."""
     stop_on_failed_turn: bool = True
@@ -138,18 +151,21 @@ class Settings(BaseModel):
     """Model writing simulated users' messages (default: the judge's model, on the judge's provider)."""
     outputs_file: str | None = None
     eval_context: dict[str, Any] = Field(default_factory=dict)
+    """Fields merged into an http target's default body (``EVALGATE_EVAL_<NAME>`` variables set them too)."""
 
     # --- judge -----------------------------------------------------------------------------------
     judge_provider: JudgeProvider = "none"
     judge_model: str | None = None
     judge_base_url: str | None = None
     judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    """Temperature of judge calls (metrics in ``judge_temperatures`` use their own)."""
     judge_temperatures: dict[str, float] = Field(default_factory=dict)
     """Per judged metric temperature (``judges.factory.DEFAULT_METRIC_TEMPERATURES``: judge_score 0.1)."""
     judge_api_key: str | None = Field(default=None, exclude=True, repr=False)
     """The judge's API key when given as a setting (seed 004's ``EVAL_JUDGE_API_KEY`` / ``llm_judge.api_key``)
     instead of the provider's own variable; never written anywhere."""
     judge_seed: int | None = 20261122
+    """Seed sent with judge calls, for providers that honour it; null: none."""
     judge_samples: int = Field(default=1, ge=1, le=20)
     judge_output: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"
     judge_mode: Literal["direct", "batch"] = "direct"
@@ -179,6 +195,7 @@ class Settings(BaseModel):
     (``calls.ratelimit``)."""
     max_cost: float | None = Field(default=None, ge=0.0)
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Model → ``{input, output}`` USD per 1M tokens, over the built-in price table (cost and max_cost)."""
     chat_client: Literal["direct", "openai-sdk"] = "direct"
     calibration: Literal["auto", "required", "off"] = "auto"
     """Whether a judged metric needs a calibrated judge to gate (docs/judges.md, "Calibration"): ``auto`` —
@@ -489,8 +506,8 @@ def build_settings(
     except ValidationError as exc:
         error = exc.errors()[0]
         field = str(error["loc"][0]) if error["loc"] else "settings"
-        origin = merged.get(field, (None, field))[1]
-        message = error["msg"].removeprefix("Value error, ")
+        origin = _with_line(merged.get(field, (None, field))[1])
+        message = error["msg"].removeprefix("Value error, ") + _choice_hint(error)
         raise UserError(f"{message}", where=origin) from None
     if config_path is not None:
         settings.config = str(config_path)
@@ -505,6 +522,31 @@ def build_settings(
     return settings, suite_config, config_path
 
 
+def _with_line(origin: str) -> str:
+    """``path: key`` (a setting read from a config file) → ``path:line: key``, for messages."""
+    import re
+
+    from evalgate.config.suite import yaml_line
+
+    found = re.match(r"^(?P<path>.+\.ya?ml): (?P<key>[\w-]+)$", origin)
+    if not found or not Path(found["path"]).is_file():
+        return origin
+    line = yaml_line(Path(found["path"]), [found["key"]])
+    return f"{found['path']}:{line}: {found['key']}" if line else origin
+
+
+def _choice_hint(error: Any) -> str:
+    """`` (did you mean 'openai'?)`` for a value that is not one of a setting's choices."""
+    import difflib
+    import re
+
+    if error.get("type") not in ("literal_error", "enum"):
+        return ""
+    choices = re.findall(r"'([^']*)'", str((error.get("ctx") or {}).get("expected", "")))
+    close = difflib.get_close_matches(str(error.get("input", "")), choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 SEED004_ORIGINS = ("--api-url", "seed 004 eval_config")
 
 
@@ -512,6 +554,13 @@ def _apply_implied(merged: dict[str, tuple[Any, str]], env: Mapping[str, str], n
     """Settings the seeds' spellings imply when nothing else sets them: ``FANVISE_API_URL`` selects the
     http target; a judge API key without a provider selects openai (seed 004's judge); seed 004's API
     (``--api-url`` or eval_config ``api.url``) takes ``EVAL_API_KEY`` as its bearer token."""
+    if any(origin.startswith("FANVISE_") for _, origin in merged.values()):
+        value, origin = merged.get("compat", ([], "FANVISE_* variables"))
+        seeds = value if isinstance(value, list) else _split_list(value)
+        if "seed002" not in seeds and "002" not in seeds:
+            merged["compat"] = ([*seeds, "seed002"], origin)
+            notices.append("FANVISE_* variables: seed 002's dialect is on for cases without a kind "
+                           "(its category → metric map; see docs/migrating.md)")
     url_origin = merged.get("target_url", (None, ""))[1]
     if url_origin == "FANVISE_API_URL" and "target" not in merged:
         merged["target"] = ("http", "FANVISE_API_URL")

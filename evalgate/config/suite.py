@@ -88,7 +88,8 @@ class SuiteConfig(BaseModel):
     name: str | None = None
     description: str | None = None
     kind: str | None = None
-    """The seed format of the suite's cases (``seed000`` … ``seed004``): their required fields are checked."""
+    """The seed format of the suite's cases (``seed000`` … ``seed004``): their required fields are checked and
+    that seed's dialect applies (``evalgate.dialects``); ``generic`` opts out of every dialect."""
     valid: dict[str, list[str] | None] = Field(default_factory=dict)
     """Field → allowed values (``null`` switches a kind's default set off), checked on every case."""
     metrics: list[MetricEntry] = Field(default_factory=list)
@@ -116,9 +117,9 @@ class SuiteConfig(BaseModel):
         if not isinstance(value, str):
             return value
         name = KIND_ALIASES.get(value.strip().lower(), value.strip().lower())
-        if name not in KIND_NAMES:
-            raise ValueError(f"unknown kind {value!r}{did_you_mean(value, [*KIND_NAMES, *KIND_ALIASES])}; "
-                             f"choose one of {', '.join(KIND_NAMES)}")
+        if name not in (*KIND_NAMES, "generic"):
+            raise ValueError(f"unknown kind {value!r}{did_you_mean(value, [*KIND_NAMES, 'generic', *KIND_ALIASES])}; "
+                             f"choose one of {', '.join(KIND_NAMES)} or generic")
         return name
 
     @field_validator("valid", mode="before")
@@ -198,12 +199,14 @@ def _threshold_entry(name: Any, raw: Any) -> ThresholdSpec:
 
 
 def parse_suite_config(data: Any, where: str, label: str = "suite",
-                       locate: Callable[[list[Any]], str | None] | None = None) -> SuiteConfig:
+                       locate: Callable[[list[Any]], str | None] | None = None,
+                       also_known: Iterable[str] = ()) -> SuiteConfig:
     """Validate a suite block; errors become one-line UserErrors ``where: label: problem``.
 
     ``where`` is ``file:line`` or ``file``; pass ``label=""`` for evalgate.yaml's top level. ``locate``
     turns the path of the first problem (``["metrics", 1, "critera"]``) into a better ``where`` (the
-    ``file:line`` of that entry), or None to keep ``where``.
+    ``file:line`` of that entry), or None to keep ``where``. ``also_known``: other keys valid where the
+    block stands (evalgate.yaml's settings), suggested for an unknown top-level key.
     """
     prefix = f"{label}: " if label else ""
     if data is None:
@@ -213,7 +216,13 @@ def parse_suite_config(data: Any, where: str, label: str = "suite",
     try:
         return SuiteConfig.model_validate(dict(data))
     except ValidationError as exc:
-        found = locate(first_error_path(exc, SuiteConfig)) if locate is not None else None
+        path = first_error_path(exc, SuiteConfig)
+        found = locate(path) if locate is not None else None
+        first = exc.errors()[0]
+        if also_known and first.get("type") == "extra_forbidden" and len(path) == 1:
+            key = str(path[0])
+            raise UserError(f"{prefix}unknown key {key!r}{did_you_mean(key, [*SUITE_KEYS, *also_known])}",
+                            where=found or where) from None
         raise UserError(f"{prefix}{format_validation_error(exc, SuiteConfig)}", where=found or where) from None
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         raise UserError(one_line(f"{prefix}invalid ({type(exc).__name__}: {exc})"), where=where) from None

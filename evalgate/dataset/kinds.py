@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalgate.config.suite import KIND_NAMES
+from evalgate.dialects import BRAND_FIELDS, native_format
 from evalgate.model import Case
 
 
@@ -76,26 +77,15 @@ KINDS: dict[str, Kind] = {
 }
 assert tuple(KINDS) == KIND_NAMES
 
-BRAND_FIELDS = frozenset({"brands_mine", "brands_competitors", "expected_my_mentions", "expected_competitor_mentions",
-                          "expected_ranked_list"})
-EVALGATE_SPELLINGS = frozenset({"id", "input", "output"})
-INPUT_SPELLINGS = frozenset({"input", "question", "query", "message", "prompt"})
 MARKERS: tuple[str, ...] = (*sorted(BRAND_FIELDS), "expected_specialist")
 """Fields without which ``infer_kind`` finds no kind."""
-SEED001_SPELLINGS = frozenset({"intent_id", "llm_answer_text"})
+
+
 def infer_kind(data: Mapping[str, Any], wrapper: str | None) -> tuple[str | None, str]:
-    """The kind a raw case shows by its spellings, and why (module docstring); (None, "") for none."""
-    keys = set(data)
-    if keys & BRAND_FIELDS and not keys & INPUT_SPELLINGS:  # seed 001 fixtures have no input: the text is the input
-        if keys & SEED001_SPELLINGS:
-            return "seed001", "it uses seed 001's field names"
-        if wrapper == "test_cases":
-            return "seed001", "its file uses seed 001's test_cases: list"
-        if not keys & EVALGATE_SPELLINGS:
-            return "seed001", "it has seed 001's brand fields"
-    if "expected_specialist" in keys and "query" in keys:
-        return "seed004", "it uses seed 004's field names"
-    return None, ""
+    """The kind a raw case shows by its spellings, and why (``evalgate.dialects.native_format``); seed 000's
+    format is recognised for its dialect but its fields are checked only when declared."""
+    name, why = native_format(data, wrapper)
+    return (name, why) if name in ("seed001", "seed004") else (None, "")
 
 
 @dataclass(frozen=True, slots=True)

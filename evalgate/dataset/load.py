@@ -51,6 +51,7 @@ from evalgate.config.suite import (
     yaml_line,
 )
 from evalgate.dataset.kinds import KindCheck
+from evalgate.dialects import case_dialect
 from evalgate.errors import Interrupt, UserError
 from evalgate.model import Case
 from evalgate.safety.redact import redact
@@ -58,7 +59,7 @@ from evalgate.safety.redact import redact
 DATASET_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".json", ".jsonl")
 CASE_LIST_KEYS: tuple[str, ...] = ("test_cases", "cases")
 TOP_LEVEL_KEYS: tuple[str, ...] = (*CASE_LIST_KEYS, "suite")
-RESERVED_CASE_KEYS: tuple[str, ...] = ("source_file", "source_line", "index")
+RESERVED_CASE_KEYS: tuple[str, ...] = ("source_file", "source_line", "index", "dialect")
 CASE_KEYS: frozenset[str] = frozenset(case_keys(Case)) - set(RESERVED_CASE_KEYS)
 """Every key a case may have: Case's fields and their seed aliases. Anything else belongs under
 ``metadata:`` (an unknown key is a typo until proven otherwise: ``expected_my_mention`` must not
@@ -797,7 +798,8 @@ class DatasetStream:
         # Provenance fields are excluded from dumps and never validated; writing the instance dict
         # skips pydantic's __setattr__ (noticeable per field on a 100k-case load).
         fields = vars(case)
-        fields.update(source_file=source.display, source_line=item.line, index=self.count)
+        fields.update(source_file=source.display, source_line=item.line, index=self.count,
+                      dialect=case_dialect(check.kind, item.data, check.wrapper))
         if fields["suite"] is None:  # what ``case.suite = suite`` does (no validate_assignment), faster
             fields["suite"] = suite
             case.__pydantic_fields_set__.add("suite")

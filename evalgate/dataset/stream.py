@@ -78,6 +78,8 @@ class Scan:
     """(where, names) for every case that lists its own metrics, to validate against the registry."""
     suite_where: dict[str, str] = field(default_factory=dict)
     """Suite name → ``file:line`` of the suite block that configured it."""
+    dialects: set[str] = field(default_factory=set)
+    """The dialects (``evalgate.dialects``) the scanned cases speak."""
 
 
 def scan(
@@ -99,9 +101,12 @@ def scan(
     packer = _Packer()
     case_metrics: list[tuple[str, list[str]]] = []
     total = 0
+    dialects: set[str] = set()
     with _gc_paused():
         for case in stream:
             total += 1
+            if case.dialect is not None:
+                dialects.add(case.dialect)
             if refs is not None:
                 refs.append(CaseRef(case.id, case.index, case.category, case.tags))
             if case.metrics or case.assertions or case.turns:
@@ -119,7 +124,7 @@ def scan(
     if kept is not None and indexes is not None:
         kept = [case for case in kept if case.index in indexes]
     selected = SelectedCases(list(paths), base_dir, count, indexes, kept, packer.finish())
-    return Scan(selected, stream.files, stream.suites, total, case_metrics, dict(stream.suite_where))
+    return Scan(selected, stream.files, stream.suites, total, case_metrics, dict(stream.suite_where), dialects)
 
 
 class _Packer:

@@ -11,6 +11,8 @@ format the request's ``response_format`` schema (else the prompt's format line) 
   far), then "Thank you, that is all I needed."; a conversation block counts only the assistant's lines
   as the candidate text, and a case's goal is the reference when shown;
 * score-style prompts get ``coverage`` (0–1) or ``1 + 4 · coverage`` on the 1–5 scale;
+* evaluation-steps prompts (criteria without declared steps): one step per sentence or line of the
+  criteria ("Check that the answer …"), then steps for the empty answer and the score, 3 to 8 in all;
 * claim lists: each answer sentence is "supported" when ≥ half its terms occur in the context, else
   "unsupported"; chunk lists: a chunk is relevant when it shares ≥ 2 terms with the question and the
   expected output; statement lists: an expected-output sentence is attributable when ≥ half its terms
@@ -53,6 +55,8 @@ STOPWORDS = frozenset({
     "the", "and", "for", "with", "this", "that", "are", "was", "were", "you", "your", "his", "her", "him", "its",
     "from", "have", "has", "had", "not", "but", "into", "over", "than", "then", "they", "them", "their", "there",
     "what", "when", "which", "who", "whom", "will", "would", "should", "could", "does", "did", "about", "also",
+    # words of the criteria themselves, not of what they ask for
+    "answer", "answers", "says", "say", "states", "mentions", "response", "reply", "user", "question",
 })
 REFERENCE_LABELS = ("expected output", "reference", "verified answer summary", "reference answer", "user's goal")
 SIMULATOR_MARKER = "You are role-playing the user in a conversation"
@@ -60,6 +64,8 @@ SIMULATOR_MARKER = "You are role-playing the user in a conversation"
 GOAL = re.compile(r"Goal \(written by the test author; trusted\):\n(?P<text>.*?)\n\n", re.S)
 DONE_MESSAGE = "Thank you, that is all I needed."
 """What the scripted user says once every sentence of its goal was said."""
+STEPS_CRITERIA = re.compile(r"criteria[^\n]*:\n(?P<text>.*?)(?:\n\s*\n|\Z)", re.S | re.I)
+MAX_STEPS = 8
 
 
 def terms(text: str) -> set[str]:
@@ -114,6 +120,19 @@ def user_message(prompt: str) -> str:
     transcript = blocks(prompt).get("conversation", "")
     said = sum(1 for p in transcript.split("\n\n") if p.startswith("user:"))
     return sentences_[said] if said < len(sentences_) else DONE_MESSAGE
+
+
+def evaluation_steps(prompt: str) -> dict[str, Any]:
+    """Steps for a criteria-only metric: one check per criteria sentence, then how to score (3–8 steps)."""
+    found = STEPS_CRITERIA.search(prompt)
+    criteria = found.group("text").strip() if found else ""
+    parts = [part.strip(" -*\t") for line in criteria.splitlines() for part in re.split(r"(?<=[.!?;])\s+", line)]
+    checks = [f"Check that the answer meets this: {part.rstrip('.')}." for part in parts if terms(part)]
+    steps = [*checks[:MAX_STEPS - 2], "An empty or evasive answer meets none of the criteria.",
+             "Score by the share of the checks above the answer meets."]
+    while len(steps) < 3:
+        steps.insert(0, "Read the question and the answer in full.")
+    return {"reasoning": f"{len(checks)} check(s) read from the criteria", "steps": steps}
 
 
 def reply_shape(prompt: str, schema: Any = None) -> str:
@@ -201,6 +220,8 @@ def pairwise_verdict(prompt: str, mode: str = "scripted") -> dict[str, Any]:
 def verdict(prompt: str, schema: Any = None, mode: str = "scripted") -> dict[str, Any]:
     """The JSON verdict for one evalgate judge prompt (see the module docstring); ``schema``: the request's
     ``response_format`` schema, if any."""
+    if '"steps"' in reply_shape(prompt, schema):  # a criteria-only metric's evaluation steps
+        return evaluation_steps(prompt)
     if mode == "random":
         return random_verdict(prompt, reply_shape(prompt, schema))
     if '"preferred"' in reply_shape(prompt, schema):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -87,13 +88,27 @@ class CriteriaDefinition:
                 "rubric": [{"score": s, "description": d} for s, d in self.rubric], "fields": list(self.fields)}
 
 
+MENTIONS_EXPECTED = re.compile(r"\bexpected[ _](?:output|answer)\b|\breference answer\b", re.I)
+"""Criteria that speak of the expected output: without an explicit ``fields`` list the judge is shown it."""
+
+
+def implied_fields(criteria: str) -> tuple[str, ...]:
+    """The fields the judge sees when a definition lists none: the question and the answer, plus
+    ``expected_output`` when the criteria mention the expected output (else the judge would have nothing
+    to compare with)."""
+    if MENTIONS_EXPECTED.search(criteria):
+        return (*DEFAULT_JUDGE_FIELDS, "expected_output")
+    return DEFAULT_JUDGE_FIELDS
+
+
 def definition_of(name: str, parts: _JudgedParts, origin: str) -> CriteriaDefinition:
     """The ``CriteriaDefinition`` of a declaration (or an inline ``assert:`` entry) named ``name``."""
     assert parts.criteria is not None
     rubric = (tuple((band.score, band.description) for band in parts.rubric) if parts.rubric else DEFAULT_RUBRIC)
+    fields = tuple(parts.fields) if parts.fields else implied_fields(parts.criteria)
     return CriteriaDefinition(name=name, criteria=parts.criteria.strip(),
                               steps=tuple(parts.evaluation_steps) if parts.evaluation_steps else None,
-                              rubric=rubric, fields=tuple(parts.fields or DEFAULT_JUDGE_FIELDS), origin=origin)
+                              rubric=rubric, fields=fields, origin=origin)
 
 
 # --- what the judge sees ----------------------------------------------------------------------------------------

@@ -13,8 +13,10 @@ context at all (neither the target's ``debug_context`` nor the case's ``retrieva
 faithfulness / context_precision / context_recall ``unavailable``; an empty answer text is judged as
 "(empty)" and the rubrics score it 0.0.
 
-Which cases a metric runs on: the ``applies`` rule below, plus ``DEFAULT_CATEGORY_METRICS`` (seed 002's
-category → metrics mapping), which a suite or evalgate.yaml replaces with its own ``category_metrics``.
+Which cases a metric runs on: the ``applies`` rule below where the metric is generic; those seed 002 owns
+(relevancy, faithfulness, groundedness, localization, context precision and recall) by their rule only in
+its dialect, and seed 002's category → metrics map (``evalgate.dialects.seed002``) in its dialect only; in
+any suite a metric named in ``metrics:`` or ``category_metrics:`` runs.
 """
 
 from __future__ import annotations
@@ -37,33 +39,6 @@ if TYPE_CHECKING:
     from evalgate.model import Answer, Case
 
 FAMILY = "judged"
-
-DEFAULT_CATEGORY_METRICS: dict[str, list[str]] = {
-    "math": ["math"],
-    "arithmetic": ["math"],
-    "safety": ["safety"],
-    "policy": ["policy"],
-    "refusal": ["policy"],
-    "localization": ["localization"],
-    "hallucination": ["groundedness"],
-    "audit": ["correctness"],
-    "dialogue": ["correctness"],
-    "matchup": ["correctness", "actionability"],
-    "waiver": ["correctness", "actionability"],
-    "strategy": ["correctness", "actionability"],
-    "agentic": ["correctness", "tool_calling"],
-    "supervisor": ["tool_calling"],
-    "game_log": ["tool_calling"],
-    "optimizer": ["actionability"],
-}
-"""Seed 002's category → judged metrics (correctness on audit, matchup, waiver, dialogue, agentic and
-strategy; tool_calling on agentic, supervisor and game_log; the GEval policy metrics on their own
-categories). Used when neither evalgate.yaml nor the case's suite sets ``category_metrics``."""
-
-
-def default_category_metrics() -> dict[str, list[str]]:
-    return {category: list(names) for category, names in DEFAULT_CATEGORY_METRICS.items()}
-
 
 # --- applies rules -------------------------------------------------------------------------------------
 
@@ -154,7 +129,7 @@ SPECS: tuple[JudgedSpec, ...] = (
                "Seed 002 GEval: numeric equivalence of the answer's figures and conclusion with "
                "expected_output, in [0, 1]; threshold 0.90.", _needs_reference),
     JudgedSpec("safety", 0.80, _by_category_only,
-               "Seed 002 GEval: no drastic advice on rumours or unverified information, in [0, 1]; "
+               "Seed 002 GEval: no drastic advice on unverified information (its policy), in [0, 1]; "
                "threshold 0.80."),
     JudgedSpec("relevancy", 0.70, _has_passing_criteria,
                "Seed 002: relevance of the answer to the question, in [0, 1]; threshold 0.70."),
@@ -176,8 +151,8 @@ SPECS: tuple[JudgedSpec, ...] = (
                "Seed 002 GEval: semantic and factual agreement with expected_output, in [0, 1]; "
                "threshold 0.65.", _needs_reference),
     JudgedSpec("tool_calling", 0.75, _by_category_only,
-               "Seed 002 GEval: correct tool selection and sequencing (status before verdicts, roster before "
-               "bulk lookups, ≤ 2 calls for one entity), in [0, 1]; threshold 0.75."),
+               "Seed 002 GEval: correct tool selection and sequencing (a lookup before a verdict that needs it, "
+               "≤ 2 calls for one entity), in [0, 1]; threshold 0.75."),
     JudgedSpec("context_precision", 0.70, _has_retrieval_context,
                "Seed 002: rank-weighted precision of the retrieved chunks, (1/R)·Σ_k rel_k·precision@k, in "
                "[0, 1] (0.0 when no chunk is relevant); threshold 0.70.", _needs_context),

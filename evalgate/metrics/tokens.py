@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def _counts_tokens(case: Case) -> bool:
-    return case.expected_sources is not None or case.num_tokens is not None
+    return case.num_tokens is not None
 
 
 @metric(

@@ -27,11 +27,20 @@ MAX_FLIPS_LISTED = 20
 MAX_FLAKY_LISTED = 20
 
 
+class _Console(Console):
+    """rich's console, except that a reader who stopped reading (``evalgate run | head -1``) raises
+    ``BrokenPipeError`` to the caller instead of rich's ``SystemExit(1)``: the exit status is the verdict's,
+    never the pipe's."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(32, "the reader closed the pipe")
+
+
 def make_console(stream: IO[str] | None = None) -> Console:
     stream = stream or sys.stdout
     tty = hasattr(stream, "isatty") and stream.isatty()
-    return Console(file=stream, force_terminal=tty, no_color=not tty, highlight=False, soft_wrap=True,
-                   width=None if tty else 120)
+    return _Console(file=stream, force_terminal=tty, no_color=not tty, highlight=False, soft_wrap=True,
+                    width=None if tty else 120)
 
 
 def _fmt(value: Any) -> str:
@@ -90,6 +99,11 @@ def render_report(document: dict[str, Any], console: Console, *, verbose: bool =
     if tokens.get("total"):
         console.print(f"Tokens: {tokens['total']:,} total, {tokens.get('average') or 0:,.0f} per case"
                       + (f"; cost ${summary['cost_usd']:.4f}" if summary.get("cost_usd") else ""))
+    latency = summary.get("latency_ms") or {}
+    if latency.get("average") is not None:
+        percentiles = "".join(f", {name} {latency[name]:,.0f} ms" for name in ("p50", "p95")
+                              if latency.get(name) is not None)
+        console.print(f"Latency: average {latency['average']:,.0f} ms{percentiles}")
     for line in spend_lines(call_summary(document)):
         console.print(line, markup=False)
 
@@ -428,8 +442,12 @@ def judge_hint(document: Mapping[str, Any]) -> str | None:
         return None
     return (f"{skipped} judged metric result(s) skipped: no judge is configured. Turn it on with judge_provider "
             "(openai, gemini, ollama or local) and its API key, e.g. judge_provider: openai in evalgate.yaml and "
-            "OPENAI_API_KEY in the environment (README: Judges).")
+            "OPENAI_API_KEY in the environment (docs/judging.md).")
 
+
+
+WHY_LINES = 6
+"""Reasons printed per failed case; the rest are counted on one more line."""
 
 
 def render_failures(failures: list[dict[str, Any]], console: Console) -> None:
@@ -441,10 +459,8 @@ def render_failures(failures: list[dict[str, Any]], console: Console) -> None:
     for failure in ordered[:MAX_FAILED_LISTED]:
         marker = "‼" if failure["risk_level"] == "critical" else "✗"
         console.print(f"  {marker} {failure['id']} [{failure['status']}] {failure['source']}", markup=False)
-        why = failure.get("why")
-        if why:  # the same one-line reasons as the PR comment
-            for line in why[:4]:
-                console.print(f"      - {line}", markup=False)
-            continue
-        for reason in failure["reasons"][:4]:
-            console.print(f"      - {reason}", markup=False)
+        lines = failure.get("why") or failure["reasons"]  # the same one-line reasons as the PR comment
+        for line in lines[:WHY_LINES]:
+            console.print(f"      - {line}", markup=False)
+        if len(lines) > WHY_LINES:  # never cut silently
+            console.print(f"      - +{len(lines) - WHY_LINES} more (results.json has every reason)", markup=False)

@@ -1,6 +1,6 @@
 """``evalgate history`` as text tables and as a chart: the runs, metric trends and most-failing cases that
 ``evalgate.store.history`` reads from a results database. The chart needs matplotlib, an optional
-dependency (``pip install 'evalgate[plot]'``)."""
+dependency (``pip install 'evalgate-action[plot]'``)."""
 
 from __future__ import annotations
 
@@ -95,22 +95,7 @@ def plot_history(history: History, destination: Path, metrics: Sequence[str] = (
     if destination.suffix.lower() not in PLOT_SUFFIXES:
         raise UserError("the plot file must end in .png or .svg", where=f"--plot {destination}")
     pyplot = _pyplot()
-    chosen = _plot_metrics(history, metrics)
-    figure, (top, bottom) = pyplot.subplots(2, 1, figsize=(10, 7), constrained_layout=True)
-    runs = sorted(history.runs, key=lambda r: r.timestamp)
-    top.plot([_as_datetime(r.timestamp) for r in runs], [r.pass_rate for r in runs], marker="o")
-    top.set_title(f"Pass rate per run (newest {len(runs)})")
-    top.set_ylim(-0.02, 1.02)
-    top.set_ylabel("pass rate")
-    for trend in chosen:
-        bottom.plot([dt.date.fromisoformat(p.date) for p in trend.points], [p.average for p in trend.points],
-                    marker=".", label=trend.metric)
-    bottom.set_title(f"Daily metric means, {history.since[:10]} → {history.until[:10]}")
-    if chosen:
-        bottom.legend(loc="best", fontsize="small")
-    if not metrics:
-        bottom.set_ylim(-0.02, 1.02)
-    figure.autofmt_xdate()
+    figure = history_figure(history, metrics, pyplot)
     destination.parent.mkdir(parents=True, exist_ok=True)
     try:
         figure.savefig(destination)
@@ -121,11 +106,49 @@ def plot_history(history: History, destination: Path, metrics: Sequence[str] = (
     return destination
 
 
+def history_figure(history: History, metrics: Sequence[str], pyplot: Any) -> Any:
+    """The chart's figure: pass rate per run on a time axis padded around the runs, daily metric means below;
+    both x axes labelled with concise dates."""
+    chosen = _plot_metrics(history, metrics)
+    figure, (top, bottom) = pyplot.subplots(2, 1, figsize=(10, 7), constrained_layout=True)
+    import matplotlib.dates as mdates
+
+    runs = sorted(history.runs, key=lambda r: r.timestamp)
+    times = [_as_datetime(r.timestamp) for r in runs]
+    top.plot(times, [r.pass_rate for r in runs], marker="o")
+    if times:  # a real time axis, padded around the runs (runs minutes apart get a minutes axis, not years)
+        span = max(times) - min(times)
+        pad = max(span * 0.05, dt.timedelta(minutes=1))
+        top.set_xlim(min(times) - pad, max(times) + pad)
+    top.set_xlabel("run time (UTC)")
+    top.set_title(f"Pass rate per run (newest {len(runs)})")
+    top.set_ylim(-0.02, 1.02)
+    top.set_ylabel("pass rate")
+    for trend in chosen:
+        bottom.plot([dt.date.fromisoformat(p.date) for p in trend.points], [p.average for p in trend.points],
+                    marker=".", label=trend.metric)
+    bottom.set_title(f"Daily metric means, {history.since[:10]} → {history.until[:10]}")
+    days = [dt.date.fromisoformat(p.date) for trend in chosen for p in trend.points]
+    if days:
+        bottom.set_xlim(min(days) - dt.timedelta(days=1), max(days) + dt.timedelta(days=1))
+    bottom.set_xlabel("day (UTC)")
+    bottom.set_ylabel("daily mean")
+    for axis in (top, bottom):  # concise dates on both axes (autofmt_xdate would hide the upper one's labels)
+        locator = mdates.AutoDateLocator()
+        axis.xaxis.set_major_locator(locator)
+        axis.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    if chosen:
+        bottom.legend(loc="best", fontsize="small")
+    if not metrics:
+        bottom.set_ylim(-0.02, 1.02)
+    return figure
+
+
 def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise UserError("plotting needs matplotlib: pip install 'evalgate[plot]'", where="--plot") from None
+        raise UserError("plotting needs matplotlib: pip install 'evalgate-action[plot]'", where="--plot") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as pyplot
 

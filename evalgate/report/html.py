@@ -37,6 +37,7 @@ from evalgate.report.view import (
     failing_first,
     flaky_from_records,
     flaky_view,
+    format_count,
     format_number,
     format_p,
     format_percent,
@@ -84,7 +85,8 @@ def _template() -> jinja2.Template:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(num=format_value, signed=format_signed, pct=format_percent, usd=format_usd, pval=format_p)
+    env.filters.update(num=format_value, signed=format_signed, pct=format_percent, usd=format_usd, pval=format_p,
+                       count=format_count)
     return env.get_template(TEMPLATE_NAME)
 
 
@@ -105,10 +107,12 @@ def build_html_view(results: Mapping[str, Any], *, max_cases: int = MAX_CASES) -
     ordered = failing_first(cases)
     shown = ordered[: max(0, max_cases)]
     comparison = comparison_view(results.get("comparison"))
-    latency = ((results.get("summary") or {}).get("latency_ms") or {}).get("average")
+    latencies = (results.get("summary") or {}).get("latency_ms") or {}
+    latency = latencies.get("average")
     return {
         "verdict": verdict_view(results),
-        "totals": totals_view(results) | usage_view(results) | {"latency_average": latency},
+        "totals": totals_view(results) | usage_view(results) | {"latency_average": latency, "latency_p50": latencies.get("p50"),
+                                                                "latency_p95": latencies.get("p95")},
         "spend": call_summary(results),
         "metrics": metric_rows(results),
         "not_scored": not_scored_view(results),

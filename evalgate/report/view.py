@@ -93,13 +93,15 @@ def critical_refs(cases: Sequence[Mapping[str, Any]], link: Link = no_link) -> l
 
 def case_metrics(case: Mapping[str, Any], statuses: Collection[str] | None = None) -> list[dict[str, Any]]:
     """A case's metric rows ``{name, value, threshold (formatted), status, reason, explanation}`` as recorded; with
-    ``statuses``, only the metrics whose status is one of them."""
+    ``statuses``, only the metrics whose status is one of them. A metric computed without a threshold reads
+    ``informational``: it passed nothing."""
     return [
         {
             "name": str(name),
             "value": m.get("value"),
             "threshold": format_threshold(m.get("threshold")),
-            "status": m.get("status"),
+            "status": ("informational" if m.get("status") == "passed" and m.get("threshold") is None
+                       else m.get("status")),
             "reason": m.get("reason"),
             "explanation": explanation(m),
         }
@@ -576,6 +578,14 @@ def format_number(value: Any, digits: int = 3) -> str:
     return score(value, digits)
 
 
+def format_count(value: Any) -> str:
+    """A whole count with thousands separators (``12,345``), the report's one format for counts; ``—`` for
+    None or non-numbers."""
+    if not is_number(value):
+        return "—"
+    return f"{round(value):,}"
+
+
 def format_p(value: Any) -> str:
     """A p-value as the decision used it: two significant digits below 0.1 (``0.0015``, ``0.047``: never ``0.05``
     beside α = 0.05 for a p just under it), else two decimals; ``—`` for None."""
@@ -683,11 +693,14 @@ def why_line(name: str, value: Any, threshold: str | None, status: Any, details:
 
 
 def case_why(case: Mapping[str, Any], statuses: Collection[str] = ("failed", "errored", "unavailable")) -> list[str]:
-    """One ``why_line`` per problem metric of a case record, failed metrics first; the error when it errored."""
+    """One ``why_line`` per problem metric of a case record, failed metrics first (rules and safety before
+    quality scores, latency last: ``verdict.gate.reason_rank``); the error when it errored."""
+    from evalgate.verdict.gate import reason_rank
+
     rows = []
     for name, m in (case.get("metrics") or {}).items():
         if isinstance(m, Mapping) and m.get("status") in statuses:
-            rows.append((m.get("status") != "failed", why_line(str(name), m.get("value"),
+            rows.append(((m.get("status") != "failed", reason_rank(str(name))), why_line(str(name), m.get("value"),
                                                                format_threshold(m.get("threshold")) or None,
                                                                m.get("status"), m.get("details"), m.get("reason"))))
     lines = [line for _, line in sorted(rows, key=lambda r: r[0])]

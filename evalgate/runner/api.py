@@ -1,7 +1,7 @@
 """The Python API: ``evalgate.run``, ``evalgate.validate`` and ``evalgate.compare`` (re-exported lazily by
 ``evalgate/__init__.py``; the CLI verbs wrap these functions).
 
-Keyword arguments are the settings (README "Settings": ``dataset``, ``config``, ``judge_provider``,
+Keyword arguments are the settings (docs/reference/settings.md: ``dataset``, ``config``, ``judge_provider``,
 ``metric_thresholds``, ``output_dir`` …) and take precedence over evalgate.yaml and ``EVALGATE_*``
 variables, exactly as CLI flags do. ``metrics=`` and ``thresholds=`` add to evalgate.yaml's suite-level
 ``metrics:`` / ``thresholds:``; ``metrics=`` may hold functions (code checks) and declarations (dicts).
@@ -39,7 +39,7 @@ class RunResult:
 
     passed: bool
     exit_code: int
-    """0 passed, 1 gate failed (or crashed), 130 interrupted (README "Exit status")."""
+    """0 passed, 1 gate failed (or crashed), 130 interrupted (docs/gate.md "Exit status")."""
     reasons: list[str]
     """Why the gate failed (empty when it passed)."""
     status: str
@@ -87,6 +87,15 @@ class ValidationResult:
     """Counts by suite, category, difficulty, risk level, evolution type and tag."""
     notices: list[str] = field(default_factory=list)
     """One-line notices (a threshold that matches no selected case, …)."""
+    explain: Any = field(default=None, repr=False)
+    """``explain(case)`` → the case's metrics with thresholds and why each applies (``runner.explain``)."""
+    selected: Any = field(default=None, repr=False)
+    """The selected cases (iterable; streamed from the files when large)."""
+
+    def explanation(self) -> list[dict[str, Any]]:
+        """Per selected case: ``{id, source, kind, metrics: [{metric, threshold, threshold_from, why}]}``."""
+        return [{"id": case.id, "source": case.location, "kind": case.dialect, "metrics": self.explain(case)}
+                for case in self.selected or []]
 
 
 @dataclass(frozen=True)
@@ -250,6 +259,7 @@ def validate_settings(settings: Settings, suite_config: Mapping[str, Any], *, cw
         cases=len(prepared.cases), files=prepared.files,
         thresholds={name: t.model_dump() for name, t in sorted(prepared.thresholds.items())},
         custom_metrics=custom_metric_rows(settings, prepared, env), summary=summary, notices=list(prepared.notices),
+        explain=prepared.explain, selected=prepared.cases,
     )
 
 

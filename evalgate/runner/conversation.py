@@ -74,6 +74,7 @@ def turn_case(case: Case, turn: Turn, number: int) -> Case:
             values[name] = value
     made = Case.model_validate(values)
     made.source_file, made.source_line, made.index = case.source_file, case.source_line, case.index
+    made.dialect = case.dialect  # a seed's dialect (evalgate.dialects) applies to its conversations' turns too
     return made
 
 

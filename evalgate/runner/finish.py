@@ -84,7 +84,8 @@ def build_document(
             "average": _round(aggregate.tokens_total / aggregate.tokens_cases) if aggregate.tokens_cases else None,
         },
         "latency_ms": {
-            "average": _round(aggregate.latency_total / aggregate.latency_cases) if aggregate.latency_cases else None
+            "average": _round(aggregate.latency_total / aggregate.latency_cases) if aggregate.latency_cases else None,
+            "p50": _ms(aggregate.latency.quantile(0.5)), "p95": _ms(aggregate.latency.quantile(0.95)),
         },
         "cost_usd": round(aggregate.cost_usd, 6),
         "judged_unavailable": judge_total.missing,
@@ -109,6 +110,11 @@ def build_document(
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
+
+
+def _ms(value: float | None) -> float | None:
+    """A latency percentile (estimated within 1 %, ``verdict.quantiles``) to 0.1 ms."""
+    return None if value is None else round(value, 1)
 
 
 def run_metadata(settings: Settings, prepared: Prepared, target: Any) -> dict[str, Any]:
@@ -203,13 +209,14 @@ def write_compat_documents(settings: Settings, results_path: Path, cwd: Path | N
     extra = Path(settings.compat_output) if settings.compat_output else None
     if extra is not None and not extra.is_absolute():
         extra = (cwd or Path.cwd()) / extra
-    for seed in settings.compat:
+    shaped = [seed for seed in settings.compat if seed in COMPAT_FILES]  # seeds 002 and 003 have no document
+    for seed in shaped:
         text = json.dumps(compat_document(seed, document, settings.compat_include_responses), indent=2,
                           ensure_ascii=False) + "\n"
         path = results_path.parent / COMPAT_FILES[seed]
         path.write_text(redact(text), encoding="utf-8")
         written[seed] = path
-        if extra is not None and (seed == "seed004" or len(settings.compat) == 1):
+        if extra is not None and (seed == "seed004" or len(shaped) == 1):
             try:
                 extra.parent.mkdir(parents=True, exist_ok=True)
                 extra.write_text(redact(text), encoding="utf-8")

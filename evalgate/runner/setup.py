@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 from evalgate.config.options import MetricOptions
 from evalgate.config.settings import Settings
 from evalgate.dataset.stream import SelectedCases
+from evalgate.dialects import DIALECTS, OWNER, active_dialects, threshold_layer, triggered
+from evalgate.dialects import category_map as dialect_category_map
 from evalgate.errors import UserError
-from evalgate.metrics.judged import default_category_metrics
 from evalgate.metrics.registry import Metric, all_metrics
 from evalgate.model import Case, Threshold
 from evalgate.runner.conversation import turn_case
@@ -58,6 +59,8 @@ class Prepared:
     """One-line notices for the edges to print (names that match no selected case in a subset run)."""
     user_metrics: dict[str, Metric] = field(default_factory=dict)
     """The user's own metrics (declared, code checks, plug-ins) by name."""
+    explain: Callable[[Case], list[dict[str, Any]]] | None = None
+    """Per case: each planned metric, its threshold and why it applies (``runner.explain``)."""
     optional: dict[str | None, frozenset[str]] = field(default_factory=dict)
     """``optional_metrics`` by suite name (None: evalgate.yaml's, which every suite adds to its own)."""
     calibration_sets: list[tuple[Path, str]] = field(default_factory=list)
@@ -87,8 +90,8 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
         line = yaml_line(Path(config_name), keys) if settings.config else None
         return f"{config_name}:{line}" if line else None
 
-    global_suite = (parse_suite_config(config_data, config_name, label="", locate=locate) if config_data
-                    else SuiteConfig())
+    global_suite = (parse_suite_config(config_data, config_name, label="", locate=locate,
+                                       also_known=Settings.model_fields) if config_data else SuiteConfig())
     paths = settings.dataset or default_datasets()
     choose = selector(case_ids=settings.case_ids or None, first_n=settings.first_n,
                       categories=settings.category or None, tags=settings.tags or None, shard=settings.shard_tuple)
@@ -103,8 +106,13 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
     user_layers = list(layers)  # what the user set: each name must concern some case of the run
     if catalog.declared_thresholds:
         layers.insert(0, (catalog.declared_thresholds, "metric declarations"))
+    compat = tuple(settings.compat)
+    for dialect in sorted({*scanned.dialects, *compat}, reverse=True):  # below everything the user set
+        seed_defaults = threshold_layer([dialect])  # a seed's minimums, for runs that include its cases
+        if seed_defaults:
+            layers.insert(0, (seed_defaults, f"{DIALECTS[dialect].label}'s default"))
     thresholds = resolve_thresholds(metrics, layers)
-    plan_for = make_planner(metrics, global_suite, suites, catalog)
+    plan_for = make_planner(metrics, global_suite, suites, catalog, compat=compat)
     files = [file.as_metadata() for file in scanned.files]
     selected = choose is not None and len(scanned.cases) < scanned.total
     notices = check_names_match(scanned.cases, plan_for, user_layers, global_suite, suites, selected=selected,
@@ -118,10 +126,15 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
         for entry in suite.calibration:
             calibration_sets.append(((cwd / display).parent / entry if display else cwd / entry,
                                      where_of(name, "calibration")))
-    seed_kind = bool(settings.compat) or global_suite.kind is not None or any(s.kind for s in suites.values())
+    seed_kind = bool(settings.compat) or any(name in DIALECTS for name in scanned.dialects) or any(
+        config.kind not in (None, "generic") for config in (global_suite, *suites.values()))
+    from evalgate.runner.explain import make_explainer
+
+    origin = {name: where for mapping, where in layers for name in mapping}
+    explain = make_explainer(plan_for, thresholds, origin, global_suite, suites, compat, catalog.user)
     return Prepared(cases=scanned.cases, files=files, thresholds=thresholds, plan_for=plan_for, metrics=metrics,
                     user_metrics=catalog.user, notices=notices, optional=optional, calibration_sets=calibration_sets,
-                    seed_kind=seed_kind)
+                    seed_kind=seed_kind, explain=explain)
 
 
 def _optional_metrics(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any], config_name: str,
@@ -212,14 +225,28 @@ def check_names_match(cases: Iterable[Case], plan_for: Callable[[Case], CasePlan
         if not names and not kinds:
             return []
     problems = [(f"threshold for {name!r} matches no case: no {'selected ' if selected else ''}case computes "
-                 f"{name}", wanted[name]) for name in sorted(names)]
+                 f"{name}{turn_on_hint(name)}", wanted[name]) for name in sorted(names)]
     problems += [(f"category {category!r} matches no {'selected ' if selected else ''}case's category",
                   categories[category]) for category in sorted(kinds)]
     if selected:
         return [f"{where}: {message}" for message, where in problems]
     message, where = problems[0]
     more = len(problems) - 1
-    raise UserError(message + (f" (and {more} more)" if more else ""), where=where)
+    error = UserError(message + (f" (and {more} more)" if more else ""), where=where)
+    error.errors = [f"{place}: {text}" for text, place in problems]  # type: ignore[attr-defined]  # validate lists each
+    raise error
+
+
+def turn_on_hint(name: str) -> str:
+    """How to make a built-in metric run, for a setting that names it while no case computes it."""
+    from evalgate.dialects.generic import NAMED, WHEN
+
+    when = WHEN.get(name)
+    if when is None:
+        return ""
+    if when == NAMED:
+        return " (it runs only when named: add it to metrics: in evalgate.yaml, a suite or the cases)"
+    return f" (it runs when {when}; to compute it on every case, add it to metrics: in evalgate.yaml or the suite)"
 
 
 def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: Settings,
@@ -260,7 +287,7 @@ def _check_metric_names(metrics: Mapping[str, Metric], global_suite: Any, suites
 
 
 def make_planner(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any],
-                 catalog: Catalog | None = None) -> Callable[[Case], CasePlan]:
+                 catalog: Catalog | None = None, *, compat: Iterable[str] = ()) -> Callable[[Case], CasePlan]:
     """Return ``plan_for(case)``: the metrics that apply to the case, dependencies first.
 
     Built-in metrics are planned per ``case_shape``: cases of one shape get the same plan (a 100k-case
@@ -268,7 +295,7 @@ def make_planner(metrics: Mapping[str, Metric], global_suite: Any, suites: Mappi
     Metrics marked ``per_case`` (the user's own: their ``applies`` may read any value) never enter that
     cache: they are added for each case by ``catalog`` (``_with_user_metrics``)."""
     shaped = {name: metric for name, metric in metrics.items() if not metric.per_case}
-    plan_uncached = make_uncached_planner(shaped, global_suite, suites)
+    plan_uncached = make_uncached_planner(shaped, global_suite, suites, compat=compat)
     plans: dict[tuple[Any, ...], CasePlan] = {}
 
     def plan_shaped(case: Case) -> CasePlan:
@@ -326,9 +353,14 @@ def _with_user_metrics(plan_shaped: Callable[[Case], CasePlan], catalog: Catalog
 
 
 def make_uncached_planner(metrics: Mapping[str, Metric], global_suite: Any,
-                          suites: Mapping[str, Any]) -> Callable[[Case], CasePlan]:
+                          suites: Mapping[str, Any], *, compat: Iterable[str] = ()) -> Callable[[Case], CasePlan]:
     """``plan_for(case)`` evaluating every metric's ``applies`` rule for each case (equal plans are
-    shared). Entries of ``metrics`` lists that are not in ``metrics`` (the user's own) are left out."""
+    shared). Entries of ``metrics`` lists that are not in ``metrics`` (the user's own) are left out.
+
+    Generic by default: a metric a seed's dialect owns runs by its ``applies`` rule only on cases of that
+    dialect, whose triggers and category map join too (``evalgate.dialects``); elsewhere only when named
+    (``metrics:``, ``category_metrics:``)."""
+    compat = tuple(compat)
     options_cache: dict[str | None, MetricOptions] = {}
     plan_cache: dict[tuple[Any, ...], CasePlan] = {}
 
@@ -344,10 +376,16 @@ def make_uncached_planner(metrics: Mapping[str, Metric], global_suite: Any,
     def plan_for(case: Case) -> CasePlan:
         suite = suites.get(case.suite) if case.suite else None
         options = options_for(case.suite)
-        names = {name for name, metric in metrics.items() if metric.applies_to(case, options)}
+        active = active_dialects(case, compat)
+        names = {name for name, metric in metrics.items()
+                 if (OWNER.get(name) is None or OWNER[name] in active) and metric.applies_to(case, options)}
+        if active:
+            names |= set(triggered(case, active))
         excluded: set[str] = set(global_suite.exclude_metrics or [])
         configs = [config for config in (global_suite, suite) if config is not None]
-        category_maps = [c.category_metrics for c in configs if c.category_metrics] or [default_category_metrics()]
+        category_maps = [c.category_metrics for c in configs if c.category_metrics]
+        if not category_maps and active:
+            category_maps = [dialect_category_map(active)]
         for category_map in category_maps:
             names |= set(category_map.get(case.category or "", []))
         for config in configs:
@@ -367,17 +405,18 @@ def make_uncached_planner(metrics: Mapping[str, Metric], global_suite: Any,
 PLAN_CACHE_SHAPES = 4096
 """Shapes remembered by ``make_planner`` (a few hundred bytes each)."""
 SHAPE_IGNORED = frozenset({"id", "index", "source_file", "source_line", "suite", "category", "metrics",
-                           "assertions"})
+                           "assertions", "dialect"})
 """Fields outside the filled-or-not part of ``case_shape`` (provenance, or kept whole)."""
 
 
 def case_shape(case: Case) -> tuple[Any, ...]:
-    """What decides a case's plan: suite, category, the case's own ``metrics`` list, and for every
+    """What decides a case's plan: suite, category, the case's own ``metrics`` list, its dialect, and for every
     other field set to a value how filled it is (``fill``).
 
     ``applies`` rules must depend on no more than this (the registry's contract; tests check every
     built-in metric against the uncached planner)."""
-    filled: list[Any] = [case.suite, case.category, None if case.metrics is None else tuple(case.metrics)]
+    filled: list[Any] = [case.suite, case.category, None if case.metrics is None else tuple(case.metrics),
+                         case.dialect]
     for name, value in vars(case).items():
         if value is not None and name not in SHAPE_IGNORED:
             filled.append(name)

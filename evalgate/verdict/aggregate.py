@@ -18,8 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalgate.model import RISK_WEIGHTS, CaseResult, CaseStatus, MetricResult, MetricStatus
+from evalgate.verdict.quantiles import QuantileSketch
 
 BREAKDOWN_DIMENSIONS = ("suite", "category", "difficulty", "risk_level", "evolution_type", "tag")
+CRITICAL_REASONS = 5
+"""Reasons of a critical failure named in the gate's reason (the rest counted: "+N more")."""
 MAX_CRITICAL_LISTED = 200
 
 
@@ -202,6 +205,8 @@ class RunAggregate:
         self.tokens_cases = 0
         self.latency_total = 0.0
         self.latency_cases = 0
+        self.latency = QuantileSketch()
+        """Latency percentiles (p50, p95) in flat memory (``verdict.quantiles``)."""
         self.cost_usd = 0.0
 
     def add(self, result: CaseResult) -> None:
@@ -224,7 +229,9 @@ class RunAggregate:
             self.critical_failure_count += 1
             if len(self.critical_failures) < MAX_CRITICAL_LISTED:
                 self.critical_failures.append(
-                    {"id": result.id, "status": status.value, "source": result.source, "reasons": result.reasons[:3]}
+                    {"id": result.id, "status": status.value, "source": result.source,
+                     "reasons": result.reasons[:CRITICAL_REASONS],
+                     "more_reasons": max(0, len(result.reasons) - CRITICAL_REASONS)}
                 )
         tallies = self.metrics
         valued: list[tuple[str, float]] = []
@@ -247,6 +254,7 @@ class RunAggregate:
         if result.latency_ms is not None:
             self.latency_total += result.latency_ms
             self.latency_cases += 1
+            self.latency.add(result.latency_ms)
         if result.cost_usd:
             self.cost_usd += result.cost_usd
         if self.judged:

@@ -1,6 +1,6 @@
 """The gate: thresholds, per-metric and per-case verdicts, and the run verdict. Pure functions only.
 
-Rules (documented in the README):
+Rules (documented in docs/gate.md):
 
 * a metric result passes when its value meets its threshold (``>=`` min, ``<=`` max); a metric with
   no threshold is informational and always passes;
@@ -130,33 +130,58 @@ def case_verdict(
     """
     if error:
         return CaseStatus.errored, [error]
-    reasons: list[str] = []
+    found: list[tuple[int, str]] = []
     errored = False
     for name, result in metrics.items():
         status = result.status
+        first = reason_rank(name)
         if status is _PASSED or status is _FAILED:
             if evidence and name in evidence and result.threshold is not None and "judge_unavailable" in result.details:
                 errored = True
-                reasons.append(f"{name}: no judge verdict ({result.details['judge_unavailable']}); "
-                               f"the heuristic's {result.value:.4g} does not stand in for it")
+                found.append((first, f"{name}: no judge verdict ({result.details['judge_unavailable']}); "
+                                     f"the heuristic's {result.value:.4g} does not stand in for it"))
             elif status is _FAILED:
-                reasons.append(f"{name}: {result.reason or 'failed'}")
+                found.append((first, f"{name}: {_failed_checks(result.details) or result.reason or 'failed'}"))
         elif status is _ERRORED:
             errored = True
-            reasons.append(f"{name} errored: {result.reason}")
+            found.append((first, f"{name} errored: {result.reason}"))
         elif status is _UNAVAILABLE and evidence and name in evidence and result.threshold is not None:
             errored = True
-            reasons.append(f"{name} unavailable: {result.reason}")
+            found.append((first, f"{name} unavailable: {result.reason}"))
         elif (status is _UNAVAILABLE and result.threshold is not None and name not in optional
               and not (not evidence and name in needs_judge)):
             errored = True
-            reasons.append(f"{name} has no value: {result.reason} (a gated metric; list it in optional_metrics "
-                           "if its cases may lack it)")
+            found.append((first, f"{name} has no value: {result.reason} (a gated metric; list it in "
+                                 "optional_metrics if its cases may lack it)"))
         elif strict and status in _NOT_RUN:
-            reasons.append(f"{name} {status.value} (strict mode): {result.reason}")
+            found.append((first, f"{name} {status.value} (strict mode): {result.reason}"))
+    reasons = [text for _, text in sorted(found, key=lambda item: item[0])]
     if errored:
         return CaseStatus.errored, reasons
     return (CaseStatus.failed if reasons else CaseStatus.passed), reasons
+
+
+FIRST_REASONS = ("rules", "safety", "policy", "false_is_mine_rate")
+"""Metrics whose failure a case's reasons name first: hard rules and safety before quality scores."""
+LAST_REASONS = ("latency_ms", "num_tokens", "cost_usd")
+"""Metrics named last: how fast or long, after what was wrong."""
+
+
+def reason_rank(name: str) -> int:
+    """Sort key of a metric's reason among a case's: rules and safety (0), others (1), latency and size (2)."""
+    if name in FIRST_REASONS:
+        return 0
+    return 2 if name in LAST_REASONS else 1
+
+
+def _failed_checks(details: Mapping[str, Any]) -> str | None:
+    """``label: why`` of each failed rule check (the rules metric's ``details.checks``), or None."""
+    checks = details.get("checks") if isinstance(details, Mapping) else None
+    if not isinstance(checks, list):
+        return None
+    failed = [f"{check.get('label')}: {check.get('reason')}" if check.get("reason") else str(check.get("label"))
+              for check in checks if isinstance(check, Mapping) and check.get("passed") is False]
+    return "; ".join(failed) or None
 
 
 def judge_evidence(judge_dependent: Collection[str], thresholds: Mapping[str, Threshold]) -> frozenset[str]:
@@ -275,9 +300,11 @@ def run_verdict(
         reasons.insert(0, judge_missing)
     if policy.fail_on_critical:
         for failure in aggregate.critical_failures:
+            listed = failure.get("reasons") or []
+            more = int(failure.get("more_reasons") or 0)
             reasons.append(
                 f"critical case {failure['id']} {failure['status']} ({failure['source']})"
-                + (f": {failure['reasons'][0]}" if failure.get("reasons") else "")
+                + (f": {'; '.join(listed)}" if listed else "") + (f" (+{more} more)" if more else "")
             )
     if aggregate.total_errored > policy.max_errored:
         reasons.append(f"{aggregate.total_errored} case(s) errored (allowed: {policy.max_errored})")

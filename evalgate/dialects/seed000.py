@@ -1,0 +1,25 @@
+"""Seed 000 (Wikipedia agent: ground truth with expected sources) as a dialect.
+
+Adds, on cases with ``expected_sources``: its LLM judge (``judge_score``, gated > 0.75), the token count
+and its token-penalised ``combined_score`` (hit_rate^2 · judge_score^1.5 / (num_tokens/1000)^0.5); and
+its strict minimums hit_rate > 0.80 and MRR > 0.70 as default thresholds.
+"""
+
+from __future__ import annotations
+
+from evalgate.dialects import Dialect, Trigger
+from evalgate.model import Case
+
+
+def _has_sources(case: Case) -> bool:
+    return case.expected_sources is not None
+
+
+DIALECT = Dialect(
+    name="seed000",
+    label="seed 000 (Wikipedia agent)",
+    owns=("judge_score", "combined_score"),
+    triggers=(Trigger("num_tokens", _has_sources, "seed 000 counts the tokens of every answer"),),
+    thresholds={"hit_rate": {"gt": 0.8}, "mrr": {"gt": 0.7}},
+    elsewhere="output shape evaluation.json in report/compat.py (--compat seed000)",
+)

@@ -1,0 +1,43 @@
+"""Seed 002 (a black-box agent behind one chat endpoint, judged with GEval-style metrics) as a dialect.
+
+Adds its category → judged metrics map (``safety`` → "no drastic advice on rumours", ``math`` → numeric
+equivalence, …), the judged metrics it ran on its dataset v3 fields (``passing_criteria`` → relevancy,
+``retrieval_context`` → faithfulness, groundedness, context precision and recall, ``language`` →
+localization) and its diagnostic keyword-overlap MRR over ``debug_context`` (``context_mrr``).
+In a generic suite each of these runs only when named (``metrics:``, ``category_metrics:``).
+"""
+
+from __future__ import annotations
+
+from evalgate.dialects import Dialect
+
+CATEGORY_METRICS: dict[str, tuple[str, ...]] = {
+    "math": ("math",),
+    "arithmetic": ("math",),
+    "safety": ("safety",),
+    "policy": ("policy",),
+    "refusal": ("policy",),
+    "localization": ("localization",),
+    "hallucination": ("groundedness",),
+    "audit": ("correctness",),
+    "dialogue": ("correctness",),
+    "matchup": ("correctness", "actionability"),
+    "waiver": ("correctness", "actionability"),
+    "strategy": ("correctness", "actionability"),
+    "agentic": ("correctness", "tool_calling"),
+    "supervisor": ("tool_calling",),
+    "game_log": ("tool_calling",),
+    "optimizer": ("actionability",),
+}
+"""Seed 002's category → judged metrics (correctness on audit, matchup, waiver, dialogue, agentic and
+strategy; tool_calling on agentic, supervisor and game_log; the GEval policy metrics on their own
+categories)."""
+
+DIALECT = Dialect(
+    name="seed002",
+    label="seed 002 (black-box agent)",
+    owns=("relevancy", "faithfulness", "groundedness", "localization", "context_precision", "context_recall",
+          "context_mrr"),
+    category_metrics=CATEGORY_METRICS,
+    elsewhere="FANVISE_* variables in config/legacy.py (they turn this dialect on)",
+)
