@@ -9,6 +9,7 @@ OTLP/HTTP (protobuf), which is evalgate's receiver during a run. No model and no
 scripted. ``BREAK=order`` books before searching (the mistake the example's gate catches).
 
     python agent.py --port 0 --port-file PATH
+    python agent.py --host 0.0.0.0 --port 8000     # as a `services:` container (tests/test_act_traces.py)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -29,9 +31,27 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 # -- the few lines of instrumentation: a tracer provider exporting OTLP/HTTP, in short batches ----------
 provider = TracerProvider(resource=Resource.create({"service.name": "travel-agent"}))
-provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(), schedule_delay_millis=50))
+ENDPOINT = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+if "{peer}" not in ENDPOINT:
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(), schedule_delay_millis=50))
 trace.set_tracer_provider(provider)
 tracer = trace.get_tracer("travel-agent")
+
+# -- only for a `services:` agent in GitHub Actions: `{peer}` in the endpoint is the address of the first
+# caller that sent a traceparent, i.e. the action's container, which has no name a service could export to
+# (docs/traces.md, In the Action)
+_peer_lock = threading.Lock()
+_peer_exporting = False
+
+
+def export_to_peer(address: str) -> None:
+    global _peer_exporting
+    with _peer_lock:
+        if not _peer_exporting:
+            host = f"[{address}]" if ":" in address else address
+            url = ENDPOINT.replace("{peer}", host).rstrip("/") + "/v1/traces"
+            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=url), schedule_delay_millis=50))
+            _peer_exporting = True
 
 MODEL = "scripted-planner-1"
 
@@ -79,6 +99,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        if "{peer}" in ENDPOINT and self.headers.get("traceparent"):
+            export_to_peer(self.client_address[0])  # the first traced caller: evalgate, not a health probe
         # the caller's traceparent makes this request's spans part of its trace (evalgate: one per case)
         with tracer.start_as_current_span("invoke_agent travel-agent", context=extract(dict(self.headers)),
                                           kind=trace.SpanKind.SERVER) as span:
@@ -94,10 +116,11 @@ class Handler(BaseHTTPRequestHandler):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1", help="interface (0.0.0.0 in a container)")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--port-file")
     args = parser.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server = ThreadingHTTPServer((args.host, args.port), Handler)
     if args.port_file:
         Path(args.port_file).write_text(str(server.server_port))
     try:
