@@ -87,9 +87,9 @@ def write_suite(root: Path, cases: int = CASES) -> Path:
 
 def answer_of(prompt: str) -> str:
     """The fenced answer in a judge prompt."""
-    match = re.search(r"<<<UNTRUSTED answer id=\w+>>>\n(.*?)\n<<<END answer", prompt, re.S)
+    match = re.search(r"<<<UNTRUSTED answer id=(\w+)>>>\n(.*?)\n<<<END id=\1 ", prompt, re.S)
     assert match, prompt
-    return match.group(1)
+    return match.group(2)
 
 
 def score(prompt: str) -> float:

@@ -135,7 +135,7 @@ def test_unpriced_estimate_counts_characters_without_loading_the_tokenizer() -> 
     assert 0.5 < unpriced.prompt_tokens / priced.prompt_tokens < 2.0 and chars > 400
 
 
-PRICES = {"gpt-4o-mini": {"input": 3000, "output": 3000}}  # ≈ $0.6 per judge call of ≈ 200 tokens
+PRICES = {"gpt-4o-mini": {"input": 3600, "output": 3600}}  # ≈ $0.6 per judge call of ≈ 165 tokens
 """USD per 1M tokens: a relevancy verdict (≈ 600 prompt + ≈ 20 completion tokens) costs ≈ $0.62; its worst case
 (≈ 610·1.1 + 16 prompt + 1024 completion tokens) ≈ $1.72."""
 

@@ -48,7 +48,7 @@ from evalgate.demo.server import LOOPBACK, JsonServer, port_argument, serve_fore
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 FENCE = re.compile(r"<<<UNTRUSTED (?P<label>.+?) id=(?P<id>[0-9a-f]{10,64})>>>\n(?P<body>.*?)\n"
-                   r"<<<END (?P=label) id=(?P=id) UNTRUSTED>>>", re.S)
+                   r"<<<END id=(?P=id) UNTRUSTED>>>", re.S)
 CRITERIA = re.compile(r"Case criteria \(trusted\):\n(?P<text>.*?)(?:\n\n|\Z)", re.S)
 WORD = re.compile(r"\w+")
 STOPWORDS = frozenset({

@@ -43,7 +43,7 @@ FLAGS = ("duplicate_reasoning", "inconsistent")
 CAUSES = ("parse_failure", "out_of_scale", "refusal", *CHECKS, *FLAGS, "call_failed", "budget")
 MIN_COPIED = 12
 MIN_DUPLICATE = 20
-FENCED = re.compile(r"<<<UNTRUSTED (?P<label>.+?) id=(?P<id>[0-9a-f]+)>>>.*?<<<END (?P=label) id=(?P=id) UNTRUSTED>>>",
+FENCED = re.compile(r"<<<UNTRUSTED (?P<label>.+?) id=(?P<id>[0-9a-f]+)>>>.*?<<<END id=(?P=id) UNTRUSTED>>>",
                     re.S)
 SPACE = re.compile(r"\s+")
 REFUSAL = re.compile(r"\b(i'?m sorry|i am sorry|i can(?:no|')t (?:help|assist|comply|evaluate|provide)|i am unable|"

@@ -6,10 +6,12 @@ between fence lines::
 
     <<<UNTRUSTED answer id=3f2a1c9b0d4e5f60>>>
     …text…
-    <<<END answer id=3f2a1c9b0d4e5f60 UNTRUSTED>>>
+    <<<END id=3f2a1c9b0d4e5f60 UNTRUSTED>>>
 
 The id is the first 12 hex digits (48 bits) of sha256(label + text), which text cannot contain about itself
-(and which stays the same for the same text, so judge replies can be cached). Text cannot forge a fence
+(and which stays the same for the same text, so judge replies can be cached). The closing line carries the id
+only: the id already names the label (it is derived from it), so repeating the label would add tokens, not a
+lock. Text cannot forge a fence
 line either, not even one that only *looks* like one to a lenient reader (``neutralise``): every run of
 angle brackets that reads as ``<<<`` or ``>>>`` — ASCII, full-width (``＜``) or small (``﹤``) forms, angle
 quotation marks and other look-alikes, with or without whitespace or invisible characters between them —
@@ -45,7 +47,7 @@ TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 SYSTEM_TEMPLATE = "_system.j2"
 REPAIR_TEMPLATE = "repair.j2"
 FENCE_OPEN = "<<<UNTRUSTED {label} id={tag}>>>"
-FENCE_CLOSE = "<<<END {label} id={tag} UNTRUSTED>>>"
+FENCE_CLOSE = "<<<END id={tag} UNTRUSTED>>>"
 EMPTY_TEXT = "(empty)"
 FENCE_ID_HEX = 12
 """Hex digits of the fence id: 48 bits no text can match about itself by chance; ``neutralise`` already keeps
@@ -240,7 +242,7 @@ def fence(label: str, text: str | None) -> str:
     """``text`` between fence lines whose id is derived from the label and the text."""
     body = neutralise(text if text else EMPTY_TEXT)
     tag = hashlib.sha256(f"{label}\x00{body}".encode()).hexdigest()[:FENCE_ID_HEX]
-    return "\n".join((FENCE_OPEN.format(label=label, tag=tag), body, FENCE_CLOSE.format(label=label, tag=tag)))
+    return "\n".join((FENCE_OPEN.format(label=label, tag=tag), body, FENCE_CLOSE.format(tag=tag)))
 
 
 # --- values from verdicts -----------------------------------------------------------------------------
