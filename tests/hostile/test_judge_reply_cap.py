@@ -25,7 +25,8 @@ def endless_judge(seen: Seen) -> Out:
 
 
 def run_with(tmp_path: Path, *extra: str) -> tuple[int, float, dict]:
-    cases = [{"id": f"c{i}", "input": f"question {i}", "output": f"answer {i}", "passing_criteria": "answers"}
+    cases = [{"id": f"c{i}", "input": f"question {i}", "output": f"answer {i}", "passing_criteria": "answers",
+             "metrics": ["relevancy"]}
              for i in range(3)]
     dataset = write_cases(tmp_path / "cases.json", cases)
     out = tmp_path / "out"

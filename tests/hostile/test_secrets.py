@@ -75,7 +75,7 @@ def judge(seen: Seen) -> Out:
 
 
 def cases() -> list[dict[str, Any]]:
-    judged = {"passing_criteria": ["answers the question"]}
+    judged = {"passing_criteria": ["answers the question"], "metrics": ["relevancy"]}
     return [{"id": "echo-1", "input": "question one", **judged},
             {"id": "echo-2", "input": "question two", "expected_keywords": ["answer"], **judged},
             {"id": "agent-err", "input": "agent error", **judged},

@@ -37,7 +37,8 @@ VERDICT = {"score": 1.0}
 
 def judged_cases() -> list[dict[str, Any]]:
     return [{"id": f"case-{i}", "input": f"Question {i}: how do I rotate the key?",
-             "output": f"Answer {i}: open the settings page.", "passing_criteria": CRITERIA} for i in range(6)]
+             "output": f"Answer {i}: open the settings page.", "passing_criteria": CRITERIA,
+             "metrics": ["relevancy"]} for i in range(6)]
 
 
 @pytest.fixture
