@@ -18,7 +18,7 @@ case, so totals count cases, not repeats. Collapsing rules (``collapse_repeats``
 
 With N > 1 the sink also keeps one number per case and metric (bounded: O(cases × metrics) floats) for
 the suite averages' 95% confidence intervals: BCa bootstrap (Wilson for the pass rate) over cases with the repeats
-averaged within each case (``stats.bootstrap_mean_ci``, fixed seed, ``stats.DEFAULT_RESAMPLES``).
+averaged within each case (``stats.bca_mean_ci``, fixed seed, ``stats.DEFAULT_RESAMPLES``).
 
 Judge stability (``judge_samples`` K > 1): a judged metric's ``details.samples`` holds the K sample
 values; per metric the sink reports the mean and largest sample standard deviation (n−1 denominator)

@@ -173,13 +173,17 @@ def _finite_array(values: Sequence[float], name: str) -> np.ndarray:
     return x
 
 
-def _mean_interval(
-    x: np.ndarray, resamples: int, confidence: float, seed: int, work_limit: int
-) -> Interval | None:
+def _check_bootstrap(confidence: float, resamples: int) -> None:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
     if resamples < 1:
         raise ValueError(f"resamples must be at least 1, got {resamples}")
+
+
+def _mean_interval(
+    x: np.ndarray, resamples: int, confidence: float, seed: int, work_limit: int
+) -> Interval | None:
+    _check_bootstrap(confidence, resamples)
     if x.size == 0:
         return None
     if x.min() == x.max():
@@ -195,18 +199,26 @@ def _percentile_interval(
     """Quantiles (1∓confidence)/2 of the bootstrap distribution of the mean of ``x``."""
     import numpy as np
     tail = (1.0 - confidence) / 2.0
+    means = _bootstrap_means(x, resamples, seed, work_limit)
+    if means is None:
+        return _cornish_fisher_interval(x, tail)
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def _bootstrap_means(x: np.ndarray, resamples: int, seed: int, work_limit: int) -> np.ndarray | None:
+    """``resamples`` bootstrap means of ``x`` (multinomial over distinct values or gathered, whichever is
+    cheaper, seeded); None when both exceed ``work_limit`` (the caller's Cornish–Fisher expansion stands in)."""
+    import numpy as np
     values, counts = np.unique(x, return_counts=True)
     gather_work = x.size * resamples
     multinomial_work = _MULTINOMIAL_CELL_COST * values.size * resamples
     if min(gather_work, multinomial_work) > work_limit:
-        return _cornish_fisher_interval(x, tail)
+        return None
     rng = np.random.default_rng(seed)
     if multinomial_work < gather_work:
-        means = _multinomial_means(values, counts, resamples, rng)
-    else:
-        means = _gather_means(x, resamples, rng)
-    low, high = np.quantile(means, [tail, 1.0 - tail])
-    return float(low), float(high)
+        return _multinomial_means(values, counts, resamples, rng)
+    return _gather_means(x, resamples, rng)
 
 
 def _multinomial_means(
@@ -446,27 +458,17 @@ def bca_mean_ci(
     """
     import numpy as np
     x = _finite_array(values, "values")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
-    if resamples < 1:
-        raise ValueError(f"resamples must be at least 1, got {resamples}")
+    _check_bootstrap(confidence, resamples)
     if x.size == 0:
         return None
     mean = float(x.mean())
     if x.min() == x.max():
         return mean, mean, mean
     tail = (1.0 - confidence) / 2.0
-    distinct, counts = np.unique(x, return_counts=True)
-    gather_work = x.size * resamples
-    multinomial_work = _MULTINOMIAL_CELL_COST * distinct.size * resamples
-    if min(gather_work, multinomial_work) > exact_work_limit:
+    means = _bootstrap_means(x, resamples, seed, exact_work_limit)
+    if means is None:
         low, high = _cornish_fisher_interval(x, tail)
         return mean, low, high
-    rng = np.random.default_rng(seed)
-    if multinomial_work < gather_work:
-        means = _multinomial_means(distinct, counts, resamples, rng)
-    else:
-        means = _gather_means(x, resamples, rng)
     normal = statistics.NormalDist()
     scale = max(abs(mean), float(np.abs(x).max())) * 1e-12
     below = float(np.count_nonzero(means < mean - scale))
