@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -26,6 +26,23 @@ if _SCRIPTS not in os.environ.get("PATH", "").split(os.pathsep):
 # The user-level judge cache shared across output directories (evalgate/store/shared_cache.py) would carry
 # verdicts from one test into another and write into the home directory: off unless a test turns it on.
 os.environ.setdefault("EVALGATE_JUDGE_SHARED_CACHE", "none")
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_judge_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests that build ``Settings(...)`` directly bypass the environment, so the setting above does not reach
+    them and the judge would fall back to the user's ``~/.cache/evalgate/judge-cache.db``: a verdict stored
+    there by one test (keyed by a loopback port the OS hands out again) was served to another. Off for them
+    too, unless a test names a shared cache or clears the variable (tests/test_judge_shared_cache.py)."""
+    from evalgate.judges import factory
+    from evalgate.store.shared_cache import shared_cache_path
+
+    def isolated(setting: str, env: Mapping[str, str]) -> tuple[Path | None, str | None]:
+        if not (setting or "").strip() and os.environ.get("EVALGATE_JUDGE_SHARED_CACHE") == "none":
+            return None, None
+        return shared_cache_path(setting, env)
+
+    monkeypatch.setattr(factory, "shared_cache_path", isolated)
 
 
 @pytest.fixture(autouse=True)

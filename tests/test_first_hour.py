@@ -78,6 +78,7 @@ def test_config_typos_name_the_line_and_the_closest_name(tmp_path: Path, monkeyp
     for name in list(os.environ):
         if name.startswith("EVALGATE_"):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("EVALGATE_JUDGE_SHARED_CACHE", "none")  # the user-level shared judge cache stays out
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.yaml").write_text("- {id: a, input: q, output: ok}\n")
     (tmp_path / "evalgate.yaml").write_text(text)

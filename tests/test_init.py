@@ -55,6 +55,7 @@ def test_every_starter_case_runs_green_with_the_bundled_demo_judge(
     for name in list(__import__("os").environ):
         if name.startswith("EVALGATE_"):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("EVALGATE_JUDGE_SHARED_CACHE", "none")  # the user-level shared judge cache stays out
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", "demo")
     assert cli_main(["init"]) == 0
     with judge_server() as judge:

@@ -37,6 +37,7 @@ cases:
 def evalgate(args: list[str], workdir: Path, judge_url: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EVALGATE_") or k.startswith("EVALGATE_REALMODEL")}
     env["LOCAL_JUDGE_API_KEY"] = "any-string"
+    env["EVALGATE_JUDGE_SHARED_CACHE"] = "none"  # the user-level shared judge cache stays out of tests
     return subprocess.run([*evalgate_command(), *args, "--judge-provider", "local", "--judge-base-url", judge_url,
                            "--output-dir", str(workdir / "out")], cwd=workdir, env=env, capture_output=True,
                           text=True, timeout=1500, stdin=subprocess.DEVNULL)
