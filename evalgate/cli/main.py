@@ -311,7 +311,9 @@ def _print_outcome(outcome: Any, settings: Any, json_mode: bool) -> None:
         printed = outcome.results_path
         if len(settings.compat) == 1 and settings.compat[0] in outcome.compat_paths:
             printed = outcome.compat_paths[settings.compat[0]]
-        sys.stdout.write(printed.read_text(encoding="utf-8"))
+        from evalgate.cli.report import copy_to_stdout
+
+        copy_to_stdout(printed)
         warning = (outcome.document.get("baseline") or {}).get("warning")
         if warning:
             print(f"evalgate: warning: {warning}", file=sys.stderr)

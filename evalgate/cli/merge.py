@@ -4,7 +4,6 @@ posts the PR comment and job summary when running in GitHub Actions)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Mapping
@@ -55,7 +54,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     for warning in outcome.warnings:
         print(f"evalgate: warning: {warning}", file=sys.stderr)
     if args.format == "json":
-        sys.stdout.write(outcome.results_path.read_text(encoding="utf-8"))
+        from evalgate.cli.report import copy_to_stdout
+
+        copy_to_stdout(outcome.results_path)
     else:
         console = make_console(sys.stdout)
         render_report(outcome.document, console)
@@ -69,9 +70,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def _write_html(results_path: Path, destination: Path) -> None:
-    from evalgate.report.html import write_html
+    from evalgate.report.digest import load_digest
+    from evalgate.report.html import MAX_CASES, write_html
 
-    document = json.loads(results_path.read_text(encoding="utf-8"))
+    document = load_digest(results_path, keep_cases=MAX_CASES)  # streamed, as `evalgate report` reads it
     try:
         write_html(document, destination)
     except OSError as exc:

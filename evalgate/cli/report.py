@@ -58,6 +58,13 @@ def render_report_text(document: Mapping[str, Any], fmt: str, *, max_cases: int 
     return render_summary(document, run_url=None, artifact_url=None)
 
 
+def copy_to_stdout(path: Path, chunk: int = 1 << 20) -> None:
+    """``path``'s text written to stdout ``chunk`` characters at a time (a results.json of any size)."""
+    with open(path, encoding="utf-8") as handle:
+        while text := handle.read(chunk):
+            sys.stdout.write(text)
+
+
 def _write_text(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

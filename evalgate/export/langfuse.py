@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator, Mapping
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -81,10 +82,19 @@ def _score(trace_id: str, name: str, value: float, timestamp: str, comment: str 
 
 def build_events(document: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The ingestion events for a results document (with its ``results``): traces, then their scores."""
-    run_id = str(document.get("run_id"))
-    timestamp = str(document.get("timestamp"))
-    events: list[dict[str, Any]] = []
-    for record in document.get("results") or []:
+    return list(iter_events(document, document.get("results") or []))
+
+
+def iter_events(head: Mapping[str, Any], records: Iterable[Any]) -> Iterator[dict[str, Any]]:
+    """``build_events`` for a document's fields (``head``, read before the records) and its case records
+    streamed one at a time: each case's trace and scores as its record arrives, the run's trace last.
+    Memory: one record's events."""
+    run_id = str(head.get("run_id"))
+    timestamp = str(head.get("timestamp"))
+    for record in records:
+        if not isinstance(record, Mapping):
+            continue
+        events: list[dict[str, Any]] = []
         repeat = int(record.get("repeat") or 0)
         trace_id = _id("case", run_id, record.get("id"), repeat)
         name = str(record.get("id")) + (f" #r{repeat}" if repeat else "")
@@ -104,13 +114,15 @@ def build_events(document: Mapping[str, Any]) -> list[dict[str, Any]]:
                 events.append(_score(trace_id, score_name(metric), value, timestamp, result.get("reason")))
         events.append(_score(trace_id, "case_passed", 1.0 if record.get("passed") else 0.0, timestamp,
                              "; ".join(record.get("reasons") or []) or None))
+        yield from events
+    events = []
     run_trace = _id("run", run_id)
-    summary = document.get("summary") or {}
-    gate = document.get("gate") or {}
+    summary = head.get("summary") or {}
+    gate = head.get("gate") or {}
     events.append(_event("trace-create", {
         "id": run_trace, "timestamp": timestamp, "name": f"evalgate run {run_id}", "sessionId": run_id,
         "tags": ["evalgate", "run"],
-        "metadata": {"run_id": run_id, "status": document.get("status"), "gate": gate,
+        "metadata": {"run_id": run_id, "status": head.get("status"), "gate": gate,
                      "total_test_cases": summary.get("total_test_cases")},
     }, timestamp, run_trace))
     for name in ("pass_rate", "weighted_pass_rate"):
@@ -118,14 +130,14 @@ def build_events(document: Mapping[str, Any]) -> list[dict[str, Any]]:
             events.append(_score(run_trace, name, summary[name], timestamp))
     events.append(_score(run_trace, "gate_passed", 1.0 if gate.get("passed") else 0.0, timestamp,
                          "; ".join(gate.get("reasons") or []) or None))
-    for metric, row in sorted((document.get("metrics") or {}).items()):
+    for metric, row in sorted((head.get("metrics") or {}).items()):
         average = row.get("average") if isinstance(row, Mapping) else None
         if isinstance(average, int | float):
             events.append(_score(run_trace, score_name(metric), average, timestamp))
-    return events
+    yield from events
 
 
-def batches(events: list[dict[str, Any]], limit: int = BATCH_BYTES) -> Iterator[list[dict[str, Any]]]:
+def batches(events: Iterable[dict[str, Any]], limit: int = BATCH_BYTES) -> Iterator[list[dict[str, Any]]]:
     """``events`` in consecutive groups whose JSON stays under ``limit`` bytes (one event per group at least)."""
     group: list[dict[str, Any]] = []
     size = 0
@@ -140,9 +152,10 @@ def batches(events: list[dict[str, Any]], limit: int = BATCH_BYTES) -> Iterator[
         yield group
 
 
-def send(events: list[dict[str, Any]], *, host: str, public_key: str, secret_key: str,
+def send(events: Iterable[dict[str, Any]], *, host: str, public_key: str, secret_key: str,
          transport: Any = None) -> dict[str, int]:
-    """POST ``events`` to ``host``'s ingestion endpoint in batches; returns counts of events accepted."""
+    """POST ``events`` (consumed one batch at a time) to ``host``'s ingestion endpoint in batches; returns
+    counts of events accepted."""
     import httpx
 
     url = host.rstrip("/") + INGESTION_PATH
@@ -178,11 +191,22 @@ def export_results(results_path: Path, settings: Any, transport: Any = None) -> 
     """Export the run in ``results_path`` with ``settings`` (host, keys); returns a one-line summary."""
     if not settings.langfuse_public_key or not settings.langfuse_secret_key:
         raise LangfuseError("LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY must be set")
-    document = json.loads(Path(results_path).read_text(encoding="utf-8"))
-    events = build_events(document)
-    counts = send(events, host=settings.langfuse_host, public_key=settings.langfuse_public_key,
-                  secret_key=settings.langfuse_secret_key, transport=transport)
-    traces = sum(1 for e in events if e["type"] == "trace-create")
-    scores = sum(1 for e in events if e["type"] == "score-create")
-    return (f"exported {traces} traces and {scores} scores ({counts['events']} events) to {settings.langfuse_host}, "
-            f"session {document.get('run_id')}")
+    from evalgate.store.results_json import StreamedDocument
+
+    stream = StreamedDocument(Path(results_path))
+    try:
+        head = stream.read_head()  # every field before the records: memory flat in the number of cases
+    except (OSError, ValueError, RecursionError) as exc:
+        raise LangfuseError(redact(f"cannot read {results_path}: {exc}")) from None
+    kinds: Counter[str] = Counter()
+
+    def counted(events: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for event in events:
+            kinds[event["type"]] += 1
+            yield event
+
+    counts = send(counted(iter_events(head, stream.records())), host=settings.langfuse_host,
+                  public_key=settings.langfuse_public_key, secret_key=settings.langfuse_secret_key,
+                  transport=transport)
+    return (f"exported {kinds['trace-create']} traces and {kinds['score-create']} scores ({counts['events']} events) "
+            f"to {settings.langfuse_host}, session {head.get('run_id')}")

@@ -28,10 +28,11 @@ With repeats, each case's first repeat is used.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pydantic import ValidationError
 
@@ -57,16 +58,49 @@ OPERATORS = {"min": ">=", "max": "<=", "gt": ">", "lt": "<"}
 
 # --- helpers ----------------------------------------------------------------------------------------
 
+Passes = Callable[[], Iterable[Mapping[str, Any]]]
+"""A fresh pass over a run's case records in dataset order (index, repeat) at each call: results.json's
+``results`` streamed (``store.results_json.StreamedDocument``) or a list in memory."""
+
+
+def ordered(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A document's records (in memory) in dataset order, the order results.json is written in."""
+    records = [r for r in document.get("results") or [] if isinstance(r, Mapping)]
+    return sorted(records, key=lambda r: (int(r.get("index") or 0), int(r.get("repeat") or 0)))
+
+
+def first_of_each(records: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    """One record per case (its lowest repeat) from ``records`` in dataset order (a case's repeats are
+    adjacent, lowest first): the record whose id differs from the one before it. Memory: one id."""
+    previous: str | None = None
+    for record in records:
+        key = str(record.get("id"))
+        if key != previous:
+            previous = key
+            yield record
+
 
 def first_records(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """One record per case (its lowest repeat), in dataset order."""
-    chosen: dict[str, Mapping[str, Any]] = {}
-    for record in document.get("results") or []:
-        key = str(record.get("id"))
-        kept = chosen.get(key)
-        if kept is None or int(record.get("repeat") or 0) < int(kept.get("repeat") or 0):
-            chosen[key] = record
-    return sorted(chosen.values(), key=lambda r: int(r.get("index") or 0))
+    return list(first_of_each(ordered(document)))
+
+
+class Average:
+    """``mean`` of the values added, kept as a running sum and count: the same float as summing the list
+    left to right (``sum``), so a streamed document equals the in-memory one."""
+
+    def __init__(self) -> None:
+        self.total: float = 0
+        self.count = 0
+
+    def add(self, value: float | None) -> None:
+        if value is not None:
+            self.total += value
+            self.count += 1
+
+    @property
+    def value(self) -> float | None:
+        return round(self.total / self.count, 6) if self.count else None
 
 
 def metric_value(record: Mapping[str, Any], name: str) -> float | None:
@@ -89,10 +123,14 @@ def mean(values: Iterable[float | None]) -> float | None:
     return round(sum(present) / len(present), 6) if present else None
 
 
-def _with_any(records: list[Mapping[str, Any]], names: tuple[str, ...]) -> list[Mapping[str, Any]]:
-    """The records on which any of ``names`` ran (all records when none did)."""
-    chosen = [r for r in records if any(name in (r.get("metrics") or {}) for name in names)]
-    return chosen or records
+def _has_any(record: Mapping[str, Any], names: tuple[str, ...]) -> bool:
+    return any(name in (record.get("metrics") or {}) for name in names)
+
+
+def _chosen(passes: Passes, names: tuple[str, ...]) -> Callable[[], Iterator[Mapping[str, Any]]]:
+    """A pass over the first records on which any of ``names`` ran (all first records when none did)."""
+    narrowed = any(_has_any(record, names) for record in first_of_each(passes()))
+    return lambda: (r for r in first_of_each(passes()) if not narrowed or _has_any(r, names))
 
 
 def _file_of(source: Any) -> str:
@@ -115,45 +153,66 @@ def admits(threshold: Any, value: float) -> bool | None:
 # --- seed 000 ---------------------------------------------------------------------------------------
 
 
-def seed000_document(document: Mapping[str, Any]) -> dict[str, Any]:
-    """Seed 000's evaluation.json (keys in the module docstring)."""
-    questions = _with_any(first_records(document), SEED000_METRICS)
-    results = []
-    for record in questions:
-        tokens = metric_value(record, "num_tokens")
-        if tokens is None and isinstance(record.get("num_tokens"), int):
-            tokens = float(record["num_tokens"])
-        results.append({
-            "question": record.get("input"),
-            "hit_rate": metric_value(record, "hit_rate"),
-            "mrr": metric_value(record, "mrr"),
-            "judge_score": metric_value(record, "judge_score"),
-            "num_tokens": None if tokens is None else int(tokens),
-            "combined_score": metric_value(record, "combined_score"),
-        })
-    combined = [r["combined_score"] for r in results if r["combined_score"] is not None]
-    tokens_known = [r["num_tokens"] for r in results if r["num_tokens"] is not None]
-    judge = (document.get("metadata") or {}).get("judge") or {}
-    files = list(dict.fromkeys(_file_of(r.get("source")) for r in questions))
+def _seed000_entry(record: Mapping[str, Any]) -> dict[str, Any]:
+    tokens = metric_value(record, "num_tokens")
+    if tokens is None and isinstance(record.get("num_tokens"), int):
+        tokens = float(record["num_tokens"])
     return {
-        "timestamp": document.get("timestamp"),
-        "num_questions": len(results),
+        "question": record.get("input"),
+        "hit_rate": metric_value(record, "hit_rate"),
+        "mrr": metric_value(record, "mrr"),
+        "judge_score": metric_value(record, "judge_score"),
+        "num_tokens": None if tokens is None else int(tokens),
+        "combined_score": metric_value(record, "combined_score"),
+    }
+
+
+def seed000_parts(head: Mapping[str, Any], passes: Passes) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
+    """Seed 000's evaluation.json (keys in the module docstring) as its fields but ``results`` and a
+    generator of ``results``' entries: two passes over the records, memory independent of their number."""
+    questions = _chosen(passes, SEED000_METRICS)
+    averages = {name: Average() for name in ("hit_rate", "mrr", "judge_score", "combined_score", "num_tokens")}
+    best: float | None = None
+    total_tokens: int | None = None
+    count = 0
+    files: dict[str, None] = {}
+    for record in questions():
+        entry = _seed000_entry(record)
+        count += 1
+        files.setdefault(_file_of(record.get("source")))
+        for name, average in averages.items():
+            average.add(None if entry[name] is None else (float(entry[name]) if name == "num_tokens" else entry[name]))
+        if entry["combined_score"] is not None:
+            best = entry["combined_score"] if best is None else max(best, entry["combined_score"])
+        if entry["num_tokens"] is not None:
+            total_tokens = (total_tokens or 0) + entry["num_tokens"]
+    judge = (head.get("metadata") or {}).get("judge") or {}
+    document = {
+        "timestamp": head.get("timestamp"),
+        "num_questions": count,
         "summary": {
-            "avg_hit_rate": mean(r["hit_rate"] for r in results),
-            "avg_mrr": mean(r["mrr"] for r in results),
-            "avg_judge_score": mean(r["judge_score"] for r in results),
-            "avg_combined_score": mean(combined),
-            "best_combined_score": round(max(combined), 6) if combined else None,
-            "avg_num_tokens": mean(float(t) for t in tokens_known),
-            "total_tokens": sum(tokens_known) if tokens_known else None,
+            "avg_hit_rate": averages["hit_rate"].value,
+            "avg_mrr": averages["mrr"].value,
+            "avg_judge_score": averages["judge_score"].value,
+            "avg_combined_score": averages["combined_score"].value,
+            "best_combined_score": round(best, 6) if best is not None else None,
+            "avg_num_tokens": averages["num_tokens"].value,
+            "total_tokens": total_tokens,
         },
         "metadata": {
             "ground_truth_file": ", ".join(files) if files else None,
             "search_mode": None,
             "judge_model": judge.get("model") if judge.get("provider") not in (None, "none") else None,
         },
-        "results": results,
     }
+    return document, (_seed000_entry(record) for record in questions())
+
+
+def seed000_document(document: Mapping[str, Any]) -> dict[str, Any]:
+    """Seed 000's evaluation.json (keys in the module docstring)."""
+    records = ordered(document)
+    head, entries = seed000_parts(document, lambda: records)
+    return {**head, "results": list(entries)}
 
 
 # --- seed 001 ---------------------------------------------------------------------------------------
@@ -228,30 +287,34 @@ def _template(name: str) -> Any:
 # --- seed 004 ---------------------------------------------------------------------------------------
 
 
-def _golden_weights(records: list[Mapping[str, Any]]) -> dict[str, float]:
-    """The composite weights the run used (from a composite's details), else seed 004's."""
-    for record in records:
-        weights = metric_details(record, "composite").get("weights")
-        if isinstance(weights, Mapping) and set(weights) == set(SEED004_WEIGHTS):
-            return {name: float(weights[name]) for name in SEED004_WEIGHTS}
-    return dict(SEED004_WEIGHTS)
+class _Group:
+    """One ``by_category`` / ``by_difficulty`` row, accumulated."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.averages = {name: Average() for name in ("specialist_match", "keyword_coverage", "response_quality",
+                                                      "latency_ms")}
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        self.count += 1
+        for name in ("specialist_match", "keyword_coverage", "response_quality"):
+            self.averages[name].add(metric_value(record, name))
+        latency = record.get("latency_ms")
+        self.averages["latency_ms"].add(float(latency) if isinstance(latency, int | float) else None)
+
+    def row(self) -> dict[str, Any]:
+        return {"count": self.count, "specialist_accuracy": self.averages["specialist_match"].value,
+                "avg_keyword_coverage": self.averages["keyword_coverage"].value,
+                "avg_response_quality": self.averages["response_quality"].value,
+                "avg_latency_ms": self.averages["latency_ms"].value}
 
 
-def _breakdown(records: list[Mapping[str, Any]], field: str) -> dict[str, dict[str, Any]]:
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    for record in records:
-        groups.setdefault(str(record.get(field)), []).append(record)
-    return {
-        label: {
-            "count": len(members),
-            "specialist_accuracy": mean(metric_value(r, "specialist_match") for r in members),
-            "avg_keyword_coverage": mean(metric_value(r, "keyword_coverage") for r in members),
-            "avg_response_quality": mean(metric_value(r, "response_quality") for r in members),
-            "avg_latency_ms": mean(float(r["latency_ms"]) if isinstance(r.get("latency_ms"), int | float) else None
-                                   for r in members),
-        }
-        for label, members in groups.items()
-    }
+def _golden_weights(record: Mapping[str, Any]) -> dict[str, float] | None:
+    """The composite weights the run used, from a composite's details (None when this record has none)."""
+    weights = metric_details(record, "composite").get("weights")
+    if isinstance(weights, Mapping) and set(weights) == set(SEED004_WEIGHTS):
+        return {name: float(weights[name]) for name in SEED004_WEIGHTS}
+    return None
 
 
 def _per_query(record: Mapping[str, Any], include_responses: bool) -> dict[str, Any]:
@@ -289,42 +352,61 @@ def _per_query(record: Mapping[str, Any], include_responses: bool) -> dict[str, 
     return entry
 
 
-def seed004_document(document: Mapping[str, Any], include_responses: bool = True) -> dict[str, Any]:
-    """Seed 004's results.json (keys in the module docstring)."""
-    queries = _with_any(first_records(document), SEED004_METRICS)
-    valid = [r for r in queries if r.get("status") != "errored"]
-    averages = {name: mean(metric_value(r, name) for r in valid) for name in SEED004_METRICS[:4]}
-    weights = _golden_weights(queries)
+def seed004_parts(head: Mapping[str, Any], passes: Passes, include_responses: bool = True
+                  ) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
+    """Seed 004's results.json (keys in the module docstring) as its fields but ``per_query`` and a
+    generator of ``per_query``'s entries: two passes over the records, memory independent of their number
+    (one row per category and difficulty)."""
+    queries = _chosen(passes, SEED004_METRICS)
+    averages = {name: Average() for name in SEED004_METRICS[:4]}
+    weights: dict[str, float] | None = None
+    total = errors = 0
+    groups: dict[str, dict[str, _Group]] = {"category": {}, "difficulty": {}}
+    for record in queries():
+        total += 1
+        weights = weights or _golden_weights(record)
+        if record.get("status") == "errored":
+            errors += 1
+            continue
+        for name, average in averages.items():
+            average.add(metric_value(record, name))
+        for field, rows in groups.items():
+            rows.setdefault(str(record.get(field)), _Group()).add(record)
+    weights = weights or dict(SEED004_WEIGHTS)
+    means = {name: average.value for name, average in averages.items()}
     composite = None
-    if all(averages[name] is not None for name in SEED004_WEIGHTS):
-        scaled = {name: float(averages[name] or 0.0) for name in SEED004_WEIGHTS}
+    if all(means[name] is not None for name in SEED004_WEIGHTS):
+        scaled = {name: float(means[name] or 0.0) for name in SEED004_WEIGHTS}
         scaled["response_quality"] /= 5.0
         composite = round(sum(weights[name] * scaled[name] for name in SEED004_WEIGHTS), 6)
-    thresholds = document.get("thresholds") or {}
+    thresholds = head.get("thresholds") or {}
     checks = [admits(thresholds.get(name), value) for name, value in (
-        ("specialist_match", averages["specialist_match"]), ("keyword_coverage", averages["keyword_coverage"]),
-        ("data_source_match", averages["data_source_match"]), ("response_quality", averages["response_quality"]),
+        ("specialist_match", means["specialist_match"]), ("keyword_coverage", means["keyword_coverage"]),
+        ("data_source_match", means["data_source_match"]), ("response_quality", means["response_quality"]),
         ("composite", composite)) if value is not None]
     all_present = composite is not None
-    return {
-        "metadata": {
-            "timestamp": document.get("timestamp"),
-            "total_queries": len(queries),
-            "errors": sum(1 for r in queries if r.get("status") == "errored"),
-        },
+    document = {
+        "metadata": {"timestamp": head.get("timestamp"), "total_queries": total, "errors": errors},
         "aggregate": {
-            "total_queries": len(queries),
-            "specialist_accuracy": averages["specialist_match"],
-            "avg_keyword_coverage": averages["keyword_coverage"],
-            "avg_data_source_match": averages["data_source_match"],
-            "avg_response_quality": averages["response_quality"],
+            "total_queries": total,
+            "specialist_accuracy": means["specialist_match"],
+            "avg_keyword_coverage": means["keyword_coverage"],
+            "avg_data_source_match": means["data_source_match"],
+            "avg_response_quality": means["response_quality"],
             "composite_score": composite,
             "pass_verdict": bool(all_present and all(check is not False for check in checks)),
-            "by_category": _breakdown(valid, "category"),
-            "by_difficulty": _breakdown(valid, "difficulty"),
+            "by_category": {label: group.row() for label, group in groups["category"].items()},
+            "by_difficulty": {label: group.row() for label, group in groups["difficulty"].items()},
         },
-        "per_query": [_per_query(r, include_responses) for r in queries],
     }
+    return document, (_per_query(record, include_responses) for record in queries())
+
+
+def seed004_document(document: Mapping[str, Any], include_responses: bool = True) -> dict[str, Any]:
+    """Seed 004's results.json (keys in the module docstring)."""
+    records = ordered(document)
+    head, entries = seed004_parts(document, lambda: records, include_responses)
+    return {**head, "per_query": list(entries)}
 
 
 def compat_document(seed: str, document: Mapping[str, Any], include_responses: bool = True) -> dict[str, Any]:
@@ -336,3 +418,46 @@ def compat_document(seed: str, document: Mapping[str, Any], include_responses: b
     if seed == "seed004":
         return seed004_document(document, include_responses)
     raise ValueError(f"no output shape for {seed!r}; choose one of {', '.join(COMPAT_SEEDS)}")
+
+
+LIST_KEYS = {"seed000": "results", "seed004": "per_query"}
+"""Each seed document's list of per-case entries (its last field)."""
+
+
+def write_compat_document(seed: str, results_path: Path, out: IO[str], include_responses: bool = True,
+                          clean: Callable[[str], str] = lambda text: text) -> None:
+    """``seed``'s document for the results.json at ``results_path``, written to ``out`` as
+    ``json.dumps(compat_document(...), indent=2, ensure_ascii=False) + "\n"`` would be, in bounded memory:
+    the records are streamed (``StreamedDocument``, two passes), each entry is written as it is made and
+    passed through ``clean`` (redaction) on its own."""
+    from evalgate.store.results_json import StreamedDocument
+
+    head = StreamedDocument(results_path).read_head()
+
+    def passes() -> Iterator[Mapping[str, Any]]:
+        return (r for r in StreamedDocument(results_path).records() if isinstance(r, Mapping))
+
+    if seed == "seed001":
+        out.write(clean(json.dumps(seed001_document(head), indent=2, ensure_ascii=False) + "\n"))
+        return
+    if seed == "seed000":
+        fields, entries = seed000_parts(head, passes)
+    elif seed == "seed004":
+        fields, entries = seed004_parts(head, passes, include_responses)
+    else:
+        raise ValueError(f"no output shape for {seed!r}; choose one of {', '.join(COMPAT_SEEDS)}")
+    dump_with_list(fields, LIST_KEYS[seed], entries, out, clean)
+
+
+def dump_with_list(fields: Mapping[str, Any], key: str, entries: Iterable[Any], out: IO[str],
+                   clean: Callable[[str], str]) -> None:
+    """``{**fields, key: list(entries)}`` as ``json.dumps(indent=2, ensure_ascii=False)`` plus a newline,
+    written one entry at a time (the list is the document's last field)."""
+    text = json.dumps({**fields, key: []}, indent=2, ensure_ascii=False)
+    cut = text.rindex("[]")
+    lead, empty = text[:cut] + "[\n", True
+    for entry in entries:
+        lines = json.dumps(entry, indent=2, ensure_ascii=False).split("\n")
+        out.write(clean(lead + "\n".join("    " + line for line in lines)))
+        lead, empty = ",\n", False
+    out.write(clean(text + "\n") if empty else "\n  ]\n}\n")

@@ -201,25 +201,27 @@ def write_compat_documents(settings: Settings, results_path: Path, cwd: Path | N
     at ``compat_output`` (seed 004's ``--output``, relative to ``cwd``). Returns seed → path written."""
     if not settings.compat:
         return {}
-    from evalgate.errors import UserError
-    from evalgate.report.compat import COMPAT_FILES, compat_document
+    import shutil
 
-    document = json.loads(results_path.read_text(encoding="utf-8"))
+    from evalgate.errors import UserError
+    from evalgate.report.compat import COMPAT_FILES, write_compat_document
+
     written: dict[str, Path] = {}
     extra = Path(settings.compat_output) if settings.compat_output else None
     if extra is not None and not extra.is_absolute():
         extra = (cwd or Path.cwd()) / extra
     shaped = [seed for seed in settings.compat if seed in COMPAT_FILES]  # seeds 002 and 003 have no document
     for seed in shaped:
-        text = json.dumps(compat_document(seed, document, settings.compat_include_responses), indent=2,
-                          ensure_ascii=False) + "\n"
         path = results_path.parent / COMPAT_FILES[seed]
-        path.write_text(redact(text), encoding="utf-8")
+        with open(path, "w", encoding="utf-8") as out:  # streamed: memory flat in the number of cases
+            write_compat_document(seed, results_path, out, settings.compat_include_responses, clean=redact)
         written[seed] = path
+    for seed in shaped:  # after every document is written: --output may name results.json itself
         if extra is not None and (seed == "seed004" or len(shaped) == 1):
             try:
                 extra.parent.mkdir(parents=True, exist_ok=True)
-                extra.write_text(redact(text), encoding="utf-8")
+                if not extra.exists() or not extra.samefile(written[seed]):
+                    shutil.copyfile(written[seed], extra)
             except OSError as exc:
                 raise UserError(f"cannot write {extra} ({exc.strerror}); results are in {results_path}",
                                 where="compat_output (--output)") from None

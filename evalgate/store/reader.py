@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate.errors import UserError
 from evalgate.safety.redact import redact
 from evalgate.store.judge_cache import CACHE_FILE as JUDGE_CACHE_FILE
-from evalgate.store.results_json import SCHEMA_VERSION
+from evalgate.store.results_json import SCHEMA_VERSION, StreamedDocument
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -101,19 +101,23 @@ def open_input(spec: str | Path, *, skip_merged: bool = True) -> ShardRun:
 
 
 def _open_json(path: Path) -> ShardRun:
+    """A results.json as a ``ShardRun`` in bounded memory: its fields other than ``results`` read first (one
+    pass that also proves the file is valid JSON), then its records streamed one at a time
+    (``StreamedDocument``: the one reader of results.json files)."""
+    stream = StreamedDocument(path)
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        head = stream.read_head()
     except OSError as exc:
         raise UserError(f"cannot read ({exc.strerror})", where=str(path)) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        line = getattr(exc, "lineno", None)
-        raise UserError(f"not valid JSON ({exc})", where=f"{path}:{line}" if line else str(path)) from None
-    _check_document(document, str(path))
-    records = document.pop("results")
-    if not isinstance(records, list):
+    except UnicodeDecodeError:
+        raise UserError("not valid JSON (not UTF-8 text)", where=str(path)) from None
+    except (ValueError, RecursionError) as exc:
+        raise UserError(f"not valid JSON ({exc})", where=str(path)) from None
+    if "results" in head:
         raise UserError("'results' must be a list of case records", where=str(path))
-    return ShardRun(label=str(path), document=document,
-                    records=(json.dumps(r, ensure_ascii=False) for r in records))
+    _check_document({**head, "results": []} if stream.listed else head, str(path))
+    return ShardRun(label=str(path), document=dict(head),
+                    records=(json.dumps(r, ensure_ascii=False) for r in stream.records()))
 
 
 def _open_sqlite(path: Path, run_id: str | None, skip_merged: bool) -> ShardRun:

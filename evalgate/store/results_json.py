@@ -145,6 +145,18 @@ class StreamedDocument:
         self.path = path
         self.head: dict[str, Any] = {}
         self.count = 0
+        self.listed = False
+        """True once a ``results`` list was met (a ``results`` that is not a list stays in ``head``)."""
+
+    def read_head(self) -> dict[str, Any]:
+        """``head`` complete before any record is used: one pass over the whole file, each record decoded
+        and dropped (a later ``records()`` reads the file again). Also proves the whole file is valid JSON.
+        For readers that must see every top-level field first (``merge`` checks its inputs before their
+        records); memory as ``records()``."""
+        for _ in self.records():
+            pass
+        self.count = 0
+        return self.head
 
     def records(self) -> Iterator[Any]:
         with open(self.path, encoding="utf-8") as handle:
@@ -158,6 +170,7 @@ class StreamedDocument:
                     raise ValueError(f"an object key must be a string (at character {reader.offset})")
                 reader.expect(":")
                 if key == "results" and reader.peek() == "[":
+                    self.listed = True
                     reader.expect("[")
                     if reader.peek() == "]":
                         reader.expect("]")
