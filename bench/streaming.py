@@ -121,7 +121,7 @@ def langfuse(folder: Path, results: Path) -> dict[str, Any]:
         def append(self, _event: Any) -> None:
             self.count += 1
 
-    with LangfuseServer("pk-lf-bench", "sk-lf-bench") as server:
+    with LangfuseServer("pk-lf-bench", "sk-lf-bench", record_limit=1) as server:
         server.accepted = Counted()
         body = ("from evalgate.config.settings import Settings\nfrom evalgate.export.langfuse import export_results\n"
                 f"s = Settings(langfuse=True, langfuse_host={server.base_url!r}, langfuse_public_key='pk-lf-bench', "

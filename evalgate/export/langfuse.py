@@ -137,8 +137,10 @@ def iter_events(head: Mapping[str, Any], records: Iterable[Any]) -> Iterator[dic
     yield from events
 
 
-def batches(events: Iterable[dict[str, Any]], limit: int = BATCH_BYTES) -> Iterator[list[dict[str, Any]]]:
-    """``events`` in consecutive groups whose JSON stays under ``limit`` bytes (one event per group at least)."""
+def batches(events: Iterable[dict[str, Any]], limit: int | None = None) -> Iterator[list[dict[str, Any]]]:
+    """``events`` in consecutive groups whose JSON stays under ``limit`` bytes (``BATCH_BYTES`` by default;
+    one event per group at least)."""
+    limit = BATCH_BYTES if limit is None else limit
     group: list[dict[str, Any]] = []
     size = 0
     for event in events:

@@ -206,7 +206,7 @@ class _Reader:
     def offset(self) -> int:
         return self.consumed + self.pos
 
-    def _fill(self, at_least: int = READ_CHUNK) -> bool:
+    def _fill(self, at_least: int = 0) -> bool:
         chunk = self.handle.read(max(READ_CHUNK, at_least))
         if not chunk:
             self.eof = True
