@@ -1,11 +1,12 @@
 """Every command that reads a results.json reads it streamed (issue #22: memory flat in the number of cases):
-``evalgate merge`` (its inputs and ``--format json``), the ``--compat`` documents and the Langfuse export.
+``evalgate merge`` (its inputs and ``--format json``), the ``--compat`` documents, the Langfuse export and
+publish mode's check of the artifact.
 
 How the streaming is proved: each is run under ``tracemalloc`` on a results file of N case records and on one
 of 4·N (the same records cycled, ``bench.streaming.synthesize``), with the reader's and the spool's chunk
 sizes made small (16 KiB). A whole-file reader's peak grows with the file (text plus parsed records: ≥ 4×);
 a streamed one stays where it was. The outputs equal the in-memory functions' (``compat_document``,
-``build_events``) byte for byte. bench/streaming.py measures the same commands at 1,000,000 cases.
+``build_events``, ``validate.prune``) byte for byte. bench/streaming.py measures the same commands at 1,000,000 cases.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import contextlib
 import io
 import itertools
 import json
+import shutil
 import tracemalloc
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,8 @@ from bench.streaming import synthesize
 from evalgate.cli.main import main as cli_main
 from evalgate.config.settings import Settings
 from evalgate.export import langfuse
+from evalgate.github.relay import checked_results, extract
+from evalgate.github.validate import prune
 from evalgate.report.compat import compat_document, dump_with_list, write_compat_document
 from evalgate.runner.finish import write_compat_documents
 from evalgate.runner.merge import merge_runs
@@ -34,8 +39,8 @@ from tests.servers.langfuse_server import LangfuseServer
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASETS = ("golden-dataset", "failing", "wikipedia-agent")
-SMALL = 150
-"""Case records in the small file (more than the template run has: every distinct record is in both)."""
+SMALL = 100
+"""Case records in the small file (at least the template run's: every distinct record is in both)."""
 CHUNK = 16 * 1024
 
 
@@ -57,11 +62,11 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         code, _, err = run_cli("run", *datasets, "-o", root / name, "--progress", "none", *extra)
         assert code in (0, 1), err
     template = root / "template" / "results.json"
-    assert sum(1 for _ in StreamedDocument(template).records()) < SMALL
-    for name, cases in (("small", SMALL), ("big", 4 * SMALL)):
+    assert sum(1 for _ in StreamedDocument(template).records()) <= SMALL
+    for name, cases in (("tiny", 10), ("small", SMALL), ("big", 4 * SMALL)):
         (root / name).mkdir()
         synthesize(template, root / name, cases, 3)
-    return {"run": root / "run" / "results.json", "small": root / "small", "big": root / "big"}
+    return {"run": root / "run" / "results.json", "tiny": root / "tiny", "small": root / "small", "big": root / "big"}
 
 
 def peak(action: Callable[[Path], Any], folder: Path) -> int:
@@ -79,7 +84,7 @@ def assert_flat(action: Callable[[Path], Any], files: dict[str, Path], monkeypat
     monkeypatch.setattr(results_json, "COPY_CHUNK", CHUNK)
     small, big = files["small"], files["big"]
     assert (big / "results.json").stat().st_size > 3.5 * (small / "results.json").stat().st_size
-    action(small)  # imports, caches and compiled templates are not the file's
+    action(files["tiny"])  # imports, caches and compiled templates are not the file's
     low, high = peak(action, small), peak(action, big)
     assert high < 1.3 * low + 256 * 1024, f"peak grew from {low:,} to {high:,} bytes with 4× the cases"
 
@@ -183,3 +188,42 @@ def test_langfuse_events_sent_equal_the_in_memory_ones(files: dict[str, Path]) -
         assert server.events() == expected
     traces = sum(e["type"] == "trace-create" for e in expected)
     assert line.startswith(f"exported {traces} traces and {len(expected) - traces} scores ({len(expected)} events)")
+
+
+def tampered(text: str) -> str:
+    """The run's status (in the fields before the records) and one record's status made wrong types."""
+    head, _, records = text.partition('"results": [')
+    return head.replace('"status": "', '"status": 17, "was": "', 1) + '"results": [' + records.replace(
+        '"status": "', '"status": ["x"], "was": "', 1)
+
+
+def test_publish_mode_checks_the_artifact_streamed(files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``relay.checked_results`` (what publish mode runs on the artifact's results.json): both of its passes
+    and the rewrite without the wrong values, streamed."""
+    for size in ("tiny", "small", "big"):
+        (files[size] / "tampered.json").write_text(tampered((files[size] / "results.json").read_text()))
+
+    def check(folder: Path) -> None:
+        path = folder / "published.json"
+        shutil.copyfile(folder / "tampered.json", path)
+        warned = checked_results(path)
+        assert [w.split(":")[0] for w in warned] == ["status", "results[0].status"]
+
+    assert_flat(check, files, monkeypatch)
+
+
+def test_publish_mode_leaves_out_the_same_values_as_the_whole_document_check(files: dict[str, Path],
+                                                                           tmp_path: Path) -> None:
+    document = json.loads(files["run"].read_text())
+    document["summary"]["pass_rate"] = "1.0\n"
+    document["results"][1]["metrics"] = "all good"
+    document["results"][2] = "not a record"
+    document["results"][3]["status"] = 17
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("results.json", json.dumps(document))
+    warnings: list[str] = []
+    found = extract(buffer.getvalue(), tmp_path, warnings)
+    expected = json.loads(json.dumps(document))
+    assert warnings == prune(expected) and len(warnings) == 4
+    assert found["results.json"].read_text() == json.dumps(expected, ensure_ascii=False)

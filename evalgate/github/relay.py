@@ -34,16 +34,20 @@ from typing import Any
 
 from evalgate.errors import UserError
 from evalgate.github.api import GitHubAPI, GitHubAPIError
-from evalgate.github.baseline import MAX_MEMBER_BYTES, MAX_ZIP_BYTES, BaselineUnavailable, download_artifact
+from evalgate.github.baseline import MAX_ZIP_BYTES, BaselineUnavailable, download_artifact
 from evalgate.github.commands import error, notice, warning
 from evalgate.github.context import ActionContext
 from evalgate.github.publish import PublishOptions, publish
-from evalgate.github.validate import MAX_WARNINGS, prune
+from evalgate.github.validate import MAX_WARNINGS, prune_head, prune_record
 from evalgate.safety.redact import redact
 from evalgate.store.reader import MAX_BASELINE_RECORDS, RESULTS_KEYS
+from evalgate.store.results_json import COPY_CHUNK, StreamedDocument
 
 Emit = Callable[[str], None]
 RESULT_FILES = ("results.json", "results.db")
+MAX_PUBLISHED_BYTES = 4 * 1024 * 1024 * 1024
+"""Largest results.json or results.db unzipped from the artifact (each is read streamed; a 1,000,000-case
+results.json is ≈ 700 MB)."""
 
 
 class RelayError(Exception):
@@ -121,7 +125,9 @@ def pull_request_number(api: GitHubAPI, run: EvaluatedRun) -> int:
 def extract(data: bytes, directory: Path, warnings: list[str] | None = None) -> dict[str, Path]:
     """``results.json`` and ``results.db`` (shallowest of each) from the artifact zip into ``directory``;
     results.json is checked against the results schema (``github.validate``): each value of the wrong
-    type is left out with a line in ``warnings``, and the checked document is what is published."""
+    type is left out with a line in ``warnings``, and the checked document is what is published. Memory
+    flat in the number of cases: members are copied in chunks, results.json is read streamed
+    (``StreamedDocument``) and, when a value was left out, rewritten record by record."""
     directory.mkdir(parents=True, exist_ok=True)
     found: dict[str, Path] = {}
     try:
@@ -134,35 +140,66 @@ def extract(data: bytes, directory: Path, warnings: list[str] | None = None) -> 
             member = next((m for m in members if m.filename.rsplit("/", 1)[-1] == wanted), None)
             if member is None:
                 continue
-            if member.file_size > MAX_MEMBER_BYTES:
-                raise RelayError(f"{member.filename} is over the {MAX_MEMBER_BYTES}-byte limit")
+            if member.file_size > MAX_PUBLISHED_BYTES:
+                raise RelayError(f"{member.filename} is over the {MAX_PUBLISHED_BYTES}-byte limit")
             target = directory / wanted
-            with archive.open(member) as source:
-                target.write_bytes(source.read(MAX_MEMBER_BYTES + 1))
+            with archive.open(member) as source, open(target, "wb") as out:
+                copied = 0
+                while chunk := source.read(COPY_CHUNK):
+                    copied += len(chunk)
+                    if copied > MAX_PUBLISHED_BYTES:  # the zip's sizes are the fork's word, not a fact
+                        raise RelayError(f"{member.filename} is over the {MAX_PUBLISHED_BYTES}-byte limit")
+                    out.write(chunk)
             found[wanted] = target
     if "results.json" not in found:
         raise RelayError("the artifact holds no results.json")
+    problems = checked_results(found["results.json"])
+    if warnings is not None:
+        warnings.extend(problems)
+    return found
+
+
+def checked_results(path: Path) -> list[str]:
+    """Check the results.json at ``path`` against the results schema, streamed: its fields, then each record
+    (``validate.prune_head`` / ``prune_record``); when something was left out, the file is rewritten
+    without it. Returns the warnings; ``RelayError`` when it is not an evalgate results document."""
+    stream = StreamedDocument(path)
     try:
-        document = json.loads(found["results.json"].read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        head = dict(stream.read_head())  # a copy: the records' pass below reads the fields again
+    except (UnicodeDecodeError, ValueError) as exc:
         raise RelayError(f"results.json in the artifact is not valid JSON ({exc})") from None
     except RecursionError:
         raise RelayError("results.json in the artifact is not valid JSON (nested too deeply)") from None
-    if not isinstance(document, dict) or not isinstance(document.get("gate"), dict):
+    if not isinstance(head.get("gate"), dict) or "results" in head:  # "results" in head: not a list
         raise RelayError("results.json in the artifact is not an evalgate results document")
-    records = document.get("results")
-    if isinstance(records, list) and len(records) > MAX_BASELINE_RECORDS:
-        raise RelayError(f"results.json in the artifact holds {len(records):,} case records, more than the "
+    if stream.count > MAX_BASELINE_RECORDS:
+        raise RelayError(f"results.json in the artifact holds {stream.count:,} case records, more than the "
                          f"{MAX_BASELINE_RECORDS:,} read")
-    problems = prune(document)
-    if problems:
-        missing = [key for key in RESULTS_KEYS if key not in document]
-        if missing:
-            raise RelayError(f"results.json in the artifact is not an evalgate results document ({problems[0]})")
-        found["results.json"].write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
-        if warnings is not None:
-            warnings.extend(problems)
-    return found
+    problems = prune_head(head)
+    listed = stream.listed
+    flagged = bytearray(stream.count)  # 1 for each record with a value to leave out: one byte a record
+    for position, record in enumerate(stream.records() if listed else ()):
+        before = len(problems)
+        prune_record(record, position, problems)
+        flagged[position] = len(problems) > before
+    if not problems:
+        return []
+    missing = [key for key in RESULTS_KEYS if key not in head and not (key == "results" and listed)]
+    if missing:
+        raise RelayError(f"results.json in the artifact is not an evalgate results document ({problems[0]})")
+    pruned = path.with_name(path.name + ".pruned")
+    text = json.dumps({**head, "results": []}, ensure_ascii=False)  # as json.dumps(document), one record at a time
+    cut = text.rindex("[]")
+    with open(pruned, "w", encoding="utf-8") as out:
+        out.write(text[:cut + 1])
+        lead = ""
+        for position, record in enumerate(StreamedDocument(path).records() if listed else ()):
+            if not flagged[position] or prune_record(record, position, []):
+                out.write(lead + json.dumps(record, ensure_ascii=False))
+                lead = ", "
+        out.write(text[cut + 1:])
+    pruned.replace(path)
+    return problems
 
 
 def relay(*, env: Mapping[str, str], options: PublishOptions, output_dir: Path, run_id: int | None = None,

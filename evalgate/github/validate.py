@@ -42,6 +42,24 @@ def prune(document: dict[str, Any]) -> list[str]:
     return warnings
 
 
+def prune_head(head: dict[str, Any]) -> list[str]:
+    """``prune`` for a document's fields other than ``results`` (read apart from its records)."""
+    schema = results_schema()
+    warnings: list[str] = []
+    _Pruner(schema, warnings).walk(head, {**schema, "properties": {
+        k: v for k, v in (schema.get("properties") or {}).items() if k != "results"}}, "")
+    return warnings
+
+
+def prune_record(record: Any, position: int, warnings: list[str]) -> bool:
+    """``prune`` for ``results[position]`` alone (in place); False when the record itself must be left out.
+    The same warnings, in the same words, as ``prune`` of the whole document gives."""
+    schema = results_schema()
+    pruner = _Pruner(schema, warnings)
+    items = pruner.resolve((schema.get("properties") or {}).get("results") or {}).get("items")
+    return not isinstance(items, dict) or pruner.walk(record, items, f"results[{position}]")
+
+
 class _Pruner:
     def __init__(self, root: dict[str, Any], warnings: list[str]) -> None:
         self.root = root

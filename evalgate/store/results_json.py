@@ -150,15 +150,16 @@ class StreamedDocument:
 
     def read_head(self) -> dict[str, Any]:
         """``head`` complete before any record is used: one pass over the whole file, each record decoded
-        and dropped (a later ``records()`` reads the file again). Also proves the whole file is valid JSON.
+        and dropped (a later ``records()`` reads the file again; ``count`` holds their number). Also proves
+        the whole file is valid JSON.
         For readers that must see every top-level field first (``merge`` checks its inputs before their
         records); memory as ``records()``."""
         for _ in self.records():
             pass
-        self.count = 0
         return self.head
 
     def records(self) -> Iterator[Any]:
+        self.count = 0
         with open(self.path, encoding="utf-8") as handle:
             reader = _Reader(handle)
             reader.expect("{")
