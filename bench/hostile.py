@@ -14,7 +14,8 @@
   bytes): exit status, message, peak RSS (bounded by the 64 MiB per-record cap, not the file's size).
 * **memory** (``--memory``): peak RSS (``VmHWM``) of a recorded run of ``--memory-cases`` cases (default
   1,000,000), of ``evalgate report`` on its results.json (Markdown and HTML) and of the Action's whole step
-  (run, job summary, outputs, annotations) on the same dataset, each in a fresh process.
+  (run, job summary, outputs, annotations) on the same dataset, each in a fresh process; then
+  ``bench.streaming`` at the same size: merge, ``--compat``, the Langfuse export, publish mode, compare.
 * **signals** (``--signals``): SIGTERM at a random moment of a recorded run of ``--signal-cases`` cases,
   ``--trials`` times (trial i in the i-th of ``--trials`` equal slices of an uninterrupted run's wall time,
   so every phase is hit: start-up, reading and checking the datasets, running, writing): seconds from the
@@ -23,7 +24,7 @@
 
     python -m bench.hostile                                   # all but signals, ~1 min
     python -m bench.hostile --signals --signal-cases 100000 --trials 20
-    python -m bench.hostile --memory --memory-cases 1000000              # + ~15 min
+    python -m bench.hostile --memory --memory-cases 1000000              # + ~35 min
 """
 
 from __future__ import annotations
@@ -326,6 +327,10 @@ def main(argv: list[str] | None = None) -> int:
         figures["sparse_dataset"] = sparse_dataset(work)
         if args.memory:
             figures["memory"] = memory(work, args.memory_cases)
+            from bench import streaming
+
+            (work / "streaming").mkdir()
+            figures["streaming"] = streaming.measure(work / "streaming", args.memory_cases, 200, 4, set())
         if args.signals:
             figures["signals"] = signals(work, args.signal_cases, args.trials, args.seed)
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,8 @@ would have written them. Measured:
   calls once results.json is written), on the big results.json;
 * **langfuse**: ``export.langfuse.export_results`` (what ``--langfuse`` calls) against a loopback
   stand-in of Langfuse's ingestion API (``tests/servers/langfuse_server.py``, counting what it accepts);
+* **publish**: publish mode's work on an artifact zip holding the big results.json (``publish()`` below:
+  the zip in memory as downloaded, ``relay.extract`` with its schema check, the digest and the comment);
 * **compare**: ``evalgate compare`` of the big results.json with a copy of itself;
 * **report_markdown**: ``evalgate report`` (the already-streamed reader, for reference).
 
@@ -30,6 +32,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -37,10 +40,10 @@ from typing import Any
 from bench.hostile import REPO, measured_process, recorded_dataset
 
 DEFAULT_OUTPUT = REPO / "bench" / "results" / "streaming.json"
-PEAK_OF = ("import os, sys, json\n{body}\n"
-           "peak = [line for line in open('/proc/self/status') if line.startswith('VmHWM')]\n"
-           "sys.stderr.write(peak[0] if peak else 'VmHWM: 0 kB\\n')\n")
-"""A Python snippet reporting its own peak RSS (``VmHWM``) after ``body``."""
+PEAK_OF = ("import os, sys, json\ntry:\n{body}\nfinally:\n"
+           "    peak = [line for line in open('/proc/self/status') if line.startswith('VmHWM')]\n"
+           "    sys.stderr.write(peak[0] if peak else 'VmHWM: 0 kB\\n')\n")
+"""A Python snippet reporting its own peak RSS (``VmHWM``) after ``body`` (also when it raises)."""
 
 
 def template_run(folder: Path, cases: int) -> Path:
@@ -97,16 +100,18 @@ def synthesize(template: Path, folder: Path, cases: int, shards: int) -> dict[st
 def python_peak(body: str, cwd: Path) -> dict[str, Any]:
     """``body`` run by a fresh interpreter that reports its own peak RSS, as ``hostile.measured_process``."""
     started = time.monotonic()
-    process = subprocess.Popen([sys.executable, "-c", PEAK_OF.format(body=body)], cwd=cwd,
+    process = subprocess.Popen([sys.executable, "-c", PEAK_OF.format(body=textwrap.indent(body, "    "))], cwd=cwd,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                env={**os.environ, "PYTHONPATH": str(REPO)})
     assert process.stderr is not None
     err = process.stderr.read().decode()
     _, status, usage = os.wait4(process.pid, 0)
-    err, _, peak = err.rpartition("VmHWM:")
+    lines = err.strip().splitlines()
+    peak = next((line for line in lines if line.startswith("VmHWM:")), "VmHWM: 0 kB")
+    said = [line for line in lines if not line.startswith("VmHWM:")]
     return {"exit": os.waitstatus_to_exitcode(status), "wall_s": round(time.monotonic() - started, 3),
-            "cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "peak_rss_mb": round(int(peak.split()[0]) / 1024, 1),
-            "message": err.strip()[-300:]}
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+            "peak_rss_mb": round(int(peak.split()[1]) / 1024, 1), "message": said[-1][:300] if said else ""}
 
 
 def langfuse(folder: Path, results: Path) -> dict[str, Any]:
@@ -129,6 +134,27 @@ def langfuse(folder: Path, results: Path) -> dict[str, Any]:
                 f"sys.stderr.write(export_results({str(results)!r}, s) + '\\n')")
         figures = python_peak(body, folder)
         figures["events_received"] = server.accepted.count
+    return figures
+
+
+def publish(folder: Path, results: Path) -> dict[str, Any]:
+    """Publish mode's work on an artifact holding ``results``: the zip's bytes in memory (as downloaded,
+    ``baseline.download_artifact``), ``relay.extract`` (members unzipped, results.json checked against the
+    schema), the digest and the PR comment's Markdown (``github.publish``'s renderer). The GitHub API
+    calls around it (run, artifact list, comment) are left out: they carry no results."""
+    import zipfile
+
+    archive = folder / "artifact.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as out:
+        out.write(results, "results.json")
+    body = ("from pathlib import Path\nfrom evalgate.github.relay import extract\n"
+            "from evalgate.report.digest import load_digest\nfrom evalgate.report.markdown import render_summary\n"
+            f"data = Path({str(archive)!r}).read_bytes()\nwarnings = []\n"
+            f"found = extract(data, Path({str(folder / 'published')!r}), warnings)\n"
+            "text = render_summary(load_digest(found['results.json']), run_url=None, artifact_url=None)\n"
+            "sys.stderr.write(f'{len(warnings)} warnings, comment {len(text)} chars\\n')")
+    figures = python_peak(body, folder)
+    figures["zip_bytes"] = archive.stat().st_size
     return figures
 
 
@@ -158,6 +184,8 @@ def measure(work: Path, cases: int, template_cases: int, shards: int, skip: set[
         copy = work / "head.json"
         os.link(results, copy)
         figures["compare"] = measured_process(["compare", str(results), str(copy), "--format", "json"], work)
+    if "publish" not in skip:
+        figures["publish"] = publish(work, results)
     if "report" not in skip:
         figures["report_markdown"] = measured_process(["report", str(results), "--format", "markdown", "-o",
                                                        str(work / "report.md")], work)
@@ -169,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=1_000_000)
     parser.add_argument("--template-cases", type=int, default=200)
     parser.add_argument("--shards", type=int, default=4)
-    parser.add_argument("--skip", default="", help="comma-separated: merge,merge_json,compat,langfuse,compare,report")
+    parser.add_argument("--skip", default="", help="comma-separated: merge,merge_json,compat,langfuse,publish,compare,report")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args(argv)
     figures: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

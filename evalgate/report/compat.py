@@ -1,7 +1,10 @@
 """The in-house frameworks' output shapes, built from a results document (``--compat SEED``).
 
 Pure functions of a results.json document (with its ``results``); the runner writes what they return
-beside results.json (``COMPAT_FILES``) and the CLI prints them.
+beside results.json (``COMPAT_FILES``) and the CLI prints them. Each per-case document is built from two
+passes over the records (``seed000_parts`` / ``seed004_parts``: the totals, then the entries one at a
+time), so ``write_compat_document`` writes it from a results.json of any size in bounded memory, byte
+for byte what ``json.dumps(compat_document(...), indent=2)`` gives.
 
 * ``seed000_document`` — seed 000's ``evaluation.json``: ``timestamp``, ``num_questions``, ``summary``
   (``avg_hit_rate``, ``avg_mrr``, ``avg_judge_score``, ``avg_combined_score``, ``best_combined_score``,
