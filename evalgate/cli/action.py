@@ -176,6 +176,7 @@ def guard_pr_code(ctx: ActionContext, settings: Settings, options: PublishOption
 
 def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
     """Run the pipeline and print the console report inside a ``::stop-commands::`` block."""
+    from evalgate.github.context import pull_request_labels
     from evalgate.report.progress import make_progress
     from evalgate.runner.run import execute
 
@@ -187,7 +188,7 @@ def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
             settings, setup_.suite_config, cwd=setup_.workspace,
             progress_for=lambda total: make_progress(settings.progress, total,
                                                      every_seconds=settings.progress_interval_seconds),
-            baseline_loader=baseline_loader(setup_)))
+            baseline_loader=baseline_loader(setup_), pr_labels=pull_request_labels(setup_.ctx.event)))
         from evalgate.report.console import make_console, render_failures, render_report
 
         console = make_console(sys.stdout)

@@ -277,7 +277,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         from evalgate.github.baseline import loader_from_env
 
         loader = loader_from_env(os.environ)
-    outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for, baseline_loader=loader))
+    labels: list[str] = []
+    if settings.baseline_kind != "none" and os.environ.get("GITHUB_EVENT_PATH"):  # the approval label (gate_changes)
+        from evalgate.github.context import load_event, pull_request_labels
+
+        labels = pull_request_labels(load_event(os.environ["GITHUB_EVENT_PATH"]))
+    outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for, baseline_loader=loader,
+                                  pr_labels=labels))
     code = int(outcome.verdict.exit_code)
     late = outcome.signals or list(Interrupt.received)
     if late and code != EXIT_INTERRUPTED:  # the results were complete and written when the signal came

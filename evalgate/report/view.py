@@ -430,6 +430,31 @@ def flip_view(entry: Mapping[str, Any], link: Link = no_link) -> dict[str, Any]:
     return {**case_ref(entry, link), "base_status": entry.get("base_status"), "head_status": entry.get("head_status")}
 
 
+GATE_CHANGES_LISTED = 10
+"""Loosenings listed in reports (the rest counted)."""
+GATE_CHANGE_CHARS = 300
+"""Longest loosening line shown (it quotes metric names and case ids from the pull request's files)."""
+
+
+def gate_changes_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the pull request loosened against its base run (``gate.loosened``, ``verdict.policy``):
+    ``{items[] (one line each, truncated), omitted, mode, approved_by, note}``; None when nothing was loosened
+    and there is nothing to say."""
+    from evalgate.report.escape import truncate
+
+    gate = results.get("gate")
+    if not isinstance(gate, Mapping):
+        return None
+    loosened = gate.get("loosened") if isinstance(gate.get("loosened"), list) else []
+    note = str(gate.get("policy_note") or "").strip()
+    if not loosened and not note:
+        return None
+    items = [truncate(str(item.get("text") or ""), GATE_CHANGE_CHARS) for item in loosened[:GATE_CHANGES_LISTED]
+             if isinstance(item, Mapping)]
+    return {"items": items, "omitted": max(0, len(loosened) - len(items)), "mode": str(gate.get("gate_changes") or ""),
+            "approved_by": gate.get("approved_by"), "note": truncate(note, GATE_CHANGE_CHARS) if note else None}
+
+
 def baseline_note(results: Mapping[str, Any]) -> dict[str, str] | None:
     """Why there is no comparison although a baseline was asked for: ``{"title", "reason"}``, else None."""
     baseline = results.get("baseline")

@@ -230,3 +230,92 @@ def write_compat_documents(settings: Settings, results_path: Path, cwd: Path | N
 def policy_of(settings: Settings) -> GatePolicy:
     return GatePolicy(strict=settings.strict_metrics, fail_on_critical=settings.fail_on_critical,
                       min_pass_rate=settings.min_pass_rate, max_errored=settings.max_errored)
+
+
+POLICY_NOTE_UNKNOWN = "gate policy of the base run unknown (made by an evalgate that did not record it)"
+
+
+def gate_policy_snapshot(settings: Settings, prepared: Prepared, document: Mapping[str, Any], cases: Mapping[str, Any],
+                         cwd: Path | None) -> dict[str, Any]:
+    """The run's ``gate_policy`` (``verdict.policy.snapshot``): the thresholds that gated (``document``'s,
+    after calibration), the gate settings with where each was set, and the bounded case facts ``cases``."""
+    from evalgate.verdict.policy import GATE_SETTINGS, snapshot
+    from evalgate.verdict.tolerance import resolve_tolerances
+
+    root = f"{(cwd or Path.cwd()).resolve()}/"
+
+    def where(origin: str) -> str:
+        if origin.startswith("default "):
+            return "default"
+        if origin.startswith("metric_thresholds ("):
+            origin = f"metric_thresholds: {settings.origin('metric_thresholds')}"
+        return redact(origin.replace(root, ""))
+
+    values: dict[str, Any] = {name: getattr(settings, name) for name in GATE_SETTINGS if name != "selection"}
+    values["calibration_floors"] = {name: dict(floor) for name, floor in settings.calibration_floors.items()}
+    values["selection"] = {"case_ids": len(settings.case_ids), "first_n": settings.first_n,
+                           "category": sorted(settings.category), "tags": sorted(settings.tags)}
+    origins = {name: where(settings.origin(name)) for name in (*GATE_SETTINGS, "regression_tolerance")
+               if name != "selection"}
+    for name in ("case_ids", "first_n", "category", "tags"):
+        origins[name] = where(settings.origin(name))
+    thresholds = document.get("thresholds") or {}
+    return snapshot(
+        thresholds=thresholds,
+        threshold_origins={name: where(prepared.threshold_origins.get(name, "default"))
+                           for name in {*thresholds, *(document.get("metrics") or {})}},
+        computed=(document.get("metrics") or {}).keys(),
+        settings=values,
+        origins=origins,
+        tolerances={name: t.to_dict() for name, t in resolve_tolerances(settings.regression_tolerance).items()},
+        optional_metrics={suite or "": names for suite, names in prepared.optional.items()},
+        cases=cases,
+    )
+
+
+def attach_gate_policy(document: dict[str, Any], baseline: BaselineLookup | None, settings: Settings,
+                       prepared: Prepared, cases: Mapping[str, Any], cwd: Path | None,
+                       pr_labels: Iterable[str] = ()) -> tuple[list[str], dict[str, Any]]:
+    """Put ``gate_policy`` into ``document``; with a baseline, compare it with the base run's. Returns the gate
+    reason (``gate_changes: fail`` in a pull-request run, loosened, not approved by the label) and the
+    ``gate`` fields to add: ``gate_changes`` (as applied), ``loosened`` (list; None when the base run's policy
+    is unknown), ``policy_note``, ``approved_by``. Never raises."""
+    from evalgate.config.trust import from_checkout, untrusted_checkout
+    from evalgate.verdict.policy import approval, effective_gate_changes, gate_reason, loosenings, unknown
+
+    untrusted = untrusted_checkout(settings.environment)
+    base_doc = baseline.document if baseline is not None else None
+    base_policy = base_doc.get("gate_policy") if isinstance(base_doc, Mapping) else None
+    base_mode = base_policy.get("gate_changes") if isinstance(base_policy, Mapping) else None
+    mode = effective_gate_changes(settings.gate_changes, untrusted=untrusted, base_value=base_mode,
+                                  from_checkout=from_checkout(settings.origin("gate_changes"), settings.config))
+    head = gate_policy_snapshot(settings, prepared, document, cases, cwd)
+    head["gate_changes"] = mode
+    document["gate_policy"] = head
+    fields: dict[str, Any] = {"gate_changes": mode}
+    if base_doc is None:
+        return [], fields
+    if unknown(base_policy):
+        fields.update(loosened=None, policy_note=POLICY_NOTE_UNKNOWN)
+        return [], fields
+    removed = ((document.get("comparison") or {}).get("cases") or {}).get("removed")
+    try:
+        loosened = loosenings(base_policy, head, removed if isinstance(removed, list) and not settings.shard
+                              else None)
+    except Exception as exc:  # a malformed base policy must not lose the run's results
+        fields.update(loosened=None, policy_note=redact(f"gate policy of the base run unreadable: {type(exc).__name__}"))
+        return [], fields
+    if settings.shard:  # one shard holds part of the cases: the merged run compares them
+        loosened = [item for item in loosened if item["kind"] not in ("cases_missing", "critical_demoted")]
+    fields["loosened"] = loosened
+    in_actions = settings.environment.get("GITHUB_ACTIONS", "").strip().lower() == "true"
+    if not loosened or mode != "fail" or (in_actions and not untrusted):  # a push or schedule run: reported only
+        return [], fields
+    label = settings.gate_change_label
+    if from_checkout(settings.origin("gate_change_label"), settings.config):
+        label = str(Settings.model_fields["gate_change_label"].default)  # the PR's file may not name the label
+    approved = approval(pr_labels, label)
+    if approved:
+        fields["approved_by"] = approved
+        return [], fields
+    return [gate_reason(loosened, label)], fields
