@@ -62,6 +62,11 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     gate.add_argument("--baseline", metavar="PATH|auto|none", help="previous results.json or SQLite file to compare with")
     gate.add_argument("--fail-on-regression", action=BOOL, default=None, help="fail on a significant regression vs baseline")
     gate.add_argument("--significance-level", type=float, metavar="ALPHA", help="significance level (default 0.05)")
+    gate.add_argument("--gate-changes", choices=["report", "fail"],
+                      help="a run that loosens the gate against its baseline: list it (report, default) or also fail "
+                           "unless the pull request carries --gate-change-label (fail); docs/security.md")
+    gate.add_argument("--gate-change-label", metavar="LABEL",
+                      help="pull-request label approving a loosening (default evalgate-gate-change-approved)")
     gate.add_argument("--calibration", choices=["auto", "required", "off"],
                       help="judged metrics gate only with a calibrated judge (auto, default), an uncalibrated judge "
                            "fails the run (required), or every judge gates (off); docs/judges.md")

@@ -300,7 +300,8 @@ def attach_gate_policy(document: dict[str, Any], baseline: BaselineLookup | None
         return [], fields
     removed = ((document.get("comparison") or {}).get("cases") or {}).get("removed")
     try:
-        loosened = loosenings(base_policy, head, removed if isinstance(removed, list) and not settings.shard
+        configured = {**head, "gate_changes": settings.gate_changes}  # what the PR asked for, listed if looser
+        loosened = loosenings(base_policy, configured, removed if isinstance(removed, list) and not settings.shard
                               else None)
     except Exception as exc:  # a malformed base policy must not lose the run's results
         fields.update(loosened=None, policy_note=redact(f"gate policy of the base run unreadable: {type(exc).__name__}"))

@@ -164,7 +164,9 @@ def gate_reason(loosened: list[dict[str, Any]], label: str) -> str:
 
 # --- the comparisons -----------------------------------------------------------------------------------------
 
-def _bound(threshold: Mapping[str, Any]) -> tuple[str, float] | None:
+def _bound(threshold: Any) -> tuple[str, float] | None:
+    if not isinstance(threshold, Mapping):
+        return None
     for op, value in threshold.items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             return str(op), float(value)
@@ -193,7 +195,7 @@ def _thresholds(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> N
         old = _bound(before[name])
         if old is None:
             continue
-        new = _bound(after[name]) if isinstance(after.get(name), Mapping) else None
+        new = _bound(after.get(name))
         if new is None:
             why = "its threshold was removed" if name in computed else "no longer computed"
             add("ungated", name, _text(old), None, f"{name} no longer gated: was {_text(old)}, {why}",
