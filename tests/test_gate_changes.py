@@ -11,6 +11,8 @@ import random
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -237,10 +239,39 @@ def write_suite(directory: Path, *, drop: tuple[str, ...] = (), demote: tuple[st
 
 
 def evalgate(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``evalgate ARGS`` in a fresh process (the console entry point as a user runs it)."""
     full = {k: v for k, v in os.environ.items() if not k.startswith(("EVALGATE_", "GITHUB_", "INPUT_"))}
     full.update({"EVALGATE_JUDGE_SHARED_CACHE": "none", "PYTHONPATH": str(ROOT), **(env or {})})
     return subprocess.run([sys.executable, "-m", "evalgate", *args], cwd=cwd, env=full, capture_output=True,
                           text=True, timeout=120)
+
+
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Callable[..., Ran]:
+    """``evalgate ARGS`` in this process (``evalgate.cli.main.main``, what the console script calls): the
+    same parser, settings layers and run, without a new interpreter's start-up."""
+    from evalgate.cli.main import main
+
+    def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Ran:
+        with monkeypatch.context() as patch:
+            for name in [n for n in os.environ if n.startswith(("EVALGATE_", "GITHUB_", "INPUT_"))]:
+                patch.delenv(name)
+            for name, value in {"EVALGATE_JUDGE_SHARED_CACHE": "none", **(env or {})}.items():
+                patch.setenv(name, value)
+            patch.chdir(cwd)
+            capsys.readouterr()
+            code = main([*args, "--progress", "none"] if args[0] == "run" else list(args))
+            out = capsys.readouterr()
+        return Ran(code, out.out, out.err)
+
+    return run
 
 
 def results(directory: Path) -> dict[str, Any]:
@@ -275,10 +306,10 @@ def test_the_policy_is_recorded_in_results_json_and_sqlite(base: Path) -> None:
     assert json.loads(stored)["gate_policy"] == policy_
 
 
-def test_report_mode_lists_every_loosening_and_passes(tmp_path: Path, base: Path) -> None:
+def test_report_mode_lists_every_loosening_and_passes(tmp_path: Path, base: Path, cli: Callable[..., Ran]) -> None:
     folder = write_suite(tmp_path / "pr", drop=("test_004_aliases",), demote=("test_002_word_boundary",),
                          config=LOOSE_CONFIG)
-    run = evalgate("run", "-d", "cases.yaml", "-o", "out", "--baseline", str(base / "results.json"), cwd=folder)
+    run = cli("run", "-d", "cases.yaml", "-o", "out", "--baseline", str(base / "results.json"), cwd=folder)
     assert run.returncode == 0, run.stdout + run.stderr
     gate = results(folder / "out")["gate"]
     assert gate["gate_changes"] == "report" and gate["passed"] is True
@@ -290,23 +321,23 @@ def test_report_mode_lists_every_loosening_and_passes(tmp_path: Path, base: Path
     assert "1 case(s) of the base run missing from this run: test_004_aliases" in texts
     assert "1 case(s) no longer risk_level critical: test_002_word_boundary" in texts
     assert run.stdout.count("⚠ This run loosens the gate against its base: mention_precision min 0.9") == 1
-    summary = evalgate("report", "out/results.json", "--format", "markdown", cwd=folder)
+    summary = cli("report", "out/results.json", "--format", "markdown", cwd=folder)
     assert "**This pull request loosens the gate**:" in summary.stdout
 
 
-def test_tightening_is_not_reported(tmp_path: Path, base: Path) -> None:
+def test_tightening_is_not_reported(tmp_path: Path, base: Path, cli: Callable[..., Ran]) -> None:
     folder = write_suite(tmp_path / "pr", config={"thresholds": {"mention_precision": 0.95},
                                                   "significance_level": 0.01, "calibration": "required"})
-    run = evalgate("run", "-d", "cases.yaml", "-o", "out", "--baseline", str(base / "results.db"),
+    run = cli("run", "-d", "cases.yaml", "-o", "out", "--baseline", str(base / "results.db"),
                    "--gate-changes", "fail", cwd=folder)
     assert run.returncode == 0, run.stdout + run.stderr
     assert results(folder / "out")["gate"]["loosened"] == []
     assert "loosens" not in run.stdout
 
 
-def test_fail_mode_fails_with_one_reason(tmp_path: Path, base: Path) -> None:
+def test_fail_mode_fails_with_one_reason(tmp_path: Path, base: Path, cli: Callable[..., Ran]) -> None:
     folder = write_suite(tmp_path / "pr", config={"thresholds": {"mention_precision": 0.5}})
-    run = evalgate("run", "-d", "cases.yaml", "-o", "out", "--baseline", str(base / "results.json"), cwd=folder,
+    run = cli("run", "-d", "cases.yaml", "-o", "out", "--baseline", str(base / "results.json"), cwd=folder,
                    env={"EVALGATE_GATE_CHANGES": "fail"})
     assert run.returncode == 1, run.stdout + run.stderr
     gate = results(folder / "out")["gate"]
@@ -316,12 +347,12 @@ def test_fail_mode_fails_with_one_reason(tmp_path: Path, base: Path) -> None:
     assert gate["exit_code"] == 1
 
 
-def test_a_base_run_without_a_policy_is_said_once(tmp_path: Path, base: Path) -> None:
+def test_a_base_run_without_a_policy_is_said_once(tmp_path: Path, base: Path, cli: Callable[..., Ran]) -> None:
     old = results(base)
     del old["gate_policy"]
     (tmp_path / "old.json").write_text(json.dumps(old), encoding="utf-8")
     folder = write_suite(tmp_path / "pr", config={"thresholds": {"mention_precision": 0.5}})
-    run = evalgate("run", "-d", "cases.yaml", "-o", "out", "--baseline", str(tmp_path / "old.json"),
+    run = cli("run", "-d", "cases.yaml", "-o", "out", "--baseline", str(tmp_path / "old.json"),
                    "--gate-changes", "fail", cwd=folder)
     assert run.returncode == 0, run.stdout + run.stderr
     gate = results(folder / "out")["gate"]
@@ -341,7 +372,10 @@ def pr_event(labels: list[str]) -> dict[str, Any]:
 
 
 def action_run(tmp_path: Path, base: Path, *, config: dict[str, Any], labels: list[str],
-               inputs: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], str]:
+               inputs: dict[str, str] | None = None, in_process: pytest.MonkeyPatch | None = None
+               ) -> tuple[Ran | subprocess.CompletedProcess[str], dict[str, Any], str]:
+    """The Action step on a pull_request event: ``python -m entrypoint.main`` in a fresh process, or (given a
+    ``MonkeyPatch``) ``evalgate.cli.action.run_action``, what the entry module calls, in this process."""
     ws = make_workspace(tmp_path / "runner", ())
     write_suite(ws.workspace, config=config)
     (ws.workspace / "base").mkdir()
@@ -350,16 +384,24 @@ def action_run(tmp_path: Path, base: Path, *, config: dict[str, Any], labels: li
     env = runner_env(ws, event_name="pull_request", payload=pr_event(labels), api_url="http://127.0.0.1:9",
                      inputs={"dataset": "cases.yaml", "baseline": "base/results.json", "comment": "never",
                              "upload-artifacts": "false", **(inputs or {})})
-    run = run_entrypoint(ws, env)
+    if in_process is None:
+        run: Ran | subprocess.CompletedProcess[str] = run_entrypoint(ws, env)
+    else:
+        from evalgate.cli.action import run_action
+
+        lines: list[str] = []
+        with in_process.context() as patch:
+            patch.chdir(ws.workspace)
+            run = Ran(run_action(env, emit=lines.append), "\n".join(lines), "")
     return run, results(ws.workspace / "evalgate-results"), ws.summary()
 
 
 LOWERED = {"thresholds": {"mention_precision": 0.5}}
 
 
-def test_action_fail_input_fails_a_loosening_pr_without_the_label(tmp_path: Path, base: Path) -> None:
+def test_action_fail_input_fails_a_loosening_pr_without_the_label(tmp_path: Path, base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run, document, summary = action_run(tmp_path, base, config=LOWERED, labels=["bug"],
-                                        inputs={"gate-changes": "fail"})
+                                        inputs={"gate-changes": "fail"}, in_process=monkeypatch)
     assert run.returncode == 1, run.stdout + run.stderr
     assert document["gate"]["gate_changes"] == "fail"
     assert document["gate"]["reasons"][0].startswith("this pull request loosens the gate (mention_precision")
@@ -375,19 +417,20 @@ def test_action_label_approves_the_loosening(tmp_path: Path, base: Path) -> None
     assert f"(approved with the label `{LABEL}`)" in summary
 
 
-def test_the_prs_evalgate_yaml_cannot_turn_fail_into_report(tmp_path: Path, base: Path) -> None:
+def test_the_prs_evalgate_yaml_cannot_turn_fail_into_report(tmp_path: Path, base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run, document, _ = action_run(tmp_path, base, config={**LOWERED, "gate_changes": "report"}, labels=[],
-                                  inputs={"gate-changes": "fail"})
+                                  inputs={"gate-changes": "fail"}, in_process=monkeypatch)
     assert run.returncode == 1 and document["gate"]["gate_changes"] == "fail"
 
 
 def test_the_prs_evalgate_yaml_cannot_undo_the_base_runs_fail_nor_rename_the_label(
-        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, cli: Callable[..., Ran],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     folder = write_suite(tmp_path_factory.mktemp("strict-base"),
                          config={"thresholds": {"mention_precision": 0.9}, "gate_changes": "fail"})
-    assert evalgate("run", "-d", "cases.yaml", "-o", "out", cwd=folder).returncode == 0
+    assert cli("run", "-d", "cases.yaml", "-o", "out", cwd=folder).returncode == 0
     config = {**LOWERED, "gate_changes": "report", "gate_change_label": "bug"}
-    run, document, _ = action_run(tmp_path, folder / "out", config=config, labels=["bug"])
+    run, document, _ = action_run(tmp_path, folder / "out", config=config, labels=["bug"], in_process=monkeypatch)
     assert run.returncode == 1, run.stdout + run.stderr
     gate = document["gate"]
     assert gate["gate_changes"] == "fail" and "approved_by" not in gate
