@@ -445,7 +445,8 @@ def gate_changes_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
     gate = results.get("gate")
     if not isinstance(gate, Mapping):
         return None
-    loosened = gate.get("loosened") if isinstance(gate.get("loosened"), list) else []
+    raw = gate.get("loosened")
+    loosened: list[Any] = raw if isinstance(raw, list) else []
     note = str(gate.get("policy_note") or "").strip()
     if not loosened and not note:
         return None

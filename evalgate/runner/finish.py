@@ -292,9 +292,9 @@ def attach_gate_policy(document: dict[str, Any], baseline: BaselineLookup | None
     head = gate_policy_snapshot(settings, prepared, document, cases, cwd)
     head["gate_changes"] = mode
     document["gate_policy"] = head
-    fields: dict[str, Any] = {"gate_changes": mode}
     if base_doc is None:
-        return [], fields
+        return [], {}
+    fields: dict[str, Any] = {"gate_changes": mode}
     if unknown(base_policy):
         fields.update(loosened=None, policy_note=POLICY_NOTE_UNKNOWN)
         return [], fields

@@ -253,8 +253,8 @@ def _calibration(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> 
                    "auto": "uncalibrated judges no longer gate"}.get(str(new), "")
         add("calibration", "calibration", old, new, f"calibration {old} → {new}" + (f" ({meaning})" if meaning else ""))
     for key in ("calibration_min_kappa", "calibration_min_labels"):
-        a, b = base.get(key), head.get(key)
-        if _num(a) is not None and _num(b) is not None and b < a:
+        a, b = _num(base.get(key)), _num(head.get(key))
+        if a is not None and b is not None and b < a:
             add("calibration", key, a, b, f"{key} {a:g} → {b:g}")
     old_floors, new_floors = base.get("calibration_floors") or {}, head.get("calibration_floors") or {}
     for name in sorted(old_floors):
