@@ -436,3 +436,22 @@ def test_the_prs_evalgate_yaml_cannot_undo_the_base_runs_fail_nor_rename_the_lab
     assert gate["gate_changes"] == "fail" and "approved_by" not in gate
     assert "gate_changes fail → report (evalgate.yaml: gate_changes)" in [i["text"] for i in gate["loosened"]]
     assert f"with the label '{LABEL}'" in gate["reasons"][0]
+
+
+def test_a_merged_run_records_the_whole_case_set_and_compares_it(tmp_path: Path, base: Path,
+                                                                 cli: Callable[..., Ran]) -> None:
+    folder = write_suite(tmp_path / "pr", drop=("test_004_aliases",), config=LOWERED)
+    for shard in ("1/2", "2/2"):
+        run = cli("run", "-d", "cases.yaml", "-o", f"s{shard[0]}", "--shard", shard, "--baseline",
+                  str(base / "results.json"), cwd=folder)
+        assert run.returncode == 0, run.stdout + run.stderr
+        shard_gate = results(folder / f"s{shard[0]}")["gate"]
+        assert [i["kind"] for i in shard_gate["loosened"]] == ["threshold"]  # cases are compared once merged
+    merged = cli("merge", "s1", "s2", "-o", "merged", "--baseline", str(base / "results.json"), cwd=folder)
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    document = results(folder / "merged")
+    assert document["gate_policy"]["cases"]["count"] == 3
+    assert document["gate_policy"]["cases"]["critical"]["ids"] == sorted(CRITICAL)
+    assert [i["text"] for i in document["gate"]["loosened"]] == [
+        "mention_precision min 0.9 → min 0.5 (evalgate.yaml: thresholds)",
+        "1 case(s) of the base run missing from this run: test_004_aliases"]

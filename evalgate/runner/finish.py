@@ -280,6 +280,16 @@ def attach_gate_policy(document: dict[str, Any], baseline: BaselineLookup | None
     reason (``gate_changes: fail`` in a pull-request run, loosened, not approved by the label) and the
     ``gate`` fields to add: ``gate_changes`` (as applied), ``loosened`` (list; None when the base run's policy
     is unknown), ``policy_note``, ``approved_by``. Never raises."""
+    head = gate_policy_snapshot(settings, prepared, document, cases, cwd)
+    return compare_gate_policy(document, head, baseline, settings, pr_labels, partial=bool(settings.shard))
+
+
+def compare_gate_policy(document: dict[str, Any], head: dict[str, Any], baseline: BaselineLookup | None,
+                        settings: Settings, pr_labels: Iterable[str] = (), *, partial: bool = False,
+                        configured: str | None = None) -> tuple[list[str], dict[str, Any]]:
+    """``attach_gate_policy`` for a ready snapshot ``head`` (a merged run's: a shard's with the merged case
+    set). ``partial``: the run holds part of the cases (one shard), so missing and demoted cases are not
+    compared. ``configured``: the ``gate_changes`` asked for (default: ``settings``')."""
     from evalgate.config.trust import from_checkout, untrusted_checkout
     from evalgate.verdict.policy import approval, effective_gate_changes, gate_reason, loosenings, unknown
 
@@ -287,9 +297,9 @@ def attach_gate_policy(document: dict[str, Any], baseline: BaselineLookup | None
     base_doc = baseline.document if baseline is not None else None
     base_policy = base_doc.get("gate_policy") if isinstance(base_doc, Mapping) else None
     base_mode = base_policy.get("gate_changes") if isinstance(base_policy, Mapping) else None
-    mode = effective_gate_changes(settings.gate_changes, untrusted=untrusted, base_value=base_mode,
+    configured = configured or settings.gate_changes
+    mode = effective_gate_changes(configured, untrusted=untrusted, base_value=base_mode,
                                   from_checkout=from_checkout(settings.origin("gate_changes"), settings.config))
-    head = gate_policy_snapshot(settings, prepared, document, cases, cwd)
     head["gate_changes"] = mode
     document["gate_policy"] = head
     if base_doc is None:
@@ -300,13 +310,13 @@ def attach_gate_policy(document: dict[str, Any], baseline: BaselineLookup | None
         return [], fields
     removed = ((document.get("comparison") or {}).get("cases") or {}).get("removed")
     try:
-        configured = {**head, "gate_changes": settings.gate_changes}  # what the PR asked for, listed if looser
-        loosened = loosenings(base_policy, configured, removed if isinstance(removed, list) and not settings.shard
+        asked = {**head, "gate_changes": configured}  # what the PR asked for, listed if looser
+        loosened = loosenings(base_policy, asked, removed if isinstance(removed, list) and not partial
                               else None)
     except Exception as exc:  # a malformed base policy must not lose the run's results
         fields.update(loosened=None, policy_note=redact(f"gate policy of the base run unreadable: {type(exc).__name__}"))
         return [], fields
-    if settings.shard:  # one shard holds part of the cases: the merged run compares them
+    if partial:  # one shard holds part of the cases: the merged run compares them
         loosened = [item for item in loosened if item["kind"] not in ("cases_missing", "critical_demoted")]
     fields["loosened"] = loosened
     in_actions = settings.environment.get("GITHUB_ACTIONS", "").strip().lower() == "true"

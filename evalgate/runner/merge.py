@@ -209,6 +209,7 @@ def merge_runs(
     now: dt.datetime | None = None,
     baseline: BaselineLookup | None = None,
     settings: Settings | None = None,
+    pr_labels: Sequence[str] = (),
 ) -> MergeOutcome:
     """Merge ``sources`` into ``output_dir/results.json`` and a new ``merged`` run in ``db_path``. With a
     ``baseline`` (and the ``settings`` that say how to compare: significance, ``fail_on_regression``) the
@@ -241,11 +242,15 @@ def merge_runs(
         aggregate = RunAggregate(*merged_judge_sets(runs, thresholds))
         repeats = consistency.repeat_sink(aggregate)
         health = HealthTally()
+        from evalgate.verdict.policy import CaseSet
+
+        case_set = CaseSet()
         for record in spool.iter_records_in_order():
             text = record.decode("utf-8")
             result = CaseResult.model_validate_json(text)
             repeats.add(result)
             health.add(result)
+            case_set.add(result)
             store.add(result, text)
         repeats.finish()
         verdict = run_verdict(aggregate, thresholds, consistency.policy(), extra_reasons(runs, missing))
@@ -255,14 +260,18 @@ def merge_runs(
         )
         add_judge_spend(document["summary"], [run.document for run in runs])
         apply_report(document, repeats.report())
+        added: list[str] = []
         if baseline is not None and settings is not None:
             from evalgate.runner.finish import attach_comparison
 
-            regressions = attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
-            if regressions:
-                verdict = run_verdict(aggregate, thresholds, consistency.policy(),
-                                      extra_reasons(runs, missing) + regressions)
-                document["gate"] = verdict.as_dict()
+            added += attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
+        policy_reasons, gate_fields = _merged_gate_policy(document, runs, case_set.as_dict(), baseline, settings,
+                                                          pr_labels)
+        added += policy_reasons
+        if added:
+            verdict = run_verdict(aggregate, thresholds, consistency.policy(), extra_reasons(runs, missing) + added)
+            document["gate"] = verdict.as_dict()
+        document["gate"].update(gate_fields)
         attach_calibration(document, shard_policy(runs[0].document, thresholds), health.report())
         results_path = output_dir / "results.json"
         write_results(results_path, document, spool)
@@ -277,6 +286,26 @@ def merge_runs(
                 for run in runs if run.document.get("comparison")]
     return MergeOutcome(document=document, results_path=results_path, db_path=db_path, verdict=verdict,
                         warnings=warnings)
+
+
+def _merged_gate_policy(document: dict[str, Any], runs: Sequence[ShardRun], cases: Mapping[str, Any],
+                        baseline: BaselineLookup | None, settings: Settings | None, pr_labels: Sequence[str]
+                        ) -> tuple[list[str], dict[str, Any]]:
+    """The merged run's ``gate_policy`` (the first shard's, with the merged case set) and, with a baseline and
+    settings, its comparison with the base run's (``runner.finish.compare_gate_policy``). Shards from an
+    evalgate that recorded no policy give none."""
+    shard = runs[0].document.get("gate_policy") if runs else None
+    if not isinstance(shard, Mapping):
+        return [], {}
+    head = {**shard, "cases": dict(cases)}
+    if baseline is None or settings is None:
+        document["gate_policy"] = head
+        return [], {}
+    from evalgate.runner.finish import compare_gate_policy
+
+    asked = settings.gate_changes if not settings.origin("gate_changes").startswith("default") else None
+    return compare_gate_policy(document, head, baseline, settings, pr_labels,
+                               configured=asked or str(shard.get("gate_changes") or "report"))
 
 
 def merged_judge_sets(runs: Sequence[ShardRun], thresholds: Mapping[str, Threshold]
