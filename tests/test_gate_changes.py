@@ -405,6 +405,9 @@ def test_action_fail_input_fails_a_loosening_pr_without_the_label(tmp_path: Path
     assert run.returncode == 1, run.stdout + run.stderr
     assert document["gate"]["gate_changes"] == "fail"
     assert document["gate"]["reasons"][0].startswith("this pull request loosens the gate (mention_precision")
+    assert [line for line in run.stdout.splitlines() if line.startswith("::warning") and "gate changes" in line] == [
+        "::warning title=evalgate%3A gate changes::this pull request loosens the gate: mention_precision min 0.9 → "
+        "min 0.5 (evalgate.yaml: thresholds)"]
     assert "**This pull request loosens the gate** (gate\\_changes: fail):" in summary or \
         "**This pull request loosens the gate** (gate_changes: fail):" in summary
 
