@@ -9,7 +9,7 @@ makes the head's gate easier to pass than the base's (tightenings are not listed
 "Gate changes".
 
 Case facts stay bounded whatever the run's size (``CaseSet``): the number of cases (repeat 0), an
-order-independent digest of their ids — Σ first 16 bytes of SHA-256(id) mod 2¹²⁸, so the set, not the
+order-independent digest of their ids — Σ BLAKE2b-128(id) mod 2¹²⁸, so the set, not the
 order the cases finished in, decides it — and the ids themselves only while there are at most
 ``ID_LIST_LIMIT``; the same for the critical cases.
 """
@@ -64,7 +64,7 @@ class _IdSet:
 
     def add(self, case_id: str) -> None:
         self.count += 1
-        self.sum = (self.sum + int.from_bytes(hashlib.sha256(case_id.encode()).digest()[:16], "big")) % (1 << 128)
+        self.sum += int.from_bytes(hashlib.blake2b(case_id.encode(), digest_size=16).digest(), "big")
         if self.ids is not None:
             if len(self.ids) < self.limit:
                 self.ids.append(case_id)
@@ -72,7 +72,7 @@ class _IdSet:
                 self.ids = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"count": self.count, "digest": f"{self.sum:032x}",
+        return {"count": self.count, "digest": f"{self.sum % (1 << 128):032x}",
                 "ids": sorted(self.ids) if self.ids is not None else None}
 
 
