@@ -195,11 +195,12 @@ def test_case_set_stays_bounded_and_its_digest_ignores_order() -> None:
     assert a["critical"]["digest"] == b["critical"]["digest"]
 
 
-def test_gate_changes_from_the_prs_file_may_only_tighten_and_labels_match_case_insensitively() -> None:
-    assert effective_gate_changes("report", from_checkout=True, untrusted=True, base_value="fail") == "fail"
-    assert effective_gate_changes("report", from_checkout=False, untrusted=True, base_value="fail") == "report"
-    assert effective_gate_changes("report", from_checkout=True, untrusted=False, base_value="fail") == "report"
-    assert effective_gate_changes("fail", from_checkout=True, untrusted=True, base_value="report") == "fail"
+def test_gate_changes_not_from_the_workflow_may_only_tighten_and_labels_match_case_insensitively() -> None:
+    assert effective_gate_changes("report", from_workflow=False, untrusted=True, base_value="fail") == "fail"
+    assert effective_gate_changes("report", from_workflow=True, untrusted=True, base_value="fail") == "report"
+    assert effective_gate_changes("report", from_workflow=False, untrusted=False, base_value="fail") == "report"
+    assert effective_gate_changes("fail", from_workflow=False, untrusted=True, base_value="report") == "fail"
+    assert effective_gate_changes("report", from_workflow=False, untrusted=True, base_value=None) == "report"
     assert approval(["bug", "Evalgate-Gate-Change-Approved"], LABEL) == LABEL
     assert approval(["bug"], LABEL) is None and approval(["bug"], "") is None
 
@@ -439,6 +440,10 @@ def test_the_prs_evalgate_yaml_cannot_undo_the_base_runs_fail_nor_rename_the_lab
     assert gate["gate_changes"] == "fail" and "approved_by" not in gate
     assert "gate_changes fail → report (evalgate.yaml: gate_changes)" in [i["text"] for i in gate["loosened"]]
     assert f"with the label '{LABEL}'" in gate["reasons"][0]
+    deleted, document, _ = action_run(tmp_path / "deleted", folder / "out", config=LOWERED, labels=[],
+                                      in_process=monkeypatch)  # the line deleted: the default does not relax it
+    assert deleted.returncode == 1 and document["gate"]["gate_changes"] == "fail"
+    assert "gate_changes fail → report (default)" in [i["text"] for i in document["gate"]["loosened"]]
 
 
 def test_a_merged_run_records_the_whole_case_set_and_compares_it(tmp_path: Path, base: Path,

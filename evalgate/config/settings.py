@@ -85,7 +85,7 @@ class Settings(BaseModel):
     gate_changes: Literal["report", "fail"] = "report"
     """What a pull request that loosens the gate against its base run gets (docs/security.md, "Gate changes"):
     ``report`` lists the loosenings; ``fail`` also fails the gate unless the PR carries ``gate_change_label``.
-    In a pull-request run the PR's own evalgate.yaml may only tighten the base run's value."""
+    In a pull-request run only the workflow (input, ``EVALGATE_GATE_CHANGES``, flag) may relax the base run's value."""
     gate_change_label: str = "evalgate-gate-change-approved"
     """The pull-request label that approves a loosening under ``gate_changes: fail`` (ignored when it comes
     from the PR's own evalgate.yaml in a pull-request run)."""

@@ -299,7 +299,7 @@ def compare_gate_policy(document: dict[str, Any], head: dict[str, Any], baseline
     base_mode = base_policy.get("gate_changes") if isinstance(base_policy, Mapping) else None
     configured = configured or settings.gate_changes
     mode = effective_gate_changes(configured, untrusted=untrusted, base_value=base_mode,
-                                  from_checkout=from_checkout(settings.origin("gate_changes"), settings.config))
+                                  from_workflow=_from_workflow(settings, "gate_changes"))
     head["gate_changes"] = mode
     document["gate_policy"] = head
     if base_doc is None:
@@ -330,3 +330,12 @@ def compare_gate_policy(document: dict[str, Any], head: dict[str, Any], baseline
         fields["approved_by"] = approved
         return [], fields
     return [gate_reason(loosened, label)], fields
+
+
+def _from_workflow(settings: Settings, name: str) -> bool:
+    """True when setting ``name`` was given by the workflow (an input, an ``EVALGATE_*`` variable, a flag), not
+    by the checkout's evalgate.yaml nor left at its default."""
+    from evalgate.config.trust import from_checkout
+
+    origin = settings.origin(name)
+    return not origin.startswith("default ") and not from_checkout(origin, settings.config)

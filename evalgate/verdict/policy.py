@@ -140,10 +140,11 @@ def unknown(base: Mapping[str, Any] | None) -> bool:
     return not isinstance(base, Mapping) or not isinstance(base.get("thresholds"), Mapping)
 
 
-def effective_gate_changes(head_value: str, *, from_checkout: bool, untrusted: bool, base_value: str | None) -> str:
-    """``gate_changes`` as it applies: in a pull-request run a value written in the PR's own evalgate.yaml may
-    only tighten the base run's (``fail`` there stays ``fail``); inputs, ``EVALGATE_*`` and flags decide."""
-    if untrusted and from_checkout and base_value == "fail":
+def effective_gate_changes(head_value: str, *, from_workflow: bool, untrusted: bool, base_value: str | None) -> str:
+    """``gate_changes`` as it applies. In a pull-request run only the workflow (an input, ``EVALGATE_*``, a
+    flag: ``from_workflow``) may relax the base run's value: one written in the PR's own evalgate.yaml, or the
+    default left by deleting that line, only tightens it (the base run's ``fail`` stays ``fail``)."""
+    if untrusted and not from_workflow and base_value == "fail":
         return "fail"
     return head_value if head_value in GATE_CHANGES else "report"
 
