@@ -324,6 +324,11 @@ def test_report_mode_lists_every_loosening_and_passes(tmp_path: Path, base: Path
     assert run.stdout.count("⚠ This run loosens the gate against its base: mention_precision min 0.9") == 1
     summary = cli("report", "out/results.json", "--format", "markdown", cwd=folder)
     assert "**This pull request loosens the gate**:" in summary.stdout
+    html = cli("report", "out/results.json", "--format", "html", "--output", "report.html", cwd=folder)
+    assert html.returncode == 0, html.stdout + html.stderr
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    assert '<div id="gate-changes"><strong>This pull request loosens the gate</strong>:' in page
+    assert "<li>1 case(s) no longer risk_level critical: test_002_word_boundary</li>" in page
 
 
 def test_tightening_is_not_reported(tmp_path: Path, base: Path, cli: Callable[..., Ran]) -> None:
