@@ -468,3 +468,14 @@ def test_a_merged_run_records_the_whole_case_set_and_compares_it(tmp_path: Path,
     assert [i["text"] for i in document["gate"]["loosened"]] == [
         "mention_precision min 0.9 → min 0.5 (evalgate.yaml: thresholds)",
         "1 case(s) of the base run missing from this run: test_004_aliases"]
+
+
+def test_a_baseline_chosen_by_the_prs_evalgate_yaml_is_a_loosening(tmp_path: Path, base: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    run, document, summary = action_run(tmp_path, base, config={"baseline": "none"}, labels=[],
+                                        inputs={"gate-changes": "fail", "baseline": ""}, in_process=monkeypatch)
+    assert run.returncode == 1, run.stdout + run.stderr
+    [item] = document["gate"]["loosened"]
+    assert item["text"] == ("baseline none chosen by the pull request's evalgate.yaml: the base run's gate cannot be "
+                            "compared with (evalgate.yaml: baseline)")
+    assert "baseline none chosen by the pull request" in summary

@@ -302,23 +302,24 @@ def compare_gate_policy(document: dict[str, Any], head: dict[str, Any], baseline
                                   from_workflow=_from_workflow(settings, "gate_changes"))
     head["gate_changes"] = mode
     document["gate_policy"] = head
-    if base_doc is None:
+    chosen = _baseline_from_checkout(settings, untrusted)
+    if base_doc is None and not chosen:
         return [], {}
     fields: dict[str, Any] = {"gate_changes": mode}
-    if unknown(base_policy):
-        fields.update(loosened=None, policy_note=POLICY_NOTE_UNKNOWN)
-        return [], fields
-    removed = ((document.get("comparison") or {}).get("cases") or {}).get("removed")
-    try:
-        asked = {**head, "gate_changes": configured}  # what the PR asked for, listed if looser
-        loosened = loosenings(base_policy, asked, removed if isinstance(removed, list) and not partial
-                              else None)
-    except Exception as exc:  # a malformed base policy must not lose the run's results
-        fields.update(loosened=None, policy_note=redact(f"gate policy of the base run unreadable: {type(exc).__name__}"))
-        return [], fields
+    loosened: list[dict[str, Any]] = list(chosen)
+    if base_doc is not None and unknown(base_policy):
+        fields["policy_note"] = POLICY_NOTE_UNKNOWN
+    elif base_doc is not None:
+        removed = ((document.get("comparison") or {}).get("cases") or {}).get("removed")
+        try:
+            asked = {**head, "gate_changes": configured}  # what the PR asked for, listed if looser
+            loosened += loosenings(base_policy, asked, removed if isinstance(removed, list) and not partial
+                                   else None)
+        except Exception as exc:  # a malformed base policy must not lose the run's results
+            fields["policy_note"] = redact(f"gate policy of the base run unreadable: {type(exc).__name__}")
     if partial:  # one shard holds part of the cases: the merged run compares them
         loosened = [item for item in loosened if item["kind"] not in ("cases_missing", "critical_demoted")]
-    fields["loosened"] = loosened
+    fields["loosened"] = loosened if loosened or "policy_note" not in fields else None
     in_actions = settings.environment.get("GITHUB_ACTIONS", "").strip().lower() == "true"
     if not loosened or mode != "fail" or (in_actions and not untrusted):  # a push or schedule run: reported only
         return [], fields
@@ -339,3 +340,17 @@ def _from_workflow(settings: Settings, name: str) -> bool:
 
     origin = settings.origin(name)
     return not origin.startswith("default ") and not from_checkout(origin, settings.config)
+
+
+def _baseline_from_checkout(settings: Settings, untrusted: bool) -> list[dict[str, Any]]:
+    """In a pull-request run, a ``baseline`` chosen by the PR's own evalgate.yaml (``none``, or a file the PR
+    can write) leaves nothing trustworthy to compare the policy with: one loosening saying so."""
+    from evalgate.config.trust import from_checkout
+
+    origin = settings.origin("baseline")
+    if not untrusted or not from_checkout(origin, settings.config):
+        return []
+    where = redact(origin.replace(f"{Path.cwd().resolve()}/", ""))
+    return [{"kind": "baseline", "setting": "baseline", "before": None, "after": settings.baseline, "origin": where,
+             "text": f"baseline {settings.baseline} chosen by the pull request's evalgate.yaml: the base run's gate "
+                     f"cannot be compared with ({where})"}]
