@@ -16,8 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.servers.tool_model import ToolModelServer
 
 REPO = Path(__file__).resolve().parents[1]
