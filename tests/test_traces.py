@@ -19,6 +19,7 @@ from evalgate.metrics.registry import MetricContext
 from evalgate.metrics.trajectory import order_problem, subset, trajectory
 from evalgate.metrics.workflow import workflow
 from evalgate.model import Answer, Case, MetricErrored, Trajectory
+from evalgate.report.html import trace_view
 from evalgate.safety.redact import register_secret
 from evalgate.traces.context import CURRENT, trace_env, trace_headers
 from evalgate.traces.receiver import Collector, Receiver
@@ -135,6 +136,8 @@ def test_agents_sdk_workflow_and_handoff_spans_are_neither_agents_nor_tools() ->
     assert [(row["depth"], row["name"], row["kind"]) for row in summary["tree"]] == [
         (0, "flight desk", "workflow"), (1, "triage", "agent"), (2, "search", "tool"),
         (2, "handoff to booking", "handoff"), (1, "booking", "agent"), (2, "handoff to x", "tool")]
+    tree = trace_view(summary)["tree"].splitlines()  # the HTML report's span tree
+    assert tree[0].startswith("flight desk  [workflow]") and tree[3].startswith("    handoff to booking  [handoff]")
     # an unnamed agent span with no named agent below it is an agent (named after its span), in both vocabularies
     alone = export(json_span("00000000000000e1", "planner", {oi: "AGENT"}),
                    json_span("00000000000000e2", "invoke_agent", {"gen_ai.operation.name": "invoke_agent"},
