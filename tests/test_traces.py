@@ -19,6 +19,7 @@ from evalgate.metrics.registry import MetricContext
 from evalgate.metrics.trajectory import order_problem, subset, trajectory
 from evalgate.metrics.workflow import workflow
 from evalgate.model import Answer, Case, MetricErrored, Trajectory
+from evalgate.report.html import trace_view
 from evalgate.safety.redact import register_secret
 from evalgate.traces.context import CURRENT, trace_env, trace_headers
 from evalgate.traces.receiver import Collector, Receiver
@@ -111,6 +112,44 @@ def test_openinference_summary_reads_tool_spans_requested_calls_and_token_counts
                                                                "tool.name": "lookup", "input.value": '{"id": 7}'}))
     summary = summarize(parse_json(json.dumps(tool_span)))
     assert summary["tools"][0]["name"] == "lookup" and summary["tools"][0]["arguments"] == {"id": 7}
+
+
+def test_agents_sdk_workflow_and_handoff_spans_are_neither_agents_nor_tools() -> None:
+    # the shapes openinference-instrumentation-openai-agents 2.6.0 writes (tests/test_traces_agents_sdk.py runs it)
+    oi = "openinference.span.kind"
+    spans = export(
+        json_span("00000000000000d1", "flight desk", {oi: "AGENT"}, start=1, end=100),
+        json_span("00000000000000d2", "triage", {oi: "AGENT", "agent.name": "triage"}, parent="00000000000000d1",
+                  start=2, end=50),
+        json_span("00000000000000d3", "search", {oi: "TOOL", "tool.name": "search"}, parent="00000000000000d2",
+                  start=3, end=4),
+        json_span("00000000000000d4", "handoff to booking", {oi: "TOOL", "input.value": "triage"},
+                  parent="00000000000000d2", start=5, end=6),
+        json_span("00000000000000d5", "booking", {oi: "AGENT", "agent.name": "booking"}, parent="00000000000000d1",
+                  start=51, end=99),
+        json_span("00000000000000d6", "handoff to x", {oi: "TOOL", "tool.name": "handoff to x"},
+                  parent="00000000000000d5", start=52, end=53))
+    summary = summarize(parse_json(json.dumps(spans)))
+    assert summary["agents"] == ["triage", "booking"]
+    assert [t["name"] for t in summary["tools"]] == ["search", "handoff to x"]  # a named tool stays a tool
+    assert summary["tool_calls"] == 2 and summary["steps"] == 2
+    assert [(row["depth"], row["name"], row["kind"]) for row in summary["tree"]] == [
+        (0, "flight desk", "workflow"), (1, "triage", "agent"), (2, "search", "tool"),
+        (2, "handoff to booking", "handoff"), (1, "booking", "agent"), (2, "handoff to x", "tool")]
+    tree = trace_view(summary)["tree"].splitlines()  # the HTML report's span tree
+    assert tree[0].startswith("flight desk  [workflow]") and tree[3].startswith("    handoff to booking  [handoff]")
+    # an unnamed agent span with no named agent below it is an agent (named after its span), in both vocabularies
+    alone = export(json_span("00000000000000e1", "planner", {oi: "AGENT"}),
+                   json_span("00000000000000e2", "invoke_agent", {"gen_ai.operation.name": "invoke_agent"},
+                             start=3, end=4),
+                   json_span("00000000000000e3", "worker", {"gen_ai.operation.name": "invoke_agent",
+                                                            "gen_ai.agent.name": "worker"},
+                             parent="00000000000000e2", start=5, end=6))
+    assert summarize(parse_json(json.dumps(alone)))["agents"] == ["planner", "worker"]
+    # parent ids in a cycle (hostile input) end the walk
+    cycle = export(json_span("00000000000000f1", "a", {oi: "AGENT"}, parent="00000000000000f2"),
+                   json_span("00000000000000f2", "b", {oi: "AGENT", "agent.name": "b"}, parent="00000000000000f1"))
+    assert summarize(parse_json(json.dumps(cycle)))["agents"] == ["b"]
 
 
 def test_protobuf_and_json_give_the_same_spans() -> None:

@@ -182,7 +182,7 @@ def _case_view(case: Mapping[str, Any], position: int) -> dict[str, Any]:
     }
 
 
-TRACE_KINDS = {"agent": "agent", "tool": "tool", "llm": "LLM"}
+TRACE_KINDS = {"agent": "agent", "tool": "tool", "llm": "LLM", "handoff": "handoff", "workflow": "workflow"}
 
 
 def trace_view(trace: Any) -> dict[str, Any] | None:
