@@ -348,8 +348,8 @@ def _baseline_from_checkout(settings: Settings, untrusted: bool) -> list[dict[st
     from evalgate.config.trust import from_checkout
 
     origin = settings.origin("baseline")
-    if not untrusted or not from_checkout(origin, settings.config):
-        return []
+    if not untrusted or settings.baseline_kind == "auto" or not from_checkout(origin, settings.config):
+        return []  # ``auto`` is the base branch's own artifact: nothing the PR can write
     where = redact(origin.replace(f"{Path.cwd().resolve()}/", ""))
     return [{"kind": "baseline", "setting": "baseline", "before": None, "after": settings.baseline, "origin": where,
              "text": f"baseline {settings.baseline} chosen by the pull request's evalgate.yaml: the base run's gate "
