@@ -484,6 +484,6 @@ def test_a_baseline_chosen_by_the_prs_evalgate_yaml_is_a_loosening(tmp_path: Pat
 def test_a_baseline_auto_in_the_prs_evalgate_yaml_is_not_a_loosening(tmp_path: Path, base: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """``baseline: auto`` names the base branch's own artifact, which the PR cannot write: not listed."""
-    run, document, _ = action_run(tmp_path, base, config={"baseline": "auto"}, labels=[],
+    _, document, _ = action_run(tmp_path, base, config={"baseline": "auto"}, labels=[],
                                   inputs={"gate-changes": "fail", "baseline": ""}, in_process=monkeypatch)
     assert not any(item["kind"] == "baseline" for item in document["gate"].get("loosened") or []), document["gate"]
