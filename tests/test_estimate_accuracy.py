@@ -159,3 +159,35 @@ def test_the_multi_turn_example_with_judged_turns_and_a_simulated_user(tmp_path:
     assert calls == turns + len(cases) + 1 + 2 + 2 and estimate[0] == calls
     assert prompt <= estimate[1] <= 5 * prompt
     assert COMPLETION_BOUND[0] * completion <= estimate[2] <= COMPLETION_BOUND[1] * completion
+
+
+def test_a_model_target_conversation_is_estimated_call_by_call(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The multi-turn example's conversations against a chat model (the ``openai`` target, a system prompt,
+    the history resent each turn) whose answers are the estimate's assumed answer: model calls exact,
+    prompt tokens within the bound."""
+    from evalgate.judges.estimate import ASSUMED_ANSWER_TOKENS, FILLER_WORD
+    from tests.servers.openai_server import OpenAIServer, Rule
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-model")
+    cases = yaml.safe_load((REPO / "examples" / "multi-turn" / "conversations.yaml").read_text())
+    for case in cases:
+        case.pop("expected_keywords", None)
+        for turn in case["turns"]:
+            for key in ("expected_keywords", "tools_should_include", "rules"):
+                turn.pop(key, None)
+    (tmp_path / "cases.yaml").write_text(yaml.safe_dump(cases))
+    with OpenAIServer(script=[Rule(reply=FILLER_WORD * ASSUMED_ANSWER_TOKENS)]) as model:
+        config = tmp_path / "evalgate.yaml"
+        config.write_text(json.dumps({"target": "openai", "target_provider": "openai", "target_model": "loopback-model",
+                                      "target_url": model.base_url + "/v1",
+                                      "target_system_prompt": "You are a fantasy basketball assistant."}))
+        document = run(tmp_path, config, tmp_path / "cases.yaml", "out")
+        served = model.chat_requests()
+        usage = model.extra_stats()["usage"]
+    estimate = document["metadata"]["estimate"]
+    print("model target conversations: estimated", (estimate["target_calls"], estimate["prompt_tokens"]),
+          "actual", (len(served), usage["prompt_tokens"]))
+    assert len(served) == sum(len(case["turns"]) for case in cases) == estimate["target_calls"]
+    assert not estimate["tokens_counted"] and estimate["judge_calls"] == 0
+    assert abs(estimate["prompt_tokens"] - usage["prompt_tokens"]) <= PROMPT_BOUND * usage["prompt_tokens"]

@@ -9,7 +9,8 @@ Calls, per selected case and repeat (× ``repeat``):
   ``max_turns``, the turn's metrics, one ``goal_completion`` check (× samples; the last turn's is the
   whole conversation's ``goal_completion``, answered from the run's memory) and one **simulator** call
   (none for turn 1 with a ``first_message``), at the simulator model's price;
-* model target (``openai``): one call per case, one per turn of a conversation.
+* model target (``openai``): one call per case, one per turn of a conversation, its prompt the messages the
+  target sends (``target_system_prompt`` and, in a conversation, the history so far).
 
 Conversations are counted to their last turn (``max_turns`` for a simulated user): an upper bound, exact
 when no turn fails (a failed turn stops the conversation) and a simulated user's goal is met only at the
@@ -150,6 +151,20 @@ class _Plan:
     model_target: bool
     simulating: bool
     count: Count
+    target_messages: Callable[[Case, Any], Sequence[Mapping[str, Any]]] | None = None
+    """The model target's ``messages(case, call)`` (system prompt included), or None: the input alone."""
+
+    def model_prompt(self, case: Case, call: Any) -> int:
+        """Prompt tokens of the model target's call for ``case`` (a ``TargetCall`` of a turn, or None)."""
+        messages: Sequence[Mapping[str, Any]] | None = None
+        if self.target_messages is not None:
+            try:
+                messages = self.target_messages(case, call)
+            except Exception:  # a system prompt that does not render errors the case at run time, unpaid
+                messages = None
+        if messages is None:
+            messages = call.messages if call is not None else [{"role": "user", "content": case.input or ""}]
+        return self.count(messages)
 
 
 def estimate_run(
@@ -167,19 +182,21 @@ def estimate_run(
     turn_case: Callable[[Case, Turn, int], Case] | None = None,
     simulating: bool | None = None,
     simulator_price: Price | None = None,
+    target_messages: Callable[[Case, Any], Sequence[Mapping[str, Any]]] | None = None,
 ) -> RunEstimate:
     """``criteria_for(case)``: the ``CriteriaDefinition`` of each declared judged metric planned for the case
     (one call per case each, plus one step-writing call per criteria text without declared steps);
     ``output_mode``: the judge's output mode at the start (``prompt``: repair retries are possible);
     ``turn_case(case, turn, number)``: the case a conversation's turn is scored as (``runner.conversation``;
     without it turns are judged by the case's own metrics); ``simulating``: a model plays simulated users
-    (default: when judging), at ``simulator_price`` (default: the judge's)."""
+    (default: when judging), at ``simulator_price`` (default: the judge's); ``target_messages(case, call)``:
+    the model target's messages (its system prompt included)."""
     simulating = judging if simulating is None else simulating
     sim_price = simulator_price if simulator_price is not None else judge_price
     priced = ((not judging or judge_price is not None) and (not model_target or target_price is not None)
               and (not simulating or sim_price is not None))
     plan = _Plan(metrics_for, criteria_for, turn_case, samples, judging, model_target, simulating,
-                 count_message_tokens if priced else estimate_message_tokens)
+                 count_message_tokens if priced else estimate_message_tokens, target_messages)
     sampled = list(itertools.islice(cases, SAMPLE_CASES))
     scale = len(cases) / len(sampled) if sampled else 0.0
     tally = _Tally()
@@ -221,7 +238,7 @@ def _estimate_case(case: Case, plan: _Plan, tally: _Tally) -> None:
                         debug_context=case.debug_context)
         _judge_work(case, answer, plan, tally)
         if plan.model_target:
-            tally.add("target", 1, plan.count([{"content": case.input or ""}]), ASSUMED_ANSWER_TOKENS)
+            tally.add("target", 1, plan.model_prompt(case, None), ASSUMED_ANSWER_TOKENS)
         return
     tally.upper_bound = tally.upper_bound or len(case.turns or ()) > 1 or case.simulated_user is not None
     messages: list[dict[str, str]] = []
@@ -238,13 +255,15 @@ def _estimate_case(case: Case, plan: _Plan, tally: _Tally) -> None:
             turn = Turn(input=said)
         else:
             turn = given
+        current = plan.turn_case(case, turn, number) if plan.turn_case is not None else case
         if plan.model_target:  # the whole history so far, this turn's message included
-            prompt = plan.count([*messages, {"role": "user", "content": turn.input}])
-            tally.add("target", 1, prompt, ASSUMED_ANSWER_TOKENS)
+            from evalgate.targets.base import TargetCall
+
+            call = TargetCall(case.id, 0, turn=number, messages=[*messages, {"role": "user", "content": turn.input}])
+            tally.add("target", 1, plan.model_prompt(current, call), ASSUMED_ANSWER_TOKENS)
         output = turn.output if turn.output is not None else _filler(ASSUMED_ANSWER_TOKENS)
         messages += [{"role": "user", "content": turn.input}, {"role": "assistant", "content": output}]
         answers.append(output)
-        current = plan.turn_case(case, turn, number) if plan.turn_case is not None else case
         _judge_work(current, Answer(output=output, transcript=[dict(m) for m in messages]), plan, tally)
         if given is None and plan.judging and not (number == len(turns) and _plans_goal(case, plan)):
             # the goal check after each passed turn; the last one's prompt is the whole conversation's
@@ -397,6 +416,7 @@ def announce_estimate(settings: Any, prepared: Any, judge: Any, target: Any, *, 
         output_mode=judge.output.mode if judge is not None else None,
         turn_case=turn_case, simulating=simulator is not None,
         simulator_price=simulator.service.price if simulator is not None else None,
+        target_messages=getattr(target, "messages", None) if model_target else None,
     )
     print(f"evalgate: {estimate.line(settings.max_cost)}", file=sys.stderr)
     return estimate.as_dict()
