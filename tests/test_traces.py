@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -588,3 +589,109 @@ def test_a_run_whose_receiver_got_nothing_warns(tmp_path: Path) -> None:
     assert "traces: no span arrived at http://127.0.0.1:" in run.stderr
     document = json.loads((tmp_path / "out" / "results.json").read_text())
     assert "no spans were received for this case" in document["results"][0]["metrics"]["trajectory"]["reason"]
+
+
+def _sdk_trace_file(path: Path, turns: list[list[str]]) -> None:
+    """An OTLP/JSON file written from OpenTelemetry's own SDK: one root ``invoke_agent`` span (one trace)
+    per turn with an ``execute_tool`` child per tool, encoded by the OTLP exporter's encoder and the
+    protobuf JSON mapping (base64 ids, as such tools write them)."""
+    from google.protobuf import json_format
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("recorded-agent")
+    for tools in turns:
+        with tracer.start_as_current_span("invoke_agent helper", attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"}):
+            for tool in tools:
+                with tracer.start_as_current_span(f"execute_tool {tool}", attributes={
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
+                        "gen_ai.tool.call.arguments": json.dumps({"turn": len(tools)})}):
+                    pass
+    provider.shutdown()
+    path.write_text(json_format.MessageToJson(encode_spans(exporter.get_finished_spans())))
+
+
+def test_conversation_turns_and_the_whole_conversation_read_trace_files(tmp_path: Path) -> None:
+    """A recorded conversation: a case-level ``trace_file`` (one trace per turn) gives each turn its trace
+    and the whole conversation all of them; a turn's own ``trace_file`` overrides its share; trajectory
+    expectations work per turn and on the whole, through the CLI, with and without the live receiver."""
+    from evalgate.cli.main import main as cli_main
+
+    (tmp_path / "traces").mkdir()
+    _sdk_trace_file(tmp_path / "traces" / "talk.json", [["search"], ["search", "book"], ["pay"]])
+    _sdk_trace_file(tmp_path / "traces" / "own.json", [["refund"]])
+    (tmp_path / "cases.yaml").write_text(textwrap.dedent("""\
+        - id: talk
+          trace_file: traces/talk.json
+          trajectory: {tools: [search, search, book, pay], order: exact, max_tool_calls: 4}
+          turns:
+            - {user: find, output: found, trajectory: {tools: [search], order: exact}}
+            - {user: book it, output: booked, trajectory: {tools: [search, book], order: exact}}
+            - {user: pay, output: paid, trajectory: {tools: [pay], order: exact}}
+        - id: wrong-turn
+          trace_file: traces/talk.json
+          turns:
+            - {user: find, output: found}
+            - {user: book it, output: booked, trajectory: {tools: [book, search], order: exact}}
+        - id: own-file
+          trace_file: traces/talk.json
+          turns:
+            - {user: find, output: found, trace_file: traces/own.json, trajectory: {tools: [refund]}}
+            - {user: book it, output: booked, trajectory: {tools: [search, book], order: exact}}
+        - id: missing
+          trace_file: traces/none.json
+          turns:
+            - {user: find, output: found}
+        """))
+    for extra, out in (((), "plain"), (("--traces", "--traces-port", "0"), "live")):
+        code = cli_main(["run", "--dataset", str(tmp_path / "cases.yaml"), "--target", "recorded", "--progress",
+                         "none", "--output-dir", str(tmp_path / out), *extra])
+        assert code == 1
+        results = {r["id"]: r for r in json.loads((tmp_path / out / "results.json").read_text())["results"]}
+        talk = results["talk"]
+        assert talk["status"] == "passed", talk
+        assert talk["metrics"]["trajectory"]["value"] == 1.0
+        assert [t["name"] for t in talk["answer"]["trace"]["tools"]] == ["search", "search", "book", "pay"]
+        assert [t["turn"] for t in talk["answer"]["trace"]["tools"]] == [0, 1, 1, 2]
+        turns = talk["conversation"]["turns"]
+        assert [turn["metrics"]["trajectory"]["value"] for turn in turns] == [1.0, 1.0, 1.0]
+        wrong = results["wrong-turn"]
+        assert wrong["status"] == "failed" and wrong["conversation"]["failed_turn"] == 2
+        assert "expected book → search (exact), got search → book" in (
+            wrong["conversation"]["turns"][1]["metrics"]["trajectory"]["details"]["reason"])
+        own = results["own-file"]
+        assert own["status"] == "passed", own
+        assert own["conversation"]["turns"][0]["metrics"]["trajectory"]["value"] == 1.0
+        missing = results["missing"]
+        assert missing["status"] == "errored" and "trace_file 'traces/none.json'" in missing["error"]
+
+
+def test_live_traces_reach_each_turn_of_a_conversation(tmp_path: Path) -> None:
+    """The receiver path, per turn: each turn's call carries its own traceparent, so the command agent's spans
+    of turn k are turn k's trajectory, and the whole conversation's trajectory reads every turn's in order."""
+    import subprocess
+    import sys
+
+    (tmp_path / "agent.py").write_text(COMMAND_AGENT)
+    (tmp_path / "cases.yaml").write_text(textwrap.dedent("""\
+        - id: good-talk
+          trajectory: {tools: [lookup, answer, lookup, answer], order: exact}
+          turns:
+            - {user: one, trajectory: {tools: [lookup, answer], order: exact}}
+            - {user: two, trajectory: {tools: [lookup], max_tool_calls: 2}}
+        """))
+    run = subprocess.run(
+        [sys.executable, "-m", "evalgate", "run", "-d", "cases.yaml", "--target", "command", "--target-command",
+         json.dumps([sys.executable, "agent.py"]), "--traces", "--traces-port", "0", "--progress", "none",
+         "--output-dir", "out"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (result,) = json.loads((tmp_path / "out" / "results.json").read_text())["results"]
+    assert [t["turn"] for t in result["answer"]["trace"]["tools"]] == [0, 0, 1, 1]
+    assert result["answer"]["trace"]["source"] == "otlp"
+    assert [t["metrics"]["trajectory"]["value"] for t in result["conversation"]["turns"]] == [1.0, 1.0]

@@ -259,7 +259,7 @@ async def _execute(
             progress.start(runtime.executor)
         running = asyncio.ensure_future(engine.run(prepared.cases))
         estimating = asyncio.ensure_future(estimate_once_started(
-            running, lambda: _announce(settings, prepared, judge, target, warnings)))
+            running, lambda: _announce(settings, prepared, judge, target, warnings, conversations.simulator)))
         try:
             stats = await running
             estimate = await estimating
@@ -448,11 +448,13 @@ def _thaw(previous: tuple[int, int, int] | None) -> None:
 GC_YOUNG_THRESHOLD = 10_000
 
 
-def _announce(settings: Settings, prepared: Any, judge: Any, target: Any, warnings: list[str]) -> dict[str, Any] | None:
+def _announce(settings: Settings, prepared: Any, judge: Any, target: Any, warnings: list[str],
+              simulator: Any = None) -> dict[str, Any] | None:
     """The cost estimate line, then the warnings about redundant samples or repeats (with its figures)."""
     from evalgate.judges.estimate import announce_estimate
+    from evalgate.runner.conversation import turn_case
 
-    estimate = announce_estimate(settings, prepared, judge, target)
+    estimate = announce_estimate(settings, prepared, judge, target, simulator=simulator, turn_case=turn_case)
     cold = cold_judged_metrics(settings, prepared) if judge is not None and settings.judge_samples > 1 else []
     for text in upfront_warnings(settings, target.kind, judge is not None, estimate, cold):
         _warn(text, warnings)
