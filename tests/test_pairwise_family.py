@@ -110,3 +110,29 @@ def test_equal_weights_are_plain_holm_as_in_statsmodels() -> None:
     assert [t["p_adjusted"] for t in tests] == pytest.approx(list(adjusted), rel=1e-12)
     assert [t["rejected"] for t in tests] == list(reject)
     assert stats.holm(raw) == pytest.approx(list(adjusted), rel=1e-12)
+
+
+def test_the_simulated_judges_are_position_fair_and_the_old_rule_is_replayed() -> None:
+    """bench.stats' judges: under A/A (identical answers) the random judge's combined preferences split evenly
+    between head and base; the content judge prefers the answer with the higher value in both orders."""
+    import numpy as np
+
+    from bench import stats as bench_stats
+
+    cell = bench_stats.Cell(n=400, gated=1, pairwise=1)
+    doc = _doc([True] * 400, {"m00": [1.0] * 400}, "x")
+    for row in doc["results"]:
+        row["repeat"] = 0
+    prefs = bench_stats.simulated_preferences(cell, doc, doc, ["m00"], np.random.default_rng(5))
+    counts = {k: sum(1 for _, p in prefs if p == k) for k in ("head", "base", "tie")}
+    assert sum(counts.values()) == 400 and abs(counts["head"] - counts["base"]) < 40  # 0.16 each: 64 ± 11
+    better = _doc([True] * 400, {"m00": [1.0] * 200 + [0.0] * 200}, "h")
+    worse = _doc([True] * 400, {"m00": [0.0] * 200 + [1.0] * 200}, "b")
+    content = bench_stats.Cell(n=400, gated=1, pairwise=1, judge="content")
+    prefs = bench_stats.simulated_preferences(content, worse, better, ["m00"], np.random.default_rng(6))
+    assert [p for _, p in prefs[:200]] == ["head"] * 200 and [p for _, p in prefs[200:]] == ["base"] * 200
+    base, head = _runs()
+    comparison = compare_runs(base, head, alpha=0.05, tolerances={},
+                              pairwise=summarize([("a", "base")] * 7 + [("a", "tie")] * 2), pairwise_gated=["a"])
+    flags = bench_stats.pairwise_flags(comparison)
+    assert flags["one family"] is True and flags["without pairwise"] is True
