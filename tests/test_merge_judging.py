@@ -1,0 +1,118 @@
+"""``evalgate merge`` of judged shards (runner.shard_judging): real ``evalgate run --shard i/N`` runs against the
+demo judge on 127.0.0.1, calibrated with the shipped labels; shards must agree on the judge's settings, template
+versions and calibration, and a shard that lacked the calibration makes the merged one the weakest."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.cli.main import main as cli_main
+from evalgate.demo.judge import judge_server
+
+KEY = "sk-merge-judging-test"
+FACTS = [("Tyrese Maxey", "28.4 points"), ("Alex Caruso", "1.7 steals"), ("Domantas Sabonis", "13.7 rebounds"),
+         ("Stephen Curry", "4.8 threes"), ("Nikola Jokic", "22 triple-doubles"), ("Victor Wembanyama", "3.6 blocks")]
+LIVE = Path(__file__).resolve().parents[1] / "datasets" / "live"
+
+
+def cli(*argv: Any) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli_main([str(a) for a in argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Calibrate ``correctness`` (κ 0.88 on 32 labels), run shards 1/2 and 2/2 with that calibration, and shard 2/2
+    again after the calibration file went missing (as on a runner that did not get it)."""
+    root = tmp_path_factory.mktemp("merge-judging")
+    shutil.copy(LIVE / "correctness.labels.yaml", root / "correctness.labels.yaml")
+    cases = [{"id": f"c{i}", "category": "audit", "input": f"What is {n}'s key number?",
+              "expected_output": f"{n} averages {f}.", "output": f"{n} averages {f}."} for i, (n, f) in enumerate(FACTS)]
+    (root / "suite.yaml").write_text("suite:\n  name: m\n  calibration: [correctness.labels.yaml]\n"
+                                     "  metrics: [correctness]\ncases: " + json.dumps(cases) + "\n", encoding="utf-8")
+    with pytest.MonkeyPatch.context() as patch, judge_server() as judge:
+        patch.setenv("LOCAL_JUDGE_API_KEY", KEY)
+        for name in ("EVALGATE_CALIBRATION", "GITHUB_ACTIONS", "GITHUB_EVENT_PATH", "GITHUB_STEP_SUMMARY"):
+            patch.delenv(name, raising=False)
+        args = ["--judge-provider", "local", "--judge-base-url", judge.base_url + "/v1", "--judge-model", "demo-judge"]
+        code, out, err = cli("calibrate", "-d", root / "suite.yaml", "-o", root / "cal", *args, "--metric", "correctness")
+        assert code == 0, out + err
+        for index in (1, 2):
+            code, out, err = cli("run", "-d", root / "suite.yaml", "-o", root / f"s{index}", *args, "--progress", "none",
+                                 "--no-cache", "--shard", f"{index}/2")
+            assert code == 0, out + err
+        (root / "judge-calibration.json").rename(root / "elsewhere.json")
+        code, out, err = cli("run", "-d", root / "suite.yaml", "-o", root / "bare", *args, "--progress", "none",
+                             "--no-cache", "--shard", "2/2")
+        assert code == 0, out + err
+    return {"root": root, "s1": root / "s1" / "results.json", "s2": root / "s2" / "results.json",
+            "bare": root / "bare" / "results.json"}
+
+
+def test_calibrated_shards_merge_with_their_calibration(shards: dict[str, Path]) -> None:
+    code, out, err = cli("merge", shards["s1"], shards["s2"], "-o", shards["root"] / "m")
+    assert code == 0, out + err
+    merged = json.loads((shards["root"] / "m" / "results.json").read_text(encoding="utf-8"))
+    entry = merged["calibration"]["metrics"]["correctness"]
+    assert (entry["status"], entry["gating"], entry["n"]) == ("calibrated", True, 32)
+    assert merged["thresholds"]["correctness"] is not None and not merged["gate"].get("notes")
+
+
+def test_a_shard_without_the_calibration_makes_the_merged_one_the_weakest(shards: dict[str, Path]) -> None:
+    bare = json.loads(shards["bare"].read_text(encoding="utf-8"))
+    assert bare["calibration"]["metrics"]["correctness"]["status"] == "missing"  # the shard itself did not gate
+    code, out, err = cli("merge", shards["s1"], shards["bare"], "-o", shards["root"] / "weak")
+    assert code == 0, out + err
+    merged = json.loads((shards["root"] / "weak" / "results.json").read_text(encoding="utf-8"))
+    entry = merged["calibration"]["metrics"]["correctness"]
+    assert (entry["status"], entry["gating"], entry["kappa"]) == ("missing", False, None)
+    assert merged["metrics"]["correctness"]["threshold"] is None  # shown, not gating
+    assert merged["gate"]["notes"] == [
+        f"correctness: judge calibration missing in shard {shards['bare']} (calibrated in {shards['s1']}) — the merged "
+        "run takes the weakest: verdicts shown, not gating"]
+    assert "the merged run takes the weakest" in out
+    # the order of the shards does not matter
+    assert cli("merge", shards["bare"], shards["s1"], "-o", shards["root"] / "weak2")[0] == 0
+    again = json.loads((shards["root"] / "weak2" / "results.json").read_text(encoding="utf-8"))
+    assert again["calibration"]["metrics"]["correctness"]["gating"] is False
+
+
+def _edited(shards: dict[str, Path], name: str, edit: Any) -> Path:
+    document = json.loads(shards["s2"].read_text(encoding="utf-8"))
+    edit(document)
+    path = shards["root"] / "edited" / name / "results.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("name", "edit", "field"), [
+    ("kappa", lambda d: d["calibration"]["metrics"]["correctness"].update(kappa=0.61, n=40),
+     "calibration of correctness: kappa differs between shards: 0.61 here"),
+    ("key", lambda d: d["calibration"]["metrics"]["correctness"].update(key="0123abcd"),
+     'calibration of correctness: key differs between shards: "0123abcd" here'),
+    ("template", lambda d: d["metadata"]["judge"]["templates"].update(correctness="correctness-v0"),
+     "judge template 'correctness' version differs between shards"),
+    ("temperature", lambda d: d["metadata"]["judge"].update(temperature=0.7),
+     "judge temperature differs between shards: 0.7 here"),
+    ("significance", lambda d: d["metadata"]["config"].update(significance_level=0.1),
+     "significance_level differs between shards: 0.1 here, 0.05 in"),
+    ("calibration mode", lambda d: d["metadata"]["config"].update(calibration="off"),
+     'calibration differs between shards: "off" here, "auto" in'),
+])
+def test_shards_that_judged_differently_are_refused(shards: dict[str, Path], name: str, edit: Any, field: str) -> None:
+    edited = _edited(shards, name, edit)
+    code, out, err = cli("merge", shards["s1"], edited, "-o", shards["root"] / "refused")
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0], err
+    assert str(edited) in lines[0] and str(shards["s1"]) in lines[0]  # both shard files named
