@@ -116,3 +116,28 @@ def test_shards_that_judged_differently_are_refused(shards: dict[str, Path], nam
     lines = err.strip().splitlines()
     assert len(lines) == 1 and field in lines[0], err
     assert str(edited) in lines[0] and str(shards["s1"]) in lines[0]  # both shard files named
+
+
+def test_a_shard_with_no_calibration_block_is_the_weakest_and_required_makes_it_a_failure() -> None:
+    """Pure ``JudgingAgreement``: a shard whose results have no ``calibration`` entry for a metric another shard
+    calibrated counts as missing; under ``calibration: required`` the merged gate gets the failure line."""
+    from evalgate.runner.shard_judging import JudgingAgreement
+
+    entry = {"judge": "demo@correctness-1", "key": "k1", "min_kappa": 0.6, "min_labels": 30, "status": "calibrated",
+             "kappa": 0.88, "n": 32, "created": "2026-11-26T00:00:00Z", "gating": True, "reason": "κ 0.88 on 32"}
+    calibrated = {"metadata": {"judge": {"temperature": 0.0}},
+                  "calibration": {"mode": "required", "metrics": {"correctness": entry}}}
+    bare = {"metadata": {"judge": {"temperature": 0.0}}, "calibration": {"mode": "required", "metrics": {}}}
+    agreement = JudgingAgreement()
+    agreement.add("a.json", calibrated)
+    agreement.add("b.json", bare)
+    assert agreement.missing_in("b.json", "correctness") and not agreement.missing_in("a.json", "correctness")
+    assert agreement.not_gating() == {"correctness"}
+    block, notes, reasons = agreement.merged(calibrated["calibration"], {})
+    assert block["metrics"]["correctness"]["status"] == "missing" and block["metrics"]["correctness"]["gating"] is False
+    assert reasons == ["correctness: judge not calibrated for demo@correctness-1: no calibration in shard b.json "
+                       "(found in a.json): the merged run takes the weakest — calibration: required"]
+    agreement = JudgingAgreement()  # agreeing shards: the entry as found, no note, no reason
+    agreement.add("a.json", calibrated)
+    agreement.add("c.json", calibrated)
+    assert agreement.merged(calibrated["calibration"], {}) == (calibrated["calibration"], {}, [])

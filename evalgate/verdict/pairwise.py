@@ -24,5 +24,5 @@ def summarize(preferences: Iterable[tuple[str, str]]) -> dict[str, dict[str, Any
         row = table.setdefault(metric, {"wins": 0, "losses": 0, "ties": 0})
         row[{"head": "wins", "base": "losses"}.get(preferred, "ties")] += 1
     for row in table.values():
-        row.update({k: round(v, 6) for k, v in sign_test(row["wins"], row["losses"]).items()})
+        row.update(sign_test(row["wins"], row["losses"]))  # unrounded: 6 decimals would print 1e-9 as 0
     return dict(sorted(table.items()))
