@@ -73,6 +73,9 @@ def test_weighted_holm_decisions_mixing_pairwise_and_metric_tests_by_hand() -> N
     assert ("a: the judge preferred the base branch's answer 7 time(s) and this change's 0 time(s) (2 tie(s); exact "
             "sign test (one-sided) p=0.0078, weighted Holm–Bonferroni-adjusted p=0.031 ≤ α=0.05 over 4 tests)") in reasons
     assert len(reasons) == 3
+    assert comparison["summary"].endswith(" The judge preferred the base branch's answers, a significant regression at "
+                                          "α=0.05: a (7 worse, 0 better, 2 tie(s); sign test p=0.0078, adjusted "
+                                          "p=0.031).")
 
     stricter = compare_runs(base, head, alpha=0.04, tolerances={}, pairwise=table, pairwise_gated=["a"])
     rejected = sorted((t["kind"], t["name"]) for t in stricter["family"]["tests"] if t["rejected"])

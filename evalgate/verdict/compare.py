@@ -160,7 +160,7 @@ def compare_runs(
         "pairwise": preferences,
         "cases": cases,
         "regression": regression,
-        "summary": _summary(metrics, pass_rate, critical, cases, alpha),
+        "summary": _summary(metrics, pass_rate, critical, cases, alpha) + _pairwise_sentence(preferences, alpha),
     }
 
 
@@ -628,6 +628,16 @@ def _summary(
         )
     parts = [_case_sentence(pass_rate, critical, cases, alpha), _metric_sentence(metrics, moved, alpha)]
     return " ".join(part for part in parts if part)
+
+
+def _pairwise_sentence(pairwise: Mapping[str, Mapping[str, Any]], alpha: float) -> str:
+    """The pairwise regressions (the judge preferred the base's answers significantly), or nothing."""
+    lost = [f"{name} ({row['losses']} worse, {row['wins']} better, {row['ties']} tie(s); sign test "
+            f"p={_p(row['p_value'])}, adjusted p={_p(row['p_adjusted'])})"
+            for name, row in pairwise.items() if row.get("regression")]
+    if not lost:
+        return ""
+    return f" The judge preferred the base branch's answers, a significant regression at α={alpha:g}: {'; '.join(lost)}."
 
 
 def _metric_sentence(metrics: Mapping[str, Mapping[str, Any]], moved: list[str], alpha: float) -> str:
