@@ -135,9 +135,61 @@ def test_a_shard_with_no_calibration_block_is_the_weakest_and_required_makes_it_
     assert agreement.not_gating() == {"correctness"}
     block, notes, reasons = agreement.merged(calibrated["calibration"], {})
     assert block["metrics"]["correctness"]["status"] == "missing" and block["metrics"]["correctness"]["gating"] is False
+    assert "missing in shard b.json (calibrated in a.json)" in notes["correctness"]
     assert reasons == ["correctness: judge not calibrated for demo@correctness-1: no calibration in shard b.json "
                        "(found in a.json): the merged run takes the weakest — calibration: required"]
     agreement = JudgingAgreement()  # agreeing shards: the entry as found, no note, no reason
     agreement.add("a.json", calibrated)
     agreement.add("c.json", calibrated)
     assert agreement.merged(calibrated["calibration"], {}) == (calibrated["calibration"], {}, [])
+
+
+def test_the_shards_pairwise_preferences_join_the_merged_family(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Head shards judged pairwise against one base run: ``evalgate merge --baseline`` sums their wins, losses
+    and ties, and the summed sign test is a member of the merged comparison's one family."""
+    monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")
+    for name in ("GITHUB_ACTIONS", "GITHUB_EVENT_PATH", "GITHUB_STEP_SUMMARY"):
+        monkeypatch.delenv(name, raising=False)
+
+    def write(path: Path, worse: bool) -> None:
+        cases = [{"id": f"c{i}", "category": "audit", "input": f"What is {n}'s key number?",
+                  "expected_output": f"{n} averages {f}.", "metrics": ["correctness"],
+                  "output": "I am not sure, check the box score." if worse else f"{n} averages {f}."}
+                 for i, (n, f) in enumerate(FACTS)]
+        path.write_text(json.dumps(cases), encoding="utf-8")
+
+    write(tmp_path / "base.json", worse=False)
+    write(tmp_path / "head.json", worse=True)
+    with judge_server() as judge:
+        args = ["--judge-provider", "local", "--judge-base-url", judge.base_url + "/v1", "--judge-model", "demo",
+                "--progress", "none", "--no-cache"]
+        assert cli("run", "-d", tmp_path / "base.json", "-o", tmp_path / "base", *args)[0] == 0
+        base = tmp_path / "base" / "results.json"
+        for index in (1, 2):
+            cli("run", "-d", tmp_path / "head.json", "-o", tmp_path / f"h{index}", *args, "--shard", f"{index}/2",
+                "--pairwise", "--baseline", base)
+    shard_rows = [json.loads((tmp_path / f"h{i}" / "results.json").read_text(encoding="utf-8"))["pairwise"]["metrics"]
+                  ["correctness"] for i in (1, 2)]
+    assert all(row["losses"] > 0 for row in shard_rows)
+    code, out, err = cli("merge", tmp_path / "h1", tmp_path / "h2", "-o", tmp_path / "m", "--baseline", base,
+                         "--fail-on-regression")
+    merged = json.loads((tmp_path / "m" / "results.json").read_text(encoding="utf-8"))
+    row = merged["pairwise"]["metrics"]["correctness"]
+    assert (row["wins"], row["losses"], row["ties"]) == (0, len(FACTS), 0) == (
+        sum(r["wins"] for r in shard_rows), sum(r["losses"] for r in shard_rows), sum(r["ties"] for r in shard_rows))
+    assert merged["pairwise"]["compared_cases"] == len(FACTS)
+    test = next(t for t in merged["comparison"]["family"]["tests"] if t["kind"] == "pairwise")
+    assert test["p_value"] == 2.0 ** -len(FACTS) and row["p_adjusted"] == test["p_adjusted"]
+    assert code == 1 and any(r.startswith("correctness: the judge preferred the base branch's answer 6 time(s)")
+                             for r in merged["gate"]["reasons"]), out + err
+    # against another baseline the shards' preferences are not evidence: left out, with a warning
+    other = tmp_path / "other.json"
+    document = json.loads(base.read_text(encoding="utf-8"))
+    document["run_id"] = "another-run"
+    other.write_text(json.dumps(document), encoding="utf-8")
+    code, out, err = cli("merge", tmp_path / "h1", tmp_path / "h2", "-o", tmp_path / "m2", "--baseline", other)
+    assert "not the baseline's another-run: the merged comparison has no pairwise tests" in err
+    merged = json.loads((tmp_path / "m2" / "results.json").read_text(encoding="utf-8"))
+    assert "pairwise" not in merged and merged["comparison"]["pairwise"] == {}

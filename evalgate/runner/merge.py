@@ -20,7 +20,8 @@ run, or ``FILE#RUN_ID`` for a given one). The merged run is rebuilt from the per
 A missing shard is an error unless ``allow_partial``; then, like a cancelled or crashed shard, it
 becomes a gate reason (partial results never pass). Judge spend (``summary.judge_calls``, judge tokens)
 and the call counters (``metadata.calls``: calls, retries, HTTP 429s …) are summed over the inputs.
-Shard-level ``comparison`` blocks are dropped: compare the merged run.
+Shard-level ``comparison`` blocks are dropped: compare the merged run (``baseline``); the shards' pairwise
+preferences against that same base run are summed into its family (``shard_judging.merged_pairwise``).
 """
 
 from __future__ import annotations
@@ -275,10 +276,17 @@ def merge_runs(
         )
         add_judge_spend(document["summary"], [run.document for run in runs])
         apply_report(document, repeats.report())
+        merge_warnings: list[str] = []
         if baseline is not None and settings is not None:
             from evalgate.runner.finish import attach_comparison
+            from evalgate.runner.shard_judging import merged_pairwise
 
-            regressions = attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
+            pairwise, pairwise_gated, merge_warnings = merged_pairwise(  # their sign tests join the one family
+                [(run.label, run.document) for run in runs], (baseline.document or {}).get("run_id"), block, thresholds)
+            if pairwise is not None:
+                document["pairwise"] = pairwise
+            regressions = attach_comparison(document, baseline, spool.iter_records_in_order(), settings,
+                                            pairwise=pairwise, pairwise_gated=pairwise_gated)
             if regressions:
                 verdict = run_verdict(aggregate, thresholds, consistency.policy(), extra + regressions)
                 document["gate"] = verdict.as_dict()
@@ -293,7 +301,7 @@ def merge_runs(
         spool.path.unlink(missing_ok=True)
         lock.release()
     warnings = [f"{run.label}: its baseline comparison was dropped; compare the merged run instead"
-                for run in runs if run.document.get("comparison")]
+                for run in runs if run.document.get("comparison")] + merge_warnings
     return MergeOutcome(document=document, results_path=results_path, db_path=db_path, verdict=verdict,
                         warnings=warnings)
 

@@ -13,12 +13,15 @@ its identity (``IDENTITY``: judge label, key, floor) and result (``RESULT``: sta
   difference allowed: the merged run takes the **weakest** — the missing entry, not gating — and says so in a
   gate note (or, under ``calibration: required``, in a gate reason); the metric's threshold is then dropped from
   the merged gate even where the calibrated shards applied it.
+
+``merged_pairwise``: the shards' pairwise preferences summed, so that their sign tests join the merged run's one
+comparison family (``evalgate merge --baseline``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from evalgate.errors import UserError
@@ -134,3 +137,42 @@ class JudgingAgreement:
     def not_gating(self) -> set[str]:
         """Metrics whose threshold the merged gate drops (weakened calibrations)."""
         return {name for (section, name) in self.weakened() if section == "metrics"}
+
+
+def merged_pairwise(shards: Sequence[tuple[str, Mapping[str, Any]]], baseline_run_id: Any,
+                    calibration: Mapping[str, Any], thresholds: Collection[str]
+                    ) -> tuple[dict[str, Any] | None, list[str], list[str]]:
+    """The shards' pairwise preferences as one run's ``pairwise`` block, for the merged comparison with the
+    baseline whose ``run_id`` is ``baseline_run_id``: (block, the metrics whose sign test joins the family, warnings).
+
+    Shards judge disjoint cases, so wins, losses, ties and compared cases add up, and the sign test is recomputed
+    on the sums (``verdict.calibration.sign_test``). Only when every shard judged pairwise against that same
+    baseline run; otherwise None and a warning. A metric's sign test gates when its merged ``pairwise``
+    calibration gates (every thresholded one when there is no pairwise calibration block, as in a run)."""
+    from evalgate.verdict.calibration import sign_test
+
+    judged = [(label, doc) for label, doc in shards if isinstance(doc.get("pairwise"), Mapping)]
+    if not judged:
+        return None, [], []
+    for label, doc in shards:
+        compared = ((doc.get("comparison") or {}).get("baseline") or {}).get("run_id")
+        if not isinstance(doc.get("pairwise"), Mapping) or compared != baseline_run_id:
+            why = "did not judge pairwise" if not isinstance(doc.get("pairwise"), Mapping) else \
+                f"judged pairwise against run {compared}, not the baseline's {baseline_run_id}"
+            return None, [], [f"{label}: {why}: the merged comparison has no pairwise tests"]
+    metrics: dict[str, dict[str, Any]] = {}
+    cases: list[Any] = []
+    for _label, doc in judged:
+        for name, row in (doc["pairwise"].get("metrics") or {}).items():
+            total = metrics.setdefault(str(name), {"wins": 0, "losses": 0, "ties": 0})
+            for key in total:
+                total[key] += int((row or {}).get(key) or 0)
+        cases.extend(doc["pairwise"].get("cases") or [])
+    for row in metrics.values():
+        row.update(sign_test(row["wins"], row["losses"]))
+    block = {"compared_cases": sum(int(doc["pairwise"].get("compared_cases") or 0) for _, doc in judged),
+             "metrics": dict(sorted(metrics.items())), "cases": cases[:50]}
+    own = calibration.get("pairwise")
+    gated = [name for name in thresholds if not isinstance(own, Mapping)
+             or (isinstance(own.get(name), Mapping) and own[name].get("gating"))]
+    return block, gated, []
