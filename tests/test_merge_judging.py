@@ -193,3 +193,31 @@ def test_the_shards_pairwise_preferences_join_the_merged_family(tmp_path: Path,
     assert "not the baseline's another-run: the merged comparison has no pairwise tests" in err
     merged = json.loads((tmp_path / "m2" / "results.json").read_text(encoding="utf-8"))
     assert "pairwise" not in merged and merged["comparison"]["pairwise"] == {}
+
+
+def test_evalgate_compare_keeps_the_pairwise_tests_of_a_run_against_its_own_base(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``evalgate compare BASE HEAD`` decides as the run did: HEAD's pairwise sign test (judged against BASE) is a
+    member of the same family, with the same adjusted p."""
+    monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")
+    for name in ("GITHUB_ACTIONS", "GITHUB_EVENT_PATH", "GITHUB_STEP_SUMMARY"):
+        monkeypatch.delenv(name, raising=False)
+    for worse, name in ((False, "base"), (True, "head")):
+        cases = [{"id": f"c{i}", "input": f"What is {n}'s key number?", "expected_output": f"{n} averages {f}.",
+                  "metrics": ["correctness"],
+                  "output": "I am not sure, check the box score." if worse else f"{n} averages {f}."}
+                 for i, (n, f) in enumerate(FACTS)]
+        (tmp_path / f"{name}.json").write_text(json.dumps(cases), encoding="utf-8")
+    with judge_server() as judge:
+        args = ["--judge-provider", "local", "--judge-base-url", judge.base_url + "/v1", "--judge-model", "demo",
+                "--progress", "none", "--no-cache"]
+        assert cli("run", "-d", tmp_path / "base.json", "-o", tmp_path / "base", *args)[0] == 0
+        cli("run", "-d", tmp_path / "head.json", "-o", tmp_path / "head", *args, "--pairwise",
+            "--baseline", tmp_path / "base" / "results.json")
+    run = json.loads((tmp_path / "head" / "results.json").read_text(encoding="utf-8"))["comparison"]["family"]
+    code, out, _err = cli("compare", tmp_path / "base" / "results.json", tmp_path / "head" / "results.json",
+                          "--format", "json", "--fail-on-regression")
+    again = json.loads(out)["family"]
+    assert code == 1 and again["tests"] == run["tests"]
+    assert any(t["kind"] == "pairwise" and t["rejected"] for t in again["tests"])
