@@ -265,7 +265,9 @@ def judge_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
     total = (results.get("summary") or {}).get("judge_health")
     pairwise = results.get("pairwise") if isinstance(results.get("pairwise"), Mapping) else None
     pairs = [f"{name} {row.get('wins', 0)} better, {row.get('losses', 0)} worse, {row.get('ties', 0)} tie(s) "
-             f"(sign test p {format_number(row.get('p_worse'), 3)})"
+             f"(sign test p {format_number(row.get('p_worse'), 3)}"
+             + (f", adjusted p {_p_value(row['p_adjusted'])} over {row.get('family_size')} tests)"
+                if row.get("p_adjusted") is not None else ", not gating)")
              for name, row in ((pairwise or {}).get("metrics") or {}).items() if isinstance(row, Mapping)]
     if not notes and not health_rows and not pairs:
         return None
@@ -596,6 +598,11 @@ def format_threshold(threshold: Any) -> str | None:
         if "op" in threshold and "value" in threshold:
             return f"{THRESHOLD_SYMBOLS.get(str(threshold['op']), '?')} {float(threshold['value']):g}"
     return str(threshold)
+
+
+def _p_value(value: float) -> str:
+    """An adjusted p-value as the comparison prints it: two decimals from 0.1 up, else two significant digits."""
+    return f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"
 
 
 def format_number(value: Any, digits: int = 3) -> str:

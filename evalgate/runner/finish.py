@@ -7,7 +7,7 @@ import datetime as dt
 import json
 import platform
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -160,10 +160,14 @@ COMPARED_RECORD_KEYS = ("id", "source", "risk_level", "status", "passed", "repea
 
 
 def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None, records: Iterable[bytes],
-                      settings: Settings) -> list[str]:
+                      settings: Settings, *, pairwise: Mapping[str, Any] | None = None,
+                      pairwise_gated: Collection[str] = ()) -> list[str]:
     """Put ``baseline`` (what was asked, found or why not) and ``comparison`` into ``document``; return
     the gate reasons the comparison adds (only with ``fail_on_regression``). ``records`` are the run's
-    case records as JSON, streamed and slimmed to what the comparison reads. Never raises."""
+    case records as JSON, streamed and slimmed to what the comparison reads. ``pairwise`` (the run's
+    ``pairwise`` block, ``runner.pairwise``): the sign tests of ``pairwise_gated`` metrics join the comparison's
+    one family, and each of their rows in ``pairwise.metrics`` gets the family's ``p_adjusted``,
+    ``family_size`` and ``weight``. Never raises."""
     if baseline is None:
         return []
     info: dict[str, Any] = {"setting": settings.baseline, "found": baseline.found, "source": baseline.source,
@@ -178,12 +182,18 @@ def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None,
     try:
         comparison = compare_runs(baseline.document, head, alpha=settings.significance_level,
                                   baseline_source=baseline.source, repeat_rule=settings.repeat_rule,
-                                  tolerances=settings.regression_tolerance)
+                                  tolerances=settings.regression_tolerance,
+                                  pairwise=(pairwise or {}).get("metrics") or {}, pairwise_gated=pairwise_gated)
     except Exception as exc:  # a comparison problem must not lose the run's results
         info["warning"] = redact(f"no comparison: {type(exc).__name__}: {exc}")
         info["severity"] = "warning"
         return []
     document["comparison"] = comparison
+    tests = {t["name"]: t for t in comparison["family"]["tests"] if t["kind"] == "pairwise"}
+    for name, row in ((pairwise or {}).get("metrics") or {}).items():
+        if name in tests and isinstance(row, dict):
+            row.update(p_adjusted=tests[name]["p_adjusted"], family_size=comparison["family"]["size"],
+                       weight=tests[name]["weight"])
     return comparison_gate_reasons(comparison, settings.fail_on_regression)
 
 

@@ -326,14 +326,11 @@ async def _execute(
             add_spend(document["summary"], runtime.ledger)
             add_reuse(document["summary"], judge)
             apply_report(document, repeats.report())
-            regression_reasons = attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
             if pairwise is not None:
-                from evalgate.verdict.pairwise import pairwise_reasons
-
                 document["pairwise"] = pairwise
-                family = [t["p_value"] for t in ((document.get("comparison") or {}).get("family") or {}).get("tests", [])]
-                regression_reasons += pairwise_reasons(pairwise["metrics"], calibration.pairwise_gated(prepared.thresholds),
-                                                       settings.significance_level, settings.fail_on_regression, family)
+            regression_reasons = attach_comparison(  # the pairwise sign tests join the comparison's one family
+                document, baseline, spool.iter_records_in_order(), settings, pairwise=pairwise,
+                pairwise_gated=calibration.pairwise_gated(prepared.thresholds) if pairwise is not None else ())
             policy_reasons, gate_fields = attach_gate_policy(document, baseline, settings, prepared,
                                                              case_set.as_dict(), cwd, pr_labels)
             if regression_reasons or policy_reasons:
