@@ -31,6 +31,11 @@ on the family p-values of the same replications (``compare_alternatives``, 10× 
 them exactly for the iid cell with one gated 0/1 metric (``exact_rates``) and gives the mid-p test's size
 given the number of discordant cases (``mid_p_sizes``): the evidence for the rule ``compare_runs`` applies.
 
+The pairwise cells (``pairwise_cells``, ``PAIRWISE_FACTOR``× the replications) add pairwise judging of some gated
+metrics with a simulated position-fair judge (``simulated_preferences``: ``random`` or ``content``): its sign tests
+are members of the comparison's one family, and the A/A rate must stay ≤ 5 %; beside it, the same replications
+decided by the two families used before (``pairwise_flags``).
+
 The run writes bench/results/stats.json and the tables into docs/trustworthy-verdicts.md and
 bench/README.md (between ``<!-- bench.stats:begin -->`` and ``<!-- bench.stats:end -->``).
 """
@@ -49,8 +54,10 @@ from typing import Any
 
 import numpy as np
 
+from evalgate.judges.pairwise import combine
 from evalgate.verdict import stats
 from evalgate.verdict.compare import PASS_RATE_WEIGHT, compare_runs, family_weights
+from evalgate.verdict.pairwise import summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "stats.json"
@@ -74,12 +81,17 @@ class Cell:
     drop: float = 0.0
     metric_drop: float = 0.0
     """Relative drop of the first gated (0/1) metric's per-case levels on head."""
+    pairwise: int = 0
+    """How many gated metrics (the first ones) are also judged pairwise (``simulated_preferences``)."""
+    judge: str = "random"
+    """The pairwise judge: ``random`` or ``content`` (``simulated_preferences``)."""
 
     @property
     def label(self) -> str:
         crit = f"{self.critical} {self.critical_kind}" if self.critical else "0"
         label = f"n={self.n}, gated={self.gated}, critical={crit}, repeats={self.repeats}, model={self.model}"
-        return label + (f", m00 −{self.metric_drop:.0%}" if self.metric_drop else "")
+        label += f", m00 −{self.metric_drop:.0%}" if self.metric_drop else ""
+        return label + (f", pairwise={self.pairwise} ({self.judge} judge)" if self.pairwise else "")
 
 
 def base_probabilities(cell: Cell, rng: np.random.Generator) -> np.ndarray:
@@ -144,9 +156,103 @@ def replicate(cell: Cell, rng: np.random.Generator, resamples: int) -> tuple[dic
     head_levels = [level * (1.0 - cell.metric_drop) if j == 0 else level for j, level in enumerate(levels)]
     base = _document(cell, p, levels, rng, "base")
     head = _document(cell, head_p, head_levels, rng, "head")
+    names = [f"m{j:02d}" for j in range(min(cell.pairwise, cell.gated))]
+    table = summarize(simulated_preferences(cell, base, head, names, rng)) if names else None
     comparison = compare_runs(base, head, alpha=ALPHA, resamples=resamples,
-                              seed=int(rng.integers(0, 2**31 - 1)), tolerances={})
+                              seed=int(rng.integers(0, 2**31 - 1)), tolerances={}, pairwise=table,
+                              pairwise_gated=names)
     return base, head, comparison
+
+
+JUDGE_NOISE = 0.15
+"""Standard deviation of the content judge's noise on each answer's value."""
+JUDGE_TIE = 0.05
+"""The content judge says ``tie`` when the two noisy values are closer than this."""
+
+
+def simulated_preferences(cell: Cell, base: dict[str, Any], head: dict[str, Any], names: Sequence[str],
+                          rng: np.random.Generator) -> list[tuple[str, str]]:
+    """(metric, preferred) for every case (first repeat) and metric in ``names``, from a position-fair judge
+    asked in both orders and combined by the product's rule (``judges.pairwise.combine``):
+
+    * ``random``: each order's answer is A, B or tie with probabilities 0.4, 0.4, 0.2, whatever the answers;
+    * ``content``: the judge sees each answer's metric value plus N(0, 0.15²) noise (drawn afresh per order)
+      and prefers the higher one, or says tie when they are within 0.05 — it tracks the metric, so its sign
+      test is correlated with the metric's own test (weighted Holm needs no independence).
+
+    Neither favours a position, so under A/A a head answer is preferred as often as the base's."""
+    def value(doc: dict[str, Any], name: str) -> np.ndarray:
+        return np.array([r["metrics"][name]["value"] for r in doc["results"] if r["repeat"] == 0])
+
+    out: list[tuple[str, str]] = []
+    for name in names:
+        before, after = value(base, name), value(head, name)
+        orders = []
+        for a, b in ((before, after), (after, before)):  # order 1: base is A; order 2: head is A
+            if cell.judge == "random":
+                orders.append(rng.choice(np.array(["A", "B", "tie"]), size=before.size, p=[0.4, 0.4, 0.2]))
+            elif cell.judge == "content":
+                gap = (a + rng.normal(0.0, JUDGE_NOISE, a.size)) - (b + rng.normal(0.0, JUDGE_NOISE, b.size))
+                orders.append(np.where(gap > JUDGE_TIE, "A", np.where(gap < -JUDGE_TIE, "B", "tie")))
+            else:
+                raise ValueError(f"unknown judge {cell.judge!r}")
+        out += [(name, combine(str(first), str(second))) for first, second in zip(*orders, strict=True)]
+    return out
+
+
+def pairwise_flags(comparison: dict[str, Any]) -> dict[str, bool]:
+    """This replication flagged by: the one family (``compare_runs``' ``regression``: a pairwise test shares its
+    metric's slot); the one family with each pairwise test a slot of its own instead; the two families before
+    (the comparison's tests in their own weighted Holm family, and the pairwise sign tests plain-Holm-adjusted
+    together with the comparison's raw p-values — ``verdict.pairwise.pairwise_reasons`` until this change);
+    and the comparison without pairwise judging (its members re-adjusted without the pairwise tests)."""
+    tests = comparison["family"]["tests"]
+    own = [t for t in tests if t["kind"] != "pairwise"]
+    pairwise = [float(t["p_value"]) for t in tests if t["kind"] == "pairwise"]
+    weights = family_weights([t["kind"] for t in own], PASS_RATE_WEIGHT, [t["name"] for t in own])
+    alone = any(a <= ALPHA for a in stats.weighted_holm([float(t["p_value"]) for t in own], weights)) if own else False
+    joined = stats.holm([*(float(t["p_value"]) for t in own), *pairwise])[len(own):]
+    # the alternative weighting: each pairwise test a slot of its own, like one more gated metric
+    slots = family_weights([t["kind"] for t in tests], PASS_RATE_WEIGHT,
+                           [f"{t['name']}#pairwise" if t["kind"] == "pairwise" else t["name"] for t in tests])
+    own_slot = any(a <= ALPHA for a in stats.weighted_holm([float(t["p_value"]) for t in tests], slots))
+    return {"one family": bool(comparison["regression"]),
+            "one family, pairwise own slot": own_slot,
+            "two families (before)": alone or any(a <= ALPHA for a in joined),
+            "without pairwise": alone}
+
+
+def pairwise_cells() -> list[tuple[str, Cell]]:
+    """A/A and A/B cells with pairwise judging (n = 200, one run unless stated)."""
+    return [
+        ("A/A", Cell(gated=3, pairwise=1)),
+        ("A/A", Cell(gated=3, pairwise=3)),
+        ("A/A", Cell(gated=3, pairwise=3, judge="content")),
+        ("A/A", Cell(gated=6, pairwise=6, critical=10, critical_kind="flaky", repeats=3, judge="content")),
+        ("A/A", Cell(gated=1, pairwise=1, model="sparse", judge="content")),
+        ("A/B: pass rate −10 points", Cell(gated=1, pairwise=1, drop=DROP, judge="content")),
+        ("A/B: gated 0/1 metric −8 %", Cell(gated=3, pairwise=1, metric_drop=0.08, judge="content")),
+    ]
+
+
+def compare_pairwise(replications: int, resamples: int, seed: int, *, progress: bool = True) -> list[dict[str, Any]]:
+    """Per ``pairwise_cells`` cell, the share flagged by each rule of ``pairwise_flags`` on the same replications."""
+    rows = []
+    for index, (name, cell) in enumerate(pairwise_cells()):
+        rng = np.random.default_rng(seed + 9000 + 1000 * index)
+        started = time.perf_counter()
+        hits: dict[str, int] = {}
+        for _ in range(replications):
+            for rule, flag in pairwise_flags(replicate(cell, rng, resamples)[2]).items():
+                hits[rule] = hits.get(rule, 0) + int(flag)
+        rates = {rule: count / replications for rule, count in hits.items()}
+        row = {"name": name, "label": cell.label, "cell": asdict(cell), "replications": replications, "rates": rates,
+               "mc_se": {rule: math.sqrt(r * (1.0 - r) / replications) for rule, r in rates.items()},
+               "seconds": round(time.perf_counter() - started, 2)}
+        rows.append(row)
+        if progress:
+            print(f"[bench.stats] pairwise {name} {cell.label}: {rates} ({row['seconds']} s)", file=sys.stderr)
+    return rows
 
 
 def flagged(cell: Cell, rng: np.random.Generator, resamples: int) -> bool:
@@ -341,10 +447,11 @@ def compare_alternatives(replications: int, resamples: int, seed: int, *, progre
 
 
 def simulate(replications: int, resamples: int, seed: int, *, null: Sequence[Cell] | None = None,
-             power: Sequence[Cell] | None = None, alternatives: int | None = None,
+             power: Sequence[Cell] | None = None, alternatives: int | None = None, pairwise: int | None = None,
              progress: bool = True) -> dict[str, Any]:
-    """Run every cell, and the alternatives' comparison with ``alternatives`` replications per cell (default
-    ``ALTERNATIVES_FACTOR``× ``replications``; 0 skips it); returns the results document
+    """Run every cell, the alternatives' comparison with ``alternatives`` replications per cell (default
+    ``ALTERNATIVES_FACTOR``× ``replications``; 0 skips it) and the pairwise cells with ``pairwise`` (default
+    ``PAIRWISE_FACTOR``× ``replications``; 0 skips them); returns the results document
     (bench/results/stats.json)."""
     started = time.perf_counter()
     out: dict[str, Any] = {"alpha": ALPHA, "drop": DROP, "replications": replications, "resamples": resamples,
@@ -361,6 +468,8 @@ def simulate(replications: int, resamples: int, seed: int, *, null: Sequence[Cel
     out["alternatives"] = compare_alternatives(reps, resamples, seed, progress=progress) if reps else []
     out["exact"] = exact_rates() if reps else []
     out["mid_p_sizes"] = mid_p_sizes() if reps else None
+    reps = replications * PAIRWISE_FACTOR if pairwise is None else pairwise
+    out["pairwise"] = compare_pairwise(reps, resamples, seed, progress=progress) if reps else []
     out["seconds"] = round(time.perf_counter() - started, 1)
     out["targets"] = check_targets(out)
     return out
@@ -370,6 +479,8 @@ TARGET_FACTOR = 30
 """The power cells the targets name run this many times the replications (less Monte Carlo error)."""
 ALTERNATIVES_FACTOR = 10
 """The alternatives' cells run this many times the replications."""
+PAIRWISE_FACTOR = 10
+"""The pairwise cells run this many times the replications."""
 
 
 def is_target(cell: Cell) -> bool:
@@ -395,7 +506,16 @@ def check_targets(results: dict[str, Any]) -> dict[str, Any]:
         return None, 0.0
 
     (three, three_se), (one, one_se) = power_at(200, 3), power_at(200, 1)
-    return {
+    pairwise_null = [row for row in results.get("pairwise") or [] if row["name"] == "A/A"]
+    targets: dict[str, Any] = {}
+    if pairwise_null:
+        worst = max(row["rates"]["one family"] for row in pairwise_null)
+        reps = min(row["replications"] for row in pairwise_null)
+        limit = ALPHA + 2.0 * math.sqrt(ALPHA * (1.0 - ALPHA) / reps)
+        targets["aa_pairwise_max"] = {"rate": worst, "met": worst <= limit,
+                                      "target": f"A/A with pairwise judging, no cell significantly above 5 % "
+                                                f"(≤ 5 % + 2 MC s.e. = {limit:.1%})"}
+    return targets | {
         "aa_pooled": {"rate": pooled, "target": f"≤ 5 % over all {pooled_runs} A/A replications",
                       "met": pooled <= ALPHA},
         "aa_max": {"rate": worst_null,
@@ -440,6 +560,8 @@ def render(results: dict[str, Any]) -> str:
                   "| cell | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
         lines += [f"| {row['name']} | " + " | ".join(f"{row['rates'][label]:.1%}" for label in labels) + " |"
                   for row in results["exact"]]
+    if results.get("pairwise"):
+        lines += _pairwise_table(results["pairwise"])
     sizes = results.get("mid_p_sizes")
     if sizes:
         lines += ["", f"Given N discordant cases, the one-sided mid-p test at α = {sizes['alpha']} rejects more than "
@@ -467,6 +589,24 @@ def _alternatives_table(rows: list[dict[str, Any]]) -> list[str]:
     mismatches = sum(row["mismatches"] for row in rows)
     lines += ["", f"The chosen rule's column is recomputed from the family's p-values; it differs from "
               f"`compare_runs`' own decision in {mismatches} replications."]
+    return lines
+
+
+def _pairwise_table(rows: list[dict[str, Any]]) -> list[str]:
+    reps = rows[0]["replications"]
+    labels = list(rows[0]["rates"])
+    lines = ["", f"**Pairwise judging** (`pairwise_cells`; a position-fair judge asked in both orders, every case's "
+             f"answer compared; {reps} replications per row, ± {math.sqrt(0.05 * 0.95 / reps):.1%} at 5 %; share "
+             "flagged by the one weighted Holm family, by the two families used before, and by the comparison "
+             "without the pairwise tests):", "",
+             "| cell | n | gated (judged pairwise) | critical | repeats | model | judge | " + " | ".join(labels) + " |",
+             "|---|---:|---|---|---:|---|---|" + "---:|" * len(labels)]
+    for row in rows:
+        c = row["cell"]
+        critical = f"{c['critical']} {c['critical_kind']}" if c["critical"] else "0"
+        lines.append(f"| {row['name']} | {c['n']} | {c['gated']} ({c['pairwise']}) | {critical} | {c['repeats']} | "
+                     f"{c['model']} | {c['judge']} | " + " | ".join(f"{row['rates'][label]:.1%}" for label in labels)
+                     + " |")
     return lines
 
 

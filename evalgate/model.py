@@ -176,9 +176,10 @@ def stable_case_id(text: str) -> str:
 TURN_EXPECTATIONS: tuple[str, ...] = (
     "expected_output", "expected_keywords", "expected_sources", "expected_specialist", "expected_data_sources",
     "passing_criteria", "expected_answer_criteria", "agents_should_include", "agents_should_exclude",
-    "tools_should_include", "tools_should_exclude", "rules", "metrics", "assertions")
+    "tools_should_include", "tools_should_exclude", "rules", "trajectory", "metrics", "assertions")
 """A turn's own expectations (checked on that turn's answer)."""
-TURN_RECORDED: tuple[str, ...] = ("output", "sources", "agents_called", "tools_used", "agent_id", "data_sources")
+TURN_RECORDED: tuple[str, ...] = ("output", "sources", "agents_called", "tools_used", "agent_id", "data_sources",
+                                  "trace_file")
 """A turn's recorded answer (the ``recorded`` target reads it)."""
 
 
@@ -199,6 +200,8 @@ class Turn(BaseModel):
     tools_should_include: list[str] | None = None
     tools_should_exclude: list[str] | None = None
     rules: list[RuleCheck] = Field(default_factory=list)
+    trajectory: Trajectory | None = None
+    """Expectations on this turn's trace (the spans of this turn's call, or of its ``trace_file``)."""
     metrics: list[str] | None = None
     assertions: list[CaseAssertion] | None = Field(default=None, validation_alias=AliasChoices("assert", "assertions"))
     output: str | None = _alias("output", "answer", "response")
@@ -207,6 +210,8 @@ class Turn(BaseModel):
     tools_used: list[str] | None = None
     agent_id: str | None = None
     data_sources: list[str] | None = None
+    trace_file: str | None = None
+    """This turn's recorded trace: an OTLP/JSON file, relative to the dataset file."""
 
     @field_validator("input")
     @classmethod

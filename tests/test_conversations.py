@@ -381,18 +381,27 @@ def test_the_docs_examples_validate(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_the_cost_estimate_counts_a_call_per_turn_and_the_growing_history() -> None:
-    from evalgate.judges.estimate import _conversation_prompt, _model_calls
+    from evalgate.calls.costs import Price, count_message_tokens
+    from evalgate.judges.estimate import ASSUMED_ANSWER_TOKENS as A
+    from evalgate.judges.estimate import estimate_run
     from evalgate.model import Case
 
     case = Case.model_validate({"id": "c", "turns": [{"user": "a b"}, {"user": "c"}, {"user": "d e f"}]})
-    words = lambda messages: sum(len(m["content"].split()) for m in messages)  # noqa: E731
-    assert _model_calls(case) == 3
-    # turn 1: 2 words; turn 2: 2 + 1 + one answer; turn 3: 2 + 1 + 3 + two answers (ASSUMED_ANSWER_TOKENS each)
-    from evalgate.judges.estimate import ASSUMED_ANSWER_TOKENS as A
-    assert _conversation_prompt(case, words) == 2 + (3 + A) + (6 + 2 * A)
     simulated = Case.model_validate({"id": "s", "goal": "x", "simulated_user": {"persona": "p", "max_turns": 4}})
-    assert _model_calls(simulated) == 4
 
+    def model_calls(which: Case) -> tuple[int, int]:
+        estimate = estimate_run([which], lambda c: [], repeat=1, samples=1, judge_price=None, judging=False,
+                                target_price=Price(1, 1), model_target=True)
+        return estimate.target_calls, estimate.by_role["target"]["prompt_tokens"]
+
+    calls, prompt = model_calls(case)
+    assert calls == 3
+    # each turn resends the history: turn 3 = a b, answer, c, answer, d e f (answers: A filler words each)
+    answer = {"role": "assistant", "content": "word " * A}
+    history = [{"role": "user", "content": "a b"}, answer, {"role": "user", "content": "c"}, answer,
+               {"role": "user", "content": "d e f"}]
+    assert prompt == sum(count_message_tokens(history[:end]) for end in (1, 3, 5))
+    assert model_calls(simulated)[0] == 4
 
 def test_a_code_check_reads_the_transcript(tmp_path: Path) -> None:
     (tmp_path / "checks.py").write_text(textwrap.dedent("""\

@@ -37,6 +37,7 @@ def _clean(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(("EVALGATE_", "FANVISE_", "EVAL_", "INPUT_")):
             monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("EVALGATE_JUDGE_SHARED_CACHE", "none")  # the user-level shared judge cache stays out of tests
 
 
 def run(tmp_path: Path, text: str, *args: str) -> tuple[int, dict[str, Any]]:

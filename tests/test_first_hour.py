@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def closed_stdout_status(args: list[str], cwd: Path) -> tuple[int, str]:
     """Run ``evalgate ARGS`` with a stdout pipe whose reader has gone (as ``| head -1`` leaves it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALGATE_", "INPUT_", "GITHUB_"))}
+    env["EVALGATE_JUDGE_SHARED_CACHE"] = "none"  # the user-level shared judge cache stays out of tests
     child = subprocess.Popen([sys.executable, "-m", "evalgate", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     assert child.stdout is not None and child.stderr is not None

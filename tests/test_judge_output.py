@@ -274,7 +274,9 @@ def test_the_estimate_counts_repair_retries_only_in_prompt_mode() -> None:
     assert structured.repair_calls == 0 and "json_schema judge output: no repair retries" in structured.line(None)
     assert prompt.repair_calls == 4 and "up to 4 repair retries more" in prompt.line(None)
     # each repair: the first prompt + the assumed reply + 60 tokens, and another assumed reply
-    expected = Price(1, 1).cost(prompt.prompt_tokens + 4 * 250 + 4 * 60, 4 * 250)
+    reply = prompt.completion_tokens // 4
+    assert 60 < reply < 90  # a {"reasoning" (300 characters), "score"} verdict
+    expected = Price(1, 1).cost(prompt.prompt_tokens + 4 * reply + 4 * 60, 4 * reply)
     assert prompt.repair_cost_usd == pytest.approx(expected)
     assert prompt.as_dict()["repair_calls_max"] == 4 and structured.as_dict()["output_mode"] == "json_schema"
 

@@ -240,3 +240,43 @@ def test_a_run_reports_the_prompt_cache_saving(tmp_path: Path, monkeypatch: pyte
     full = (tokens["judge_prompt"] * 0.15 + tokens["judge_completion"] * 0.60) / 1e6
     assert summary["cost_usd"] == pytest.approx(full - 3 * 64 * 0.075 / 1e6, abs=1e-6)
     assert "192 prompt tokens from the provider's prompt cache, $0.0000 saved" in out.getvalue()
+
+
+def test_estimate_counts_turn_judging_simulator_calls_at_their_own_price_and_verdict_sizes() -> None:
+    from evalgate.judges.client import LIST_MAX_TOKENS
+    from evalgate.judges.estimate import verdict_tokens
+    from evalgate.metrics.registry import get_metric
+    from evalgate.runner.conversation import turn_case
+
+    goal = get_metric("goal_completion").fn.definition  # type: ignore[attr-defined]
+    talk = Case.model_validate({"id": "t", "turns": [{"user": "a", "output": "x", "passing_criteria": "p"},
+                                                     {"user": "b", "output": "y", "passing_criteria": "p"},
+                                                     {"user": "c", "output": "z"}]})
+    simulated = Case.model_validate({"id": "s", "goal": "Get a refund for order 1234.",
+                                     "simulated_user": {"persona": "p", "max_turns": 3, "first_message": "hi"}})
+    judged = lambda case: ["relevancy"] if case.passing_criteria else []  # noqa: E731
+    criteria = lambda case: [goal] if case.simulated_user is not None else []  # noqa: E731
+    judge, simulator = Price(1.0, 4.0), Price(10.0, 40.0)
+    estimate = estimate_run([talk, simulated], judged, repeat=2, samples=1, judge_price=judge, judging=True,
+                            criteria_for=criteria, turn_case=turn_case, simulator_price=simulator)
+    # turns 1 and 2 judged (relevancy, their own passing_criteria); the simulated user: 2 messages written
+    # (turn 1 is its first_message), goal checks after turns 1 and 2, goal_completion on the whole
+    assert estimate.by_role["judge"]["calls"] == 2 * (2 + 3) and estimate.simulator_calls == 2 * 2
+    assert estimate.upper_bound and "4 simulated-user call(s)" in estimate.line(None)
+    roles = estimate.by_role
+    assert estimate.cost_usd == pytest.approx(
+        judge.cost(roles["judge"]["prompt_tokens"], roles["judge"]["completion_tokens"])
+        + simulator.cost(roles["simulator"]["prompt_tokens"], roles["simulator"]["completion_tokens"]))
+    goal_tokens = count_message_tokens([{"content": simulated.goal}]) - 4  # without the message overhead
+    assert roles["simulator"]["completion_tokens"] == 4 * goal_tokens  # each message as long as the goal
+    without_turns = estimate_run([talk], judged, repeat=1, samples=1, judge_price=judge, judging=True)
+    assert without_turns.judge_calls == 0  # the conversation case itself has no passing_criteria
+
+    # completion: a score verdict with its reasoning at the 300-character cap; a claims verdict grows with
+    # the answer's sentences, up to the template's max_tokens
+    case = Case(id="c", input="q")
+    score = verdict_tokens(TEMPLATES["relevancy"], case, Answer(output="a"), count_message_tokens)
+    assert 60 <= score <= 90
+    claims = [verdict_tokens(TEMPLATES["faithfulness"], case, Answer(output="It rains. " * n), count_message_tokens)
+              for n in (1, 10, 1000)]
+    assert claims[0] < claims[1] < claims[2] == LIST_MAX_TOKENS

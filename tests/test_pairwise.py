@@ -15,7 +15,7 @@ from scipy import stats
 from evalgate.cli.main import main as cli_main
 from evalgate.demo.judge import judge_server
 from evalgate.judges.pairwise import combine
-from evalgate.verdict.pairwise import pairwise_reasons, summarize
+from evalgate.verdict.pairwise import summarize
 
 KEY = "sk-pairwise-test"
 FACTS = [("Tyrese Maxey", "28.4 points"), ("Alex Caruso", "1.7 steals"), ("Domantas Sabonis", "13.7 rebounds"),
@@ -35,15 +35,6 @@ def test_summary_and_sign_test() -> None:
     assert (summary["wins"], summary["losses"], summary["ties"]) == (1, 6, 3)
     assert summary["p_worse"] == pytest.approx(stats.binomtest(6, 7, 0.5, alternative="greater").pvalue, abs=1e-6)
     assert summary["p_two_sided"] == pytest.approx(stats.binomtest(1, 7, 0.5).pvalue, abs=1e-6)
-    assert pairwise_reasons({"correctness": summary}, ["correctness"], 0.1, True) == [
-        "correctness: the judge preferred the base branch's answer 6 time(s) and this change's 1 time(s) "
-        "(3 tie(s); sign test p = 0.0625, Holm-adjusted over 1 tests 0.0625 ≤ 0.1)"]
-    assert pairwise_reasons({"correctness": summary}, ["correctness"], 0.05, True) == []
-    assert pairwise_reasons({"correctness": summary}, [], 0.1, True) == []  # not gated
-    assert pairwise_reasons({"correctness": summary}, ["correctness"], 0.1, False) == []
-    # in one Holm family with the comparison's tests (p 0.01 and 0.5): 0.0625 ranks 2nd of 3 → 2 × 0.0625 = 0.125
-    assert pairwise_reasons({"correctness": summary}, ["correctness"], 0.1, True, [0.01, 0.5]) == []
-    assert summary["p_adjusted"] == pytest.approx(0.125) and summary["family_size"] == 3
 
 
 def write(path: Path, outputs: list[str]) -> None:
@@ -96,12 +87,14 @@ def test_worse_answers_lose_in_both_orders_and_can_fail_the_gate(runs: Any) -> N
     assert "Pairwise vs base (6 changed answer(s), both orders): correctness 0 better, 6 worse, 0 tie(s)" in text
     from evalgate.report.markdown import render_comment
 
-    assert "correctness 0 better, 6 worse, 0 tie(s) (sign test p 0.016)" in render_comment(
-        document, run_url=None, artifact_url=None, tag="t")
+    family = document["comparison"]["family"]  # one weighted Holm family: the pairwise test is one of its members
+    test = next(t for t in family["tests"] if t["kind"] == "pairwise")
+    assert (test["name"], test["p_value"], test["rejected"]) == ("correctness", 1 / 64, True)
+    assert row["family_size"] == family["size"] and row["p_adjusted"] == test["p_adjusted"] >= row["p_worse"]
+    shown = "correctness 0 better, 6 worse, 0 tie(s) (sign test p 0.016, adjusted p 0.031 over 3 tests)"
+    assert shown in render_comment(document, run_url=None, artifact_url=None, tag="t")
     assert any(r.startswith("correctness: the judge preferred the base branch's answer 6 time(s)")
                for r in document["gate"]["reasons"]), document["gate"]["reasons"]
-    family = document["comparison"]["family"]["size"]  # the absolute comparison's tests share the Holm family
-    assert row["family_size"] == family + 1 and row["p_adjusted"] >= row["p_worse"]
 
 
 def test_a_judge_that_always_prefers_the_first_answer_only_ties(runs: Any) -> None:

@@ -116,8 +116,10 @@ def test_bca_interval_agrees_with_scipy_within_monte_carlo_error() -> None:
     ref = sps.bootstrap((x,), np.mean, method="BCa", n_resamples=20000, random_state=2).confidence_interval
     assert ours is not None
     assert ours[1] == pytest.approx(ref.low, rel=0.03) and ours[2] == pytest.approx(ref.high, rel=0.03)
-    percentile = stats.bootstrap_mean_ci(x, resamples=20000, seed=2)
-    assert percentile is not None and ours[2] > percentile[2]  # BCa moves the interval toward the long tail
+    means = stats._bootstrap_means(np.asarray(x), 20000, 2, stats.EXACT_WORK_LIMIT)
+    assert means is not None
+    percentile_high = float(np.quantile(means, 0.975))
+    assert ours[2] > percentile_high  # BCa moves the percentile interval toward the long tail
 
 
 # ── the comparison's decisions ───────────────────────────────────────────────────────────────────
@@ -365,7 +367,7 @@ def test_simulation_harness_runs_through_the_real_comparison(tmp_path: Path) -> 
 
     null = [bench_stats.Cell(n=30, gated=2, critical=3, critical_kind="flaky", repeats=2, model="sparse")]
     power = [bench_stats.Cell(n=60, gated=1, drop=0.5)]
-    results = bench_stats.simulate(4, 200, 1, null=null, power=power, alternatives=3, progress=False)
+    results = bench_stats.simulate(4, 200, 1, null=null, power=power, alternatives=3, pairwise=2, progress=False)
     assert [row["replications"] for row in results["null"] + results["power"]] == [4, 4]
     assert results["power"][0]["rate"] >= 0.75  # a 50-point drop is found
     # the candidate rules: recomputed from the family's p-values, the chosen one agrees with compare_runs
@@ -374,6 +376,13 @@ def test_simulation_harness_runs_through_the_real_comparison(tmp_path: Path) -> 
     text = bench_stats.render(results)
     assert "| 30 | 2 | 3 flaky | 2 | sparse |" in text and "A/B power" in text
     assert "| cell | Holm, exact (as merged) | Holm, mid-p | weighted Holm 2/3, exact (chosen) |" in text
+    # pairwise judging: the one family's flag is compare_runs' own; the other rules are replays of its p-values
+    assert len(results["pairwise"]) == len(bench_stats.pairwise_cells())
+    assert all(row["replications"] == 2 and set(row["rates"]) == {"one family", "one family, pairwise own slot",
+                                                                   "two families (before)", "without pairwise"}
+               for row in results["pairwise"])
+    assert "**Pairwise judging**" in text and "| A/A | 200 | 3 (1) | 0 | 1 | iid | random |" in text
+    assert "aa pairwise max" in text
     page = tmp_path / "page.md"
     page.write_text(f"intro\n{bench_stats.BEGIN}\nold\n{bench_stats.END}\noutro\n")
     assert bench_stats.write_tables(text, [page, tmp_path / "missing.md"]) == [page]

@@ -1,4 +1,4 @@
-"""Hand-checked tests for evalgate.verdict.stats: McNemar, bootstrap intervals, repeat summaries."""
+"""Hand-checked tests for evalgate.verdict.stats: McNemar, the bootstrap behind the BCa interval, repeat summaries."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import pytest
 
 from evalgate.verdict import stats
 from evalgate.verdict.stats import (
-    bootstrap_mean_ci,
+    bca_mean_ci,
     mcnemar_exact,
-    paired_bootstrap_ci,
     repeat_verdict,
     summarise_repeats,
 )
@@ -84,46 +83,43 @@ def _noisy_pairs(n: int, shift: float, seed: int) -> tuple[np.ndarray, np.ndarra
     return base, base + shift + rng.normal(0.0, 0.1, size=n)
 
 
-def test_paired_bootstrap_is_reproducible_under_a_fixed_seed() -> None:
+def test_bca_interval_of_paired_differences_is_reproducible_under_a_fixed_seed() -> None:
     base, head = _noisy_pairs(50, -0.02, seed=1)
-    first = paired_bootstrap_ci(base, head, resamples=2000, seed=7)
-    second = paired_bootstrap_ci(list(base), list(head), resamples=2000, seed=7)
-    other = paired_bootstrap_ci(base, head, resamples=2000, seed=8)
+    first = bca_mean_ci(head - base, resamples=2000, seed=7)
+    second = bca_mean_ci(list(head - base), resamples=2000, seed=7)
+    other = bca_mean_ci(head - base, resamples=2000, seed=8)
     assert first == second
     assert first != other
     assert first is not None and first[0] == pytest.approx(float(np.mean(head - base)))
     assert first[1] < first[0] < first[2]
 
 
-def test_paired_bootstrap_coverage_is_near_nominal() -> None:
+def test_bca_coverage_is_near_nominal() -> None:
     """400 trials of n=40 normal differences with true mean 0.3: a 95% interval covers it ~95%."""
     rng = np.random.default_rng(2026)
     true_delta, covered, trials = 0.3, 0, 400
     for trial in range(trials):
-        base = rng.normal(0.0, 1.0, size=40)
-        head = base + rng.normal(true_delta, 1.0, size=40)
-        interval = paired_bootstrap_ci(base, head, resamples=2000, seed=trial)
+        interval = bca_mean_ci(rng.normal(true_delta, 1.0, size=40), resamples=2000, seed=trial)
         assert interval is not None
         covered += interval[1] <= true_delta <= interval[2]
     assert 0.90 <= covered / trials <= 0.98
 
 
-def test_bootstrap_of_two_values_has_known_distribution() -> None:
-    """Resample means of [0, 1] are 0, ½, 1 with probabilities ¼, ½, ¼: the 95% interval is [0, 1]."""
-    assert bootstrap_mean_ci([0.0, 1.0], resamples=4000, seed=3) == (0.5, 0.0, 1.0)
+def test_bootstrap_means_of_two_values_have_known_distribution() -> None:
+    """Resample means of [0, 1] are 0, ½, 1 with probabilities ¼, ½, ¼."""
+    means = stats._bootstrap_means(np.array([0.0, 1.0]), 4000, 3, stats.EXACT_WORK_LIMIT)
+    assert means is not None and set(np.unique(means)) == {0.0, 0.5, 1.0}
+    assert float(np.mean(means == 0.5)) == pytest.approx(0.5, abs=0.03)
 
 
-def test_bootstrap_of_binary_values_matches_the_binomial_quantiles() -> None:
+def test_bootstrap_means_of_binary_values_match_the_binomial_quantiles() -> None:
     """For 0/1 data with p̂ = k/n the resample mean is Binomial(n, p̂)/n (multinomial path, exact)."""
     scipy_stats = pytest.importorskip("scipy.stats")
-    values = [1.0] * 100 + [0.0] * 300
-    interval = bootstrap_mean_ci(values, resamples=20000, seed=11)
-    assert interval is not None
-    low_exact = scipy_stats.binom.ppf(0.025, 400, 0.25) / 400
-    high_exact = scipy_stats.binom.ppf(0.975, 400, 0.25) / 400
-    assert interval[0] == 0.25
-    assert abs(interval[1] - low_exact) <= 1 / 400
-    assert abs(interval[2] - high_exact) <= 1 / 400
+    means = stats._bootstrap_means(np.array([1.0] * 100 + [0.0] * 300), 20000, 11, stats.EXACT_WORK_LIMIT)
+    assert means is not None
+    low, high = np.quantile(means, [0.025, 0.975])
+    assert abs(low - scipy_stats.binom.ppf(0.025, 400, 0.25) / 400) <= 1 / 400
+    assert abs(high - scipy_stats.binom.ppf(0.975, 400, 0.25) / 400) <= 1 / 400
 
 
 @pytest.mark.parametrize("sampler", ["gather", "multinomial"])
@@ -145,16 +141,16 @@ def test_resampling_paths_have_the_bootstrap_moments(sampler: str) -> None:
 def test_large_samples_use_cornish_fisher_close_to_exact_resampling() -> None:
     rng = np.random.default_rng(17)
     x = rng.exponential(1.0, size=8000)  # skewness 2: the skew term matters
-    approximated = bootstrap_mean_ci(x, seed=1)
-    resampled = bootstrap_mean_ci(x, seed=1, exact_work_limit=10**12)
-    assert approximated is not None and resampled is not None
+    assert stats._bootstrap_means(x, stats.DEFAULT_RESAMPLES, 1, stats.EXACT_WORK_LIMIT) is None  # over the limit
+    low, high = stats._cornish_fisher_interval(x, 0.025)
+    means = stats._bootstrap_means(x, stats.DEFAULT_RESAMPLES, 1, 10**12)
+    assert means is not None
+    exact_low, exact_high = np.quantile(means, [0.025, 0.975])
     se = x.std() / math.sqrt(x.size)
-    assert approximated[0] == resampled[0]
-    assert abs(approximated[1] - resampled[1]) < 0.12 * se
-    assert abs(approximated[2] - resampled[2]) < 0.12 * se
-    skewed_high = approximated[2] - approximated[0]
-    skewed_low = approximated[0] - approximated[1]
-    assert skewed_high > skewed_low  # right-skewed data: a longer upper arm
+    assert abs(low - exact_low) < 0.12 * se and abs(high - exact_high) < 0.12 * se
+    assert high - x.mean() > x.mean() - low  # right-skewed data: a longer upper arm
+    approximated = bca_mean_ci(x, seed=1)
+    assert approximated is not None and approximated[1:] == (low, high)
 
 
 def test_hundred_thousand_pairs() -> None:
@@ -162,34 +158,33 @@ def test_hundred_thousand_pairs() -> None:
     continuous = rng.normal(size=100_000)
     binary_base = (rng.random(100_000) < 0.8).astype(float)
     binary_head = (rng.random(100_000) < 0.79).astype(float)
-    wide = paired_bootstrap_ci(continuous, continuous + rng.normal(0.01, 1.0, size=100_000))
-    flips = paired_bootstrap_ci(binary_base, binary_head)
+    wide = bca_mean_ci(rng.normal(0.01, 1.0, size=100_000) + continuous - continuous)
+    flips = bca_mean_ci(binary_head - binary_base)
     assert wide is not None and wide[1] < wide[0] < wide[2]
     assert flips is not None and flips[1] < flips[0] < flips[2]
 
 
 def test_degenerate_samples() -> None:
-    assert paired_bootstrap_ci([], []) is None
-    assert bootstrap_mean_ci([]) is None
-    assert paired_bootstrap_ci([0.5], [0.7]) == pytest.approx((0.2, 0.2, 0.2))
-    collapsed = paired_bootstrap_ci([0.1, 0.2, 0.3], [0.15, 0.25, 0.35])
+    assert bca_mean_ci([]) is None
+    assert bca_mean_ci([0.2]) == pytest.approx((0.2, 0.2, 0.2))
+    collapsed = bca_mean_ci([0.05, 0.05, 0.05])
     assert collapsed is not None and collapsed[1] == collapsed[2] == collapsed[0]
-    assert bootstrap_mean_ci([0.4] * 7) == (0.4, 0.4, 0.4)
+    assert bca_mean_ci([0.4] * 7) == (0.4, 0.4, 0.4)
 
 
 @pytest.mark.parametrize(
-    ("base", "head", "kwargs"),
+    ("values", "kwargs"),
     [
-        ([1.0, 2.0], [1.0], {}),
-        ([1.0, math.nan], [1.0, 2.0], {}),
-        ([1.0, 2.0], [1.0, math.inf], {}),
-        ([1.0, 2.0], [1.0, 3.0], {"confidence": 1.0}),
-        ([1.0, 2.0], [1.0, 3.0], {"resamples": 0}),
+        ([1.0, math.nan], {}),
+        ([1.0, math.inf], {}),
+        ([[1.0], [2.0]], {}),
+        ([1.0, 3.0], {"confidence": 1.0}),
+        ([1.0, 3.0], {"resamples": 0}),
     ],
 )
-def test_bootstrap_rejects_bad_input(base: list[float], head: list[float], kwargs: dict[str, float]) -> None:
+def test_bootstrap_rejects_bad_input(values: list[float], kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
-        paired_bootstrap_ci(base, head, **kwargs)  # type: ignore[arg-type]
+        bca_mean_ci(values, **kwargs)  # type: ignore[arg-type]
 
 
 # ── repeats ──────────────────────────────────────────────────────────────────────────────────
@@ -254,14 +249,14 @@ def test_mcnemar_large_n_with_lopsided_discordant_pairs(b: int, c: int) -> None:
 
 
 def test_no_repeats_never_pass_and_interval_arguments_are_checked_at_their_edges() -> None:
-    from evalgate.verdict.stats import bootstrap_mean_ci, repeat_verdict
+    from evalgate.verdict.stats import bca_mean_ci, repeat_verdict
 
     for rule in ("majority", "all", "any"):
         assert repeat_verdict([], rule) is False  # type: ignore[arg-type]
     for confidence in (0.0, 1.0):
         with pytest.raises(ValueError, match="confidence"):
-            bootstrap_mean_ci([0.0, 1.0], confidence=confidence)
+            bca_mean_ci([0.0, 1.0], confidence=confidence)
     with pytest.raises(ValueError, match="resamples"):
-        bootstrap_mean_ci([0.0, 1.0], resamples=0)
-    mean, low, high = bootstrap_mean_ci([0.0, 1.0], resamples=1)  # one resample is allowed
+        bca_mean_ci([0.0, 1.0], resamples=0)
+    mean, low, high = bca_mean_ci([0.0, 1.0], resamples=1)  # type: ignore[misc]  # one resample is allowed
     assert mean == 0.5 and 0.0 <= low <= high <= 1.0

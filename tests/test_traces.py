@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from evalgate.metrics.registry import MetricContext
 from evalgate.metrics.trajectory import order_problem, subset, trajectory
 from evalgate.metrics.workflow import workflow
 from evalgate.model import Answer, Case, MetricErrored, Trajectory
+from evalgate.report.html import trace_view
 from evalgate.safety.redact import register_secret
 from evalgate.traces.context import CURRENT, trace_env, trace_headers
 from evalgate.traces.receiver import Collector, Receiver
@@ -111,6 +113,44 @@ def test_openinference_summary_reads_tool_spans_requested_calls_and_token_counts
                                                                "tool.name": "lookup", "input.value": '{"id": 7}'}))
     summary = summarize(parse_json(json.dumps(tool_span)))
     assert summary["tools"][0]["name"] == "lookup" and summary["tools"][0]["arguments"] == {"id": 7}
+
+
+def test_agents_sdk_workflow_and_handoff_spans_are_neither_agents_nor_tools() -> None:
+    # the shapes openinference-instrumentation-openai-agents 2.6.0 writes (tests/test_traces_agents_sdk.py runs it)
+    oi = "openinference.span.kind"
+    spans = export(
+        json_span("00000000000000d1", "flight desk", {oi: "AGENT"}, start=1, end=100),
+        json_span("00000000000000d2", "triage", {oi: "AGENT", "agent.name": "triage"}, parent="00000000000000d1",
+                  start=2, end=50),
+        json_span("00000000000000d3", "search", {oi: "TOOL", "tool.name": "search"}, parent="00000000000000d2",
+                  start=3, end=4),
+        json_span("00000000000000d4", "handoff to booking", {oi: "TOOL", "input.value": "triage"},
+                  parent="00000000000000d2", start=5, end=6),
+        json_span("00000000000000d5", "booking", {oi: "AGENT", "agent.name": "booking"}, parent="00000000000000d1",
+                  start=51, end=99),
+        json_span("00000000000000d6", "handoff to x", {oi: "TOOL", "tool.name": "handoff to x"},
+                  parent="00000000000000d5", start=52, end=53))
+    summary = summarize(parse_json(json.dumps(spans)))
+    assert summary["agents"] == ["triage", "booking"]
+    assert [t["name"] for t in summary["tools"]] == ["search", "handoff to x"]  # a named tool stays a tool
+    assert summary["tool_calls"] == 2 and summary["steps"] == 2
+    assert [(row["depth"], row["name"], row["kind"]) for row in summary["tree"]] == [
+        (0, "flight desk", "workflow"), (1, "triage", "agent"), (2, "search", "tool"),
+        (2, "handoff to booking", "handoff"), (1, "booking", "agent"), (2, "handoff to x", "tool")]
+    tree = trace_view(summary)["tree"].splitlines()  # the HTML report's span tree
+    assert tree[0].startswith("flight desk  [workflow]") and tree[3].startswith("    handoff to booking  [handoff]")
+    # an unnamed agent span with no named agent below it is an agent (named after its span), in both vocabularies
+    alone = export(json_span("00000000000000e1", "planner", {oi: "AGENT"}),
+                   json_span("00000000000000e2", "invoke_agent", {"gen_ai.operation.name": "invoke_agent"},
+                             start=3, end=4),
+                   json_span("00000000000000e3", "worker", {"gen_ai.operation.name": "invoke_agent",
+                                                            "gen_ai.agent.name": "worker"},
+                             parent="00000000000000e2", start=5, end=6))
+    assert summarize(parse_json(json.dumps(alone)))["agents"] == ["planner", "worker"]
+    # parent ids in a cycle (hostile input) end the walk
+    cycle = export(json_span("00000000000000f1", "a", {oi: "AGENT"}, parent="00000000000000f2"),
+                   json_span("00000000000000f2", "b", {oi: "AGENT", "agent.name": "b"}, parent="00000000000000f1"))
+    assert summarize(parse_json(json.dumps(cycle)))["agents"] == ["b"]
 
 
 def test_protobuf_and_json_give_the_same_spans() -> None:
@@ -549,3 +589,109 @@ def test_a_run_whose_receiver_got_nothing_warns(tmp_path: Path) -> None:
     assert "traces: no span arrived at http://127.0.0.1:" in run.stderr
     document = json.loads((tmp_path / "out" / "results.json").read_text())
     assert "no spans were received for this case" in document["results"][0]["metrics"]["trajectory"]["reason"]
+
+
+def _sdk_trace_file(path: Path, turns: list[list[str]]) -> None:
+    """An OTLP/JSON file written from OpenTelemetry's own SDK: one root ``invoke_agent`` span (one trace)
+    per turn with an ``execute_tool`` child per tool, encoded by the OTLP exporter's encoder and the
+    protobuf JSON mapping (base64 ids, as such tools write them)."""
+    from google.protobuf import json_format
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("recorded-agent")
+    for tools in turns:
+        with tracer.start_as_current_span("invoke_agent helper", attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"}):
+            for tool in tools:
+                with tracer.start_as_current_span(f"execute_tool {tool}", attributes={
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
+                        "gen_ai.tool.call.arguments": json.dumps({"turn": len(tools)})}):
+                    pass
+    provider.shutdown()
+    path.write_text(json_format.MessageToJson(encode_spans(exporter.get_finished_spans())))
+
+
+def test_conversation_turns_and_the_whole_conversation_read_trace_files(tmp_path: Path) -> None:
+    """A recorded conversation: a case-level ``trace_file`` (one trace per turn) gives each turn its trace
+    and the whole conversation all of them; a turn's own ``trace_file`` overrides its share; trajectory
+    expectations work per turn and on the whole, through the CLI, with and without the live receiver."""
+    from evalgate.cli.main import main as cli_main
+
+    (tmp_path / "traces").mkdir()
+    _sdk_trace_file(tmp_path / "traces" / "talk.json", [["search"], ["search", "book"], ["pay"]])
+    _sdk_trace_file(tmp_path / "traces" / "own.json", [["refund"]])
+    (tmp_path / "cases.yaml").write_text(textwrap.dedent("""\
+        - id: talk
+          trace_file: traces/talk.json
+          trajectory: {tools: [search, search, book, pay], order: exact, max_tool_calls: 4}
+          turns:
+            - {user: find, output: found, trajectory: {tools: [search], order: exact}}
+            - {user: book it, output: booked, trajectory: {tools: [search, book], order: exact}}
+            - {user: pay, output: paid, trajectory: {tools: [pay], order: exact}}
+        - id: wrong-turn
+          trace_file: traces/talk.json
+          turns:
+            - {user: find, output: found}
+            - {user: book it, output: booked, trajectory: {tools: [book, search], order: exact}}
+        - id: own-file
+          trace_file: traces/talk.json
+          turns:
+            - {user: find, output: found, trace_file: traces/own.json, trajectory: {tools: [refund]}}
+            - {user: book it, output: booked, trajectory: {tools: [search, book], order: exact}}
+        - id: missing
+          trace_file: traces/none.json
+          turns:
+            - {user: find, output: found}
+        """))
+    for extra, out in (((), "plain"), (("--traces", "--traces-port", "0"), "live")):
+        code = cli_main(["run", "--dataset", str(tmp_path / "cases.yaml"), "--target", "recorded", "--progress",
+                         "none", "--output-dir", str(tmp_path / out), *extra])
+        assert code == 1
+        results = {r["id"]: r for r in json.loads((tmp_path / out / "results.json").read_text())["results"]}
+        talk = results["talk"]
+        assert talk["status"] == "passed", talk
+        assert talk["metrics"]["trajectory"]["value"] == 1.0
+        assert [t["name"] for t in talk["answer"]["trace"]["tools"]] == ["search", "search", "book", "pay"]
+        assert [t["turn"] for t in talk["answer"]["trace"]["tools"]] == [0, 1, 1, 2]
+        turns = talk["conversation"]["turns"]
+        assert [turn["metrics"]["trajectory"]["value"] for turn in turns] == [1.0, 1.0, 1.0]
+        wrong = results["wrong-turn"]
+        assert wrong["status"] == "failed" and wrong["conversation"]["failed_turn"] == 2
+        assert "expected book → search (exact), got search → book" in (
+            wrong["conversation"]["turns"][1]["metrics"]["trajectory"]["details"]["reason"])
+        own = results["own-file"]
+        assert own["status"] == "passed", own
+        assert own["conversation"]["turns"][0]["metrics"]["trajectory"]["value"] == 1.0
+        missing = results["missing"]
+        assert missing["status"] == "errored" and "trace_file 'traces/none.json'" in missing["error"]
+
+
+def test_live_traces_reach_each_turn_of_a_conversation(tmp_path: Path) -> None:
+    """The receiver path, per turn: each turn's call carries its own traceparent, so the command agent's spans
+    of turn k are turn k's trajectory, and the whole conversation's trajectory reads every turn's in order."""
+    import subprocess
+    import sys
+
+    (tmp_path / "agent.py").write_text(COMMAND_AGENT)
+    (tmp_path / "cases.yaml").write_text(textwrap.dedent("""\
+        - id: good-talk
+          trajectory: {tools: [lookup, answer, lookup, answer], order: exact}
+          turns:
+            - {user: one, trajectory: {tools: [lookup, answer], order: exact}}
+            - {user: two, trajectory: {tools: [lookup], max_tool_calls: 2}}
+        """))
+    run = subprocess.run(
+        [sys.executable, "-m", "evalgate", "run", "-d", "cases.yaml", "--target", "command", "--target-command",
+         json.dumps([sys.executable, "agent.py"]), "--traces", "--traces-port", "0", "--progress", "none",
+         "--output-dir", "out"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (result,) = json.loads((tmp_path / "out" / "results.json").read_text())["results"]
+    assert [t["turn"] for t in result["answer"]["trace"]["tools"]] == [0, 0, 1, 1]
+    assert result["answer"]["trace"]["source"] == "otlp"
+    assert [t["metrics"]["trajectory"]["value"] for t in result["conversation"]["turns"]] == [1.0, 1.0]

@@ -39,6 +39,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in list(os.environ):
         if name.startswith(("EVALGATE_", "INPUT_")):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("EVALGATE_JUDGE_SHARED_CACHE", "none")  # the user-level shared judge cache stays out of tests
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

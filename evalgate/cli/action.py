@@ -176,6 +176,7 @@ def guard_pr_code(ctx: ActionContext, settings: Settings, options: PublishOption
 
 def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
     """Run the pipeline and print the console report inside a ``::stop-commands::`` block."""
+    from evalgate.github.context import pull_request_labels
     from evalgate.report.progress import make_progress
     from evalgate.runner.run import execute
 
@@ -187,7 +188,7 @@ def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
             settings, setup_.suite_config, cwd=setup_.workspace,
             progress_for=lambda total: make_progress(settings.progress, total,
                                                      every_seconds=settings.progress_interval_seconds),
-            baseline_loader=baseline_loader(setup_)))
+            baseline_loader=baseline_loader(setup_), pr_labels=pull_request_labels(setup_.ctx.event)))
         from evalgate.report.console import make_console, render_failures, render_report
 
         console = make_console(sys.stdout)
@@ -218,6 +219,21 @@ def baseline_note(document: Mapping[str, Any]) -> tuple[str, str] | None:
     if not isinstance(info, Mapping) or not info.get("warning"):
         return None
     return ("notice" if info.get("severity") == "notice" else "warning"), str(info["warning"])
+
+
+def gate_changes_line(document: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(level, message)``: one annotation for what the run loosened against its base run (a warning), or
+    that the base run's gate policy is unknown (a notice); None when there is nothing to say."""
+    from evalgate.report.view import gate_changes_view
+
+    view = gate_changes_view(document)
+    if view is None:
+        return None
+    if view["items"]:
+        more = f"; +{view['omitted']} more" if view["omitted"] else ""
+        approved = f" (approved with the label {view['approved_by']})" if view["approved_by"] else ""
+        return "warning", f"this pull request loosens the gate{approved}: {'; '.join(view['items'])}{more}"
+    return "notice", str(view["note"])
 
 
 def written_paths(settings: Settings) -> list[Path]:
@@ -287,6 +303,10 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
     if note:
         level, message = note
         emit((notice if level == "notice" else warning)(message, title="evalgate: baseline"))
+    changes = gate_changes_line(outcome.document)
+    if changes:
+        level, message = changes
+        emit((notice if level == "notice" else warning)(message, title="evalgate: gate changes"))
     for text in (outcome.document.get("metadata") or {}).get("warnings") or []:
         emit(warning(str(text), title="evalgate"))
     for line in outcome.notices:

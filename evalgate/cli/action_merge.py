@@ -40,6 +40,7 @@ def shard_options(options: PublishOptions, shard: tuple[int, int] | None, emit: 
 def merge_step(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:
     """``mode: merge``: download, merge, compare, publish; returns the merged verdict's exit status."""
     from evalgate.cli.action import baseline_loader, baseline_note
+    from evalgate.github.context import pull_request_labels
     from evalgate.runner.merge import merge_runs
     from evalgate.store.reader import resolve_baseline
 
@@ -54,7 +55,7 @@ def merge_step(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:
         baseline = resolve_baseline(settings.baseline, auto=baseline_loader(setup_), cwd=setup_.workspace)
     try:
         outcome = merge_runs(directories, output_dir=settings.output_path, db_path=settings.db_path,
-                             baseline=baseline, settings=settings)
+                             baseline=baseline, settings=settings, pr_labels=pull_request_labels(setup_.ctx.event))
     finally:
         shutil.rmtree(spool, ignore_errors=True)
     for line in outcome.warnings:  # each shard's own comparison: expected, the merged run is compared instead

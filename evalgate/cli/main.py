@@ -62,6 +62,11 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     gate.add_argument("--baseline", metavar="PATH|auto|none", help="previous results.json or SQLite file to compare with")
     gate.add_argument("--fail-on-regression", action=BOOL, default=None, help="fail on a significant regression vs baseline")
     gate.add_argument("--significance-level", type=float, metavar="ALPHA", help="significance level (default 0.05)")
+    gate.add_argument("--gate-changes", choices=["report", "fail"],
+                      help="a run that loosens the gate against its baseline: list it (report, default) or also fail "
+                           "unless the pull request carries --gate-change-label (fail); docs/security.md")
+    gate.add_argument("--gate-change-label", metavar="LABEL",
+                      help="pull-request label approving a loosening (default evalgate-gate-change-approved)")
     gate.add_argument("--calibration", choices=["auto", "required", "off"],
                       help="judged metrics gate only with a calibrated judge (auto, default), an uncalibrated judge "
                            "fails the run (required), or every judge gates (off); docs/judges.md")
@@ -277,7 +282,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         from evalgate.github.baseline import loader_from_env
 
         loader = loader_from_env(os.environ)
-    outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for, baseline_loader=loader))
+    labels: list[str] = []
+    if settings.baseline_kind != "none" and os.environ.get("GITHUB_EVENT_PATH"):  # the approval label (gate_changes)
+        from evalgate.github.context import load_event, pull_request_labels
+
+        labels = pull_request_labels(load_event(os.environ["GITHUB_EVENT_PATH"]))
+    outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for, baseline_loader=loader,
+                                  pr_labels=labels))
     code = int(outcome.verdict.exit_code)
     late = outcome.signals or list(Interrupt.received)
     if late and code != EXIT_INTERRUPTED:  # the results were complete and written when the signal came

@@ -82,6 +82,13 @@ class Settings(BaseModel):
     """Per metric, the smallest change that counts as a regression: a number (absolute) or ``{abs, rel}``
     (``verdict.tolerance``); ``null``/0 removes a default."""
     baseline: str = "none"
+    gate_changes: Literal["report", "fail"] = "report"
+    """What a pull request that loosens the gate against its base run gets (docs/security.md, "Gate changes"):
+    ``report`` lists the loosenings; ``fail`` also fails the gate unless the PR carries ``gate_change_label``.
+    In a pull-request run only the workflow (input, ``EVALGATE_GATE_CHANGES``, flag) may relax the base run's value."""
+    gate_change_label: str = "evalgate-gate-change-approved"
+    """The pull-request label that approves a loosening under ``gate_changes: fail`` (ignored when it comes
+    from the PR's own evalgate.yaml in a pull-request run)."""
 
     # --- outputs ---------------------------------------------------------------------------------
     output_dir: str = "evalgate-results"

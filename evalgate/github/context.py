@@ -155,6 +155,17 @@ def pull_request_info(event_name: str | None, event: Mapping[str, Any], *, has_p
     return PullRequestInfo(reason=f"{event_name} event: no pull request")
 
 
+def pull_request_labels(event: Mapping[str, Any]) -> list[str]:
+    """The names of ``pull_request.labels`` in the event payload (empty when there are none or no PR). The
+    payload is the one GitHub wrote when the run started: a label added later needs a new run (the
+    ``labeled`` activity type)."""
+    pr = event.get("pull_request")
+    labels = pr.get("labels") if isinstance(pr, Mapping) else None
+    if not isinstance(labels, list):
+        return []
+    return [str(label["name"]) for label in labels if isinstance(label, Mapping) and isinstance(label.get("name"), str)]
+
+
 def _from_pull_request(event_name: str, event: Mapping[str, Any]) -> PullRequestInfo:
     pr = event.get("pull_request") or {}
     number = _int_or_none(pr.get("number", event.get("number")))

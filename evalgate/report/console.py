@@ -67,6 +67,23 @@ def metric_mark(row: dict[str, Any]) -> str:
     return "·"
 
 
+def _render_gate_changes(document: dict[str, Any], console: Console) -> None:
+    """One line: what the run loosened against its base run's gate policy (``gate.loosened``), or that the base
+    run's policy is unknown."""
+    from evalgate.report.view import gate_changes_view
+
+    view = gate_changes_view(document)
+    if view is None:
+        return
+    if view["items"]:
+        approved = f" (approved with the label {view['approved_by']})" if view["approved_by"] else ""
+        more = f"; +{view['omitted']} more" if view["omitted"] else ""
+        console.print(f"⚠ This run loosens the gate against its base{approved}: {'; '.join(view['items'])}{more}",
+                      markup=False)
+    if view["note"]:
+        console.print(f"ℹ {view['note']}", markup=False)
+
+
 def render_report(document: dict[str, Any], console: Console, *, verbose: bool = False) -> None:
     """Verdict first, then the metric table, breakdown by suite, and failed cases with reasons."""
     gate = document["gate"]
@@ -77,6 +94,7 @@ def render_report(document: dict[str, Any], console: Console, *, verbose: bool =
     console.print(f"  (exit {gate['exit_code']}, run {document['run_id']}{'' if status == 'completed' else ', ' + status})")
     for reason in gate["reasons"]:
         console.print(f"  • {reason}", markup=False)
+    _render_gate_changes(document, console)
     console.print(
         f"Cases: {summary['total_test_cases']}  passed {summary['total_passed']}  failed {summary['total_failed']}"
         f"  errored {summary['total_errored']}  pass rate {summary['pass_rate']:.1%}"

@@ -43,6 +43,7 @@ from evalgate.report.view import (
     format_percent,
     format_signed,
     format_usd,
+    gate_changes_view,
     group_row,
     judge_view,
     metric_rows,
@@ -111,6 +112,7 @@ def build_html_view(results: Mapping[str, Any], *, max_cases: int = MAX_CASES) -
     latency = latencies.get("average")
     return {
         "verdict": verdict_view(results),
+        "gate_changes": gate_changes_view(results),
         "totals": totals_view(results) | usage_view(results) | {"latency_average": latency, "latency_p50": latencies.get("p50"),
                                                                 "latency_p95": latencies.get("p95")},
         "spend": call_summary(results),
@@ -180,7 +182,7 @@ def _case_view(case: Mapping[str, Any], position: int) -> dict[str, Any]:
     }
 
 
-TRACE_KINDS = {"agent": "agent", "tool": "tool", "llm": "LLM"}
+TRACE_KINDS = {"agent": "agent", "tool": "tool", "llm": "LLM", "handoff": "handoff", "workflow": "workflow"}
 
 
 def trace_view(trace: Any) -> dict[str, Any] | None:

@@ -265,7 +265,9 @@ def judge_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
     total = (results.get("summary") or {}).get("judge_health")
     pairwise = results.get("pairwise") if isinstance(results.get("pairwise"), Mapping) else None
     pairs = [f"{name} {row.get('wins', 0)} better, {row.get('losses', 0)} worse, {row.get('ties', 0)} tie(s) "
-             f"(sign test p {format_number(row.get('p_worse'), 3)})"
+             f"(sign test p {format_number(row.get('p_worse'), 3)}"
+             + (f", adjusted p {_p_value(row['p_adjusted'])} over {row.get('family_size')} tests)"
+                if row.get("p_adjusted") is not None else ", not gating)")
              for name, row in ((pairwise or {}).get("metrics") or {}).items() if isinstance(row, Mapping)]
     if not notes and not health_rows and not pairs:
         return None
@@ -430,6 +432,32 @@ def flip_view(entry: Mapping[str, Any], link: Link = no_link) -> dict[str, Any]:
     return {**case_ref(entry, link), "base_status": entry.get("base_status"), "head_status": entry.get("head_status")}
 
 
+GATE_CHANGES_LISTED = 10
+"""Loosenings listed in reports (the rest counted)."""
+GATE_CHANGE_CHARS = 300
+"""Longest loosening line shown (it quotes metric names and case ids from the pull request's files)."""
+
+
+def gate_changes_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the pull request loosened against its base run (``gate.loosened``, ``verdict.policy``):
+    ``{items[] (one line each, truncated), omitted, mode, approved_by, note}``; None when nothing was loosened
+    and there is nothing to say."""
+    from evalgate.report.escape import truncate
+
+    gate = results.get("gate")
+    if not isinstance(gate, Mapping):
+        return None
+    raw = gate.get("loosened")
+    loosened: list[Any] = raw if isinstance(raw, list) else []
+    note = str(gate.get("policy_note") or "").strip()
+    if not loosened and not note:
+        return None
+    items = [truncate(str(item.get("text") or ""), GATE_CHANGE_CHARS) for item in loosened[:GATE_CHANGES_LISTED]
+             if isinstance(item, Mapping)]
+    return {"items": items, "omitted": max(0, len(loosened) - len(items)), "mode": str(gate.get("gate_changes") or ""),
+            "approved_by": gate.get("approved_by"), "note": truncate(note, GATE_CHANGE_CHARS) if note else None}
+
+
 def baseline_note(results: Mapping[str, Any]) -> dict[str, str] | None:
     """Why there is no comparison although a baseline was asked for: ``{"title", "reason"}``, else None."""
     baseline = results.get("baseline")
@@ -570,6 +598,11 @@ def format_threshold(threshold: Any) -> str | None:
         if "op" in threshold and "value" in threshold:
             return f"{THRESHOLD_SYMBOLS.get(str(threshold['op']), '?')} {float(threshold['value']):g}"
     return str(threshold)
+
+
+def _p_value(value: float) -> str:
+    """An adjusted p-value as the comparison prints it: two decimals from 0.1 up, else two significant digits."""
+    return f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"
 
 
 def format_number(value: Any, digits: int = 3) -> str:

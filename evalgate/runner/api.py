@@ -327,7 +327,8 @@ def _steps_lookup(settings: Settings, env: Mapping[str, str] | None) -> Any:
 def compare(base: str | Path, head: str | Path, *, significance_level: float | None = None,
             repeat_rule: str | None = None, fail_on_regression: bool = False) -> ComparisonResult:
     """Compare two runs (results.json or SQLite files): one regression decision over the gated metrics, the
-    pass rate and the critical cases (weighted Holm–Bonferroni, the pass rate carrying 2/3 of α, at ``significance_level``, docs/trustworthy-verdicts.md),
+    pass rate, the critical cases and HEAD's pairwise judge preferences when HEAD judged them against BASE itself
+    (weighted Holm–Bonferroni, the pass rate carrying 2/3 of α, at ``significance_level``, docs/trustworthy-verdicts.md),
     metric deltas with BCa intervals, flipped cases. ``significance_level``, ``repeat_rule`` and the
     ``regression_tolerance`` default to HEAD's own settings."""
     from evalgate.store.reader import load_results
@@ -341,8 +342,15 @@ def compare(base: str | Path, head: str | Path, *, significance_level: float | N
     rule = repeat_rule or config.get("repeat_rule") or "majority"
     if rule not in ("majority", "all", "any"):
         raise UserError(f"repeat_rule must be majority, all or any (got {rule!r})", where="repeat_rule")
+    from evalgate.runner.shard_judging import merged_pairwise
+
+    thresholds = [str(name) for name, row in (head_doc.get("metrics") or {}).items()
+                  if isinstance(row, dict) and row.get("threshold") is not None]
+    pairwise, pairwise_gated, _ = merged_pairwise(  # HEAD's pairwise preferences, when judged against BASE itself
+        [(str(head), head_doc)], base_doc.get("run_id"), head_doc.get("calibration") or {}, thresholds)
     comparison = compare_runs(base_doc, head_doc, alpha=float(alpha), baseline_source=str(base),
-                              repeat_rule=rule)  # type: ignore[arg-type]  # checked just above
+                              repeat_rule=rule,  # type: ignore[arg-type]  # checked just above
+                              pairwise=(pairwise or {}).get("metrics"), pairwise_gated=pairwise_gated)
     reasons = comparison_gate_reasons(comparison, fail_on_regression)
     return ComparisonResult(regression=bool(comparison.get("regression")), reasons=list(reasons),
                             summary=str(comparison.get("summary") or ""),

@@ -187,13 +187,6 @@ def _pairwise_policy(policy: JudgePolicy, settings: Settings, prepared: Prepared
                                                    "calibration: required")
 
 
-def shard_policy(document: Mapping[str, Any], thresholds: Mapping[str, Threshold]) -> JudgePolicy:
-    """A shard's calibration decisions, for the merged run (every shard ran with the same judge and settings)."""
-    block = dict(document.get("calibration") or {})
-    notes = {str(note).partition(": ")[0]: str(note) for note in (document.get("gate") or {}).get("notes") or []}
-    return JudgePolicy(dict(thresholds), block, notes)
-
-
 def attach_calibration(document: dict[str, Any], policy: JudgePolicy, health: dict[str, Any] | None) -> None:
     """results.json: ``calibration`` (the policy's block), ``gate.notes`` (one line per judged metric that does
     not gate), per metric ``calibration`` (standing, κ, n, date) and ``judge_health``, and

@@ -7,7 +7,9 @@ conversation id: generated per case and repeat (``eg-`` + 16 hex digits), or rea
 reply (``target_conversation_id_from``). Each answer is admitted and scored against the turn's own
 expectations like a single-turn case; the first failed turn stops the conversation unless
 ``stop_on_failed_turn: false``; a turn whose call fails errors the case (``turn N: …``), keeping the
-transcript so far.
+transcript so far. A turn's trace is its call's spans (receiver) or its own ``trace_file``; failing both, trace
+k of the conversation case's ``trace_file`` (``traces.traced.conversation_file_traces``), whose whole summary
+is then the conversation's trace (else the turns' traces merged).
 
 Then the case's own expectations are scored on the conversation as a whole: an ``Answer`` whose text is
 every answer joined by blank lines, whose sources / agents / tools are every turn's in order, whose
@@ -37,6 +39,7 @@ from evalgate.model import TURN_EXPECTATIONS, TURN_RECORDED, Answer, Case, CaseS
 from evalgate.safety.redact import redact
 from evalgate.targets.base import TargetCall
 from evalgate.traces.summary import merge_traces
+from evalgate.traces.traced import conversation_file_traces
 
 if TYPE_CHECKING:
     from evalgate.model import CaseResult, MetricResult
@@ -117,7 +120,14 @@ async def converse(engine: Engine, case: Case, repeat: int) -> CaseResult:
     fingerprint = user_fingerprint(case) if simulated else None
     replay = options.replay.get(case.id) if simulated else None
     base = replay["turns"] if replay is not None and replay.get("user") == fingerprint else None
-    for number in range(1, planned + 1):
+    file_whole: dict[str, Any] | None = None
+    file_turns: list[dict[str, Any]] = []
+    if case.trace_file:
+        try:
+            file_whole, file_turns = conversation_file_traces(case)
+        except ValueError as exc:
+            error = str(exc)  # nothing is sent: the case errors naming the file
+    for number in range(1, planned + 1 if error is None else 1):
         replayed = False
         if case.turns is not None:
             turn = case.turns[number - 1]
@@ -133,6 +143,8 @@ async def converse(engine: Engine, case: Case, repeat: int) -> CaseResult:
         call = TargetCall(case.id, repeat, turn=number, messages=[dict(m) for m in messages],
                           conversation_id=conversation_id)
         answer = await engine.call_target(current, call)
+        if answer.trace is None and len(file_turns) >= number and not answer.error:
+            answer = answer.model_copy(update={"trace": file_turns[number - 1]})
         record: dict[str, Any] = {"turn": number, "input": turn.input}
         if replayed:
             record["replayed"] = True
@@ -171,10 +183,12 @@ async def converse(engine: Engine, case: Case, repeat: int) -> CaseResult:
         summary["goal_met"] = goal_met
         summary["user"] = fingerprint
     if error is not None:
-        summary["failed_turn"] = summary["failed_turn"] or records[-1]["turn"]
+        summary["failed_turn"] = summary["failed_turn"] or (records[-1]["turn"] if records else None)
         partial = whole_answer(answers, messages).model_copy(update={"error": error})
         return engine._result(case, partial, {}, repeat, summary)
     whole = whole_answer(answers, messages)
+    if file_whole is not None and not any(a.trace and a.trace.get("source") != "file" for a in answers):
+        whole = whole.model_copy(update={"trace": file_whole})  # the file's every span, spans of unsent turns too
     memo = {TURNS_MEMO: (outcomes, planned if not simulated else len(outcomes))}
     whole, metrics = await engine.score(case, whole, repeat, memo)
     turns_result = metrics.get("conversation_turns")

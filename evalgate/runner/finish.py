@@ -7,7 +7,7 @@ import datetime as dt
 import json
 import platform
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -160,10 +160,14 @@ COMPARED_RECORD_KEYS = ("id", "source", "risk_level", "status", "passed", "repea
 
 
 def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None, records: Iterable[bytes],
-                      settings: Settings) -> list[str]:
+                      settings: Settings, *, pairwise: Mapping[str, Any] | None = None,
+                      pairwise_gated: Collection[str] = ()) -> list[str]:
     """Put ``baseline`` (what was asked, found or why not) and ``comparison`` into ``document``; return
     the gate reasons the comparison adds (only with ``fail_on_regression``). ``records`` are the run's
-    case records as JSON, streamed and slimmed to what the comparison reads. Never raises."""
+    case records as JSON, streamed and slimmed to what the comparison reads. ``pairwise`` (the run's
+    ``pairwise`` block, ``runner.pairwise``): the sign tests of ``pairwise_gated`` metrics join the comparison's
+    one family, and each of their rows in ``pairwise.metrics`` gets the family's ``p_adjusted``,
+    ``family_size`` and ``weight``. Never raises."""
     if baseline is None:
         return []
     info: dict[str, Any] = {"setting": settings.baseline, "found": baseline.found, "source": baseline.source,
@@ -178,12 +182,18 @@ def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None,
     try:
         comparison = compare_runs(baseline.document, head, alpha=settings.significance_level,
                                   baseline_source=baseline.source, repeat_rule=settings.repeat_rule,
-                                  tolerances=settings.regression_tolerance)
+                                  tolerances=settings.regression_tolerance,
+                                  pairwise=(pairwise or {}).get("metrics") or {}, pairwise_gated=pairwise_gated)
     except Exception as exc:  # a comparison problem must not lose the run's results
         info["warning"] = redact(f"no comparison: {type(exc).__name__}: {exc}")
         info["severity"] = "warning"
         return []
     document["comparison"] = comparison
+    tests = {t["name"]: t for t in comparison["family"]["tests"] if t["kind"] == "pairwise"}
+    for name, row in ((pairwise or {}).get("metrics") or {}).items():
+        if name in tests and isinstance(row, dict):
+            row.update(p_adjusted=tests[name]["p_adjusted"], family_size=comparison["family"]["size"],
+                       weight=tests[name]["weight"])
     return comparison_gate_reasons(comparison, settings.fail_on_regression)
 
 
@@ -232,3 +242,127 @@ def write_compat_documents(settings: Settings, results_path: Path, cwd: Path | N
 def policy_of(settings: Settings) -> GatePolicy:
     return GatePolicy(strict=settings.strict_metrics, fail_on_critical=settings.fail_on_critical,
                       min_pass_rate=settings.min_pass_rate, max_errored=settings.max_errored)
+
+
+POLICY_NOTE_UNKNOWN = "gate policy of the base run unknown (made by an evalgate that did not record it)"
+
+
+def gate_policy_snapshot(settings: Settings, prepared: Prepared, document: Mapping[str, Any], cases: Mapping[str, Any],
+                         cwd: Path | None) -> dict[str, Any]:
+    """The run's ``gate_policy`` (``verdict.policy.snapshot``): the thresholds that gated (``document``'s,
+    after calibration), the gate settings with where each was set, and the bounded case facts ``cases``."""
+    from evalgate.verdict.policy import GATE_SETTINGS, snapshot
+    from evalgate.verdict.tolerance import resolve_tolerances
+
+    root = f"{(cwd or Path.cwd()).resolve()}/"
+
+    def where(origin: str) -> str:
+        if origin.startswith("default "):
+            return "default"
+        if origin.startswith("metric_thresholds ("):
+            origin = f"metric_thresholds: {settings.origin('metric_thresholds')}"
+        return redact(origin.replace(root, ""))
+
+    values: dict[str, Any] = {name: getattr(settings, name) for name in GATE_SETTINGS if name != "selection"}
+    values["calibration_floors"] = {name: dict(floor) for name, floor in settings.calibration_floors.items()}
+    values["selection"] = {"case_ids": len(settings.case_ids), "first_n": settings.first_n,
+                           "category": sorted(settings.category), "tags": sorted(settings.tags)}
+    origins = {name: where(settings.origin(name)) for name in (*GATE_SETTINGS, "regression_tolerance")
+               if name != "selection"}
+    for name in ("case_ids", "first_n", "category", "tags"):
+        origins[name] = where(settings.origin(name))
+    thresholds = document.get("thresholds") or {}
+    return snapshot(
+        thresholds=thresholds,
+        threshold_origins={name: where(prepared.threshold_origins.get(name, "default"))
+                           for name in {*thresholds, *(document.get("metrics") or {})}},
+        computed=(document.get("metrics") or {}).keys(),
+        settings=values,
+        origins=origins,
+        tolerances={name: t.to_dict() for name, t in resolve_tolerances(settings.regression_tolerance).items()},
+        optional_metrics={suite or "": names for suite, names in prepared.optional.items()},
+        cases=cases,
+    )
+
+
+def attach_gate_policy(document: dict[str, Any], baseline: BaselineLookup | None, settings: Settings,
+                       prepared: Prepared, cases: Mapping[str, Any], cwd: Path | None,
+                       pr_labels: Iterable[str] = ()) -> tuple[list[str], dict[str, Any]]:
+    """Put ``gate_policy`` into ``document``; with a baseline, compare it with the base run's. Returns the gate
+    reason (``gate_changes: fail`` in a pull-request run, loosened, not approved by the label) and the
+    ``gate`` fields to add: ``gate_changes`` (as applied), ``loosened`` (list; None when the base run's policy
+    is unknown), ``policy_note``, ``approved_by``. Never raises."""
+    head = gate_policy_snapshot(settings, prepared, document, cases, cwd)
+    return compare_gate_policy(document, head, baseline, settings, pr_labels, partial=bool(settings.shard))
+
+
+def compare_gate_policy(document: dict[str, Any], head: dict[str, Any], baseline: BaselineLookup | None,
+                        settings: Settings, pr_labels: Iterable[str] = (), *, partial: bool = False,
+                        configured: str | None = None) -> tuple[list[str], dict[str, Any]]:
+    """``attach_gate_policy`` for a ready snapshot ``head`` (a merged run's: a shard's with the merged case
+    set). ``partial``: the run holds part of the cases (one shard), so missing and demoted cases are not
+    compared. ``configured``: the ``gate_changes`` asked for (default: ``settings``')."""
+    from evalgate.config.trust import from_checkout, untrusted_checkout
+    from evalgate.verdict.policy import approval, effective_gate_changes, gate_reason, loosenings, unknown
+
+    untrusted = untrusted_checkout(settings.environment)
+    base_doc = baseline.document if baseline is not None else None
+    base_policy = base_doc.get("gate_policy") if isinstance(base_doc, Mapping) else None
+    base_mode = base_policy.get("gate_changes") if isinstance(base_policy, Mapping) else None
+    configured = configured or settings.gate_changes
+    mode = effective_gate_changes(configured, untrusted=untrusted, base_value=base_mode,
+                                  from_workflow=_from_workflow(settings, "gate_changes"))
+    head["gate_changes"] = mode
+    document["gate_policy"] = head
+    chosen = _baseline_from_checkout(settings, untrusted)
+    if base_doc is None and not chosen:
+        return [], {}
+    fields: dict[str, Any] = {"gate_changes": mode}
+    loosened: list[dict[str, Any]] = list(chosen)
+    if base_doc is not None and unknown(base_policy):
+        fields["policy_note"] = POLICY_NOTE_UNKNOWN
+    elif base_doc is not None:
+        removed = ((document.get("comparison") or {}).get("cases") or {}).get("removed")
+        try:
+            asked = {**head, "gate_changes": configured}  # what the PR asked for, listed if looser
+            loosened += loosenings(base_policy, asked, removed if isinstance(removed, list) and not partial
+                                   else None)
+        except Exception as exc:  # a malformed base policy must not lose the run's results
+            fields["policy_note"] = redact(f"gate policy of the base run unreadable: {type(exc).__name__}")
+    if partial:  # one shard holds part of the cases: the merged run compares them
+        loosened = [item for item in loosened if item["kind"] not in ("cases_missing", "critical_demoted")]
+    fields["loosened"] = loosened if loosened or "policy_note" not in fields else None
+    in_actions = settings.environment.get("GITHUB_ACTIONS", "").strip().lower() == "true"
+    if not loosened or mode != "fail" or (in_actions and not untrusted):  # a push or schedule run: reported only
+        return [], fields
+    label = settings.gate_change_label
+    if from_checkout(settings.origin("gate_change_label"), settings.config):
+        label = str(Settings.model_fields["gate_change_label"].default)  # the PR's file may not name the label
+    approved = approval(pr_labels, label)
+    if approved:
+        fields["approved_by"] = approved
+        return [], fields
+    return [gate_reason(loosened, label)], fields
+
+
+def _from_workflow(settings: Settings, name: str) -> bool:
+    """True when setting ``name`` was given by the workflow (an input, an ``EVALGATE_*`` variable, a flag), not
+    by the checkout's evalgate.yaml nor left at its default."""
+    from evalgate.config.trust import from_checkout
+
+    origin = settings.origin(name)
+    return not origin.startswith("default ") and not from_checkout(origin, settings.config)
+
+
+def _baseline_from_checkout(settings: Settings, untrusted: bool) -> list[dict[str, Any]]:
+    """In a pull-request run, a ``baseline`` chosen by the PR's own evalgate.yaml (``none``, or a file the PR
+    can write) leaves nothing trustworthy to compare the policy with: one loosening saying so."""
+    from evalgate.config.trust import from_checkout
+
+    origin = settings.origin("baseline")
+    if not untrusted or settings.baseline_kind == "auto" or not from_checkout(origin, settings.config):
+        return []  # ``auto`` is the base branch's own artifact: nothing the PR can write
+    where = redact(origin.replace(f"{Path.cwd().resolve()}/", ""))
+    return [{"kind": "baseline", "setting": "baseline", "before": None, "after": settings.baseline, "origin": where,
+             "text": f"baseline {settings.baseline} chosen by the pull request's evalgate.yaml: the base run's gate "
+                     f"cannot be compared with ({where})"}]

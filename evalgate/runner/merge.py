@@ -5,8 +5,11 @@ run, or ``FILE#RUN_ID`` for a given one). The merged run is rebuilt from the per
 
 1. every input is checked against the others: same schema version, evalgate version, datasets
    (path + sha256), judge, target kind and the settings that change selection, scoring or the gate
-   (``MATTERING_SETTINGS``); the same threshold for every metric; shard labels ``i/n`` with one ``n``
-   and no ``i`` twice; each case id in exactly one input (and in the shard its id hashes to);
+   (``MATTERING_SETTINGS``); the judge's temperature, seed, samples and template versions and each judged
+   metric's calibration key and result (``runner.shard_judging``: a shard without a calibration another
+   found makes the merged one the weakest — not gating — said in a gate note); the same threshold for
+   every metric; shard labels ``i/n`` with one ``n`` and no ``i`` twice; each case id in exactly one input
+   (and in the shard its id hashes to);
 2. the records are spooled to disk and re-aggregated in dataset order (``index``, ``repeat``): through
    ``RepeatSink`` (each case's repeats collapse into one case, flaky cases and confidence intervals are
    collected, as in ``evalgate.runner.run``) into ``RunAggregate``; the gate is recomputed with ``run_verdict``
@@ -17,7 +20,8 @@ run, or ``FILE#RUN_ID`` for a given one). The merged run is rebuilt from the per
 A missing shard is an error unless ``allow_partial``; then, like a cancelled or crashed shard, it
 becomes a gate reason (partial results never pass). Judge spend (``summary.judge_calls``, judge tokens)
 and the call counters (``metadata.calls``: calls, retries, HTTP 429s …) are summed over the inputs.
-Shard-level ``comparison`` blocks are dropped: compare the merged run.
+Shard-level ``comparison`` blocks are dropped: compare the merged run (``baseline``); the shards' pairwise
+preferences against that same base run are summed into its family (``shard_judging.merged_pairwise``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from evalgate.calls.executor import CALL_COUNTERS
 from evalgate.config.settings import Settings
 from evalgate.errors import UserError
 from evalgate.model import CaseResult, Threshold
+from evalgate.runner.shard_judging import JudgingAgreement
 from evalgate.store.judge_cache import CACHE_FILE, cache_path, merge_cache_files
 from evalgate.store.reader import BaselineLookup, ShardRun, expand_inputs, open_input, split_run_spec
 from evalgate.store.results_json import CaseSpool, write_results
@@ -46,6 +51,8 @@ MATTERING_SETTINGS = (
     "strict_metrics", "fail_on_critical", "min_pass_rate", "max_errored", "fail_on_regression",
     "significance_level", "repeat", "repeat_rule", "judge_samples", "judge_provider", "judge_model",
     "target", "target_model", "category", "tags", "case_ids", "first_n",
+    "regression_tolerance", "judge_temperature", "judge_temperatures", "judge_seed", "judge_output", "calibration",
+    "calibration_min_kappa", "calibration_min_labels", "calibration_floors", "pairwise", "max_answer_chars",
 )
 """Settings (``metadata.config``, defaults filled in) that must agree between shards; thresholds are
 compared as applied (each metric's recorded threshold), wherever they were configured."""
@@ -124,10 +131,12 @@ class Consistency:
         self.shards: dict[int, str] = {}
         self.shard_count: int | None = None
         self.unsharded: str | None = None
+        self.judging = JudgingAgreement()
 
     def add(self, run: ShardRun) -> None:
-        self._check_thresholds(run)
         self._check_identity(run)
+        self.judging.add(run.label, run.document)  # judge fields, template versions, calibrations (shard_judging)
+        self._check_thresholds(run)
         self._check_shard(run)
 
     def _check_identity(self, run: ShardRun) -> None:
@@ -147,6 +156,10 @@ class Consistency:
             seen = self.thresholds.get(name)
             if seen is None:
                 self.thresholds[name] = (threshold, run.label)
+            elif _canonical(seen[0]) != _canonical(threshold) and None in (seen[0], threshold) and (
+                    self.judging.missing_in(run.label if threshold is None else seen[1], name)):
+                # a shard without the judge's calibration did not gate on it: the merged run takes the weakest
+                self.thresholds[name] = (None, run.label if threshold is None else seen[1])
             elif _canonical(seen[0]) != _canonical(threshold):
                 raise UserError(
                     f"threshold for {name!r} is {_canonical(threshold)} here but {_canonical(seen[0])} in {seen[1]}; "
@@ -179,7 +192,11 @@ class Consistency:
         return [f"{i}/{self.shard_count}" for i in range(1, self.shard_count + 1) if i not in self.shards]
 
     def gate_thresholds(self) -> dict[str, Threshold]:
-        return {name: Threshold.model_validate(t) for name, (t, _) in sorted(self.thresholds.items()) if t is not None}
+        """The thresholds the merged gate applies: the shards' agreed ones, less the judged metrics whose
+        calibration some shard lacked (``shard_judging``: the weakest)."""
+        dropped = self.judging.not_gating()
+        return {name: Threshold.model_validate(t) for name, (t, _) in sorted(self.thresholds.items())
+                if t is not None and name not in dropped}
 
     def setting(self, name: str) -> Any:
         """The value every input agreed on for ``name`` (one of ``MATTERING_SETTINGS``)."""
@@ -209,13 +226,14 @@ def merge_runs(
     now: dt.datetime | None = None,
     baseline: BaselineLookup | None = None,
     settings: Settings | None = None,
+    pr_labels: Sequence[str] = (),
 ) -> MergeOutcome:
     """Merge ``sources`` into ``output_dir/results.json`` and a new ``merged`` run in ``db_path``. With a
     ``baseline`` (and the ``settings`` that say how to compare: significance, ``fail_on_regression``) the
     merged run is compared with it as an unsharded run would be, and a regression can fail the gate."""
     from evalgate.judges.health import HealthTally
     from evalgate.metrics.registry import all_metrics
-    from evalgate.runner.calibrate import attach_calibration, shard_policy
+    from evalgate.runner.calibrate import JudgePolicy, attach_calibration
     from evalgate.runner.finish import build_document, new_run_id
     from evalgate.store.outdir import OutputLock
     from evalgate.store.sqlite import SQLiteStore
@@ -241,29 +259,48 @@ def merge_runs(
         aggregate = RunAggregate(*merged_judge_sets(runs, thresholds))
         repeats = consistency.repeat_sink(aggregate)
         health = HealthTally()
+        from evalgate.verdict.policy import CaseSet
+
+        case_set = CaseSet()
         for record in spool.iter_records_in_order():
             text = record.decode("utf-8")
             result = CaseResult.model_validate_json(text)
             repeats.add(result)
             health.add(result)
+            case_set.add(result)
             store.add(result, text)
         repeats.finish()
-        verdict = run_verdict(aggregate, thresholds, consistency.policy(), extra_reasons(runs, missing))
+        first = runs[0].document
+        notes = {str(note).partition(": ")[0]: str(note) for note in (first.get("gate") or {}).get("notes") or []}
+        block, notes, calibration_reasons = consistency.judging.merged(first.get("calibration") or {}, notes)
+        extra = extra_reasons(runs, missing) + calibration_reasons
+        verdict = run_verdict(aggregate, thresholds, consistency.policy(), extra)
         document = build_document(
             run_id=run_id, timestamp=timestamp, status="merged", aggregate=aggregate, thresholds=thresholds,
             verdict=verdict, metadata=merged_metadata(runs), metrics=all_metrics(),
         )
         add_judge_spend(document["summary"], [run.document for run in runs])
         apply_report(document, repeats.report())
+        added: list[str] = []
+        merge_warnings: list[str] = []
         if baseline is not None and settings is not None:
             from evalgate.runner.finish import attach_comparison
+            from evalgate.runner.shard_judging import merged_pairwise
 
-            regressions = attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
-            if regressions:
-                verdict = run_verdict(aggregate, thresholds, consistency.policy(),
-                                      extra_reasons(runs, missing) + regressions)
-                document["gate"] = verdict.as_dict()
-        attach_calibration(document, shard_policy(runs[0].document, thresholds), health.report())
+            pairwise, pairwise_gated, merge_warnings = merged_pairwise(  # their sign tests join the one family
+                [(run.label, run.document) for run in runs], (baseline.document or {}).get("run_id"), block, thresholds)
+            if pairwise is not None:
+                document["pairwise"] = pairwise
+            added += attach_comparison(document, baseline, spool.iter_records_in_order(), settings,
+                                       pairwise=pairwise, pairwise_gated=pairwise_gated)
+        policy_reasons, gate_fields = _merged_gate_policy(document, runs, case_set.as_dict(), baseline, settings,
+                                                          pr_labels)
+        added += policy_reasons
+        if added:
+            verdict = run_verdict(aggregate, thresholds, consistency.policy(), extra + added)
+            document["gate"] = verdict.as_dict()
+        document["gate"].update(gate_fields)
+        attach_calibration(document, JudgePolicy(dict(thresholds), block, notes), health.report())
         results_path = output_dir / "results.json"
         write_results(results_path, document, spool)
         store.finish(document)
@@ -274,9 +311,29 @@ def merge_runs(
         spool.path.unlink(missing_ok=True)
         lock.release()
     warnings = [f"{run.label}: its baseline comparison was dropped; compare the merged run instead"
-                for run in runs if run.document.get("comparison")]
+                for run in runs if run.document.get("comparison")] + merge_warnings
     return MergeOutcome(document=document, results_path=results_path, db_path=db_path, verdict=verdict,
                         warnings=warnings)
+
+
+def _merged_gate_policy(document: dict[str, Any], runs: Sequence[ShardRun], cases: Mapping[str, Any],
+                        baseline: BaselineLookup | None, settings: Settings | None, pr_labels: Sequence[str]
+                        ) -> tuple[list[str], dict[str, Any]]:
+    """The merged run's ``gate_policy`` (the first shard's, with the merged case set) and, with a baseline and
+    settings, its comparison with the base run's (``runner.finish.compare_gate_policy``). Shards from an
+    evalgate that recorded no policy give none."""
+    shard = runs[0].document.get("gate_policy") if runs else None
+    if not isinstance(shard, Mapping):
+        return [], {}
+    head = {**shard, "cases": dict(cases)}
+    if baseline is None or settings is None:
+        document["gate_policy"] = head
+        return [], {}
+    from evalgate.runner.finish import compare_gate_policy
+
+    asked = settings.gate_changes if not settings.origin("gate_changes").startswith("default") else None
+    return compare_gate_policy(document, head, baseline, settings, pr_labels,
+                               configured=asked or str(shard.get("gate_changes") or "report"))
 
 
 def merged_judge_sets(runs: Sequence[ShardRun], thresholds: Mapping[str, Threshold]

@@ -21,7 +21,7 @@ import contextlib
 import datetime as dt
 import gc
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +35,7 @@ from evalgate.runner.engine import Engine, off_loop
 from evalgate.runner.finish import (
     _compared_record,
     attach_comparison,
+    attach_gate_policy,
     build_document,
     custom_metrics_metadata,
     new_run_id,
@@ -53,6 +54,7 @@ from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.store.sqlite import SQLiteStore
 from evalgate.verdict.aggregate import RunAggregate
 from evalgate.verdict.gate import Verdict, judge_metric_sets, run_verdict
+from evalgate.verdict.policy import CaseSet
 from evalgate.verdict.repeats import RepeatSink, apply_report
 
 if TYPE_CHECKING:
@@ -83,11 +85,14 @@ async def execute(
     stop: asyncio.Event | None = None,
     install_signal_handlers: bool = True,
     baseline_loader: Callable[[], BaselineLookup] | None = None,
+    pr_labels: Iterable[str] = (),
 ) -> RunOutcome:
     """Run the evaluation and write results.json + SQLite. Always finalises what was computed.
 
     ``baseline_loader`` answers ``baseline: auto`` (the Action passes
     ``evalgate.github.baseline.auto_loader(...)``); a path baseline is read here, before the run.
+    ``pr_labels``: the pull request's labels (the edges read them from the event payload), for the approval
+    label of ``gate_changes: fail`` (``runner.finish.attach_gate_policy``).
     SIGINT and SIGTERM (with ``install_signal_handlers``), like setting ``stop``, end the run early:
     partial results with status ``cancelled`` and ``gate.exit_code`` 130.
     """
@@ -101,7 +106,8 @@ async def execute(
         # one run at a time in the output directory (a signal while waiting ends the wait: nothing written)
         lock.acquire(wait=settings.wait, where=settings.origin("output_dir"), check=Interrupt.check)
         return await _execute(settings, suite_config, cwd=cwd, progress_for=progress_for, stop=stop,
-                              interruption=interruption, baseline_loader=baseline_loader, lock=lock)
+                              interruption=interruption, baseline_loader=baseline_loader, lock=lock,
+                              pr_labels=tuple(pr_labels))
     except asyncio.CancelledError:
         if interruption.received:  # the signal cancelled a wait before any case ran
             raise RunInterrupted(interruption.received[0]) from None
@@ -125,6 +131,7 @@ async def _execute(
     interruption: Interruption,
     baseline_loader: Callable[[], BaselineLookup] | None,
     lock: OutputLock,
+    pr_labels: tuple[str, ...] = (),
 ) -> RunOutcome:
     from evalgate.calls.costs import add_spend
     from evalgate.calls.executor import Runtime
@@ -214,7 +221,8 @@ async def _execute(
     from evalgate.judges.health import HealthTally
 
     health = HealthTally()
-    sinks: list[Any] = [repeats, recorder, failures, health]
+    case_set = CaseSet()
+    sinks: list[Any] = [repeats, recorder, failures, health, case_set]
     echo = IdenticalRepeats(settings.repeat)
     if settings.repeat > 1:
         sinks.append(echo)
@@ -251,7 +259,7 @@ async def _execute(
             progress.start(runtime.executor)
         running = asyncio.ensure_future(engine.run(prepared.cases))
         estimating = asyncio.ensure_future(estimate_once_started(
-            running, lambda: _announce(settings, prepared, judge, target, warnings)))
+            running, lambda: _announce(settings, prepared, judge, target, warnings, conversations.simulator)))
         try:
             stats = await running
             estimate = await estimating
@@ -318,19 +326,19 @@ async def _execute(
             add_spend(document["summary"], runtime.ledger)
             add_reuse(document["summary"], judge)
             apply_report(document, repeats.report())
-            regression_reasons = attach_comparison(document, baseline, spool.iter_records_in_order(), settings)
             if pairwise is not None:
-                from evalgate.verdict.pairwise import pairwise_reasons
-
                 document["pairwise"] = pairwise
-                family = [t["p_value"] for t in ((document.get("comparison") or {}).get("family") or {}).get("tests", [])]
-                regression_reasons += pairwise_reasons(pairwise["metrics"], calibration.pairwise_gated(prepared.thresholds),
-                                                       settings.significance_level, settings.fail_on_regression, family)
-            if regression_reasons:
-                verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra + regression_reasons,
-                                      interrupted=interrupted)
+            regression_reasons = attach_comparison(  # the pairwise sign tests join the comparison's one family
+                document, baseline, spool.iter_records_in_order(), settings, pairwise=pairwise,
+                pairwise_gated=calibration.pairwise_gated(prepared.thresholds) if pairwise is not None else ())
+            policy_reasons, gate_fields = attach_gate_policy(document, baseline, settings, prepared,
+                                                             case_set.as_dict(), cwd, pr_labels)
+            if regression_reasons or policy_reasons:
+                verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings),
+                                      extra + regression_reasons + policy_reasons, interrupted=interrupted)
                 document["gate"] = verdict.as_dict()
                 attach_calibration(document, calibration, None)
+            document["gate"].update(gate_fields)
             return document, verdict
 
         if received and status == "completed":  # every case finished, but the run was asked to stop
@@ -437,11 +445,13 @@ def _thaw(previous: tuple[int, int, int] | None) -> None:
 GC_YOUNG_THRESHOLD = 10_000
 
 
-def _announce(settings: Settings, prepared: Any, judge: Any, target: Any, warnings: list[str]) -> dict[str, Any] | None:
+def _announce(settings: Settings, prepared: Any, judge: Any, target: Any, warnings: list[str],
+              simulator: Any = None) -> dict[str, Any] | None:
     """The cost estimate line, then the warnings about redundant samples or repeats (with its figures)."""
     from evalgate.judges.estimate import announce_estimate
+    from evalgate.runner.conversation import turn_case
 
-    estimate = announce_estimate(settings, prepared, judge, target)
+    estimate = announce_estimate(settings, prepared, judge, target, simulator=simulator, turn_case=turn_case)
     cold = cold_judged_metrics(settings, prepared) if judge is not None and settings.judge_samples > 1 else []
     for text in upfront_warnings(settings, target.kind, judge is not None, estimate, cold):
         _warn(text, warnings)

@@ -67,6 +67,8 @@ class Prepared:
     """Labelled-example files the suites name (``calibration:``), each with where it was named."""
     seed_kind: bool = False
     """A suite (or evalgate.yaml) declares a seed ``kind``, or ``compat`` asks for a seed's outputs."""
+    threshold_origins: dict[str, str] = field(default_factory=dict)
+    """Where each metric's threshold was set (``evalgate.yaml:4``, a suite block, a seed's default)."""
 
     @property
     def used_inline(self) -> set[str]:
@@ -134,7 +136,7 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
     explain = make_explainer(plan_for, thresholds, origin, global_suite, suites, compat, catalog.user)
     return Prepared(cases=scanned.cases, files=files, thresholds=thresholds, plan_for=plan_for, metrics=metrics,
                     user_metrics=catalog.user, notices=notices, optional=optional, calibration_sets=calibration_sets,
-                    seed_kind=seed_kind, explain=explain)
+                    seed_kind=seed_kind, explain=explain, threshold_origins=origin)
 
 
 def _optional_metrics(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any], config_name: str,

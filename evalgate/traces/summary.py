@@ -37,6 +37,8 @@ MAX_ERRORS = 20
 MAX_ITEMS = 200
 """Agents, tools and LLM calls listed per case (the counts stay exact)."""
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
+HANDOFF_PREFIX = "handoff to "
+_AGENT_NAMES = ("gen_ai.agent.name", "agent.name")
 _OI_TOOL_CALL = re.compile(r"llm\.output_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\.function\.(name|arguments)")
 
 
@@ -87,13 +89,20 @@ def arguments_of(value: Any) -> Any:
 
 
 def kind_of(span: Span) -> str:
-    """``agent``, ``tool``, ``llm`` or ``other``, from either vocabulary."""
+    """``agent``, ``tool``, ``handoff``, ``llm`` or ``other``, from either vocabulary.
+
+    ``handoff``: an OpenInference TOOL span without ``tool.name`` named ``handoff to <agent>`` — how
+    openinference-instrumentation-openai-agents records the Agents SDK's handoffs (a transfer between
+    agents, not a tool the agent executed; the agents it joins are in the agent spans)."""
     attributes = span.attributes
     operation = attributes.get("gen_ai.operation.name")
     openinference = str(attributes.get("openinference.span.kind") or "").upper()
     if operation == "invoke_agent" or openinference == "AGENT":
         return "agent"
     if operation == "execute_tool" or openinference == "TOOL":
+        if (openinference == "TOOL" and span.name.startswith(HANDOFF_PREFIX)
+                and _first(attributes, "tool.name", "gen_ai.tool.name") is None):
+            return "handoff"
         return "tool"
     if operation in LLM_OPERATIONS or openinference == "LLM":
         return "llm"
@@ -119,7 +128,7 @@ def span_label(span: Span, kind: str) -> str:
     """The name evalgate reports for a span: the agent's or tool's name, the model, else the span name."""
     attributes = span.attributes
     if kind == "agent":
-        return str(_first(attributes, "gen_ai.agent.name", "agent.name") or span.name)
+        return str(_first(attributes, *_AGENT_NAMES) or span.name)
     if kind == "tool":
         return str(_first(attributes, "gen_ai.tool.name", "tool.name") or span.name)
     return span.name
@@ -176,10 +185,10 @@ def summarize(spans: Sequence[Span], *, turns: Mapping[str, int] | None = None, 
     errors: list[str] = []
     input_tokens = output_tokens = total_only = 0
     counts = {"agents": 0, "tools": 0, "llm_calls": 0, "failed_tools": 0}
-    kinds: dict[str, str] = {}
+    kinds = workflow_kinds(ordered, {span.span_id: kind_of(span) for span in ordered})
     labels: dict[str, str] = {}
     for span in ordered:
-        kind = kinds[span.span_id] = kind_of(span)
+        kind = kinds[span.span_id]
         label = labels[span.span_id] = text_of(span_label(span, kind))
         attributes = span.attributes
         turn = turn_of.get(span.trace_id, 0)
@@ -244,6 +253,30 @@ def summarize(spans: Sequence[Span], *, turns: Mapping[str, int] | None = None, 
         "duration_ms": round((end - start) / 1e6, 3) if end > start else 0.0,
         "tree": tree_rows(ordered, kinds, turn_of, labels),
     }
+
+
+def workflow_kinds(spans: Sequence[Span], kinds: dict[str, str]) -> dict[str, str]:
+    """``kinds`` (span id → kind) with each agent span that has no agent name (``gen_ai.agent.name`` /
+    ``agent.name``) but a named agent span below it re-kinded ``workflow``: the run around the agents,
+    not one of them — openinference-instrumentation-openai-agents' root span, an AGENT span named after the
+    Agents SDK's ``workflow_name`` ("Agent workflow" by default), above the ``triage`` / ``booking`` agents.
+    An unnamed agent span with no named agent below it stays an agent (named after its span)."""
+    unnamed = {span.span_id for span in spans
+               if kinds.get(span.span_id) == "agent" and _first(span.attributes, *_AGENT_NAMES) is None}
+    if not unnamed:
+        return kinds
+    parent_of = {span.span_id: span.parent_id for span in spans}
+    walked: set[str] = set()  # each span is walked through once: O(spans), and a cycle of hostile ids ends
+    for span in spans:
+        if kinds.get(span.span_id) != "agent" or span.span_id in unnamed:
+            continue
+        parent = parent_of.get(span.span_id)
+        while parent and parent not in walked:
+            walked.add(parent)
+            if parent in unnamed:
+                kinds[parent] = "workflow"
+            parent = parent_of.get(parent)
+    return kinds
 
 
 def tree_rows(spans: Iterable[Span], kinds: Mapping[str, str], turns: Mapping[str, int],

@@ -3,7 +3,9 @@
 their summary to the answer as ``Answer.trace``; the spans are then released.
 
 A recorded case may carry ``trace_file:`` instead: an OTLP/JSON file (relative to its dataset file, inside
-the dataset's directory) whose spans are the case's trace, with or without a receiver.
+the dataset's directory) whose spans are the case's trace, with or without a receiver. A conversation's turn
+may carry its own (all its spans are that turn's); a conversation case's ``trace_file`` holds the whole
+conversation, one trace per turn as the receiver sees them (``conversation_file_traces``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.traces.context import CURRENT
-from evalgate.traces.spans import SpanDecodeError, parse_json
+from evalgate.traces.spans import Span, SpanDecodeError, parse_json
 from evalgate.traces.summary import summarize
 
 if TYPE_CHECKING:
@@ -50,7 +52,7 @@ class TracedTarget:
         collector = self.collector
         if collector is None:
             answer = await self._call_inner(case, call)
-            return self._from_file(case, answer, trace_file) if trace_file else answer
+            return self._from_file(case, answer, trace_file, call) if trace_file else answer
         scope = collector.open_case()
         token = CURRENT.set(scope)
         try:
@@ -68,7 +70,7 @@ class TracedTarget:
         finally:  # the case's spans are released whatever happened (a raising target, a cancelled run)
             spans, dropped = collector.release(scope)
         if not scope.calls:
-            return self._from_file(case, answer, trace_file) if trace_file else answer
+            return self._from_file(case, answer, trace_file, call) if trace_file else answer
         started = time.perf_counter()
         turn = getattr(call, "turn", None)
         turns = scope.turns if not isinstance(turn, int) else {trace_id: turn - 1 for trace_id in scope.turns}
@@ -76,15 +78,16 @@ class TracedTarget:
         collector.stats.summary_seconds += time.perf_counter() - started
         return answer.model_copy(update={"trace": summary})
 
-    def _from_file(self, case: Case, answer: Answer, trace_file: Any) -> Answer:
+    def _from_file(self, case: Case, answer: Answer, trace_file: Any, call: Any = None) -> Answer:
+        """``answer`` with the trace of ``trace_file``: a conversation turn's (``call.turn``) spans are all
+        that turn's; a single case's traces are numbered in file order."""
         try:
-            path = resolve_trace_file(case, trace_file)
-            if path.stat().st_size > self.max_file_bytes:
-                raise ValueError(f"larger than {self.max_file_bytes:,} bytes")
-            spans = parse_json(path.read_bytes())
-        except (OSError, ValueError, SpanDecodeError) as exc:
-            return answer.model_copy(update={"error": f"trace_file {str(trace_file)[:200]!r}: {exc}"})
-        turns = {trace_id: turn for turn, trace_id in enumerate(dict.fromkeys(s.trace_id for s in spans))}
+            spans = read_trace_file(case, trace_file, self.max_file_bytes)
+        except ValueError as exc:
+            return answer.model_copy(update={"error": str(exc)})
+        turn = getattr(call, "turn", None)
+        ids = dict.fromkeys(s.trace_id for s in spans)
+        turns = {trace_id: (turn - 1 if isinstance(turn, int) else index) for index, trace_id in enumerate(ids)}
         return answer.model_copy(update={"trace": summarize(spans, turns=turns, source="file")})
 
     def describe(self) -> dict[str, object]:
@@ -92,6 +95,36 @@ class TracedTarget:
         if self.collector is not None:
             described["traces"] = True
         return described
+
+
+def read_trace_file(case: Case, trace_file: Any, max_bytes: int = MAX_TRACE_FILE_BYTES) -> list[Span]:
+    """The spans of ``case``'s ``trace_file`` (``ValueError`` naming the file when it cannot be read)."""
+    try:
+        path = resolve_trace_file(case, trace_file)
+        if path.stat().st_size > max_bytes:
+            raise ValueError(f"larger than {max_bytes:,} bytes")
+        return parse_json(path.read_bytes())
+    except (OSError, ValueError, SpanDecodeError) as exc:
+        raise ValueError(f"trace_file {str(trace_file)[:200]!r}: {exc}") from exc
+
+
+def conversation_file_traces(case: Case, max_bytes: int = MAX_TRACE_FILE_BYTES
+                             ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A conversation case's ``trace_file``: (the whole conversation's summary, one summary per trace).
+
+    Trace k (its traces ordered by their first span's start time) is turn k's, as a live run receives
+    them (a fresh trace id per turn); the whole summary holds every span, each numbered with its turn.
+    ``ValueError`` naming the file when it cannot be read."""
+    spans = read_trace_file(case, case.trace_file, max_bytes)
+    first: dict[str, int] = {}
+    for span in spans:
+        first[span.trace_id] = min(first.get(span.trace_id, span.start_ns), span.start_ns)
+    ordered = sorted(first, key=lambda trace_id: first[trace_id])
+    turn_of = {trace_id: index for index, trace_id in enumerate(ordered)}
+    whole = summarize(spans, turns=turn_of, source="file")
+    per_turn = [summarize([s for s in spans if s.trace_id == trace_id], turns={trace_id: index}, source="file")
+                for index, trace_id in enumerate(ordered)]
+    return whole, per_turn
 
 
 def _takes_call(target: Any) -> bool:

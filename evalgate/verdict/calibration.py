@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from evalgate.verdict.stats import mcnemar_one_sided
+
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20261126
 Z95 = 1.959963984540054
@@ -350,7 +352,8 @@ def gates(mode: CalibrationMode, state: Standing, *, seed_kind: bool) -> bool:
 def sign_test(wins: int, losses: int) -> dict[str, float]:
     """Exact sign test of wins vs losses (ties dropped), X ~ Binomial(n = wins + losses, ½):
     ``p_two_sided`` = min(1, 2·P(X ≤ min(wins, losses))), ``p_worse`` = P(X ≥ losses) (the one-sided p-value
-    that the change is worse: what ``fail_on_regression`` reads). Both 1.0 when n = 0."""
+    that the change is worse, ``stats.mcnemar_one_sided(losses, wins)`` in exact integers: the p-value the comparison's
+family uses). Both 1.0 when n = 0."""
     n = wins + losses
     if n == 0:
         return {"p_two_sided": 1.0, "p_worse": 1.0}
@@ -360,5 +363,4 @@ def sign_test(wins: int, losses: int) -> dict[str, float]:
         return sum(math.comb(n, i) for i in range(k + 1)) / total
 
     two_sided = min(1.0, 2 * at_most(min(wins, losses)))
-    worse = 1.0 - at_most(losses - 1) if losses > 0 else 1.0
-    return {"p_two_sided": two_sided, "p_worse": worse}
+    return {"p_two_sided": two_sided, "p_worse": mcnemar_one_sided(losses, wins)}

@@ -15,13 +15,17 @@ test of "the PR made this worse" in one family:
   tolerance (exact up to 16 nonzero pairs, Monte Carlo beyond);
 * the pass rate: exact one-sided McNemar on (pass→fail, fail→pass) flips;
 * the critical cases (when any is shared): the exact stratified exchange test
-  (``stats.stratified_exchange_p``) of base passes vs head passes over their repeats.
+  (``stats.stratified_exchange_p``) of base passes vs head passes over their repeats;
+* each gated metric judged pairwise (``pairwise``: the judge's preferences between the base's and the head's
+  answers, ``verdict.pairwise``): the exact one-sided sign test of losses vs wins (ties dropped).
 
 The family's p-values are adjusted by the weighted Holm–Bonferroni procedure (``stats.weighted_holm``): the
-pass rate, the primary endpoint, carries weight ``PASS_RATE_WEIGHT`` (2/3) and the other members share the
-rest equally (equal weights when the pass rate is the only member or absent); a test is rejected when its
-adjusted p ≤ α, so an unchanged PR is flagged with probability ≤ α (family-wise) for any weights. ``regression`` (top level) = a gated
-metric, the pass rate, or the critical cases rejected — the latter only when some critical case passed
+pass rate, the primary endpoint, carries weight ``PASS_RATE_WEIGHT`` (2/3) and the other slots — one per gated
+metric, one for the critical cases — share the rest equally (equal weights when the pass rate is the only
+member or absent); a metric's absolute test and its pairwise test split that metric's slot in half
+(``family_weights``). A test is rejected when its adjusted p ≤ α, so an unchanged PR is flagged with
+probability ≤ α (family-wise) for any weights. ``regression`` (top level) = a gated metric, the pass rate,
+a pairwise test or the critical cases rejected — the latter only when some critical case passed
 every base repeat and fails on head (a case flaky on the base is listed as flaky, never as the
 regression). Improvements are the mirror tests in their own Holm family; ungated metrics form a third,
 informational family. Each metric row carries ``verdict``: regression · improvement · no change ·
@@ -37,7 +41,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -51,6 +55,7 @@ PROCEDURE = "weighted Holm–Bonferroni"
 PASS_RATE_WEIGHT = 2.0 / 3.0
 """Share of the family's weight (of α at Holm's first step) the pass rate gets; the other members split the
 rest. Chosen with ``python -m bench.stats`` (docs/trustworthy-verdicts.md, "Why the pass rate carries 2/3 of α")."""
+PAIRWISE_TEST = "exact sign test (one-sided)"
 INTERVAL_METHOD = "BCa bootstrap"
 PROPORTION_METHOD = "Wilson"
 DETECTION_POWER = 0.8
@@ -89,6 +94,8 @@ def compare_runs(
     baseline_source: str | None = None,
     repeat_rule: stats.RepeatRule = "majority",
     tolerances: Mapping[str, Any] | None = None,
+    pairwise: Mapping[str, Mapping[str, Any]] | None = None,
+    pairwise_gated: Collection[str] = (),
 ) -> dict[str, Any]:
     """Compare a head run with its baseline (both results.json documents); returns the block.
 
@@ -97,7 +104,9 @@ def compare_runs(
     ``tolerances`` is a ``regression_tolerance`` mapping (default: head's ``metadata.config``'s), on top
     of ``verdict.tolerance.DEFAULT_TOLERANCES``. ``resamples`` is used by the bootstrap intervals and the
     Monte Carlo permutation tests alike. ``pass_rate_weight`` (0 < w < 1) is the pass rate's weight in the
-    weighted Holm family (0.5 with one other member is plain Holm).
+    weighted Holm family (0.5 with one other member is plain Holm). ``pairwise`` is the judge's preference
+    table (``verdict.pairwise.summarize``: metric → wins, losses, ties); the metrics in ``pairwise_gated`` join
+    the family (block ``pairwise``), the others are reported only.
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
@@ -133,7 +142,8 @@ def compare_runs(
         "new": [case_id for case_id in head_cases if case_id not in base_cases],
         "removed": [case_id for case_id in base_cases if case_id not in head_cases],
     }
-    family = _decide(metrics, pass_rate, critical, alpha, pass_rate_weight)
+    preferences = _pairwise_block(pairwise or {}, pairwise_gated)
+    family = _decide(metrics, pass_rate, critical, alpha, pass_rate_weight, preferences)
     regression = any(test["rejected"] for test in family["tests"])
     return {
         "baseline": {
@@ -147,9 +157,10 @@ def compare_runs(
         "metrics": metrics,
         "pass_rate": pass_rate,
         "critical": critical,
+        "pairwise": preferences,
         "cases": cases,
         "regression": regression,
-        "summary": _summary(metrics, pass_rate, critical, cases, alpha),
+        "summary": _summary(metrics, pass_rate, critical, cases, alpha) + _pairwise_sentence(preferences, alpha),
     }
 
 
@@ -176,6 +187,11 @@ def comparison_gate_reasons(comparison: Mapping[str, Any], fail_on_regression: b
                 f"{test['name']} regressed against the baseline: {_num(m['base'])} → {_num(m['head'])} "
                 f"(Δ {_num(m['delta'])}, {level} {m.get('ci_method', INTERVAL_METHOD)} CI {_num(m['ci_low'])} to "
                 f"{_num(m['ci_high'])}{tolerance}, n={m['n_paired']}; {decision})")
+        elif test["kind"] == "pairwise":
+            row = (comparison.get("pairwise") or {})[test["name"]]
+            reasons.append(
+                f"{test['name']}: the judge preferred the base branch's answer {row['losses']} time(s) and this "
+                f"change's {row['wins']} time(s) ({row['ties']} tie(s); {decision})")
         elif test["kind"] == "pass_rate":
             pr = comparison["pass_rate"]
             reasons.append(
@@ -190,19 +206,40 @@ def comparison_gate_reasons(comparison: Mapping[str, Any], fail_on_regression: b
     return reasons
 
 
+def _pairwise_block(table: Mapping[str, Mapping[str, Any]], gated: Collection[str]) -> dict[str, dict[str, Any]]:
+    """The family's pairwise members: per gated metric with a preference table, wins/losses/ties and the exact
+    one-sided sign tests (``stats.mcnemar_one_sided`` on losses vs wins: P(X ≥ losses), X ~ Bin(wins + losses, ½)).
+    ``p_adjusted``/``regression`` are filled by ``_decide``."""
+    wanted = set(gated)
+    block: dict[str, dict[str, Any]] = {}
+    for name in sorted(table):
+        row = table[name]
+        if name not in wanted or not isinstance(row, Mapping):
+            continue
+        wins, losses, ties = (int(row.get(key) or 0) for key in ("wins", "losses", "ties"))
+        block[name] = {"wins": wins, "losses": losses, "ties": ties, "test": PAIRWISE_TEST,
+                       "p_value": stats.mcnemar_one_sided(losses, wins),
+                       "p_improvement": stats.mcnemar_one_sided(wins, losses),
+                       "significant": False, "regression": False, "improvement": False}
+    return block
+
+
 def _decide(metrics: Mapping[str, dict[str, Any]], pass_rate: dict[str, Any], critical: dict[str, Any] | None,
-            alpha: float, pass_rate_weight: float = PASS_RATE_WEIGHT) -> dict[str, Any]:
-    """Weighted Holm over the family (gated metrics, pass rate, critical cases; ``family_weights``); fills
-    each member's ``p_adjusted``, ``regression``, ``improvement`` and ``verdict``. Returns the ``family``
-    block."""
+            alpha: float, pass_rate_weight: float = PASS_RATE_WEIGHT,
+            pairwise: Mapping[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Weighted Holm over the family (gated metrics, pass rate, critical cases, pairwise tests;
+    ``family_weights``); fills each member's ``p_adjusted``, ``regression``, ``improvement`` and ``verdict``.
+    Returns the ``family`` block."""
     members: list[tuple[str, str, dict[str, Any]]] = [
         ("metric", name, m) for name, m in metrics.items() if m["gated"]]
+    members += [("pairwise", name, row) for name, row in (pairwise or {}).items()]
     if pass_rate["n_paired"]:
         members.append(("pass_rate", "pass_rate", pass_rate))
     if critical is not None:
         members.append(("critical", "critical cases", critical))
     informational = [m for m in metrics.values() if not m["gated"]]
-    weights = family_weights([kind for kind, _, _ in members], pass_rate_weight)
+    weights = family_weights([kind for kind, _, _ in members], pass_rate_weight,
+                             [name for _, name, _ in members])
     for group, group_weights in (([entry for _, _, entry in members], weights),
                                  (informational, [1.0] * len(informational))):
         if not group:
@@ -235,14 +272,27 @@ def _decide(metrics: Mapping[str, dict[str, Any]], pass_rate: dict[str, Any], cr
             "informational": sorted(name for name, m in metrics.items() if not m["gated"])}
 
 
-def family_weights(kinds: list[str], pass_rate_weight: float) -> list[float]:
-    """Weighted Holm weights (summing to 1): the pass rate ``pass_rate_weight``, the other members an equal
-    share of the rest; equal weights when the pass rate is absent or alone."""
-    others = sum(1 for kind in kinds if kind != "pass_rate")
-    if others == 0 or others == len(kinds):
-        return [1.0 / len(kinds)] * len(kinds) if kinds else []
-    share = (1.0 - pass_rate_weight) / others
-    return [pass_rate_weight if kind == "pass_rate" else share for kind in kinds]
+def family_weights(kinds: Sequence[str], pass_rate_weight: float, names: Sequence[str] | None = None) -> list[float]:
+    """Weighted Holm weights (summing to 1) of the members ``kinds`` (with their ``names``).
+
+    Members fall into slots: the pass rate; one per metric name — its ``metric`` (absolute) test and its
+    ``pairwise`` test share it; the critical cases. The pass rate's slot weighs ``pass_rate_weight`` and the other
+    slots an equal share of the rest (equal slots when the pass rate is absent or alone); a slot's weight is split
+    equally among its members. E.g. pass rate + metrics a, b + pairwise a at w = 2/3: 2/3, 1/12, 1/6, 1/12."""
+    names = list(names) if names is not None else [f"{kind}#{i}" for i, kind in enumerate(kinds)]
+    if len(names) != len(kinds):
+        raise ValueError(f"need one name per member: {len(names)} names for {len(kinds)} kinds")
+    slots = [("metric", name) if kind in ("metric", "pairwise") else (kind, name)
+             for kind, name in zip(kinds, names, strict=True)]
+    distinct = list(dict.fromkeys(slots))
+    others = sum(1 for kind, _ in distinct if kind != "pass_rate")
+    if others == 0 or others == len(distinct):
+        slot_weight = dict.fromkeys(distinct, 1.0 / len(distinct)) if distinct else {}
+    else:
+        share = (1.0 - pass_rate_weight) / others
+        slot_weight = {slot: pass_rate_weight if slot[0] == "pass_rate" else share for slot in distinct}
+    members = {slot: slots.count(slot) for slot in distinct}
+    return [slot_weight[slot] / members[slot] for slot in slots]
 
 
 def _metric_verdict(m: Mapping[str, Any], level: float) -> tuple[str, float | None]:
@@ -578,6 +628,16 @@ def _summary(
         )
     parts = [_case_sentence(pass_rate, critical, cases, alpha), _metric_sentence(metrics, moved, alpha)]
     return " ".join(part for part in parts if part)
+
+
+def _pairwise_sentence(pairwise: Mapping[str, Mapping[str, Any]], alpha: float) -> str:
+    """The pairwise regressions (the judge preferred the base's answers significantly), or nothing."""
+    lost = [f"{name} ({row['losses']} worse, {row['wins']} better, {row['ties']} tie(s); sign test "
+            f"p={_p(row['p_value'])}, adjusted p={_p(row['p_adjusted'])})"
+            for name, row in pairwise.items() if row.get("regression")]
+    if not lost:
+        return ""
+    return f" The judge preferred the base branch's answers, a significant regression at α={alpha:g}: {'; '.join(lost)}."
 
 
 def _metric_sentence(metrics: Mapping[str, Mapping[str, Any]], moved: list[str], alpha: float) -> str:

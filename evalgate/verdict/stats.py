@@ -1,14 +1,13 @@
 """Statistics behind trustworthy verdicts: exact McNemar tests (two- and one-sided), the paired sign-flip
 permutation test, the exact stratified exchange test, Holm–Bonferroni adjustment (plain and weighted),
-Wilson intervals for proportions, BCa and percentile bootstrap intervals for means, and repeat (flakiness) summaries. Pure
+Wilson intervals for proportions, BCa bootstrap intervals for means, and repeat (flakiness) summaries. Pure
 functions; NumPy does the resampling. Decisions are made by tests (``verdict.compare``), never by an
 interval excluding 0.
 
-Percentile bootstrap intervals (``bootstrap_mean_ci``; ``bca_mean_ci`` corrects them): draw ``resamples`` samples of size n with replacement,
-take each resample's mean, and report the ``(1-confidence)/2`` and ``(1+confidence)/2`` quantiles
-of those means. Resampling is exact (multinomial counts over distinct values, or index draws) while
-the work stays under ``exact_work_limit`` element draws (default 2**26, under a second). Beyond
-that — e.g. 100k cases with continuous values — the bootstrap distribution of the mean is replaced by
+The bootstrap behind ``bca_mean_ci`` (``_bootstrap_means``): draw ``resamples`` samples of size n with
+replacement and take each resample's mean. Resampling is exact (multinomial counts over distinct values, or
+index draws) while the work stays under ``exact_work_limit`` element draws (default 2**26, under a second).
+Beyond that — e.g. 100k cases with continuous values — the bootstrap distribution of the mean is replaced by
 its Cornish–Fisher expansion: it has mean x̄, standard deviation σ̂/√n (σ̂² the plug-in variance) and
 skewness γ̂/√n, so its p-quantile is x̄ + σ̂/√n·(z_p + γ̂·(z_p² − 1)/(6√n)). With 10 000 resamples
 that happens above ~6 700 values; there the expansion's O(1/n) error is far below the Monte Carlo
@@ -126,43 +125,6 @@ def _deviance(x: float, mean: float) -> float:
         j += 1
 
 
-def bootstrap_mean_ci(
-    values: Sequence[float],
-    *,
-    resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
-    seed: int = DEFAULT_SEED,
-    exact_work_limit: int = EXACT_WORK_LIMIT,
-) -> Interval | None:
-    """Mean of ``values`` with its percentile-bootstrap interval; None when there are no values.
-
-    One value, or all values equal, collapses the interval to that value.
-    """
-    x = _finite_array(values, "values")
-    return _mean_interval(x, resamples, confidence, seed, exact_work_limit)
-
-
-def paired_bootstrap_ci(
-    base: Sequence[float],
-    head: Sequence[float],
-    *,
-    resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
-    seed: int = DEFAULT_SEED,
-    exact_work_limit: int = EXACT_WORK_LIMIT,
-) -> Interval | None:
-    """Mean paired difference d̄ = mean(head_i − base_i) with its percentile-bootstrap interval.
-
-    Pairs are resampled with replacement (i.e. the differences are); a fixed seed gives the same
-    interval every time. None when there are no pairs.
-    """
-    b = _finite_array(base, "base")
-    h = _finite_array(head, "head")
-    if b.shape != h.shape:
-        raise ValueError(f"base and head must pair up: {b.size} vs {h.size} values")
-    return _mean_interval(h - b, resamples, confidence, seed, exact_work_limit)
-
-
 def _finite_array(values: Sequence[float], name: str) -> np.ndarray:
     import numpy as np
     x = np.asarray(values, dtype=np.float64)
@@ -180,35 +142,10 @@ def _check_bootstrap(confidence: float, resamples: int) -> None:
         raise ValueError(f"resamples must be at least 1, got {resamples}")
 
 
-def _mean_interval(
-    x: np.ndarray, resamples: int, confidence: float, seed: int, work_limit: int
-) -> Interval | None:
-    _check_bootstrap(confidence, resamples)
-    if x.size == 0:
-        return None
-    if x.min() == x.max():
-        value = float(x[0])
-        return value, value, value
-    low, high = _percentile_interval(x, resamples, confidence, seed, work_limit)
-    return float(x.mean()), low, high
-
-
-def _percentile_interval(
-    x: np.ndarray, resamples: int, confidence: float, seed: int, work_limit: int
-) -> tuple[float, float]:
-    """Quantiles (1∓confidence)/2 of the bootstrap distribution of the mean of ``x``."""
-    import numpy as np
-    tail = (1.0 - confidence) / 2.0
-    means = _bootstrap_means(x, resamples, seed, work_limit)
-    if means is None:
-        return _cornish_fisher_interval(x, tail)
-    low, high = np.quantile(means, [tail, 1.0 - tail])
-    return float(low), float(high)
-
-
 def _bootstrap_means(x: np.ndarray, resamples: int, seed: int, work_limit: int) -> np.ndarray | None:
     """``resamples`` bootstrap means of ``x`` (multinomial over distinct values or gathered, whichever is
-    cheaper, seeded); None when both exceed ``work_limit`` (the caller's Cornish–Fisher expansion stands in)."""
+    cheaper, seeded); None when both exceed ``work_limit`` (the caller's Cornish–Fisher expansion stands in).
+    Their (1∓confidence)/2 quantiles are the percentile interval that ``bca_mean_ci`` corrects."""
     import numpy as np
     values, counts = np.unique(x, return_counts=True)
     gather_work = x.size * resamples
@@ -461,9 +398,10 @@ def bca_mean_ci(
     _check_bootstrap(confidence, resamples)
     if x.size == 0:
         return None
+    if x.min() == x.max():  # the value itself (x.mean() of seven 0.4s is 0.39999999999999997)
+        value = float(x[0])
+        return value, value, value
     mean = float(x.mean())
-    if x.min() == x.max():
-        return mean, mean, mean
     tail = (1.0 - confidence) / 2.0
     means = _bootstrap_means(x, resamples, seed, exact_work_limit)
     if means is None:

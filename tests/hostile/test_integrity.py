@@ -22,7 +22,7 @@ from tests.hostile.servers import Loopback, Out, Seen
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**{k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "EVALGATE_", "INPUT_"))},
-       "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+       "PYTHONPATH": str(REPO), "NO_COLOR": "1", "EVALGATE_JUDGE_SHARED_CACHE": "none"}
 CASES = 40
 
 

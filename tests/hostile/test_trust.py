@@ -50,7 +50,7 @@ def judge() -> Iterator[OpenAIServer]:
 def cli_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "EVALGATE_"))}
     return {**env, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "LOCAL_JUDGE_API_KEY": KEY,
-            "EVALGATE_CALIBRATION": "off", **extra}  # the judge gates (as before calibration), so a forged cache could matter
+            "EVALGATE_CALIBRATION": "off", "EVALGATE_JUDGE_SHARED_CACHE": "none", **extra}  # the judge gates (as before calibration), so a forged cache could matter
 
 
 def forge_cache(judge: OpenAIServer, tmp_path: Path) -> Path:

@@ -54,8 +54,11 @@ def get(url: str, timeout: float = 2) -> int:
 class LlamaServer:
     """``python -m llama_cpp.server`` with the SmolLM2 GGUF on a free loopback port."""
 
-    def __init__(self, python: Path, gguf: str, *, threads: int = 1, n_ctx: int = 8192) -> None:
+    def __init__(self, python: Path, gguf: str, *, threads: int = 1, n_ctx: int = 8192,
+                 chat_format: str | None = None) -> None:
         self.python, self.gguf, self.threads, self.n_ctx = python, gguf, threads, n_ctx
+        self.chat_format = chat_format
+        """``--chat_format`` (e.g. ``chatml-function-calling`` for tool calls); None: the GGUF's own template."""
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
@@ -67,7 +70,9 @@ class LlamaServer:
             self.process = subprocess.Popen(
                 [str(self.python), "-m", "llama_cpp.server", "--model", self.gguf, "--host", "127.0.0.1",
                  "--port", str(self.port), "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
-                 "--n_ctx", str(self.n_ctx)], stdout=log, stderr=subprocess.STDOUT)
+                 "--n_ctx", str(self.n_ctx),
+                 *(["--chat_format", self.chat_format] if self.chat_format else [])],
+                stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + READY_SECONDS
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

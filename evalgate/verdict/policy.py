@@ -1,0 +1,333 @@
+"""The gate's policy: what decided pass or fail in one run (``gate_policy`` in results.json), and what a pull
+request loosened against its base run (``gate.loosened``). Pure.
+
+A pull request's author writes its ``evalgate.yaml`` and datasets, so a PR can weaken its own gate: lower
+a threshold, drop a metric, widen ``regression_tolerance``, raise ``significance_level``, add
+``optional_metrics``, relax ``calibration``, demote critical cases or delete failing ones. Each run
+records its policy (``snapshot``); with a baseline, ``loosenings(base, head)`` lists every change that
+makes the head's gate easier to pass than the base's (tightenings are not listed). docs/security.md,
+"Gate changes".
+
+Case facts stay bounded whatever the run's size (``CaseSet``): the number of cases (repeat 0), an
+order-independent digest of their ids — Σ BLAKE2b-128(id) mod 2¹²⁸, so the set, not the
+order the cases finished in, decides it — and the ids themselves only while there are at most
+``ID_LIST_LIMIT``; the same for the critical cases.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+POLICY_VERSION = 1
+ID_LIST_LIMIT = 1000
+"""Most case ids a snapshot lists (beyond: count and digest only)."""
+EXAMPLES = 5
+"""Case ids named in one loosening (the rest counted)."""
+GATE_CHANGES = ("report", "fail")
+REPEAT_STRICTNESS = {"any": 0, "majority": 1, "all": 2}
+LOWER_OPS = ("min", "gt")
+"""Threshold operators bounding a metric from below (the others, ``max``/``lt``, from above)."""
+
+
+class CaseSet:
+    """Sink: the run's case ids (repeat 0) and its critical ones, in bounded memory (module docstring)."""
+
+    def __init__(self, limit: int = ID_LIST_LIMIT) -> None:
+        self.limit = limit
+        self.all = _IdSet(limit)
+        self.critical = _IdSet(limit)
+
+    def add(self, result: Any) -> None:
+        if result.repeat:
+            return
+        self.add_id(str(result.id), str(result.risk_level) == "critical")
+
+    def add_id(self, case_id: str, critical: bool) -> None:
+        self.all.add(case_id)
+        if critical:
+            self.critical.add(case_id)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.all.as_dict(), "critical": self.critical.as_dict()}
+
+
+class _IdSet:
+    __slots__ = ("count", "ids", "limit", "sum")
+
+    def __init__(self, limit: int) -> None:
+        self.count = 0
+        self.sum = 0
+        self.ids: list[str] | None = []
+        self.limit = limit
+
+    def add(self, case_id: str) -> None:
+        self.count += 1
+        self.sum += int.from_bytes(hashlib.blake2b(case_id.encode(), digest_size=16).digest(), "big")
+        if self.ids is not None:
+            if len(self.ids) < self.limit:
+                self.ids.append(case_id)
+            else:
+                self.ids = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "digest": f"{self.sum % (1 << 128):032x}",
+                "ids": sorted(self.ids) if self.ids is not None else None}
+
+
+def snapshot(
+    *,
+    thresholds: Mapping[str, Mapping[str, float]],
+    threshold_origins: Mapping[str, str],
+    computed: Iterable[str],
+    settings: Mapping[str, Any],
+    origins: Mapping[str, str],
+    tolerances: Mapping[str, Mapping[str, float]],
+    optional_metrics: Mapping[str, Iterable[str]],
+    cases: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The ``gate_policy`` block. ``thresholds``: the gated metrics (``{op: value}``) the run computed;
+    ``computed``: every metric it computed; ``settings``: the gate settings by name (``GATE_SETTINGS``);
+    ``tolerances``: resolved ``regression_tolerance`` (``{abs, rel}``); ``optional_metrics`` by suite
+    (``""``: evalgate.yaml's); ``cases``: ``CaseSet.as_dict()``."""
+    gated = {name: dict(t) for name, t in sorted(thresholds.items())}
+    return {
+        "version": POLICY_VERSION,
+        "thresholds": gated,
+        "threshold_origins": dict(sorted(threshold_origins.items())),
+        "ungated": sorted(set(computed) - set(gated)),
+        **{name: settings.get(name) for name in GATE_SETTINGS},
+        "regression_tolerance": {name: dict(t) for name, t in sorted(tolerances.items())},
+        "optional_metrics": {suite: sorted(names) for suite, names in sorted(optional_metrics.items()) if names},
+        "origins": {name: origins[name] for name in sorted(origins)},
+        "cases": dict(cases),
+    }
+
+
+GATE_SETTINGS = ("gate_changes", "significance_level", "fail_on_regression", "strict_metrics", "fail_on_critical",
+                 "min_pass_rate", "max_errored", "repeat_rule", "calibration", "calibration_min_kappa",
+                 "calibration_min_labels", "calibration_floors", "selection")
+"""Settings recorded in the snapshot (``selection``: ``case_ids`` count, ``first_n``, ``category``, ``tags``)."""
+
+
+def loosenings(base: Mapping[str, Any] | None, head: Mapping[str, Any],
+               removed: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every way ``head``'s policy is easier to pass than ``base``'s, one entry each: ``kind``, ``setting``,
+    ``before``, ``after``, ``origin`` (where head's value was set, when known) and ``text`` (one line).
+    ``removed``: the base's case ids missing from the head run when known exactly (the comparison's
+    ``cases.removed``), else they are taken from the snapshots. ``base`` None → ``[]`` (see ``unknown``)."""
+    if not isinstance(base, Mapping):
+        return []
+    found: list[dict[str, Any]] = []
+    origins = head.get("origins") or {}
+
+    def add(kind: str, setting: str, before: Any, after: Any, text: str, origin: str | None = None) -> None:
+        where = origin if origin is not None else origins.get(setting)
+        found.append({"kind": kind, "setting": setting, "before": before, "after": after,
+                      "origin": where, "text": text + (f" ({where})" if where else "")})
+
+    _thresholds(base, head, add)
+    _settings(base, head, add)
+    _tolerances(base, head, add)
+    _optional(base, head, add)
+    _cases(base, head, removed, add)
+    return found
+
+
+def unknown(base: Mapping[str, Any] | None) -> bool:
+    """True when the base run recorded no policy (an older evalgate): "gate policy of the base run unknown"."""
+    return not isinstance(base, Mapping) or not isinstance(base.get("thresholds"), Mapping)
+
+
+def effective_gate_changes(head_value: str, *, from_workflow: bool, untrusted: bool, base_value: str | None) -> str:
+    """``gate_changes`` as it applies. In a pull-request run only the workflow (an input, ``EVALGATE_*``, a
+    flag: ``from_workflow``) may relax the base run's value: one written in the PR's own evalgate.yaml, or the
+    default left by deleting that line, only tightens it (the base run's ``fail`` stays ``fail``)."""
+    if untrusted and not from_workflow and base_value == "fail":
+        return "fail"
+    return head_value if head_value in GATE_CHANGES else "report"
+
+
+def approval(labels: Iterable[str], label: str) -> str | None:
+    """``label`` when the pull request carries it (GitHub compares label names case-insensitively)."""
+    wanted = label.strip().lower()
+    return label if wanted and any(str(name).strip().lower() == wanted for name in labels) else None
+
+
+def gate_reason(loosened: list[dict[str, Any]], label: str) -> str:
+    """The one gate reason for loosenings under ``gate_changes: fail``."""
+    listed = "; ".join(item["text"] for item in loosened[:3])
+    more = f"; +{len(loosened) - 3} more" if len(loosened) > 3 else ""
+    return (f"this pull request loosens the gate ({listed}{more}); gate_changes is fail: a maintainer can approve "
+            f"with the label {label!r}")
+
+
+# --- the comparisons -----------------------------------------------------------------------------------------
+
+def _bound(threshold: Any) -> tuple[str, float] | None:
+    if not isinstance(threshold, Mapping):
+        return None
+    for op, value in threshold.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return str(op), float(value)
+    return None
+
+
+def _text(threshold: tuple[str, float]) -> str:
+    return f"{threshold[0]} {threshold[1]:g}"
+
+
+def at_least_as_strict(base: tuple[str, float], head: tuple[str, float]) -> bool:
+    """True when every value ``head`` admits, ``base`` admits too (same side; equal values: ``gt`` ⊂ ``min``)."""
+    (b_op, b), (h_op, h) = base, head
+    if (b_op in LOWER_OPS) != (h_op in LOWER_OPS):
+        return False
+    if h != b:
+        return h > b if b_op in LOWER_OPS else h < b
+    return h_op == b_op or h_op in ("gt", "lt")
+
+
+def _thresholds(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> None:
+    before, after = base.get("thresholds") or {}, head.get("thresholds") or {}
+    where = head.get("threshold_origins") or {}
+    computed = set(head.get("ungated") or ())
+    for name in sorted(before):
+        old = _bound(before[name])
+        if old is None:
+            continue
+        new = _bound(after.get(name))
+        if new is None:
+            why = "its threshold was removed" if name in computed else "no longer computed"
+            add("ungated", name, _text(old), None, f"{name} no longer gated: was {_text(old)}, {why}",
+                origin=where.get(name, ""))
+        elif not at_least_as_strict(old, new):
+            add("threshold", name, _text(old), _text(new), f"{name} {_text(old)} → {_text(new)}",
+                origin=where.get(name, ""))
+
+
+def _flag(value: Any) -> str:
+    return "on" if value else "off"
+
+
+def _settings(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> None:
+    def both(name: str) -> tuple[Any, Any] | None:
+        if name not in base or name not in head:
+            return None
+        return base[name], head[name]
+
+    for name in ("fail_on_regression", "strict_metrics", "fail_on_critical"):
+        pair = both(name)
+        if pair and pair[0] is True and pair[1] is False:
+            add("switched_off", name, True, False, f"{name} {_flag(True)} → {_flag(False)}")
+    pair = both("significance_level")
+    if pair and _num(pair[0]) is not None and _num(pair[1]) is not None and pair[1] > pair[0]:
+        add("significance_level", "significance_level", pair[0], pair[1],
+            f"significance_level (α) {pair[0]:g} → {pair[1]:g}")
+    pair = both("min_pass_rate")
+    if pair and _num(pair[0]) is not None and (_num(pair[1]) is None or pair[1] < pair[0]):
+        add("min_pass_rate", "min_pass_rate", pair[0], pair[1],
+            f"min_pass_rate {pair[0]:g} → {'none' if pair[1] is None else format(pair[1], 'g')}")
+    pair = both("max_errored")
+    if pair and _num(pair[0]) is not None and _num(pair[1]) is not None and pair[1] > pair[0]:
+        add("max_errored", "max_errored", pair[0], pair[1], f"max_errored {pair[0]} → {pair[1]}")
+    pair = both("repeat_rule")
+    if pair and REPEAT_STRICTNESS.get(str(pair[1]), 1) < REPEAT_STRICTNESS.get(str(pair[0]), 1):
+        add("repeat_rule", "repeat_rule", pair[0], pair[1], f"repeat_rule {pair[0]} → {pair[1]}")
+    pair = both("gate_changes")
+    if pair and pair[0] == "fail" and pair[1] != "fail":
+        add("gate_changes", "gate_changes", pair[0], pair[1], f"gate_changes {pair[0]} → {pair[1]}")
+    _calibration(base, head, add)
+    pair = both("selection")
+    if pair and isinstance(pair[1], Mapping):
+        old = pair[0] if isinstance(pair[0], Mapping) else {}
+        for key, value in sorted(pair[1].items()):
+            if value and value != old.get(key):
+                shown = f"{value} id(s)" if key == "case_ids" else value
+                add("selection", key, old.get(key), value, f"cases selected by {key}: {shown}")
+
+
+def _calibration(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> None:
+    old, new = base.get("calibration"), head.get("calibration")
+    if old is not None and new is not None and old != new and new != "required":
+        meaning = {"off": "every judge gates, calibrated or not",
+                   "auto": "uncalibrated judges no longer gate"}.get(str(new), "")
+        add("calibration", "calibration", old, new, f"calibration {old} → {new}" + (f" ({meaning})" if meaning else ""))
+    for key in ("calibration_min_kappa", "calibration_min_labels"):
+        a, b = _num(base.get(key)), _num(head.get(key))
+        if a is not None and b is not None and b < a:
+            add("calibration", key, a, b, f"{key} {a:g} → {b:g}")
+    old_floors, new_floors = base.get("calibration_floors") or {}, head.get("calibration_floors") or {}
+    for name in sorted(old_floors):
+        for key, value in sorted((old_floors.get(name) or {}).items()):
+            now = (new_floors.get(name) or {}).get(key)
+            if _num(value) is not None and (_num(now) is None or now < value):
+                add("calibration", "calibration_floors", value, now,
+                    f"calibration floor {name}.{key} {value:g} → {'default' if now is None else format(now, 'g')}")
+
+
+def _tolerances(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> None:
+    if "regression_tolerance" not in base:
+        return
+    before, after = base.get("regression_tolerance") or {}, head.get("regression_tolerance") or {}
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name) or {}, after.get(name) or {}
+        wider = [key for key in ("abs", "rel") if float(new.get(key, 0.0)) > float(old.get(key, 0.0))]
+        if wider:
+            shown = ", ".join(f"{key} {float(old.get(key, 0.0)):g} → {float(new.get(key, 0.0)):g}" for key in wider)
+            add("regression_tolerance", "regression_tolerance", old, new,
+                f"regression_tolerance of {name} widened: {shown}")
+
+
+def _optional(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> None:
+    if "optional_metrics" not in base:
+        return
+    before, after = base.get("optional_metrics") or {}, head.get("optional_metrics") or {}
+    shared_before = set(before.get("", ()))
+    for suite in sorted(after):
+        added = sorted(set(after[suite]) - set(before.get(suite, ())) - shared_before)
+        if added:
+            scope = f"suite {suite}" if suite else "evalgate.yaml"
+            add("optional_metrics", "optional_metrics", sorted(before.get(suite, ())), sorted(after[suite]),
+                f"optional_metrics adds {', '.join(added)} ({scope}): cases lacking it no longer error")
+
+
+def _ids_text(ids: list[str], count: int) -> str:
+    shown = ", ".join(ids[:EXAMPLES])
+    more = count - min(len(ids), EXAMPLES)
+    return shown + (f" (+{more} more)" if more > 0 else "")
+
+
+def _cases(base: Mapping[str, Any], head: Mapping[str, Any], removed: list[str] | None, add: Any) -> None:
+    old, new = base.get("cases"), head.get("cases")
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return
+    old_ids, new_ids = old.get("ids"), new.get("ids")
+    if removed is None and old_ids is not None and new_ids is not None:
+        removed = sorted(set(old_ids) - set(new_ids))
+    if removed:
+        add("cases_missing", "dataset", len(removed), None,
+            f"{len(removed)} case(s) of the base run missing from this run: {_ids_text(removed, len(removed))}",
+            origin="")
+    elif removed is None and (old.get("count", 0) > new.get("count", 0) or (
+            old.get("count") == new.get("count") and old.get("digest") != new.get("digest"))):
+        add("cases_missing", "dataset", old.get("count"), new.get("count"),
+            f"the case set changed: {old.get('count')} case(s) in the base run, {new.get('count')} here "
+            "(too many to list which)", origin="")
+    old_crit, new_crit = old.get("critical") or {}, new.get("critical") or {}
+    gone = set(removed or ())
+    base_critical, head_critical = old_crit.get("ids"), new_crit.get("ids")
+    if base_critical is not None and head_critical is not None and (new_ids is not None or removed is not None):
+        present = set(new_ids) if new_ids is not None else None
+        demoted = sorted(i for i in set(base_critical) - set(head_critical)
+                         if i not in gone and (present is None or i in present))
+        if demoted:
+            add("critical_demoted", "risk_level", len(demoted), None,
+                f"{len(demoted)} case(s) no longer risk_level critical: {_ids_text(demoted, len(demoted))}", origin="")
+    elif int(new_crit.get("count", 0)) < int(old_crit.get("count", 0)):
+        add("critical_demoted", "risk_level", old_crit.get("count"), new_crit.get("count"),
+            f"critical cases {old_crit.get('count')} → {new_crit.get('count')}", origin="")
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
