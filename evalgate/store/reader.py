@@ -113,9 +113,9 @@ def _open_json(path: Path) -> ShardRun:
         raise UserError("not valid JSON (not UTF-8 text)", where=str(path)) from None
     except (ValueError, RecursionError) as exc:
         raise UserError(f"not valid JSON ({exc})", where=str(path)) from None
-    if "results" in head:
+    _check_document({**head, "results": []} if stream.listed and "results" not in head else head, str(path))
+    if "results" in head:  # a "results" that is not a list stays among the fields
         raise UserError("'results' must be a list of case records", where=str(path))
-    _check_document({**head, "results": []} if stream.listed else head, str(path))
     return ShardRun(label=str(path), document=dict(head),
                     records=(json.dumps(r, ensure_ascii=False) for r in stream.records()))
 
