@@ -130,10 +130,21 @@ def _has_any(record: Mapping[str, Any], names: tuple[str, ...]) -> bool:
     return any(name in (record.get("metrics") or {}) for name in names)
 
 
-def _chosen(passes: Passes, names: tuple[str, ...]) -> Callable[[], Iterator[Mapping[str, Any]]]:
-    """A pass over the first records on which any of ``names`` ran (all first records when none did)."""
-    narrowed = any(_has_any(record, names) for record in first_of_each(passes()))
-    return lambda: (r for r in first_of_each(passes()) if not narrowed or _has_any(r, names))
+def _totals(passes: Passes, names: tuple[str, ...], make: Callable[[], Any]) -> tuple[Any, bool]:
+    """One pass over the first records: totals (``make()``, ``.add(record)``) over every one and over those
+    on which any of ``names`` ran; returns the latter and True when any did, else the former and False."""
+    every, narrow, narrowed = make(), make(), False
+    for record in first_of_each(passes()):
+        every.add(record)
+        if _has_any(record, names):
+            narrowed = True
+            narrow.add(record)
+    return (narrow if narrowed else every), narrowed
+
+
+def _chosen(passes: Passes, names: tuple[str, ...], narrowed: bool) -> Iterator[Mapping[str, Any]]:
+    """A pass over the first records the totals were taken over (``_totals``)."""
+    return (r for r in first_of_each(passes()) if not narrowed or _has_any(r, names))
 
 
 def _file_of(source: Any) -> str:
@@ -170,45 +181,53 @@ def _seed000_entry(record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def seed000_parts(head: Mapping[str, Any], passes: Passes) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
-    """Seed 000's evaluation.json (keys in the module docstring) as its fields but ``results`` and a
-    generator of ``results``' entries: two passes over the records, memory independent of their number."""
-    questions = _chosen(passes, SEED000_METRICS)
-    averages = {name: Average() for name in ("hit_rate", "mrr", "judge_score", "combined_score", "num_tokens")}
-    best: float | None = None
-    total_tokens: int | None = None
-    count = 0
-    files: dict[str, None] = {}
-    for record in questions():
+class _Seed000Totals:
+    def __init__(self) -> None:
+        self.averages = {name: Average() for name in ("hit_rate", "mrr", "judge_score", "combined_score",
+                                                      "num_tokens")}
+        self.best: float | None = None
+        self.total_tokens: int | None = None
+        self.count = 0
+        self.files: dict[str, None] = {}
+
+    def add(self, record: Mapping[str, Any]) -> None:
         entry = _seed000_entry(record)
-        count += 1
-        files.setdefault(_file_of(record.get("source")))
-        for name, average in averages.items():
+        self.count += 1
+        self.files.setdefault(_file_of(record.get("source")))
+        for name, average in self.averages.items():
             average.add(None if entry[name] is None else (float(entry[name]) if name == "num_tokens" else entry[name]))
         if entry["combined_score"] is not None:
-            best = entry["combined_score"] if best is None else max(best, entry["combined_score"])
+            self.best = entry["combined_score"] if self.best is None else max(self.best, entry["combined_score"])
         if entry["num_tokens"] is not None:
-            total_tokens = (total_tokens or 0) + entry["num_tokens"]
+            self.total_tokens = (self.total_tokens or 0) + entry["num_tokens"]
+
+
+def seed000_parts(head: Mapping[str, Any], passes: Passes) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
+    """Seed 000's evaluation.json (keys in the module docstring) as its fields but ``results`` and a
+    generator of ``results``' entries: two passes over the records, memory independent of their number.
+    ``head`` is read after the first pass (a streamed document's fields are complete then)."""
+    totals, narrowed = _totals(passes, SEED000_METRICS, _Seed000Totals)
+    averages = totals.averages
     judge = (head.get("metadata") or {}).get("judge") or {}
     document = {
         "timestamp": head.get("timestamp"),
-        "num_questions": count,
+        "num_questions": totals.count,
         "summary": {
             "avg_hit_rate": averages["hit_rate"].value,
             "avg_mrr": averages["mrr"].value,
             "avg_judge_score": averages["judge_score"].value,
             "avg_combined_score": averages["combined_score"].value,
-            "best_combined_score": round(best, 6) if best is not None else None,
+            "best_combined_score": round(totals.best, 6) if totals.best is not None else None,
             "avg_num_tokens": averages["num_tokens"].value,
-            "total_tokens": total_tokens,
+            "total_tokens": totals.total_tokens,
         },
         "metadata": {
-            "ground_truth_file": ", ".join(files) if files else None,
+            "ground_truth_file": ", ".join(totals.files) if totals.files else None,
             "search_mode": None,
             "judge_model": judge.get("model") if judge.get("provider") not in (None, "none") else None,
         },
     }
-    return document, (_seed000_entry(record) for record in questions())
+    return document, (_seed000_entry(record) for record in _chosen(passes, SEED000_METRICS, narrowed))
 
 
 def seed000_document(document: Mapping[str, Any]) -> dict[str, Any]:
@@ -355,28 +374,33 @@ def _per_query(record: Mapping[str, Any], include_responses: bool) -> dict[str, 
     return entry
 
 
+class _Seed004Totals:
+    def __init__(self) -> None:
+        self.averages = {name: Average() for name in SEED004_METRICS[:4]}
+        self.weights: dict[str, float] | None = None
+        self.total = self.errors = 0
+        self.groups: dict[str, dict[str, _Group]] = {"category": {}, "difficulty": {}}
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        self.total += 1
+        self.weights = self.weights or _golden_weights(record)
+        if record.get("status") == "errored":
+            self.errors += 1
+            return
+        for name, average in self.averages.items():
+            average.add(metric_value(record, name))
+        for field, rows in self.groups.items():
+            rows.setdefault(str(record.get(field)), _Group()).add(record)
+
+
 def seed004_parts(head: Mapping[str, Any], passes: Passes, include_responses: bool = True
                   ) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
     """Seed 004's results.json (keys in the module docstring) as its fields but ``per_query`` and a
     generator of ``per_query``'s entries: two passes over the records, memory independent of their number
-    (one row per category and difficulty)."""
-    queries = _chosen(passes, SEED004_METRICS)
-    averages = {name: Average() for name in SEED004_METRICS[:4]}
-    weights: dict[str, float] | None = None
-    total = errors = 0
-    groups: dict[str, dict[str, _Group]] = {"category": {}, "difficulty": {}}
-    for record in queries():
-        total += 1
-        weights = weights or _golden_weights(record)
-        if record.get("status") == "errored":
-            errors += 1
-            continue
-        for name, average in averages.items():
-            average.add(metric_value(record, name))
-        for field, rows in groups.items():
-            rows.setdefault(str(record.get(field)), _Group()).add(record)
-    weights = weights or dict(SEED004_WEIGHTS)
-    means = {name: average.value for name, average in averages.items()}
+    (one row per category and difficulty). ``head`` is read after the first pass."""
+    totals, narrowed = _totals(passes, SEED004_METRICS, _Seed004Totals)
+    weights = totals.weights or dict(SEED004_WEIGHTS)
+    means = {name: average.value for name, average in totals.averages.items()}
     composite = None
     if all(means[name] is not None for name in SEED004_WEIGHTS):
         scaled = {name: float(means[name] or 0.0) for name in SEED004_WEIGHTS}
@@ -389,20 +413,21 @@ def seed004_parts(head: Mapping[str, Any], passes: Passes, include_responses: bo
         ("composite", composite)) if value is not None]
     all_present = composite is not None
     document = {
-        "metadata": {"timestamp": head.get("timestamp"), "total_queries": total, "errors": errors},
+        "metadata": {"timestamp": head.get("timestamp"), "total_queries": totals.total, "errors": totals.errors},
         "aggregate": {
-            "total_queries": total,
+            "total_queries": totals.total,
             "specialist_accuracy": means["specialist_match"],
             "avg_keyword_coverage": means["keyword_coverage"],
             "avg_data_source_match": means["data_source_match"],
             "avg_response_quality": means["response_quality"],
             "composite_score": composite,
             "pass_verdict": bool(all_present and all(check is not False for check in checks)),
-            "by_category": {label: group.row() for label, group in groups["category"].items()},
-            "by_difficulty": {label: group.row() for label, group in groups["difficulty"].items()},
+            "by_category": {label: group.row() for label, group in totals.groups["category"].items()},
+            "by_difficulty": {label: group.row() for label, group in totals.groups["difficulty"].items()},
         },
     }
-    return document, (_per_query(record, include_responses) for record in queries())
+    return document, (_per_query(record, include_responses)
+                      for record in _chosen(passes, SEED004_METRICS, narrowed))
 
 
 def seed004_document(document: Mapping[str, Any], include_responses: bool = True) -> dict[str, Any]:
@@ -431,17 +456,21 @@ def write_compat_document(seed: str, results_path: Path, out: IO[str], include_r
                           clean: Callable[[str], str] = lambda text: text) -> None:
     """``seed``'s document for the results.json at ``results_path``, written to ``out`` as
     ``json.dumps(compat_document(...), indent=2, ensure_ascii=False) + "\n"`` would be, in bounded memory:
-    the records are streamed (``StreamedDocument``, two passes), each entry is written as it is made and
+    the records are streamed (``StreamedDocument``, two passes: the totals, with the document's fields, then
+    the entries), each entry is written as it is made and
     passed through ``clean`` (redaction) on its own."""
     from evalgate.store.results_json import StreamedDocument
 
-    head = StreamedDocument(results_path).read_head()
+    streams = [StreamedDocument(results_path)]
+    head = streams[0].head  # complete once the first pass has read the whole file
 
     def passes() -> Iterator[Mapping[str, Any]]:
-        return (r for r in StreamedDocument(results_path).records() if isinstance(r, Mapping))
+        stream = streams.pop() if streams else StreamedDocument(results_path)
+        return (r for r in stream.records() if isinstance(r, Mapping))
 
     if seed == "seed001":
-        out.write(clean(json.dumps(seed001_document(head), indent=2, ensure_ascii=False) + "\n"))
+        out.write(clean(json.dumps(seed001_document(StreamedDocument(results_path).read_head()), indent=2,
+                                   ensure_ascii=False) + "\n"))
         return
     if seed == "seed000":
         fields, entries = seed000_parts(head, passes)
