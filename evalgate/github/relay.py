@@ -160,28 +160,30 @@ def extract(data: bytes, directory: Path, warnings: list[str] | None = None) -> 
 
 
 def checked_results(path: Path) -> list[str]:
-    """Check the results.json at ``path`` against the results schema, streamed: its fields, then each record
-    (``validate.prune_head`` / ``prune_record``); when something was left out, the file is rewritten
-    without it. Returns the warnings; ``RelayError`` when it is not an evalgate results document."""
+    """Check the results.json at ``path`` against the results schema, streamed: each record as it is read
+    (``validate.prune_record``), then the fields (``prune_head``); when something was left out, the file is
+    rewritten without it in a second pass. Returns the warnings; ``RelayError`` when it is not an evalgate
+    results document."""
     stream = StreamedDocument(path)
+    found: list[str] = []  # the records' warnings, while the fields are read in the same pass
+    flagged = bytearray()  # 1 for each record with a value to leave out: one byte a record
     try:
-        head = dict(stream.read_head())  # a copy: the records' pass below reads the fields again
+        for position, record in enumerate(stream.records()):
+            if position >= MAX_BASELINE_RECORDS:
+                raise RelayError(f"results.json in the artifact holds more than the {MAX_BASELINE_RECORDS:,} "
+                                 "case records read")
+            before = len(found)
+            prune_record(record, position, found)
+            flagged.append(len(found) > before)
     except (UnicodeDecodeError, ValueError) as exc:
         raise RelayError(f"results.json in the artifact is not valid JSON ({exc})") from None
     except RecursionError:
         raise RelayError("results.json in the artifact is not valid JSON (nested too deeply)") from None
+    head = dict(stream.head)  # complete now; a copy, as the rewrite below reads the file again
     if not isinstance(head.get("gate"), dict) or "results" in head:  # "results" in head: not a list
         raise RelayError("results.json in the artifact is not an evalgate results document")
-    if stream.count > MAX_BASELINE_RECORDS:
-        raise RelayError(f"results.json in the artifact holds {stream.count:,} case records, more than the "
-                         f"{MAX_BASELINE_RECORDS:,} read")
-    problems = prune_head(head)
+    problems = prune_head(head) + found  # in the order a whole-document check gives them
     listed = stream.listed
-    flagged = bytearray(stream.count)  # 1 for each record with a value to leave out: one byte a record
-    for position, record in enumerate(stream.records() if listed else ()):
-        before = len(problems)
-        prune_record(record, position, problems)
-        flagged[position] = len(problems) > before
     if not problems:
         return []
     missing = [key for key in RESULTS_KEYS if key not in head and not (key == "results" and listed)]
