@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from tests.servers.tool_model import ToolModelServer
+from tests.traced_agent import free_port, run_against_agent, traced_env
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "tests" / "fixtures" / "otel_agents_sdk_agent.py"
@@ -46,34 +43,14 @@ cases:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_an_agents_sdk_agent_is_read_from_its_openinference_spans(tmp_path: Path) -> None:
-    traces_port = _free_port()
-    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{traces_port}"}
+    traces_port = free_port()
+    env = traced_env(os.environ, traces_port)
     env.pop("OPENAI_API_KEY", None)
     (tmp_path / "cases.yaml").write_text(CASES)
     port_file = tmp_path / "port"
     with ToolModelServer(PLAN) as model:
-        agent = subprocess.Popen([sys.executable, str(AGENT), model.base_url, str(port_file)], env=env)
-        try:
-            deadline = time.monotonic() + 60
-            while not (port_file.exists() and port_file.read_text()) and time.monotonic() < deadline:
-                assert agent.poll() is None, "the agent exited"
-                time.sleep(0.1)
-            run = subprocess.run(
-                [sys.executable, "-m", "evalgate", "run", "--dataset", "cases.yaml", "--target", "http",
-                 "--target-url", f"http://127.0.0.1:{port_file.read_text()}/chat", "--progress", "none",
-                 "--output-dir", "out"],
-                cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                env={**env, "EVALGATE_TRACES": "true", "EVALGATE_TRACES_PORT": str(traces_port)})
-        finally:
-            agent.terminate()
-            agent.wait(timeout=30)
+        run = run_against_agent([str(AGENT), model.base_url, str(port_file)], port_file, tmp_path, env, traces_port)
     # the SDK's own exporter (traces to OpenAI's platform) was replaced: OpenInference's is the only processor
     assert json.loads(Path(f"{port_file}.processors").read_text()) == ["OpenInferenceTracingProcessor"]
     assert run.returncode == 1, run.stdout + run.stderr  # the second case's order is wrong, the first passes

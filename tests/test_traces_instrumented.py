@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.servers.tool_model import ToolModelServer
+from tests.traced_agent import free_port, run_against_agent, traced_env
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = REPO / "tests" / "fixtures" / "otel_openai_agent.py"
@@ -38,36 +35,16 @@ cases:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.parametrize("flavour", ["genai", "openinference"])
 def test_real_instrumentation_feeds_the_trajectory(flavour: str, tmp_path: Path) -> None:
-    traces_port = _free_port()
-    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{traces_port}",
-           "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
+    traces_port = free_port()
+    env = {**traced_env(os.environ, traces_port), "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY"}
     (tmp_path / "cases.yaml").write_text(CASES)
     with ToolModelServer(PLAN) as model:
         port_file = tmp_path / "port"
-        agent = subprocess.Popen([sys.executable, str(AGENT), flavour, model.base_url, str(port_file)], env=env)
-        try:
-            deadline = time.monotonic() + 60
-            while not (port_file.exists() and port_file.read_text()) and time.monotonic() < deadline:
-                assert agent.poll() is None, "the agent exited"
-                time.sleep(0.1)
-            run = subprocess.run(
-                [sys.executable, "-m", "evalgate", "run", "--dataset", "cases.yaml", "--target", "http",
-                 "--target-url", f"http://127.0.0.1:{port_file.read_text()}/chat", "--progress", "none",
-                 "--output-dir", "out"],
-                cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                env={**env, "EVALGATE_TRACES": "true", "EVALGATE_TRACES_PORT": str(traces_port)})
-        finally:
-            agent.terminate()
-            agent.wait(timeout=30)
+        run = run_against_agent([str(AGENT), flavour, model.base_url, str(port_file)], port_file, tmp_path, env,
+                                traces_port)
     assert run.returncode == 0, run.stdout + run.stderr
     (result,) = json.loads((tmp_path / "out" / "results.json").read_text())["results"]
     trace = result["answer"]["trace"]
