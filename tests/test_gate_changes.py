@@ -84,6 +84,10 @@ def test_an_unchanged_policy_loosens_nothing() -> None:
      "ungated", "hit_rate no longer gated: was min 0.8, its threshold was removed (evalgate.yaml: thresholds)"),
     ({"thresholds": {"num_tokens": {"max": 4000.0}, "faithfulness": {"gt": 0.5}}},
      "ungated", "hit_rate no longer gated: was min 0.8, no longer computed (evalgate.yaml: thresholds)"),
+    ({"thresholds": {"hit_rate": {"min": 0.8}, "num_tokens": {"max": 4000.0}}, "ungated": ["faithfulness"],
+      "not_gating": {"faithfulness": "stale: the rubric changed since calibration"}},
+     "ungated", "faithfulness no longer gated: was gt 0.5, its judge does not gate (stale: the rubric changed since "
+                "calibration)"),
     ({"significance_level": 0.2}, "significance_level",
      "significance_level (α) 0.05 → 0.2 (evalgate.yaml: significance_level)"),
     ({"regression_tolerance": {"latency_ms": {"abs": 50.0, "rel": 0.1}, "hit_rate": {"abs": 0.1, "rel": 0.0}}},

@@ -282,6 +282,10 @@ def gate_policy_snapshot(settings: Settings, prepared: Prepared, document: Mappi
         tolerances={name: t.to_dict() for name, t in resolve_tolerances(settings.regression_tolerance).items()},
         optional_metrics={suite or "": names for suite, names in prepared.optional.items()},
         cases=cases,
+        not_gating={name: str(entry["calibration"].get("reason") or entry["calibration"].get("status") or "")
+                    for name, entry in (document.get("metrics") or {}).items()
+                    if isinstance(entry, Mapping) and isinstance(entry.get("calibration"), Mapping)
+                    and entry["calibration"].get("gating") is False},
     )
 
 

@@ -86,11 +86,13 @@ def snapshot(
     tolerances: Mapping[str, Mapping[str, float]],
     optional_metrics: Mapping[str, Iterable[str]],
     cases: Mapping[str, Any],
+    not_gating: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ``gate_policy`` block. ``thresholds``: the gated metrics (``{op: value}``) the run computed;
     ``computed``: every metric it computed; ``settings``: the gate settings by name (``GATE_SETTINGS``);
     ``tolerances``: resolved ``regression_tolerance`` (``{abs, rel}``); ``optional_metrics`` by suite
-    (``""``: evalgate.yaml's); ``cases``: ``CaseSet.as_dict()``."""
+    (``""``: evalgate.yaml's); ``cases``: ``CaseSet.as_dict()``; ``not_gating``: judged metrics whose judge
+    may not gate (calibration), with the reason."""
     gated = {name: dict(t) for name, t in sorted(thresholds.items())}
     return {
         "version": POLICY_VERSION,
@@ -102,6 +104,7 @@ def snapshot(
         "optional_metrics": {suite: sorted(names) for suite, names in sorted(optional_metrics.items()) if names},
         "origins": {name: origins[name] for name in sorted(origins)},
         "cases": dict(cases),
+        **({"not_gating": dict(sorted(not_gating.items()))} if not_gating else {}),
     }
 
 
@@ -198,7 +201,9 @@ def _thresholds(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> N
             continue
         new = _bound(after.get(name))
         if new is None:
-            why = "its threshold was removed" if name in computed else "no longer computed"
+            not_gating = head.get("not_gating") or {}
+            why = (f"its judge does not gate ({not_gating[name]})" if name in not_gating
+                   else "its threshold was removed" if name in computed else "no longer computed")
             add("ungated", name, _text(old), None, f"{name} no longer gated: was {_text(old)}, {why}",
                 origin=where.get(name, ""))
         elif not at_least_as_strict(old, new):
