@@ -666,12 +666,18 @@ def test_hyphenated_inputs_reach_the_settings(tmp_path: Path, github: GitHubFake
     ws = make_workspace(tmp_path, PASSING)
     env = runner_env(ws, event_name="push", payload=webhook_example("push"), api_url=github.url, inputs={
         "dataset": "datasets/brand-mentions", "case-ids": "test_001_basic_mention\n test_003_case_insensitive", "output-dir": "out/eval",
-        "min-pass-rate": "1", "fail-on-critical": "false", "upload-artifacts": "false"})
+        "min-pass-rate": "1", "fail-on-critical": "false", "upload-artifacts": "false", "significance-level": "0.01",
+        "regression-tolerance": '{"latency_ms": {"abs": 200, "rel": 0.2}}', "calibration": "off", "repeat": "2",
+        "judge-samples": "3", "traces-port": "0"})
     done = run_entrypoint(ws, env)
     assert done.returncode == 0, done.stdout + done.stderr
     results = json.loads((ws.workspace / "out/eval/results.json").read_text())
-    assert [r["id"] for r in results["results"]] == ["test_001_basic_mention", "test_003_case_insensitive"]
+    assert sorted(r["id"] for r in results["results"]) == ["test_001_basic_mention"] * 2 + ["test_003_case_insensitive"] * 2
     assert results["metadata"]["config"]["fail_on_critical"] is False
+    config = results["metadata"]["config"]
+    assert (config["significance_level"], config["calibration"], config["repeat"], config["judge_samples"]) == (
+        0.01, "off", 2, 3)
+    assert config["regression_tolerance"] == {"latency_ms": {"abs": 200, "rel": 0.2}} and config["traces_port"] == 0
     assert ws.outputs()["results-json"] == "out/eval/results.json"
     assert "artifact upload disabled (upload-artifacts: false)" in done.stdout
 
@@ -680,6 +686,8 @@ def test_hyphenated_inputs_reach_the_settings(tmp_path: Path, github: GitHubFake
     ({"comment": "sometimes"}, "input 'comment'"),
     ({"metric-thresholds": "{not json"}, "input 'metric-thresholds'"),
     ({"first-n": "zero"}, "input 'first-n'"),
+    ({"calibration": "sometimes"}, "input 'calibration'"),
+    ({"regression-tolerance": "{not json"}, "input 'regression-tolerance'"),
     ({"dataset": "datasets/missing.yaml"}, "missing.yaml"),
 ])
 def test_user_errors_exit_2_with_one_error_line(tmp_path: Path, inputs: dict[str, str], named: str) -> None:
