@@ -145,7 +145,8 @@ def run_act(repo: Path, event: str, workflow: str, job: str | None, *, event_pay
                              action.read_text(encoding="utf-8")), encoding="utf-8")
     command = ["act", event, "-W", f".github/workflows/{workflow}", *(["-j", job] if job else []),
                "-P", f"ubuntu-latest={RUNNER_IMAGE}", "--pull=false", "--rebuild=false", *(["--bind"] if bind else []),
-               "--action-offline-mode", "--no-cache-server", "--container-daemon-socket", "-"]
+               "--action-offline-mode", "--no-cache-server", "--container-daemon-socket", "-",
+               "--rm"]  # a failed job (the broken variants fail on purpose) leaves no container running
     if event_payload is not None:
         command += ["-e", str(event_payload)]
     for name, value in (env or {}).items():
