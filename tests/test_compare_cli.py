@@ -168,3 +168,35 @@ def test_unreadable_inputs_and_a_bad_alpha_are_one_line_errors(tmp_path: Path, c
     assert code == 2 and f"{tmp_path / 'broken.json'}:2" in err and len(err.strip().splitlines()) == 1
     code, _, err = run_cli(capsys, good, good, "--alpha", "1.5")
     assert code == 2 and "--alpha" in err and "between 0 and 1" in err
+
+
+def with_policy(doc: dict[str, Any], threshold: float, critical: int) -> dict[str, Any]:
+    ids = [r["id"] for r in doc["results"]]
+    doc["gate_policy"] = {"version": 1, "thresholds": {"score": {"min": threshold}},
+                          "threshold_origins": {"score": "evalgate.yaml: thresholds"}, "ungated": [],
+                          "cases": {"count": len(ids), "digest": "d", "ids": ids,
+                                    "critical": {"count": critical, "digest": f"c{critical}",
+                                                 "ids": ids[:critical]}}}
+    return doc
+
+
+def test_compare_lists_how_head_loosens_the_gate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = write(tmp_path / "base.json", with_policy(document("base", BASE_VALUES), 0.5, 2))
+    head = write(tmp_path / "head.json", with_policy(document("head", BASE_VALUES), 0.3, 1))
+    code, out, _ = run_cli(capsys, base, head, "--fail-on-regression")
+    assert code == 0  # listed, never an exit status of compare
+    assert "gate loosened: score min 0.5 → min 0.3 (evalgate.yaml: thresholds)" in out
+    assert "gate loosened: 1 case(s) no longer risk_level critical: case_01" in out
+    _, out, _ = run_cli(capsys, base, head, "--format", "json")
+    assert [item["kind"] for item in json.loads(out)["gate_loosened"]] == ["threshold", "critical_demoted"]
+    _, out, _ = run_cli(capsys, base, head, "--format", "markdown")
+    assert "**HEAD loosens the gate:**\n\n- score min 0.5 → min 0.3 (evalgate.yaml: thresholds)\n" in out
+    _, out, _ = run_cli(capsys, head, base)  # the other way round: a tightening, nothing listed
+    assert "gate loosened" not in out
+
+
+def test_compare_without_recorded_policies_lists_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = write(tmp_path / "base.json", document("base", BASE_VALUES))
+    head = write(tmp_path / "head.json", with_policy(document("head", BASE_VALUES), 0.3, 0))
+    _, out, _ = run_cli(capsys, base, head, "--format", "json")
+    assert "gate_loosened" not in json.loads(out)  # the comparison block as it is

@@ -1,6 +1,7 @@
 """``evalgate compare BASE HEAD [--format text|json|markdown] [--alpha A] [--fail-on-regression]``: the
-baseline comparison of two results files (results.json or SQLite); exit 1 only with ``--fail-on-regression``
-and a significant regression of a gated metric or a critical case flipped to fail."""
+baseline comparison of two results files (results.json or SQLite), and how HEAD's gate policy is looser than
+BASE's; exit 1 only with ``--fail-on-regression`` and a significant regression of a gated metric or a critical
+case flipped to fail (a loosened gate is listed, never an exit status here: ``gate_changes`` decides in a run)."""
 
 from __future__ import annotations
 
@@ -39,15 +40,28 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if exc.where == "significance_level":
             raise UserError(str(exc).removeprefix("significance_level: "), where="--alpha") from None
         raise
+    from evalgate.report.view import gate_changes_view
+
     comparison = result.comparison
+    changes = gate_changes_view({"gate": {"loosened": result.loosened}})  # truncated, at most the listed few
     if args.format == "json":
-        print(json.dumps(comparison, indent=2, ensure_ascii=False))
+        extra = {} if result.loosened is None else {"gate_loosened": result.loosened}  # both runs recorded policies
+        print(json.dumps({**comparison, **extra}, indent=2, ensure_ascii=False))
     elif args.format == "markdown":
+        from evalgate.report.escape import escape_prose
         from evalgate.report.markdown import render_comparison as render_markdown
 
         sys.stdout.write(render_markdown(comparison))
+        if changes:
+            more = [f"- +{changes['omitted']} more\n"] if changes["omitted"] else []
+            sys.stdout.write("\n**HEAD loosens the gate:**\n\n" + "".join(
+                [f"- {escape_prose(item)}\n" for item in changes["items"]] + more))
     else:
         render_comparison(comparison, make_console(sys.stdout))
+        for item in (changes or {}).get("items", ()):
+            print(f"gate loosened: {item}")
+        if changes and changes["omitted"]:
+            print(f"gate loosened: +{changes['omitted']} more")
     for reason in result.reasons:
         print(f"evalgate: regression: {reason}", file=sys.stderr)
     return 1 if result.reasons else 0

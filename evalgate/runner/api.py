@@ -111,6 +111,9 @@ class ComparisonResult:
     """Per metric: base, head, delta, confidence interval, significant, regression."""
     comparison: dict[str, Any] = field(repr=False)
     """The whole comparison, as results.json's ``comparison``."""
+    loosened: list[dict[str, Any]] | None = None
+    """How HEAD's gate policy is easier to pass than BASE's (``verdict.policy.loosenings``); None when either
+    run recorded no policy (an older evalgate)."""
 
 
 # --- settings from keyword arguments ---------------------------------------------------------------------
@@ -352,6 +355,13 @@ def compare(base: str | Path, head: str | Path, *, significance_level: float | N
                               repeat_rule=rule,  # type: ignore[arg-type]  # checked just above
                               pairwise=(pairwise or {}).get("metrics"), pairwise_gated=pairwise_gated)
     reasons = comparison_gate_reasons(comparison, fail_on_regression)
+    from evalgate.verdict.policy import loosenings, unknown
+
+    head_policy, base_policy = head_doc.get("gate_policy"), base_doc.get("gate_policy")
+    loosened = None
+    if isinstance(head_policy, dict) and not unknown(base_policy) and not unknown(head_policy):
+        removed = (comparison.get("cases") or {}).get("removed")
+        loosened = loosenings(base_policy, head_policy, removed if isinstance(removed, list) else None)
     return ComparisonResult(regression=bool(comparison.get("regression")), reasons=list(reasons),
                             summary=str(comparison.get("summary") or ""),
-                            metrics=dict(comparison.get("metrics") or {}), comparison=comparison)
+                            metrics=dict(comparison.get("metrics") or {}), comparison=comparison, loosened=loosened)
