@@ -57,13 +57,18 @@ def test_host_mode_reaches_an_agent_started_on_localhost(tmp_path: Path) -> None
     assert "agent answered 6 cases" in run.output
 
 
-def test_container_and_host_mode_give_the_same_outputs_results_and_comment(tmp_path: Path) -> None:
-    repo = repository_copy(tmp_path / "repo")
+def pull_request_event(tmp_path: Path) -> tuple[Path, int]:
+    """GitHub's own ``pull_request`` ``opened`` example, for this repository: the event file and the PR number."""
     payload = webhook_example("pull_request", "opened")
     payload["repository"]["full_name"] = "evalgate/evalgate"
     event = tmp_path / "event.json"
     event.write_text(json.dumps(payload), encoding="utf-8")
-    number = payload["pull_request"]["number"]
+    return event, int(payload["pull_request"]["number"])
+
+
+def test_container_and_host_mode_give_the_same_outputs_results_and_comment(tmp_path: Path) -> None:
+    repo = repository_copy(tmp_path / "repo")
+    event, number = pull_request_event(tmp_path)
     with GitHubFake(token=TOKEN) as github:
         run = run_act(repo, "pull_request", "examples.yml", "modes-agree", event_payload=event,
                       env={"GITHUB_API_URL": github.url}, secrets={"GITHUB_TOKEN": TOKEN})
@@ -133,11 +138,7 @@ def test_documented_shard_matrix_and_merge_publish_one_comment(tmp_path: Path) -
     evals = repo / "evals"  # the user's suite: the bundled brand-mentions suite (14 cases, all passing)
     evals.mkdir()
     (evals / "fixtures.yaml").write_bytes((repo / "datasets" / "brand-mentions" / "fixtures.yaml").read_bytes())
-    payload = webhook_example("pull_request", "opened")
-    payload["repository"]["full_name"] = "evalgate/evalgate"
-    event = tmp_path / "event.json"
-    event.write_text(json.dumps(payload), encoding="utf-8")
-    number = payload["pull_request"]["number"]
+    event, number = pull_request_event(tmp_path)
     with GitHubFake(token=TOKEN) as github:
         run = run_act(repo, "pull_request", "sharded.yml", None, event_payload=event,
                       env={"GITHUB_API_URL": github.url}, secrets={"GITHUB_TOKEN": TOKEN},
