@@ -826,6 +826,8 @@ class CaseResult(BaseModel):
     latency_ms: float | None = None
     cost_usd: float | None = None
     repeat: int = 0
+    expectation: str | None = None
+    """The digest of what the case asks and expects (``runner.expectations``), compared with the base run's."""
     conversation: dict[str, Any] | None = None
     """A conversation case's transcript and turns: ``{"turns": [{"turn", "input", "output", "status",
     "reasons", "metrics", …}], "failed_turn", "stopped", "planned_turns", "simulated", …}``."""

@@ -169,8 +169,60 @@ def check_metric(spec: CheckSpec, *, origin: str, categories: tuple[str, ...] | 
         default_threshold=None, applies=applies, kind="deterministic",
         description=description or spec.description or f"code check {origin}", family=FAMILY,
         value_range=spec.value_range, per_case=True,
-        info={"type": "check", "origin": origin, "function": qualname(fn)},
+        info={"type": "check", "origin": origin, "function": qualname(fn), "code": code_identity(fn)},
     )
+
+
+def code_identity(fn: Callable[..., Any]) -> str:
+    """What a check's code is, for the gate policy: the BLAKE2b-128 digest of the file defining ``fn`` (a
+    ``file://`` reference, a module of the checkout or of an installed package) and, when an installed
+    distribution provides its top-level package, ``name==version``. Modules the file imports are not
+    included (docs/security.md)."""
+    import hashlib
+    import sys
+
+    parts: list[str] = []
+    module_name = str(getattr(fn, "__module__", "") or "")
+    module = sys.modules.get(module_name)
+    path = getattr(module, "__file__", None)
+    if not path:
+        try:
+            path = inspect.getsourcefile(fn)
+        except TypeError:
+            path = None
+    if path:
+        try:
+            parts.append("file " + hashlib.blake2b(Path(path).read_bytes(), digest_size=16).hexdigest())
+        except OSError:
+            parts.append(f"file {Path(path).name} unreadable")
+    dists = _distributions().get(module_name.partition(".")[0], [])
+    parts += [f"{name}=={_version(name)}" for name in sorted(set(dists))]
+    return "; ".join(parts) or "unknown"
+
+
+_DISTRIBUTIONS: dict[str, list[str]] | None = None
+
+
+def _distributions() -> dict[str, list[str]]:
+    """Top-level package → installed distributions providing it (read once per process)."""
+    global _DISTRIBUTIONS
+    if _DISTRIBUTIONS is None:
+        from importlib.metadata import packages_distributions
+
+        try:
+            _DISTRIBUTIONS = {key: list(value) for key, value in packages_distributions().items()}
+        except Exception:  # a broken installed distribution must not stop the run
+            _DISTRIBUTIONS = {}
+    return _DISTRIBUTIONS
+
+
+def _version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except (PackageNotFoundError, ValueError):
+        return "?"
 
 
 def qualname(fn: Callable[..., Any]) -> str:

@@ -440,7 +440,8 @@ GATE_CHANGE_CHARS = 300
 
 def gate_changes_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
     """What the pull request loosened against its base run (``gate.loosened``, ``verdict.policy``):
-    ``{items[] (one line each, truncated), omitted, mode, approved_by, note}``; None when nothing was loosened
+    ``{items[] (one line each, truncated), omitted, mode, approved_by, note, dataset}`` (``dataset``: the cases
+    added, edited and removed against the base run, ``gate.dataset_changes``); None when nothing was loosened
     and there is nothing to say."""
     from evalgate.report.escape import truncate
 
@@ -450,12 +451,15 @@ def gate_changes_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
     raw = gate.get("loosened")
     loosened: list[Any] = raw if isinstance(raw, list) else []
     note = str(gate.get("policy_note") or "").strip()
-    if not loosened and not note:
+    changes = gate.get("dataset_changes")
+    dataset = str(changes.get("text") or "").strip() if isinstance(changes, Mapping) else ""
+    if not loosened and not note and not dataset:
         return None
     items = [truncate(str(item.get("text") or ""), GATE_CHANGE_CHARS) for item in loosened[:GATE_CHANGES_LISTED]
              if isinstance(item, Mapping)]
     return {"items": items, "omitted": max(0, len(loosened) - len(items)), "mode": str(gate.get("gate_changes") or ""),
-            "approved_by": gate.get("approved_by"), "note": truncate(note, GATE_CHANGE_CHARS) if note else None}
+            "approved_by": gate.get("approved_by"), "note": truncate(note, GATE_CHANGE_CHARS) if note else None,
+            "dataset": truncate(dataset, GATE_CHANGE_CHARS * 2) if dataset else None}
 
 
 def baseline_note(results: Mapping[str, Any]) -> dict[str, str] | None:

@@ -48,6 +48,7 @@ from evalgate.model import (
     trusted,
 )
 from evalgate.runner.admit import admit, answer_size
+from evalgate.runner.expectations import ExpectationDigests
 from evalgate.safety.redact import redact
 from evalgate.targets.base import TargetCall, accepts_call
 from evalgate.verdict.gate import case_verdict, judge_metric
@@ -160,6 +161,7 @@ class Engine:
         """Start a case's async (judged) metrics at once instead of one after another (batch judging: every
         judge request of the case joins the same batch); each result is still taken in plan order."""
         self.plan_for = plan_for
+        self.expectations = ExpectationDigests()
         self.thresholds = thresholds
         self.sinks = sinks
         self.concurrency = concurrency
@@ -472,6 +474,7 @@ class Engine:
             "latency_ms": answer.latency_ms,
             "cost_usd": answer.cost_usd,
             "repeat": repeat,
+            "expectation": self.expectations.digest(case, self.plan_for(case)),
             "conversation": conversation,
         }
         if _answer_values_valid(values):  # the case's fields were validated with these same types

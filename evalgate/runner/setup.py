@@ -69,6 +69,9 @@ class Prepared:
     """A suite (or evalgate.yaml) declares a seed ``kind``, or ``compat`` asks for a seed's outputs."""
     threshold_origins: dict[str, str] = field(default_factory=dict)
     """Where each metric's threshold was set (``evalgate.yaml:4``, a suite block, a seed's default)."""
+    suite_digests: dict[str, str] = field(default_factory=dict)
+    """Per suite (``""``: evalgate.yaml's), a digest of the settings that choose and tune its metrics
+    (``suite_digest``), recorded in the gate policy."""
 
     @property
     def used_inline(self) -> set[str]:
@@ -136,7 +139,23 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
     explain = make_explainer(plan_for, thresholds, origin, global_suite, suites, compat, catalog.user)
     return Prepared(cases=scanned.cases, files=files, thresholds=thresholds, plan_for=plan_for, metrics=metrics,
                     user_metrics=catalog.user, notices=notices, optional=optional, calibration_sets=calibration_sets,
-                    seed_kind=seed_kind, explain=explain, threshold_origins=origin)
+                    seed_kind=seed_kind, explain=explain, threshold_origins=origin,
+                    suite_digests={name or "": suite_digest(config)
+                                   for name, config in [("", global_suite), *suites.items()]})
+
+
+SUITE_DIGEST_EXCLUDED = frozenset({"name", "description", "thresholds", "optional_metrics", "calibration"})
+"""Suite keys the gate policy records on their own (thresholds, optional_metrics, calibration) or that decide
+nothing."""
+
+
+def suite_digest(config: Any) -> str:
+    """BLAKE2b-64 of a suite block's ``metrics``, ``exclude_metrics``, ``options``, ``category_metrics``,
+    ``kind`` and ``valid`` (as set; defaults left out)."""
+    import hashlib
+
+    text = config.model_dump_json(exclude=set(SUITE_DIGEST_EXCLUDED), exclude_defaults=True)
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 def _optional_metrics(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any], config_name: str,

@@ -76,6 +76,8 @@ class _Case:
     """Passing repeats and repeats not skipped."""
     binary: set[str] = field(default_factory=set)
     """Metrics whose every value on this case (every repeat) is 0 or 1."""
+    expectation: str | None = None
+    """The digest of what the case asks and expects (the record's ``expectation``; None in older runs)."""
 
     @property
     def critical(self) -> bool:
@@ -141,6 +143,7 @@ def compare_runs(
         "fixes": fixes,
         "new": [case_id for case_id in head_cases if case_id not in base_cases],
         "removed": [case_id for case_id in base_cases if case_id not in head_cases],
+        **dataset_changes(base_cases, head_cases, shared),
     }
     preferences = _pairwise_block(pairwise or {}, pairwise_gated)
     family = _decide(metrics, pass_rate, critical, alpha, pass_rate_weight, preferences)
@@ -159,6 +162,7 @@ def compare_runs(
         "critical": critical,
         "pairwise": preferences,
         "cases": cases,
+        "diluted": diluted(base_cases, head_cases, shared, head.get("thresholds") or {}),
         "regression": regression,
         "summary": _summary(metrics, pass_rate, critical, cases, alpha) + _pairwise_sentence(preferences, alpha),
     }
@@ -323,6 +327,79 @@ def _detectable(sd: float | None, n: int, level: float) -> float | None:
     return (normal.inv_cdf(1.0 - level) + normal.inv_cdf(DETECTION_POWER)) * sd / math.sqrt(n)
 
 
+# ── dataset changes ───────────────────────────────────────────────────────────────────────────
+
+LOCATED = 5
+"""Cases of each change (new, edited, removed, demoted) whose ``file:line`` the block names."""
+
+
+def dataset_changes(base: Mapping[str, _Case], head: Mapping[str, _Case], shared: Sequence[str]) -> dict[str, Any]:
+    """What changed in the dataset between the runs, exactly, at any number of cases: ``edited`` (shared cases
+    whose expectation digest differs; both runs recorded one), ``demoted`` (shared cases critical on the base,
+    not on head), ``expectations_unknown`` (shared cases without a digest on either side), and ``located``:
+    ``file:line`` of the first ``LOCATED`` new, edited, demoted (head's file) and removed (the base's) cases."""
+    edited, demoted, unknown = [], [], 0
+    for case_id in shared:
+        old, new = base[case_id], head[case_id]
+        if old.expectation is None or new.expectation is None:
+            unknown += 1
+        elif old.expectation != new.expectation:
+            edited.append(case_id)
+        if old.critical and not new.critical:
+            demoted.append(case_id)
+    located: dict[str, str] = {}
+    for ids, side in ((edited, head), (demoted, head)):
+        for case_id in ids[:LOCATED]:
+            located[case_id] = side[case_id].source
+    for case_id in [i for i in head if i not in base][:LOCATED]:
+        located[case_id] = head[case_id].source
+    for case_id in [i for i in base if i not in head][:LOCATED]:
+        located[case_id] = base[case_id].source
+    return {"edited": edited, "demoted": demoted, "expectations_unknown": unknown, "located": located}
+
+
+def diluted(base: Mapping[str, _Case], head: Mapping[str, _Case], shared: Sequence[str],
+            thresholds: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each gated metric whose average over the cases the base run had (the shared ones, repeats collapsed by
+    their mean) misses its threshold while the average over all of head's cases meets it (head has new cases): ``{metric, cases, average, threshold, new}``.
+    New easy cases cannot lift a failing average: the threshold holds on the base's cases too."""
+    new = sum(1 for case_id in head if case_id not in base)
+    if not new:
+        return []
+    found = []
+    for name, bound in sorted(thresholds.items()):
+        if not isinstance(bound, Mapping):
+            continue
+        values = [head[i].values[name] for i in shared if name in head[i].values]
+        if not values:
+            continue
+        mean = math.fsum(values) / len(values)
+        every = [case.values[name] for case in head.values() if name in case.values]
+        overall = math.fsum(every) / len(every)
+        for op, limit in bound.items():  # a run whose own average misses the threshold already says so
+            if (_number(limit) is not None and not _holds(str(op), mean, float(limit))
+                    and _holds(str(op), overall, float(limit))):
+                found.append({"metric": name, "cases": len(values), "average": mean,
+                              "threshold": {str(op): float(limit)}, "new": new})
+                break
+    return found
+
+
+def diluted_reasons(comparison: Mapping[str, Any]) -> list[str]:
+    """The gate reasons of ``comparison['diluted']`` (one per metric)."""
+    reasons = []
+    for entry in comparison.get("diluted") or []:
+        (op, limit), = entry["threshold"].items()
+        reasons.append(f"{entry['metric']} on the {entry['cases']} case(s) the base run had: average "
+                       f"{score(entry['average'])} misses threshold {op} {limit:g} (the {entry['new']} new case(s) "
+                       "do not count towards it)")
+    return reasons
+
+
+def _holds(op: str, value: float, limit: float) -> bool:
+    return {"min": value >= limit, "gt": value > limit, "max": value <= limit, "lt": value < limit}.get(op, True)
+
+
 # ── collapsing runs ───────────────────────────────────────────────────────────────────────────
 
 
@@ -349,6 +426,7 @@ def _collapse_case(case_id: str, repeats: list[Mapping[str, Any]], rule: stats.R
         passes=sum(1 for s in counted if s == "passed"),
         runs=len(counted),
         binary=_binary_metrics(valued),
+        expectation=str(first["expectation"]) if first.get("expectation") else None,
     )
 
 
