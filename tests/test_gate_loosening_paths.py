@@ -25,8 +25,11 @@ import yaml
 from evalgate.demo.judge import CHAT_PATHS, make_chat
 from evalgate.demo.server import JsonServer
 from evalgate.verdict.policy import loosenings
+from tests import test_gate_changes
 from tests.test_entrypoint import make_workspace, runner_env
-from tests.test_gate_changes import LABEL, Ran, cli, policy, pr_event, results  # noqa: F401 (cli: a fixture)
+from tests.test_gate_changes import Ran, policy, pr_event, results
+
+cli = test_gate_changes.cli  # the fixture: ``evalgate ARGS`` in this process
 
 PR_ENV = {"GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "pull_request"}
 
@@ -77,7 +80,7 @@ def routed_judge() -> JsonServer:
         content = json.loads(reply["choices"][0]["message"]["content"])
         for key, value in list(content.items()):
             if isinstance(value, int | float) and not isinstance(value, bool):
-                content[key] = 5 if value > 1 or key == "score" and value > 1 else 1
+                content[key] = 5 if value > 1 or (key == "score" and value > 1) else 1
         reply["choices"][0]["message"]["content"] = json.dumps(content)
         return status, reply
 
