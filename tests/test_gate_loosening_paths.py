@@ -439,3 +439,81 @@ def test_a_judge_added_where_the_base_had_none_is_not_a_loosening() -> None:
 
 def test_a_base_policy_of_version_1_compares_what_it_recorded_only() -> None:
     assert loosenings(policy(), full(repeat=1, judge={**JUDGE, "provider": "none"})) == []
+
+
+# ---- the expectation digest and the dataset comparison ------------------------------------------------------
+
+def test_the_expectation_digest_follows_expectations_not_answers_nor_descriptions() -> None:
+    from evalgate.model import Case
+    from evalgate.runner.engine import CasePlan
+    from evalgate.runner.expectations import ExpectationDigests
+
+    digests = ExpectationDigests()
+    plan, other_plan = CasePlan(metrics=[], options=None), CasePlan(metrics=[], options=None, thresholds={"x": None})
+    base = {"id": "c1", "input": "q", "expected_sources": ["a"], "output": "ans", "sources": ["a"]}
+    first = digests.digest(Case(**base), plan)
+    assert len(first) == 16 and first == digests.digest(Case(**base), plan)
+    same = [{"output": "another answer", "sources": ["b"], "tools_used": ["t"], "latency_ms": 3.0},
+            {"description": "reworded", "difficulty": "hard"}, {"risk_level": "critical"}]
+    for change in same:
+        assert digests.digest(Case(**{**base, **change}), plan) == first, change
+    edited = [{"expected_sources": ["b"]}, {"input": "an easier question"}, {"expected_sources": None},
+              {"suite": "lenient"}, {"assert": [{"metric": "hit_rate", "threshold": 0}]},
+              {"rules": [{"type": "contains", "value": "x"}]}, {"retrieval_context": ["c"]}]
+    for change in edited:
+        assert digests.digest(Case(**{**base, **change}), plan) != first, change
+    assert digests.digest(Case(**base), other_plan) != first  # another plan: metrics, per-case thresholds
+
+
+def record(case_id: str, value: float, *, risk: str = "medium", expectation: str | None = "e",
+           source: str = "cases.yaml:1") -> dict[str, Any]:
+    return {"id": case_id, "source": source, "risk_level": risk, "status": "passed" if value >= 0.8 else "failed",
+            "passed": value >= 0.8, "repeat": 0, "expectation": expectation,
+            "metrics": {"hit_rate": {"value": value}}}
+
+
+def test_the_comparison_finds_edited_demoted_and_added_cases_exactly() -> None:
+    from evalgate.verdict.compare import compare_runs
+
+    base = {"results": [record("a", 1.0, risk="critical"), record("b", 1.0), record("c", 1.0, expectation=None),
+                        record("gone", 1.0, source="cases.yaml:9")],
+            "thresholds": {"hit_rate": {"min": 0.8}}}
+    head = {"results": [record("a", 0.0, source="cases.yaml:2"), record("b", 1.0, expectation="f",
+                                                                        source="cases.yaml:5"),
+                        record("c", 1.0), record("new", 1.0, source="cases.yaml:7")],
+            "thresholds": {"hit_rate": {"min": 0.8}}}
+    comparison = compare_runs(base, head)
+    assert comparison["dataset"] == {"edited": ["b"], "demoted": ["a"], "expectations_unknown": 1,
+                                     "located": {"b": "cases.yaml:5", "a": "cases.yaml:2", "new": "cases.yaml:7",
+                                                 "gone": "cases.yaml:9"}}
+    assert comparison["cases"]["new"] == ["new"] and comparison["cases"]["removed"] == ["gone"]
+
+
+def test_a_threshold_must_hold_on_the_base_runs_cases_when_new_ones_lift_the_average() -> None:
+    from evalgate.verdict.compare import compare_runs, diluted_reasons
+
+    values = [1.0] * 7 + [0.0] * 3  # 0.7 on the base's cases, 27/30 = 0.9 with 20 new perfect cases
+    base = {"results": [record(f"c{i}", 1.0) for i in range(10)], "thresholds": {"hit_rate": {"min": 0.8}}}
+    head = {"results": [record(f"c{i}", v) for i, v in enumerate(values)]
+            + [record(f"easy{i}", 1.0) for i in range(20)], "thresholds": {"hit_rate": {"min": 0.8}}}
+    comparison = compare_runs(base, head)
+    assert comparison["diluted"] == [{"metric": "hit_rate", "cases": 10, "average": pytest.approx(0.7),
+                                      "threshold": {"min": 0.8}, "new": 20}]
+    assert diluted_reasons(comparison) == ["hit_rate on the 10 case(s) the base run had: average 0.700 misses "
+                                           "threshold min 0.8 (the 20 new case(s) do not count towards it)"]
+    no_new = {**head, "results": head["results"][:10]}  # the run's own average already fails: said once, there
+    assert compare_runs(base, no_new)["diluted"] == []
+    lower = {**head, "thresholds": {"hit_rate": {"max": 0.75}}}  # an upper bound: 0.7 holds on the base's cases
+    assert compare_runs(base, lower)["diluted"] == []
+
+
+def test_the_dataset_line_names_the_first_cases_with_file_and_line() -> None:
+    from evalgate.verdict.policy import dataset_line
+
+    cases = {"new": [f"n{i}" for i in range(7)], "edited": ["b"], "removed": [],
+             "located": {"n0": "cases.yaml:3", "b": "cases.yaml:5"}}
+    assert dataset_line(cases) == {
+        "added": 7, "edited": 1, "removed": 0,
+        "text": "dataset changes against the base run: 7 case(s) added: n0 (cases.yaml:3), n1, n2, n3, n4 (+2 more); "
+                "1 case(s) with edited expectations: b (cases.yaml:5)"}
+    assert dataset_line({"new": [], "edited": [], "removed": []}) is None

@@ -374,7 +374,8 @@ def compare_gate_policy(document: dict[str, Any], head: dict[str, Any], baseline
         return [], {}
     fields: dict[str, Any] = {"gate_changes": mode}
     loosened: list[dict[str, Any]] = list(chosen)
-    exact: Any = (document.get("comparison") or {}).get("cases") or {}
+    compared = document.get("comparison") or {}
+    exact: Any = {**(compared.get("cases") or {}), **(compared.get("dataset") or {})}
     if base_doc is not None and unknown(base_policy):
         fields["policy_note"] = POLICY_NOTE_UNKNOWN
     elif base_doc is not None:

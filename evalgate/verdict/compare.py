@@ -143,7 +143,6 @@ def compare_runs(
         "fixes": fixes,
         "new": [case_id for case_id in head_cases if case_id not in base_cases],
         "removed": [case_id for case_id in base_cases if case_id not in head_cases],
-        **dataset_changes(base_cases, head_cases, shared),
     }
     preferences = _pairwise_block(pairwise or {}, pairwise_gated)
     family = _decide(metrics, pass_rate, critical, alpha, pass_rate_weight, preferences)
@@ -162,6 +161,7 @@ def compare_runs(
         "critical": critical,
         "pairwise": preferences,
         "cases": cases,
+        "dataset": dataset_changes(base_cases, head_cases, shared),
         "diluted": diluted(base_cases, head_cases, shared, head.get("thresholds") or {}),
         "regression": regression,
         "summary": _summary(metrics, pass_rate, critical, cases, alpha) + _pairwise_sentence(preferences, alpha),

@@ -375,11 +375,10 @@ def _cases(base: Mapping[str, Any], head: Mapping[str, Any], removed: list[str] 
             f"{len(edited)} case(s) with edited expectations (expected values, rules, assert, metrics, suite or "
             f"risk level): {_listed([str(i) for i in edited], located)}", origin="")
     demoted_exact = exact.get("demoted")
-    if isinstance(demoted_exact, list):
-        if demoted_exact:
-            add("critical_demoted", "risk_level", len(demoted_exact), None,
-                f"{len(demoted_exact)} case(s) no longer risk_level critical: "
-                f"{_listed([str(i) for i in demoted_exact], located)}", origin="")
+    if isinstance(demoted_exact, list) and demoted_exact:  # from the case records: exact at any count
+        add("critical_demoted", "risk_level", len(demoted_exact), None,
+            f"{len(demoted_exact)} case(s) no longer risk_level critical: "
+            f"{_listed([str(i) for i in demoted_exact], located)}", origin="")
         return
     old_crit, new_crit = old.get("critical") or {}, new.get("critical") or {}
     gone = set(removed or ())
