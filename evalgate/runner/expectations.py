@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from pydantic import BaseModel
+
 from evalgate.model import Case
 
 ANSWER_FIELDS = frozenset({"output", "sources", "agents_called", "tools_used", "agent_id", "data_sources",
@@ -49,8 +51,9 @@ class ExpectationDigests:
             self._plans.clear()
         options = getattr(plan, "options", None)
         thresholds = getattr(plan, "thresholds", None) or {}
+        dumped = options.model_dump_json() if isinstance(options, BaseModel) else repr(options)
         text = repr((tuple(getattr(plan, "names", ())), sorted((name, repr(value)) for name, value in thresholds.items()),
-                     options.model_dump_json() if hasattr(options, "model_dump_json") else repr(options)))
+                     dumped))
         part = hashlib.blake2b(text.encode(), digest_size=16).digest()
         self._plans[id(plan)] = (plan, part)
         return part

@@ -185,7 +185,8 @@ def approval(labels: Iterable[str], label: str) -> str | None:
 def dataset_line(cases: Mapping[str, Any]) -> dict[str, Any] | None:
     """The comparison's ``cases`` block as ``{added, edited, removed, text}``: one line naming the first
     ``EXAMPLES`` cases of each change with ``file:line``; None when nothing changed."""
-    located = cases.get("located") if isinstance(cases.get("located"), Mapping) else {}
+    raw = cases.get("located")
+    located: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     lists = {key: [str(i) for i in cases.get(key) or []] for key in ("new", "edited", "removed")}
     if not any(lists.values()):
         return None
@@ -356,7 +357,8 @@ def _cases(base: Mapping[str, Any], head: Mapping[str, Any], removed: list[str] 
     old, new = base.get("cases"), head.get("cases")
     if not isinstance(old, Mapping) or not isinstance(new, Mapping):
         return
-    located = exact.get("located") if isinstance(exact.get("located"), Mapping) else {}
+    raw = exact.get("located")
+    located: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     old_ids, new_ids = old.get("ids"), new.get("ids")
     if removed is None and old_ids is not None and new_ids is not None:
         removed = sorted(set(old_ids) - set(new_ids))
