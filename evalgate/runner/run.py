@@ -305,9 +305,8 @@ async def _execute(
                                 judge_totals.calls if judge_totals is not None else 0)
             if late is not None and status == "completed":
                 _warn(late, warnings)
-            silent = traces.silence_warning()
-            if silent is not None and status == "completed":
-                _warn(silent, warnings)
+            for said in traces.warnings() if status == "completed" else []:
+                _warn(said, warnings)
             metadata = (run_metadata(settings, prepared, target) | runtime.metadata() | traces.describe()
                         | {"estimate": estimate})
             if warnings:
