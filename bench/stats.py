@@ -56,8 +56,10 @@ import numpy as np
 
 from evalgate.judges.pairwise import combine
 from evalgate.verdict import stats
+from evalgate.verdict.adaptive import Plan, base_outcomes
 from evalgate.verdict.compare import PASS_RATE_WEIGHT, compare_runs, family_weights
 from evalgate.verdict.pairwise import summarize
+from evalgate.verdict.sequential import critical_operating
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "stats.json"
@@ -109,7 +111,7 @@ def base_probabilities(cell: Cell, rng: np.random.Generator) -> np.ndarray:
         p = np.clip(p, 0.0, 1.0)
     else:
         raise ValueError(f"unknown model {cell.model!r}")
-    critical = np.full(cell.critical, 0.98 if cell.critical_kind == "stable" else 0.6)
+    critical = np.full(cell.critical, {"stable": 0.98, "p90": 0.9, "broken": 1.0}.get(cell.critical_kind, 0.6))
     return np.concatenate([p, critical])
 
 
@@ -152,7 +154,7 @@ def replicate(cell: Cell, rng: np.random.Generator, resamples: int) -> tuple[dic
     """One replication: draw base and head, compare; returns (base, head, comparison)."""
     p = base_probabilities(cell, rng)
     levels = _metric_levels(cell, rng)
-    head_p = p * (1.0 - cell.drop / float(p.mean())) if cell.drop else p
+    head_p = _head_probabilities(cell, p)
     head_levels = [level * (1.0 - cell.metric_drop) if j == 0 else level for j, level in enumerate(levels)]
     base = _document(cell, p, levels, rng, "base")
     head = _document(cell, head_p, head_levels, rng, "head")
@@ -162,6 +164,120 @@ def replicate(cell: Cell, rng: np.random.Generator, resamples: int) -> tuple[dic
                               seed=int(rng.integers(0, 2**31 - 1)), tolerances={}, pairwise=table,
                               pairwise_gated=names)
     return base, head, comparison
+
+
+# ── repeat: adaptive ─────────────────────────────────────────────────────────────────────────
+
+ADAPTIVE_BUDGET = 0.5
+"""``adaptive_budget`` of the simulated runs: re-trials up to 50 % of the cases (the default)."""
+ADAPTIVE_BASE_REPEATS = 3
+"""The base branch's run (on push, amortised over every PR against it) uses ``repeat: 3``."""
+ADAPTIVE_FACTOR = 10
+"""The adaptive cells run this many times the replications."""
+
+
+def adaptive_replicate(cell: Cell, rng: np.random.Generator, resamples: int,
+                       budget: float = ADAPTIVE_BUDGET) -> tuple[dict[str, Any], Plan]:
+    """One PR under ``repeat: adaptive`` through the real code: base with ``ADAPTIVE_BASE_REPEATS`` runs per
+    case, head's first trials, then the rounds ``verdict.adaptive.Plan`` asks for (each re-trial a fresh draw
+    of the case's head outcome) within the budget; the comparison is ``compare_runs`` on the two documents."""
+    p = base_probabilities(cell, rng)
+    levels = _metric_levels(cell, rng)
+    head_p = _head_probabilities(cell, p)
+    head_levels = [level * (1.0 - cell.metric_drop) if j == 0 else level for j, level in enumerate(levels)]
+    base = _document(replace(cell, repeats=ADAPTIVE_BASE_REPEATS), p, levels, rng, "base")
+    head = _document(replace(cell, repeats=1), head_p, head_levels, rng, "head")
+    plan = Plan(alpha=ALPHA, level=PASS_RATE_WEIGHT * ALPHA)
+    outcomes = base_outcomes(base["results"])
+    records = list(head["results"])
+    for record in records:
+        plan.add(record["id"], record["risk_level"] == "critical", record["status"] == "passed", outcomes[record["id"]])
+    plan.after_round()
+    room = math.ceil(budget * cell.n)
+    while wanted := plan.next_round(room - plan.retrials):
+        for case_id in wanted:
+            i = int(case_id[1:])
+            passed = bool(rng.random() < head_p[i])
+            records.append({"id": case_id, "index": i, "repeat": len(plan.cases[case_id].head),
+                            "risk_level": records[i]["risk_level"], "source": records[i]["source"],
+                            "status": "passed" if passed else "failed", "passed": passed, "metrics": {}})
+            plan.add(case_id, records[i]["risk_level"] == "critical", passed)
+        plan.after_round()
+    head = head | {"results": records, "metadata": {"config": {"adaptive": True}}}
+    comparison = compare_runs(base, head, alpha=ALPHA, resamples=resamples, seed=int(rng.integers(0, 2**31 - 1)),
+                              tolerances={}, adaptive=True)
+    return comparison, plan
+
+
+def _head_probabilities(cell: Cell, p: np.ndarray) -> np.ndarray:
+    """Head's pass probabilities: 10 points lower on average under A/B; a broken critical case (the last
+    case, ``critical_kind`` ``broken``) at 0.5."""
+    head_p = p * (1.0 - cell.drop / float(p.mean())) if cell.drop else p.copy()
+    if cell.critical and cell.critical_kind == "broken":
+        head_p[-1] = 0.5
+    return head_p
+
+
+def adaptive_modes(cell: Cell, replications: int, resamples: int, seed: int) -> dict[str, Any]:
+    """One cell three ways on the same seed: one run per case on both sides, ``repeat: 3`` on both, and
+    ``repeat: adaptive`` (base ``repeat: 3``): share flagged, inconclusive, head-side agent calls per PR
+    (× one run; judge calls scale the same: one per trial and judged metric), and for critical cells the
+    share of PRs the critical rule blocks."""
+    rows: dict[str, Any] = {}
+    for mode in ("one run", "repeat: 3", "adaptive"):
+        rng = np.random.default_rng(seed)
+        flagged = inconclusive = blocked = 0
+        calls = 0.0
+        started = time.perf_counter()
+        for _ in range(replications):
+            if mode == "adaptive":
+                comparison, plan = adaptive_replicate(cell, rng, resamples)
+                calls += (cell.n + plan.retrials) / cell.n
+                blocked += any(plan.case_status(c.id)[0] == "failed" for c in plan.cases.values() if c.critical)
+            else:
+                k = 1 if mode == "one run" else 3
+                base, head, comparison = replicate(replace(cell, repeats=k), rng, resamples)
+                calls += k
+                critical = [r for r in head["results"] if r["risk_level"] == "critical" and r["status"] != "passed"]
+                blocked += bool(critical)  # pass^k: every repeat of a critical case must pass
+            flagged += bool(comparison["regression"])
+            inconclusive += comparison["verdict"] == "inconclusive"
+        rows[mode] = {"rate": flagged / replications, "mc_se": math.sqrt(flagged * (replications - flagged))
+                      / replications ** 1.5, "inconclusive": inconclusive / replications,
+                      "calls": calls / replications, "critical_blocked": blocked / replications,
+                      "seconds": round(time.perf_counter() - started, 1)}
+    return {"cell": asdict(cell), "label": cell.label, "replications": replications, "modes": rows}
+
+
+def adaptive_cells() -> list[tuple[str, Cell]]:
+    """n = 200, one gated metric: A/A and A/B in each flakiness model; critical cells."""
+    cells = [(("A/B: pass rate −10 points" if drop else "A/A"), Cell(gated=1, model=m, drop=drop))
+             for drop in (0.0, DROP) for m in MODELS]
+    cells += [("A/A, 10 critical cases at p = 0.9", Cell(gated=1, critical=10, critical_kind="p90")),
+              ("1 critical case broken (PR 0.5, base 1.0)", Cell(gated=1, critical=1, critical_kind="broken"))]
+    return cells
+
+
+def compare_adaptive(replications: int, resamples: int, seed: int, *, progress: bool = True) -> list[dict[str, Any]]:
+    out = []
+    for index, (name, cell) in enumerate(adaptive_cells()):
+        row = adaptive_modes(cell, replications, resamples, seed + 7000 + 31 * index) | {"name": name}
+        out.append(row)
+        if progress:
+            print(f"[bench.stats] adaptive {name} ({cell.model}): " + ", ".join(
+                f"{mode} {r['rate']:.1%} flagged, {r['calls']:.2f}× calls" for mode, r in row["modes"].items()),
+                file=sys.stderr)
+    return out
+
+
+def critical_exact(m: int = 10, requirement: float = 0.9) -> dict[str, Any]:
+    """The critical SPRT computed exactly (``sequential.critical_operating``) at α/m per case: unchanged PRs
+    blocked with m cases at p = 0.9; a broken case (p = 0.5) blocked; expected trials."""
+    fine = critical_operating(0.9, requirement, ALPHA / m)
+    broken = critical_operating(0.5, requirement, ALPHA / m)
+    return {"m": m, "unchanged_blocked": 1 - (1 - fine["blocked"]) ** m, "broken_blocked": broken["blocked"],
+            "trials_fine": fine["trials"], "trials_broken": broken["trials"],
+            "one_run_blocked": 1 - 0.9 ** m, "repeat3_blocked": 1 - 0.9 ** (3 * m)}
 
 
 JUDGE_NOISE = 0.15

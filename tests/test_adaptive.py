@@ -19,6 +19,8 @@ from scipy.stats import binom, multivariate_normal, norm
 from evalgate.config.budget import parse_budget
 from evalgate.config.settings import Settings
 from evalgate.errors import UserError
+from evalgate.report.html import render_html
+from evalgate.report.markdown import render_comment, render_comparison, render_summary
 from evalgate.verdict import sequential
 from evalgate.verdict.compare import compare_runs
 from tests.servers.agent_server import AgentServer
@@ -141,9 +143,9 @@ def _write_dataset(path: Path) -> Path:
 def _run(tmp_path: Path, name: str, url: str, **extra: Any) -> dict[str, Any]:
     from evalgate.runner.run import execute
 
+    extra.setdefault("db", str(tmp_path / f"{name}.db"))
     settings = Settings(dataset=[str(tmp_path / "cases.yaml")], target="http", target_url=url,
-                        output_dir=str(tmp_path / name), db=str(tmp_path / f"{name}.db"), concurrency=1,
-                        metric_thresholds={"rules": 0.5}, **extra)
+                        output_dir=str(tmp_path / name), concurrency=1, metric_thresholds={"rules": 0.5}, **extra)
     outcome = asyncio.run(execute(settings, {}, cwd=tmp_path, install_signal_handlers=False))
     return json.loads(outcome.results_path.read_text())
 
@@ -179,7 +181,30 @@ def test_a_flipped_critical_case_is_resolved_by_re_trials(tmp_path: Path, broken
     else:
         assert len(wobbly_trials) > 2 and wobbly_trials[0]["status"] == "failed"
     comparison = head["comparison"]
-    assert comparison["verdict"] in ("no regression", "inconclusive") or broken
+    assert comparison["verdict"] in ("no regression", "inconclusive", "regression")
+    # every report shows the re-trials per case
+    comment = render_comment(head, run_url=None, artifact_url=None, tag="")
+    summary = render_summary(head, run_url=None, artifact_url=None)
+    page = render_html(head)
+    for text in (comment, summary, page):
+        assert "repeat: adaptive" in text and "wobbly" in text
+    row = f"| `wobbly` | {len(wobbly_trials)} | {sum(r['status'] == 'passed' for r in wobbly_trials)} |"
+    assert row in comment and row in summary
+    assert f'<td class="n">{len(wobbly_trials)}</td>' in page
+
+
+def test_reports_list_the_inconclusive_comparisons_with_what_would_resolve_them() -> None:
+    base = [{"id": f"c{i}", "status": "passed", "repeat": 0, "risk_level": "critical" if i == 0 else "medium",
+             "source": f"cases.yaml:{i}"} for i in range(10)]
+    head = [dict(r, status="failed") if r["id"] == "c0" else r for r in base]
+    comparison = compare_runs(_doc(base), _doc(head), resamples=200)
+    doc = {"run_id": "r", "results": head, "comparison": comparison, "gate": {"passed": True, "reasons": []},
+           "summary": {}, "metrics": {}}
+    text = render_comparison(comparison)
+    comment = render_comment(doc, run_url=None, artifact_url=None, tag="")
+    page = render_html(doc)
+    for rendered in (text, comment, page):
+        assert "Inconclusive" in rendered and "would resolve: repeat: adaptive" in rendered
 
 
 def test_a_budget_cap_ends_the_re_trials_and_missing_evidence_does_not_pass(tmp_path: Path) -> None:
@@ -196,3 +221,47 @@ def test_a_budget_cap_ends_the_re_trials_and_missing_evidence_does_not_pass(tmp_
     assert head["adaptive"]["critical"]["wobbly"]["decision"] == "undecided"
     assert not head["gate"]["passed"]  # no baseline, a failure, no decision: not a pass
     assert any("re-trials ended before" in r for r in head["gate"]["reasons"])
+
+
+def test_history_gives_each_case_a_flake_rate_with_its_interval(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from statsmodels.stats.proportion import proportion_confint
+
+    from evalgate.store.history import build_history, flaky_case_ids
+
+    _write_dataset(tmp_path / "cases.yaml")
+    calls = {"n": 0}
+
+    def wobbly(request: dict[str, Any]) -> str:
+        calls["n"] += 1
+        return "Drop." if calls["n"] == 2 else "Hold."  # trials: pass fail pass | pass pass
+
+    with AgentServer({"steady": "Hold.", "wobbly": wobbly}) as agent:
+        url = agent.base_url + "/api/agent/chat"
+        _run(tmp_path, "one", url, repeat=3, db=str(tmp_path / "history.db"))
+        _run(tmp_path, "two", url, repeat=2, db=str(tmp_path / "history.db"))
+    history = build_history(tmp_path / "history.db")
+    assert [(f.case_id, f.passes, f.trials, f.runs) for f in history.flaky] == [("wobbly", 4, 5, 2)]
+    flaky = history.flaky[0]
+    assert flaky.flake_rate == 1 / 5  # the one failing trial against the majority (passed)
+    low, high = proportion_confint(1, 5, alpha=0.05, method="wilson")
+    assert math.isclose(flaky.interval[0], low, rel_tol=1e-9) and math.isclose(flaky.interval[1], high, rel_tol=1e-9)
+    assert flaky_case_ids(tmp_path / "history.db") == {"wobbly"}
+    assert flaky_case_ids(tmp_path / "missing.db") == frozenset()
+    shown = subprocess.run([sys.executable, "-m", "evalgate", "history", "--db", str(tmp_path / "history.db")],
+                           capture_output=True, text=True, check=True).stdout
+    assert "Flakiest cases" in shown and "wobbly" in shown and "4/5" in shown and "20%" in shown
+
+
+def test_cases_flaky_in_history_join_the_second_look() -> None:
+    from evalgate.verdict.adaptive import Plan
+
+    plan = Plan(alpha=0.05, level=0.05 * 2 / 3, flaky_history=frozenset({"c1"}))
+    for i in range(40):  # 4 flips to fail, 1 to pass: McNemar p = 6/32, Z1 = 0.89, between 0.5 and c1 = 2.29
+        plan.add(f"c{i}", False, i >= 6 or i in (0, 1), [i != 0, True, True])
+    plan.first_look()
+    # c0 flipped to pass (base run 0 failed), c2…c5 to fail, c1 did not flip but is flaky in history
+    assert plan.decision == "continue" and set(plan.stage2) == {f"c{i}" for i in range(6)}
+    assert set(plan.wanted()) == set(plan.stage2)

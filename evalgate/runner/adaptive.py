@@ -51,7 +51,7 @@ class AdaptiveSink:
             return
         case = self._in_flight.pop(case_id, None)
         flipped = bool(base) and base[0] != (result.status is CaseStatus.passed)
-        if case is not None and (critical or flipped or len(set(base)) > 1):
+        if case is not None and (critical or flipped or case_id in self.plan.flaky_history):
             self.held[case_id] = [result]
             self.cases[case_id] = case
         else:
@@ -82,21 +82,13 @@ async def run_rounds(engine: Any, sink: AdaptiveSink, budget: Budget, spent: Any
     plan.after_round()
     start = spent()
     while not engine.stop.is_set() and not engine.draining:
-        wanted = [i for i in plan.wanted() if i in sink.cases]
-        if not wanted:
-            return
-        if budget.trials is not None:
-            room = budget.trials - plan.retrials
-            if room < len(wanted):
-                plan.budget_spent = True
-                wanted = wanted[:max(0, room)]
         if budget.dollars is not None and spent() - start >= budget.dollars:
-            plan.budget_spent = True
-            wanted = []
+            plan.budget_spent = bool(plan.wanted())
+            return
+        room = None if budget.trials is None else budget.trials - plan.retrials
+        wanted = [i for i in plan.next_round(room) if i in sink.cases]
         if not wanted:
             return
         items: Sequence[tuple[Case, int]] = [(sink.cases[i], len(plan.cases[i].head)) for i in wanted]
-        plan.retrials += len(items)
-        plan.rounds += 1
         await engine.run((), items=items)
         plan.after_round()

@@ -379,7 +379,10 @@ def _adaptive_sink(settings: Settings, baseline: Any, downstream: Any) -> Any:
 
     records = baseline.document["results"] if baseline is not None and baseline.document is not None else []
     alpha = settings.significance_level
-    plan = Plan(alpha=alpha, level=PASS_RATE_WEIGHT * alpha, requirement=settings.critical_pass_probability)
+    from evalgate.store.history import flaky_case_ids
+
+    plan = Plan(alpha=alpha, level=PASS_RATE_WEIGHT * alpha, requirement=settings.critical_pass_probability,
+                flaky_history=flaky_case_ids(settings.db_path))
     return AdaptiveSink(downstream, plan, base_outcomes(records), settings.repeat_rule)
 
 

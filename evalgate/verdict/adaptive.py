@@ -5,7 +5,7 @@ Rounds. Round 1 runs every case once. After it:
 
 * the **pass-rate comparison** (``verdict.sequential``) looks at the first trials: McNemar of base run 0
   against head trial 0. Regression or futility ends it; in between, round 2 re-tries on the head side the
-  cases that flipped against the base (either way) or whose base runs disagree (flaky on the base), and
+  cases that flipped against the base (either way) or are flaky in the base's history (``flaky_history``), and
   compares each re-trial with the base runs 1, 2, … of the baseline (never with run 0, which chose the
   case): look 2. A case without a base run beyond run 0 cannot join look 2 (the base's evidence is thin):
   when no case can, the comparison ends **inconclusive** and says that a base run with ``repeat: 3``
@@ -61,6 +61,8 @@ class Plan:
     retrials: int = 0
     budget_spent: bool = False
     thin_base: bool = False
+    flaky_history: frozenset[str] = frozenset()
+    """Cases flaky in the base's recorded history (runs other than the baseline's): re-tried at look 2."""
 
     def add(self, case_id: str, critical: bool, passed: bool, base: Sequence[bool] = ()) -> None:
         """A head trial of ``case_id`` (``base``: the base's run outcomes, read on its first trial)."""
@@ -82,7 +84,9 @@ class Plan:
         self.stage_p = [stats.mcnemar_one_sided(worse, better)]
         self.decision = sequential.look(self.stage_p, self.level, self.design)
         if self.decision == "continue":
-            self.stage2 = [c.id for c in paired if c.flipped or c.flaky_on_base]
+            # chosen from look-1 data and history only: the base runs 1, 2, … that look 2 compares with
+            # must not choose the cases (selecting on them would bias the comparison)
+            self.stage2 = [c.id for c in paired if c.flipped or c.id in self.flaky_history]
             if not any(len(self.cases[i].base) > 1 for i in self.stage2):
                 self.thin_base = True
 
@@ -113,6 +117,18 @@ class Plan:
                   and case.id in self.stage2 and len(case.base) > 1):
                 want.append(case.id)
         return want
+
+    def next_round(self, room: int | None) -> list[str]:
+        """The cases of the next round, at most ``room`` of them (None: no cap): ``budget_spent`` is set when
+        the cap cut the round; the round and its trials are counted."""
+        wanted = self.wanted()
+        if room is not None and room < len(wanted):
+            self.budget_spent = True
+            wanted = wanted[:max(0, room)]
+        if wanted:
+            self.retrials += len(wanted)
+            self.rounds += 1
+        return wanted
 
     def after_round(self) -> None:
         """Update the looks once a round's trials are in."""

@@ -57,6 +57,8 @@ PASS_RATE_WEIGHT = 2.0 / 3.0
 """Share of the family's weight (of α at Holm's first step) the pass rate gets; the other members split the
 rest. Chosen with ``python -m bench.stats`` (docs/trustworthy-verdicts.md, "Why the pass rate carries 2/3 of α")."""
 PAIRWISE_TEST = "exact sign test (one-sided)"
+INCONCLUSIVE_P = 0.1
+"""A member not significant but with a one-sided p at most this leans worse: listed as inconclusive."""
 INTERVAL_METHOD = "BCa bootstrap"
 PROPORTION_METHOD = "Wilson"
 DETECTION_POWER = 0.8
@@ -165,7 +167,8 @@ def compare_runs(
             pass_rate["looks"] = plan.report()["looks"]
     family = _decide(metrics, pass_rate, critical, alpha, pass_rate_weight, preferences)
     regression = any(test["rejected"] for test in family["tests"])
-    verdict, inconclusive = three_valued(regression, pass_rate, metrics, critical, cases, plan)
+    verdict, inconclusive = three_valued(regression, pass_rate, metrics, critical, cases, plan,
+                                         pass_rate_weight * alpha)
     return {
         "baseline": {
             "source": baseline_source or "baseline results",
@@ -214,11 +217,13 @@ def adaptive_plan(base_records: Iterable[Mapping[str, Any]], head_records: Itera
 
 def three_valued(regression: bool, pass_rate: Mapping[str, Any], metrics: Mapping[str, Mapping[str, Any]],
                  critical: Mapping[str, Any] | None, cases: Mapping[str, list[Any]],
-                 plan: Plan | None) -> tuple[str, list[dict[str, Any]]]:
+                 plan: Plan | None, level: float) -> tuple[str, list[dict[str, Any]]]:
     """``regression`` · ``no regression`` · ``inconclusive``, and what is inconclusive with what would
-    resolve it. Without ``repeat: adaptive`` a comparison is inconclusive when more cases got worse than
-    better without significance, when a gated metric's interval reaches past its tolerance on the worse side
-    (``verdict`` inconclusive), or when a critical case flipped on one run; inconclusive never fails the gate."""
+    resolve it. Without ``repeat: adaptive`` a comparison is inconclusive when the pass rate or a gated metric
+    leans worse (one-sided p ≤ ``INCONCLUSIVE_P``, or too few cases changed for any split of them to be
+    significant: 0.5^changed > ``level``, the pass rate's first-step level) without significance (a metric: its interval reaches past
+    its tolerance), or when a critical case flipped on one run; with it, when the sequential test did not
+    reach its last look. Inconclusive never fails the gate."""
     if regression:
         return "regression", []
     found: list[dict[str, Any]] = []
@@ -227,7 +232,9 @@ def three_valued(regression: bool, pass_rate: Mapping[str, Any], metrics: Mappin
             found.append({"name": "pass rate", "why": "the sequential test did not reach a decision "
                           f"(look {len(plan.stage_p)} of {len(plan.design.fractions)})",
                           "resolve": plan.report()["resolve"] or ["more trials"]})
-    elif pass_rate.get("regressions", 0) > pass_rate.get("fixes", 0):
+    elif pass_rate.get("regressions", 0) > pass_rate.get("fixes", 0) and (
+            pass_rate["p_value"] <= INCONCLUSIVE_P
+            or 0.5 ** (pass_rate["regressions"] + pass_rate["fixes"]) > level):  # so few changed cases that no split of them is significant
         found.append({"name": "pass rate", "why": f"{pass_rate['regressions']} case(s) flipped to fail and "
                       f"{pass_rate['fixes']} to pass, not significant (p={_p(pass_rate['p_value'])})",
                       "resolve": ["more trials (repeat: adaptive re-tries the flipped cases)",
@@ -235,7 +242,7 @@ def three_valued(regression: bool, pass_rate: Mapping[str, Any], metrics: Mappin
                                                   f"{_pct(pass_rate['detectable'])} with 80 % power)"
                                                   if pass_rate.get("detectable") else "")]})
     for name, m in metrics.items():
-        if m.get("gated") and m.get("verdict") == "inconclusive" and m["delta"] != 0 and \
+        if m.get("gated") and m.get("verdict") == "inconclusive" and m["p_value"] <= INCONCLUSIVE_P and \
                 (m["delta"] < 0) == (m.get("direction", "higher") == "higher"):
             found.append({"name": name, "why": f"{name} moved {_num(m['delta'])}, not significant "
                           f"(p={_p(m['p_value'])}); its interval reaches past the tolerance {_num(m['tolerance'])}",
