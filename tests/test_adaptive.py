@@ -49,12 +49,13 @@ def test_three_looks_and_the_known_obrien_fleming_values() -> None:
 
 def test_the_sequential_p_value_is_the_level_at_which_the_design_just_rejects() -> None:
     c1, c2 = sequential.boundaries(0.03)
+    t1 = sequential.DESIGN.fractions[0]
     assert math.isclose(sequential.sequential_p([norm.sf(c1)]), 0.03, rel_tol=1e-6)
-    z2 = (c2 - math.sqrt(0.7) * 1.0) / math.sqrt(0.3)
+    z2 = (c2 - math.sqrt(t1) * 1.0) / math.sqrt(1 - t1)
     assert math.isclose(sequential.sequential_p([norm.sf(1.0), norm.sf(z2)]), 0.03, rel_tol=1e-5)
     assert sequential.look([norm.sf(1.0), norm.sf(z2 + 0.01)], 0.03) == "regression"
     assert sequential.look([norm.sf(1.0), norm.sf(z2 - 0.01)], 0.03) == "no regression"
-    assert sequential.look([0.5], 0.03) == "no regression"  # futility: Z1 = 0 ≤ 0.5
+    assert sequential.look([0.7], 0.03) == "no regression"  # futility: Z1 = −0.52 ≤ −0.3
     assert sequential.look([0.1], 0.03) == "continue"
 
 
@@ -94,7 +95,7 @@ def _doc(records: list[dict[str, Any]], adaptive: bool = False) -> dict[str, Any
 def test_an_adaptive_comparison_without_its_second_look_is_inconclusive_and_does_not_fail() -> None:
     rng = random.Random(3)
     base = [{"id": f"c{i}", "status": "passed" if i % 5 else "failed", "repeat": r} for i in range(200) for r in range(3)]
-    # head: 10 cases flip to fail, 3 to pass: McNemar p = 0.046, Z1 = 1.68 between futility (0.5) and c1 (2.29)
+    # head: 10 cases flip to fail, 3 to pass: McNemar p = 0.046, Z1 = 1.68 between futility (−0.3) and c1 (2.51)
     worse = [i for i in range(200) if i % 5][:10]
     head = [{"id": f"c{i}", "status": "failed" if (i % 5 == 0 and i >= 15) or i in worse else "passed",
              "repeat": 0} for i in range(200)]
@@ -259,7 +260,7 @@ def test_cases_flaky_in_history_join_the_second_look() -> None:
     from evalgate.verdict.adaptive import Plan
 
     plan = Plan(alpha=0.05, level=0.05 * 2 / 3, flaky_history=frozenset({"c1"}))
-    for i in range(40):  # 4 flips to fail, 1 to pass: McNemar p = 6/32, Z1 = 0.89, between 0.5 and c1 = 2.29
+    for i in range(40):  # 4 flips to fail, 1 to pass: McNemar p = 6/32, Z1 = 0.89, between −0.3 and c1 = 2.51
         plan.add(f"c{i}", False, i >= 6 or i in (0, 1), [i != 0, True, True])
     plan.first_look()
     # c0 flipped to pass (base run 0 failed), c2…c5 to fail, c1 did not flip but is flaky in history

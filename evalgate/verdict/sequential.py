@@ -54,9 +54,9 @@ class Design:
     """The adaptive comparison's pre-set design: information fractions of the looks, the spending
     function and the non-binding futility bound on Z₁."""
 
-    fractions: tuple[float, ...] = (0.7, 1.0)
+    fractions: tuple[float, ...] = (0.6, 1.0)
     spending: Spending = "obrien-fleming"
-    futility_z: float = 0.5
+    futility_z: float = -0.3
 
     def to_dict(self) -> dict[str, object]:
         return {"looks": len(self.fractions), "fractions": list(self.fractions), "spending": self.spending,
