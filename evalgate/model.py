@@ -174,7 +174,7 @@ def stable_case_id(text: str) -> str:
 
 
 TURN_EXPECTATIONS: tuple[str, ...] = (
-    "expected_output", "expected_keywords", "expected_sources", "expected_specialist", "expected_data_sources",
+    "expected_output", "expect_empty", "expected_keywords", "expected_sources", "expected_specialist", "expected_data_sources",
     "passing_criteria", "expected_answer_criteria", "agents_should_include", "agents_should_exclude",
     "tools_should_include", "tools_should_exclude", "rules", "trajectory", "metrics", "assertions")
 """A turn's own expectations (checked on that turn's answer)."""
@@ -189,6 +189,7 @@ class Turn(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     input: str = Field(validation_alias=AliasChoices("input", "user", "message", "content"))
     expected_output: str | None = None
+    expect_empty: bool = False
     expected_keywords: list[str] | None = None
     expected_sources: list[str] | None = None
     expected_specialist: str | None = None
@@ -257,6 +258,10 @@ class Case(BaseModel):
 
     # --- expectations --------------------------------------------------------------------------
     expected_output: str | None = None
+    expect_empty: bool = False
+    """An empty (or whitespace) answer is the right answer here (a refusal to fill in, a no-op command): its
+    text metrics score it. Without it an empty answer is missing evidence: every metric reading the answer
+    text is ``unavailable`` (``metrics.registry.reads_answer_text``)."""
     expected_sources: list[str] | None = None
     expected_keywords: list[str] | None = None
     expected_specialist: str | None = None

@@ -142,6 +142,24 @@ def metric(
     return register
 
 
+ANSWER_TEXT_FAMILIES = frozenset({"judged", "criteria", "rules", "user"})
+"""Families whose metrics score the answer text: the judged built-ins, criteria, rules and the user's code checks."""
+ANSWER_TEXT_METRICS = frozenset({"keyword_coverage", "composite", "response_quality", "num_tokens"})
+"""Other metrics scoring the answer text."""
+NOT_ANSWER_TEXT = frozenset({"context_precision", "context_recall"})
+"""Judged metrics of the retrieved context, not of the answer."""
+EMPTY_ANSWER_REASON = ("the answer is empty: no answer text to score (set expect_empty: true on the case if an "
+                       "empty answer is right)")
+
+
+def reads_answer_text(metric: Metric) -> bool:
+    """Whether ``metric`` scores the answer text: on an empty (or whitespace) answer it is then
+    ``unavailable`` (missing evidence, never a pass) unless the case says ``expect_empty: true``."""
+    if metric.name in NOT_ANSWER_TEXT:
+        return False
+    return metric.family in ANSWER_TEXT_FAMILIES or metric.name in ANSWER_TEXT_METRICS
+
+
 def judge_dependent(metrics: Mapping[str, Metric]) -> frozenset[str]:
     """Metrics whose value comes from the judge: those that use it, and those that depend (directly or
     through others) on one that does (``composite`` on ``response_quality``, ``combined_score`` on
