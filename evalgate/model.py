@@ -592,6 +592,10 @@ class _JudgedParts(BaseModel):
     """What the judge sees: JUDGE_FIELDS and ``metadata.KEY`` (default: input, output)."""
     check: str | None = None
     """A code check instead of a judge: ``package.module:function`` or ``file://path.py:function``."""
+    direction: Literal["higher", "lower"] | None = None
+    """A code check's better direction (``lower`` for an error rate); not given: the function's own
+    (``@evalgate.metric(direction=…)``), else ``higher`` — or ``lower`` inferred from a ``max`` threshold, with a
+    notice. The comparison with a baseline reads it to tell a regression from an improvement."""
     threshold: float | Threshold | None = None
 
     @field_validator("criteria", "check")
@@ -659,6 +663,9 @@ class _JudgedParts(BaseModel):
         return _threshold_or_number(value)
 
     def _check_kind(self, what: str) -> None:
+        if self.direction is not None and self.check is None:
+            raise ValueError(f"{what}: 'direction' is for a code check ('check'); a judged metric's higher scores "
+                             "are better")
         if self.check is not None:
             extra = [name for name in ("criteria", "evaluation_steps", "rubric", "fields")
                      if getattr(self, name) is not None]

@@ -83,6 +83,9 @@ class Metric:
     """What the results' metadata shows about a user metric (origin, criteria, steps); None for built-ins."""
     uses_judge: bool = False
     """Scored by the LLM judge when one is configured (every ``judged`` metric, and response_quality)."""
+    direction_declared: bool = True
+    """False for a code check that did not say which way is better (``direction``): its direction is then
+    inferred from a ``max`` threshold, with a notice (``runner.setup.infer_directions``)."""
 
     @property
     def default_op(self) -> str:

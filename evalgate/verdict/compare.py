@@ -142,6 +142,7 @@ def compare_runs(
         "new": [case_id for case_id in head_cases if case_id not in base_cases],
         "removed": [case_id for case_id in base_cases if case_id not in head_cases],
     }
+    lost = _lost_values(base_cases, head_cases, shared)
     preferences = _pairwise_block(pairwise or {}, pairwise_gated)
     family = _decide(metrics, pass_rate, critical, alpha, pass_rate_weight, preferences)
     regression = any(test["rejected"] for test in family["tests"])
@@ -159,9 +160,44 @@ def compare_runs(
         "critical": critical,
         "pairwise": preferences,
         "cases": cases,
+        "lost_values": lost,
         "regression": regression,
-        "summary": _summary(metrics, pass_rate, critical, cases, alpha) + _pairwise_sentence(preferences, alpha),
+        "summary": (_summary(metrics, pass_rate, critical, cases, alpha) + _pairwise_sentence(preferences, alpha)
+                    + _lost_sentence(lost)),
     }
+
+
+LOST_LISTED = 10
+"""Cases listed per metric in ``lost_values`` (the count is exact)."""
+
+
+def _lost_values(base: Mapping[str, _Case], head: Mapping[str, _Case], shared: Sequence[str]
+                 ) -> dict[str, dict[str, Any]]:
+    """Per metric, the shared cases that had a value on the base and have none on head (an optional metric's
+    answers that stopped carrying what it needs leave the paired comparison silently otherwise):
+    ``{metric: {"count": n, "cases": [{"id", "source"}, …the first LOST_LISTED]}}``, by metric name."""
+    lost: dict[str, dict[str, Any]] = {}
+    for case_id in shared:
+        before, after = base[case_id].values, head[case_id].values
+        if head[case_id].status is None:  # skipped on head: not scored at all, nothing to compare
+            continue
+        for name in before.keys() - after.keys():
+            row = lost.setdefault(name, {"count": 0, "cases": []})
+            row["count"] += 1
+            if len(row["cases"]) < LOST_LISTED:
+                row["cases"].append({"id": case_id, "source": head[case_id].source})
+    return {name: lost[name] for name in sorted(lost)}
+
+
+def _lost_sentence(lost: Mapping[str, Mapping[str, Any]]) -> str:
+    """`` hit_rate lost its value on 3 case(s) against the baseline (a (f.yaml:3), …).`` or nothing."""
+    parts = []
+    for name, row in lost.items():
+        listed = ", ".join(f"{entry['id']} ({entry['source']})" for entry in row["cases"][:3])
+        more = f", … (+{row['count'] - 3})" if row["count"] > 3 else ""
+        parts.append(f"{name} lost its value on {_plural(row['count'], 'case')} that had one on the baseline "
+                     f"({listed}{more})")
+    return f" {'; '.join(parts)}." if parts else ""
 
 
 def comparison_gate_reasons(comparison: Mapping[str, Any], fail_on_regression: bool) -> list[str]:
