@@ -39,7 +39,7 @@ from evalgate.metrics.checks import (
     spec_of,
 )
 from evalgate.metrics.criteria import criteria_metric, declaration_metric, definition_of
-from evalgate.metrics.registry import Metric
+from evalgate.metrics.registry import Direction, Metric
 from evalgate.model import DEFAULT_CUSTOM_THRESHOLD, Case, CaseAssertion, MetricDeclaration, Threshold
 
 INLINE_CRITERIA = "case_criteria"
@@ -176,7 +176,7 @@ def infer_directions(catalog: Catalog, thresholds: Mapping[str, Any], origins: M
     return notices
 
 
-def _directed(metric: Metric, direction: str, where: str) -> Metric:
+def _directed(metric: Metric, direction: Direction, where: str) -> Metric:
     """``metric`` with the ``direction`` its declaration states; a function that says the opposite itself
     (``@evalgate.metric(direction=…)``) is a ``UserError``."""
     if metric.direction_declared and metric.direction != direction:
