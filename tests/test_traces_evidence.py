@@ -114,3 +114,23 @@ cases:
     (result,) = json.loads((tmp_path / "out" / "results.json").read_text())["results"]
     details = result["metrics"]["trajectory"]["details"]
     assert details["source"] == "answer" and "traces are off" in details["note"]
+
+
+def test_a_model_target_sends_a_fresh_trace_id_on_each_attempt(tmp_path: Path) -> None:
+    """The model (openai) target retries through the same executor: its second attempt carries another trace id."""
+    from tests.servers.openai_server import OpenAIServer, Rule
+
+    (tmp_path / "cases.yaml").write_text("cases:\n  - {id: a, input: Say hi}\n")
+    with OpenAIServer([Rule(status=500, times=1), Rule(reply="hi")], api_key="sk-test-model-target") as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "evalgate", "run", "-d", "cases.yaml", "--target", "openai", "--target-url",
+             server.base_url + "/v1", "--target-model", "gpt-4o-mini", "--traces", "--traces-port", "0",
+             "--progress", "none", "-o", "out"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+            env={**os.environ, "OPENAI_API_KEY": "sk-test-model-target", "EVALGATE_TRACES_GRACE_SECONDS": "0"})
+        sent = [record.headers.get("traceparent") for record in server.requests()
+                if record.path.endswith("/chat/completions")]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(sent) == 2 and all(sent), sent
+    assert sent[0].split("-")[1] != sent[1].split("-")[1]  # a fresh trace id for the retry
+    (result,) = json.loads((tmp_path / "out" / "results.json").read_text())["results"]
+    assert result["answer"]["trace"]["failed_attempts"] == 1

@@ -27,6 +27,7 @@ from evalgate.calls.costs import BudgetExceeded
 from evalgate.calls.executor import CallCancelled
 from evalgate.config.settings import DEFAULT_MAX_ANSWER_CHARS
 from evalgate.metrics.registry import (
+    EMPTY_ANSWER_REASON,
     Metric,
     MetricContext,
     MetricSkipped,
@@ -34,6 +35,7 @@ from evalgate.metrics.registry import (
     Score,
     all_metrics,
     judge_dependent,
+    reads_answer_text,
 )
 from evalgate.model import (
     Answer,
@@ -324,10 +326,15 @@ class Engine:
             ctx.memo.update(memo)
         if large:
             return answer, await self._score_off_loop(case, answer, plan, ctx, size)
+        output = answer.output
+        empty = type(output) is str and not case.expect_empty and (not output or output.isspace())
         metrics: dict[str, MetricResult] = {}
-        started = self._prefetch(plan, case, answer, ctx) if self.prefetch_judged else {}
+        started = self._prefetch(plan, case, answer, ctx) if self.prefetch_judged and not empty else {}
         try:
             for metric in plan.metrics:
+                if empty and (missing := self._empty(metric, ctx)) is not None:
+                    metrics[metric.name] = missing
+                    continue
                 if metric.name in started:
                     metrics[metric.name] = await started[metric.name]
                     continue
@@ -339,6 +346,15 @@ class Engine:
             for task in started.values():
                 task.cancel()
         return answer, metrics
+
+    def _empty(self, metric: Metric, ctx: MetricContext) -> MetricResult | None:
+        """On an empty (or whitespace) answer the case does not expect: ``unavailable`` for a metric that
+        scores the answer text (missing evidence: never sent to a judge, never passed by a rule such as
+        ``not_contains``), None for the others (scored as usual; a judged one without a judge is skipped)."""
+        if not reads_answer_text(metric) or (metric.uses_judge and self.judge is None):
+            return None
+        return MetricResult(status=MetricStatus.unavailable, reason=EMPTY_ANSWER_REASON,
+                            threshold=self._threshold(metric.name, ctx))
 
     async def call_target(self, case: Case, call: TargetCall) -> Answer:
         """The target's answer for ``case`` (one call, described by ``call``); a target that raises
@@ -578,4 +594,6 @@ def expectations_of(case: Case) -> dict[str, Any]:
         expected["trajectory"] = case.trajectory.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
     if case.assertions:
         expected["assert"] = [entry.model_dump(mode="json", exclude_none=True) for entry in case.assertions]
+    if case.expect_empty:
+        expected["expect_empty"] = True
     return expected

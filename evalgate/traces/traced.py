@@ -110,6 +110,8 @@ def read_trace_file(case: Case, trace_file: Any, max_bytes: int = MAX_TRACE_FILE
     """The spans of ``case``'s ``trace_file`` (``ValueError`` naming the file when it cannot be read)."""
     try:
         path = resolve_trace_file(case, trace_file)
+        if not path.is_file():  # a FIFO or a device would block or never end
+            raise ValueError("not a regular file" if path.exists() else "no such file")
         if path.stat().st_size > max_bytes:
             raise ValueError(f"larger than {max_bytes:,} bytes")
         return parse_json(path.read_bytes())

@@ -158,6 +158,7 @@ def compare_runs(
         "new": [case_id for case_id in head_cases if case_id not in base_cases],
         "removed": [case_id for case_id in base_cases if case_id not in head_cases],
     }
+    lost = _lost_values(base_cases, head_cases, shared)
     preferences = _pairwise_block(pairwise or {}, pairwise_gated)
     plan = None
     if adaptive:
@@ -187,12 +188,13 @@ def compare_runs(
         "cases": cases,
         "dataset": dataset_changes(base_cases, head_cases, shared),
         "diluted": diluted(base_cases, head_cases, shared, head.get("thresholds") or {}),
+        "lost_values": lost,
         "regression": regression,
         "verdict": verdict,
         "inconclusive": inconclusive,
         **({"adaptive": plan.report()} if plan is not None else {}),
         "summary": _summary(metrics, pass_rate, critical, cases, alpha) + _pairwise_sentence(preferences, alpha)
-        + _inconclusive_sentence(verdict, inconclusive),
+        + _inconclusive_sentence(verdict, inconclusive) + _lost_sentence(lost),
     }
 
 
@@ -264,6 +266,40 @@ def _inconclusive_sentence(verdict: str, inconclusive: Sequence[Mapping[str, Any
         return ""
     parts = "; ".join(f"{e['name']}: {e['why']} — would resolve: {', '.join(e['resolve'])}" for e in inconclusive)
     return f" Inconclusive (does not fail the gate): {parts}."
+
+
+
+LOST_LISTED = 10
+"""Cases listed per metric in ``lost_values`` (the count is exact)."""
+
+
+def _lost_values(base: Mapping[str, _Case], head: Mapping[str, _Case], shared: Sequence[str]
+                 ) -> dict[str, dict[str, Any]]:
+    """Per metric, the shared cases that had a value on the base and have none on head (an optional metric's
+    answers that stopped carrying what it needs leave the paired comparison silently otherwise):
+    ``{metric: {"count": n, "cases": [{"id", "source"}, …the first LOST_LISTED]}}``, by metric name."""
+    lost: dict[str, dict[str, Any]] = {}
+    for case_id in shared:
+        before, after = base[case_id].values, head[case_id].values
+        if head[case_id].status is None:  # skipped on head: not scored at all, nothing to compare
+            continue
+        for name in before.keys() - after.keys():
+            row = lost.setdefault(name, {"count": 0, "cases": []})
+            row["count"] += 1
+            if len(row["cases"]) < LOST_LISTED:
+                row["cases"].append({"id": case_id, "source": head[case_id].source})
+    return {name: lost[name] for name in sorted(lost)}
+
+
+def _lost_sentence(lost: Mapping[str, Mapping[str, Any]]) -> str:
+    """`` hit_rate lost its value on 3 case(s) against the baseline (a (f.yaml:3), …).`` or nothing."""
+    parts = []
+    for name, row in lost.items():
+        listed = ", ".join(f"{entry['id']} ({entry['source']})" for entry in row["cases"][:3])
+        more = f", … (+{row['count'] - 3})" if row["count"] > 3 else ""
+        parts.append(f"{name} lost its value on {_plural(row['count'], 'case')} that had one on the baseline "
+                     f"({listed}{more})")
+    return f" {'; '.join(parts)}." if parts else ""
 
 
 def comparison_gate_reasons(comparison: Mapping[str, Any], fail_on_regression: bool) -> list[str]:

@@ -331,3 +331,22 @@ def test_a_dataset_path_named_directly_that_is_a_link_to_a_device_is_exit_2(tmp_
     done = subprocess.run([sys.executable, "-m", "evalgate", "run", "-d", "cases.yaml", "-o", "out", "--progress",
                            "none"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "a link to a character device" in done.stderr, done.stderr
+
+
+def test_a_trace_file_or_outputs_file_that_is_a_fifo_never_blocks_the_run(tmp_path: Path) -> None:
+    """A recorded case's ``trace_file:`` that is a FIFO errors that case ("not a regular file"); an
+    ``--outputs-file`` that is one is exit 2 naming it. Neither is opened (reading a FIFO blocks forever)."""
+    (tmp_path / "t.json").unlink(missing_ok=True)
+    os.mkfifo(tmp_path / "t.json")
+    (tmp_path / "cases.yaml").write_text("cases:\n  - {id: a, input: q, output: hi, trace_file: t.json,"
+                                         " trajectory: {tools: [x]}}\n")
+    done = subprocess.run([sys.executable, "-m", "evalgate", "run", "-d", "cases.yaml", "-o", "out", "--progress",
+                           "none"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (record,) = json.loads((tmp_path / "out" / "results.json").read_text())["results"]
+    assert record["status"] == "errored" and "not a regular file" in (record["error"] or ""), record
+    os.mkfifo(tmp_path / "outputs.jsonl")
+    done = subprocess.run([sys.executable, "-m", "evalgate", "run", "-d", "cases.yaml", "-o", "out2", "--progress",
+                           "none", "--outputs-file", "outputs.jsonl"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "outputs.jsonl" in done.stderr and "not a regular file" in done.stderr, done.stderr
