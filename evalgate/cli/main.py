@@ -144,7 +144,11 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                     help="seconds between plain progress lines (default 10)")
     ex.add_argument("--max-answer-chars", type=int, metavar="N",
                     help="largest answer kept whole (default 1000000); a larger one is cut and its case errored")
-    ex.add_argument("--repeat", type=int, metavar="N", help="run each case N times (flakiness)")
+    ex.add_argument("--repeat", type=_repeat, metavar="N|adaptive",
+                    help="run each case N times (flakiness), or 'adaptive': once, then re-try only the uncertain "
+                         "cases until a sequential test decides")
+    ex.add_argument("--adaptive-budget", metavar="N|N%%|$X",
+                    help="re-trials repeat: adaptive may add: trials, a share of the cases, or dollars (default 50%%)")
     ex.add_argument("--repeat-rule", choices=["majority", "all", "any"],
                     help="case verdict over its repeats (default majority: passes > N/2)")
     ex.add_argument("--traces", action=BOOL, default=None,
@@ -533,3 +537,13 @@ def report_crash(exc: BaseException, note: str | None = None, directory: Path | 
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _repeat(text: str) -> int | str:
+    """``--repeat``: a whole number or ``adaptive``."""
+    if text.strip().lower() == "adaptive":
+        return "adaptive"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or 'adaptive', got {text!r}") from None

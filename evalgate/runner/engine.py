@@ -195,10 +195,11 @@ class Engine:
         self._sink_error: BaseException | None = None
         self._workers: list[asyncio.Task[None]] = []
 
-    async def run(self, cases: Iterable[Case]) -> EngineStats:
+    async def run(self, cases: Iterable[Case], items: Iterable[tuple[Case, int]] | None = None) -> EngineStats:
         """Evaluate ``cases`` with ``concurrency`` workers; every finished case reaches the sinks (also when
-        the run is stopped or a worker fails), then a sink's failure, if any, is raised."""
-        work = self._work_items(cases)
+        the run is stopped or a worker fails), then a sink's failure, if any, is raised. ``items`` (case,
+        repeat index) replaces the cases × ``repeat`` work (the re-trials of ``repeat: adaptive``)."""
+        work = self._work_items(cases) if items is None else iter(items)
         count = self.concurrency + self.spare_workers
         workers = self._workers = [asyncio.create_task(self._worker(work)) for _ in range(count)]
         stopper = asyncio.create_task(self.stop.wait())

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -42,7 +42,7 @@ from evalgate.errors import UserError
 from evalgate.model import Answer
 from evalgate.safety.redact import is_secret_header, redact, register_secret, split_credentials
 from evalgate.targets.mapping import ResponseMap
-from evalgate.traces.context import trace_headers
+from evalgate.traces.context import attempt_headers
 
 if TYPE_CHECKING:
     import jinja2
@@ -231,11 +231,17 @@ class HttpTarget:
             payload = self.payload(case, call)
         except (ValueError, TypeError) as exc:  # template problems arrive as ValueError
             return Answer(error=f"request body: {exc}")
-        # the call's own headers, and a fresh W3C traceparent per call (each turn) when the run receives traces
-        headers = {**(self.call_headers(call) or {}), **trace_headers()} or None
+        # the call's own headers, and a fresh W3C traceparent per attempt (each retry, each turn) when the run
+        # receives traces: a failed attempt's spans are then never the answer's (traces.context.attempt_headers)
+        own = self.call_headers(call) or {}
+        traced = attempt_headers()
+
+        def attempt() -> Awaitable[tuple[Reply, float, Any]]:
+            return self._send(payload, {**own, **traced()} or None)
+
         try:
             response, latency, data = await self.runtime.executor.call(
-                PROVIDER, lambda: self._send(payload, headers), what=f"{self.method} {self.url}", pace=self.pace)
+                PROVIDER, attempt, what=f"{self.method} {self.url}", pace=self.pace)
         except CallFailed as exc:
             return Answer(error=redact(str(exc)))
         if call is not None and data is not TEXT:
