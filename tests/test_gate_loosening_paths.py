@@ -517,3 +517,62 @@ def test_the_dataset_line_names_the_first_cases_with_file_and_line() -> None:
         "text": "dataset changes against the base run: 7 case(s) added: n0 (cases.yaml:3), n1, n2, n3, n4 (+2 more); "
                 "1 case(s) with edited expectations: b (cases.yaml:5)"}
     assert dataset_line({"new": [], "edited": [], "removed": []}) is None
+
+
+# ---- loosening paths found by review (issue 30's "ten more"), through evalgate run ---------------------------
+
+def outputs_file(name: str) -> Callable[[list[dict[str, Any]], Path], None]:
+    """Answers moved out of the dataset into ``name`` (the recorded target's ``outputs_file``)."""
+    def apply(cases: list[dict[str, Any]], folder: Path) -> None:
+        lines = [json.dumps({"id": c["id"], "output": c.pop("output"), "sources": c.pop("sources")}) for c in cases]
+        (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    return apply
+
+
+def both(*edits: Callable[[list[dict[str, Any]], Path], None]) -> Callable[[list[dict[str, Any]], Path], None]:
+    def apply(cases: list[dict[str, Any]], folder: Path) -> None:
+        for edit in edits:
+            edit(cases, folder)
+
+    return apply
+
+
+PLAIN = {"thresholds": {"hit_rate": 0.8}}
+REVIEWED: list[tuple[str, Suite, Suite, str]] = [
+    ("evalgate.yaml options (k)", Suite(config={**PLAIN, "options": {"k": 5}}),
+     Suite(config={**PLAIN, "options": {"k": 50}}), "evalgate.yaml's metric settings changed"),
+    ("evalgate.yaml exclude_metrics", Suite(), Suite(config={**PLAIN, "exclude_metrics": ["mrr"]}),
+     "evalgate.yaml's metric settings changed"),
+    ("max_answer_chars raised", Suite(), Suite(config={**PLAIN, "max_answer_chars": 5_000_000}),
+     "max_answer_chars 1000000 → 5000000"),
+    ("a case's input edited", Suite(), Suite(edit=c01(lambda c: c.update({"input": "an easier question"}))),
+     "1 case(s) with edited expectations"),
+    ("another outputs file", Suite(config={**PLAIN, "outputs_file": "a.jsonl"}, edit=outputs_file("a.jsonl")),
+     Suite(config={**PLAIN, "outputs_file": "b.jsonl"}, edit=outputs_file("b.jsonl")),
+     "target recorded: the answers come from elsewhere (the outputs file changed)"),
+    ("judge temperature", Suite(expected_output=True, config=JUDGED),
+     Suite(expected_output=True, config={**JUDGED, "judge_temperature": 1.5}), "another judge: temperature 0 → 1.5"),
+    ("judge samples", Suite(expected_output=True, config=JUDGED),
+     Suite(expected_output=True, config={**JUDGED, "judge_samples": 3}), "another judge: samples 1 → 3"),
+    ("judge base URL", Suite(expected_output=True, config=JUDGED), Suite(expected_output=True, config=JUDGED),
+     "another judge: base_url"),
+]
+
+
+@pytest.mark.parametrize(("name", "before", "after", "text"), REVIEWED, ids=[r[0] for r in REVIEWED])
+def test_a_reviewed_setting_changed_by_the_pr_is_listed_and_fails(
+        name: str, before: Suite, after: Suite, text: str, tmp_path: Path, cli: Callable[..., Ran],
+        judge: str) -> None:
+    base_folder = configure(before, "", judge).write(tmp_path / "base")
+    flags = ("--calibration", "off")
+    assert cli("run", "-d", "cases.yaml", "-o", "out", *flags, cwd=base_folder, env=ENV).returncode == 0
+    if name == "judge base URL":  # the same judge reached under another host name
+        after = Suite(expected_output=True, config={**JUDGED, "judge_base_url": judge.replace("127.0.0.1",
+                                                                                               "localhost")})
+    folder = configure(after, "", judge).write(tmp_path / "pr")
+    run = cli("run", "-d", "cases.yaml", "-o", "out", "--baseline", str(base_folder / "out" / "results.json"),
+              "--gate-changes", "fail", *flags, cwd=folder, env={**PR_ENV, **ENV})
+    loosened = [item["text"] for item in results(folder / "out")["gate"]["loosened"]]
+    assert any(text in line for line in loosened), loosened
+    assert run.returncode == 1, run.stdout + run.stderr

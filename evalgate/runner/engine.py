@@ -461,6 +461,15 @@ class Engine:
         return case_verdict(metrics, error=error, strict=self.strict, evidence=self.evidence,
                             optional=optional, needs_judge=self.needs_judge)
 
+    def _expectation(self, case: Case) -> str:
+        """The case's expectation digest (``runner.expectations``); a plan that cannot be made (a check's
+        ``applies`` raising, already reported where the case was scored) counts as no plan."""
+        try:
+            plan = self.plan_for(case)
+        except Exception:
+            plan = None
+        return self.expectations.digest(case, plan)
+
     def _result(self, case: Case, answer: Answer, metrics: dict[str, MetricResult], repeat: int,
                 conversation: dict[str, Any] | None = None) -> CaseResult:
         status, reasons = self.verdict(metrics, answer.error, case.suite)
@@ -491,7 +500,7 @@ class Engine:
             "latency_ms": answer.latency_ms,
             "cost_usd": answer.cost_usd,
             "repeat": repeat,
-            "expectation": self.expectations.digest(case, self.plan_for(case)),
+            "expectation": self._expectation(case),
             "conversation": conversation,
         }
         if _answer_values_valid(values):  # the case's fields were validated with these same types
