@@ -266,3 +266,20 @@ def test_cases_flaky_in_history_join_the_second_look() -> None:
     # c0 flipped to pass (base run 0 failed), c2…c5 to fail, c1 did not flip but is flaky in history
     assert plan.decision == "continue" and set(plan.stage2) == {f"c{i}" for i in range(6)}
     assert set(plan.wanted()) == set(plan.stage2)
+
+
+def test_a_score_near_its_threshold_is_uncertain() -> None:
+    from evalgate.model import MetricResult, MetricStatus, Threshold
+    from evalgate.verdict.adaptive import near_threshold
+    from evalgate.verdict.tolerance import Tolerance
+
+    def scored(value: float, bound: float) -> dict[str, MetricResult]:
+        return {"relevancy": MetricResult(value=value, threshold=Threshold(op="min", value=bound),
+                                          status=MetricStatus.passed)}
+
+    assert near_threshold(scored(0.72, 0.7), {}) and near_threshold(scored(0.65, 0.7), {})
+    assert not near_threshold(scored(0.9, 0.7), {}) and not near_threshold(scored(1.0, 0.5), {})
+    assert near_threshold(scored(0.85, 0.7), {"relevancy": Tolerance(absolute=0.2)})
+    latency = {"latency_ms": MetricResult(value=1100.0, threshold=Threshold(op="max", value=1000.0),
+                                          status=MetricStatus.failed)}  # 100 ms off; 5 % of 1000 ms is 50
+    assert not near_threshold(latency, {}) and near_threshold(latency, {"latency_ms": Tolerance(absolute=150)})
