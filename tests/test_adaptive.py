@@ -283,3 +283,23 @@ def test_a_score_near_its_threshold_is_uncertain() -> None:
     latency = {"latency_ms": MetricResult(value=1100.0, threshold=Threshold(op="max", value=1000.0),
                                           status=MetricStatus.failed)}  # 100 ms off; 5 % of 1000 ms is 50
     assert not near_threshold(latency, {}) and near_threshold(latency, {"latency_ms": Tolerance(absolute=150)})
+
+
+def test_a_dollar_budget_and_merging_adaptive_shards(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    _write_dataset(tmp_path / "cases.yaml")
+    with AgentServer({"steady": "Hold.", "wobbly": "Drop."}) as agent:
+        url = agent.base_url + "/api/agent/chat"
+        spent = _run(tmp_path, "dollars", url, repeat="adaptive", adaptive_budget="$0")
+        shards = [_run(tmp_path, f"shard{i}", url, repeat="adaptive", adaptive_budget="$0", shard=f"{i}/2")
+                  for i in (1, 2)]
+    assert spent["adaptive"]["retrials"] == 0 and spent["adaptive"]["budget_spent"]
+    assert not spent["gate"]["passed"]  # the critical case failed its one trial: no evidence it meets 0.9
+    assert len(shards) == 2
+    merged = subprocess.run([sys.executable, "-m", "evalgate", "merge", str(tmp_path / "shard1" / "results.json"),
+                             str(tmp_path / "shard2" / "results.json"), "-o", str(tmp_path / "merged")],
+                            capture_output=True, text=True)
+    assert merged.returncode == 2 and "repeat: adaptive cannot be merged" in merged.stderr
+    assert "Traceback" not in merged.stderr
