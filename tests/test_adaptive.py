@@ -170,6 +170,11 @@ def test_a_flipped_critical_case_is_resolved_by_re_trials(tmp_path: Path, broken
         head = _run(tmp_path, "head", url, repeat="adaptive", adaptive_budget="40",
                     baseline=str(tmp_path / "base" / "results.json"),
                     fail_on_regression=True)
+    import jsonschema
+
+    from evalgate.store.results_json import SCHEMA_PATH
+
+    jsonschema.validate(head, json.loads(SCHEMA_PATH.read_text()))
     adaptive = head["adaptive"]
     wobbly_trials = [r for r in head["results"] if r["id"] == "wobbly"]
     assert adaptive["trials"]["wobbly"] == len(wobbly_trials) == calls["wobbly"] - 3
