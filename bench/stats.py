@@ -36,6 +36,14 @@ metrics with a simulated position-fair judge (``simulated_preferences``: ``rando
 are members of the comparison's one family, and the A/A rate must stay ≤ 5 %; beside it, the same replications
 decided by the two families used before (``pairwise_flags``).
 
+The ``repeat: adaptive`` cells (``adaptive_cells``, ``ADAPTIVE_FACTOR``× the replications for the two iid cells
+the targets name) run each PR three ways on the same draws: one run per case on both sides, ``repeat: 3`` on
+both, and ``repeat: adaptive`` against a base run with ``repeat: 3`` (``adaptive_replicate``: the rounds of
+``verdict.adaptive.Plan``, each re-trial a fresh draw, then ``compare_runs`` on the documents): share flagged,
+share inconclusive, the PR's agent calls per decision and the share the critical rule blocks; the critical SPRT
+is also computed exactly (``critical_exact``). ``--only-adaptive`` recomputes this part alone and keeps the rest
+of bench/results/stats.json.
+
 The run writes bench/results/stats.json and the tables into docs/trustworthy-verdicts.md and
 bench/README.md (between ``<!-- bench.stats:begin -->`` and ``<!-- bench.stats:end -->``).
 """

@@ -170,6 +170,11 @@ def test_a_flipped_critical_case_is_resolved_by_re_trials(tmp_path: Path, broken
         head = _run(tmp_path, "head", url, repeat="adaptive", adaptive_budget="40",
                     baseline=str(tmp_path / "base" / "results.json"),
                     fail_on_regression=True)
+    import jsonschema
+
+    from evalgate.store.results_json import SCHEMA_PATH
+
+    jsonschema.validate(head, json.loads(SCHEMA_PATH.read_text()))
     adaptive = head["adaptive"]
     wobbly_trials = [r for r in head["results"] if r["id"] == "wobbly"]
     assert adaptive["trials"]["wobbly"] == len(wobbly_trials) == calls["wobbly"] - 3
@@ -266,3 +271,40 @@ def test_cases_flaky_in_history_join_the_second_look() -> None:
     # c0 flipped to pass (base run 0 failed), c2…c5 to fail, c1 did not flip but is flaky in history
     assert plan.decision == "continue" and set(plan.stage2) == {f"c{i}" for i in range(6)}
     assert set(plan.wanted()) == set(plan.stage2)
+
+
+def test_a_score_near_its_threshold_is_uncertain() -> None:
+    from evalgate.model import MetricResult, MetricStatus, Threshold
+    from evalgate.verdict.adaptive import near_threshold
+    from evalgate.verdict.tolerance import Tolerance
+
+    def scored(value: float, bound: float) -> dict[str, MetricResult]:
+        return {"relevancy": MetricResult(value=value, threshold=Threshold(op="min", value=bound),
+                                          status=MetricStatus.passed)}
+
+    assert near_threshold(scored(0.72, 0.7), {}) and near_threshold(scored(0.65, 0.7), {})
+    assert not near_threshold(scored(0.9, 0.7), {}) and not near_threshold(scored(1.0, 0.5), {})
+    assert near_threshold(scored(0.85, 0.7), {"relevancy": Tolerance(absolute=0.2)})
+    latency = {"latency_ms": MetricResult(value=1100.0, threshold=Threshold(op="max", value=1000.0),
+                                          status=MetricStatus.failed)}  # 100 ms off; 5 % of 1000 ms is 50
+    assert not near_threshold(latency, {}) and near_threshold(latency, {"latency_ms": Tolerance(absolute=150)})
+
+
+def test_a_dollar_budget_and_merging_adaptive_shards(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    _write_dataset(tmp_path / "cases.yaml")
+    with AgentServer({"steady": "Hold.", "wobbly": "Drop."}) as agent:
+        url = agent.base_url + "/api/agent/chat"
+        spent = _run(tmp_path, "dollars", url, repeat="adaptive", adaptive_budget="$0")
+        shards = [_run(tmp_path, f"shard{i}", url, repeat="adaptive", adaptive_budget="$0", shard=f"{i}/2")
+                  for i in (1, 2)]
+    assert spent["adaptive"]["retrials"] == 0 and spent["adaptive"]["budget_spent"]
+    assert not spent["gate"]["passed"]  # the critical case failed its one trial: no evidence it meets 0.9
+    assert len(shards) == 2
+    merged = subprocess.run([sys.executable, "-m", "evalgate", "merge", str(tmp_path / "shard1" / "results.json"),
+                             str(tmp_path / "shard2" / "results.json"), "-o", str(tmp_path / "merged")],
+                            capture_output=True, text=True)
+    assert merged.returncode == 2 and "repeat: adaptive cannot be merged" in merged.stderr
+    assert "Traceback" not in merged.stderr

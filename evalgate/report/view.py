@@ -445,8 +445,9 @@ def adaptive_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
     block = results.get("adaptive")
     if not isinstance(block, Mapping):
         return None
-    trials = block.get("trials") if isinstance(block.get("trials"), Mapping) else {}
-    critical = block.get("critical") if isinstance(block.get("critical"), Mapping) else {}
+    raw_trials, raw_critical = block.get("trials"), block.get("critical")
+    trials: Mapping[str, Any] = raw_trials if isinstance(raw_trials, Mapping) else {}
+    critical: Mapping[str, Any] = raw_critical if isinstance(raw_critical, Mapping) else {}
     rows = []
     for case_id, count in sorted(trials.items(), key=lambda item: (-int(item[1] or 0), str(item[0]))):
         entry = critical.get(case_id) if isinstance(critical.get(case_id), Mapping) else None

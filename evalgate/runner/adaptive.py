@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.config.budget import Budget
 from evalgate.model import CaseResult, CaseStatus
-from evalgate.verdict.adaptive import Plan
+from evalgate.verdict.adaptive import Plan, near_threshold
 from evalgate.verdict.repeats import collapse_repeats
 
 if TYPE_CHECKING:
@@ -21,8 +21,10 @@ class AdaptiveSink:
     """Feeds the plan; forwards a case's result at once unless it may be re-tried (critical, flipped
     against the base, flaky on the base), which it holds with its ``Case`` until ``finish``."""
 
-    def __init__(self, downstream: Any, plan: Plan, base: Mapping[str, list[bool]], rule: Any) -> None:
+    def __init__(self, downstream: Any, plan: Plan, base: Mapping[str, list[bool]], rule: Any,
+                 tolerances: Mapping[str, Any] | None = None) -> None:
         self.downstream = downstream
+        self.tolerances = dict(tolerances or {})
         self.plan = plan
         self.base = base
         self.rule = rule
@@ -51,7 +53,9 @@ class AdaptiveSink:
             return
         case = self._in_flight.pop(case_id, None)
         flipped = bool(base) and base[0] != (result.status is CaseStatus.passed)
-        if case is not None and (critical or flipped or case_id in self.plan.flaky_history):
+        if near_threshold(result.metrics, self.tolerances):
+            self.plan.near.add(case_id)
+        if case is not None and (critical or flipped or case_id in self.plan.flaky_history or case_id in self.plan.near):
             self.held[case_id] = [result]
             self.cases[case_id] = case
         else:

@@ -382,7 +382,10 @@ def _adaptive_sink(settings: Settings, baseline: Any, downstream: Any) -> Any:
 
     plan = Plan(alpha=alpha, level=PASS_RATE_WEIGHT * alpha, requirement=settings.critical_pass_probability,
                 flaky_history=flaky_case_ids(settings.db_path))
-    return AdaptiveSink(downstream, plan, base_outcomes(records), settings.repeat_rule)
+    from evalgate.verdict.tolerance import resolve_tolerances
+
+    return AdaptiveSink(downstream, plan, base_outcomes(records), settings.repeat_rule,
+                        resolve_tolerances(settings.regression_tolerance))
 
 
 def _excuse_known_flaky(aggregate: RunAggregate, known: list[str]) -> None:

@@ -5,7 +5,8 @@ Rounds. Round 1 runs every case once. After it:
 
 * the **pass-rate comparison** (``verdict.sequential``) looks at the first trials: McNemar of base run 0
   against head trial 0. Regression or futility ends it; in between, round 2 re-tries on the head side the
-  cases that flipped against the base (either way) or are flaky in the base's history (``flaky_history``), and
+  cases that flipped against the base (either way), are flaky in the base's history (``flaky_history``) or
+  scored a gated metric near its threshold (``near_threshold``), and
   compares each re-trial with the base runs 1, 2, … of the baseline (never with run 0, which chose the
   case): look 2. A case without a base run beyond run 0 cannot join look 2 (the base's evidence is thin):
   when no case can, the comparison ends **inconclusive** and says that a base run with ``repeat: 3``
@@ -63,6 +64,8 @@ class Plan:
     thin_base: bool = False
     flaky_history: frozenset[str] = frozenset()
     """Cases flaky in the base's recorded history (runs other than the baseline's): re-tried at look 2."""
+    near: set[str] = field(default_factory=set)
+    """Cases whose first trial scored a gated metric within its tolerance of the threshold (``near_threshold``)."""
 
     def add(self, case_id: str, critical: bool, passed: bool, base: Sequence[bool] = ()) -> None:
         """A head trial of ``case_id`` (``base``: the base's run outcomes, read on its first trial)."""
@@ -86,15 +89,16 @@ class Plan:
         if self.decision == "continue":
             # chosen from look-1 data and history only: the base runs 1, 2, … that look 2 compares with
             # must not choose the cases (selecting on them would bias the comparison)
-            self.stage2 = [c.id for c in paired if c.flipped or c.id in self.flaky_history]
+            self.stage2 = [c.id for c in paired if c.flipped or c.id in self.flaky_history or c.id in self.near]
             if not any(len(self.cases[i].base) > 1 for i in self.stage2):
                 self.thin_base = True
 
     def second_look(self) -> None:
-        """Look 2 over the re-tried cases with a fresh base run: the exact stratified exchange test of base
-        runs 1… against head trial 1."""
+        """Look 2 over every case re-tried once look 1 continued (chosen by look-1 data, history and criticality
+        only) that has a fresh base run: the exact stratified exchange test of base runs 1… against head trial 1.
+        A replay from the records (``compare.adaptive_plan``) sees the same cases."""
         strata = [(sum(c.base[1:]), len(c.base) - 1, int(c.head[1]), 1)
-                  for c in (self.cases[i] for i in self.stage2) if len(c.base) > 1 and len(c.head) > 1]
+                  for c in self.cases.values() if len(c.base) > 1 and len(c.head) > 1]
         if not strata:
             return
         self.stage_p.append(stats.stratified_exchange_p(strata))
@@ -197,6 +201,26 @@ class Plan:
             "critical_requirement": self.requirement,
             "critical_alpha_per_case": self.alpha_case(),
         }
+
+
+NEAR_THRESHOLD = 0.05
+"""A score this close to its threshold (× max(1, |threshold|)), or within the metric's tolerance, is uncertain."""
+
+
+def near_threshold(metrics: Mapping[str, Any], tolerances: Mapping[str, Any]) -> bool:
+    """True when some metric with a threshold scored within max(its tolerance amount, ``NEAR_THRESHOLD`` ×
+    max(1, |threshold|)) of the threshold: one more trial may land on the other side. ``metrics``: name →
+    an object with ``value`` and ``threshold`` (``op``, ``value``); ``tolerances``: name → ``Tolerance``."""
+    for name, result in metrics.items():
+        value, threshold = getattr(result, "value", None), getattr(result, "threshold", None)
+        if value is None or threshold is None:
+            continue
+        bound = float(threshold.value)
+        tolerance = tolerances.get(name)
+        allowed = max(tolerance.amount(bound) if tolerance else 0.0, NEAR_THRESHOLD * max(1.0, abs(bound)))
+        if abs(float(value) - bound) <= allowed:
+            return True
+    return False
 
 
 def base_outcomes(records: Iterable[Mapping[str, Any]]) -> dict[str, list[bool]]:
