@@ -107,6 +107,10 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--judge-provider", choices=["none", "openai", "gemini", "ollama", "local"])
     target.add_argument("--judge-model", metavar="MODEL")
     target.add_argument("--judge-base-url", metavar="URL")
+    target.add_argument("--judge-missing", choices=["auto", "skip", "fail"],
+                        help="the judge provider's API key is absent: report judged metrics as not judged and let "
+                             "the rest of the gate decide (skip), or stop with exit 2 (fail); auto (default): skip "
+                             "on pull requests from forks and bots, fail elsewhere")
     target.add_argument("--judge-samples", type=int, metavar="K", help="judge calls averaged per judged metric")
     target.add_argument("--judge-output", choices=["auto", "json_schema", "json_object", "prompt"],
                         help="how the verdict's JSON schema is requested (default auto: the provider's structured "
