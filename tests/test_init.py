@@ -111,3 +111,36 @@ def test_the_default_action_reference_is_the_one_the_readme_uses(tmp_path: Path)
     assert f"uses: {DEFAULT_ACTION}" in readme and DEFAULT_ACTION.startswith("evalgate/evalgate@v")
     assert cli_main(["init", str(tmp_path)]) == 0
     assert f"uses: {DEFAULT_ACTION}\n" in (tmp_path / ".github" / "workflows" / "evalgate.yml").read_text()
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args], cwd=cwd, check=True,
+                   capture_output=True, timeout=60)
+
+
+def pushed_branches(directory: Path) -> list[str]:
+    workflow = yaml.safe_load((directory / ".github" / "workflows" / "evalgate.yml").read_text(encoding="utf-8"))
+    return workflow[True]["push"]["branches"]
+
+
+def test_the_workflow_keeps_the_baseline_of_the_repositorys_default_branch(tmp_path: Path) -> None:
+    """A clone of a repository whose default branch is master (origin/HEAD says so), checked out on a feature
+    branch: the workflow's push trigger names master, not main and not the feature branch."""
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    git(upstream, "init", "-q", "-b", "master")
+    (upstream / "README").write_text("x\n", encoding="utf-8")
+    git(upstream, "add", "-A")
+    git(upstream, "commit", "-qm", "first")
+    git(tmp_path, "clone", "-q", str(upstream), "clone")
+    clone = tmp_path / "clone"
+    git(clone, "checkout", "-q", "-b", "add-evals")
+    assert cli_main(["init", str(clone)]) == 0
+    assert pushed_branches(clone) == ["master"]
+    fresh = tmp_path / "fresh"  # a new repository with no remote: the branch it is on (unborn: no commit yet)
+    fresh.mkdir()
+    git(fresh, "init", "-q", "-b", "trunk")
+    assert cli_main(["init", str(fresh)]) == 0
+    assert pushed_branches(fresh) == ["trunk"]
+    assert cli_main(["init", str(fresh), "--force", "--branch", "release"]) == 0  # the flag still wins
+    assert pushed_branches(fresh) == ["release"]
