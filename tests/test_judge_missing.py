@@ -1,4 +1,4 @@
-"""Pull requests from forks and Dependabot get no secrets (``judge_missing``, evalgate/runner/no_judge.py).
+"""Pull requests from forks and Dependabot get no secrets (``judge_missing``, evalgate/runner/missing.py).
 
 Through the Action's entry module under the emulated runner (tests/test_entrypoint.py), with GitHub's own
 ``pull_request`` example payload (@octokit/webhooks-examples) made a fork's or Dependabot's: a suite with

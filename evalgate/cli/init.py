@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate import __version__
-from evalgate.errors import UserError
+from evalgate.errors import DOCS_SITE, UserError
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates" / "init"
 DEFAULT_ACTION = f"evalgate/evalgate@v{__version__.split('.')[0]}"
@@ -80,7 +80,8 @@ def scaffold(directory: Path, *, action: str = DEFAULT_ACTION, branch: str | Non
                         "(use --force to overwrite)", where="evalgate init")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False)
-    values = {"action": action.strip(), "branch": branch.strip(), "dataset_dir": Path(dataset_dir).as_posix()}
+    values = {"action": action.strip(), "branch": branch.strip(), "dataset_dir": Path(dataset_dir).as_posix(),
+              "docs": DOCS_SITE}
     written: list[Path] = []
     for path, template in files.items():
         try:

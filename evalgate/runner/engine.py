@@ -159,7 +159,7 @@ class Engine:
     ) -> None:
         self.target = target
         self.not_judged = not_judged
-        """Why the run has no judge although one is configured (``runner.no_judge``): judged metrics skipped
+        """Why the run has no judge although one is configured (``runner.missing``): judged metrics skipped
         for want of a judge carry it as their reason, and a case only they could decide is ``skipped``."""
         self.prefetch_judged = prefetch_judged
         """Start a case's async (judged) metrics at once instead of one after another (batch judging: every

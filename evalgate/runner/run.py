@@ -148,6 +148,9 @@ async def _execute(
     check_output_paths(settings, cwd)
     interruption.enter("preparing")  # plain Python code: a signal unwinds it at once
     prepared = prepare(settings, suite_config, cwd)
+    from evalgate.runner.missing import check_answers_recorded
+
+    check_answers_recorded(settings, prepared.cases)  # nothing to score: exit 2 saying how to add answers
     interruption.enter("waiting")  # a signal cancels the wait
     baseline = None
     if settings.baseline_kind != "none":  # the default: nothing to look up or import
@@ -169,7 +172,7 @@ async def _execute(
         prepared.notices.extend(restored.notice.splitlines())
     runtime = Runtime.from_settings(settings, stop)
     try:
-        from evalgate.runner.no_judge import not_judged_reason
+        from evalgate.runner.missing import not_judged_reason
 
         not_judged = not_judged_reason(settings)  # a fork's or a bot's pull request: no judge key (skip)
         judging = settings.model_copy(update={"judge_provider": "none"}) if not_judged else settings
@@ -297,7 +300,7 @@ async def _execute(
             interrupted = status == "cancelled" and (bool(received) or not runtime.ledger.exceeded)
             extra = [f"run {status} before every case finished"] if status != "completed" else []
             extra += calibration.failures_for(aggregate.metrics)
-            from evalgate.runner.no_judge import nothing_decided
+            from evalgate.runner.missing import nothing_decided
 
             undecided = nothing_decided(aggregate, not_judged)
             if undecided:

@@ -129,7 +129,7 @@ def case_verdict(
     or, without a judge (``evidence`` empty), in ``needs_judge`` (it only lacks the judge: like skipped).
 
     ``not_judged``: the reason judged metrics were skipped because the configured judge had no key
-    (``runner.no_judge``). A case whose gated metrics were all skipped for it, none valued, is ``skipped``
+    (``runner.missing``). A case whose gated metrics were all skipped for it, none valued, is ``skipped``
     with that reason: not judged is never passed.
     """
     if error:
