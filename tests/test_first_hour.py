@@ -61,7 +61,7 @@ def test_validate_lists_every_dataset_error(tmp_path: Path, monkeypatch: pytest.
     assert cli_main(["validate", "-d", "bad.yaml"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("evalgate: error: bad.yaml:4: case 'a': unknown key 'expected_keyword' (did you mean")
-    assert err[1].startswith("evalgate: error: bad.yaml:5: case 'b': field 'risk_level'")
+    assert err[1].startswith("evalgate: error: bad.yaml:7: case 'b': field 'risk_level'")  # the field's line
     assert err[2] == "evalgate: 2 errors"
 
 
