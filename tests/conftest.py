@@ -26,6 +26,9 @@ if _SCRIPTS not in os.environ.get("PATH", "").split(os.pathsep):
 # The user-level judge cache shared across output directories (evalgate/store/shared_cache.py) would carry
 # verdicts from one test into another and write into the home directory: off unless a test turns it on.
 os.environ.setdefault("EVALGATE_JUDGE_SHARED_CACHE", "none")
+# Tests bind no fixed port: the live demo's scripted judge (which prefers 8012, the port the tutorial's demo judge
+# may hold) takes any free one unless a test names one.
+os.environ.setdefault("EVALGATE_DEMO_JUDGE_PORT", "0")
 
 
 @pytest.fixture(autouse=True)

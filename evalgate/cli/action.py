@@ -321,7 +321,9 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
     from evalgate.cli.action_merge import shard_options
 
     options = shard_options(setup_.options, setup_.settings.shard_tuple, emit)
-    publish(outcome.results_path, outcome.db_path, ctx=setup_.ctx, options=options, env=env, emit=emit)
+    # a shard's failed cases are annotated once, by the merge step that sees every shard
+    publish(outcome.results_path, outcome.db_path, ctx=setup_.ctx, options=options, env=env, emit=emit,
+            annotate=setup_.settings.shard_tuple is None)
     return int(outcome.verdict.exit_code)
 
 

@@ -54,7 +54,8 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
     gate = parser.add_argument_group("gate")
-    gate.add_argument("--metric-thresholds", metavar="JSON", help='e.g. \'{"mention_f1": 0.9, "num_tokens": {"max": 4000}}\'')
+    gate.add_argument("--metric-thresholds", metavar="JSON",
+                      help='e.g. \'{"keyword_coverage": 0.8, "num_tokens": {"max": 4000}}\'')
     gate.add_argument("--strict-metrics", action=BOOL, default=None, help="a skipped or unavailable metric fails")
     gate.add_argument("--fail-on-critical", action=BOOL, default=None, help="any failed critical case fails the run (default on)")
     gate.add_argument("--min-pass-rate", type=float, metavar="RATE", help="minimum fraction of cases that pass (0–1)")
@@ -76,7 +77,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--output-dir", "-o", metavar="DIR", help="where results.json and results.db go (default evalgate-results)")
     out.add_argument("--db", metavar="FILE", help="SQLite file (default OUTPUT_DIR/results.db); runs are appended")
     out.add_argument("--format", choices=["text", "json"],
-                     help="json prints results.json to stdout (with one --compat seed: that seed's document)")
+                     help="json prints results.json to stdout (with --compat: that framework's document)")
     out.add_argument("--compat", metavar="SEEDS",
                      help="turn on these in-house frameworks' dialects (seed000 … seed004, comma-separated) for "
                           "cases without a kind, and produce their output shapes (seed000, seed001, seed004): "
@@ -107,6 +108,10 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--judge-provider", choices=["none", "openai", "gemini", "ollama", "local"])
     target.add_argument("--judge-model", metavar="MODEL")
     target.add_argument("--judge-base-url", metavar="URL")
+    target.add_argument("--judge-missing", choices=["auto", "skip", "fail"],
+                        help="the judge provider's API key is absent: report judged metrics as not judged and let "
+                             "the rest of the gate decide (skip), or stop with exit 2 (fail); auto (default): skip "
+                             "on pull requests from forks and bots, fail elsewhere")
     target.add_argument("--judge-samples", type=int, metavar="K", help="judge calls averaged per judged metric")
     target.add_argument("--judge-output", choices=["auto", "json_schema", "json_object", "prompt"],
                         help="how the verdict's JSON schema is requested (default auto: the provider's structured "
@@ -157,6 +162,45 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("--traces-port", type=int, metavar="PORT", help="port of the trace receiver (default 4318; 0: any)")
 
 
+RUN_HELP_OPTIONS = frozenset({
+    "--dataset", "--config", "--case-ids", "--first-n", "--category", "--tags", "--shard",
+    "--metric-thresholds", "--strict-metrics", "--fail-on-critical", "--min-pass-rate", "--max-errored", "--baseline",
+    "--fail-on-regression", "--calibration", "--output-dir", "--format", "--verbose", "--progress", "--target",
+    "--target-url", "--outputs-file", "--judge-provider", "--judge-model", "--judge-base-url", "--judge-missing",
+    "--max-cost", "--concurrency", "--repeat", "--dry-run", "--help", "--help-all",
+})
+"""The options ``run --help`` shows, in their groups; ``--help-all`` shows every option, the in-house
+frameworks' spellings (``--fixtures``, ``--ids``, ``--api-url``, ``--output``) included."""
+RUN_USAGE = "evalgate %(verb)s [--dataset PATH]... [--config FILE] [options]"
+
+
+class _HelpAll(argparse.Action):
+    """``--help-all``: every option of the verb, then exit 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        for action in parser._actions:
+            full = getattr(action, "full_help", None)
+            if full is not None:
+                action.help = full
+        parser.print_help()
+        parser.exit()
+
+
+def _short_help(verb: argparse.ArgumentParser) -> None:
+    """Hide from ``--help`` every option outside ``RUN_HELP_OPTIONS`` (``--help-all`` shows them again)."""
+    hidden = 0
+    for action in verb._actions:
+        if action.option_strings and not RUN_HELP_OPTIONS.intersection(action.option_strings):
+            action.full_help = action.help  # type: ignore[attr-defined]
+            action.help = argparse.SUPPRESS
+            hidden += 1
+    verb.epilog = (f"{hidden} more options (execution, retries and rate limits, judge tuning, caches, traces, "
+                   "output formats of in-house frameworks): evalgate run --help-all\n\n" + (verb.epilog or ""))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="evalgate",
@@ -168,10 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     for name, help_text in (("run", "evaluate the datasets and apply the gate"),
                             ("eval", "alias of run (seed 001: eval --fixtures F --db D --format json)")):
         verb = verbs.add_parser(name, help=help_text, description=help_text, epilog=EXIT_EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                usage=RUN_USAGE % {"verb": name})
+        verb.add_argument("--help-all", action=_HelpAll, help="show every option, then exit")
         _add_selection(verb)
         _add_run_options(verb)
         verb.add_argument("--dry-run", action="store_true", help="validate only, no call (same as evalgate validate)")
+        _short_help(verb)
     validate = verbs.add_parser("validate", help="check datasets and config without calling anything (dry run)",
                                 description="Validate datasets and configuration; no network call is made.")
     _add_selection(validate)

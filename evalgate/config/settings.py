@@ -164,6 +164,11 @@ class Settings(BaseModel):
     judge_provider: JudgeProvider = "none"
     judge_model: str | None = None
     judge_base_url: str | None = None
+    judge_missing: Literal["auto", "skip", "fail"] = "auto"
+    """When the judge provider's API key is absent: ``skip`` reports the judged metrics as not judged (with
+    why) and the rest of the gate decides (a run where nothing else could decide fails); ``fail`` stops with
+    exit 2 naming the key; ``auto``: skip on pull requests from forks and bots, which get no secrets
+    (``config.trust.without_secrets``), fail elsewhere. In a pull-request run the PR's evalgate.yaml cannot set it."""
     judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     """Temperature of judge calls (metrics in ``judge_temperatures`` use their own)."""
     judge_temperatures: dict[str, float] = Field(default_factory=dict)

@@ -6,12 +6,16 @@ inputs, its environment and its secrets belong to the repository.
 than the repository's own (push, schedule, workflow_dispatch, release, repository_dispatch); then
 nothing from the checkout may stand in for evidence (``runner.reuse``). ``from_checkout``: a setting's
 value came from the configuration file (``evalgate.yaml``, part of the checkout), not from an input,
-an environment variable, a flag or a default.
+an environment variable, a flag or a default. ``without_secrets``: why the run gets no repository
+secrets (a pull request from a fork or by a bot such as ``dependabot[bot]``), read from the event payload.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 TRUSTED_EVENTS = frozenset({"push", "schedule", "workflow_dispatch", "release", "repository_dispatch"})
 """Events whose checkout is the repository's own code (a branch someone with write access pushed)."""
@@ -27,3 +31,47 @@ def from_checkout(origin: str, config: str | None) -> bool:
     """True when a setting whose origin is ``origin`` (``Settings.origin``) came from the configuration
     file ``config`` (``Settings.config``), which lies in the checkout."""
     return bool(config) and origin.startswith(str(config))
+
+
+PULL_REQUEST_EVENTS = frozenset({"pull_request", "pull_request_review", "pull_request_review_comment"})
+"""Events whose runs get no repository secrets when the pull request comes from a fork (``pull_request_target``
+runs in the base repository, with its secrets)."""
+
+
+def without_secrets(env: Mapping[str, str]) -> str | None:
+    """Why this GitHub Actions run gets no repository secrets, or None: a pull request from a fork (GitHub
+    passes a fork's ``pull_request`` runs no secrets) or opened by a bot (``dependabot[bot]``: its runs get
+    Dependabot secrets only), read from the event payload (``GITHUB_EVENT_PATH``) and ``GITHUB_ACTOR``."""
+    if env.get("GITHUB_ACTIONS", "").strip().lower() != "true":
+        return None
+    event_name = env.get("GITHUB_EVENT_NAME", "").strip()
+    event = _event(env.get("GITHUB_EVENT_PATH", ""))
+    pr = event.get("pull_request") if isinstance(event.get("pull_request"), Mapping) else {}
+    if event_name in PULL_REQUEST_EVENTS and pr:
+        head = pr.get("head") if isinstance(pr.get("head"), Mapping) else {}
+        head_repo = head.get("repo")
+        base = (event.get("repository") or {}).get("full_name") if isinstance(event.get("repository"), Mapping) else None
+        if "repo" in head and head_repo is None:
+            return "a pull request from a deleted fork gets no secrets"
+        name = head_repo.get("full_name") if isinstance(head_repo, Mapping) else None
+        if isinstance(name, str) and isinstance(base, str) and name.lower() != base.lower():
+            return f"a pull request from the fork {name} gets no secrets"
+    user = pr.get("user") if isinstance(pr.get("user"), Mapping) else {}
+    login = str(user.get("login") or "")
+    if event_name in PULL_REQUEST_EVENTS and (user.get("type") == "Bot" or login.endswith("[bot]")):
+        return f"a pull request by {login or 'a bot'} gets no repository secrets"
+    actor = env.get("GITHUB_ACTOR", "").strip()
+    if actor.endswith("[bot]") and actor.startswith("dependabot"):
+        return f"a run started by {actor} gets Dependabot secrets only"
+    return None
+
+
+def _event(path: str) -> dict[str, Any]:
+    """The event payload at ``path``; ``{}`` when unset or unreadable (the Action reports a bad payload)."""
+    if not path.strip():
+        return {}
+    try:
+        event = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return event if isinstance(event, dict) else {}

@@ -46,6 +46,7 @@ from evalgate.config.suite import (
     case_keys,
     did_you_mean,
     format_validation_error,
+    locate_field,
     one_line,
     parse_suite_config,
     show_value,
@@ -418,13 +419,17 @@ def _yaml_items(key: Any, seq: Any, doc: _Document) -> None:
     for position, item in enumerate(seq.value):
         if isinstance(item, yaml.MappingNode):
             seen: dict[str, int] = {}
-            for key_node, _ in item.value:
+            entries: dict[str, int] = {}
+            for key_node, value_node in item.value:
                 if isinstance(key_node, yaml.ScalarNode) and key_node.value != "<<":
                     if key_node.value in seen:
                         duplicates[position] = key_node.value
                         break
                     seen[key_node.value] = key_node.start_mark.line + 1
-            key_lines[position] = seen
+                    if isinstance(value_node, yaml.SequenceNode):  # rules[1]: the line of that entry
+                        entries.update((f"{key_node.value}[{i}]", entry.start_mark.line + 1)
+                                       for i, entry in enumerate(value_node.value))
+            key_lines[position] = {**seen, **entries}
     doc.duplicates[key] = duplicates
     doc.case_key_lines[key] = key_lines
 
@@ -683,6 +688,21 @@ def _precheck(raw: _RawCase, data: dict[Any, Any]) -> str | None:
     return f"unknown key {unknown!r}{did_you_mean(str(unknown), CASE_KEYS)}; put extra fields under 'metadata:'"
 
 
+def _field_line(raw: _RawCase, exc: ValidationError) -> int:
+    """The line of the field the first problem of ``exc`` is about (``rules[1].type`` → that rule's entry), from
+    the YAML lines of the case's keys and list entries; the case's own line when none is known (JSON)."""
+    if not raw.key_lines:
+        return raw.line
+    errors = exc.errors(include_url=False)
+    where = locate_field(errors[0], Case) if errors else ""
+    while where:
+        if where in raw.key_lines:
+            return raw.key_lines[where]
+        cut = max(where.rfind("."), where.rfind("["))
+        where = where[:cut] if cut > 0 else ""
+    return raw.line
+
+
 def _validate_case(raw: _RawCase, position: int, check: KindCheck = INFER_ONLY) -> Case:
     """``raw`` as a Case; every problem becomes a _Problem naming the case and the field. ``check``:
     the kind rules of its file (required fields, value sets; ``evalgate.dataset.kinds``)."""
@@ -696,6 +716,7 @@ def _validate_case(raw: _RawCase, position: int, check: KindCheck = INFER_ONLY) 
         case = Case.model_validate(data)
     except ValidationError as exc:
         problem = format_validation_error(exc, Case)
+        raw.line = _field_line(raw, exc)
     # Validators outside pydantic's control (re.compile, str.encode) may raise these on odd input.
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         problem = f"invalid ({type(exc).__name__}: {exc})"

@@ -28,6 +28,7 @@ from evalgate.calls.executor import CallCancelled
 from evalgate.config.settings import DEFAULT_MAX_ANSWER_CHARS
 from evalgate.metrics.registry import (
     EMPTY_ANSWER_REASON,
+    NO_JUDGE_REASON,
     Metric,
     MetricContext,
     MetricSkipped,
@@ -157,8 +158,12 @@ class Engine:
         prefetch_judged: bool = False,
         optional: Mapping[str | None, frozenset[str]] | None = None,
         conversations: Any = None,
+        not_judged: str | None = None,
     ) -> None:
         self.target = target
+        self.not_judged = not_judged
+        """Why the run has no judge although one is configured (``runner.missing``): judged metrics skipped
+        for want of a judge carry it as their reason, and a case only they could decide is ``skipped``."""
         self.prefetch_judged = prefetch_judged
         """Start a case's async (judged) metrics at once instead of one after another (batch judging: every
         judge request of the case joins the same batch); each result is still taken in plan order."""
@@ -429,7 +434,10 @@ class Engine:
         message is the reason as it stands)."""
         threshold = self._threshold(metric.name, ctx)
         if isinstance(exc, MetricSkipped):
-            return _skipped(str(exc), threshold)
+            reason = str(exc)
+            if self.not_judged and reason == NO_JUDGE_REASON:
+                reason = self.not_judged
+            return _skipped(reason, threshold)
         if isinstance(exc, MetricUnavailable):
             return MetricResult(
                 status=MetricStatus.unavailable,
@@ -459,7 +467,7 @@ class Engine:
         its ``optional_metrics`` (None: evalgate.yaml's)."""
         optional = self.optional.get(suite, self.optional.get(None, frozenset()))
         return case_verdict(metrics, error=error, strict=self.strict, evidence=self.evidence,
-                            optional=optional, needs_judge=self.needs_judge)
+                            optional=optional, needs_judge=self.needs_judge, not_judged=self.not_judged)
 
     def _expectation(self, case: Case) -> str:
         """The case's expectation digest (``runner.expectations``); a plan that cannot be made (a check's

@@ -231,6 +231,7 @@ def merge_runs(
     baseline: BaselineLookup | None = None,
     settings: Settings | None = None,
     pr_labels: Sequence[str] = (),
+    missing_hint: str = "pass --allow-partial to merge anyway",
 ) -> MergeOutcome:
     """Merge ``sources`` into ``output_dir/results.json`` and a new ``merged`` run in ``db_path``. With a
     ``baseline`` (and the ``settings`` that say how to compare: significance, ``fail_on_regression``) the
@@ -254,8 +255,7 @@ def merge_runs(
         consistency, runs = _spool_inputs(inputs, spool)
         missing = consistency.missing_shards()
         if missing and not allow_partial:
-            raise UserError(f"shard(s) {', '.join(missing)} missing (pass --allow-partial to merge anyway)",
-                            where="merge")
+            raise UserError(f"shard(s) {', '.join(missing)} missing ({missing_hint})", where="merge")
         moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
         run_id, timestamp = lock.run_id, moment.strftime("%Y-%m-%dT%H:%M:%SZ")
         thresholds = consistency.gate_thresholds()

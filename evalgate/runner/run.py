@@ -148,6 +148,9 @@ async def _execute(
     check_output_paths(settings, cwd)
     interruption.enter("preparing")  # plain Python code: a signal unwinds it at once
     prepared = prepare(settings, suite_config, cwd)
+    from evalgate.runner.missing import check_answers_recorded
+
+    check_answers_recorded(settings, prepared.cases)  # nothing to score: exit 2 saying how to add answers
     interruption.enter("waiting")  # a signal cancels the wait
     baseline = None
     if settings.baseline_kind != "none":  # the default: nothing to look up or import
@@ -169,16 +172,22 @@ async def _execute(
         prepared.notices.extend(restored.notice.splitlines())
     runtime = Runtime.from_settings(settings, stop)
     try:
-        judge = build_judge(settings, runtime, env, base_cache=restored.cache)
+        from evalgate.runner.missing import not_judged_reason
+
+        not_judged = not_judged_reason(settings)  # a fork's or a bot's pull request: no judge key (skip)
+        judging = settings.model_copy(update={"judge_provider": "none"}) if not_judged else settings
+        judge = build_judge(judging, runtime, env, base_cache=restored.cache)
         target = build_target(settings, runtime, env)
         conversations = ConversationOptions(
             stop_on_failed_turn=settings.stop_on_failed_turn,
             send_id=target.kind == "http" and settings.target_conversation == "id",
             id_from=settings.target_conversation_id_from,
-            simulator=build_simulator(settings, runtime, env, judge), replay=replay)
+            simulator=build_simulator(judging, runtime, env, judge), replay=replay)
     except BaseException:
         restored.close()
         raise
+    if not_judged:
+        prepared.notices.append(f"judged metrics {not_judged}: the rest of the gate decides")  # the comment too
     if getattr(judge, "batch_notice", None):
         prepared.notices.append(str(judge.batch_notice))  # type: ignore[union-attr]
     traces = TraceSession(settings)
@@ -250,6 +259,7 @@ async def _execute(
         prefetch_judged=getattr(judge, "batch", None) is not None,
         optional=prepared.optional,
         conversations=conversations,
+        not_judged=not_judged,
     )
     pairwise: dict[str, Any] | None = None
     interruption.enter("running")  # a signal stops new cases (a flag each worker reads) and wakes the loop
@@ -300,6 +310,11 @@ async def _execute(
             interrupted = status == "cancelled" and (bool(received) or not runtime.ledger.exceeded)
             extra = [f"run {status} before every case finished"] if status != "completed" else []
             extra += calibration.failures_for(aggregate.metrics)
+            from evalgate.runner.missing import nothing_decided
+
+            undecided = nothing_decided(aggregate, not_judged)
+            if undecided:
+                extra.append(undecided)
             if interrupted:
                 by = " and ".join(dict.fromkeys(received)) or "the caller"
                 every = engine.stats.finished_cases >= total

@@ -115,7 +115,7 @@ _TEXT_ONLY = {str}
 
 def case_verdict(
     metrics: Mapping[str, MetricResult], *, error: str | None, strict: bool, evidence: Collection[str] = (),
-    optional: Collection[str] = (), needs_judge: Collection[str] = (),
+    optional: Collection[str] = (), needs_judge: Collection[str] = (), not_judged: str | None = None,
 ) -> tuple[CaseStatus, list[str]]:
     """A case's status and the reasons it did not pass.
 
@@ -127,6 +127,10 @@ def case_verdict(
     Any other gated metric that is ``unavailable`` (the answer lacks what it needs: no sources, no tool
     list, no number) errors the case too, unless it is in ``optional`` (the suite's ``optional_metrics``)
     or, without a judge (``evidence`` empty), in ``needs_judge`` (it only lacks the judge: like skipped).
+
+    ``not_judged``: the reason judged metrics were skipped because the configured judge had no key
+    (``runner.missing``). A case whose gated metrics were all skipped for it, none valued, is ``skipped``
+    with that reason: not judged is never passed.
     """
     if error:
         return CaseStatus.errored, [error]
@@ -158,7 +162,18 @@ def case_verdict(
     reasons = [text for _, text in sorted(found, key=lambda item: item[0])]
     if errored:
         return CaseStatus.errored, reasons
+    if not reasons and not_judged and _only_judged(metrics, not_judged):
+        names = ", ".join(name for name, r in metrics.items() if r.status is _SKIPPED and r.reason == not_judged
+                          and r.threshold is not None)
+        return CaseStatus.skipped, [f"{names}: {not_judged}"]
     return (CaseStatus.failed if reasons else CaseStatus.passed), reasons
+
+
+def _only_judged(metrics: Mapping[str, MetricResult], not_judged: str) -> bool:
+    """True when a gated metric was skipped for ``not_judged`` and no gated metric has a value."""
+    gated = [r for r in metrics.values() if r.threshold is not None]
+    return (any(r.status is _SKIPPED and r.reason == not_judged for r in gated)
+            and not any(r.status is _PASSED or r.status is _FAILED for r in gated))
 
 
 FIRST_REASONS = ("rules", "safety", "policy", "false_is_mine_rate")
@@ -227,6 +242,7 @@ def judge_reason(aggregate: RunAggregate, max_errored: int) -> str | None:
 
 _PASSED, _FAILED, _ERRORED = MetricStatus.passed, MetricStatus.failed, MetricStatus.errored
 _UNAVAILABLE = MetricStatus.unavailable
+_SKIPPED = MetricStatus.skipped
 _NOT_RUN = (MetricStatus.unavailable, MetricStatus.skipped)
 
 

@@ -224,6 +224,10 @@ class GitHubFake:
                 name = (query.get("name") or [None])[0]
                 items = [a for a in self.run_artifacts.get(run_id, []) if name in (None, a["name"])]
                 return 200, {"total_count": len(items), "artifacts": items}, {}
+        if rest == ["actions", "artifacts"]:  # the repository's artifacts (baseline: auto lists them by name)
+            name = (query.get("name") or [None])[0]
+            items = [a for listed in self.run_artifacts.values() for a in listed if name in (None, a["name"])]
+            return 200, {"total_count": len(items), "artifacts": items}, {}
         if rest[:2] == ["actions", "artifacts"] and len(rest) == 4 and rest[2].isdigit() and rest[3] == "zip":
             artifact_id = int(rest[2])
             if artifact_id not in self.blobs:
