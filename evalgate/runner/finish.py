@@ -297,6 +297,9 @@ def attach_gate_policy(document: dict[str, Any], baseline: BaselineLookup | None
     ``gate`` fields to add: ``gate_changes`` (as applied), ``loosened`` (list; None when the base run's policy
     is unknown), ``policy_note``, ``approved_by``. Never raises."""
     head = gate_policy_snapshot(settings, prepared, document, cases, cwd)
+    from evalgate.verdict.calibration import calibration_snapshot
+
+    head["calibrations"] = calibration_snapshot(document.get("calibration"))  # which records admitted a judge
     return compare_gate_policy(document, head, baseline, settings, pr_labels, partial=bool(settings.shard))
 
 
