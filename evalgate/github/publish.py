@@ -56,6 +56,8 @@ PUBLISH_INPUTS: dict[str, str] = {
     "retention-days": "artifact retention in days (1–90; default: the repository setting)",
     "comment-template": "path of a jinja2 template that replaces the bundled comment/summary template",
     "allow-pr-code": "under pull_request_target with the PR's code checked out, run code from it anyway",
+    "untrusted-checkout": "treat the checkout as a pull request's: run no code from it and let none of its "
+                          "settings choose where a secret is sent",
 }
 """Inputs that configure publishing rather than the evaluation (every other input is a setting)."""
 
