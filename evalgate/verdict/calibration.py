@@ -343,9 +343,9 @@ def recompute(record: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
             fresh = _from_cells(_cells(record.get("confusion"), BINARY_CELLS))
     mismatched = [name for name in SUMMARY_FIELDS if name in fresh and not _same(record.get(name), fresh[name])]
     found.update({name: fresh.get(name) for name in SUMMARY_FIELDS})  # unverifiable ones: None
-    stored_missing = record.get("unavailable")
-    found["unavailable"] = fresh.get("unavailable", int(stored_missing) if _number(stored_missing)
-                                     and stored_missing >= 0 else 0)
+    stored_missing: Any = record.get("unavailable")
+    kept = int(stored_missing) if _number(stored_missing) and stored_missing >= 0 else 0
+    found["unavailable"] = fresh.get("unavailable", kept)
     return found, mismatched
 
 
