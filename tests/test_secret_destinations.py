@@ -186,3 +186,41 @@ def test_the_cli_in_a_pull_request_target_step_refuses_too(tmp_path: Path, recor
                             capture_output=True, text=True, timeout=240, check=False)
     assert marked.returncode == 2 and "(EVALGATE_UNTRUSTED_CHECKOUT)" in marked.stderr
     assert recorder.requests() == []
+
+
+SSTI = ('{"message": {{ (input.__class__.__mro__[1].__subclasses__() | selectattr("__name__", "equalto", '
+        '"_wrap_close") | first).__init__.__globals__["environ"]["OPENAI_API_KEY"] | tojson }}}')
+
+
+@pytest.mark.parametrize("setting", ["target_body_template", "target_system_prompt"])
+def test_a_template_in_the_checkout_cannot_read_the_environment(tmp_path: Path, recorder: OpenAIServer,
+                                                               setting: str) -> None:
+    """A jinja2 template is data from a file the pull request may write; an ordinary jinja2 environment lets it
+    walk from a string to os.environ (every secret) and run code. Rendered in jinja2's sandbox, names starting
+    with _ refused at startup (exit 2 naming the setting), and any other route refused when it renders."""
+    target = (["--target", "http", "--target-url", recorder.base_url + "/agent"] if setting == "target_body_template"
+              else ["--target", "openai", "--target-provider", "openai", "--target-url", recorder.base_url + "/v1",
+                    "--target-model", "gpt-4o-mini"])
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "PYTHONPATH": str(REPO_ROOT),
+           "OPENAI_API_KEY": KEY}
+    (tmp_path / "cases.yaml").write_text("cases:\n  - id: one\n    input: hello\n    expected_output: hello\n",
+                                         encoding="utf-8")
+
+    def run(template: str) -> subprocess.CompletedProcess[str]:
+        import yaml
+
+        (tmp_path / "evalgate.yaml").write_text(yaml.safe_dump({setting: template}), encoding="utf-8")
+        return subprocess.run([sys.executable, "-m", "evalgate", "run", "-d", "cases.yaml", "-o", "out", *target,
+                               "--progress", "none"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=240, check=False)
+
+    refused = run(SSTI)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"{setting}: the template reads" in refused.stderr and "names starting with _ are not available" in \
+        refused.stderr
+    assert recorder.requests() == []
+    evasive = run('{{ (input | attr("__class__")) | string }}' if setting == "target_system_prompt"
+                  else '{"message": {{ (input | attr("__class__")) | string | tojson }}}')
+    assert evasive.returncode in (0, 1), evasive.stdout + evasive.stderr  # the case errors; nothing was sent
+    assert leaked(recorder, KEY) == [] and [r for r in recorder.requests() if "class" in r.body] == []
+    assert secret_free(evasive.stdout + evasive.stderr, KEY)
