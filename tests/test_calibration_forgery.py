@@ -120,3 +120,20 @@ def test_a_calibration_record_the_base_run_did_not_use_is_a_gate_change(suite: P
     assert "policy's judge gates on a calibration record the base run did not use (κ 0.81 on 32 labels)" in \
         changed[0]["text"]
     assert code == 1 and any("this pull request loosens the gate" in r for r in document["gate"]["reasons"])
+
+
+def test_a_pull_request_run_reads_calibrations_from_the_file_not_from_a_results_db_in_the_checkout(
+        suite: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A results.db in the output directory may be the pull request's own (committed with forged records): in a
+    pull-request run only the calibration file counts, and it is compared with the base run's."""
+    with judge_server() as judge:
+        assert cli("calibrate", "-d", "cases.yaml", "-o", "out", *judge_args(judge.base_url))[0] == 0
+        FILE.unlink()  # only the database holds the records now
+        _code, document, _text = run(judge.base_url)
+        assert document["calibration"]["metrics"]["policy"]["status"] == "calibrated"  # locally: the database counts
+        monkeypatch.setenv("GITHUB_ACTIONS", "true")
+        monkeypatch.setenv("GITHUB_EVENT_NAME", "pull_request")
+        _code, document, text = run(judge.base_url)
+    policy = document["calibration"]["metrics"]["policy"]
+    assert policy["status"] == "missing" and policy["gating"] is False, policy
+    assert "calibrations in out/results.db not read in a pull-request run" in text

@@ -54,12 +54,19 @@ def stored_records(settings: Settings, prepared: Prepared, cwd: Path, notices: l
     """Every stored record, its summary numbers recomputed from its own labels and verdicts
     (``verdict.calibration.recompute``): a record whose written κ, n, accuracy or intervals disagree is read
     with the recomputed ones, and one notice names the file, the metric and what disagreed. Each record carries
-    ``digest`` (sha256 of the record as stored) and ``read_from`` (where it was read), for the gate policy."""
+    ``digest`` (sha256 of the record as stored) and ``read_from`` (where it was read), for the gate policy.
+    In a pull-request run (``config.trust.untrusted_checkout``) the results database's records are not read: the
+    pull request may have committed that database, and only the calibration file is compared with the base run's."""
+    from evalgate.config.trust import untrusted_checkout
     from evalgate.dataset.load import display_path
     from evalgate.store.calibration import CalibrationFileError, load, read_file, record_digest
 
     db_path = settings.db_path if settings.db_path.is_absolute() else cwd / settings.db_path
     found: list[tuple[dict[str, Any], str]] = [(record, display_path(db_path, cwd)) for record in load(db_path)]
+    if found and untrusted_checkout(settings.environment):  # a results.db the pull request may have committed
+        notices.append(f"calibrations in {display_path(db_path, cwd)} not read in a pull-request run (the "
+                       "calibration file is, and compared with the base run's): evalgate calibrate writes both")
+        found = []
     for path in calibration_files(settings, prepared, cwd):
         try:
             found.extend((record, display_path(path, cwd)) for record in read_file(path))
