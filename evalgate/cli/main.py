@@ -302,6 +302,17 @@ def _print_notices(notices: list[str]) -> None:
         print(f"evalgate: notice: {redact(notice)}", file=sys.stderr)
 
 
+def guard_secret_destinations(settings: Any) -> None:
+    """Inside a workflow step whose checkout is a pull request's (``pull_request_target`` or ``workflow_run``
+    with other code than the base commit checked out, or ``EVALGATE_UNTRUSTED_CHECKOUT=true``), refuse a setting
+    from the checkout's evalgate.yaml that would choose where a secret is sent (``config.trust``; exit 2)."""
+    from evalgate.config.trust import refuse_checkout_redirects
+    from evalgate.github.checkout import env_secrets_reason
+
+    cwd = Path.cwd()
+    refuse_checkout_redirects(settings, env_secrets_reason(os.environ, cwd), cwd)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -313,6 +324,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     values, origins, notices = _cli_values(args)
     defaults = {"compat": ["seed001"]} if args.verb == "eval" else None
     settings, suite_config, _ = build_settings(cli=values, cli_origins=origins, defaults=defaults)
+    guard_secret_destinations(settings)
     _crash_dir.append(settings.output_path)
     _print_notices(notices + settings.notices)
     if getattr(args, "dry_run", False):

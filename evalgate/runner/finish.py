@@ -347,6 +347,9 @@ def attach_gate_policy(document: dict[str, Any], baseline: BaselineLookup | None
     ``gate`` fields to add: ``gate_changes`` (as applied), ``loosened`` (list; None when the base run's policy
     is unknown), ``policy_note``, ``approved_by``. Never raises."""
     head = gate_policy_snapshot(settings, prepared, document, cases, cwd)
+    from evalgate.verdict.calibration import calibration_snapshot
+
+    head["calibrations"] = calibration_snapshot(document.get("calibration"))  # which records admitted a judge
     partial = bool(settings.shard) and not shard_from_checkout(settings)  # a PR's own shard is no partial run
     return compare_gate_policy(document, head, baseline, settings, pr_labels, partial=partial)
 

@@ -159,6 +159,10 @@ def loosenings(base: Mapping[str, Any] | None, head: Mapping[str, Any],
     _optional(base, head, add)
     _run_settings(base, head, add)
     _cases(base, head, removed, add, cases if isinstance(cases, Mapping) else {})
+    from evalgate.verdict.calibration import calibration_loosenings
+
+    for item in calibration_loosenings(base, head):  # a calibration file the pull request added or edited
+        add("calibration_changed", item["setting"], item["before"], item["after"], item["text"], item["origin"])
     return found
 
 
