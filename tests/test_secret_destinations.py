@@ -166,6 +166,10 @@ def test_workflow_run_and_a_marked_checkout_are_untrusted_too(
                                                         "allow-pr-code": "true"}))
     assert allowed.returncode in (0, 1), allowed.stdout + allowed.stderr
     assert recorder.requests(["/v1/chat/completions"])
+    # workflow_run with the pull request's code checked out runs none of its code either
+    (ws.workspace / "evalgate.yaml").write_text("judge_model: gpt-4o-mini\n", encoding="utf-8")  # type: ignore[attr-defined]
+    command = run_entrypoint(ws, action_env(ws, github, {"target": "command"}, event="workflow_run"))  # type: ignore[arg-type]
+    assert command.returncode == 2 and "command target not run: workflow_run with commit" in command.stdout
 
 
 def test_the_cli_in_a_pull_request_target_step_refuses_too(tmp_path: Path, recorder: OpenAIServer) -> None:
