@@ -164,7 +164,7 @@ def merged_pairwise(shards: Sequence[tuple[str, Mapping[str, Any]]], baseline_ru
     cases: list[Any] = []
     for _label, doc in judged:
         for name, row in (doc["pairwise"].get("metrics") or {}).items():
-            total = metrics.setdefault(str(name), {"wins": 0, "losses": 0, "ties": 0})
+            total = metrics.setdefault(str(name), {"wins": 0, "losses": 0, "ties": 0, "unavailable": 0})
             for key in total:
                 total[key] += int((row or {}).get(key) or 0)
         cases.extend(doc["pairwise"].get("cases") or [])

@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 from . import install
 
 READY_SECONDS = 120
+SERVE = Path(__file__).resolve().parent / "serve.py"
+"""Starts ``llama_cpp.server`` with llama.cpp's extra buffer types off (AMX in a VM that does not enable it)."""
 JUDGED_METRICS = frozenset({
     "judge_score", "answer_quality", "factual_correctness", "completeness", "response_quality", "relevancy",
     "faithfulness", "groundedness", "context_precision", "context_recall", "localization", "math", "safety",
@@ -52,7 +54,7 @@ def get(url: str, timeout: float = 2) -> int:
 
 
 class LlamaServer:
-    """``python -m llama_cpp.server`` with the SmolLM2 GGUF on a free loopback port."""
+    """``python -m llama_cpp.server`` (through ``serve.py``) with the SmolLM2 GGUF on a free loopback port."""
 
     def __init__(self, python: Path, gguf: str, *, threads: int = 1, n_ctx: int = 8192,
                  chat_format: str | None = None) -> None:
@@ -68,7 +70,7 @@ class LlamaServer:
         """Start the server and wait until ``/v1/models`` answers 200; returns the base URL."""
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
-                [str(self.python), "-m", "llama_cpp.server", "--model", self.gguf, "--host", "127.0.0.1",
+                [str(self.python), str(SERVE), "--model", self.gguf, "--host", "127.0.0.1",
                  "--port", str(self.port), "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
                  "--n_ctx", str(self.n_ctx),
                  *(["--chat_format", self.chat_format] if self.chat_format else [])],
