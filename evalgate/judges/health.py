@@ -20,8 +20,9 @@ prompt instead. In order:
   answer or the criteria parroted back ("I refuse to write a harassing message; …" as the reasoning for that
   very answer), with hardly a word of its own. Quoting the answer inside a judgement stays well below: the
   scripted demo judge's reasonings, which quote 40 characters of the answer, come out at most ≈ 0.5;
-* ``json_debris`` — the reasoning is JSON left-overs, not prose: fewer than ``MIN_PROSE_WORDS`` (3) words of
-  two letters or more (``"A"``), or it starts with JSON punctuation (``}`` ``]`` ``,`` ``:``: no sentence does),
+* ``json_debris`` — the reasoning is JSON left-overs, not prose: no word of two letters or more (``][``, a list
+  of numbers), fewer than ``MIN_TOKENS`` (3) words and numbers in all (``"A"``; ``412 / 880 = 46.8 %: correct``
+  passes), or it starts with JSON punctuation (``}`` ``]`` ``,`` ``:``: no sentence does),
   holds a verdict key (``"score":``) or a line of only a brace or bracket, or punctuation is ≥ 40 % of its
   visible characters;
 * ``repeated_reasoning`` (run level) — the same reasoning (≥ 20 characters, compared without case and spacing)
@@ -75,7 +76,7 @@ COPY_RUN = 6
 """Words in a row found verbatim in the prompt's trusted text that count as copied."""
 COPY_SHARE = 0.5
 COPY_ALL = 0.8
-MIN_PROSE_WORDS = 3
+MIN_TOKENS = 3
 DEBRIS_PUNCTUATION = 0.4
 REPEAT_PROMPTS = 3
 EXAMPLES = 3
@@ -162,7 +163,9 @@ def copied_share(text: str, runs: frozenset[tuple[str, ...]]) -> float:
 
 def json_debris(text: str) -> bool:
     """True when ``text`` is JSON left-overs rather than prose (module doc)."""
-    if len(PROSE_WORD.findall(text)) < MIN_PROSE_WORDS or text.startswith(DEBRIS_START) or JSON_KEY.search(text):
+    if not PROSE_WORD.search(text) or len(WORD.findall(text)) < MIN_TOKENS:
+        return True
+    if text.startswith(DEBRIS_START) or JSON_KEY.search(text):
         return True
     if any(line.strip() in ("{", "}", "},", "]", "[") for line in text.splitlines()):
         return True

@@ -173,7 +173,7 @@ class OutputNegotiator:
         self._index = 0
         self.remembered: RememberedMode | None = None
         if start is not None and not forced and start.mode in modes:
-            self._index = modes.index(start.mode)  # type: ignore[arg-type]
+            self._index = modes.index(start.mode)
             self.remembered = start
         self.learnt: tuple[OutputMode, tuple[str, ...]] | None = None
         """(mode, refused modes) once this run moved down the chain and a call succeeded: to remember."""

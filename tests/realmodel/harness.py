@@ -196,6 +196,15 @@ def run_evalgate(args: list[str], *, workdir: Path, judge_url: str | None, timeo
 # --- a loopback proxy that misbehaves on purpose --------------------------------------------------------------
 
 
+def _mode_of(body: bytes) -> str:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return "unreadable"
+    shape = data.get("response_format") if isinstance(data, dict) else None
+    return str(shape.get("type")) if isinstance(shape, dict) and shape.get("type") else "prompt"
+
+
 class JudgeProxy:
     """Forwards chat completions to a real server on 127.0.0.1, optionally capping ``max_tokens`` (so the real
     model's verdicts are cut short) or going down for good once ``serve_calls`` completions were answered
@@ -206,6 +215,8 @@ class JudgeProxy:
         self.max_tokens = max_tokens
         self.serve_calls = serve_calls
         self.calls = 0
+        self.modes: list[str] = []
+        """The structured-output mode of every chat request received (``response_format.type`` or ``prompt``)."""
         self.forwarded = 0
         self.served = 0
         """Completions answered with 2xx."""
@@ -228,6 +239,7 @@ class JudgeProxy:
                 if body is not None and self.path.endswith("/chat/completions"):
                     with proxy._lock:
                         proxy.calls += 1
+                        proxy.modes.append(_mode_of(body))
                         down = proxy.serve_calls is not None and proxy.served >= proxy.serve_calls
                         if not down:
                             proxy.forwarded += 1
