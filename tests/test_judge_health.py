@@ -144,7 +144,7 @@ replies, and pairwise replies were not checked)."""
 USABLE = 26
 
 
-def test_repeated_reasoning_needs_three_prompts_and_different_scores() -> None:
+def test_repeated_reasoning_needs_three_prompts_and_far_apart_scores() -> None:
     """A real SmolLM2 reasoning that came back for two different answers, given a third time."""
     real = entries("correctness")
     text = sample_of(next(e for e in real if e["case"] == "brunson-status-wrong")).reasoning
@@ -157,6 +157,9 @@ def test_repeated_reasoning_needs_three_prompts_and_different_scores() -> None:
 
     same = HealthCheck()
     assert [same.check(prompt_of(e), [sample_of(e, reply(1.0))])[0] for e in others] == [None] * 4
+    close = HealthCheck()  # 0 and 0.1: the same finding, scored a little differently
+    assert [close.check(prompt_of(e), [sample_of(e, reply(score))])[0]
+            for e, score in zip(others, (0.0, 0.1, 0.0, 0.1), strict=True)] == [None] * 4
     varied = HealthCheck()
     outcomes = [varied.check(prompt_of(e), [sample_of(e, reply(score))])[0]
                 for e, score in zip(others, (1.0, 1.0, 0.0, 1.0), strict=True)]

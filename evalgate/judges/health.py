@@ -26,15 +26,15 @@ prompt instead. In order:
   holds a verdict key (``"score":``) or a line of only a brace or bracket, or punctuation is ≥ 40 % of its
   visible characters;
 * ``repeated_reasoning`` (run level) — the same reasoning (≥ 20 characters, compared without case and spacing)
-  given for ``REPEAT_PROMPTS`` (3) or more different prompts of this judge **with different scores**: the same
-  words cannot explain a 0 and a 1, so they explain neither — a formula, not evidence. From the third prompt
-  on, once the string has come with two different values, its verdicts are unusable; the first two stand
-  (they were recorded before the third arrived), and shards count their own. Why 3 and why only with
-  different scores: two different prompts can share a reasoning when their cases are alike (a reworded
-  question, the same answer), and a capable judge writes "The answer matches the expected output." for every
-  easy case with the same score — repeating a true statement is not missing evidence, and voiding it would
-  error every case of an easy suite. Identical reasonings that stand are still counted
-  (``duplicate_reasoning``).
+  given for ``REPEAT_PROMPTS`` (3) or more different prompts of one template **with scores more than half the
+  scale apart** (a pass and a fail: 0.2 and 0.9 on 0–1): the same words cannot explain both, so they explain
+  neither — a formula, not evidence. From the third prompt on, once the string has come with such scores, its
+  verdicts are unusable; the first two stand (they were recorded before the third arrived), and shards count
+  their own. Why 3 and why only with far-apart scores: two different prompts can share a reasoning when their
+  cases are alike (a reworded question, the same answer), and a capable judge writes "The answer matches the
+  expected output." for every easy case with the same score, or "It never mentions the refund." with 0 and 0.1
+  — repeating a true statement is not missing evidence, and voiding it would error every case of an easy
+  suite. Identical reasonings that stand are still counted (``duplicate_reasoning``).
 
 Two more are counted and shown (and listed in the verdict's ``details.health_flags`` for ``inconsistent``) but
 leave the verdict standing:
@@ -76,7 +76,7 @@ COPY_RUN = 6
 """Words in a row found verbatim in the prompt's trusted text that count as copied."""
 COPY_SHARE = 0.5
 COPY_ALL = 0.8
-MIN_TOKENS = 3
+MIN_TOKENS = 2
 DEBRIS_PUNCTUATION = 0.4
 REPEAT_PROMPTS = 3
 EXAMPLES = 3
@@ -176,19 +176,29 @@ def json_debris(text: str) -> bool:
 
 @dataclass
 class Repeats:
-    """One reasoning's first ``REPEAT_PROMPTS`` − 1 prompts (hashes: their verdicts stand) and the values it came
-    with (at most two kept: whether it ever came with different ones)."""
+    """One reasoning's first ``REPEAT_PROMPTS`` − 1 prompts (hashes: their verdicts stand) and the lowest and
+    highest value of each score it came with."""
 
     prompts: list[str] = field(default_factory=list)
-    values: set[tuple[tuple[str, float], ...]] = field(default_factory=set)
+    low: dict[str, float] = field(default_factory=dict)
+    high: dict[str, float] = field(default_factory=dict)
+
+    def add(self, values: Mapping[str, float]) -> None:
+        for name, value in values.items():
+            self.low[name] = min(value, self.low.get(name, value))
+            self.high[name] = max(value, self.high.get(name, value))
+
+    def span(self) -> float:
+        """The widest range one score took with this reasoning."""
+        return max((self.high[name] - self.low[name] for name in self.low), default=0.0)
 
 
 @dataclass
 class HealthCheck:
     """The per-verdict checks of one run's judge, and the run-level memory ``repeated_reasoning`` needs."""
 
-    seen: dict[bytes, Repeats] = field(default_factory=dict)
-    """Digest of a normalised reasoning → the prompts that got it and the values it came with."""
+    seen: dict[tuple[str, bytes], Repeats] = field(default_factory=dict)
+    """(template, digest of a normalised reasoning) → the prompts that got it and the values it came with."""
 
     def check(self, prompt: RenderedPrompt, samples: Sequence[Sample]) -> tuple[tuple[str, str] | None, list[str]]:
         """((check, reason) for a failed check that voids the verdict, else None; the counted flags)."""
@@ -229,12 +239,12 @@ class HealthCheck:
             return "json_debris", f"the judge's reasoning is JSON debris, not prose ({shown})"
         if len(_norm(text)) >= MIN_DUPLICATE:
             key = hashlib.sha256("\x00".join(contents).encode()).hexdigest()[:16]
-            seen = self.seen.setdefault(_digest(text), Repeats())
-            if len(seen.values) < 2:  # only "more than one" matters
-                seen.values.add(tuple(sorted((name, round(v, 6)) for name, v in (values or {}).items())))
+            seen = self.seen.setdefault((prompt.template.name, _digest(text)), Repeats())
+            seen.add(values or {})
             if key not in seen.prompts and len(seen.prompts) < REPEAT_PROMPTS - 1:
                 seen.prompts.append(key)
-            if key not in seen.prompts and len(seen.values) > 1:
+            low, high = prompt.template.value_range
+            if key not in seen.prompts and seen.span() > (high - low) / 2:
                 return "repeated_reasoning", (f"the judge gave this reasoning word for word for {REPEAT_PROMPTS} or "
                                               f"more different prompts, with different scores ({shown})")
         return None
