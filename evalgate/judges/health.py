@@ -21,10 +21,9 @@ prompt instead. In order:
   very answer), with hardly a word of its own. Quoting the answer inside a judgement stays well below: the
   scripted demo judge's reasonings, which quote 40 characters of the answer, come out at most ≈ 0.5;
 * ``json_debris`` — the reasoning is JSON left-overs, not prose: no word of two letters or more (``][``, a list
-  of numbers), fewer than ``MIN_TOKENS`` (3) words and numbers in all (``"A"``; ``412 / 880 = 46.8 %: correct``
-  passes), or it starts with JSON punctuation (``}`` ``]`` ``,`` ``:``: no sentence does),
-  holds a verdict key (``"score":``) or a line of only a brace or bracket, or punctuation is ≥ 40 % of its
-  visible characters;
+  of numbers), a single word or number in all (``"A"``; ``on topic`` and ``412 / 880 = 46.8 %: correct``
+  pass), a start with JSON punctuation (``}`` ``]`` ``,`` ``:``: no sentence starts so), a verdict key
+  (``"score":``) or a line of only a brace or bracket inside, or punctuation ≥ 40 % of its visible characters;
 * ``repeated_reasoning`` (run level) — the same reasoning (≥ 20 characters, compared without case and spacing)
   given for ``REPEAT_PROMPTS`` (3) or more different prompts of one template **with scores more than half the
   scale apart** (a pass and a fail: 0.2 and 0.9 on 0–1): the same words cannot explain both, so they explain
@@ -84,7 +83,8 @@ EXAMPLE_CHARS = 160
 FENCED = re.compile(r"<<<UNTRUSTED (?P<label>.+?) id=(?P<id>[0-9a-f]+)>>>.*?<<<END id=(?P=id) UNTRUSTED>>>",
                     re.S)
 FENCE_ID = re.compile(r"<<<UNTRUSTED .+? id=(?P<id>[0-9a-f]+)>>>")
-FENCE_MARKUP = re.compile(r"<<<|>>>|\bUNTRUSTED\b|\bEND\s+id\s*=", re.I)
+FENCE_MARKUP = re.compile(r"<<<|>>>|\bUNTRUSTED\b|\bEND\s+id\s*=")
+"""Case-sensitive: the fence writes ``UNTRUSTED`` and ``END id=`` in capitals; "untrusted input" is prose."""
 HEX_RUN = re.compile(r"[0-9a-f]{6,}", re.I)
 PLACEHOLDER = re.compile(r"<[^<>\n]{3,60}>")
 KNOWN_PLACEHOLDER = re.compile(r"<\s*(?:your|brief|short|step|reasoning|explanation|comparison)\b[^<>\n]{0,60}>", re.I)
