@@ -308,7 +308,7 @@ def test_a_run_replaying_real_replies_errors_the_flagged_cases_and_reports_healt
     if fence is not None:  # untrusted reply text: inline code in the comment, entities in HTML
         assert f"`{fence['text']}`" in comment
         assert "&lt;END id=" in html and "<END id=" not in html
-    assert "<sub>e.g. `correctness`" in comment and 'class="small judge-health-examples"' in html
+    assert "<sub>e.g. `correctness`: " in comment and 'class="small judge-health-examples"' in html
 
 
 # --- pairwise --------------------------------------------------------------------------------------------------
@@ -388,12 +388,12 @@ def test_the_tally_keeps_one_example_per_cause_first() -> None:
     from evalgate.model import CaseResult, CaseStatus, MetricResult, MetricStatus
 
     tally = HealthTally()
-    for index, (cause, text) in enumerate([("json_debris", "]["), ("json_debris", "}"), ("json_debris", ","),
+    for index, (cause, text) in enumerate([("json_debris", "]["), ("json_debris", "]["), ("json_debris", "}"),
                                            ("fence_echo", "<END id=1a2b3c4d5e6f>" + "x" * 300)]):
         details = {"method": "judge", "judge_failure": "unhealthy", "health": cause, "reasoning": text}
         tally.add(CaseResult(id=f"c{index}", status=CaseStatus.errored, passed=False, metrics={
             "correctness": MetricResult(status=MetricStatus.unavailable, reason="x", details=details)}))
     examples = tally.report()["metrics"]["correctness"]["examples"]
     assert [(e["cause"], e["case"]) for e in examples] == [("json_debris", "c0"), ("fence_echo", "c3"),
-                                                          ("json_debris", "c1")]
+                                                          ("json_debris", "c2")]  # c1 said what c0 said
     assert len(examples[1]["text"]) == 161 and examples[1]["text"].endswith("…")

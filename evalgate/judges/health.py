@@ -279,7 +279,8 @@ class MetricHealth:
     first: dict[str, dict[str, str]] = field(default_factory=dict)
     """The first unusable reply of each cause ``{cause, case, text}``."""
     more: list[dict[str, str]] = field(default_factory=list)
-    """Further unusable replies (at most ``EXAMPLES``), shown when fewer causes than ``EXAMPLES`` occurred."""
+    """Further unusable replies (at most ``EXAMPLES``, each text once), shown when fewer causes than ``EXAMPLES``
+    occurred."""
 
     def example(self, cause: str, case: str, text: str) -> None:
         """Keep ``text`` (cut to ``EXAMPLE_CHARS``) as an example of ``cause``."""
@@ -288,6 +289,8 @@ class MetricHealth:
             return
         row = {"cause": cause, "case": case,
                "text": shown if len(shown) <= EXAMPLE_CHARS else shown[:EXAMPLE_CHARS] + "…"}
+        if any(kept["text"] == row["text"] for kept in (*self.first.values(), *self.more)):
+            return  # the same words again: no new example
         if cause not in self.first:
             self.first[cause] = row
         elif len(self.more) < EXAMPLES:
