@@ -397,3 +397,19 @@ def test_the_tally_keeps_one_example_per_cause_first() -> None:
     assert [(e["cause"], e["case"]) for e in examples] == [("json_debris", "c0"), ("fence_echo", "c3"),
                                                           ("json_debris", "c2")]  # c1 said what c0 said
     assert len(examples[1]["text"]) == 161 and examples[1]["text"].endswith("…")
+
+
+def test_shards_pairwise_health_adds_up() -> None:
+    from evalgate.runner.pairwise import merged_health, pairwise_health
+
+    one = pairwise_health([{"id": "c0", "metric": "correctness", "unusable": [
+        {"order": 1, "cause": "json_debris", "text": "A"}, {"order": 2, "cause": "json_debris", "text": "B"}]}])
+    two = pairwise_health([{"id": "c1", "metric": "correctness"},
+                           {"id": "c2", "metric": "correctness", "unusable": [
+                               {"order": 1, "cause": "placeholder_reasoning", "text": "<your step-by-step comparison>"}]}])
+    merged = merged_health([one, two, None])
+    row = merged["metrics"]["correctness"]
+    assert (row["replies"], row["usable"], row["unusable"]) == (6, 3, 3)
+    assert (row["json_debris"], row["placeholder_reasoning"]) == (2, 1)
+    assert [e["case"] for e in row["examples"]] == ["c0", "c0", "c2"]
+    assert merged["total"] == {"replies": 6, "unusable": 3}

@@ -99,3 +99,24 @@ def pairwise_health(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
                          **({"examples": tally.examples} if tally.examples else {})}
     return {"metrics": metrics, "total": {"replies": sum(m["replies"] for m in metrics.values()),
                                           "unusable": sum(m["unusable"] for m in metrics.values())}}
+
+
+def merged_health(blocks: Iterable[Any]) -> dict[str, Any]:
+    """Shards' ``pairwise.health`` blocks as one: counts add up (shards judge disjoint cases), the first
+    examples are kept (up to three per metric)."""
+    metrics: dict[str, dict[str, Any]] = {}
+    for block in blocks:
+        if not isinstance(block, Mapping):
+            continue
+        for name, row in (block.get("metrics") or {}).items():
+            if not isinstance(row, Mapping):
+                continue
+            total = metrics.setdefault(str(name), {})
+            for key, value in row.items():
+                if key == "examples" and isinstance(value, list):
+                    total["examples"] = [*total.get("examples", []), *value][:3]
+                elif isinstance(value, int) and not isinstance(value, bool):
+                    total[key] = int(total.get(key, 0)) + value
+    return {"metrics": dict(sorted(metrics.items())),
+            "total": {"replies": sum(int(m.get("replies", 0)) for m in metrics.values()),
+                      "unusable": sum(int(m.get("unusable", 0)) for m in metrics.values())}}
