@@ -113,14 +113,15 @@ class Plan:
         return sequential.critical_sprt(case.head, self.requirement, self.alpha_case())
 
     def wanted(self) -> list[str]:
-        """The cases to re-try in the next round (ids, in first-seen order)."""
-        want: list[str] = []
-        for case in self.cases.values():
-            if (case.critical and self.critical_evidence(case).decision == "undecided" \
-                    and len(case.head) < sequential.CRITICAL_MAX_TRIALS) or (self.rounds == 1 and self.decision == "continue" and not self.thin_base
-                  and case.id in self.stage2 and len(case.base) > 1):
-                want.append(case.id)
-        return want
+        """The cases to re-try in the next round (ids): the undecided critical cases first (their SPRT gates the
+        run), then look 2's cases in first-seen order."""
+        critical = [c.id for c in self.cases.values() if c.critical
+                    and self.critical_evidence(c).decision == "undecided"
+                    and len(c.head) < sequential.CRITICAL_MAX_TRIALS]
+        chosen = set(critical)
+        if self.rounds == 1 and self.decision == "continue" and not self.thin_base:
+            critical += [i for i in self.stage2 if i not in chosen and len(self.cases[i].base) > 1]
+        return critical
 
     def next_round(self, room: int | None) -> list[str]:
         """The cases of the next round, at most ``room`` of them (None: no cap): ``budget_spent`` is set when
@@ -166,12 +167,14 @@ class Plan:
                                            f"base runs passed; not significantly worse, p={p:.2g})")
             return "failed", (f"{said}: its pass probability is below the required {self.requirement:g} "
                               f"(SPRT, error ≤ {self.alpha_case():.2g} per case)")
-        if evidence.decision == "undecided" and passes < trials:
-            return "failed", (f"{said}: re-trials ended before its pass probability was shown to meet "
-                              f"{self.requirement:g} (missing evidence does not pass)")
+        if evidence.decision == "undecided" and evidence.log_ratio > 0:
+            return "failed", (f"{said}: re-trials ended before the SPRT decided and the evidence leans below "
+                              f"the required {self.requirement:g} (likelihood ratio > 1; missing evidence does not "
+                              "pass)")
         if evidence.decision == "cleared":
             return "passed", f"{said}: meets the required pass probability {self.requirement:g} (SPRT)"
-        return "passed", f"{said} (every trial passed; re-trials ended before the SPRT decided)"
+        return "passed", (f"{said}: re-trials ended before the SPRT decided; the evidence leans towards the "
+                          f"required {self.requirement:g} (likelihood ratio ≤ 1)")
 
     def report(self) -> dict[str, Any]:
         """The ``adaptive`` block of results.json."""
