@@ -38,7 +38,7 @@ decided by the two families used before (``pairwise_flags``).
 
 The ``repeat: adaptive`` cells (``adaptive_cells``, ``ADAPTIVE_FACTOR``× the replications for the two iid cells
 the targets name) run each PR three ways on the same draws: one run per case on both sides, ``repeat: 3`` on
-both, and ``repeat: adaptive`` against a base run with ``repeat: 3`` (``adaptive_replicate``: the rounds of
+both, and ``repeat: adaptive`` against a base run with ``repeat: 5`` (``adaptive_replicate``: the rounds of
 ``verdict.adaptive.Plan``, each re-trial a fresh draw, then ``compare_runs`` on the documents): share flagged,
 share inconclusive, the PR's agent calls per decision and the share the critical rule blocks; the critical SPRT
 is also computed exactly (``critical_exact``). ``--only-adaptive`` recomputes this part alone and keeps the rest
@@ -177,8 +177,8 @@ def replicate(cell: Cell, rng: np.random.Generator, resamples: int) -> tuple[dic
 
 # ── repeat: adaptive ─────────────────────────────────────────────────────────────────────────
 
-ADAPTIVE_BASE_REPEATS = 3
-"""The base branch's run (on push, amortised over every PR against it) uses ``repeat: 3``."""
+ADAPTIVE_BASE_REPEATS = 5
+"""The base branch's run (on push, amortised over every PR against it) uses ``repeat: 5`` (docs/trustworthy-verdicts.md)."""
 ADAPTIVE_FACTOR = 10
 """The two iid adaptive cells the targets name run this many times the replications."""
 ADAPTIVE_OTHER_SHARE = 0.4
@@ -761,7 +761,7 @@ def _adaptive_table(rows: list[dict[str, Any]], exact: dict[str, Any] | None) ->
     lines = ["", f"**`repeat: adaptive`** (`adaptive_cells`, {reps} replications for the two iid rows without "
              f"critical cases, {few} for the others; ± {math.sqrt(0.05 * 0.95 / reps):.1%} at 5 %, "
              f"±{math.sqrt(0.16 / reps):.1%} at 80 % with {reps}; n = 200, one gated "
-             f"metric; the base run has 1, 3 and {ADAPTIVE_BASE_REPEATS} runs per case; adaptive re-trials within "
+             f"metric; the base run has 1, 3 and {ADAPTIVE_BASE_REPEATS} runs per case (one run, repeat: 3, adaptive); adaptive re-trials within "
              "the default budget `auto`: 50 % of the cases + 39 per critical case). Flagged = share of PRs the comparison flags; inconclusive = share "
              "whose comparison ends inconclusive; calls = the PR's agent calls per decision as a multiple of one run "
              "(judge calls scale the same: one per trial and judged metric); critical blocked = share the critical "

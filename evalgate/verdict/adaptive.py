@@ -9,7 +9,7 @@ Rounds. Round 1 runs every case once. After it:
   scored a gated metric near its threshold (``near_threshold``), and
   compares each re-trial with the base runs 1, 2, … of the baseline (never with run 0, which chose the
   case): look 2. A case without a base run beyond run 0 cannot join look 2 (the base's evidence is thin):
-  when no case can, the comparison ends **inconclusive** and says that a base run with ``repeat: 3``
+  when no case can, the comparison ends **inconclusive** and says that a base run with ``repeat: 5``
   resolves it;
 * every **critical case** runs its SPRT (``sequential.critical_sprt``) round after round until it is
   blocked, cleared or reaches ``CRITICAL_MAX_TRIALS``.
@@ -185,7 +185,7 @@ class Plan:
         resolve = []
         if self.comparison_verdict() == "inconclusive":
             if self.thin_base:
-                resolve.append("base runs with repeat: 3 (the baseline has one run per case: re-trials have no "
+                resolve.append("base runs with repeat: 5 (the baseline has one run per case: re-trials have no "
                                "fresh base run to be compared with)")
             if self.budget_spent:
                 resolve.append("a larger adaptive_budget (it was spent before the second look)")
