@@ -305,4 +305,34 @@ def test_missing_extra_says_how_to_install_it(runs: dict[str, Any], tmp_path: Pa
     done = subprocess.run([sys.executable, "-m", "evalgate", "view", str(runs["db"]), "--no-open"],
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 2
-    assert done.stderr.strip().count("\n") == 0 and "pip install 'evalgate-action[view]'" in done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "evalgate-action[view]" in done.stderr
+
+
+def test_the_action_uploads_the_static_site_and_the_summary_points_to_it(runs: dict[str, Any], tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalgate.github import publish
+
+    out = tmp_path / "evalgate-results"
+    out.mkdir()
+    shutil.copy(runs["root"] / "two" / "results.json", out / "results.json")
+    shutil.copy(runs["db"], out / "results.db")
+    uploaded: list[list[Path]] = []
+
+    def fake_upload(name: str, files: list[Path], **_: Any) -> publish.UploadResult:
+        uploaded.append(files)
+        return publish.UploadResult(uploaded=True, url="https://github.example/a/1")
+
+    monkeypatch.setattr(publish, "upload_artifact", fake_upload)
+    notes: list[str] = []
+    publish._upload(out / "results.json", out / "results.db", publish.PublishOptions(), {}, notes.append, notes.append)
+    assert [p.name for p in uploaded[0]] == ["results.json", "results.db", "evalgate-site"]
+    assert not [n for n in notes if "not exported" in n]
+    site = out / "evalgate-site"
+    assert (site / "index.html").is_file() and any(site.glob("case-*.html"))
+    line = publish.site_summary_line("https://github.example/a/1")
+    assert "[the artifact](https://github.example/a/1)" in line and "evalgate-site/index.html" in line
+    (out / "results.db").write_bytes(b"not sqlite")  # an unreadable database: a note, the upload goes on
+    shutil.rmtree(site)
+    publish._upload(out / "results.json", out / "results.db", publish.PublishOptions(), {}, notes.append, notes.append)
+    assert [p.name for p in uploaded[1]] == ["results.json", "results.db"]
+    assert len([n for n in notes if "results browser was not exported" in n]) == 1

@@ -12,7 +12,8 @@ from typing import Any
 from evalgate.errors import UserError
 
 DEFAULT_RESULTS = Path("evalgate-results")
-INSTALL_HINT = "evalgate view needs its optional extra: pip install 'evalgate-action[view]' (starlette, uvicorn)"
+INSTALL_HINT = ("evalgate view needs the extra evalgate-action[view] (starlette, uvicorn): pip install -e '.[view]' in a "
+                "checkout, or pip install 'evalgate-action[view] @ git+https://github.com/evalgate/evalgate'")
 
 
 def add_view(verbs: Any) -> None:
