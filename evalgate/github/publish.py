@@ -294,9 +294,10 @@ def publish(
         _step("job summary", warn, lambda: write_summary_report(
             ctx.summary_path, results, run_url=ctx.run_url, artifact_url=artifact_url, tag=options.comment_tag,
             template_path=options.comment_template, source_links=links))
-        if ctx.summary_path and report.artifact is not None and report.artifact.uploaded \
+        summary_path = ctx.summary_path
+        if summary_path and report.artifact is not None and report.artifact.uploaded \
                 and (results_path.parent / SITE_DIR / "index.html").is_file():
-            _step("job summary", warn, lambda: _append(ctx.summary_path, site_summary_line(artifact_url)))
+            _step("job summary", warn, lambda: _append(summary_path, site_summary_line(artifact_url)))
     if "comment" in steps:
         note = warn if require_comment else emit_note(emit)
         report.comment = _step("PR comment", warn, lambda: _comment(

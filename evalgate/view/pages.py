@@ -444,7 +444,7 @@ def trends_page(catalog: Catalog, links: Links, params: Mapping[str, str]) -> st
                        "chart": pass_chart, "slug": "pass_rate"})
     names = sorted({name for e in runs for name in e["metrics"]})
     for name in names:
-        info = next((e["metrics"][name] for e in reversed(runs) if name in e["metrics"]), {})
+        info: dict[str, Any] = next((e["metrics"][name] for e in reversed(runs) if name in e["metrics"]), {})
         line = threshold_line(info.get("threshold"))
         drawn = chart(lambda e, n=name: (e["metrics"].get(n) or {}).get("average"), line[1] if line else None)
         if drawn:
