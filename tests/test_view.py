@@ -233,8 +233,11 @@ def test_flaky_cases_from_the_history(runs: dict[str, Any], server: str) -> None
         page = parse(response.read().decode())
     (table,) = page.find_all("table", id="flaky")
     listed = [tr.find_all("a")[0].all_text() for tr in table.find_all("tr")[1:]]
-    assert listed == ["case-1", "case-4"] or listed == ["case-4", "case-1"]  # case-4 failed twice of three
-    assert listed[0] == "case-1" or listed == ["case-4", "case-1"]
+    # case-1 failed in one run of three, case-4 in two: both minority shares 1/3, ties by id; the hostile case
+    # ran once (never passed) and the rest always passed
+    assert listed == ["case-1", "case-4"]
+    shares = [tr.find_all("td")[5].all_text() for tr in table.find_all("tr")[1:]]
+    assert shares == ["33.3%", "33.3%"]
 
 
 # ── read-only, inputs, export ───────────────────────────────────────────────────────────────────
@@ -336,3 +339,74 @@ def test_the_action_uploads_the_static_site_and_the_summary_points_to_it(runs: d
     publish._upload(out / "results.json", out / "results.db", publish.PublishOptions(), {}, notes.append, notes.append)
     assert [p.name for p in uploaded[1]] == ["results.json", "results.db"]
     assert len([n for n in notes if "results browser was not exported" in n]) == 1
+
+
+def test_a_case_shows_conversation_turns_and_the_span_tree(tmp_path: Path) -> None:
+    """A conversation case with a traced answer (records as results.json writes them), from a results.json."""
+    record = {
+        "id": "conv-1", "index": 0, "suite": "s", "risk_level": "high", "source": "c.yaml:3", "status": "failed",
+        "passed": False, "error": None, "reasons": ["turn 2 failed"], "input": "Who should I start?", "expected": {},
+        "output": "Start Reid.", "repeat": 0,
+        "answer": {"trace": {"spans": 3, "tool_calls": 1, "llm_call_count": 1, "tokens": {"total": 42},
+                             "source": "otlp", "tree": [
+                                 {"name": "agent run", "kind": "agent", "ms": 12.5, "depth": 0},
+                                 {"name": "get_player_status <script>x()</script>", "kind": "tool", "ms": 3.0,
+                                  "depth": 1, "failed": True},
+                                 {"name": "chat gpt", "kind": "llm", "ms": 7.0, "depth": 1}]}},
+        "metrics": {"rules": {"value": 0.0, "threshold": {"min": 1.0}, "passed": False, "status": "failed",
+                              "reason": "misses threshold", "details": {"reason": "contains 'Start Caruso'"}}},
+        "conversation": {"failed_turn": 2, "planned_turns": 2, "turns": [
+            {"turn": 1, "input": "Who should I start: Caruso or Reid?", "output": "Start Caruso.", "status": "passed",
+             "metrics": {}},
+            {"turn": 2, "input": "Caruso is now OUT — replan", "output": "Start Caruso anyway.", "status": "failed",
+             "metrics": {"rules": {"value": 0.0, "threshold": {"min": 1.0}, "status": "failed",
+                                   "details": {"reason": "contains 'Start Caruso'"}}}}]},
+    }
+    document = {"schema_version": 1, "run_id": "r-conv", "timestamp": "2026-11-28T10:00:00Z", "status": "completed",
+                "summary": {"pass_rate": 0.0, "total_test_cases": 1, "total_passed": 0, "total_failed": 1},
+                "gate": {"passed": False, "exit_code": 1, "reasons": ["critical"]}, "metrics": {}, "results": [record]}
+    source = tmp_path / "results.json"
+    source.write_text(json.dumps(document), encoding="utf-8")
+    site = tmp_path / "site"
+    code, _, err = run_cli("view", source, "--export", site)
+    assert code == 0, err
+    (case,) = site.glob("case-*.html")
+    page = parse(case.read_text(encoding="utf-8"))
+    turns = [li.all_text() for li in page.find_all("li") if li.find_all("pre")]
+    assert len(turns) == 2 and "Caruso is now OUT" in turns[1] and "Start Caruso anyway." in turns[1]
+    (spans,) = [n for n in page.walk() if n.tag == "pre" and "spans" in n.classes()]
+    lines = spans.all_text().splitlines()
+    assert lines[0].startswith("agent run") and lines[1].startswith("  get_player_status <script>x()</script>")
+    assert "✗ failed" in lines[1] and not page.find_all("script")
+    assert source.read_text(encoding="utf-8") == json.dumps(document)  # the input is never written
+
+
+def test_the_browser_is_opened_only_with_a_display(monkeypatch: pytest.MonkeyPatch) -> None:
+    import webbrowser
+
+    from evalgate.cli import view
+
+    opened: list[str] = []
+
+    class Browser:
+        def open(self, url: str) -> bool:
+            opened.append(url)
+            return True
+
+    class Timer:
+        def __init__(self, delay: float, action: Any) -> None:
+            self.action = action
+
+        def start(self) -> None:
+            self.action()
+
+    monkeypatch.setattr(webbrowser, "get", lambda: Browser())
+    monkeypatch.setattr("threading.Timer", Timer)
+    monkeypatch.setattr(view.sys, "platform", "linux")
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    view._open_browser("http://127.0.0.1:1/")
+    assert opened == []  # a server: no text browser takes over the terminal
+    monkeypatch.setenv("DISPLAY", ":0")
+    view._open_browser("http://127.0.0.1:1/")
+    assert opened == ["http://127.0.0.1:1/"]

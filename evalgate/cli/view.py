@@ -91,10 +91,15 @@ def _loopback(host: str) -> bool:
 
 
 def _open_browser(url: str) -> None:
-    """Open ``url`` in a browser when one is there (``webbrowser``; none on a server: nothing happens)."""
+    """Open ``url`` in a browser when one is there (``webbrowser``). On Linux and the BSDs only with a display
+    (``DISPLAY``/``WAYLAND_DISPLAY``): on a server, ``webbrowser`` would start a text browser in this terminal."""
+    import os
     import threading
     import webbrowser
 
+    if not sys.platform.startswith(("darwin", "win")) and not (os.environ.get("DISPLAY")
+                                                              or os.environ.get("WAYLAND_DISPLAY")):
+        return
     try:
         browser = webbrowser.get()
     except webbrowser.Error:
