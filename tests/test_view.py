@@ -50,7 +50,12 @@ def case_rows(changed: frozenset[int] = frozenset(), hostile: bool = False) -> l
     return rows
 
 
+HOSTILE_REASONING = "<script>document.body.setAttribute('data-pwned','reasoning')</script><i>judged</i>"
+
+
 def verdict(prompt: str, score: float) -> dict[str, Any]:
+    if "data-pwned" in prompt:  # a judge that repeats the hostile answer's markup in its reasoning
+        return {"reasoning": HOSTILE_REASONING, "score": score}
     return {"reasoning": REASONING_LOW if score < 0.5 else REASONING_HIGH, "score": score}
 
 
@@ -202,7 +207,8 @@ def test_hostile_answer_is_shown_as_text_and_runs_no_script(runs: dict[str, Any]
     page = dump_dom(url, tmp_path / "profile")
     (answer,) = page.find_all("pre", id="answer-0")
     assert answer.all_text() == HOSTILE_OUTPUT  # every character shown, as text
-    for forbidden in ("script", "img", "b", "iframe"):
+    assert [n.all_text() for n in page.walk() if "reasoning" in n.classes()] == [HOSTILE_REASONING]
+    for forbidden in ("script", "img", "b", "i", "iframe"):
         assert not page.find_all(forbidden), forbidden
     (body,) = page.find_all("body")
     assert "data-pwned" not in body.attrs  # no hostile script ran
