@@ -1,7 +1,8 @@
 """Screenshots of ``evalgate view`` for the docs: ``python -m tools.view_screenshots RESULTS [OUT_DIR]``.
 
-Exports RESULTS (``evalgate view --export``) and photographs, with headless Chromium at 1280 × 900, the runs
-page, the newest failing run, its first flipped case, that run's comparison and the trends page, as
+Photographs with headless Chromium, 1280 px wide, the runs page of the live viewer (``evalgate view RESULTS``: its
+filter and compare forms show) and, from the static export (``evalgate view --export``), the newest failing run,
+its first flipped case, that run's comparison and the trends page, as
 ``view-runs.png``, ``view-run.png``, ``view-case.png``, ``view-compare.png``, ``view-trends.png`` in OUT_DIR
 (default ``docs/images``). The docs' screenshots come from the three-branch runs ``tests/test_view.py`` records
 (five runs, a judge on loopback, one hostile answer).
@@ -27,6 +28,19 @@ def shoot(browser: str, page: Path, target: Path, profile: Path, height: int = 9
                     f"--screenshot={target}", page.as_uri()], check=True, capture_output=True, timeout=180)
 
 
+def shoot_live(browser: str, results: Path, target: Path, profile: Path) -> None:
+    server = subprocess.Popen([sys.executable, "-m", "evalgate", "view", str(results), "--no-open"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        url = first(r"(http://127\.0\.0\.1:\d+/)", server.stdout.readline())
+        subprocess.run([browser, *FLAGS, f"--user-data-dir={profile}", "--window-size=1280,420",
+                        f"--screenshot={target}", url], check=True, capture_output=True, timeout=180)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def first(pattern: str, text: str) -> str:
     found = re.search(pattern, text)
     if not found:
@@ -50,7 +64,9 @@ def main(argv: list[str]) -> int:
         run_html = (site / run).read_text(encoding="utf-8")
         case = first(r'<tr class="flip regression"><td><a href="(case-[^"]+)"', run_html)
         compare = first(r'href="(compare-[^"]+)"', run_html)
-        for name, page, height in (("runs", "index.html", 400), ("run", run, 1160), ("case", case, 720),
+        shoot_live(browser, results, out / "view-runs.png", profile)
+        print(out / "view-runs.png")
+        for name, page, height in (("run", run, 1160), ("case", case, 720),
                                    ("compare", compare, 1080), ("trends", "trends.html", 680)):
             shoot(browser, site / page, out / f"view-{name}.png", profile, height)
             print(out / f"view-{name}.png")
