@@ -416,3 +416,31 @@ def test_the_browser_is_opened_only_with_a_display(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("DISPLAY", ":0")
     view._open_browser("http://127.0.0.1:1/")
     assert opened == ["http://127.0.0.1:1/"]
+
+
+def test_provenance_reads_actions_variables_then_the_checkout(tmp_path: Path) -> None:
+    from evalgate.runner.provenance import git_identity
+
+    assert git_identity({"GITHUB_HEAD_REF": "topic", "GITHUB_REF_NAME": "7/merge", "GITHUB_SHA": "a" * 40}) == \
+        {"branch": "topic", "commit": "a" * 40}
+    assert git_identity({"GITHUB_REF_NAME": "main", "GITHUB_SHA": "b" * 40}) == {"branch": "main", "commit": "b" * 40}
+    repo = tmp_path / "repo"
+    (repo / ".git" / "refs" / "heads").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/feature/x\n")
+    (repo / ".git" / "packed-refs").write_text(f"# pack-refs\n{'c' * 40} refs/heads/feature/x\n")
+    (repo / "sub").mkdir()
+    assert git_identity({}, repo / "sub") == {"branch": "feature/x", "commit": "c" * 40}
+    (repo / ".git" / "refs" / "heads" / "feature").mkdir()
+    (repo / ".git" / "refs" / "heads" / "feature" / "x").write_text("d" * 40 + "\n")  # a loose ref wins
+    assert git_identity({}, repo) == {"branch": "feature/x", "commit": "d" * 40}
+    (repo / ".git" / "HEAD").write_text("e" * 40 + "\n")  # detached
+    assert git_identity({}, repo) == {"commit": "e" * 40}
+    common, linked = tmp_path / "main.git", tmp_path / "wt"  # a worktree: .git is a file naming its gitdir
+    (common / "worktrees" / "wt").mkdir(parents=True)
+    (common / "refs" / "heads").mkdir(parents=True)
+    (common / "refs" / "heads" / "wt").write_text("f" * 40 + "\n")
+    (common / "worktrees" / "wt" / "HEAD").write_text("ref: refs/heads/wt\n")
+    (common / "worktrees" / "wt" / "commondir").write_text("../..\n")
+    linked.mkdir()
+    (linked / ".git").write_text(f"gitdir: {common / 'worktrees' / 'wt'}\n")
+    assert git_identity({}, linked) == {"branch": "wt", "commit": "f" * 40}
