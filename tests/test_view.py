@@ -444,3 +444,19 @@ def test_provenance_reads_actions_variables_then_the_checkout(tmp_path: Path) ->
     linked.mkdir()
     (linked / ".git").write_text(f"gitdir: {common / 'worktrees' / 'wt'}\n")
     assert git_identity({}, linked) == {"branch": "wt", "commit": "f" * 40}
+
+
+def test_an_export_over_its_page_budget_links_the_rest_to_one_page(runs: dict[str, Any], tmp_path: Path) -> None:
+    from evalgate.view.export import export_site
+    from evalgate.view.sources import open_catalog
+
+    catalog = open_catalog([runs["db"]])
+    try:
+        assert export_site(catalog, tmp_path / "site", max_pages=6) == 6
+    finally:
+        catalog.close()
+    html = {p.name: p.read_text(encoding="utf-8") for p in (tmp_path / "site").glob("*.html")}
+    assert len(html) == 7 and "not-exported.html" in html  # six pages and the one every further link points to
+    for name, text in html.items():
+        for href in re.findall(r'href="([^"]+)"', text):
+            assert href in html, (name, href)

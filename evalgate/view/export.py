@@ -19,8 +19,10 @@ MAX_PAGES = 2_000
 
 
 def export_site(catalog: Catalog, directory: Path, *, max_pages: int = MAX_PAGES) -> int:
-    """Write the site into ``directory`` (created); returns the number of pages written."""
-    links = pages.FileLinks()
+    """Write the site into ``directory`` (created); returns the number of pages written. Links are counted as
+    they are made: the first ``max_pages`` linked pages are written, later links point to one page saying the
+    rest is in the live viewer (``FileLinks.BEYOND``)."""
+    links = pages.FileLinks(max(3, max_pages))
     links.runs()
     links.trends()
     links.flaky()
@@ -29,26 +31,24 @@ def export_site(catalog: Catalog, directory: Path, *, max_pages: int = MAX_PAGES
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create ({exc.strerror})", where=str(directory)) from None
-    while len(written) < max_pages:
-        pending = [name for name in links.wanted if name not in written]
-        if not pending:
-            break
-        for name in pending[: max_pages - len(written)]:
+    while pending := [name for name in links.wanted if name not in written]:
+        for name in pending:
             kind, params = links.wanted[name]
             written.add(name)
             try:
                 html = pages.PAGES[kind](catalog, links, params)
             except pages.NotFound as exc:
                 html = pages.render("error.html.j2", links=links, page="", title="Not found", message=str(exc))
-            target = directory / name
-            try:
-                target.write_text(html, encoding="utf-8")
-            except OSError as exc:
-                raise UserError(f"cannot write ({exc.strerror})", where=str(target)) from None
-    for name in links.wanted:  # a link beyond the cap: a page saying so, never a broken link
-        if name not in written:
-            (directory / name).write_text(pages.render(
-                "error.html.j2", links=links, page="", title="Not in this export",
-                message=f"This export holds {max_pages} pages; open the results with evalgate view to see this one."),
-                encoding="utf-8")
+            _write(directory / name, html)
+    if links.beyond:
+        _write(directory / links.BEYOND, pages.render(
+            "error.html.j2", links=links, page="", title="Not in this export",
+            message=f"This export holds {len(written)} pages; open the results with evalgate view to see the rest."))
     return len(written)
+
+
+def _write(target: Path, html: str) -> None:
+    try:
+        target.write_text(html, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write ({exc.strerror})", where=str(target)) from None

@@ -107,12 +107,20 @@ class FileLinks(Links):
     writes exactly the pages that are linked."""
 
     live = False
+    BEYOND = "not-exported.html"
+    """Where every link beyond the export's page budget points (one page saying so)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = 2_000) -> None:
+        self.limit = limit
         self.wanted: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.beyond = False
 
     def _want(self, name: str, kind: str, **params: Any) -> str:
-        self.wanted.setdefault(name, (kind, params))
+        if name not in self.wanted:
+            if len(self.wanted) >= self.limit:
+                self.beyond = True
+                return self.BEYOND
+            self.wanted[name] = (kind, params)
         return name
 
     def runs(self, **query: str) -> str:
