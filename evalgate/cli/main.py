@@ -248,11 +248,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extra_verbs() -> list[Any]:
-    """The verbs defined in their own modules (compare, merge, history, report, init, publish)."""
-    from evalgate.cli import calibrate, compare, history, init, merge, publish, report
+    """The verbs defined in their own modules (compare, merge, history, report, init, publish, view)."""
+    from evalgate.cli import calibrate, compare, history, init, merge, publish, report, view
 
     return [history.add_history, report.add_report, merge.add_merge, compare.add_compare, init.add_init,
-            publish.add_publish, calibrate.add_calibrate]
+            publish.add_publish, calibrate.add_calibrate, view.add_view]
 
 
 NOT_SETTINGS = frozenset({"verb", "fixtures", "func", "ids", "api_url", "dry_run", "explain"})
