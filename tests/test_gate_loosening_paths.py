@@ -326,6 +326,9 @@ def test_the_bad_answers_alone_fail_and_with_the_change_the_cli_lists_it_and_fai
     assert any(text in line for line in shown), (attack.name, shown)
     assert loose.returncode == 1, loose.stdout + loose.stderr
     assert text in loose.stdout  # the console says it too
+    if attack.name == "20 easy cases added":
+        assert gate["dataset_changes"]["added"] == 20
+        assert "ℹ dataset changes against the base run: 20 case(s) added: easy01 (cases.yaml:" in loose.stdout
     if attack.name != "20 easy cases added":  # the change does pass the gate: only its listing stops it
         reported, document = run_cli(cli, attack.loose, tmp_path / "reported", base, attack, agent, judge, modes[2],
                                      changes="report")
@@ -363,6 +366,8 @@ def test_the_action_lists_each_change_and_fails_without_the_label(
     assert any(text in line for line in shown), (attack.name, shown)
     assert code == 1, "\n".join(lines)
     assert text.replace("_", "\\_") in ws.summary() or text in ws.summary()
+    if attack.name == "20 easy cases added":  # the comment's and the summary's dataset line
+        assert "dataset changes against the base run: 20 case(s) added: easy01 (cases.yaml:" in ws.summary()
 
 
 # ---- the pure comparison of the settings added ------------------------------------------------------------
