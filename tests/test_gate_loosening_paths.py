@@ -581,3 +581,31 @@ def test_a_reviewed_setting_changed_by_the_pr_is_listed_and_fails(
     loosened = [item["text"] for item in results(folder / "out")["gate"]["loosened"]]
     assert any(text in line for line in loosened), loosened
     assert run.returncode == 1, run.stdout + run.stderr
+
+
+def test_target_and_judge_settings_the_workflow_gives_per_run_are_not_the_prs_changes(
+        tmp_path: Path, cli: Callable[..., Ran], agent: tuple[Agent, str], judge: str) -> None:
+    """An agent and a judge started by the workflow on free ports: their URLs differ from run to run, set by the
+    workflow (``EVALGATE_TARGET_URL``, ``EVALGATE_JUDGE_BASE_URL``), which the pull request cannot change."""
+    state, url = agent
+    state.reset("good")
+    config = {"thresholds": {"hit_rate": 0.8}, "target": "http", "judge_provider": "openai", "judge_model": "strict"}
+    suite = Suite(config=config)
+    base_folder = suite.write(tmp_path / "base")
+    flags = ("--calibration", "off")
+    env = {**ENV, "EVALGATE_TARGET_URL": url, "EVALGATE_JUDGE_BASE_URL": judge}
+    assert cli("run", "-d", "cases.yaml", "-o", "out", *flags, cwd=base_folder, env=env).returncode == 0
+    folder = suite.write(tmp_path / "pr")
+    moved = {**env, "EVALGATE_TARGET_URL": url.replace("127.0.0.1", "localhost"),
+             "EVALGATE_JUDGE_BASE_URL": judge.replace("127.0.0.1", "localhost")}
+    run = cli("run", "-d", "cases.yaml", "-o", "out", "--baseline", str(base_folder / "out" / "results.json"),
+              "--gate-changes", "fail", *flags, cwd=folder, env={**PR_ENV, **moved})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert results(folder / "out")["gate"]["loosened"] == []
+    # the same URLs written by the pull request into its evalgate.yaml are its change: listed
+    Suite(config={**config, "target_url": moved["EVALGATE_TARGET_URL"]}).write(folder)
+    run = cli("run", "-d", "cases.yaml", "-o", "out", "--baseline", str(base_folder / "out" / "results.json"),
+              "--gate-changes", "fail", *flags, cwd=folder,
+              env={**PR_ENV, **{k: v for k, v in env.items() if k != "EVALGATE_TARGET_URL"}})
+    assert [item["kind"] for item in results(folder / "out")["gate"]["loosened"]] == ["answer_source"]
+    assert run.returncode == 1
