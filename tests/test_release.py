@@ -49,22 +49,30 @@ def test_check_names_each_problem(tmp_path: Path) -> None:
 
 
 def test_bump_then_pin_makes_the_release_commit(tmp_path: Path) -> None:
-    init, action = tmp_path / "__init__.py", tmp_path / "action.yml"
+    init, action, examples = tmp_path / "__init__.py", tmp_path / "action.yml", tmp_path / "examples.yml"
     shutil.copy(REPO_ROOT / "evalgate" / "__init__.py", init)
     shutil.copy(REPO_ROOT / "action.yml", action)
+    shutil.copy(release.EXAMPLES, examples)
     release.bump("2.0.0", init=init)
-    assert release.problems("v2.0.0", init=init, action=action) == []
-    assert release.problems(release=True, init=init, action=action) == [
-        "action.yml: image 'Dockerfile': a release commit runs docker://ghcr.io/evalgate/evalgate@sha256:…"]
+    assert release.problems("v2.0.0", init=init, action=action, examples=examples) == []
+    assert release.service_images(examples) == ["ghcr.io/evalgate/evalgate:1"] * 2  # development: the major tag
+    assert release.problems(release=True, init=init, action=action, examples=examples) == [
+        "action.yml: image 'Dockerfile': a release commit runs docker://ghcr.io/evalgate/evalgate@sha256:…",
+        *["examples.yml: service image 'ghcr.io/evalgate/evalgate:1': a release commit pulls "
+          "ghcr.io/evalgate/evalgate@sha256:…"] * 2]
     digest = "sha256:" + "ab" * 32
-    assert release.pin(digest, action=action) == f"docker://ghcr.io/evalgate/evalgate@{digest}"
-    assert release.problems("v2.0.0", release=True, init=init, action=action) == []
+    assert release.pin(digest, action=action, examples=examples) == f"docker://ghcr.io/evalgate/evalgate@{digest}"
+    assert release.problems("v2.0.0", release=True, init=init, action=action, examples=examples) == []
+    assert release.service_images(examples) == [f"ghcr.io/evalgate/evalgate@{digest}"] * 2  # by digest, not :1
+    changed = [(x, y) for x, y in zip(release.EXAMPLES.read_text(encoding="utf-8").splitlines(),
+                                      examples.read_text(encoding="utf-8").splitlines(), strict=True) if x != y]
+    assert [y.split("#")[0].strip() for _, y in changed] == [f"image: ghcr.io/evalgate/evalgate@{digest}"] * 2
     before = (REPO_ROOT / "action.yml").read_text(encoding="utf-8").splitlines()
     after = action.read_text(encoding="utf-8").splitlines()
     assert [(x, y) for x, y in zip(before, after, strict=True) if x != y] == [
         ("  image: Dockerfile", f"  image: docker://ghcr.io/evalgate/evalgate@{digest}")]
     with pytest.raises(SystemExit):
-        release.pin("sha256:short", action=action)
+        release.pin("sha256:short", action=action, examples=examples)
 
 
 def test_release_workflow_tags_only_a_pullable_image_by_digest() -> None:
