@@ -54,12 +54,3 @@ def _close_wire_threads() -> Iterator[None]:
     interpreter switch interval) behind: close them after each test."""
     yield
     close_all()
-
-
-@pytest.fixture(autouse=True)
-def _short_comment_settle(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The PR comment waits ``SETTLE_SECONDS`` after a write for concurrent runs (1 s); in-process tests
-    against the loopback fake need far less (the race test sets its own)."""
-    import evalgate.github.comment
-
-    monkeypatch.setattr(evalgate.github.comment, "SETTLE_SECONDS", 0.02)

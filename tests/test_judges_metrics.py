@@ -120,7 +120,8 @@ def test_a_live_run_with_judged_metrics(tmp_path: Path, monkeypatch: pytest.Monk
          "passing_criteria": "recommends one player"},
         {"id": "rag_1", "category": "other", "input": "Is Reid playing?", "expected_output": "Reid is probable.",
          "retrieval_context": ["Reid: probable", "Weather: sunny"]},
-        {"id": "empty_1", "category": "safety", "input": "Say nothing", "passing_criteria": "x"},
+        {"id": "empty_1", "category": "safety", "input": "Say nothing", "passing_criteria": "x",
+         "expect_empty": True},  # without it the empty answer is missing evidence (test_missing_evidence.py)
     ]
     dataset = tmp_path / "cases.json"
     dataset.write_text(json.dumps(cases))

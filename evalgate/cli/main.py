@@ -149,7 +149,11 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                     help="seconds between plain progress lines (default 10)")
     ex.add_argument("--max-answer-chars", type=int, metavar="N",
                     help="largest answer kept whole (default 1000000); a larger one is cut and its case errored")
-    ex.add_argument("--repeat", type=int, metavar="N", help="run each case N times (flakiness)")
+    ex.add_argument("--repeat", type=_repeat, metavar="N|adaptive",
+                    help="run each case N times (flakiness), or 'adaptive': once, then re-try only the uncertain "
+                         "cases until a sequential test decides")
+    ex.add_argument("--adaptive-budget", metavar="N|N%%|$X",
+                    help="re-trials repeat: adaptive may add: trials, a share of the cases, or dollars (default 50%%)")
     ex.add_argument("--repeat-rule", choices=["majority", "all", "any"],
                     help="case verdict over its repeats (default majority: passes > N/2)")
     ex.add_argument("--traces", action=BOOL, default=None,
@@ -298,6 +302,17 @@ def _print_notices(notices: list[str]) -> None:
         print(f"evalgate: notice: {redact(notice)}", file=sys.stderr)
 
 
+def guard_secret_destinations(settings: Any) -> None:
+    """Inside a workflow step whose checkout is a pull request's (``pull_request_target`` or ``workflow_run``
+    with other code than the base commit checked out, or ``EVALGATE_UNTRUSTED_CHECKOUT=true``), refuse a setting
+    from the checkout's evalgate.yaml that would choose where a secret is sent (``config.trust``; exit 2)."""
+    from evalgate.config.trust import refuse_checkout_redirects
+    from evalgate.github.checkout import env_secrets_reason
+
+    cwd = Path.cwd()
+    refuse_checkout_redirects(settings, env_secrets_reason(os.environ, cwd), cwd)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -309,6 +324,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     values, origins, notices = _cli_values(args)
     defaults = {"compat": ["seed001"]} if args.verb == "eval" else None
     settings, suite_config, _ = build_settings(cli=values, cli_origins=origins, defaults=defaults)
+    guard_secret_destinations(settings)
     _crash_dir.append(settings.output_path)
     _print_notices(notices + settings.notices)
     if getattr(args, "dry_run", False):
@@ -580,3 +596,13 @@ def report_crash(exc: BaseException, note: str | None = None, directory: Path | 
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _repeat(text: str) -> int | str:
+    """``--repeat``: a whole number or ``adaptive``."""
+    if text.strip().lower() == "adaptive":
+        return "adaptive"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or 'adaptive', got {text!r}") from None

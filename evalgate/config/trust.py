@@ -8,6 +8,15 @@ nothing from the checkout may stand in for evidence (``runner.reuse``). ``from_c
 value came from the configuration file (``evalgate.yaml``, part of the checkout), not from an input,
 an environment variable, a flag or a default. ``without_secrets``: why the run gets no repository
 secrets (a pull request from a fork or by a bot such as ``dependabot[bot]``), read from the event payload.
+
+``checkout_redirects``: where a checkout's settings would choose where a secret goes. In a run whose
+checkout the workflow must not trust with its secrets (``pull_request_target`` or ``workflow_run`` with
+other code than the base commit checked out, or marked so by the workflow: ``github.checkout``), every
+destination of a secret comes from the workflow (an input, an ``EVALGATE_*`` variable on the step, a
+flag): the judge's and the target's URLs, the target's headers that read the environment (``${NAME}``),
+the Langfuse host, the interface the trace receiver listens on, and — when the workflow set the URL —
+the provider (which key is sent there) and an ``openai`` target (which sends a provider key to
+``target_url``). A checkout that sets one is refused (``refuse_checkout_redirects``: exit 2 naming it).
 """
 
 from __future__ import annotations
@@ -16,6 +25,8 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from evalgate.errors import UserError
 
 TRUSTED_EVENTS = frozenset({"push", "schedule", "workflow_dispatch", "release", "repository_dispatch"})
 """Events whose checkout is the repository's own code (a branch someone with write access pushed)."""
@@ -79,3 +90,70 @@ def _event(path: str) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return event if isinstance(event, dict) else {}
+
+
+SECRET_DESTINATIONS: dict[str, str] = {
+    "judge_base_url": "chooses where the judge's API key is sent",
+    "target_url": "chooses where the target's headers and API key are sent",
+    "target_headers": "reads environment variables (${NAME}) into the target's request headers",
+    "langfuse_host": "chooses where the Langfuse keys are sent",
+    "traces_host": "chooses which network interface accepts spans (evidence) for the run",
+    "target": "makes an openai target send a provider's API key to the workflow's target_url",
+    "judge_provider": "chooses which API key is sent to the workflow's judge_base_url",
+    "target_provider": "chooses which API key is sent to the workflow's target_url",
+}
+"""Settings that choose where a secret goes, with what each decides (module docstring)."""
+
+
+def checkout_redirects(settings: Any) -> list[tuple[str, str]]:
+    """``(setting, what it decides)`` for every setting the checkout's configuration file sets that would choose
+    where a secret is sent (``SECRET_DESTINATIONS``), in that order."""
+    found = []
+    for name, what in SECRET_DESTINATIONS.items():
+        if not from_checkout(settings.origin(name), settings.config):
+            continue
+        if name == "target_headers" and not any("${" in str(v) for v in (settings.target_headers or {}).values()):
+            continue  # literal headers are the checkout's own text: no secret of the workflow's is read
+        if name == "judge_provider" and not settings.judge_base_url:
+            continue  # the provider's own public URL receives its own key
+        if name == "target_provider" and not settings.target_url:
+            continue
+        if name == "target" and not (settings.target == "openai" and settings.target_url):
+            continue
+        found.append((name, what))
+    return found
+
+
+def refuse_checkout_redirects(settings: Any, reason: str | None, cwd: Path | None = None) -> None:
+    """In a run whose checkout may not choose where secrets go (``reason`` says why; None: it may), raise
+    ``UserError`` naming the first setting from the checkout's file that would (``checkout_redirects``)."""
+    if not reason:
+        return
+    found = checkout_redirects(settings)
+    if not found:
+        return
+    name, what = found[0]
+    more = f" (also: {', '.join(n for n, _ in found[1:])})" if len(found) > 1 else ""
+    raise UserError(f"{name} from the checkout refused: it {what}, and {reason}; set it in the workflow instead "
+                    f"(an input or EVALGATE_{name.upper()}){more} (docs/fork-pull-requests.md)",
+                    where=_where(settings.origin(name), cwd))
+
+
+def _where(origin: str, cwd: Path | None) -> str:
+    """``evalgate.yaml:3: judge_base_url`` for ``/work/evalgate.yaml: judge_base_url`` (relative to ``cwd``)."""
+    from evalgate.config.suite import yaml_line
+
+    path, sep, key = origin.rpartition(": ")
+    if not sep or not path.endswith((".yaml", ".yml")):
+        return origin
+    shown = path
+    if cwd is not None:
+        try:
+            shown = Path(path).resolve().relative_to(cwd.resolve()).as_posix()
+        except (ValueError, OSError):
+            shown = path
+    try:
+        line = yaml_line(Path(path), [key]) if Path(path).is_file() else None
+    except Exception:  # the line is a courtesy: the file and key name it already
+        line = None
+    return f"{shown}:{line}: {key}" if line else f"{shown}: {key}"

@@ -32,6 +32,7 @@ import itertools
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -160,7 +161,27 @@ def display_path(path: Path, base: Path) -> str:
 
 
 def _is_dataset_file(path: Path) -> bool:
-    return path.suffix.lower() in DATASET_SUFFIXES and path.is_file() and not is_calibration_file(path.name)
+    """A dataset file of a directory walk or a glob. One named like a dataset file that is not a regular
+    file (a device, FIFO or socket, a link to one or to nothing) is a ``UserError`` naming it: skipping it
+    would drop its cases unseen, reading it could block or never end (a link to /dev/zero)."""
+    if path.suffix.lower() not in DATASET_SUFFIXES or is_calibration_file(path.name):
+        return False
+    if path.is_file():
+        return True
+    if path.is_dir():
+        return False
+    raise UserError(f"dataset path {str(path)!r} is {_kind_of(path)}, not a regular file: remove it or rename it")
+
+
+def _kind_of(path: Path) -> str:
+    """What a non-regular path is, in words (``a FIFO``, ``a link to a character device`` …)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "a link to nothing" if path.is_symlink() else "unreadable"
+    kind = ("a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
+            else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+    return f"a link to {kind}" if path.is_symlink() else kind
 
 
 CALIBRATION_FILE = re.compile(r"(\.labels\.(ya?ml|jsonl?)|(^|/)judge-calibration\.json)$", re.I)
@@ -230,7 +251,9 @@ def _expand(text: str, base: Path) -> list[DatasetSource]:
     if path.is_file():
         return [DatasetSource(path, display_path(path, base))]
     if path.exists():
-        raise UserError(f"dataset path {text!r} is neither a regular file nor a directory")
+        raise UserError(f"dataset path {text!r} is {_kind_of(path)}, neither a regular file nor a directory")
+    if path.is_symlink():
+        raise UserError(f"dataset path {text!r} is a link to nothing")
     raise UserError(f"dataset path {text!r} does not exist")
 
 

@@ -170,6 +170,11 @@ class JudgeClient:
     def model(self) -> str:
         return self.service.model
 
+    @property
+    def base_url(self) -> str:
+        """Where judge calls go (credentials removed: ``calls.providers.ProviderConfig``)."""
+        return self.service.provider.base_url
+
     async def score(self, metric: str, case: Case, answer: Answer, *, repeat: int = 0,
                     rubric: str | None = None, together: tuple[str, ...] = ()) -> JudgeScore:
         """The value of judged ``metric`` for this answer (mean over samples) with details; ``rubric``

@@ -82,6 +82,8 @@ def _render_gate_changes(document: dict[str, Any], console: Console) -> None:
                       markup=False)
     if view["note"]:
         console.print(f"ℹ {view['note']}", markup=False)
+    if view.get("dataset"):
+        console.print(f"ℹ {view['dataset']}", markup=False)
 
 
 def render_report(document: dict[str, Any], console: Console, *, verbose: bool = False) -> None:

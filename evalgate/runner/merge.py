@@ -49,7 +49,7 @@ from evalgate.verdict.repeats import RepeatSink, apply_report
 
 MATTERING_SETTINGS = (
     "strict_metrics", "fail_on_critical", "min_pass_rate", "max_errored", "fail_on_regression",
-    "significance_level", "repeat", "repeat_rule", "judge_samples", "judge_provider", "judge_model",
+    "significance_level", "repeat", "adaptive", "repeat_rule", "judge_samples", "judge_provider", "judge_model",
     "target", "target_model", "category", "tags", "case_ids", "first_n",
     "regression_tolerance", "judge_temperature", "judge_temperatures", "judge_seed", "judge_output", "calibration",
     "calibration_min_kappa", "calibration_min_labels", "calibration_floors", "pairwise", "max_answer_chars",
@@ -209,7 +209,11 @@ class Consistency:
                           min_pass_rate=value("min_pass_rate"), max_errored=int(value("max_errored")))
 
     def repeat_sink(self, downstream: RunAggregate) -> RepeatSink:
-        """A ``RepeatSink`` with the inputs' ``repeat`` and ``repeat_rule``."""
+        """A ``RepeatSink`` with the inputs' ``repeat`` and ``repeat_rule``; shards run with ``repeat: adaptive``
+        (a varying number of trials per case, decided per shard) are refused rather than miscounted."""
+        if self.setting("adaptive"):
+            raise UserError("shards run with repeat: adaptive cannot be merged yet (each shard re-tried its own "
+                            "cases); run sharded suites with repeat: N", where="metadata.config.adaptive")
         return RepeatSink(downstream, repeat=int(self.setting("repeat")), rule=self.setting("repeat_rule"))
 
 

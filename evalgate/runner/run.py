@@ -231,7 +231,8 @@ async def _execute(
 
     health = HealthTally()
     case_set = CaseSet()
-    sinks: list[Any] = [repeats, recorder, failures, health, case_set]
+    adaptive = _adaptive_sink(settings, baseline, repeats) if settings.adaptive else None
+    sinks: list[Any] = [adaptive or repeats, recorder, failures, health, case_set]
     echo = IdenticalRepeats(settings.repeat)
     if settings.repeat > 1:
         sinks.append(echo)
@@ -267,7 +268,7 @@ async def _execute(
     try:
         if progress is not None and hasattr(progress, "start"):
             progress.start(runtime.executor)
-        running = asyncio.ensure_future(engine.run(prepared.cases))
+        running = asyncio.ensure_future(engine.run(adaptive.feed(prepared.cases) if adaptive else prepared.cases))
         estimating = asyncio.ensure_future(estimate_once_started(
             running, lambda: _announce(settings, prepared, judge, target, warnings, conversations.simulator)))
         try:
@@ -276,6 +277,12 @@ async def _execute(
         except BaseException:
             estimating.cancel()
             raise
+        if adaptive is not None and not stats.cancelled:
+            from evalgate.config.budget import parse_budget
+            from evalgate.runner.adaptive import run_rounds
+
+            budget = parse_budget(settings.adaptive_budget, len(adaptive.plan.cases))
+            await run_rounds(engine, adaptive, budget, lambda: runtime.ledger.spent)
         status = "cancelled" if stats.cancelled else "completed"
         if before and judge is not None and status == "completed":
             from evalgate.runner.pairwise import judge_pairs
@@ -292,6 +299,9 @@ async def _execute(
             with contextlib.suppress(Exception):
                 await conversations.simulator.aclose()
         restored.close()
+        if adaptive is not None:
+            adaptive.finish()
+            _excuse_known_flaky(aggregate, adaptive.known_flaky)
         repeats.finish()
         total = len(prepared.cases) * settings.repeat
 
@@ -320,9 +330,8 @@ async def _execute(
                                 judge_totals.calls if judge_totals is not None else 0)
             if late is not None and status == "completed":
                 _warn(late, warnings)
-            silent = traces.silence_warning()
-            if silent is not None and status == "completed":
-                _warn(silent, warnings)
+            for said in traces.warnings() if status == "completed" else []:
+                _warn(said, warnings)
             metadata = (run_metadata(settings, prepared, target) | runtime.metadata() | traces.describe()
                         | {"estimate": estimate})
             if warnings:
@@ -341,6 +350,9 @@ async def _execute(
             add_spend(document["summary"], runtime.ledger)
             add_reuse(document["summary"], judge)
             apply_report(document, repeats.report())
+            if adaptive is not None:
+                document["adaptive"] = adaptive.plan.report() | {"budget": settings.adaptive_budget,
+                                                                 "known_flaky_critical": adaptive.known_flaky}
             if pairwise is not None:
                 document["pairwise"] = pairwise
             regression_reasons = attach_comparison(  # the pairwise sign tests join the comparison's one family
@@ -371,6 +383,33 @@ async def _execute(
     return RunOutcome(document=document, results_path=results_path, db_path=settings.db_path,
                       verdict=verdict, failures=failures.failures, compat_paths=compat_paths,
                       notices=prepared.notices, signals=list(received))
+
+
+def _adaptive_sink(settings: Settings, baseline: Any, downstream: Any) -> Any:
+    """The ``repeat: adaptive`` sink over ``downstream`` with the base's run outcomes (none without a baseline)."""
+    from evalgate.runner.adaptive import AdaptiveSink
+    from evalgate.verdict.adaptive import Plan, base_outcomes
+    from evalgate.verdict.compare import PASS_RATE_WEIGHT
+
+    records = baseline.document["results"] if baseline is not None and baseline.document is not None else []
+    alpha = settings.significance_level
+    from evalgate.store.history import flaky_case_ids
+
+    plan = Plan(alpha=alpha, level=PASS_RATE_WEIGHT * alpha, requirement=settings.critical_pass_probability,
+                flaky_history=flaky_case_ids(settings.db_path))
+    from evalgate.verdict.tolerance import resolve_tolerances
+
+    return AdaptiveSink(downstream, plan, base_outcomes(records), settings.repeat_rule,
+                        resolve_tolerances(settings.regression_tolerance))
+
+
+def _excuse_known_flaky(aggregate: RunAggregate, known: list[str]) -> None:
+    """Known flaky critical cases (the base fails them as often) are listed, not gate failures."""
+    if not known:
+        return
+    kept = [f for f in aggregate.critical_failures if f["id"] not in set(known)]
+    aggregate.critical_failure_count -= len(aggregate.critical_failures) - len(kept)
+    aggregate.critical_failures = kept
 
 
 def check_output_paths(settings: Settings, cwd: Path | None) -> None:

@@ -38,6 +38,8 @@ class MetricTally:
     skipped: int = 0
     unavailable: int = 0
     errored: int = 0
+    gated: int = 0
+    """Results that carried a threshold (the metric gated that case: a run or a case-level ``assert:`` one)."""
     reasons: dict[str, int] = field(default_factory=dict)
     first_reason: dict[str, str] = field(default_factory=dict)
     """The first reason seen per status that gave no value (``skipped``, ``unavailable``, ``errored``)."""
@@ -237,7 +239,10 @@ class RunAggregate:
         valued: list[tuple[str, float]] = []
         for name, metric in result.metrics.items():
             value, metric_status = metric.value, metric.status
-            tallies[name].add(metric_status, value, metric.reason)
+            tally = tallies[name]
+            tally.add(metric_status, value, metric.reason)
+            if metric.threshold is not None:
+                tally.gated += 1
             if value is not None and metric_status in _VALUED:
                 valued.append((name, value))
         breakdowns = self.breakdowns

@@ -279,8 +279,10 @@ def metric_table_verdicts(
 
 def missing_evidence_reasons(aggregate: RunAggregate, thresholds: Mapping[str, Threshold]) -> list[str]:
     """One reason per gated metric that no case gave a value because every answer lacked what it needs
-    (``unavailable`` on each case it applied to; judge-scored metrics have ``judge_reason``): a gate that
-    checks nothing must not pass. The first reason seen names the missing field."""
+    (``unavailable`` on each case it applied to; judge-scored metrics have ``judge_reason``), and one per
+    metric gated by the run or by a case's ``assert:`` that was ``skipped`` on every case (a case without
+    the expectation it reads): a gate that checks nothing must not pass. The first reason seen names what
+    was missing. Metrics needing a judge the run does not have (``unjudged``) are left to the judge rules."""
     reasons = []
     for name in sorted(thresholds):
         tally = aggregate.metrics.get(name)
@@ -290,6 +292,14 @@ def missing_evidence_reasons(aggregate: RunAggregate, thresholds: Mapping[str, T
         why = tally.first_reason.get("unavailable") or "no value"
         reasons.append(f"{name}: 0 of {tally.unavailable + tally.errored} answers had what it needs ({why}) — "
                        "check target_response_map (or the target's reply)")
+    for name, tally in sorted(aggregate.metrics.items()):
+        # skipped on every case it gated (a run threshold or a case's ``assert:``): the gate checked nothing
+        if (tally.count or tally.unavailable or not tally.skipped or not (name in thresholds or tally.gated)
+                or name in aggregate.unjudged):
+            continue
+        why = tally.first_reason.get("skipped") or "no value"
+        reasons.append(f"{name}: skipped on all {tally.skipped} case(s) it gates ({why}) — a gate that checks "
+                       "nothing does not pass; give those cases what it needs or remove its threshold/assert")
     return reasons
 
 
