@@ -193,3 +193,39 @@ def test_dist_check_names_each_problem(tmp_path: Path) -> None:
     assert "no evalgate/demo/datasets/brand-mentions/fixtures.yaml" in problems
     assert "no evalgate console script" in problems and "METADATA" in problems
     assert "tar.gz: no datasets/brand-mentions/fixtures.yaml" in problems and "no setup.py" in problems
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_release_dist_job_dry_run_under_act(tmp_path: Path) -> None:
+    """The release workflow's dist job, run by nektos/act as GitHub runs it on workflow_dispatch (a dry run:
+    nothing is uploaded; act skips the upload step as it skips every remote action): it builds the sdist and
+    the wheel with python -m build and checks them with tools.release dist. Needs the package index
+    (EVALGATE_SLOW=1)."""
+    import json
+    import os
+
+    from tests.act_support import RUNNER_IMAGE, act_unavailable, repository_copy, runner_image, stub_actions
+
+    if not os.environ.get("EVALGATE_SLOW"):
+        pytest.skip("EVALGATE_SLOW=1 runs the release's dist job under act (it installs build from the index)")
+    reason = act_unavailable()
+    if reason:
+        pytest.skip(reason)
+    runner_image()
+    repo = repository_copy(tmp_path / "repo")
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"inputs": {"version": __version__},
+                                 "repository": {"default_branch": "main", "full_name": "evalgate/evalgate"}}),
+                     encoding="utf-8")
+    command = ["act", "workflow_dispatch", "-W", ".github/workflows/release.yml", "-j", "dist", "-e", str(event),
+               "-P", f"ubuntu-latest={RUNNER_IMAGE}", "--pull=false", "--rebuild=false", "--bind",
+               "--action-offline-mode", "--no-cache-server", "--container-daemon-socket", "-", "--rm",
+               *stub_actions(tmp_path / "stubs")]
+    done = subprocess.run(command, cwd=repo, capture_output=True, text=True, timeout=1200, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 and "🏁  Job succeeded" in output, output[-4000:]
+    assert f"release dist: evalgate_action-{__version__}-py3-none-any.whl, evalgate_action-{__version__}.tar.gz" \
+        in output, output[-4000:]
+    assert release.dist_problems(repo / "dist") == []
