@@ -128,12 +128,14 @@ def test_a_live_run_with_judged_metrics(tmp_path: Path, monkeypatch: pytest.Monk
 
     def verdict(prompt: str, score: float) -> dict[str, Any]:
         if "factual claim" in prompt:
-            return {"reasoning": "r", "claims": []}
+            return {"reasoning": "no claim to check", "claims": []}
         if "each retrieved context chunk" in prompt:
-            return {"reasoning": "r", "chunks": [{"chunk": 1, "relevant": True}, {"chunk": 2, "relevant": False}]}
+            return {"reasoning": "chunk 1 names the player, chunk 2 does not",
+                    "chunks": [{"chunk": 1, "relevant": True}, {"chunk": 2, "relevant": False}]}
         if "statements of the expected output" in prompt:
-            return {"reasoning": "r", "statements": [{"statement": "Reid is probable", "attributable": True}]}
-        return {"reasoning": "fine", "score": 0.9}
+            return {"reasoning": "the context says Reid is probable",
+                    "statements": [{"statement": "Reid is probable", "attributable": True}]}
+        return {"reasoning": "fine: it answers the question", "score": 0.9}
 
     answers = {"pick up": AgentReply(text="Pick up Caruso.", tools_used=["get_free_agents"]),
                "Reid": AgentReply(text="Reid is probable tonight.", debug_context=[]),

@@ -166,6 +166,10 @@ def test_workflow_run_and_a_marked_checkout_are_untrusted_too(
                                                         "allow-pr-code": "true"}))
     assert allowed.returncode in (0, 1), allowed.stdout + allowed.stderr
     assert recorder.requests(["/v1/chat/completions"])
+    # workflow_run with the pull request's code checked out runs none of its code either
+    (ws.workspace / "evalgate.yaml").write_text("judge_model: gpt-4o-mini\n", encoding="utf-8")  # type: ignore[attr-defined]
+    command = run_entrypoint(ws, action_env(ws, github, {"target": "command"}, event="workflow_run"))  # type: ignore[arg-type]
+    assert command.returncode == 2 and "command target not run: workflow_run with commit" in command.stdout
 
 
 def test_the_cli_in_a_pull_request_target_step_refuses_too(tmp_path: Path, recorder: OpenAIServer) -> None:
@@ -224,3 +228,19 @@ def test_a_template_in_the_checkout_cannot_read_the_environment(tmp_path: Path, 
     assert evasive.returncode in (0, 1), evasive.stdout + evasive.stderr  # the case errors; nothing was sent
     assert leaked(recorder, KEY) == [] and [r for r in recorder.requests() if "class" in r.body] == []
     assert secret_free(evasive.stdout + evasive.stderr, KEY)
+
+
+def test_a_seed_eval_config_in_the_checkout_cannot_redirect_the_judge(tmp_path: Path, recorder: OpenAIServer) -> None:
+    """Seed 004's eval_config.yaml (read as the configuration file) names the judge's api_base: in a checkout the
+    workflow marks untrusted it is refused, naming the file."""
+    (tmp_path / "cases.yaml").write_text(CASES, encoding="utf-8")
+    (tmp_path / "eval_config.yaml").write_text(f"llm_judge:\n  api_base: {recorder.base_url}/v1\n  model: gpt-4o-mini\n",
+                                               encoding="utf-8")
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "PYTHONPATH": str(REPO_ROOT),
+           "OPENAI_API_KEY": KEY, "EVALGATE_UNTRUSTED_CHECKOUT": "true"}
+    done = subprocess.run([sys.executable, "-m", "evalgate", "run", "-c", "eval_config.yaml", "-d", "cases.yaml",
+                           "--judge-provider", "openai", "--calibration", "off", "-o", "out"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "eval_config.yaml (seed 004 eval_config): judge_base_url from the checkout refused" in done.stderr
+    assert recorder.requests() == []

@@ -294,7 +294,7 @@ def test_judge_mode_replies_json_verdict_when_prompt_asks_for_json(client: httpx
             {"role": "user", "content": "Rate this bad answer"}], response_format={"type": "json_object"}))
         plain = content_of(chat(client, srv.base_url))
     assert json.loads(good)["score"] == 0.9
-    assert json.loads(bad) == {"reasoning": "scripted verdict from the loopback judge", "score": 0.25}
+    assert json.loads(bad) == {"reasoning": "scripted verdict from the loopback judge (score 0.25)", "score": 0.25}
     assert plain == "plain text"
 
 

@@ -258,21 +258,40 @@ def judge_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
         health = info.get("judge_health") if isinstance(info, Mapping) else None
         if not isinstance(health, Mapping):
             continue
-        causes = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in health.items()
-                           if k not in ("verdicts", "usable", "unusable") and v)
-        health_rows.append({"name": str(name), "verdicts": health.get("verdicts", 0),
-                            "unusable": health.get("unusable", 0), "causes": causes})
+        health_rows.append(_health_row(str(name), health))
     total = (results.get("summary") or {}).get("judge_health")
     pairwise = results.get("pairwise") if isinstance(results.get("pairwise"), Mapping) else None
-    pairs = [f"{name} {row.get('wins', 0)} better, {row.get('losses', 0)} worse, {row.get('ties', 0)} tie(s) "
-             f"(sign test p {format_number(row.get('p_worse'), 3)}"
+    pair_health = (pairwise or {}).get("health")
+    for name, health in ((pair_health or {}).get("metrics") or {}).items() if isinstance(pair_health, Mapping) else ():
+        if isinstance(health, Mapping):
+            health_rows.append({**_health_row(f"pairwise {name}", health), "what": "replies"})
+    pairs = [f"{name} {row.get('wins', 0)} better, {row.get('losses', 0)} worse, {row.get('ties', 0)} tie(s)"
+             + (f", {row['unavailable']} unavailable" if row.get("unavailable") else "")
+             + f" (sign test p {format_number(row.get('p_worse'), 3)}"
              + (f", adjusted p {_p_value(row['p_adjusted'])} over {row.get('family_size')} tests)"
                 if row.get("p_adjusted") is not None else ", not gating)")
              for name, row in ((pairwise or {}).get("metrics") or {}).items() if isinstance(row, Mapping)]
     if not notes and not health_rows and not pairs:
         return None
+    pair_total = (pair_health or {}).get("total") if isinstance(pair_health, Mapping) else None
     return {"notes": notes, "health": health_rows, "total": total if isinstance(total, Mapping) else None,
-            "pairwise": pairs, "pairwise_cases": (pairwise or {}).get("compared_cases")}
+            "pairwise": pairs, "pairwise_cases": (pairwise or {}).get("compared_cases"),
+            "pairwise_health": pair_total if isinstance(pair_total, Mapping) else None}
+
+
+HEALTH_COUNTS = ("verdicts", "replies", "usable", "unusable")
+
+
+def _health_row(name: str, health: Mapping[str, Any]) -> dict[str, Any]:
+    """One judge-health line: ``{name, verdicts, unusable, causes: "fence echo 3, json debris 1", examples}``
+    (examples: ``{cause, case, text}`` of unusable replies, untrusted text the renderers escape)."""
+    causes = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in health.items()
+                       if k not in HEALTH_COUNTS and isinstance(v, int) and not isinstance(v, bool) and v)
+    examples = [{"cause": str(e.get("cause") or "").replace("_", " "), "case": str(e.get("case") or ""),
+                 "text": str(e.get("text") or "")}
+                for e in health.get("examples") or () if isinstance(e, Mapping)][:3]
+    return {"name": name, "verdicts": health.get("verdicts", health.get("replies", 0)),
+            "unusable": health.get("unusable", 0), "causes": causes, "examples": examples, "what": "verdicts"}
 
 
 def not_scored_view(results: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from evalgate import __version__
 from evalgate.config.settings import Settings
 from evalgate.metrics.registry import Metric
 from evalgate.model import Threshold
+from evalgate.runner.provenance import provenance
 from evalgate.runner.setup import Prepared
 from evalgate.safety.redact import redact, redact_mapping
 from evalgate.store.results_json import SCHEMA_VERSION
@@ -127,6 +128,7 @@ def run_metadata(settings: Settings, prepared: Prepared, target: Any) -> dict[st
         "target": redact_mapping(target.describe()),
         "selected_cases": len(prepared.cases),
         "repeat": settings.repeat,
+        **provenance(),  # metadata.git {branch, commit} and metadata.finished (evalgate view's runs page)
     }
 
 

@@ -43,8 +43,9 @@ query fail with a one-line error (``store.reader``'s contract needs only a few c
 CACHE_TABLES: Mapping[str, frozenset[str]] = {
     "judge_cache": frozenset({"provider", "endpoint", "model", "template_version", "prompt_hash", "repeat_index",
                               "sample_index", "reply", "prompt_tokens", "completion_tokens", "created_utc"}),
+    "judge_output_mode": frozenset({"provider", "endpoint", "model", "mode", "refused", "created_utc"}),
 }
-"""The judge cache's table (``store.judge_cache``)."""
+"""The judge cache's tables (``store.judge_cache``)."""
 
 SQLITE_DBCONFIG_DEFENSIVE = 1010
 """``SQLITE_DBCONFIG_DEFENSIVE`` from sqlite3.h (``sqlite3.SQLITE_DBCONFIG_DEFENSIVE`` on Python ≥ 3.12)."""

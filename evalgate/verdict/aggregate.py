@@ -40,6 +40,8 @@ class MetricTally:
     errored: int = 0
     gated: int = 0
     """Results that carried a threshold (the metric gated that case: a run or a case-level ``assert:`` one)."""
+    skipped_no_judge: int = 0
+    """Of ``skipped``: skipped only because the run has no judge (``metrics.registry.NO_JUDGE_REASON``)."""
     reasons: dict[str, int] = field(default_factory=dict)
     first_reason: dict[str, str] = field(default_factory=dict)
     """The first reason seen per status that gave no value (``skipped``, ``unavailable``, ``errored``)."""
@@ -57,6 +59,8 @@ class MetricTally:
             return
         if status is MetricStatus.skipped:
             self.skipped += 1
+            if reason and NO_JUDGE_TEXT in reason:
+                self.skipped_no_judge += 1
         elif status is MetricStatus.unavailable:
             self.unavailable += 1
         elif status is MetricStatus.errored:
@@ -129,6 +133,9 @@ def judge_verdicts(result: MetricResult) -> JudgeTally:
 
 
 _VALUED = (MetricStatus.passed, MetricStatus.failed)
+NO_JUDGE_TEXT = "no judge configured"
+"""In the reason of a metric skipped because the run has no judge (``metrics.registry.NO_JUDGE_REASON``, and
+``combined_score``'s "needs judge_score (no judge configured)"); read from results, so merged shards agree."""
 _STATUS_TEXT = {status: status.value for status in MetricStatus}
 _METRIC_FAILED = MetricStatus.failed
 _PASSED, _FAILED, _ERRORED, _SKIPPED = CaseStatus.passed, CaseStatus.failed, CaseStatus.errored, CaseStatus.skipped

@@ -295,7 +295,7 @@ def missing_evidence_reasons(aggregate: RunAggregate, thresholds: Mapping[str, T
     for name, tally in sorted(aggregate.metrics.items()):
         # skipped on every case it gated (a run threshold or a case's ``assert:``): the gate checked nothing
         if (tally.count or tally.unavailable or not tally.skipped or not (name in thresholds or tally.gated)
-                or name in aggregate.unjudged):
+                or name in aggregate.unjudged or tally.skipped_no_judge == tally.skipped):
             continue
         why = tally.first_reason.get("skipped") or "no value"
         reasons.append(f"{name}: skipped on all {tally.skipped} case(s) it gates ({why}) — a gate that checks "
