@@ -82,7 +82,16 @@ def test_the_tutorial_runs_green_then_fails_on_the_broken_agent(
         agent.terminate()
         agent.wait(10)
     assert code == 1
-    shown = next((line for line in out.splitlines() if "critical case vpn-outage failed" in line), None)
-    assert shown, out
-    assert shown in TUTORIAL.read_text(encoding="utf-8")  # the tutorial shows the reason as the run prints it
-    assert "rules: contains:P1: missing 'P1'" in shown  # every failing metric, the rule first
+    shown = shown_failure()
+    printed = [re.sub(r"\(exit 1, run \d{8}T\d{6}Z-[0-9a-f]{6}\)", "(exit 1, run …)", line) for line in out.splitlines()]
+    start = printed.index(shown[0]) if shown[0] in printed else -1
+    assert start >= 0 and printed[start:start + len(shown)] == shown, (shown, out)  # whole lines, in order
+    assert any("rules: contains:P1: missing 'P1'" in line for line in shown)
+
+
+def shown_failure() -> list[str]:
+    """The lines of the tutorial's failure block (the one that starts ``evalgate ❌ FAILED``), as shown."""
+    text = TUTORIAL.read_text(encoding="utf-8")
+    block = re.search(r"```\n(evalgate ❌ FAILED.*?)\n```", text, re.S)
+    assert block, "the tutorial shows no failure"
+    return block.group(1).splitlines()

@@ -312,11 +312,6 @@ async def _execute(
             interrupted = status == "cancelled" and (bool(received) or not runtime.ledger.exceeded)
             extra = [f"run {status} before every case finished"] if status != "completed" else []
             extra += calibration.failures_for(aggregate.metrics)
-            from evalgate.runner.missing import nothing_decided
-
-            undecided = nothing_decided(aggregate, not_judged)
-            if undecided:
-                extra.append(undecided)
             if interrupted:
                 by = " and ".join(dict.fromkeys(received)) or "the caller"
                 every = engine.stats.finished_cases >= total

@@ -303,6 +303,22 @@ def missing_evidence_reasons(aggregate: RunAggregate, thresholds: Mapping[str, T
     return reasons
 
 
+def nothing_decided_reason(aggregate: RunAggregate) -> str | None:
+    """The gate reason when cases ran but none was decided and judged metrics were not judged (the judge's key
+    was absent: ``runner.missing``): a suite whose only gate is a judged metric never passes on no evidence.
+    Read from the metrics' skip reasons, so a merge of shards decides as the unsharded run."""
+    from evalgate.verdict.aggregate import NOT_JUDGED
+
+    if aggregate.total_test_cases == 0 or aggregate.total_passed + aggregate.total_failed + aggregate.total_errored:
+        return None
+    why = next((t.first_reason["skipped"] for _, t in sorted(aggregate.metrics.items())
+                if str(t.first_reason.get("skipped", "")).startswith(NOT_JUDGED)), None)
+    if why is None:
+        return None
+    return (f"nothing could decide: every case needs the judge, and judged metrics were {why} — run where the "
+            "key is available, or add checks that need no judge (rules, expected_keywords)")
+
+
 def run_verdict(
     aggregate: RunAggregate,
     thresholds: Mapping[str, Threshold],
@@ -343,6 +359,9 @@ def run_verdict(
             reasons.append(f"strict mode: metrics skipped or unavailable: {listed}")
     if aggregate.total_test_cases == 0:
         reasons.append("no case was evaluated")
+    undecided = nothing_decided_reason(aggregate)
+    if undecided:
+        reasons.append(undecided)
     reasons.extend(extra_reasons or [])
     passed = not reasons and not interrupted
     return Verdict(
