@@ -136,6 +136,7 @@ def verdict_view(results: Mapping[str, Any]) -> dict[str, Any]:
         "exit_code": gate.get("exit_code"),
         "status": str(results.get("status") or "completed"),
         "reasons": [str(r) for r in gate.get("reasons") or []],
+        "no_gate": str(gate["no_gate"]) if gate.get("no_gate") else None,
     }
 
 

@@ -230,6 +230,19 @@ _UNAVAILABLE = MetricStatus.unavailable
 _NOT_RUN = (MetricStatus.unavailable, MetricStatus.skipped)
 
 
+NO_GATE = ("nothing could decide: no gated metric was scored (every gated metric advisory or unavailable, "
+           "no rule gating)")
+
+
+def nothing_decided(aggregate: RunAggregate, thresholds: Mapping[str, Threshold]) -> bool:
+    """True when cases ran and no metric with a gating threshold has a value in any of them: the run's pass
+    would then rest on nothing (``no_gate``)."""
+    if aggregate.total_test_cases == 0:
+        return False
+    averages = aggregate.averages()
+    return not any(averages.get(name) is not None for name in thresholds)
+
+
 @dataclass(frozen=True)
 class GatePolicy:
     strict: bool = False
