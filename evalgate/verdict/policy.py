@@ -255,8 +255,9 @@ def _settings(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> Non
 def _calibration(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> None:
     old, new = base.get("calibration"), head.get("calibration")
     if old is not None and new is not None and old != new and new != "required":
-        meaning = {"off": "every judge gates, calibrated or not",
-                   "auto": "uncalibrated judges no longer gate"}.get(str(new), "")
+        meaning = {"off": "human labels not read: a judge gates on its controls, or unchecked where none can be built",
+                   "trust": "every judge gates, unchecked",
+                   "auto": "a judge without human labels gates on its controls"}.get(str(new), "")
         add("calibration", "calibration", old, new, f"calibration {old} → {new}" + (f" ({meaning})" if meaning else ""))
     for key in ("calibration_min_kappa", "calibration_min_labels"):
         a, b = _num(base.get(key)), _num(head.get(key))
