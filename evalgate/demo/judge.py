@@ -255,8 +255,11 @@ def verdict(prompt: str, schema: Any = None, mode: str = "scripted") -> dict[str
         quoted = " ".join(candidate.split())[:40]
         reasoning = (f"{value:.0%} of the reference terms occur in the answer {quoted!r} "
                      f"({_found(reference, candidate)})")
-        if any(fenced.get(label) for label in REFERENCE_LABELS) and negations(candidate) != negations(reference):
-            value = round(value / 2, 4)  # "do not X" is not "X": a word count cannot see it, a parity check can
+        if (any(fenced.get(label) for label in REFERENCE_LABELS) and negations(candidate) != negations(reference)
+                and len(candidate.split()) <= 1.5 * len(reference.split())):
+            # a near copy of the reference that flips its polarity: "do not X" is not "X" (a word count cannot see
+            # it, a parity check can; longer answers phrase things their own way and are left to the word count)
+            value = round(value / 2, 4)
             reasoning += "; the answer negates what the reference says (or the reverse), so half of that"
     if '"overall_score"' in spec:
         return {"reasoning": reasoning, "accuracy": value, "completeness": value, "relevance": value,

@@ -106,6 +106,10 @@ class JudgePolicy:
         """The failure lines (``calibration: required``) of the metrics the run scored."""
         return [line for name, line in sorted(self.failures.items()) if name.partition("#")[0] in used]
 
+    def advisory(self) -> frozenset[str]:
+        """The metrics shown without gating (their values are recorded ``advisory``)."""
+        return frozenset(name for name, entry in self.block.get("metrics", {}).items() if entry.get("gating") is False)
+
     def pairwise_gated(self, thresholds: Collection[str]) -> list[str]:
         return [name for name in thresholds if self.pairwise_gating is None or name in self.pairwise_gating]
 
@@ -182,6 +186,7 @@ async def prove_judges(settings: Settings, prepared: Prepared, judge: JudgeClien
         parts = key_parts(judge, metric, options)
         digest = built.digest(items)
         found[name] = {**report, "status": state, "reason": why, "items": len(items), "digest": digest,
+                       "first_unavailable": next((pair.problem for pair in pairs if pair.problem), None),
                        "kinds": kinds, "created": now, "metric": f"controls:{name}",
                        "key": key_of({**parts, "controls": digest}), "parts": parts,
                        "judge": judge_label(parts, name, key_of(parts)), "threshold": threshold.model_dump()}
@@ -244,7 +249,8 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
             entry["controls"] = {"status": control_state, "reason": control_why, "n": control.get("n"),
                                  "kappa": control.get("kappa"), "kappa_ci": control.get("kappa_ci"),
                                  "items": control.get("items"), "digest": control.get("digest"),
-                                 "kinds": control.get("kinds"), "disagreements": control.get("disagreements", [])[:3]}
+                                 "kinds": control.get("kinds"), "first_unavailable": control.get("first_unavailable"),
+                                 "disagreements": control.get("disagreements", [])[:3]}
         policy.block["metrics"][name] = entry
         line = gate_line(name, label, evidence, gating, why, control_state, control_why)
         entry["line"] = line

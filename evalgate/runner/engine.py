@@ -154,6 +154,7 @@ class Engine:
         prefetch_judged: bool = False,
         optional: Mapping[str | None, frozenset[str]] | None = None,
         conversations: Any = None,
+        advisory: frozenset[str] = frozenset(),
     ) -> None:
         self.target = target
         self.prefetch_judged = prefetch_judged
@@ -161,6 +162,8 @@ class Engine:
         judge request of the case joins the same batch); each result is still taken in plan order."""
         self.plan_for = plan_for
         self.thresholds = thresholds
+        self.advisory = advisory
+        """Judged metrics whose judge may not gate: their values are recorded ``advisory`` (``passed`` null)."""
         self.sinks = sinks
         self.concurrency = concurrency
         self.spare_workers = spare_workers
@@ -432,7 +435,8 @@ class Engine:
                 details=score.details,
             )
         ctx.values[metric.name] = value
-        return judge_metric(value, self._threshold(metric.name, ctx), score.details)
+        return judge_metric(value, self._threshold(metric.name, ctx), score.details,
+                            advisory=metric.name in self.advisory)
 
     def verdict(self, metrics: dict[str, MetricResult], error: str | None = None,
                 suite: str | None = None) -> tuple[CaseStatus, list[str]]:

@@ -248,6 +248,7 @@ async def _execute(
         prefetch_judged=getattr(judge, "batch", None) is not None,
         optional=prepared.optional,
         conversations=conversations,
+        advisory=calibration.advisory(),
     )
     pairwise: dict[str, Any] | None = None
     interruption.enter("running")  # a signal stops new cases (a flag each worker reads) and wakes the loop

@@ -126,7 +126,7 @@ def judge_verdicts(result: MetricResult) -> JudgeTally:
     return JudgeTally(1, 1, 0, reason, reason)
 
 
-_VALUED = (MetricStatus.passed, MetricStatus.failed)
+_VALUED = (MetricStatus.passed, MetricStatus.failed, MetricStatus.advisory)
 _STATUS_TEXT = {status: status.value for status in MetricStatus}
 _METRIC_FAILED = MetricStatus.failed
 _PASSED, _FAILED, _ERRORED, _SKIPPED = CaseStatus.passed, CaseStatus.failed, CaseStatus.errored, CaseStatus.skipped

@@ -83,9 +83,13 @@ def _suggest(name: str, known: Mapping[str, Any]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def judge_metric(value: float, threshold: Threshold | None, details: dict[str, Any]) -> MetricResult:
+def judge_metric(value: float, threshold: Threshold | None, details: dict[str, Any], *,
+                 advisory: bool = False) -> MetricResult:
     """A computed value against its threshold. ``details`` is kept as given, not copied: metrics of one
-    case may share one details mapping (it is read-only once scored)."""
+    case may share one details mapping (it is read-only once scored). ``advisory``: a judged metric whose judge
+    may not gate: recorded ``advisory`` with ``passed`` null, never as passed."""
+    if advisory and threshold is None:
+        return MetricResult(value=value, threshold=None, passed=None, status=MetricStatus.advisory, details=details)
     passed = True if threshold is None else threshold.admits(value)
     values: dict[str, Any] = {
         "value": value,
