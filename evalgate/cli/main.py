@@ -417,6 +417,7 @@ def _print_validation(result: Any, settings: Any, explain: bool) -> None:
     summary["custom_metrics"] = result.custom_metrics
     if explain:
         summary["explain"] = result.explanation()
+        summary["judged_gating"] = result.judged
     if settings.format == "json":
         print(json.dumps(summary, indent=2, default=str))
     elif explain:
@@ -424,6 +425,10 @@ def _print_validation(result: Any, settings: Any, explain: bool) -> None:
         from evalgate.runner.explain import render_explanation
 
         print(render_explanation([(case, result.explain(case)) for case in result.selected], format_threshold))
+        if result.judged:
+            print("judged metrics")
+            for line in result.judged:
+                print(f"  {line}")
         print(f"OK: {result.cases} cases valid in {len(result.files)} file(s); no network call was made.")
     else:
         print(render_summary_text(summary))

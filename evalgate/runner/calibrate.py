@@ -201,6 +201,36 @@ async def prove_judges(settings: Settings, prepared: Prepared, judge: JudgeClien
     return found
 
 
+def explain_gating(settings: Settings, prepared: Prepared) -> list[str]:
+    """``validate --explain``: per gated judged metric, in one line, what it needs to gate (no call is made, so
+    what the judge will show is not known yet: the controls are counted, not scored)."""
+    from evalgate.judges import controls as built
+
+    mode = settings.calibration
+    judged = "judged — needs a judge (judge_provider); then" if settings.judge_provider == "none" else "judged —"
+    lines = []
+    wanted = set(judged_gated(prepared))
+    used = {name for case in prepared.cases for name in prepared.plan_for(case).names if name in wanted}
+    for name in sorted(used):
+        metric = prepared.metrics[name]
+        if mode == "trust":
+            lines.append(f"{name}: {judged} gates unchecked (calibration: trust)")
+            continue
+        cases = (case for case in prepared.cases if name in prepared.plan_for(case).names)
+        items = built.build(metric, cases, settings.controls_max_items) if settings.controls_max_items else []
+        labels = "" if mode == "off" else " (human labels for its judge, when they exist, decide instead)"
+        if items:
+            lines.append(f"{name}: {judged} gates once its judge passes {len(items)} controls built from this suite"
+                         f"{labels}; else shown, not gating (calibration: {mode})")
+        elif mode == "off":
+            lines.append(f"{name}: {judged} gates unchecked: no controls can be built for it (calibration: off)")
+        else:
+            seed = " (under a seed kind: gates as the seed framework did)" if prepared.seed_kind and mode == "auto" else ""
+            lines.append(f"{name}: {judged} gates only on human labels, no controls can be built for it "
+                         f"(`evalgate calibrate`){seed} (calibration: {mode})")
+    return lines
+
+
 def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | None, cwd: Path,
                  controls: Mapping[str, Mapping[str, Any]] | None = None) -> JudgePolicy:
     """Per gated judged metric: its calibration standing, its controls (``prove_judges``) and whether it gates
