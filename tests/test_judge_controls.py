@@ -102,6 +102,20 @@ def test_a_judge_that_gives_everything_1_is_refused_and_the_run_says_nothing_gat
         entry = document["calibration"]["metrics"]["matches_expected"]
         assert entry["gating"] is False and entry["controls"]["status"] in ("failed", "insufficient")
         assert "matches_expected" not in document["thresholds"]
+        # its values are recorded as advisory, never as passed: the wrong answer's 1.0 included
+        for record in document["results"]:
+            assert record["metrics"]["matches_expected"]["status"] == "advisory"
+            assert record["metrics"]["matches_expected"]["passed"] is None
+            assert record["metrics"]["matches_expected"]["value"] == 1.0
+        assert document["metrics"]["matches_expected"]["average"] == 1.0  # still averaged and shown
+        import jsonschema
+
+        jsonschema.validate(document, json.loads((Path(__file__).resolve().parents[1] / "evalgate" / "schemas"
+                                                  / "results.schema.json").read_text(encoding="utf-8")))
+        from evalgate.store.reader import load_results
+
+        stored = load_results(str(suite / "out" / "results.db"))
+        assert stored["results"][0]["metrics"]["matches_expected"]["status"] == "advisory"
         # nothing else gates: the pass rests on nothing, and the verdict line says so
         assert code == 0 and document["gate"]["no_gate"].startswith("nothing could decide")
         assert "evalgate ✅ PASSED  — NOTHING GATED" in text

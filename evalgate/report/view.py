@@ -249,7 +249,8 @@ def judge_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
     notes = [str(n) for n in (results.get("gate") or {}).get("notes") or []]
     calibrated = ((results.get("calibration") or {}).get("metrics") or {})
     missing = sorted(str(name) for name, entry in calibrated.items()
-                     if isinstance(entry, Mapping) and entry.get("status") == "missing" and entry.get("gating") is False)
+                     if isinstance(entry, Mapping) and entry.get("status") == "missing" and entry.get("gating") is False
+                     and entry.get("evidence", "none") == "none")  # no labels and no controls: nothing more to say
     if len(missing) > 1:  # one line for every metric never calibrated; below-floor and stale ones keep their own
         notes = [note for note in notes if not any(note.startswith(f"{name}: ") for name in missing)]
         notes.insert(0, f"judge not calibrated for {', '.join(missing)} — verdicts shown, not gating "
