@@ -261,3 +261,29 @@ def test_with_the_demo_judge_knowledge_retention_gates_and_fails_the_forgetful_a
     assert scored == {"forgets-name": 0.0, "keeps-team": 1.0}
     assert code == 1 and document["summary"]["total_failed"] == 1, out.getvalue()
     assert any(r.startswith("critical case forgets-name failed") for r in document["gate"]["reasons"])
+
+
+def test_merged_shards_take_the_weakest_controls() -> None:
+    """Each shard proves its judge on its own cases' controls: one shard's refusal makes the merged metric advisory,
+    and under ``calibration: required`` a reason; shards that all passed keep it gating."""
+    from evalgate.runner.shard_judging import JudgingAgreement
+
+    def shard(gating: bool, mode: str = "auto") -> dict[str, Any]:
+        entry = {"judge": "demo@correctness-1", "key": "k1", "min_kappa": 0.6, "min_labels": 30, "status": "missing",
+                 "evidence": "controls", "gating": gating, "reason": "no calibration for this configuration",
+                 "controls": {"status": "passed" if gating else "failed"}}
+        return {"metadata": {"judge": {"temperature": 0.0}}, "calibration": {"mode": mode, "metrics": {"correctness": entry}}}
+
+    both = JudgingAgreement()
+    both.add("a.json", shard(True))
+    both.add("b.json", shard(True))
+    block, notes, reasons = both.merged(shard(True)["calibration"], {})
+    assert both.not_gating() == set() and block["metrics"]["correctness"]["gating"] is True and reasons == []
+    for mode in ("auto", "required"):
+        mixed = JudgingAgreement()
+        mixed.add("a.json", shard(True, mode))
+        mixed.add("b.json", shard(False, mode))
+        block, notes, reasons = mixed.merged(shard(True, mode)["calibration"], {})
+        assert mixed.not_gating() == {"correctness"} and block["metrics"]["correctness"]["gating"] is False
+        assert notes["correctness"].startswith("correctness: judge refused by its controls in shard b.json")
+        assert (reasons != []) is (mode == "required")
