@@ -86,13 +86,13 @@ class JudgingAgreement:
             if _text(entry.get(field)) != _text(kept.get(field)):
                 raise UserError(f"{what}: {field} differs between shards: {_text(entry.get(field))} here, "
                                 f"{_text(kept.get(field))} in {where}", where=label)
-        if MISSING in (entry.get("status"), kept.get("status")):
-            if entry.get("status") == MISSING and kept.get("status") != MISSING:
-                self.entries[slot] = (entry, label)  # the weakest: no calibration
-            return
         if entry.get("evidence") == "controls" or kept.get("evidence") == "controls":
             if entry.get("gating") is False and kept.get("gating") is not False:
                 self.entries[slot] = (entry, label)  # the weakest: a shard whose controls refused the judge
+            return
+        if MISSING in (entry.get("status"), kept.get("status")):
+            if entry.get("status") == MISSING and kept.get("status") != MISSING:
+                self.entries[slot] = (entry, label)  # the weakest: no calibration
             return
         for field in RESULT:
             if _text(entry.get(field)) != _text(kept.get(field)):
