@@ -112,8 +112,10 @@ def test_a_judge_that_gives_everything_1_is_refused_and_the_run_says_nothing_gat
 
         jsonschema.validate(document, json.loads((Path(__file__).resolve().parents[1] / "evalgate" / "schemas"
                                                   / "results.schema.json").read_text(encoding="utf-8")))
+        from evalgate.report.html import render_html
         from evalgate.store.reader import load_results
 
+        assert "advisory" in render_html(document)
         stored = load_results(str(suite / "out" / "results.db"))
         assert stored["results"][0]["metrics"]["matches_expected"]["status"] == "advisory"
         # nothing else gates: the pass rests on nothing, and the verdict line says so
