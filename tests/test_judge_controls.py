@@ -84,6 +84,9 @@ def test_a_good_judge_is_admitted_by_its_controls_on_the_first_run_and_gates(sui
     assert code == 1 and any(r.startswith("matches_expected average") for r in document["gate"]["reasons"]), text
     refund = next(r for r in document["results"] if r["id"] == "refund")
     assert refund["status"] == "failed" and refund["metrics"]["matches_expected"]["passed"] is False
+    from evalgate.report.view import calibration_label
+
+    assert calibration_label(document["metrics"]["matches_expected"]).startswith("controls κ 1.00 · n ")
     line = next(n for n in document["gate"]["notes"] if n.startswith("matches_expected: "))
     assert " passed its controls: κ 1.00 [1.00, 1.00] on " in line and line.endswith(" controls — gates")
     assert line in text  # the console says it in one line

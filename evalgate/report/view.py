@@ -229,6 +229,11 @@ def calibration_label(info: Mapping[str, Any]) -> str | None:
     if not isinstance(calibration, Mapping):
         return None
     status = calibration.get("status")
+    controls = calibration.get("controls")
+    if calibration.get("evidence") == "controls" and isinstance(controls, Mapping):
+        kappa = controls.get("kappa")
+        text = f"controls κ {format_number(kappa, 2) if kappa is not None else '—'} · n {controls.get('n')}"
+        return text + ("" if calibration.get("gating") else f" · {controls.get('status')}")
     if status in ("missing", None):
         return "not calibrated"
     if status == "stale":

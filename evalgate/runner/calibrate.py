@@ -360,6 +360,11 @@ def attach_calibration(document: dict[str, Any], policy: JudgePolicy, health: di
         for name, entry in document["calibration"]["metrics"].items():
             metrics[name]["calibration"] = {k: entry.get(k) for k in ("status", "gating", "kappa", "n", "created",
                                                                       "judge", "reason", "threshold")}
+            if entry.get("evidence"):
+                metrics[name]["calibration"]["evidence"] = entry["evidence"]
+            if isinstance(entry.get("controls"), dict):
+                metrics[name]["calibration"]["controls"] = {k: entry["controls"].get(k)
+                                                            for k in ("status", "kappa", "kappa_ci", "n")}
     notes = [line for name, line in sorted(policy.notes.items()) if name in metrics]
     if notes:
         document.setdefault("gate", {})["notes"] = notes
