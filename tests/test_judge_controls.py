@@ -292,3 +292,16 @@ def test_merged_shards_take_the_weakest_controls() -> None:
         assert mixed.not_gating() == {"correctness"} and block["metrics"]["correctness"]["gating"] is False
         assert notes["correctness"].startswith("correctness: judge refused by its controls in shard b.json")
         assert (reasons != []) is (mode == "required")
+
+
+def test_dropping_no_gate_fail_is_a_loosening() -> None:
+    from evalgate.verdict.policy import loosenings
+
+    def policy(**values: Any) -> dict[str, Any]:
+        return {"calibration": "auto", "no_gate": "auto", **values}
+
+    [item] = loosenings(policy(no_gate="fail"), policy(no_gate="pass"))
+    assert (item["setting"], item["text"]) == ("no_gate", "no_gate fail → pass (a run nothing decided passes)")
+    assert [i["setting"] for i in loosenings(policy(calibration="required"), policy(calibration="required",
+                                                                                    no_gate="pass"))] == ["no_gate"]
+    assert loosenings(policy(no_gate="pass"), policy(no_gate="fail")) == []

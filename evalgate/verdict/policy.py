@@ -110,7 +110,7 @@ def snapshot(
 
 GATE_SETTINGS = ("gate_changes", "significance_level", "fail_on_regression", "strict_metrics", "fail_on_critical",
                  "min_pass_rate", "max_errored", "repeat_rule", "calibration", "calibration_min_kappa",
-                 "calibration_min_labels", "calibration_floors", "selection")
+                 "calibration_min_labels", "calibration_floors", "no_gate", "selection")
 """Settings recorded in the snapshot (``selection``: ``case_ids`` count, ``first_n``, ``category``, ``tags``)."""
 
 
@@ -243,6 +243,9 @@ def _settings(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> Non
     if pair and pair[0] == "fail" and pair[1] != "fail":
         add("gate_changes", "gate_changes", pair[0], pair[1], f"gate_changes {pair[0]} → {pair[1]}")
     _calibration(base, head, add)
+    pair = both("no_gate")
+    if pair and _no_gate_fails(pair[0], base.get("calibration")) and not _no_gate_fails(pair[1], head.get("calibration")):
+        add("no_gate", "no_gate", pair[0], pair[1], f"no_gate {pair[0]} → {pair[1]} (a run nothing decided passes)")
     pair = both("selection")
     if pair and isinstance(pair[1], Mapping):
         old = pair[0] if isinstance(pair[0], Mapping) else {}
@@ -250,6 +253,11 @@ def _settings(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> Non
             if value and value != old.get(key):
                 shown = f"{value} id(s)" if key == "case_ids" else value
                 add("selection", key, old.get(key), value, f"cases selected by {key}: {shown}")
+
+
+def _no_gate_fails(value: Any, calibration: Any) -> bool:
+    """Whether ``no_gate`` fails a run that nothing decided (``auto``: under ``calibration: required``)."""
+    return value == "fail" or (value == "auto" and calibration == "required")
 
 
 def _calibration(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> None:
