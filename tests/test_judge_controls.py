@@ -91,6 +91,8 @@ def test_a_good_judge_is_admitted_by_its_controls_on_the_first_run_and_gates(sui
     assert " passed its controls: κ 1.00 [1.00, 1.00] on " in line and line.endswith(" controls — gates")
     assert line in text  # the console says it in one line
     assert "evalgate: judge controls: " in text and "(at most 60 per metric)" in text  # the pre-run estimate
+    assert document["metadata"]["estimate"]["controls"] == {"cap_per_metric": 60,
+                                                            "items": {"matches_expected": entry["controls"]["items"]}}
     assert again == 1 and second["calibration"]["metrics"]["matches_expected"]["controls"]["kappa"] == 1.0
     assert "Judge: 0 call(s)" in again_text, again_text
     from evalgate.store.calibration import load

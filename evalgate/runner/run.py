@@ -263,6 +263,9 @@ async def _execute(
         try:
             stats = await running
             estimate = await estimating
+            if estimate is not None and controls:  # the controls were judged before the cases: their bound too
+                estimate["controls"] = {"cap_per_metric": settings.controls_max_items,
+                                        "items": {name: record["items"] for name, record in sorted(controls.items())}}
         except BaseException:
             estimating.cancel()
             raise
