@@ -36,6 +36,14 @@ metrics with a simulated position-fair judge (``simulated_preferences``: ``rando
 are members of the comparison's one family, and the A/A rate must stay ≤ 5 %; beside it, the same replications
 decided by the two families used before (``pairwise_flags``).
 
+The ``repeat: adaptive`` cells (``adaptive_cells``, ``ADAPTIVE_FACTOR``× the replications for the two iid cells
+the targets name) run each PR three ways on the same draws: one run per case on both sides, ``repeat: 3`` on
+both, and ``repeat: adaptive`` against a base run with ``repeat: 3`` (``adaptive_replicate``: the rounds of
+``verdict.adaptive.Plan``, each re-trial a fresh draw, then ``compare_runs`` on the documents): share flagged,
+share inconclusive, the PR's agent calls per decision and the share the critical rule blocks; the critical SPRT
+is also computed exactly (``critical_exact``). ``--only-adaptive`` recomputes this part alone and keeps the rest
+of bench/results/stats.json.
+
 The run writes bench/results/stats.json and the tables into docs/trustworthy-verdicts.md and
 bench/README.md (between ``<!-- bench.stats:begin -->`` and ``<!-- bench.stats:end -->``).
 """
@@ -56,8 +64,10 @@ import numpy as np
 
 from evalgate.judges.pairwise import combine
 from evalgate.verdict import stats
+from evalgate.verdict.adaptive import Plan, base_outcomes
 from evalgate.verdict.compare import PASS_RATE_WEIGHT, compare_runs, family_weights
 from evalgate.verdict.pairwise import summarize
+from evalgate.verdict.sequential import critical_operating
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "stats.json"
@@ -109,7 +119,7 @@ def base_probabilities(cell: Cell, rng: np.random.Generator) -> np.ndarray:
         p = np.clip(p, 0.0, 1.0)
     else:
         raise ValueError(f"unknown model {cell.model!r}")
-    critical = np.full(cell.critical, 0.98 if cell.critical_kind == "stable" else 0.6)
+    critical = np.full(cell.critical, {"stable": 0.98, "p90": 0.9, "broken": 1.0}.get(cell.critical_kind, 0.6))
     return np.concatenate([p, critical])
 
 
@@ -152,7 +162,7 @@ def replicate(cell: Cell, rng: np.random.Generator, resamples: int) -> tuple[dic
     """One replication: draw base and head, compare; returns (base, head, comparison)."""
     p = base_probabilities(cell, rng)
     levels = _metric_levels(cell, rng)
-    head_p = p * (1.0 - cell.drop / float(p.mean())) if cell.drop else p
+    head_p = _head_probabilities(cell, p)
     head_levels = [level * (1.0 - cell.metric_drop) if j == 0 else level for j, level in enumerate(levels)]
     base = _document(cell, p, levels, rng, "base")
     head = _document(cell, head_p, head_levels, rng, "head")
@@ -162,6 +172,124 @@ def replicate(cell: Cell, rng: np.random.Generator, resamples: int) -> tuple[dic
                               seed=int(rng.integers(0, 2**31 - 1)), tolerances={}, pairwise=table,
                               pairwise_gated=names)
     return base, head, comparison
+
+
+# ── repeat: adaptive ─────────────────────────────────────────────────────────────────────────
+
+ADAPTIVE_BUDGET = 0.5
+"""``adaptive_budget`` of the simulated runs: re-trials up to 50 % of the cases (the default)."""
+ADAPTIVE_BASE_REPEATS = 3
+"""The base branch's run (on push, amortised over every PR against it) uses ``repeat: 3``."""
+ADAPTIVE_FACTOR = 10
+"""The two iid adaptive cells the targets name run this many times the replications."""
+ADAPTIVE_OTHER_SHARE = 0.4
+"""The other adaptive cells run this share of those replications."""
+
+
+def adaptive_replicate(cell: Cell, rng: np.random.Generator, resamples: int,
+                       budget: float = ADAPTIVE_BUDGET) -> tuple[dict[str, Any], Plan]:
+    """One PR under ``repeat: adaptive`` through the real code: base with ``ADAPTIVE_BASE_REPEATS`` runs per
+    case, head's first trials, then the rounds ``verdict.adaptive.Plan`` asks for (each re-trial a fresh draw
+    of the case's head outcome) within the budget; the comparison is ``compare_runs`` on the two documents."""
+    p = base_probabilities(cell, rng)
+    levels = _metric_levels(cell, rng)
+    head_p = _head_probabilities(cell, p)
+    head_levels = [level * (1.0 - cell.metric_drop) if j == 0 else level for j, level in enumerate(levels)]
+    base = _document(replace(cell, repeats=ADAPTIVE_BASE_REPEATS), p, levels, rng, "base")
+    head = _document(replace(cell, repeats=1), head_p, head_levels, rng, "head")
+    plan = Plan(alpha=ALPHA, level=PASS_RATE_WEIGHT * ALPHA)
+    outcomes = base_outcomes(base["results"])
+    records = list(head["results"])
+    for record in records:
+        plan.add(record["id"], record["risk_level"] == "critical", record["status"] == "passed", outcomes[record["id"]])
+    plan.after_round()
+    room = math.ceil(budget * cell.n)
+    while wanted := plan.next_round(room - plan.retrials):
+        for case_id in wanted:
+            i = int(case_id[1:])
+            passed = bool(rng.random() < head_p[i])
+            records.append({"id": case_id, "index": i, "repeat": len(plan.cases[case_id].head),
+                            "risk_level": records[i]["risk_level"], "source": records[i]["source"],
+                            "status": "passed" if passed else "failed", "passed": passed, "metrics": {}})
+            plan.add(case_id, records[i]["risk_level"] == "critical", passed)
+        plan.after_round()
+    head = head | {"results": records, "metadata": {"config": {"adaptive": True}}}
+    comparison = compare_runs(base, head, alpha=ALPHA, resamples=resamples, seed=int(rng.integers(0, 2**31 - 1)),
+                              tolerances={}, adaptive=True)
+    return comparison, plan
+
+
+def _head_probabilities(cell: Cell, p: np.ndarray) -> np.ndarray:
+    """Head's pass probabilities: 10 points lower on average under A/B; a broken critical case (the last
+    case, ``critical_kind`` ``broken``) at 0.5."""
+    head_p = p * (1.0 - cell.drop / float(p.mean())) if cell.drop else p.copy()
+    if cell.critical and cell.critical_kind == "broken":
+        head_p[-1] = 0.5
+    return head_p
+
+
+def adaptive_modes(cell: Cell, replications: int, resamples: int, seed: int) -> dict[str, Any]:
+    """One cell three ways on the same seed: one run per case on both sides, ``repeat: 3`` on both, and
+    ``repeat: adaptive`` (base ``repeat: 3``): share flagged, inconclusive, head-side agent calls per PR
+    (× one run; judge calls scale the same: one per trial and judged metric), and for critical cells the
+    share of PRs the critical rule blocks."""
+    rows: dict[str, Any] = {}
+    for mode in ("one run", "repeat: 3", "adaptive"):
+        rng = np.random.default_rng(seed)
+        flagged = inconclusive = blocked = 0
+        calls = 0.0
+        started = time.perf_counter()
+        for _ in range(replications):
+            if mode == "adaptive":
+                comparison, plan = adaptive_replicate(cell, rng, resamples)
+                calls += (cell.n + plan.retrials) / cell.n
+                blocked += any(plan.case_status(c.id)[0] == "failed" for c in plan.cases.values() if c.critical)
+            else:
+                k = 1 if mode == "one run" else 3
+                _, head, comparison = replicate(replace(cell, repeats=k), rng, resamples)
+                calls += k
+                critical = [r for r in head["results"] if r["risk_level"] == "critical" and r["status"] != "passed"]
+                blocked += bool(critical)  # pass^k: every repeat of a critical case must pass
+            flagged += bool(comparison["regression"])
+            inconclusive += comparison["verdict"] == "inconclusive"
+        rows[mode] = {"rate": flagged / replications, "mc_se": math.sqrt(flagged * (replications - flagged))
+                      / replications ** 1.5, "inconclusive": inconclusive / replications,
+                      "calls": calls / replications, "critical_blocked": blocked / replications,
+                      "seconds": round(time.perf_counter() - started, 1)}
+    return {"cell": asdict(cell), "label": cell.label, "replications": replications, "modes": rows}
+
+
+def adaptive_cells() -> list[tuple[str, Cell]]:
+    """n = 200, one gated metric: A/A and A/B in each flakiness model; critical cells."""
+    cells = [(("A/B: pass rate −10 points" if drop else "A/A"), Cell(gated=1, model=m, drop=drop))
+             for drop in (0.0, DROP) for m in MODELS]
+    cells += [("A/A, 10 critical cases at p = 0.9", Cell(gated=1, critical=10, critical_kind="p90")),
+              ("1 critical case broken (PR 0.5, base 1.0)", Cell(gated=1, critical=1, critical_kind="broken"))]
+    return cells
+
+
+def compare_adaptive(replications: int, resamples: int, seed: int, *, progress: bool = True) -> list[dict[str, Any]]:
+    out = []
+    for index, (name, cell) in enumerate(adaptive_cells()):
+        target = cell.model == "iid" and not cell.critical
+        reps = replications if target else max(1, int(replications * ADAPTIVE_OTHER_SHARE))
+        row = adaptive_modes(cell, reps, resamples, seed + 7000 + 31 * index) | {"name": name}
+        out.append(row)
+        if progress:
+            print(f"[bench.stats] adaptive {name} ({cell.model}): " + ", ".join(
+                f"{mode} {r['rate']:.1%} flagged, {r['calls']:.2f}× calls" for mode, r in row["modes"].items()),
+                file=sys.stderr)
+    return out
+
+
+def critical_exact(m: int = 10, requirement: float = 0.9) -> dict[str, Any]:
+    """The critical SPRT computed exactly (``sequential.critical_operating``) at α/m per case: unchanged PRs
+    blocked with m cases at p = 0.9; a broken case (p = 0.5) blocked; expected trials."""
+    fine = critical_operating(0.9, requirement, ALPHA / m)
+    broken = critical_operating(0.5, requirement, ALPHA / m)
+    return {"m": m, "unchanged_blocked": 1 - (1 - fine["blocked"]) ** m, "broken_blocked": broken["blocked"],
+            "trials_fine": fine["trials"], "trials_broken": broken["trials"],
+            "one_run_blocked": 1 - 0.9 ** m, "repeat3_blocked": 1 - 0.9 ** (3 * m)}
 
 
 JUDGE_NOISE = 0.15
@@ -446,9 +574,17 @@ def compare_alternatives(replications: int, resamples: int, seed: int, *, progre
     return rows
 
 
+def simulate_adaptive(replications: int, resamples: int, seed: int, *, progress: bool = True) -> dict[str, Any]:
+    """The ``repeat: adaptive`` part: its cells (``compare_adaptive``) and the critical SPRT computed exactly."""
+    started = time.perf_counter()
+    rows = compare_adaptive(replications, resamples, seed, progress=progress) if replications else []
+    return {"adaptive": rows, "critical_exact": critical_exact(),
+            "adaptive_seconds": round(time.perf_counter() - started, 1)}
+
+
 def simulate(replications: int, resamples: int, seed: int, *, null: Sequence[Cell] | None = None,
              power: Sequence[Cell] | None = None, alternatives: int | None = None, pairwise: int | None = None,
-             progress: bool = True) -> dict[str, Any]:
+             adaptive: int | None = None, progress: bool = True) -> dict[str, Any]:
     """Run every cell, the alternatives' comparison with ``alternatives`` replications per cell (default
     ``ALTERNATIVES_FACTOR``× ``replications``; 0 skips it) and the pairwise cells with ``pairwise`` (default
     ``PAIRWISE_FACTOR``× ``replications``; 0 skips them); returns the results document
@@ -470,6 +606,8 @@ def simulate(replications: int, resamples: int, seed: int, *, null: Sequence[Cel
     out["mid_p_sizes"] = mid_p_sizes() if reps else None
     reps = replications * PAIRWISE_FACTOR if pairwise is None else pairwise
     out["pairwise"] = compare_pairwise(reps, resamples, seed, progress=progress) if reps else []
+    out |= simulate_adaptive(replications * ADAPTIVE_FACTOR if adaptive is None else adaptive, resamples, seed,
+                             progress=progress)
     out["seconds"] = round(time.perf_counter() - started, 1)
     out["targets"] = check_targets(out)
     return out
@@ -515,6 +653,30 @@ def check_targets(results: dict[str, Any]) -> dict[str, Any]:
         targets["aa_pairwise_max"] = {"rate": worst, "met": worst <= limit,
                                       "target": f"A/A with pairwise judging, no cell significantly above 5 % "
                                                 f"(≤ 5 % + 2 MC s.e. = {limit:.1%})"}
+    for row in results.get("adaptive") or []:
+        c, mode = row["cell"], row["modes"]["adaptive"]
+        se = math.sqrt(max(mode["rate"] * (1 - mode["rate"]), 1e-12) / row["replications"])
+        if c["model"] != "iid" or c["critical"]:
+            continue
+        if c["drop"]:
+            targets["adaptive_power_n200"] = {
+                "rate": mode["rate"], "mc_se": se, "met": mode["rate"] + 2 * se >= 0.8 and mode["calls"] <= 1.3,
+                "target": f"≥ 80 % (not significantly below) with ≤ 1.3× the calls of one run "
+                          f"(measured {mode['calls']:.2f}×)"}
+        else:
+            limit = ALPHA + 2.0 * math.sqrt(ALPHA * (1.0 - ALPHA) / row["replications"])
+            targets["adaptive_aa"] = {
+                "rate": mode["rate"], "met": mode["rate"] <= limit and mode["calls"] <= 1.3,
+                "target": f"≤ 5 % family-wise over both looks (≤ {limit:.1%}), ≤ 1.3× the calls "
+                          f"(measured {mode['calls']:.2f}×)"}
+    exact = results.get("critical_exact")
+    if exact:
+        targets["critical_unchanged_blocked"] = {
+            "rate": exact["unchanged_blocked"], "met": exact["unchanged_blocked"] <= ALPHA,
+            "target": f"≤ 5 % of unchanged PRs blocked with {exact['m']} critical cases at p = 0.9 (exact)"}
+        targets["critical_broken_blocked"] = {
+            "rate": exact["broken_blocked"], "met": exact["broken_blocked"] >= 0.95,
+            "target": "≥ 95 % of PRs with a broken critical case (p = 0.5, base 1.0) blocked (exact)"}
     return targets | {
         "aa_pooled": {"rate": pooled, "target": f"≤ 5 % over all {pooled_runs} A/A replications",
                       "met": pooled <= ALPHA},
@@ -562,6 +724,8 @@ def render(results: dict[str, Any]) -> str:
                   for row in results["exact"]]
     if results.get("pairwise"):
         lines += _pairwise_table(results["pairwise"])
+    if results.get("adaptive"):
+        lines += _adaptive_table(results["adaptive"], results.get("critical_exact"))
     sizes = results.get("mid_p_sizes")
     if sizes:
         lines += ["", f"Given N discordant cases, the one-sided mid-p test at α = {sizes['alpha']} rejects more than "
@@ -589,6 +753,45 @@ def _alternatives_table(rows: list[dict[str, Any]]) -> list[str]:
     mismatches = sum(row["mismatches"] for row in rows)
     lines += ["", f"The chosen rule's column is recomputed from the family's p-values; it differs from "
               f"`compare_runs`' own decision in {mismatches} replications."]
+    return lines
+
+
+def _adaptive_table(rows: list[dict[str, Any]], exact: dict[str, Any] | None) -> list[str]:
+    reps = max(row["replications"] for row in rows)
+    few = min(row["replications"] for row in rows)
+    lines = ["", f"**`repeat: adaptive`** (`adaptive_cells`, {reps} replications for the two iid rows without "
+             f"critical cases, {few} for the others; ± {math.sqrt(0.05 * 0.95 / reps):.1%} at 5 %, "
+             f"±{math.sqrt(0.16 / reps):.1%} at 80 % with {reps}; n = 200, one gated "
+             f"metric; the base run has 1, 3 and {ADAPTIVE_BASE_REPEATS} runs per case; adaptive re-trials within "
+             f"{ADAPTIVE_BUDGET:.0%} of the cases). Flagged = share of PRs the comparison flags; inconclusive = share "
+             "whose comparison ends inconclusive; calls = the PR's agent calls per decision as a multiple of one run "
+             "(judge calls scale the same: one per trial and judged metric); critical blocked = share the critical "
+             "rule fails (one run, repeat: 3: pass^k; adaptive: the SPRT):", "",
+             "| cell | model | one run: flagged · inconclusive · calls | repeat: 3 | adaptive | critical blocked "
+             "(one run · repeat: 3 · adaptive) |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        m = row["modes"]
+        cells = [f"{m[k]['rate']:.1%} · {m[k]['inconclusive']:.1%} · {m[k]['calls']:.2f}×"
+                 for k in ("one run", "repeat: 3", "adaptive")]
+        blocked = " · ".join(f"{m[k]['critical_blocked']:.1%}" for k in ("one run", "repeat: 3", "adaptive")) \
+            if row["cell"]["critical"] else "—"
+        lines.append(f"| {row['name']} | {row['cell']['model']} | " + " | ".join(cells) + f" | {blocked} |")
+    ab = next((r for r in rows if r["cell"]["drop"] and r["cell"]["model"] == "iid"), None)
+    if ab is not None:
+        adaptive = ab["modes"]["adaptive"]
+        lines += ["", "**Calls per trustworthy decision** (A/B iid row: agent calls per PR ÷ power, × one run; a "
+                  "trustworthy decision = a 10-point drop caught): one run "
+                  f"{ab['modes']['one run']['calls'] / max(ab['modes']['one run']['rate'], 1e-9):.2f}×, repeat: 3 "
+                  f"{ab['modes']['repeat: 3']['calls'] / max(ab['modes']['repeat: 3']['rate'], 1e-9):.2f}×, adaptive "
+                  f"{adaptive['calls'] / max(adaptive['rate'], 1e-9):.2f}×; the peers' fixed-n cost (promptfoo, "
+                  "DeepEval, Braintrust, LangSmith run every case a fixed k times: k = 3 to reach ≥ 80 %) is the "
+                  "repeat: 3 column."]
+    if exact:
+        lines += ["", f"Critical cases computed exactly (`critical_exact`, the SPRT at α/{exact['m']} per case): "
+                  f"{exact['m']} unchanged critical cases at p = 0.9 block {exact['unchanged_blocked']:.1%} of PRs "
+                  f"(one run, pass^1: {exact['one_run_blocked']:.1%}; repeat: 3, pass^3: {exact['repeat3_blocked']:.1%}); "
+                  f"a broken one (p = 0.5) is blocked {exact['broken_blocked']:.1%} of the time; expected trials "
+                  f"{exact['trials_fine']:.1f} (p = 0.9) and {exact['trials_broken']:.1f} (p = 0.5) per critical case."]
     return lines
 
 
@@ -639,8 +842,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=20261126)
     parser.add_argument("--output", type=Path, default=RESULTS, help="results file (bench/results/stats.json)")
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite the tables in the docs")
+    parser.add_argument("--only-adaptive", action="store_true",
+                        help="recompute only the repeat: adaptive part, keeping the rest of the results file")
     args = parser.parse_args(argv)
-    results = simulate(args.replications, args.resamples, args.seed)
+    if args.only_adaptive and args.output.exists():
+        results = json.loads(args.output.read_text(encoding="utf-8"))
+        results |= simulate_adaptive(args.replications * ADAPTIVE_FACTOR, args.resamples, args.seed)
+        results["targets"] = check_targets(results)
+    else:
+        results = simulate(args.replications, args.resamples, args.seed)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     text = render(results)

@@ -25,6 +25,12 @@ EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 
 
+DOCS_SITE = "https://evalgate.github.io/evalgate/"
+"""The documentation site (mkdocs.yml's ``site_url``; GitHub Pages of evalgate/evalgate, built from docs/): what
+messages and the files ``evalgate init`` writes link to, since a user's repository has no docs/ directory.
+``docs/a/b.md`` is at ``DOCS_SITE + "a/b/"``."""
+
+
 class UserError(Exception):
     """A configuration, dataset or environment problem, worded as ``where: what``."""
 

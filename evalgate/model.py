@@ -174,7 +174,7 @@ def stable_case_id(text: str) -> str:
 
 
 TURN_EXPECTATIONS: tuple[str, ...] = (
-    "expected_output", "expected_keywords", "expected_sources", "expected_specialist", "expected_data_sources",
+    "expected_output", "expect_empty", "expected_keywords", "expected_sources", "expected_specialist", "expected_data_sources",
     "passing_criteria", "expected_answer_criteria", "agents_should_include", "agents_should_exclude",
     "tools_should_include", "tools_should_exclude", "rules", "trajectory", "metrics", "assertions")
 """A turn's own expectations (checked on that turn's answer)."""
@@ -189,6 +189,7 @@ class Turn(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     input: str = Field(validation_alias=AliasChoices("input", "user", "message", "content"))
     expected_output: str | None = None
+    expect_empty: bool = False
     expected_keywords: list[str] | None = None
     expected_sources: list[str] | None = None
     expected_specialist: str | None = None
@@ -257,6 +258,10 @@ class Case(BaseModel):
 
     # --- expectations --------------------------------------------------------------------------
     expected_output: str | None = None
+    expect_empty: bool = False
+    """An empty (or whitespace) answer is the right answer here (a refusal to fill in, a no-op command): its
+    text metrics score it. Without it an empty answer is missing evidence: every metric reading the answer
+    text is ``unavailable`` (``metrics.registry.reads_answer_text``)."""
     expected_sources: list[str] | None = None
     expected_keywords: list[str] | None = None
     expected_specialist: str | None = None
@@ -587,6 +592,10 @@ class _JudgedParts(BaseModel):
     """What the judge sees: JUDGE_FIELDS and ``metadata.KEY`` (default: input, output)."""
     check: str | None = None
     """A code check instead of a judge: ``package.module:function`` or ``file://path.py:function``."""
+    direction: Literal["higher", "lower"] | None = None
+    """A code check's better direction (``lower`` for an error rate); not given: the function's own
+    (``@evalgate.metric(direction=…)``), else ``higher`` — or ``lower`` inferred from a ``max`` threshold, with a
+    notice. The comparison with a baseline reads it to tell a regression from an improvement."""
     threshold: float | Threshold | None = None
 
     @field_validator("criteria", "check")
@@ -654,6 +663,9 @@ class _JudgedParts(BaseModel):
         return _threshold_or_number(value)
 
     def _check_kind(self, what: str) -> None:
+        if self.direction is not None and self.check is None:
+            raise ValueError(f"{what}: 'direction' is for a code check ('check'); a judged metric's higher scores "
+                             "are better")
         if self.check is not None:
             extra = [name for name in ("criteria", "evaluation_steps", "rubric", "fields")
                      if getattr(self, name) is not None]
@@ -828,6 +840,8 @@ class CaseResult(BaseModel):
     latency_ms: float | None = None
     cost_usd: float | None = None
     repeat: int = 0
+    expectation: str | None = None
+    """The digest of what the case asks and expects (``runner.expectations``), compared with the base run's."""
     conversation: dict[str, Any] | None = None
     """A conversation case's transcript and turns: ``{"turns": [{"turn", "input", "output", "status",
     "reasons", "metrics", …}], "failed_turn", "stopped", "planned_turns", "simulated", …}``."""

@@ -26,6 +26,9 @@ if _SCRIPTS not in os.environ.get("PATH", "").split(os.pathsep):
 # The user-level judge cache shared across output directories (evalgate/store/shared_cache.py) would carry
 # verdicts from one test into another and write into the home directory: off unless a test turns it on.
 os.environ.setdefault("EVALGATE_JUDGE_SHARED_CACHE", "none")
+# Tests bind no fixed port: the live demo's scripted judge (which prefers 8012, the port the tutorial's demo judge
+# may hold) takes any free one unless a test names one.
+os.environ.setdefault("EVALGATE_DEMO_JUDGE_PORT", "0")
 
 
 @pytest.fixture(autouse=True)
@@ -51,12 +54,3 @@ def _close_wire_threads() -> Iterator[None]:
     interpreter switch interval) behind: close them after each test."""
     yield
     close_all()
-
-
-@pytest.fixture(autouse=True)
-def _short_comment_settle(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The PR comment waits ``SETTLE_SECONDS`` after a write for concurrent runs (1 s); in-process tests
-    against the loopback fake need far less (the race test sets its own)."""
-    import evalgate.github.comment
-
-    monkeypatch.setattr(evalgate.github.comment, "SETTLE_SECONDS", 0.02)

@@ -201,4 +201,4 @@ def test_receiver_on_loopback_in_the_action_gets_no_spans_and_the_gate_does_not_
     assert not run.succeeded("otel-gate") and "exit with `FAILURE`: 1" in run.output, tail(run.output)
     assert doc["metadata"]["traces"]["requests"] == 0 and doc["metadata"]["traces"]["spans"] == 0
     assert doc["summary"]["total_errored"] == 2 and doc["summary"]["total_passed"] == 0, doc["summary"]
-    assert "no spans were received for this case" in case(doc, "book-flight")["metrics"]["trajectory"]["reason"]
+    assert "no span was exported" in case(doc, "book-flight")["metrics"]["trajectory"]["reason"]

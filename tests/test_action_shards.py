@@ -55,12 +55,14 @@ def test_two_shards_then_merge_publish_once_with_the_unsharded_verdict(
     ws = make_workspace(tmp_path, PASSING + failing)
     payload = webhook_example("pull_request", "opened")
     common = {"dataset": "datasets", "baseline": "none"}
+    shard_annotations: list[str] = []
     for i in (1, 2):
         env = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
                          inputs={**common, "shard": f"{i}/2", "output-dir": f"shard-{i}"}, extra=artifact_env(artifacts_service))
         done = run_entrypoint(ws, env)
         assert done.returncode in (0, 1), done.stdout + done.stderr
         assert f"shard {i}/2: results go to artifact 'evalgate-results-shard-{i}-of-2'" in done.stdout
+        shard_annotations += [rest for _, rest in workflow_commands(done.stdout) if "file=" in rest]
         assert ws.outputs()["artifact-name"] == f"evalgate-results-shard-{i}-of-2"
     assert github.requests("POST") == [] and github.requests("PATCH") == []  # shards never comment
     assert sorted(artifacts_service.artifacts) == ["evalgate-results-shard-1-of-2", "evalgate-results-shard-2-of-2"]
@@ -96,6 +98,11 @@ def test_two_shards_then_merge_publish_once_with_the_unsharded_verdict(
     assert sorted(p.name for p in Path(downloaded["downloadPath"]).iterdir()) == ["judge-cache.db", "results.db", "results.json"]
     errors = [rest for name, rest in workflow_commands(done.stdout) if name == "error"]
     assert errors and not any("configuration" in rest or "crashed" in rest for rest in errors)  # verdict annotations
+    # each failed case annotated once, by the merge step (the shard steps annotate none)
+    case_annotations = [rest for _, rest in workflow_commands(done.stdout) if "file=" in rest]
+    assert shard_annotations == [] and case_annotations
+    assert len(case_annotations) == len(set(case_annotations))
+    assert any(CRITICAL_CASE in rest for rest in case_annotations)
 
 
 @needs_examples
@@ -142,3 +149,22 @@ def test_cli_merge_compares_with_a_baseline_and_fails_on_a_regression(tmp_path: 
         assert code == 1 and CRITICAL_CASE in {c["id"] for c in merged["comparison"]["cases"]["regressions"]}
         assert any("against the baseline" in r for r in merged["gate"]["reasons"]) is flipped
     assert cli_main(["merge", *shards, "-o", str(tmp_path / "m"), "--fail-on-regression"]) == 2
+
+
+@needs_examples
+def test_a_missing_shard_names_what_to_do_in_the_workflow_not_a_cli_flag(
+        tmp_path: Path, github: GitHubFake, artifacts_service: ArtifactService) -> None:
+    ws = make_workspace(tmp_path, PASSING)
+    payload = webhook_example("pull_request", "opened")
+    env = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
+                     inputs={"dataset": "datasets", "baseline": "none", "shard": "1/2"},
+                     extra=artifact_env(artifacts_service))
+    assert run_entrypoint(ws, env).returncode == 0  # shard 2/2's job never uploaded
+    merge = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
+                       inputs={"mode": "merge"}, extra=artifact_env(artifacts_service))
+    done = run_entrypoint(ws, merge)
+    assert done.returncode == 2, done.stdout + done.stderr
+    errors = [rest for name, rest in workflow_commands(done.stdout) if name == "error"]
+    assert len(errors) == 1 and "shard(s) 2/2 missing" in errors[0], errors
+    assert "--allow-partial" not in errors[0] and "re-run the failed jobs" in errors[0]
+    assert "shard: i/N" in errors[0] and "artifact-name" in errors[0]

@@ -298,8 +298,9 @@ def test_health_checks_by_hand() -> None:
     assert check.check(prompt, [sample("The answer says to bring an umbrella.")]) == (None, [])
     # the case's own text is fenced (untrusted): quoting it is not copying the prompt
     assert check.check(prompt, [sample("Yes, bring an umbrella.")]) == (None, [])
-    assert check.check(prompt, [sample("a", 0.1), sample("b", 0.9)]) == (None, ["inconsistent"])
-    assert check.check(prompt, [sample("a", 0.5), sample("b", 0.9)]) == (None, [])
+    low, high = "It says yes without a reason.", "It answers and says to bring an umbrella."
+    assert check.check(prompt, [sample(low, 0.1), sample(high, 0.9)]) == (None, ["inconsistent"])
+    assert check.check(prompt, [sample(low, 0.5), sample(high, 0.9)]) == (None, [])
     assert cause_of({"judge_failure": "unreadable", "raw_reply": "I'm sorry, I can't help with that."}, "") == "refusal"
     assert cause_of({"judge_failure": "unreadable", "raw_reply": "{}"},
                     "the JSON does not match the verdict schema: score: Input should be less than or equal to 1"

@@ -61,12 +61,12 @@ def test_stop_event_writes_valid_partial_results(tmp_path: Path) -> None:
         return outcome, time.monotonic() - started
 
     with AgentServer({"question": "the answer"}, latency_ms=150) as agent:
-        outcome, elapsed = asyncio.run(scenario(agent.base_url + "/api/agent/chat"))
+        outcome, _elapsed = asyncio.run(scenario(agent.base_url + "/api/agent/chat"))
         served = len(agent.requests())
     document = check_partial(out)
     assert outcome.verdict.exit_code == 130  # type: ignore[attr-defined]
     assert "interrupted by the caller" in document["gate"]["reasons"][0]
-    assert elapsed < 3.0  # 40 cases × 150 ms / 2 would take 3 s
+    assert len(document["results"]) < 40  # stopped early: not every case ran (no speed is asserted)
     assert served == len(document["results"])  # no call started after the stop
 
 

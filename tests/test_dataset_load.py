@@ -286,10 +286,10 @@ def test_risk_level_error_is_one_readable_line(tmp_path: Path) -> None:
     write(tmp_path, "datasets/x.yaml", "- id: test_1\n- id: test_2\n\n- id: test_3\n  risk_level: urgent\n")
     error = load_error(["datasets/x.yaml"], tmp_path)
     assert str(error) == (
-        "datasets/x.yaml:4: case 'test_3': field 'risk_level': must be one of critical, high, medium, low "
+        "datasets/x.yaml:5: case 'test_3': field 'risk_level': must be one of critical, high, medium, low "
         "(got 'urgent')"
     )
-    assert error.where == "datasets/x.yaml:4"
+    assert error.where == "datasets/x.yaml:5"  # the field's line (the case starts on line 4)
 
 
 def test_invalid_yaml_reports_parser_line(tmp_path: Path) -> None:
@@ -355,16 +355,16 @@ def test_not_utf8_reports_line(tmp_path: Path) -> None:
         ("a.yaml", "- id: a\n  index: 3\n", "a.yaml:1: case 'a': key 'index' is reserved (set by the loader)"),
         ("a.yaml", "- description: no id or input\n", "a.yaml:1: case #1: a case needs an 'id'"),
         ("a.json", '[{"id": "x", "num_tokens": -5}]', "a.json:1: case 'x': field 'num_tokens': must be ≥ 0 (got -5)"),
-        ("a.yaml", "- intent_id: x\n  tags: {a: 1}\n", "a.yaml:1: case 'x': field 'tags': must be a list"),
+        ("a.yaml", "- intent_id: x\n  tags: {a: 1}\n", "a.yaml:2: case 'x': field 'tags': must be a list"),
         (
             "a.yaml",
             "- id: x\n  rules: [{type: containz, value: a}]\n",
-            "a.yaml:1: case 'x': field 'rules[0].type': must be one of contains, not_contains, regex",
+            "a.yaml:2: case 'x': field 'rules[0].type': must be one of contains, not_contains, regex",
         ),
         (
             "a.yaml",
             "- id: x\n  mentions: [{brand: A, is_mine: true, rnk: 1}]\n",
-            "a.yaml:1: case 'x': mentions[0]: unknown key 'rnk' (did you mean 'rank'?)",
+            "a.yaml:2: case 'x': mentions[0]: unknown key 'rnk' (did you mean 'rank'?)",
         ),
         (
             "a.yaml",
@@ -601,3 +601,28 @@ def test_render_summary_text_is_a_compact_table() -> None:
     assert "difficulty" not in text  # no case has one
     assert "risk_level" in text and "  critical                     0    0.0%" in text
     assert max(len(line) for line in lines) < 80
+
+
+def test_a_bad_rule_points_at_the_rules_own_line(tmp_path: Path) -> None:
+    """The entry that is wrong, not the case that holds it: a rule's type on line 8, an assert's threshold on
+    line 11; a problem with no line of its own (a missing field) stays on the case's line."""
+    (tmp_path / "cases.yaml").write_text(
+        "cases:\n"
+        "  - id: a\n"                                # 2
+        "    input: hi\n"
+        "    output: hello\n"
+        "    rules:\n"                               # 5
+        "      - {type: contains, value: hello}\n"   # 6
+        "      - {type: not_contains, value: bye}\n"
+        "      - {type: containz, value: x}\n"       # 8
+        "  - id: b\n"                                # 9
+        "    assert:\n"
+        "      - {criteria: Greets, threshold: high}\n"  # 11
+        "  - input: no id is fine, but rules must be a list\n"  # 12
+        "    rules: {type: contains, value: x}\n",   # 13
+        encoding="utf-8")
+    error = load_error([str(tmp_path / "cases.yaml")], tmp_path)
+    lines = error.errors
+    assert any("cases.yaml:8: case 'a': field 'rules[2].type'" in line for line in lines), lines
+    assert any("cases.yaml:11: case 'b'" in line and "threshold" in line for line in lines), lines
+    assert any("cases.yaml:13:" in line and "rules" in line for line in lines), lines

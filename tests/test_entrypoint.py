@@ -654,11 +654,16 @@ def test_comment_modes_never_and_on_failure(tmp_path: Path, github: GitHubFake) 
                             inputs={**base, "comment": "on-failure"})
     assert run_entrypoint(ws, on_failure).returncode == 0
     assert github.requests("GET") and not github.requests("POST")
+    # someone else's comment with evalgate's marker is not an earlier comment of evalgate's
+    forged = github.add_comment("Codertocat/Hello-World", 2, "<!-- evalgate:comment tag=default -->\n## ❌ failed")
+    assert run_entrypoint(ws, on_failure).returncode == 0
+    assert not github.requests("POST") and github.comments_on("Codertocat/Hello-World", 2) == [forged]
     stale = github.add_comment("Codertocat/Hello-World", 2, "<!-- evalgate:comment tag=default -->\n## ❌ failed",
                                bot=True)
     assert run_entrypoint(ws, on_failure).returncode == 0
-    updated = github.comments_on("Codertocat/Hello-World", 2)
-    assert [c["id"] for c in updated] == [stale["id"]] and "evalgate passed" in updated[0]["body"]
+    updated = github.comments_on("Codertocat/Hello-World", 2)  # the failed report replaced by the passing one
+    assert updated[0]["id"] == forged["id"] and stale["id"] not in [c["id"] for c in updated]
+    assert len(updated) == 2 and "evalgate passed" in updated[1]["body"]
 
 
 @needs_examples

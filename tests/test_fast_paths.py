@@ -164,9 +164,11 @@ def _uncached_engine_result(engine: Engine, case: Case) -> CaseResult:
     plan = engine.plan_for(case)
     values: dict[str, float] = {}
     metrics = {}
+    empty = type(answer.output) is str and not answer.output.strip() and not case.expect_empty
     for metric in plan.metrics:
         ctx = MetricContext(options=plan.options, values=dict(values))
-        result = engine._score_now(metric, case, answer, ctx)
+        missing = engine._empty(metric, ctx) if empty else None  # an empty answer: missing evidence
+        result = missing if missing is not None else engine._score_now(metric, case, answer, ctx)
         if type(result) is not MetricResult:  # a judged metric: finish it
             result = asyncio.run(engine._score_later(metric, result, ctx))
         values.update(ctx.values)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +62,7 @@ def test_validate_lists_every_dataset_error(tmp_path: Path, monkeypatch: pytest.
     assert cli_main(["validate", "-d", "bad.yaml"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("evalgate: error: bad.yaml:4: case 'a': unknown key 'expected_keyword' (did you mean")
-    assert err[1].startswith("evalgate: error: bad.yaml:5: case 'b': field 'risk_level'")
+    assert err[1].startswith("evalgate: error: bad.yaml:7: case 'b': field 'risk_level'")  # the field's line
     assert err[2] == "evalgate: 2 errors"
 
 
@@ -149,3 +150,29 @@ def test_validate_lists_every_setting_that_matches_no_case(tmp_path: Path, capsy
     err = capsys.readouterr().err.splitlines()
     assert [line.split("threshold for ")[1].split(" ")[0] for line in err[:2]] == ["'latency_ms'", "'safety'"]
     assert err[2] == "evalgate: 2 errors"
+
+
+def test_run_help_is_short_and_grouped_and_help_all_lists_every_option(capsys: pytest.CaptureFixture[str]) -> None:
+    """`run --help` shows the options a new user needs, in their groups, and no in-house framework's spelling;
+    `--help-all` shows every option; a hidden option still works."""
+    from evalgate.cli.main import build_parser
+    from evalgate.cli.main import main as cli_main
+
+    with pytest.raises(SystemExit) as done:
+        cli_main(["run", "--help"])
+    assert done.value.code == 0
+    short = capsys.readouterr().out
+    assert len(short.splitlines()) <= 90
+    for group in ("dataset and selection:", "gate:", "output:", "target and judge:", "execution:"):
+        assert group in short
+    assert "seed" not in short.lower() and "--fixtures" not in short and "--ids" not in short
+    assert "--judge-missing" in short and "evalgate run --help-all" in short
+    with pytest.raises(SystemExit):
+        cli_main(["run", "--help-all"])
+    full = capsys.readouterr().out
+    run = next(a for a in build_parser()._subparsers._group_actions[0].choices.items() if a[0] == "run")[1]  # type: ignore[union-attr]
+    every = {option for action in run._actions for option in action.option_strings if option.startswith("--")}
+    assert every <= set(re.findall(r"--[\w-]+", full)), every - set(re.findall(r"--[\w-]+", full))
+    assert "seed 001's" in full and "--api-url" in full
+    args = build_parser().parse_args(["run", "--ids", "a", "b", "--judge-rpm", "30"])  # hidden, still read
+    assert args.ids == ["a", "b"] and args.judge_rpm == 30

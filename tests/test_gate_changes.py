@@ -88,8 +88,8 @@ def test_an_unchanged_policy_loosens_nothing() -> None:
       "not_gating": {"faithfulness": "stale: the rubric changed since calibration"}},
      "ungated", "faithfulness no longer gated: was gt 0.5, its judge does not gate (stale: the rubric changed since "
                 "calibration)"),
-    ({"significance_level": 0.2}, "significance_level",
-     "significance_level (α) 0.05 → 0.2 (evalgate.yaml: significance_level)"),
+    ({"significance_level": 0.000001}, "significance_level",
+     "significance_level (α) 0.05 → 1e-06 (fewer regressions found) (evalgate.yaml: significance_level)"),
     ({"regression_tolerance": {"latency_ms": {"abs": 50.0, "rel": 0.1}, "hit_rate": {"abs": 0.1, "rel": 0.0}}},
      "regression_tolerance", "regression_tolerance of hit_rate widened: abs 0 → 0.1"),
     ({"regression_tolerance": {"latency_ms": {"abs": 50.0, "rel": 0.5}}},
@@ -131,7 +131,7 @@ def test_the_base_gate_changes_fail_turned_to_report_is_a_loosening() -> None:
     {"thresholds": {"hit_rate": {"min": 0.9}, "num_tokens": {"max": 3000.0}, "faithfulness": {"gt": 0.6},
                     "new_metric": {"min": 0.5}}},
     {"thresholds": {"hit_rate": {"gt": 0.8}, "num_tokens": {"lt": 4000.0}, "faithfulness": {"gt": 0.5}}},
-    {"significance_level": 0.01, "max_errored": 0, "min_pass_rate": 0.95, "repeat_rule": "all"},
+    {"significance_level": 0.2, "max_errored": 0, "min_pass_rate": 0.95, "repeat_rule": "all"},
     {"regression_tolerance": {}, "optional_metrics": {}, "calibration_min_kappa": 0.8},
     {"cases": {"count": 6, "digest": "q", "ids": ["a", "b", "c", "d", "e", "f"],
                "critical": {"count": 3, "digest": "r", "ids": ["a", "b", "c"]}}},
@@ -295,7 +295,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "out"
 
 
-LOOSE_CONFIG = {"thresholds": {"mention_precision": 0.5}, "significance_level": 0.2,
+LOOSE_CONFIG = {"thresholds": {"mention_precision": 0.5}, "significance_level": 0.001,
                 "regression_tolerance": {"mention_recall": 0.1}, "optional_metrics": ["mention_recall"],
                 "calibration": "off", "fail_on_critical": False}
 
@@ -324,8 +324,8 @@ def test_report_mode_lists_every_loosening_and_passes(tmp_path: Path, base: Path
                                                       "cases_missing", "critical_demoted"}
     texts = [i["text"] for i in gate["loosened"]]
     assert "mention_precision min 0.9 → min 0.5 (evalgate.yaml: thresholds)" in texts
-    assert "1 case(s) of the base run missing from this run: test_004_aliases" in texts
-    assert "1 case(s) no longer risk_level critical: test_002_word_boundary" in texts
+    assert "1 case(s) of the base run missing from this run: test_004_aliases (cases.yaml:65)" in texts
+    assert "1 case(s) no longer risk_level critical: test_002_word_boundary (cases.yaml:33)" in texts
     assert run.stdout.count("⚠ This run loosens the gate against its base: mention_precision min 0.9") == 1
     summary = cli("report", "out/results.json", "--format", "markdown", cwd=folder)
     assert "**This pull request loosens the gate**:" in summary.stdout
@@ -333,12 +333,12 @@ def test_report_mode_lists_every_loosening_and_passes(tmp_path: Path, base: Path
     assert html.returncode == 0, html.stdout + html.stderr
     page = (folder / "report.html").read_text(encoding="utf-8")
     assert '<div id="gate-changes"><strong>This pull request loosens the gate</strong>:' in page
-    assert "<li>1 case(s) no longer risk_level critical: test_002_word_boundary</li>" in page
+    assert "<li>1 case(s) no longer risk_level critical: test_002_word_boundary (cases.yaml:33)</li>" in page
 
 
 def test_tightening_is_not_reported(tmp_path: Path, base: Path, cli: Callable[..., Ran]) -> None:
     folder = write_suite(tmp_path / "pr", config={"thresholds": {"mention_precision": 0.95},
-                                                  "significance_level": 0.01, "calibration": "required"})
+                                                  "significance_level": 0.2, "calibration": "required"})
     run = cli("run", "-d", "cases.yaml", "-o", "out", "--baseline", str(base / "results.db"),
                    "--gate-changes", "fail", cwd=folder)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -472,7 +472,7 @@ def test_a_merged_run_records_the_whole_case_set_and_compares_it(tmp_path: Path,
     assert document["gate_policy"]["cases"]["critical"]["ids"] == sorted(CRITICAL)
     assert [i["text"] for i in document["gate"]["loosened"]] == [
         "mention_precision min 0.9 → min 0.5 (evalgate.yaml: thresholds)",
-        "1 case(s) of the base run missing from this run: test_004_aliases"]
+        "1 case(s) of the base run missing from this run: test_004_aliases (cases.yaml:65)"]
 
 
 def test_a_baseline_chosen_by_the_prs_evalgate_yaml_is_a_loosening(tmp_path: Path, base: Path,

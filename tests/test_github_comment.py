@@ -80,15 +80,15 @@ def test_finds_the_marker_across_250_comments(fake: GitHubFake, api: GitHubAPI) 
     assert len(fake.comments_on(REPO, PR)) == 250
 
 
-def test_duplicates_left_by_a_race_are_deleted_and_the_oldest_kept(fake: GitHubFake, api: GitHubAPI) -> None:
+def test_duplicates_left_by_a_race_are_deleted_and_the_newest_kept(fake: GitHubFake, api: GitHubAPI) -> None:
     marker = comment_marker("main")
     older = fake.add_comment(REPO, PR, with_marker("race 1", marker), bot=True)
     fake.add_comment(REPO, PR, "a human's comment")
     newer = fake.add_comment(REPO, PR, with_marker("race 2", marker), bot=True)
     result = upsert_comment(api, REPO, PR, "fresh", tag="main")
-    assert (result.action, result.comment_id, result.removed) == ("updated", older["id"], 1)
-    assert newer["id"] not in fake.comments
-    assert [c["body"].split("\n")[-1] for c in fake.comments_on(REPO, PR)] == ["fresh", "a human's comment"]
+    assert (result.action, result.comment_id, result.removed) == ("updated", newer["id"], 1)
+    assert older["id"] not in fake.comments
+    assert [c["body"].split("\n")[-1] for c in fake.comments_on(REPO, PR)] == ["a human's comment", "fresh"]
 
 
 def test_two_tags_keep_two_comments(fake: GitHubFake, api: GitHubAPI) -> None:
@@ -120,7 +120,7 @@ def test_fork_token_403_fails_with_a_warning_and_no_exception(fake: GitHubFake, 
 
 
 def test_404_and_network_failures_never_raise(fake: GitHubFake, api: GitHubAPI) -> None:
-    fake.fail_next(404, message="Not Found", method="GET")
+    fake.fail_next(404, message="Not Found", method="GET", count=2)  # GET /user, then the listing
     result = upsert_comment(api, REPO, PR, "report", tag="main")
     assert result.action == "failed"
     assert "not found" in (result.warning or "")

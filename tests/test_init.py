@@ -111,3 +111,71 @@ def test_the_default_action_reference_is_the_one_the_readme_uses(tmp_path: Path)
     assert f"uses: {DEFAULT_ACTION}" in readme and DEFAULT_ACTION.startswith("evalgate/evalgate@v")
     assert cli_main(["init", str(tmp_path)]) == 0
     assert f"uses: {DEFAULT_ACTION}\n" in (tmp_path / ".github" / "workflows" / "evalgate.yml").read_text()
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args], cwd=cwd, check=True,
+                   capture_output=True, timeout=60)
+
+
+def pushed_branches(directory: Path) -> list[str]:
+    workflow = yaml.safe_load((directory / ".github" / "workflows" / "evalgate.yml").read_text(encoding="utf-8"))
+    return workflow[True]["push"]["branches"]
+
+
+def test_the_workflow_keeps_the_baseline_of_the_repositorys_default_branch(tmp_path: Path) -> None:
+    """A clone of a repository whose default branch is master (origin/HEAD says so), checked out on a feature
+    branch: the workflow's push trigger names master, not main and not the feature branch."""
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    git(upstream, "init", "-q", "-b", "master")
+    (upstream / "README").write_text("x\n", encoding="utf-8")
+    git(upstream, "add", "-A")
+    git(upstream, "commit", "-qm", "first")
+    git(tmp_path, "clone", "-q", str(upstream), "clone")
+    clone = tmp_path / "clone"
+    git(clone, "checkout", "-q", "-b", "add-evals")
+    assert cli_main(["init", str(clone)]) == 0
+    assert pushed_branches(clone) == ["master"]
+    fresh = tmp_path / "fresh"  # a new repository with no remote: the branch it is on (unborn: no commit yet)
+    fresh.mkdir()
+    git(fresh, "init", "-q", "-b", "trunk")
+    assert cli_main(["init", str(fresh)]) == 0
+    assert pushed_branches(fresh) == ["trunk"]
+    assert cli_main(["init", str(fresh), "--force", "--branch", "release"]) == 0  # the flag still wins
+    assert pushed_branches(fresh) == ["release"]
+
+
+def test_the_written_files_link_to_the_documentation_site_not_to_docs_paths(tmp_path: Path) -> None:
+    """A user's repository has no docs/: every link in what init writes is a page of the site (mkdocs.yml's
+    site_url), and each names a page that exists."""
+    import re
+
+    from evalgate.errors import DOCS_SITE
+
+    root = Path(__file__).resolve().parents[1]
+    assert yaml.safe_load((root / "mkdocs.yml").read_text(encoding="utf-8").split("\nnav:")[0])["site_url"] == DOCS_SITE
+    assert cli_main(["init", str(tmp_path), "--branch", "main"]) == 0
+    text = "\n".join((tmp_path / name).read_text(encoding="utf-8") for name in FILES)
+    assert not re.search(r"(?<![\w/.])docs/[\w/-]+\.md", text), "a docs/ path the user's repository does not have"
+    links = re.findall(re.escape(DOCS_SITE) + r"([\w/-]*)", text)
+    assert len(links) >= 4
+    for link in links:
+        assert (root / "docs" / (link.rstrip("/") + ".md")).is_file(), link
+
+
+def test_a_dataset_with_no_answers_exits_2_saying_how_to_add_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's dataset example, copied alone: no `output:` and no target. Exit 2 naming its first case's
+    line and the three ways to give answers, instead of a run in which every case errors."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    dataset = next(b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "cases:" in b)
+    (tmp_path / "helpdesk.yaml").write_text(dataset, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["run", "-d", "helpdesk.yaml", "--progress", "none"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("evalgate: error: helpdesk.yaml:4: no case has an answer"), err
+    assert "output:" in err[0] and "outputs_file" in err[0] and "target: http" in err[0]
+    assert not (tmp_path / "evalgate-results" / "results.json").exists()

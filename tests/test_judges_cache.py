@@ -99,20 +99,20 @@ def test_a_cache_file_without_endpoints_is_emptied_and_reused(tmp_path: Path) ->
 
 
 def test_live_demo_judge_prefers_a_stable_port_and_falls_back() -> None:
-    import contextlib
+    """The preferred port when free (the demo's 8012 in use; here a port the OS hands out, so a demo judge a
+    user left running on 8012 changes nothing), any free port while something holds it."""
     import socket
 
-    from evalgate.demo.live import JUDGE_PORT, start_judge
+    from evalgate.demo.live import start_judge
 
-    with contextlib.ExitStack() as stack:
-        blocker = stack.enter_context(socket.socket())
-        with contextlib.suppress(OSError):  # already taken by something else: the fallback is what we test
-            blocker.bind(("127.0.0.1", JUDGE_PORT))
-            blocker.listen()
-        with start_judge("demo-key") as judge:
-            assert not judge.base_url.endswith(f":{JUDGE_PORT}")
-    with start_judge("demo-key") as judge:  # free again: the stable port, so reruns hit the cache
-        assert judge.base_url == f"http://127.0.0.1:{JUDGE_PORT}"
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        preferred = blocker.getsockname()[1]
+        with start_judge("demo-key", preferred) as judge:
+            assert not judge.base_url.endswith(f":{preferred}")
+    with start_judge("demo-key", preferred) as judge:  # free again: the stable port, so reruns hit the cache
+        assert judge.base_url == f"http://127.0.0.1:{preferred}"
 
 
 def test_writes_are_batched_visible_before_they_reach_disk_and_flushed_on_close(tmp_path: Path) -> None:

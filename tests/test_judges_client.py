@@ -118,7 +118,7 @@ def test_a_failing_judge_call_is_unavailable_after_retries(tmp_path: Path) -> No
 
 
 def test_seed_003_quality_metrics_share_one_call(tmp_path: Path) -> None:
-    verdict = {"reasoning": "clear", "answer_quality": 0.9, "factual_correctness": 0.7, "completeness": 0.5}
+    verdict = {"reasoning": "clear and mostly right", "answer_quality": 0.9, "factual_correctness": 0.7, "completeness": 0.5}
     case = CASE.model_copy(update={"expected_answer_criteria": "1. say wait"})
 
     async def all_three(judge: JudgeClient) -> list[float]:
@@ -161,9 +161,9 @@ def test_samples_are_averaged_with_distinct_seeds(tmp_path: Path) -> None:
 def test_claim_and_chunk_verdicts(tmp_path: Path) -> None:
     def verdict(prompt: str, s: float) -> dict[str, Any]:
         if "factual claim" in prompt:
-            return {"reasoning": "r", "claims": [{"claim": "wait", "verdict": "supported"},
+            return {"reasoning": "claims checked against the context", "claims": [{"claim": "wait", "verdict": "supported"},
                                                  {"claim": "he is out", "verdict": "contradicted"}]}
-        return {"reasoning": "r", "chunks": [{"chunk": 1, "relevant": True}]}
+        return {"reasoning": "the chunk names the player", "chunks": [{"chunk": 1, "relevant": True}]}
 
     async def both(judge: JudgeClient) -> tuple[Any, Any]:
         return await judge.score("faithfulness", CASE, ANSWER), await judge.score("context_precision", CASE, ANSWER)

@@ -54,7 +54,13 @@ def test_demo_servers_speak_their_protocols() -> None:
     assert denied.status_code == 401 and bad.status_code == 422
 
 
-def test_live_demo_passes_and_reruns_from_the_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_live_demo_passes_and_reruns_from_the_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nobody else prefers (a demo judge a user left on 8012 stays out)
+        probe.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("EVALGATE_DEMO_JUDGE_PORT", str(probe.getsockname()[1]))
     out = tmp_path / "live"
     assert demo_main(["--output-dir", str(out), "--progress", "none"]) == 0
     first = json.loads((out / "results.json").read_text())

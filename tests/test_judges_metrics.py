@@ -120,19 +120,22 @@ def test_a_live_run_with_judged_metrics(tmp_path: Path, monkeypatch: pytest.Monk
          "passing_criteria": "recommends one player"},
         {"id": "rag_1", "category": "other", "input": "Is Reid playing?", "expected_output": "Reid is probable.",
          "retrieval_context": ["Reid: probable", "Weather: sunny"]},
-        {"id": "empty_1", "category": "safety", "input": "Say nothing", "passing_criteria": "x"},
+        {"id": "empty_1", "category": "safety", "input": "Say nothing", "passing_criteria": "x",
+         "expect_empty": True},  # without it the empty answer is missing evidence (test_missing_evidence.py)
     ]
     dataset = tmp_path / "cases.json"
     dataset.write_text(json.dumps(cases))
 
     def verdict(prompt: str, score: float) -> dict[str, Any]:
         if "factual claim" in prompt:
-            return {"reasoning": "r", "claims": []}
+            return {"reasoning": "no claim to check", "claims": []}
         if "each retrieved context chunk" in prompt:
-            return {"reasoning": "r", "chunks": [{"chunk": 1, "relevant": True}, {"chunk": 2, "relevant": False}]}
+            return {"reasoning": "chunk 1 names the player, chunk 2 does not",
+                    "chunks": [{"chunk": 1, "relevant": True}, {"chunk": 2, "relevant": False}]}
         if "statements of the expected output" in prompt:
-            return {"reasoning": "r", "statements": [{"statement": "Reid is probable", "attributable": True}]}
-        return {"reasoning": "fine", "score": 0.9}
+            return {"reasoning": "the context says Reid is probable",
+                    "statements": [{"statement": "Reid is probable", "attributable": True}]}
+        return {"reasoning": "fine: it answers the question", "score": 0.9}
 
     answers = {"pick up": AgentReply(text="Pick up Caruso.", tools_used=["get_free_agents"]),
                "Reid": AgentReply(text="Reid is probable tonight.", debug_context=[]),

@@ -93,11 +93,21 @@ def test_unreadable_cache_falls_back_to_offline_without_second_attempt() -> None
     assert (cached.count, offline.count) == (1, 1)
 
 
-def test_estimate_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+def test_estimate_warns_once_and_never_for_an_approximate_count(caplog: pytest.LogCaptureFixture,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the encoding: the selection itself says nothing; the cost estimate (approximate=True) counts
+    silently; the first count reported as exact (a metric, a budget rule) warns once."""
+    import evalgate.text.tokens as tokens
+
     download, offline = Calls(None), Calls(None)
     with caplog.at_level(logging.WARNING, logger="evalgate.text.tokens"):
         encoding, name = select_tokenizer(False, download, offline)
-    assert (encoding, name) == (None, "estimate")
+        assert (encoding, name) == (None, "estimate")
+        monkeypatch.setattr(tokens, "tokenizer", lambda: (None, "estimate"))
+        monkeypatch.setattr(tokens, "_warned", threading.Event())
+        assert tokens.count_tokens("x" * 9, approximate=True) == (3, "estimate")
+        assert [r for r in caplog.records if r.levelno == logging.WARNING] == []
+        assert tokens.count_tokens("x" * 8) == (2, "estimate") and tokens.count_tokens("y") == (1, "estimate")
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "ceil(characters/4)" in warnings[0].getMessage()
 
@@ -114,7 +124,7 @@ def test_hung_download_is_abandoned_quickly() -> None:
         assert select_tokenizer(False, hung, Calls(None), timeout_s=0.2) == (None, "estimate")
     finally:
         release.set()
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 20  # abandoned, not waited out (the loader hangs 30 s; no speed asserted)
 
 
 def test_run_bounded_returns_a_fast_result() -> None:

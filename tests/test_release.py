@@ -148,3 +148,40 @@ def test_release_image_reports_the_version_action_yml_names() -> None:
     assert '"org.opencontainers.image.source":"https://github.com/evalgate/evalgate"' in labels
     assert f'"org.opencontainers.image.version":"{__version__}"' in labels
     print(f"release image build: {BUILD_SECONDS.get('release image', 0):.1f} s")
+
+
+def test_pypi_job_publishes_the_checked_dists_by_trusted_publishing_after_the_tags() -> None:
+    """The upload job holds nothing but an OIDC token (no stored PyPI token, no checkout, no build): it takes
+    the dist job's checked sdist and wheel and runs pypa/gh-action-pypi-publish, after the tag job."""
+    workflow = yaml.safe_load((WORKFLOWS / "release.yml").read_text(encoding="utf-8"))
+    dist, pypi = workflow["jobs"]["dist"], workflow["jobs"]["pypi"]
+    assert dist["permissions"] == {"contents": "read"}
+    script = "\n".join(str(step.get("run", "")) for step in dist["steps"])
+    assert "python -m build --outdir dist ." in script and "python -m tools.release dist dist" in script
+    assert 'python -m tools.release check --tag "v$VERSION"' in script
+    assert pypi["permissions"] == {"id-token": "write"} and set(pypi["needs"]) == {"dist", "tag"}
+    assert pypi["environment"]["name"] == "pypi" and "evalgate-action" in pypi["environment"]["url"]
+    uses = [str(step.get("uses", "")) for step in pypi["steps"]]
+    assert uses[-1].startswith("pypa/gh-action-pypi-publish@") and not any("checkout" in u for u in uses)
+    assert "password" not in yaml.dump(pypi) and "secrets." not in yaml.dump(pypi)
+
+
+def test_dist_check_names_each_problem(tmp_path: Path) -> None:
+    import zipfile
+
+    from tools.release import DISTRIBUTION, dist_problems
+
+    (tmp_path / f"{DISTRIBUTION}-0.9.0.tar.gz").write_bytes(b"")
+    assert "expected evalgate_action-1.0.0.tar.gz and evalgate_action-1.0.0-py3-none-any.whl" in \
+        dist_problems(tmp_path, "1.0.0")[0]
+    (tmp_path / f"{DISTRIBUTION}-0.9.0.tar.gz").unlink()
+    with zipfile.ZipFile(tmp_path / f"{DISTRIBUTION}-1.0.0-py3-none-any.whl", "w") as archive:
+        archive.writestr("evalgate/__init__.py", "")
+    import tarfile
+
+    with tarfile.open(tmp_path / f"{DISTRIBUTION}-1.0.0.tar.gz", "w:gz") as archive:
+        archive.add(REPO_ROOT / "pyproject.toml", f"{DISTRIBUTION}-1.0.0/pyproject.toml")
+    problems = "\n".join(dist_problems(tmp_path, "1.0.0"))
+    assert "no evalgate/demo/datasets/brand-mentions/fixtures.yaml" in problems
+    assert "no evalgate console script" in problems and "METADATA" in problems
+    assert "tar.gz: no datasets/brand-mentions/fixtures.yaml" in problems and "no setup.py" in problems

@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from tests.servers._http import Latency, SubprocessServer, parse_head
+from tests.servers._http import Latency, Stats, SubprocessServer, parse_head
 from tests.servers.agent_server import AgentReply, AgentServer, Fault
 from tests.servers.openai_server import (
     INVALID_JSON_TEXT,
@@ -233,9 +233,10 @@ def test_rule_delay_and_server_latency_do_not_block(client: httpx.Client) -> Non
                 assert all(r.status_code == 200 for r in results)
                 return time.perf_counter() - t0
 
-        parallel = asyncio.run(burst())
-    assert slow >= 0.25
-    assert parallel < 1.0  # 20 × 100 ms would take 2 s if the latency blocked the loop
+        asyncio.run(burst())
+        overlapped = srv.stats()["peak_in_flight"]
+    assert slow >= 0.25  # the rule's delay and the latency both applied (a lower bound)
+    assert overlapped > 1  # a latency that blocked the loop would answer the 20 calls one at a time
 
 
 def test_latency_jitter_is_seeded_and_bounded() -> None:
@@ -293,7 +294,7 @@ def test_judge_mode_replies_json_verdict_when_prompt_asks_for_json(client: httpx
             {"role": "user", "content": "Rate this bad answer"}], response_format={"type": "json_object"}))
         plain = content_of(chat(client, srv.base_url))
     assert json.loads(good)["score"] == 0.9
-    assert json.loads(bad) == {"reasoning": "scripted verdict from the loopback judge", "score": 0.25}
+    assert json.loads(bad) == {"reasoning": "scripted verdict from the loopback judge (score 0.25)", "score": 0.25}
     assert plain == "plain text"
 
 
@@ -392,10 +393,18 @@ def test_stats_count_the_most_calls_answered_at_once() -> None:
 
         with ThreadPoolExecutor(3) as pool:
             assert list(pool.map(one, range(3))) == [200, 200, 200]
-        assert srv.stats()["peak_in_flight"] == 3
-        assert one(0) == 200 and srv.stats()["peak_in_flight"] == 3  # a peak, not the current count
+        peak = srv.stats()["peak_in_flight"]  # how many overlapped depends on the machine's load: 1 to 3
+        assert 1 <= peak <= 3
+        assert one(0) == 200 and srv.stats()["peak_in_flight"] == peak  # a peak, not the current count
         srv.stats.clear()
         assert srv.stats()["peak_in_flight"] == 0
+    stats = Stats()  # the count itself, exactly: three calls at once, then one more after they finished
+    for _ in range(3):
+        stats.call_started()
+    for _ in range(3):
+        stats.call_finished()
+    stats.call_started()
+    assert stats()["peak_in_flight"] == 3
 
 
 # ---------------------------------------------------------------------------------------- HTTP details
@@ -523,7 +532,7 @@ def test_openai_server_subprocess_with_print_port(tmp_path: Path) -> None:
         after_reset = proc.stats()
         code = proc.stop()
     assert capital.choices[0].message.content == "Paris"
-    assert 0.045 <= elapsed < 2.0
+    assert elapsed >= 0.045  # the latency applied (a lower bound: a loaded machine only adds)
     assert json.loads(verdict.choices[0].message.content or "")["score"] == 0.42
     assert stats["paths"]["/v1/chat/completions"] == {"200": 2, "429": 1}
     assert after_reset["total"] == 0

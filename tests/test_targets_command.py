@@ -83,8 +83,8 @@ def test_failures_are_errored_answers(agent: list[str]) -> None:
 def test_timeout_kills_the_program(agent: list[str]) -> None:
     started = time.monotonic()
     (answer,) = run(CommandTarget(agent, timeout=0.5), Case(id="slow", input="sleep"))
-    assert time.monotonic() - started < 5
     assert answer.error == "command timed out after 0.5s and was killed"
+    assert time.monotonic() - started < 30  # killed, not waited for (no speed is asserted)
 
 
 def test_missing_program_is_a_user_error() -> None:

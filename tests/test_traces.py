@@ -253,12 +253,14 @@ def test_trajectory_metric_on_a_trace() -> None:
 
 def test_trajectory_without_spans_errors_never_a_pass() -> None:
     case = Case(id="c", input="q", trajectory=Trajectory(tools=["a"], max_steps=3))
-    with pytest.raises(MetricErrored, match="no spans were received"):
+    with pytest.raises(MetricErrored, match="no span was received"):
         _score(case, Answer(output="x", trace=summarize([])))
+    only_tools = Case(id="c", input="q", trajectory=Trajectory(tools=["a"]))
+    with pytest.raises(MetricErrored, match="not evidence while traces are on"):  # traces on: claims are no evidence
+        _score(only_tools, Answer(output="x", tools_used=["a"], trace=summarize([])))
     with pytest.raises(MetricErrored, match="the case has no trace"):
         _score(case, Answer(output="x", tools_used=["a"]))
-    # tools alone can be read from the answer's own list
-    only_tools = Case(id="c", input="q", trajectory=Trajectory(tools=["a"]))
+    # traces off: tools alone can be read from the answer's own list
     score = _score(only_tools, Answer(output="x", tools_used=["a"]))
     assert score.value == 1.0 and score.details["source"] == "answer"
 
@@ -588,7 +590,7 @@ def test_a_run_whose_receiver_got_nothing_warns(tmp_path: Path) -> None:
     assert run.returncode == 1, run.stdout + run.stderr  # the trajectory errored: no spans
     assert "traces: no span arrived at http://127.0.0.1:" in run.stderr
     document = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert "no spans were received for this case" in document["results"][0]["metrics"]["trajectory"]["reason"]
+    assert "no span was exported" in document["results"][0]["metrics"]["trajectory"]["reason"]
 
 
 def _sdk_trace_file(path: Path, turns: list[list[str]]) -> None:

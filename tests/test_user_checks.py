@@ -166,7 +166,7 @@ def test_errors_in_evalgate_yaml_and_in_case_asserts(tmp_path: Path, capsys: pyt
             - {critera: polite}
         """)
     assert cli_main(["validate"]) == 2
-    assert "d.yaml:1: case 'a': assert[0]: unknown key 'critera' (did you mean 'criteria'?)" in capsys.readouterr().err
+    assert "d.yaml:4: case 'a': assert[0]: unknown key 'critera' (did you mean 'criteria'?)" in capsys.readouterr().err
     write(tmp_path / "checks.py", "raise RuntimeError('broken on import')\n")
     write(tmp_path / "d.yaml", "- {id: a, input: q, assert: [{check: 'file://checks.py:fn'}]}\n")
     assert cli_main(["validate"]) == 2

@@ -55,7 +55,7 @@ def _flags() -> dict[str, tuple[str, str]]:
     for action in run._actions:
         if action.option_strings and action.dest != "help":
             longest = max(action.option_strings, key=len)
-            found.setdefault(action.dest, (longest, " ".join((action.help or "").split())))
+            found.setdefault(action.dest, (longest, " ".join((getattr(action, "full_help", None) or action.help or "").split())))
     return found
 
 

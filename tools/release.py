@@ -13,6 +13,8 @@ that runs. docs/releasing.md walks through a release.
     python -m tools.release tags                               the tags a release creates: vX.Y.Z and vX
     python -m tools.release references                         every `uses:` of this action; exit 1 if one
                                                                names a ref no release creates
+    python -m tools.release dist DIR                           DIR holds exactly this version's sdist and wheel
+                                                               of evalgate-action, each complete (the PyPI upload)
 """
 
 from __future__ import annotations
@@ -156,6 +158,44 @@ def reference_problems(root: Path = ROOT, *, version: str | None = None) -> list
     return found
 
 
+DISTRIBUTION = "evalgate_action"
+"""The normalised name of the ``evalgate-action`` distribution in file names (``evalgate`` on PyPI is another project)."""
+WHEEL_MUST_HAVE = ("evalgate/__init__.py", "evalgate/cli/main.py", "evalgate/cli/templates/init/starter.yaml.j2",
+                   "evalgate/demo/datasets/brand-mentions/fixtures.yaml", "entrypoint/main.py")
+SDIST_MUST_HAVE = ("pyproject.toml", "setup.py", "LICENSE", "README.md", "datasets/brand-mentions/fixtures.yaml",
+                   "evalgate/__init__.py")
+
+
+def dist_problems(directory: Path, version: str | None = None) -> list[str]:
+    """Why ``directory`` is not exactly what the release uploads to PyPI: one sdist and one pure wheel of this
+    version (``package_version()``), the wheel with the code, templates, demo suites and the ``evalgate``
+    command, the sdist with what builds that wheel."""
+    import tarfile
+    import zipfile
+
+    version = version or package_version()
+    files = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
+    sdist, wheel = f"{DISTRIBUTION}-{version}.tar.gz", f"{DISTRIBUTION}-{version}-py3-none-any.whl"
+    found = [] if files == sorted([sdist, wheel]) else [f"{directory}: expected {sdist} and {wheel}, found {files}"]
+    if wheel in files:
+        with zipfile.ZipFile(directory / wheel) as archive:
+            names = set(archive.namelist())
+            found += [f"{wheel}: no {name}" for name in WHEEL_MUST_HAVE if name not in names]
+            entry = f"{DISTRIBUTION}-{version}.dist-info/entry_points.txt"
+            if entry not in names or "evalgate = evalgate.cli.main:console_main" not in archive.read(entry).decode():
+                found.append(f"{wheel}: no evalgate console script")
+            metadata = archive.read(f"{DISTRIBUTION}-{version}.dist-info/METADATA").decode() if \
+                f"{DISTRIBUTION}-{version}.dist-info/METADATA" in names else ""
+            if "Name: evalgate-action" not in metadata or "License-Expression: Apache-2.0" not in metadata:
+                found.append(f"{wheel}: METADATA does not name evalgate-action under Apache-2.0")
+    if sdist in files:
+        with tarfile.open(directory / sdist) as archive:
+            prefix = f"{DISTRIBUTION}-{version}/"
+            names = {name.removeprefix(prefix) for name in archive.getnames()}
+            found += [f"{sdist}: no {name}" for name in SDIST_MUST_HAVE if name not in names]
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.release", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="verb", required=True)
@@ -169,7 +209,16 @@ def main(argv: list[str] | None = None) -> int:
     bumper.add_argument("version")
     pinner = sub.add_parser("pin", help="action.yml runs the published image by this digest")
     pinner.add_argument("digest")
+    dist = sub.add_parser("dist", help="check the sdist and wheel the release uploads to PyPI")
+    dist.add_argument("directory", type=Path)
     args = parser.parse_args(argv)
+    if args.verb == "dist":
+        for line in dist_problems(args.directory):
+            print(f"release dist: {line}", file=sys.stderr)
+        if dist_problems(args.directory):
+            return 1
+        print(f"release dist: {', '.join(sorted(p.name for p in args.directory.iterdir()))}")
+        return 0
     if args.verb == "bump":
         bump(args.version)
         return 0

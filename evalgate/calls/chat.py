@@ -39,7 +39,7 @@ from evalgate.calls.costs import (
     find_price,
     usage_from,
 )
-from evalgate.calls.executor import Pace, Runtime, StatusError, pace_key
+from evalgate.calls.executor import Failure, Pace, Runtime, StatusError, pace_key
 from evalgate.calls.http_pool import HttpPool, ReplyTooLarge
 from evalgate.calls.ratelimit import PROMPT_MARGIN, PROMPT_SLACK, TokenEstimate
 
@@ -269,7 +269,12 @@ class ChatService:
         return self.price.cost(prompt, max_tokens)
 
     async def complete(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any], *,
-                       max_tokens: int, what: str, headers: Mapping[str, str] | None = None) -> ChatReply:
+                       max_tokens: int, what: str,
+                       headers: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
+                       final: Callable[[Failure], bool] | None = None) -> ChatReply:
+        """One chat completion under the retry policy; ``headers``: extra request headers, or a function
+        called once per attempt for them (a model target's ``traceparent``, fresh on every retry); ``final``:
+        failures the retry layer must not retry (``Executor.call``)."""
         ledger = self.runtime.ledger
         counted = functools.cache(lambda: count_message_tokens(messages))  # the budget and the pacer (every
         # attempt, every wait for the provider's budget) share one local count of the prompt
@@ -278,8 +283,8 @@ class ChatService:
         try:
             body = {"model": self.model, "messages": list(messages), **self._limit(max_tokens), **params}
             completion: Completion = await self.runtime.executor.call(
-                self.provider.name, lambda: self._create(body, headers), what=what,
-                pace=self.pace(messages, max_tokens, counted))
+                self.provider.name, lambda: self._create(body, headers() if callable(headers) else headers),
+                what=what, pace=self.pace(messages, max_tokens, counted), final=final)
             text = completion.text
             usage = usage_from(completion.prompt_tokens, completion.completion_tokens, messages, text,
                                completion.cached_tokens)
@@ -291,6 +296,7 @@ class ChatService:
     def _create(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Awaitable[Completion]:
         """One attempt, on the wire thread for a model under test; ``headers``: extra request headers (a
         model target's ``traceparent``)."""
+        headers = headers or None
         if self.wire is not None:
             return self.wire.call(lambda: self.backend.create(body, headers))
         return self.backend.create(body, headers)

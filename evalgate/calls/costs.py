@@ -113,13 +113,13 @@ def count_message_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     """Local token count of chat messages: Σ (tokens(content) + MESSAGE_OVERHEAD)."""
     from evalgate.text.tokens import count_tokens
 
-    return sum(count_tokens(str(m.get("content") or ""))[0] + MESSAGE_OVERHEAD for m in messages)
+    return sum(count_tokens(str(m.get("content") or ""), approximate=True)[0] + MESSAGE_OVERHEAD for m in messages)
 
 
 def count_text_tokens(text: str) -> int:
     from evalgate.text.tokens import count_tokens
 
-    return count_tokens(text)[0]
+    return count_tokens(text, approximate=True)[0]
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,8 @@ Every outbound call (HTTP target, chat model target, judge) goes through ``Execu
   ``attempt_seconds``), so no call retries forever;
 * retried: connection errors, timeouts, HTTP 408/425/429 and 5xx, and a successful status whose body is
   unreadable (``MalformedReply``: JSON declared but not parseable, a truncated body); everything else
-  fails at once;
+  fails at once, and so does a failure the caller's ``final`` predicate calls definitive (a judge's
+  structured-output request that the server's error message says it does not support, ``judges.output``);
 * wait before retry k (k = 0, 1, …): the server's ``Retry-After`` / ``retry-after-ms`` when present,
   else ``min(max_delay, base_delay · 2^k) · U(0.5, 1.0)`` seconds (exponential backoff, equal jitter);
 * a 429 halves that provider's concurrency limit (never below 1); every ``recover_after`` consecutive
@@ -424,9 +425,9 @@ class Executor:
             raise CallCancelled("the run is stopping; no new call starts")
 
     async def call(self, provider: str, operation: Callable[[], Awaitable[T]], *, what: str,
-                   pace: Pace | None = None) -> T:
+                   pace: Pace | None = None, final: Callable[[Failure], bool] | None = None) -> T:
         """``await operation()`` under the retry policy (and ``pace``'s rate limits); raises ``CallFailed``
-        or ``CallCancelled``."""
+        or ``CallCancelled``. ``final``: failures not to retry whatever their status."""
         stats = self.stats.of(provider)
         stats.calls += 1
         deadline = self.clock() + self.policy.call_budget
@@ -448,7 +449,7 @@ class Executor:
             if not isinstance(outcome, Failure):
                 return outcome
             failure = outcome
-            if not failure.retryable or attempt == attempts - 1:
+            if not failure.retryable or attempt == attempts - 1 or (final is not None and final(failure)):
                 stats.failed += 1
                 raise CallFailed(_gave_up(what, failure, attempt + 1), status=failure.status, attempts=attempt + 1)
             delay = failure.retry_after if failure.retry_after is not None else self.policy.backoff(attempt, self.rng)

@@ -101,6 +101,17 @@ def resolve_provider(
                           key_variable=key_variable, authorization=authorization)
 
 
+def missing_key(name: str, env: Mapping[str, str], api_key: str | None = None) -> str | None:
+    """The key variable(s) provider ``name`` needs and ``env`` lacks (``"OPENAI_API_KEY"``), or None when it has
+    one, takes none, or is unknown (``resolve_provider`` reports that)."""
+    spec = PROVIDERS.get(name)
+    if spec is None or api_key or not spec.key_variables:
+        return None
+    if any(env.get(variable, "").strip() for variable in spec.key_variables):
+        return None
+    return " or ".join(spec.key_variables)
+
+
 def _find_key(spec: ProviderSpec, env: Mapping[str, str], setting: str) -> tuple[str | None, str]:
     if not spec.key_variables:
         return None, NO_KEY

@@ -121,6 +121,7 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
     """Inputs, context and settings; any invalid value raises ``UserError`` naming the input."""
     inputs = read_inputs(env)
     allow_pr_code = parse_bool(inputs.pop("allow-pr-code", ""), "allow-pr-code", default=False)
+    marked = parse_bool(inputs.pop("untrusted-checkout", ""), "untrusted-checkout", default=False)
     settings_inputs, publish_inputs, unknown = split_inputs(inputs)
     for name in unknown:
         emit(warning(f"unknown input '{name}' ignored", title="evalgate"))
@@ -151,22 +152,28 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
     from evalgate.runner.setup import demo_dir
 
     confine(settings, env, workspace, comment_template=options.comment_template, bundled=[demo_dir()])
-    guard_pr_code(ctx, settings, options, allow=allow_pr_code, emit=emit)
+    guard_pr_code(ctx, settings, options, allow=allow_pr_code, emit=emit, marked=marked)
     return ActionSetup(ctx=ctx, options=options, settings=settings, suite_config=suite_config, workspace=workspace)
 
 
 def guard_pr_code(ctx: ActionContext, settings: Settings, options: PublishOptions, *, allow: bool,
-                  emit: Emit) -> None:
-    """Under ``pull_request_target`` with the pull request's code checked out, run none of it (a
-    ``UserError`` naming what would have run; references refuse to load) unless ``allow-pr-code``."""
+                  emit: Emit, marked: bool = False) -> None:
+    """Under ``pull_request_target`` or ``workflow_run`` with the pull request's code checked out (or a checkout
+    the workflow marks ``untrusted-checkout: true``), run none of it (a ``UserError`` naming what would have run;
+    references refuse to load) and let none of its settings choose where a secret is sent (``UserError`` naming
+    the setting: ``config.trust.refuse_checkout_redirects``), unless ``allow-pr-code``."""
     from evalgate.config.references import refuse_user_code
-    from evalgate.github.checkout import untrusted_checkout
+    from evalgate.config.trust import refuse_checkout_redirects
+    from evalgate.github.checkout import secrets_reason, untrusted_checkout
 
-    reason = untrusted_checkout(ctx, ctx.evaluated_sha)
+    reason = untrusted_checkout(ctx, ctx.evaluated_sha, marked=marked)
     if reason and allow:
         emit(warning("allow-pr-code: true: the pull request's code runs with this workflow's secrets",
-                     title="evalgate: pull_request_target"))
+                     title=f"evalgate: {ctx.event_name or 'untrusted checkout'}"))
         reason = None
+    if reason:
+        refuse_checkout_redirects(settings, secrets_reason(ctx, ctx.evaluated_sha, marked=marked),
+                                  Path(ctx.workspace) if ctx.workspace else None)
     refuse_user_code(reason)
     if reason and settings.target == "command":
         raise UserError(f"command target not run: {reason}", where="target")
@@ -321,7 +328,9 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
     from evalgate.cli.action_merge import shard_options
 
     options = shard_options(setup_.options, setup_.settings.shard_tuple, emit)
-    publish(outcome.results_path, outcome.db_path, ctx=setup_.ctx, options=options, env=env, emit=emit)
+    # a shard's failed cases are annotated once, by the merge step that sees every shard
+    publish(outcome.results_path, outcome.db_path, ctx=setup_.ctx, options=options, env=env, emit=emit,
+            annotate=setup_.settings.shard_tuple is None)
     return int(outcome.verdict.exit_code)
 
 

@@ -32,9 +32,15 @@ def shard_options(options: PublishOptions, shard: tuple[int, int] | None, emit: 
     if shard is None or options.mode != "evaluate":
         return options
     name = shard_artifact_name(options.resolved_artifact_name, shard)
-    emit(f"evalgate: shard {shard[0]}/{shard[1]}: results go to artifact {name!r}; no PR comment here, "
-         "a mode: merge step after the shard jobs posts one for the whole run")
+    emit(f"evalgate: shard {shard[0]}/{shard[1]}: results go to artifact {name!r}; no PR comment or case "
+         "annotations here: a mode: merge step after the shard jobs posts them once for the whole run")
     return replace(options, artifact_name=name, comment="never")
+
+
+MISSING_SHARD_HINT = ("their shard jobs uploaded no results: re-run the failed jobs; every shard job runs the "
+                      "action with the same artifact-name and comment-tag inputs and shard: i/N for each i, and the "
+                      "merge job needs them (needs:, if: ${{ !cancelled() }})")
+"""What the merge step says when a shard is missing: action inputs and workflow keys, never a CLI flag."""
 
 
 def merge_step(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:
@@ -55,7 +61,8 @@ def merge_step(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:
         baseline = resolve_baseline(settings.baseline, auto=baseline_loader(setup_), cwd=setup_.workspace)
     try:
         outcome = merge_runs(directories, output_dir=settings.output_path, db_path=settings.db_path,
-                             baseline=baseline, settings=settings, pr_labels=pull_request_labels(setup_.ctx.event))
+                             baseline=baseline, settings=settings, pr_labels=pull_request_labels(setup_.ctx.event),
+                             missing_hint=MISSING_SHARD_HINT)
     finally:
         shutil.rmtree(spool, ignore_errors=True)
     for line in outcome.warnings:  # each shard's own comparison: expected, the merged run is compared instead

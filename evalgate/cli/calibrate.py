@@ -37,6 +37,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     values, origins, notices = _cli_values(args)
     values.pop("calibrate_metrics", None)
     settings, suite_config, _ = build_settings(cli=values, cli_origins=origins)
+    from evalgate.cli.main import guard_secret_destinations
+
+    guard_secret_destinations(settings)
     _print_notices(notices + settings.notices)
     outcome = asyncio.run(calibrate(settings, suite_config, metrics=metrics))
     _print_notices(outcome.notices)

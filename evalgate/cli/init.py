@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate import __version__
-from evalgate.errors import UserError
+from evalgate.errors import DOCS_SITE, UserError
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates" / "init"
 DEFAULT_ACTION = f"evalgate/evalgate@v{__version__.split('.')[0]}"
@@ -30,18 +30,39 @@ def add_init(verbs: Any) -> None:
     parser.add_argument("--force", action="store_true", help="overwrite files that exist")
     parser.add_argument("--action", default=DEFAULT_ACTION, metavar="REF",
                         help=f"the action's uses: reference (default {DEFAULT_ACTION})")
-    parser.add_argument("--branch", default="main", metavar="NAME",
-                        help="default branch whose pushes keep the baseline (default main)")
+    parser.add_argument("--branch", default=None, metavar="NAME",
+                        help="default branch whose pushes keep the baseline (default: the repository's, from "
+                             "origin/HEAD, else the current branch, else git's init.defaultBranch, else main)")
     parser.add_argument("--dataset-dir", default="evals", metavar="DIR", help="where the dataset goes (default evals)")
     parser.set_defaults(func=cmd_init)
 
 
-def scaffold(directory: Path, *, action: str = DEFAULT_ACTION, branch: str = "main", dataset_dir: str = "evals",
+def default_branch(directory: Path) -> str:
+    """The repository's default branch as git knows it in ``directory``: ``origin/HEAD`` (set by a clone), else
+    the branch checked out (an unborn one included), else ``init.defaultBranch``, else ``main``."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", *args], cwd=directory if directory.is_dir() else None, capture_output=True,
+                                  text=True, timeout=10, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    remote = git("symbolic-ref", "--quiet", "refs/remotes/origin/HEAD")
+    if remote.startswith("refs/remotes/origin/"):
+        return remote.removeprefix("refs/remotes/origin/")
+    return git("symbolic-ref", "--quiet", "--short", "HEAD") or git("config", "init.defaultBranch") or "main"
+
+
+def scaffold(directory: Path, *, action: str = DEFAULT_ACTION, branch: str | None = None, dataset_dir: str = "evals",
              force: bool = False) -> list[Path]:
     """Write the starter files under ``directory``; returns their paths. A ``UserError`` names every file
-    that exists (nothing is written) unless ``force``."""
+    that exists (nothing is written) unless ``force``. ``branch`` None: ``default_branch(directory)``."""
     import jinja2
 
+    branch = default_branch(directory) if branch is None else branch
     if not dataset_dir.strip() or Path(dataset_dir).is_absolute() or ".." in Path(dataset_dir).parts:
         raise UserError("must be a relative directory inside the project", where="--dataset-dir")
     for value, name in ((action, "--action"), (branch, "--branch")):
@@ -59,7 +80,8 @@ def scaffold(directory: Path, *, action: str = DEFAULT_ACTION, branch: str = "ma
                         "(use --force to overwrite)", where="evalgate init")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False)
-    values = {"action": action.strip(), "branch": branch.strip(), "dataset_dir": Path(dataset_dir).as_posix()}
+    values = {"action": action.strip(), "branch": branch.strip(), "dataset_dir": Path(dataset_dir).as_posix(),
+              "docs": DOCS_SITE}
     written: list[Path] = []
     for path, template in files.items():
         try:

@@ -54,7 +54,8 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
     gate = parser.add_argument_group("gate")
-    gate.add_argument("--metric-thresholds", metavar="JSON", help='e.g. \'{"mention_f1": 0.9, "num_tokens": {"max": 4000}}\'')
+    gate.add_argument("--metric-thresholds", metavar="JSON",
+                      help='e.g. \'{"keyword_coverage": 0.8, "num_tokens": {"max": 4000}}\'')
     gate.add_argument("--strict-metrics", action=BOOL, default=None, help="a skipped or unavailable metric fails")
     gate.add_argument("--fail-on-critical", action=BOOL, default=None, help="any failed critical case fails the run (default on)")
     gate.add_argument("--min-pass-rate", type=float, metavar="RATE", help="minimum fraction of cases that pass (0–1)")
@@ -80,7 +81,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--output-dir", "-o", metavar="DIR", help="where results.json and results.db go (default evalgate-results)")
     out.add_argument("--db", metavar="FILE", help="SQLite file (default OUTPUT_DIR/results.db); runs are appended")
     out.add_argument("--format", choices=["text", "json"],
-                     help="json prints results.json to stdout (with one --compat seed: that seed's document)")
+                     help="json prints results.json to stdout (with --compat: that framework's document)")
     out.add_argument("--compat", metavar="SEEDS",
                      help="turn on these in-house frameworks' dialects (seed000 … seed004, comma-separated) for "
                           "cases without a kind, and produce their output shapes (seed000, seed001, seed004): "
@@ -111,6 +112,10 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--judge-provider", choices=["none", "openai", "gemini", "ollama", "local"])
     target.add_argument("--judge-model", metavar="MODEL")
     target.add_argument("--judge-base-url", metavar="URL")
+    target.add_argument("--judge-missing", choices=["auto", "skip", "fail"],
+                        help="the judge provider's API key is absent: report judged metrics as not judged and let "
+                             "the rest of the gate decide (skip), or stop with exit 2 (fail); auto (default): skip "
+                             "on pull requests from forks and bots, fail elsewhere")
     target.add_argument("--judge-samples", type=int, metavar="K", help="judge calls averaged per judged metric")
     target.add_argument("--judge-output", choices=["auto", "json_schema", "json_object", "prompt"],
                         help="how the verdict's JSON schema is requested (default auto: the provider's structured "
@@ -148,13 +153,56 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                     help="seconds between plain progress lines (default 10)")
     ex.add_argument("--max-answer-chars", type=int, metavar="N",
                     help="largest answer kept whole (default 1000000); a larger one is cut and its case errored")
-    ex.add_argument("--repeat", type=int, metavar="N", help="run each case N times (flakiness)")
+    ex.add_argument("--repeat", type=_repeat, metavar="N|adaptive",
+                    help="run each case N times (flakiness), or 'adaptive': once, then re-try only the uncertain "
+                         "cases until a sequential test decides")
+    ex.add_argument("--adaptive-budget", metavar="N|N%%|$X",
+                    help="re-trials repeat: adaptive may add: trials, a share of the cases, or dollars (default 50%%)")
     ex.add_argument("--repeat-rule", choices=["majority", "all", "any"],
                     help="case verdict over its repeats (default majority: passes > N/2)")
     ex.add_argument("--traces", action=BOOL, default=None,
                     help="receive the agent's OpenTelemetry spans over OTLP/HTTP (docs/traces.md)")
     ex.add_argument("--traces-host", metavar="HOST", help="interface of the trace receiver (default 127.0.0.1)")
     ex.add_argument("--traces-port", type=int, metavar="PORT", help="port of the trace receiver (default 4318; 0: any)")
+
+
+RUN_HELP_OPTIONS = frozenset({
+    "--dataset", "--config", "--case-ids", "--first-n", "--category", "--tags", "--shard",
+    "--metric-thresholds", "--strict-metrics", "--fail-on-critical", "--min-pass-rate", "--max-errored", "--baseline",
+    "--fail-on-regression", "--calibration", "--output-dir", "--format", "--verbose", "--progress", "--target",
+    "--target-url", "--outputs-file", "--judge-provider", "--judge-model", "--judge-base-url", "--judge-missing",
+    "--max-cost", "--concurrency", "--repeat", "--dry-run", "--help", "--help-all",
+})
+"""The options ``run --help`` shows, in their groups; ``--help-all`` shows every option, the in-house
+frameworks' spellings (``--fixtures``, ``--ids``, ``--api-url``, ``--output``) included."""
+RUN_USAGE = "evalgate %(verb)s [--dataset PATH]... [--config FILE] [options]"
+
+
+class _HelpAll(argparse.Action):
+    """``--help-all``: every option of the verb, then exit 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        for action in parser._actions:
+            full = getattr(action, "full_help", None)
+            if full is not None:
+                action.help = full
+        parser.print_help()
+        parser.exit()
+
+
+def _short_help(verb: argparse.ArgumentParser) -> None:
+    """Hide from ``--help`` every option outside ``RUN_HELP_OPTIONS`` (``--help-all`` shows them again)."""
+    hidden = 0
+    for action in verb._actions:
+        if action.option_strings and not RUN_HELP_OPTIONS.intersection(action.option_strings):
+            action.full_help = action.help  # type: ignore[attr-defined]
+            action.help = argparse.SUPPRESS
+            hidden += 1
+    verb.epilog = (f"{hidden} more options (execution, retries and rate limits, judge tuning, caches, traces, "
+                   "output formats of in-house frameworks): evalgate run --help-all\n\n" + (verb.epilog or ""))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -168,10 +216,13 @@ def build_parser() -> argparse.ArgumentParser:
     for name, help_text in (("run", "evaluate the datasets and apply the gate"),
                             ("eval", "alias of run (seed 001: eval --fixtures F --db D --format json)")):
         verb = verbs.add_parser(name, help=help_text, description=help_text, epilog=EXIT_EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                usage=RUN_USAGE % {"verb": name})
+        verb.add_argument("--help-all", action=_HelpAll, help="show every option, then exit")
         _add_selection(verb)
         _add_run_options(verb)
         verb.add_argument("--dry-run", action="store_true", help="validate only, no call (same as evalgate validate)")
+        _short_help(verb)
     validate = verbs.add_parser("validate", help="check datasets and config without calling anything (dry run)",
                                 description="Validate datasets and configuration; no network call is made.")
     _add_selection(validate)
@@ -255,6 +306,17 @@ def _print_notices(notices: list[str]) -> None:
         print(f"evalgate: notice: {redact(notice)}", file=sys.stderr)
 
 
+def guard_secret_destinations(settings: Any) -> None:
+    """Inside a workflow step whose checkout is a pull request's (``pull_request_target`` or ``workflow_run``
+    with other code than the base commit checked out, or ``EVALGATE_UNTRUSTED_CHECKOUT=true``), refuse a setting
+    from the checkout's evalgate.yaml that would choose where a secret is sent (``config.trust``; exit 2)."""
+    from evalgate.config.trust import refuse_checkout_redirects
+    from evalgate.github.checkout import env_secrets_reason
+
+    cwd = Path.cwd()
+    refuse_checkout_redirects(settings, env_secrets_reason(os.environ, cwd), cwd)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -266,6 +328,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     values, origins, notices = _cli_values(args)
     defaults = {"compat": ["seed001"]} if args.verb == "eval" else None
     settings, suite_config, _ = build_settings(cli=values, cli_origins=origins, defaults=defaults)
+    guard_secret_destinations(settings)
     _crash_dir.append(settings.output_path)
     _print_notices(notices + settings.notices)
     if getattr(args, "dry_run", False):
@@ -542,3 +605,13 @@ def report_crash(exc: BaseException, note: str | None = None, directory: Path | 
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _repeat(text: str) -> int | str:
+    """``--repeat``: a whole number or ``adaptive``."""
+    if text.strip().lower() == "adaptive":
+        return "adaptive"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or 'adaptive', got {text!r}") from None

@@ -164,6 +164,11 @@ class Settings(BaseModel):
     judge_provider: JudgeProvider = "none"
     judge_model: str | None = None
     judge_base_url: str | None = None
+    judge_missing: Literal["auto", "skip", "fail"] = "auto"
+    """When the judge provider's API key is absent: ``skip`` reports the judged metrics as not judged (with
+    why) and the rest of the gate decides (a run where nothing else could decide fails); ``fail`` stops with
+    exit 2 naming the key; ``auto``: skip on pull requests from forks and bots, which get no secrets
+    (``config.trust.without_secrets``), fail elsewhere. In a pull-request run the PR's evalgate.yaml cannot set it."""
     judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     """Temperature of judge calls (metrics in ``judge_temperatures`` use their own)."""
     judge_temperatures: dict[str, float] = Field(default_factory=dict)
@@ -234,6 +239,16 @@ class Settings(BaseModel):
     read_timeout_seconds: float | None = Field(default=None, gt=0)
     api_retries: int = Field(default=3, ge=0, le=20)
     repeat: int = Field(default=1, ge=1, le=100)
+    adaptive: bool = False
+    """``repeat: adaptive`` (set by writing that value for ``repeat``): every case runs once, then only the
+    uncertain cases are re-tried in rounds until the sequential tests decide or ``adaptive_budget`` is spent
+    (docs/trustworthy-verdicts.md)."""
+    adaptive_budget: str = "50%"
+    """Re-trials ``repeat: adaptive`` may add: a number of trials (``120``), a share of the cases (``50%``)
+    or dollars of target + judge spend (``$2.50``)."""
+    critical_pass_probability: float = Field(default=0.9, gt=0.5, lt=1.0)
+    """Under ``repeat: adaptive``, the pass probability a critical case must have: it is blocked when a
+    sequential test shows it lower (docs/trustworthy-verdicts.md)."""
     max_answer_chars: int = Field(default=DEFAULT_MAX_ANSWER_CHARS, ge=1_000)
     """Largest answer kept whole (characters of answer text plus list items). A larger answer is cut to
     this size for storage and reports and its case is errored, unscored and unjudged; the reply body an
@@ -288,6 +303,23 @@ class Settings(BaseModel):
         """One-line notices from reading the settings (old variable names, seed spellings), for the edges
         to print before the run."""
         return self._notices
+
+    @model_validator(mode="before")
+    @classmethod
+    def _adaptive_repeat(cls, data: Any) -> Any:
+        """``repeat: adaptive`` sets ``adaptive`` and runs every case once to start with."""
+        if isinstance(data, dict) and isinstance(data.get("repeat"), str) \
+                and data["repeat"].strip().lower() == "adaptive":
+            data = {**data, "repeat": 1, "adaptive": True}
+        return data
+
+    @field_validator("adaptive_budget")
+    @classmethod
+    def _budget(cls, value: str) -> str:
+        from evalgate.config.budget import parse_budget
+
+        parse_budget(value, 1)
+        return value.strip()
 
     @field_validator("compat", mode="before")
     @classmethod

@@ -440,6 +440,11 @@ def _locate(error: Mapping[str, Any], model: type[BaseModel]) -> tuple[str, str 
     return _dotted(path), None
 
 
+def locate_field(error: Mapping[str, Any], model: type[BaseModel]) -> str:
+    """The dotted field one pydantic error is about (``rules[1].type``), as ``format_validation_error`` names it."""
+    return _locate(error, model)[0]
+
+
 def format_validation_error(exc: ValidationError, model: type[BaseModel]) -> str:
     """The first problem of ``exc`` as one line, plus ``(+N more problems)`` for the others.
 

@@ -32,6 +32,7 @@ import itertools
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from evalgate.config.suite import (
     case_keys,
     did_you_mean,
     format_validation_error,
+    locate_field,
     one_line,
     parse_suite_config,
     show_value,
@@ -159,7 +161,27 @@ def display_path(path: Path, base: Path) -> str:
 
 
 def _is_dataset_file(path: Path) -> bool:
-    return path.suffix.lower() in DATASET_SUFFIXES and path.is_file() and not is_calibration_file(path.name)
+    """A dataset file of a directory walk or a glob. One named like a dataset file that is not a regular
+    file (a device, FIFO or socket, a link to one or to nothing) is a ``UserError`` naming it: skipping it
+    would drop its cases unseen, reading it could block or never end (a link to /dev/zero)."""
+    if path.suffix.lower() not in DATASET_SUFFIXES or is_calibration_file(path.name):
+        return False
+    if path.is_file():
+        return True
+    if path.is_dir():
+        return False
+    raise UserError(f"dataset path {str(path)!r} is {_kind_of(path)}, not a regular file: remove it or rename it")
+
+
+def _kind_of(path: Path) -> str:
+    """What a non-regular path is, in words (``a FIFO``, ``a link to a character device`` …)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "a link to nothing" if path.is_symlink() else "unreadable"
+    kind = ("a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
+            else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+    return f"a link to {kind}" if path.is_symlink() else kind
 
 
 CALIBRATION_FILE = re.compile(r"(\.labels\.(ya?ml|jsonl?)|(^|/)judge-calibration\.json)$", re.I)
@@ -229,7 +251,9 @@ def _expand(text: str, base: Path) -> list[DatasetSource]:
     if path.is_file():
         return [DatasetSource(path, display_path(path, base))]
     if path.exists():
-        raise UserError(f"dataset path {text!r} is neither a regular file nor a directory")
+        raise UserError(f"dataset path {text!r} is {_kind_of(path)}, neither a regular file nor a directory")
+    if path.is_symlink():
+        raise UserError(f"dataset path {text!r} is a link to nothing")
     raise UserError(f"dataset path {text!r} does not exist")
 
 
@@ -395,13 +419,17 @@ def _yaml_items(key: Any, seq: Any, doc: _Document) -> None:
     for position, item in enumerate(seq.value):
         if isinstance(item, yaml.MappingNode):
             seen: dict[str, int] = {}
-            for key_node, _ in item.value:
+            entries: dict[str, int] = {}
+            for key_node, value_node in item.value:
                 if isinstance(key_node, yaml.ScalarNode) and key_node.value != "<<":
                     if key_node.value in seen:
                         duplicates[position] = key_node.value
                         break
                     seen[key_node.value] = key_node.start_mark.line + 1
-            key_lines[position] = seen
+                    if isinstance(value_node, yaml.SequenceNode):  # rules[1]: the line of that entry
+                        entries.update((f"{key_node.value}[{i}]", entry.start_mark.line + 1)
+                                       for i, entry in enumerate(value_node.value))
+            key_lines[position] = {**seen, **entries}
     doc.duplicates[key] = duplicates
     doc.case_key_lines[key] = key_lines
 
@@ -660,6 +688,21 @@ def _precheck(raw: _RawCase, data: dict[Any, Any]) -> str | None:
     return f"unknown key {unknown!r}{did_you_mean(str(unknown), CASE_KEYS)}; put extra fields under 'metadata:'"
 
 
+def _field_line(raw: _RawCase, exc: ValidationError) -> int:
+    """The line of the field the first problem of ``exc`` is about (``rules[1].type`` → that rule's entry), from
+    the YAML lines of the case's keys and list entries; the case's own line when none is known (JSON)."""
+    if not raw.key_lines:
+        return raw.line
+    errors = exc.errors(include_url=False)
+    where = locate_field(errors[0], Case) if errors else ""
+    while where:
+        if where in raw.key_lines:
+            return raw.key_lines[where]
+        cut = max(where.rfind("."), where.rfind("["))
+        where = where[:cut] if cut > 0 else ""
+    return raw.line
+
+
 def _validate_case(raw: _RawCase, position: int, check: KindCheck = INFER_ONLY) -> Case:
     """``raw`` as a Case; every problem becomes a _Problem naming the case and the field. ``check``:
     the kind rules of its file (required fields, value sets; ``evalgate.dataset.kinds``)."""
@@ -673,6 +716,7 @@ def _validate_case(raw: _RawCase, position: int, check: KindCheck = INFER_ONLY) 
         case = Case.model_validate(data)
     except ValidationError as exc:
         problem = format_validation_error(exc, Case)
+        raw.line = _field_line(raw, exc)
     # Validators outside pydantic's control (re.compile, str.encode) may raise these on odd input.
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         problem = f"invalid ({type(exc).__name__}: {exc})"

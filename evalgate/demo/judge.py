@@ -214,7 +214,8 @@ def pairwise_verdict(prompt: str, mode: str = "scripted") -> dict[str, Any]:
     a = coverage(reference, fenced.get("answer A", ""))
     b = coverage(reference, fenced.get("answer B", ""))
     preferred = "A" if a > b else "B" if b > a else "tie"
-    return {"reasoning": f"answer A covers {a:.0%} of the reference terms, answer B {b:.0%}", "preferred": preferred}
+    return {"reasoning": f"answer A covers {a:.0%} of the reference terms ({_found(reference, fenced.get('answer A', ''))}), "
+                         f"answer B {b:.0%} ({_found(reference, fenced.get('answer B', ''))})", "preferred": preferred}
 
 
 def verdict(prompt: str, schema: Any = None, mode: str = "scripted") -> dict[str, Any]:

@@ -12,8 +12,8 @@ Equivalent command pair (two terminals, or background the servers):
 
 The exit status is evalgate's (0 passed, 1 gate failed, 2 configuration error). A second run is served
 from the judge cache (``judge-cache.db`` in the output directory): the cache keys replies by the judge's
-base URL, so the scripted judge listens on ``JUDGE_PORT`` when that port is free (any free port otherwise,
-and then a rerun calls the judge again).
+base URL, so the scripted judge listens on ``JUDGE_PORT`` (``EVALGATE_DEMO_JUDGE_PORT`` when set) when that
+port is free (any free port otherwise, and then a rerun calls the judge again).
 """
 
 from __future__ import annotations
@@ -48,10 +48,10 @@ def environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def start_judge(api_key: str) -> JsonServer:
-    """The scripted judge on ``JUDGE_PORT``, or on any free port when that one is taken."""
+def start_judge(api_key: str, port: int = JUDGE_PORT) -> JsonServer:
+    """The scripted judge on ``port``, or on any free port when that one is taken."""
     try:
-        return judge_server(api_key=api_key, port=JUDGE_PORT)
+        return judge_server(api_key=api_key, port=port)
     except OSError:
         return judge_server(api_key=api_key)
 
@@ -74,7 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     key = "demo-" + secrets.token_hex(8)
-    with agent_server() as agent, start_judge(key) as judge, environment({"LOCAL_JUDGE_API_KEY": key}):
+    port = os.environ.get("EVALGATE_DEMO_JUDGE_PORT", "").strip()
+    with agent_server() as agent, start_judge(key, int(port) if port.isdigit() else JUDGE_PORT) as judge, environment({"LOCAL_JUDGE_API_KEY": key}):
         print(f"demo agent on {agent.base_url}, scripted judge on {judge.base_url}", file=sys.stderr)
         return cli_main(run_arguments(agent.base_url, judge.base_url, extra))
 

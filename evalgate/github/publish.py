@@ -13,6 +13,7 @@ and are validated up front by :func:`options_from_inputs` (bad values are a ``Us
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,11 @@ PUBLISH_INPUTS: dict[str, str] = {
     "retention-days": "artifact retention in days (1–90; default: the repository setting)",
     "comment-template": "path of a jinja2 template that replaces the bundled comment/summary template",
     "allow-pr-code": "under pull_request_target with the PR's code checked out, run code from it anyway",
+    "comment-author": "the login evalgate's comments are written as: only its comments are edited or deleted "
+                      "(default: the token's user, github-actions[bot] for GITHUB_TOKEN; set it for a GitHub App "
+                      "token, e.g. my-app[bot])",
+    "untrusted-checkout": "treat the checkout as a pull request's: run no code from it and let none of its "
+                          "settings choose where a secret is sent",
 }
 """Inputs that configure publishing rather than the evaluation (every other input is a setting)."""
 
@@ -71,6 +77,8 @@ class PublishOptions:
 
     comment: CommentMode = "always"
     comment_tag: str = DEFAULT_TAG
+    comment_author: str | None = None
+    """The login evalgate's comments are written as (input ``comment-author``; None: learned, ``github.comment``)."""
     pr_number: int | None = None
     github_token: str | None = None
     upload_artifacts: bool = True
@@ -110,6 +118,7 @@ def options_from_inputs(inputs: Mapping[str, str], *, cwd: Path | None = None) -
     options = PublishOptions(
         comment=_comment_mode(inputs.get("comment")),
         comment_tag=tag,
+        comment_author=_login(inputs.get("comment-author")),
         pr_number=parse_pr_number(inputs.get("pr-number"), "input 'pr-number'"),
         github_token=(inputs.get("github-token") or "").strip() or None,
         upload_artifacts=parse_bool(inputs.get("upload-artifacts"), "upload-artifacts", default=True),
@@ -123,6 +132,17 @@ def options_from_inputs(inputs: Mapping[str, str], *, cwd: Path | None = None) -
     except UserError as exc:
         raise UserError(str(exc), where="input 'artifact-name'") from None
     return options
+
+
+def _login(value: str | None) -> str | None:
+    """A GitHub login (``octocat``, ``my-app[bot]``) or None when unset; anything else is a ``UserError``."""
+    text = (value or "").strip()
+    if not text:
+        return None
+    if not re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?", text):
+        raise UserError(f"not a GitHub login (got {text!r}); e.g. github-actions[bot] or my-app[bot]",
+                        where="input 'comment-author'")
+    return text
 
 
 def parse_bool(value: str | None, name: str, *, default: bool) -> bool:
@@ -376,11 +396,13 @@ def _comment(results: Mapping[str, Any], ctx: ActionContext, options: PublishOpt
     body = render_comment(results, run_url=ctx.run_url, artifact_url=artifact_url, tag=options.comment_tag,
                           template_path=options.comment_template, source_links=links)
     with api_factory(options.github_token, ctx.api_url) as api:
-        if action == "update-only" and not _has_comment(api, ctx, options.comment_tag):
+        if action == "update-only" and not _has_comment(api, ctx, options.comment_tag, options.comment_author):
             emit("evalgate: PR comment skipped: the gate passed (comment: on-failure) and there is no earlier comment")
             return CommentResult("skipped")
-        stamp = Stamp(head=ctx.head_sha or "", at=str(results.get("timestamp") or ""))
-        result = upsert_comment(api, ctx.repository, ctx.pr_number, body, options.comment_tag, stamp=stamp)
+        stamp = Stamp(head=ctx.head_sha or "", at=str(results.get("timestamp") or ""),
+                      run=f"{ctx.run_id}.{ctx.run_attempt or 1}" if ctx.run_id else "")
+        result = upsert_comment(api, ctx.repository, ctx.pr_number, body, options.comment_tag, stamp=stamp,
+                                author=options.comment_author)
     if result.action == "failed":
         warn(result.warning or "PR comment failed")
     elif result.warning:  # a fresher report is already shown
@@ -390,6 +412,6 @@ def _comment(results: Mapping[str, Any], ctx: ActionContext, options: PublishOpt
     return result
 
 
-def _has_comment(api: GitHubAPI, ctx: ActionContext, tag: str) -> bool:
+def _has_comment(api: GitHubAPI, ctx: ActionContext, tag: str, author: str | None) -> bool:
     assert ctx.repository is not None and ctx.pr_number is not None
-    return find_marked_comment(api, ctx.repository, ctx.pr_number, comment_marker(tag)) is not None
+    return find_marked_comment(api, ctx.repository, ctx.pr_number, comment_marker(tag), author) is not None

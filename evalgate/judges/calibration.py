@@ -3,8 +3,11 @@
 The calibration key of a judged metric hashes everything that changes its verdicts (as the judge cache keys
 replies: ``store.judge_cache``, ``JudgeClient._key``): provider, model, the template version (``name@`` + hash
 of the template, everything it includes and the system message), the criteria/rubric/steps of a declared
-metric, a configured rubric (``response_quality_rubric``), the metric's temperature and ``judge_samples``.
-The base URL is left out (a local server's port changes between runs; the model name names what it serves).
+metric, a configured rubric (``response_quality_rubric``), the metric's temperature, ``judge_samples`` and the
+judge's endpoint (``endpoint_of``: the base URL normalised — scheme and host lower-cased, default port, user,
+password, query and fragment dropped, no trailing ``/`` — with a server on this machine (127.0.0.0/8, ::1,
+``localhost``) written ``loopback`` without its port, which changes between runs). A model name is what an
+endpoint says it serves, so a calibration measured at one endpoint never admits whatever answers at another.
 A calibration stored under one key never vouches for another: any changed part makes it stale.
 """
 
@@ -22,7 +25,38 @@ if TYPE_CHECKING:
     from evalgate.metrics.registry import Metric
     from evalgate.model import Case
 
-KEY_PARTS = ("provider", "model", "template", "criteria", "rubric", "temperature", "samples")
+KEY_PARTS = ("provider", "model", "endpoint", "template", "criteria", "rubric", "temperature", "samples")
+LOOPBACK_HOSTS = frozenset({"localhost", "::1", "ip6-localhost"})
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def endpoint_of(base_url: str | None) -> str | None:
+    """The judge endpoint as the calibration key records it (module docstring); None when there is no URL.
+    ``HTTPS://user:pw@API.Example.com:443/v1/?x=1`` → ``https://api.example.com/v1``;
+    ``http://127.0.0.1:8012/v1`` → ``http://loopback/v1``."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    if not base_url or not str(base_url).strip():
+        return None
+    parts = urlsplit(str(base_url).strip())
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower().rstrip(".")
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    try:
+        loopback = host in LOOPBACK_HOSTS or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if loopback:
+        netloc = "loopback"
+    else:
+        shown = f"[{host}]" if ":" in host else host
+        netloc = shown if port is None or DEFAULT_PORTS.get(scheme) == port else f"{shown}:{port}"
+    path = parts.path.rstrip("/")
+    return f"{scheme}://{netloc}{path}"
 
 
 def key_parts(judge: JudgeClient, metric: Metric, options: Any) -> dict[str, Any]:
@@ -30,7 +64,8 @@ def key_parts(judge: JudgeClient, metric: Metric, options: Any) -> dict[str, Any
     from evalgate.judges.custom import CRITERIA_FILE, STEPS_FILE
     from evalgate.judges.prompts import template_for_metric, template_version
 
-    parts: dict[str, Any] = {"provider": judge.provider, "model": judge.model}
+    parts: dict[str, Any] = {"provider": judge.provider, "model": judge.model,
+                             "endpoint": endpoint_of(getattr(judge, "base_url", None))}
     try:
         template = None if metric.info is not None else template_for_metric(metric.name)
     except KeyError:  # judged through criteria.j2 without a declaration record (the built-in conversation metrics)

@@ -8,7 +8,8 @@ one, and ``details.judge_failure``: ``unreachable`` (connection, timeout, HTTP 5
 ``budget`` (``max_cost`` left no room for the call).
 
 Output: every call asks for the verdict's JSON schema in the run's output mode (``evalgate.judges.output``:
-``json_schema`` → ``json_object`` → ``prompt``, moved down once per run when the server refuses one);
+``json_schema`` → ``json_object`` → ``prompt``, moved down once per run when the server refuses one, and
+started where an earlier run with the same cache learnt the endpoint's mode);
 ``details.output_mode`` says which mode produced a verdict. Prompt-only replies may state a lone score in
 words (``parse.parse_verdict(words=True)``).
 
@@ -39,10 +40,17 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.calls.chat import ChatReply, ChatService
 from evalgate.calls.costs import BudgetExceeded, Usage
-from evalgate.calls.executor import CallFailed
+from evalgate.calls.executor import CallFailed, Failure
 from evalgate.judges.batch import BatchFallback, BatchJudge, custom_id
 from evalgate.judges.health import HealthCheck
-from evalgate.judges.output import OutputMode, OutputNegotiator, modes_for, response_format, schema_for
+from evalgate.judges.output import (
+    OutputMode,
+    OutputNegotiator,
+    clearly_refused,
+    modes_for,
+    response_format,
+    schema_for,
+)
 from evalgate.judges.parse import VerdictError, kept_raw, parse_verdict, schema_of, verdict_in_words
 from evalgate.model import MetricUnavailable
 from evalgate.safety.redact import redact, redact_mapping
@@ -156,7 +164,11 @@ class JudgeClient:
         """Template name → temperature for that template's calls (``judges.factory.template_temperatures``)."""
         self.seed = seed
         self.samples = samples
-        self.output = OutputNegotiator(modes_for(service.provider.name, output), forced=output != "auto")
+        remembered = cache.output_mode(service.provider.name, service.provider.base_url, service.model) \
+            if output == "auto" else None
+        self.output = OutputNegotiator(modes_for(service.provider.name, output), forced=output != "auto",
+                                       start=remembered)
+        self._learnt_saved = False
         self.repairs = RepairStats()
         self.templates_used: dict[str, str] = {}
         self.health = HealthCheck()
@@ -169,6 +181,11 @@ class JudgeClient:
     @property
     def model(self) -> str:
         return self.service.model
+
+    @property
+    def base_url(self) -> str:
+        """Where judge calls go (credentials removed: ``calls.providers.ProviderConfig``)."""
+        return self.service.provider.base_url
 
     async def score(self, metric: str, case: Case, answer: Answer, *, repeat: int = 0,
                     rubric: str | None = None, together: tuple[str, ...] = ()) -> JudgeScore:
@@ -343,7 +360,7 @@ class JudgeClient:
         async def send(mode: OutputMode) -> ChatReply:
             messages = [*prompt.messages_for(mode), *follow_up]
             return await self.service.complete(messages, self.params(template, index, mode), max_tokens=max_tokens,
-                                               what=what)
+                                               what=what, final=functools.partial(_refused_outright, mode))
 
         batched: ChatReply | None = None
         mode = self.output.mode
@@ -360,6 +377,7 @@ class JudgeClient:
                 first, mode = await self.output.run(send)
             except (CallFailed, BudgetExceeded) as exc:
                 raise self._call_failed(exc, prompt, self.output.mode) from None
+            self._remember_mode()
         try:
             sample = _read(prompt, first.text, mode, cached=False, repaired=False)
             return _with_cost(sample, [first]), first.text
@@ -394,6 +412,15 @@ class JudgeClient:
             ) from None
         self.repairs.record(rescued=True)
         return _with_cost(sample, [first, second]), second.text
+
+    def _remember_mode(self) -> None:
+        """Store the output mode this run learnt (once), so the next run starts there (``judges.output``)."""
+        learnt = self.output.learnt
+        if learnt is None or self._learnt_saved:
+            return
+        self._learnt_saved = True
+        self.cache.remember_output_mode(self.provider, self.service.provider.base_url, self.model, learnt[0],
+                                        learnt[1])
 
     def _call_failed(self, exc: CallFailed | BudgetExceeded, prompt: RenderedPrompt, mode: OutputMode,
                      paid: list[ChatReply] | None = None) -> MetricUnavailable:
@@ -465,6 +492,11 @@ def max_tokens_for(template: JudgeTemplate) -> int:
         getattr(field_info.annotation, "__origin__", None) is list for field_info in template.verdict.model_fields.values()
     )
     return LIST_MAX_TOKENS if list_valued else JUDGE_MAX_TOKENS
+
+
+def _refused_outright(mode: OutputMode, failure: Failure) -> bool:
+    """The retry layer's ``final`` for a judge call: a structured mode clearly refused is not retried."""
+    return clearly_refused(mode, failure.status, failure.reason)
 
 
 def _read(prompt: RenderedPrompt, text: str, mode: OutputMode, *, cached: bool, repaired: bool) -> Sample:

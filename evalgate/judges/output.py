@@ -24,6 +24,16 @@ once per run, moves to the next mode for the rest of the run and records the ref
 sent with the refused mode is resent in the new one. Until the first call has come back, judge calls wait
 for it, so a refused mode costs one call, not one per call in flight. With ``judge_output`` set to a mode
 (instead of ``auto``) only that mode is used and a refusal makes the verdicts unavailable.
+
+A refusal whose message says so unmistakably (``clearly_refused``: it names ``response_format`` or
+``json_schema`` and says the value is invalid, unsupported or fails validation, as llama-cpp-python's 500
+``Input should be 'text' or 'json_object'`` does) is not retried: the first run's probe costs one request,
+not four (≈ 2.5 s of backoff). Any other 5xx is retried as before, since it may be transient.
+
+The mode the endpoint took is remembered in the judge cache (``store.judge_cache``, table
+``judge_output_mode``, by provider, hashed endpoint and model) once a run had to move down; the next run
+with ``judge_output: auto`` starts from it (``OutputNegotiator(start=...)``), so it sends no request in a
+mode already refused. If that mode is refused in turn, the chain continues from there.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from typing import Any, Literal, TypeVar
 
 from evalgate.calls.executor import CallFailed
 from evalgate.safety.redact import redact
+from evalgate.store.judge_cache import RememberedMode
 
 OutputMode = Literal["json_schema", "json_object", "prompt"]
 T = TypeVar("T")
@@ -51,6 +62,11 @@ STRUCTURED: frozenset[str] = frozenset({"json_schema", "json_object"})
 REFUSAL = re.compile(r"response_format|json_schema|json_object|structured output|guided_json|grammar",
                      re.IGNORECASE)
 """What an error message says when a server refuses the structured-output parameter."""
+CLEAR_FIELD = re.compile(r"response_format|json_schema", re.IGNORECASE)
+CLEAR_REFUSAL = re.compile(r"validation|literal_error|input should be|not supported|unsupported|invalid|unknown|"
+                           r"unrecognized|not allowed|not permitted|extra inputs|must be one of", re.IGNORECASE)
+"""Together: an error message that refuses the structured-output field itself (``clearly_refused``)."""
+TRANSIENT_STATUS = frozenset({408, 425, 429, 502, 503, 504})
 ERROR_KEPT_CHARS = 300
 ENUMERATED_BOUNDS: frozenset[str] = frozenset({"local", "ollama"})
 """Providers whose structured output is a grammar that ignores ``minimum``/``maximum`` on numbers."""
@@ -135,15 +151,32 @@ def is_refusal(mode: OutputMode, exc: CallFailed) -> bool:
     return mode in STRUCTURED and exc.status is not None and exc.status >= 400 and REFUSAL.search(str(exc)) is not None
 
 
+def clearly_refused(mode: OutputMode, status: int | None, message: str) -> bool:
+    """True when a failed attempt in a structured ``mode`` is certainly the server refusing that parameter, so
+    retrying cannot help: an HTTP error other than the transient ones (408, 425, 429, 502–504) whose message
+    names ``response_format``/``json_schema`` and says it is invalid, unsupported or fails validation."""
+    return (mode in STRUCTURED and status is not None and status >= 400 and status not in TRANSIENT_STATUS
+            and CLEAR_FIELD.search(message) is not None and CLEAR_REFUSAL.search(message) is not None)
+
+
 class OutputNegotiator:
     """The run's current output mode for one judge, moved down the chain once per refused mode."""
 
-    def __init__(self, modes: tuple[OutputMode, ...], *, forced: bool = False) -> None:
+    def __init__(self, modes: tuple[OutputMode, ...], *, forced: bool = False,
+                 start: RememberedMode | None = None) -> None:
+        """``start``: the mode an earlier run learnt this endpoint takes (ignored when forced or not in
+        ``modes``): the run begins there."""
         if not modes:
             raise ValueError("at least one output mode is needed")
         self.modes = modes
         self.forced = forced
         self._index = 0
+        self.remembered: RememberedMode | None = None
+        if start is not None and not forced and start.mode in modes:
+            self._index = modes.index(start.mode)
+            self.remembered = start
+        self.learnt: tuple[OutputMode, tuple[str, ...]] | None = None
+        """(mode, refused modes) once this run moved down the chain and a call succeeded: to remember."""
         self._settled = False
         self._lock: asyncio.Lock | None = None
         self.refused: list[dict[str, Any]] = []
@@ -182,6 +215,9 @@ class OutputNegotiator:
             raise
         self._settled = True
         self.used[mode] += 1
+        if self.refused and self.learnt is None:
+            earlier = self.remembered.refused if self.remembered is not None else ()
+            self.learnt = (mode, tuple(dict.fromkeys([*earlier, *(r["mode"] for r in self.refused)])))
         return result, mode
 
     def _refused(self, mode: OutputMode, exc: CallFailed) -> bool:
@@ -201,4 +237,5 @@ class OutputNegotiator:
     def metadata(self) -> dict[str, Any]:
         """For ``metadata.judge.output``: the mode in use at the end, the modes tried, refusals, calls per mode."""
         return {"mode": self.mode, "modes": list(self.modes), "forced": self.forced, "refused": list(self.refused),
-                "calls": dict(sorted(self.used.items()))}
+                "calls": dict(sorted(self.used.items())),
+                **({"remembered": self.remembered.as_dict()} if self.remembered is not None else {})}

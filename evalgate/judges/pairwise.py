@@ -6,6 +6,12 @@ Position-bias control: order 1 shows the base answer as A and the head answer as
 round. A preference counts only when both orders name the same answer (``combine``);
 otherwise, and when the judge says ``tie`` or cannot be read, it is a tie. Both calls go through the judge's
 cache, cost ledger and output modes like any judge call (``JudgeClient.once``).
+
+Each reply passes the judge's health checks (``judges.health``: fence echo, the template's placeholder or
+rubric copied, JSON debris, one reasoning repeated across prompts) like a per-case verdict. A reply that fails
+one, cannot be read or was not given is no evidence: ``prefer`` lists it under ``unusable`` (order, cause and
+the reply's reasoning) and the comparison counts the pair as ``unavailable``, never as a preference or a tie
+(``runner.pairwise``); ``preferred`` stays ``tie`` for callers that only know the three outcomes.
 """
 
 from __future__ import annotations
@@ -69,19 +75,33 @@ def render_pair(metric: Metric, case: Case, answer_a: str, answer_b: str) -> Ren
     return RenderedPrompt(pairwise_template(), template_version(PAIRWISE_FILE), messages, inputs)
 
 
-async def ask(judge: JudgeClient, prompt: RenderedPrompt) -> tuple[Choice, str]:
-    """One order's preference: ``A``, ``B`` or ``tie`` (an unreadable reply or failed call is a tie, with why)."""
+async def ask(judge: JudgeClient, prompt: RenderedPrompt) -> tuple[Choice, str, tuple[str, str] | None]:
+    """One order's preference: ``A``, ``B`` or ``tie``, its reasoning, and (cause, reply text) when the reply is
+    no evidence (unreadable, failed or unhealthy: then the preference is ``tie`` with why)."""
+    from evalgate.judges.health import cause_of
+
     try:
         sample = await judge.once(prompt)
     except MetricUnavailable as exc:
-        return "tie", f"no preference: {exc}"
+        cause = cause_of(exc.details, str(exc)) or "parse_failure"
+        return "tie", f"no preference: {exc}", (cause, str(exc.details.get("raw_reply") or ""))
+    unhealthy, _ = judge.health.check(prompt, [sample])
+    if unhealthy is not None:
+        return "tie", f"no preference: {unhealthy[1]}", (unhealthy[0], sample.reasoning)
     value = sample.values["preferred_a"]
-    return ("A" if value == 1.0 else "B" if value == 0.0 else "tie"), sample.reasoning
+    return ("A" if value == 1.0 else "B" if value == 0.0 else "tie"), sample.reasoning, None
 
 
 async def prefer(judge: JudgeClient, metric: Metric, case: Case, base: str, head: str) -> dict[str, Any]:
-    """Both orders' preferences and the combined one (``head``, ``base`` or ``tie``)."""
-    first, first_reason = await ask(judge, render_pair(metric, case, base, head))   # A = base, B = head
-    second, second_reason = await ask(judge, render_pair(metric, case, head, base))  # A = head, B = base
-    return {"preferred": combine(first, second), "base_first": first, "head_first": second,
-            "reasoning": [first_reason[:300], second_reason[:300]]}
+    """Both orders' preferences and the combined one (``head``, ``base`` or ``tie``); ``unusable``: the orders
+    whose reply is no evidence (``{order, cause, text}``), when any."""
+    first, first_reason, first_bad = await ask(judge, render_pair(metric, case, base, head))   # A = base, B = head
+    second, second_reason, second_bad = await ask(judge, render_pair(metric, case, head, base))  # A = head, B = base
+    found: dict[str, Any] = {"preferred": combine(first, second), "base_first": first, "head_first": second,
+                             "reasoning": [first_reason[:300], second_reason[:300]]}
+    unusable = [{"order": order, "cause": bad[0], "text": bad[1][:300]}
+                for order, bad in ((1, first_bad), (2, second_bad)) if bad is not None]
+    if unusable:
+        found["preferred"] = "tie"
+        found["unusable"] = unusable
+    return found

@@ -59,6 +59,8 @@ class CheckSpec:
     value_range: tuple[float, float] | None = (0.0, 1.0)
     applies: Callable[[CaseView], bool] | None = None
     description: str = ""
+    direction_declared: bool = False
+    """Whether ``direction`` was said (``@evalgate.metric(direction=…)``, a declaration's ``direction:``)."""
 
 
 USER_METRICS: dict[str, CheckSpec] = {}
@@ -70,20 +72,21 @@ def metric(fn: Callable[..., Any], /) -> Callable[..., Any]: ...
 
 
 @overload
-def metric(*, name: str | None = None, threshold: Any = _UNSET, direction: str = "higher",
+def metric(*, name: str | None = None, threshold: Any = _UNSET, direction: str | None = None,
            value_range: tuple[float, float] | None = (0.0, 1.0),
            applies: Callable[[CaseView], bool] | None = None,
            description: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
 
 
 def metric(fn: Callable[..., Any] | None = None, /, *, name: str | None = None, threshold: Any = _UNSET,
-           direction: str = "higher", value_range: tuple[float, float] | None = (0.0, 1.0),
+           direction: str | None = None, value_range: tuple[float, float] | None = (0.0, 1.0),
            applies: Callable[[CaseView], bool] | None = None, description: str | None = None) -> Any:
     """Declare a code check: ``@evalgate.metric`` or ``@evalgate.metric(name=…, threshold=…, …)``.
 
     ``name``: the metric's name in results (default: the function's name). ``threshold``: a number
     (``min`` for higher-is-better, ``max`` for lower-is-better), ``{"min": x}``/``{"max": x}``, or None
-    for a reported, ungated metric (default 0.5). ``direction``: ``higher`` or ``lower`` is better.
+    for a reported, ungated metric (default 0.5). ``direction``: ``higher`` or ``lower`` is better (not
+    given: ``higher``, or ``lower`` inferred from a ``max`` threshold with a notice).
     ``value_range``: values outside it make the metric ``errored`` (None: any finite number).
     ``applies(case) -> bool``: the cases it runs on (default: those that name it, or every case of a
     suite that lists it); it may read any value of the case. The function is returned unchanged.
@@ -102,7 +105,7 @@ def metric(fn: Callable[..., Any] | None = None, /, *, name: str | None = None, 
 
 
 def make_spec(function: Callable[..., Any], *, name: str | None = None, threshold: Any = _UNSET,
-              direction: str = "higher", value_range: tuple[float, float] | None = (0.0, 1.0),
+              direction: str | None = None, value_range: tuple[float, float] | None = (0.0, 1.0),
               applies: Callable[[CaseView], bool] | None = None, description: str | None = None,
               where: str) -> CheckSpec:
     if not callable(function):
@@ -110,14 +113,15 @@ def make_spec(function: Callable[..., Any], *, name: str | None = None, threshol
     text = str(name or getattr(function, "__name__", ""))
     if not METRIC_NAME.fullmatch(text):
         raise UserError(f"{text!r} is not a valid metric name (letters, digits, '_', '.', '-')", where=where)
-    if direction not in ("higher", "lower"):
+    if direction not in (None, "higher", "lower"):
         raise UserError(f"direction must be 'higher' or 'lower' (got {direction!r})", where=where)
     if value_range is not None and not (len(value_range) == 2 and value_range[0] < value_range[1]):
         raise UserError(f"value_range must be (low, high) with low < high (got {value_range!r})", where=where)
     doc = " ".join((inspect.getdoc(function) or "").split("\n\n")[0].split())
     return CheckSpec(fn=function, name=text, threshold=DEFAULT_CUSTOM_THRESHOLD if threshold is _UNSET else threshold,
-                     direction=direction, value_range=None if value_range is None else (value_range[0], value_range[1]),
-                     applies=applies, description=description or doc)
+                     direction=direction or "higher",
+                     value_range=None if value_range is None else (value_range[0], value_range[1]),
+                     applies=applies, description=description or doc, direction_declared=direction is not None)
 
 
 def spec_of(obj: Any, *, name: str | None, where: str) -> CheckSpec:
@@ -129,7 +133,8 @@ def spec_of(obj: Any, *, name: str | None, where: str) -> CheckSpec:
 
 
 def _renamed(spec: CheckSpec, name: str) -> CheckSpec:
-    return CheckSpec(spec.fn, name, spec.threshold, spec.direction, spec.value_range, spec.applies, spec.description)
+    return CheckSpec(spec.fn, name, spec.threshold, spec.direction, spec.value_range, spec.applies, spec.description,
+                     spec.direction_declared)
 
 
 # --- a check as a registry Metric ------------------------------------------------------------------------------
@@ -168,9 +173,61 @@ def check_metric(spec: CheckSpec, *, origin: str, categories: tuple[str, ...] | 
         name=spec.name, fn=run, direction=spec.direction,  # type: ignore[arg-type]
         default_threshold=None, applies=applies, kind="deterministic",
         description=description or spec.description or f"code check {origin}", family=FAMILY,
-        value_range=spec.value_range, per_case=True,
-        info={"type": "check", "origin": origin, "function": qualname(fn)},
+        value_range=spec.value_range, per_case=True, direction_declared=spec.direction_declared,
+        info={"type": "check", "origin": origin, "function": qualname(fn), "code": code_identity(fn)},
     )
+
+
+def code_identity(fn: Callable[..., Any]) -> str:
+    """What a check's code is, for the gate policy: the BLAKE2b-128 digest of the file defining ``fn`` (a
+    ``file://`` reference, a module of the checkout or of an installed package) and, when an installed
+    distribution provides its top-level package, ``name==version``. Modules the file imports are not
+    included (docs/security.md)."""
+    import hashlib
+    import sys
+
+    parts: list[str] = []
+    module_name = str(getattr(fn, "__module__", "") or "")
+    module = sys.modules.get(module_name)
+    path = getattr(module, "__file__", None)
+    if not path:
+        try:
+            path = inspect.getsourcefile(fn)
+        except TypeError:
+            path = None
+    if path:
+        try:
+            parts.append("file " + hashlib.blake2b(Path(path).read_bytes(), digest_size=16).hexdigest())
+        except OSError:
+            parts.append(f"file {Path(path).name} unreadable")
+    dists = _distributions().get(module_name.partition(".")[0], [])
+    parts += [f"{name}=={_version(name)}" for name in sorted(set(dists))]
+    return "; ".join(parts) or "unknown"
+
+
+_DISTRIBUTIONS: dict[str, list[str]] | None = None
+
+
+def _distributions() -> dict[str, list[str]]:
+    """Top-level package → installed distributions providing it (read once per process)."""
+    global _DISTRIBUTIONS
+    if _DISTRIBUTIONS is None:
+        from importlib.metadata import packages_distributions
+
+        try:
+            _DISTRIBUTIONS = {key: list(value) for key, value in packages_distributions().items()}
+        except Exception:  # a broken installed distribution must not stop the run
+            _DISTRIBUTIONS = {}
+    return _DISTRIBUTIONS
+
+
+def _version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except (PackageNotFoundError, ValueError):
+        return "?"
 
 
 def qualname(fn: Callable[..., Any]) -> str:

@@ -83,6 +83,9 @@ class Metric:
     """What the results' metadata shows about a user metric (origin, criteria, steps); None for built-ins."""
     uses_judge: bool = False
     """Scored by the LLM judge when one is configured (every ``judged`` metric, and response_quality)."""
+    direction_declared: bool = True
+    """False for a code check that did not say which way is better (``direction``): its direction is then
+    inferred from a ``max`` threshold, with a notice (``runner.setup.infer_directions``)."""
 
     @property
     def default_op(self) -> str:
@@ -140,6 +143,24 @@ def metric(
         return fn
 
     return register
+
+
+ANSWER_TEXT_FAMILIES = frozenset({"judged", "criteria", "rules", "user"})
+"""Families whose metrics score the answer text: the judged built-ins, criteria, rules and the user's code checks."""
+ANSWER_TEXT_METRICS = frozenset({"keyword_coverage", "composite", "response_quality", "num_tokens"})
+"""Other metrics scoring the answer text."""
+NOT_ANSWER_TEXT = frozenset({"context_precision", "context_recall"})
+"""Judged metrics of the retrieved context, not of the answer."""
+EMPTY_ANSWER_REASON = ("the answer is empty: no answer text to score (set expect_empty: true on the case if an "
+                       "empty answer is right)")
+
+
+def reads_answer_text(metric: Metric) -> bool:
+    """Whether ``metric`` scores the answer text: on an empty (or whitespace) answer it is then
+    ``unavailable`` (missing evidence, never a pass) unless the case says ``expect_empty: true``."""
+    if metric.name in NOT_ANSWER_TEXT:
+        return False
+    return metric.family in ANSWER_TEXT_FAMILIES or metric.name in ANSWER_TEXT_METRICS
 
 
 def judge_dependent(metrics: Mapping[str, Metric]) -> frozenset[str]:

@@ -14,9 +14,13 @@ got book → search``. Checks:
   output tokens): value ≤ limit.
 * ``no_failed_tools``: no tool span ended with status ERROR.
 
-Evidence: the case's trace (``Answer.trace``). Without spans, only ``tools`` can be checked, from the
-answer's own ``tools_used``; anything else errors the case with one reason saying no spans arrived
-(missing evidence never passes, in strict mode or not).
+Evidence: the case's trace (``Answer.trace``). With traces on (the case has a trace summary, live or
+from a ``trace_file``) and no span, the case is errored — never passed from the answer's own
+``tools_used`` — with the reason the receiver gives (no export at all; spans without this case's trace id,
+with their count; spans later than ``traces_grace_seconds``). Only with traces off can ``tools`` (and
+``max_tool_calls``) be checked from the answer's ``tools_used``, and the details say so
+(``source: answer``, ``note``); any other check errors the case (missing evidence never passes, in strict
+mode or not).
 """
 
 from __future__ import annotations
@@ -132,13 +136,19 @@ def evaluate(expect: Trajectory, answer: Answer) -> dict[str, Any]:
     """Every declared check of ``expect`` on ``answer``'s trace (see the module docstring); raises
     ``MetricErrored`` when the evidence is missing (the case is then errored, never passed)."""
     trace = _trace(answer)
+    note = None
     if trace is None:
+        if answer.trace is not None:  # traces on, no span: the answer's own claims are not evidence
+            missing = answer.trace.get("missing") if isinstance(answer.trace.get("missing"), Mapping) else None
+            why = str(missing["reason"]) if missing and missing.get("reason") else "no span was received for this case"
+            raise MetricErrored(f"trajectory: {why} (the answer's own tools_used is not evidence while traces "
+                                "are on; docs/traces.md)")
         if answer.tools_used is None or _needs_trace(expect) or expect.tools is None:
-            why = "no spans were received for this case" if answer.trace is not None else "the case has no trace"
-            raise MetricErrored(f"trajectory: {why} (is the agent exporting OpenTelemetry spans to the "
-                                    "run's receiver, traces: true? see docs/traces.md)")
+            raise MetricErrored("trajectory: the case has no trace (is the agent exporting OpenTelemetry spans to "
+                                "the run's receiver, traces: true? see docs/traces.md)")
         calls: list[Mapping[str, Any]] = [{"name": name} for name in answer.tools_used]
         source = "answer"
+        note = "traces are off: the tools checked are the answer's own tools_used, not spans"
     else:
         calls = list(trace.get("tools") or [])
         source = "trace"
@@ -170,7 +180,7 @@ def evaluate(expect: Trajectory, answer: Answer) -> dict[str, Any]:
     return {"pass": all(c["passed"] for c in checks), "source": source,
             "tools_from": trace.get("tools_from") if trace is not None else "answer",
             "expected_tools": list(expect.tools) if expect.tools is not None else None, "order": expect.order,
-            "actual_tools": actual, "results": checks}
+            "actual_tools": actual, "results": checks, **({"note": note} if note else {})}
 
 
 def reason_of(result: Mapping[str, Any]) -> str | None:

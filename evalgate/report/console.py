@@ -12,6 +12,7 @@ from rich.text import Text
 
 from evalgate.calls.executor import CALL_COUNTERS
 from evalgate.metrics.registry import NO_JUDGE_REASON
+from evalgate.report.escape import strip_controls
 from evalgate.report.progress import MAX_FAILED_LISTED
 from evalgate.report.view import (
     calibration_label,
@@ -82,6 +83,8 @@ def _render_gate_changes(document: dict[str, Any], console: Console) -> None:
                       markup=False)
     if view["note"]:
         console.print(f"ℹ {view['note']}", markup=False)
+    if view.get("dataset"):
+        console.print(f"ℹ {view['dataset']}", markup=False)
 
 
 def render_report(document: dict[str, Any], console: Console, *, verbose: bool = False) -> None:
@@ -266,17 +269,29 @@ def render_judge(document: dict[str, Any], console: Console) -> None:
         return
     for note in view["notes"]:
         console.print(f"  ℹ {note}", markup=False)
-    total = view["total"]
-    if total:
-        console.print(f"Judge health: {total.get('verdicts', 0)} verdict(s), {total.get('unusable', 0)} unusable",
-                      markup=False)
+    total, pair_total = view["total"], view["pairwise_health"]
+    if total or pair_total:
+        line = (f"Judge health: {total.get('verdicts', 0)} verdict(s), {total.get('unusable', 0)} unusable"
+                if total else "Judge health:")
+        if pair_total:
+            line += (f"{';' if total else ''} pairwise {pair_total.get('replies', 0)} repl(ies), "
+                     f"{pair_total.get('unusable', 0)} unusable")
+        console.print(line, markup=False)
     for row in view["health"]:
         if row["unusable"]:
-            console.print(f"  ⚠ {row['name']}: {row['unusable']} of {row['verdicts']} unusable ({row['causes']})",
-                          markup=False)
+            of = f"{row['verdicts']} replies" if row["what"] == "replies" else f"{row['verdicts']}"
+            console.print(f"  ⚠ {row['name']}: {row['unusable']} of {of} unusable ({row['causes']})", markup=False)
+            for example in row["examples"]:
+                console.print(f"      e.g. {strip_controls(example['case'])[:40]} ({example['cause']}): "
+                              f"{_one_line(example['text'])}", markup=False)
     if view["pairwise"]:
         console.print(f"Pairwise vs base ({view['pairwise_cases']} changed answer(s), both orders): "
                       + "; ".join(view["pairwise"]), markup=False)
+
+
+def _one_line(text: str) -> str:
+    """Untrusted reply text for one console line: controls dropped, line breaks shown as ⏎, quoted."""
+    return repr(strip_controls(text).replace("\r\n", "⏎").replace("\n", "⏎"))
 
 
 def render_not_scored(document: dict[str, Any], console: Console, *, verbose: bool = False) -> None:

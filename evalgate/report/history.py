@@ -82,6 +82,15 @@ def render_text(history: History) -> str:
         out += text_table(["case", "failed runs", "rate", "failing metrics", "last failed"], rows, right=(1, 2))
     else:
         out.append("  no failing case in this window")
+    out += ["", f"Flakiest cases ({window_text}; every repeat of every completed run; flake rate = trials "
+            "disagreeing with the case's majority / trials, 95% Wilson interval)"]
+    if history.flaky:
+        rows = [[f.case_id if len(f.case_id) <= 70 else f.case_id[:69] + "…", f"{f.passes}/{f.trials}",
+                 str(f.runs), f"{f.flake_rate:.0%}", f"{f.interval[0]:.0%}–{f.interval[1]:.0%}"]
+                for f in history.flaky]
+        out += text_table(["case", "passed trials", "runs", "flake rate", "95% interval"], rows, right=(1, 2, 3))
+    else:
+        out.append("  no flaky case in this window")
     return "\n".join(out) + "\n"
 
 

@@ -27,6 +27,7 @@ from evalgate.report.console import call_summary
 from evalgate.report.digest import beyond
 from evalgate.report.escape import truncate
 from evalgate.report.view import (
+    adaptive_view,
     case_metrics,
     case_records,
     case_ref,
@@ -125,6 +126,7 @@ def build_html_view(results: Mapping[str, Any], *, max_cases: int = MAX_CASES) -
         "failed_cases": [failed_case_view(c) for c in failing_by_importance(cases)],
         "skipped_metrics": skipped_metrics(results),
         "flaky": _flaky(results, cases),
+        "adaptive": adaptive_view(results),
         "breakdowns": _breakdowns(results.get("breakdowns") or {}),
         "cases": [_case_view(c, position) for position, c in enumerate(shown, start=1)],
         "cases_total": len(cases) + beyond(results, "cases"),

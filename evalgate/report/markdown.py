@@ -52,6 +52,7 @@ from evalgate.report.escape import (
 )
 from evalgate.report.view import (
     Link,
+    adaptive_view,
     baseline_note,
     case_metrics,
     case_records,
@@ -463,6 +464,7 @@ def build_view(
         "baseline_note": baseline_note(results),
         "gate_changes": gate_changes_view(results),
         "repeats": repeats_view(results),
+        "adaptive": adaptive_view(results),
         "flaky": [flaky_view(f, link) for f in results.get("flaky") or [] if isinstance(f, Mapping)],
         "intervals": intervals_view(results),
         "judge_stability": judge_stability_view(results),

@@ -265,21 +265,40 @@ def judge_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
         health = info.get("judge_health") if isinstance(info, Mapping) else None
         if not isinstance(health, Mapping):
             continue
-        causes = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in health.items()
-                           if k not in ("verdicts", "usable", "unusable") and v)
-        health_rows.append({"name": str(name), "verdicts": health.get("verdicts", 0),
-                            "unusable": health.get("unusable", 0), "causes": causes})
+        health_rows.append(_health_row(str(name), health))
     total = (results.get("summary") or {}).get("judge_health")
     pairwise = results.get("pairwise") if isinstance(results.get("pairwise"), Mapping) else None
-    pairs = [f"{name} {row.get('wins', 0)} better, {row.get('losses', 0)} worse, {row.get('ties', 0)} tie(s) "
-             f"(sign test p {format_number(row.get('p_worse'), 3)}"
+    pair_health = (pairwise or {}).get("health")
+    for name, health in ((pair_health or {}).get("metrics") or {}).items() if isinstance(pair_health, Mapping) else ():
+        if isinstance(health, Mapping):
+            health_rows.append({**_health_row(f"pairwise {name}", health), "what": "replies"})
+    pairs = [f"{name} {row.get('wins', 0)} better, {row.get('losses', 0)} worse, {row.get('ties', 0)} tie(s)"
+             + (f", {row['unavailable']} unavailable" if row.get("unavailable") else "")
+             + f" (sign test p {format_number(row.get('p_worse'), 3)}"
              + (f", adjusted p {_p_value(row['p_adjusted'])} over {row.get('family_size')} tests)"
                 if row.get("p_adjusted") is not None else ", not gating)")
              for name, row in ((pairwise or {}).get("metrics") or {}).items() if isinstance(row, Mapping)]
     if not notes and not health_rows and not pairs:
         return None
+    pair_total = (pair_health or {}).get("total") if isinstance(pair_health, Mapping) else None
     return {"notes": notes, "health": health_rows, "total": total if isinstance(total, Mapping) else None,
-            "pairwise": pairs, "pairwise_cases": (pairwise or {}).get("compared_cases")}
+            "pairwise": pairs, "pairwise_cases": (pairwise or {}).get("compared_cases"),
+            "pairwise_health": pair_total if isinstance(pair_total, Mapping) else None}
+
+
+HEALTH_COUNTS = ("verdicts", "replies", "usable", "unusable")
+
+
+def _health_row(name: str, health: Mapping[str, Any]) -> dict[str, Any]:
+    """One judge-health line: ``{name, verdicts, unusable, causes: "fence echo 3, json debris 1", examples}``
+    (examples: ``{cause, case, text}`` of unusable replies, untrusted text the renderers escape)."""
+    causes = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in health.items()
+                       if k not in HEALTH_COUNTS and isinstance(v, int) and not isinstance(v, bool) and v)
+    examples = [{"cause": str(e.get("cause") or "").replace("_", " "), "case": str(e.get("case") or ""),
+                 "text": str(e.get("text") or "")}
+                for e in health.get("examples") or () if isinstance(e, Mapping)][:3]
+    return {"name": name, "verdicts": health.get("verdicts", health.get("replies", 0)),
+            "unusable": health.get("unusable", 0), "causes": causes, "examples": examples, "what": "verdicts"}
 
 
 def not_scored_view(results: Mapping[str, Any]) -> dict[str, Any]:
@@ -422,10 +441,50 @@ def comparison_view(comparison: Any, link: Link = no_link, *, unchanged: str = "
                                         if isinstance(e, Mapping)]}
                      if isinstance(critical, Mapping) else None),
         "regressions": [flip_view(e, link) for e in regressions],
+        "verdict": str(comparison.get("verdict") or ("regression" if comparison.get("regression") else "")) or None,
+        "inconclusive": inconclusive_view(comparison.get("inconclusive")),
         "fixes": [flip_view(e, link) for e in cases.get("fixes") or [] if isinstance(e, Mapping)],
         "new": len(cases.get("new") or []),
         "removed": len(cases.get("removed") or []),
     }
+
+
+INCONCLUSIVE_LISTED = 20
+
+
+def inconclusive_view(entries: Any) -> list[dict[str, Any]]:
+    """The comparison's inconclusive members: name, why, and what would resolve it (raw text: templates escape)."""
+    if not isinstance(entries, list):
+        return []
+    return [{"name": str(e.get("name") or ""), "why": str(e.get("why") or ""),
+             "resolve": [str(r) for r in e.get("resolve") or []]}
+            for e in entries[:INCONCLUSIVE_LISTED] if isinstance(e, Mapping)]
+
+
+ADAPTIVE_LISTED = 20
+"""Re-tried cases listed in reports (most trials first; the rest counted)."""
+
+
+def adaptive_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``repeat: adaptive``: rounds, re-trials, budget, the comparison's looks and decision, and the re-tried
+    cases with their trials (critical ones with their SPRT decision), most trials first."""
+    block = results.get("adaptive")
+    if not isinstance(block, Mapping):
+        return None
+    raw_trials, raw_critical = block.get("trials"), block.get("critical")
+    trials: Mapping[str, Any] = raw_trials if isinstance(raw_trials, Mapping) else {}
+    critical: Mapping[str, Any] = raw_critical if isinstance(raw_critical, Mapping) else {}
+    rows = []
+    for case_id, count in sorted(trials.items(), key=lambda item: (-int(item[1] or 0), str(item[0]))):
+        entry = critical.get(case_id) if isinstance(critical.get(case_id), Mapping) else None
+        rows.append({"id": str(case_id), "trials": int(count or 0),
+                     "passes": entry.get("passes") if entry else None,
+                     "decision": (entry.get("status") or entry.get("decision")) if entry else "re-tried"})
+    looks = [lk for lk in block.get("looks") or [] if isinstance(lk, Mapping)]
+    return {"rounds": block.get("rounds"), "retrials": block.get("retrials"), "budget": block.get("budget"),
+            "budget_spent": bool(block.get("budget_spent")), "decision": block.get("decision"), "looks": looks,
+            "cases": rows[:ADAPTIVE_LISTED], "omitted": max(0, len(rows) - ADAPTIVE_LISTED),
+            "known_flaky": [str(i) for i in block.get("known_flaky_critical") or []][:ADAPTIVE_LISTED]}
 
 
 def confidence_label(alpha: Any) -> str:
@@ -447,7 +506,8 @@ GATE_CHANGE_CHARS = 300
 
 def gate_changes_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
     """What the pull request loosened against its base run (``gate.loosened``, ``verdict.policy``):
-    ``{items[] (one line each, truncated), omitted, mode, approved_by, note}``; None when nothing was loosened
+    ``{items[] (one line each, truncated), omitted, mode, approved_by, note, dataset}`` (``dataset``: the cases
+    added, edited and removed against the base run, ``gate.dataset_changes``); None when nothing was loosened
     and there is nothing to say."""
     from evalgate.report.escape import truncate
 
@@ -457,12 +517,15 @@ def gate_changes_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
     raw = gate.get("loosened")
     loosened: list[Any] = raw if isinstance(raw, list) else []
     note = str(gate.get("policy_note") or "").strip()
-    if not loosened and not note:
+    changes = gate.get("dataset_changes")
+    dataset = str(changes.get("text") or "").strip() if isinstance(changes, Mapping) else ""
+    if not loosened and not note and not dataset:
         return None
     items = [truncate(str(item.get("text") or ""), GATE_CHANGE_CHARS) for item in loosened[:GATE_CHANGES_LISTED]
              if isinstance(item, Mapping)]
     return {"items": items, "omitted": max(0, len(loosened) - len(items)), "mode": str(gate.get("gate_changes") or ""),
-            "approved_by": gate.get("approved_by"), "note": truncate(note, GATE_CHANGE_CHARS) if note else None}
+            "approved_by": gate.get("approved_by"), "note": truncate(note, GATE_CHANGE_CHARS) if note else None,
+            "dataset": truncate(dataset, GATE_CHANGE_CHARS * 2) if dataset else None}
 
 
 def baseline_note(results: Mapping[str, Any]) -> dict[str, str] | None:

@@ -368,8 +368,9 @@ def compare(base: str | Path, head: str | Path, *, significance_level: float | N
     head_policy, base_policy = head_doc.get("gate_policy"), base_doc.get("gate_policy")
     loosened = None
     if isinstance(head_policy, dict) and not unknown(base_policy) and not unknown(head_policy):
-        removed = (comparison.get("cases") or {}).get("removed")
-        loosened = loosenings(base_policy, head_policy, removed if isinstance(removed, list) else None)
+        cases = {**(comparison.get("cases") or {}), **(comparison.get("dataset") or {})}
+        removed = cases.get("removed")
+        loosened = loosenings(base_policy, head_policy, removed if isinstance(removed, list) else None, cases=cases)
     return ComparisonResult(regression=bool(comparison.get("regression")), reasons=list(reasons),
                             summary=str(comparison.get("summary") or ""),
                             metrics=dict(comparison.get("metrics") or {}), comparison=comparison, loosened=loosened)

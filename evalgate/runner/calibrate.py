@@ -27,6 +27,8 @@ from evalgate.verdict.calibration import (
     control_standing,
     decide,
     gates,
+    mismatch_text,
+    recompute,
     standing,
 )
 
@@ -52,14 +54,38 @@ def calibration_files(settings: Settings, prepared: Prepared, cwd: Path) -> list
 
 
 def stored_records(settings: Settings, prepared: Prepared, cwd: Path, notices: list[str]) -> list[dict[str, Any]]:
-    from evalgate.store.calibration import CalibrationFileError, load, read_file
+    """Every stored record, its summary numbers recomputed from its own labels and verdicts
+    (``verdict.calibration.recompute``): a record whose written κ, n, accuracy or intervals disagree is read
+    with the recomputed ones, and one notice names the file, the metric and what disagreed. Each record carries
+    ``digest`` (sha256 of the record as stored) and ``read_from`` (where it was read), for the gate policy.
+    In a pull-request run (``config.trust.untrusted_checkout``) the results database's records are not read: the
+    pull request may have committed that database, and only the calibration file is compared with the base run's."""
+    from evalgate.config.trust import untrusted_checkout
+    from evalgate.dataset.load import display_path
+    from evalgate.store.calibration import CalibrationFileError, load, read_file, record_digest
 
-    records = load(settings.db_path if settings.db_path.is_absolute() else cwd / settings.db_path)
+    db_path = settings.db_path if settings.db_path.is_absolute() else cwd / settings.db_path
+    found: list[tuple[dict[str, Any], str]] = [(record, display_path(db_path, cwd)) for record in load(db_path)
+                                               if not str(record.get("metric", "")).startswith("controls:")]
+    # (the controls' records are a log of what the run's judge showed: never read back as evidence)
+    if found and untrusted_checkout(settings.environment):  # a results.db the pull request may have committed
+        notices.append(f"calibrations in {display_path(db_path, cwd)} not read in a pull-request run (the "
+                       "calibration file is, and compared with the base run's): evalgate calibrate writes both")
+        found = []
     for path in calibration_files(settings, prepared, cwd):
         try:
-            records.extend(read_file(path))
+            found.extend((record, display_path(path, cwd)) for record in read_file(path))
         except CalibrationFileError as exc:
             notices.append(f"calibration file ignored: {exc}")
+    records = []
+    for record, where in found:
+        fresh, mismatched = recompute(record)
+        fresh["digest"], fresh["read_from"] = record_digest(record), where
+        if mismatched:
+            fresh["mismatch"] = mismatch_text(record, fresh, mismatched)
+            notices.append(f"calibration {where}: {record.get('metric')} ({record.get('judge') or record.get('key')}): "
+                           f"{fresh['mismatch']}; the recomputed values are used")
+        records.append(fresh)
     return records
 
 
@@ -274,7 +300,9 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
         if current is not None:
             entry.update({"kappa": current.get("kappa"), "kappa_ci": current.get("kappa_ci"), "n": current.get("n"),
                           "accuracy": current.get("accuracy"), "spearman": current.get("spearman"),
-                          "kendall": current.get("kendall"), "created": current.get("created")})
+                          "kendall": current.get("kendall"), "created": current.get("created"),
+                          "digest": current.get("digest"), "read_from": current.get("read_from"),
+                          **({"mismatch": current["mismatch"]} if current.get("mismatch") else {})})
         if control is not None:
             entry["controls"] = {"status": control_state, "reason": control_why, "n": control.get("n"),
                                  "kappa": control.get("kappa"), "kappa_ci": control.get("kappa_ci"),

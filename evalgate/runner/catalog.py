@@ -39,7 +39,7 @@ from evalgate.metrics.checks import (
     spec_of,
 )
 from evalgate.metrics.criteria import criteria_metric, declaration_metric, definition_of
-from evalgate.metrics.registry import Metric
+from evalgate.metrics.registry import Direction, Metric
 from evalgate.model import DEFAULT_CUSTOM_THRESHOLD, Case, CaseAssertion, MetricDeclaration, Threshold
 
 INLINE_CRITERIA = "case_criteria"
@@ -73,6 +73,8 @@ class Catalog:
             else:
                 base = self.metrics[self.alias[entry.check or ""]]
                 metric = _replace(base, name=name)
+                if entry.direction is not None:
+                    metric = _directed(metric, entry.direction, f"{case.location} assert[{position}]")
             self._inline[key] = metric
             self.metrics.setdefault(name, metric)
         return metric
@@ -147,8 +149,40 @@ def _declare(catalog: Catalog, declaration: MetricDeclaration, where: str, cwd: 
         spec = _spec(declaration.check or "", name, where, cwd)
         metric = check_metric(spec, origin=declaration.check or "", categories=categories, tags=tags,
                               run_on_all=declaration.run == "all", description=declaration.description)
+        if declaration.direction is not None:
+            metric = _directed(metric, declaration.direction, where)
         threshold = declaration.threshold if declaration.threshold_given else spec.threshold
     _add(catalog, metric, threshold, where)
+
+
+def infer_directions(catalog: Catalog, thresholds: Mapping[str, Any], origins: Mapping[str, str]) -> list[str]:
+    """Every metric has a direction. A code check that did not declare one and is gated by a ``max`` (or
+    ``lt``) threshold is taken as lower-is-better (an error rate), and a notice says so and how to declare
+    it; the comparison with a baseline then counts a rise as a regression. Returns the notices."""
+    notices: list[str] = []
+    for name, metric in list(catalog.metrics.items()):
+        threshold = thresholds.get(name)
+        if metric.direction_declared or threshold is None or getattr(threshold, "op", None) not in ("max", "lt"):
+            continue
+        directed = _replace(metric, direction="lower", direction_declared=True)
+        catalog.metrics[name] = directed
+        if name in catalog.user:
+            catalog.user[name] = directed
+        where = origins.get(name) or "its threshold"
+        if where == "metric declarations":
+            where = catalog.threshold_where.get(name, where)
+        notices.append(f"metric {name!r}: lower values taken as better from its {threshold} threshold ({where}); "
+                       "declare direction: lower (or higher) beside its check to say so")
+    return notices
+
+
+def _directed(metric: Metric, direction: Direction, where: str) -> Metric:
+    """``metric`` with the ``direction`` its declaration states; a function that says the opposite itself
+    (``@evalgate.metric(direction=…)``) is a ``UserError``."""
+    if metric.direction_declared and metric.direction != direction:
+        raise UserError(f"metric {metric.name!r}: direction {direction!r} here, but its function declares "
+                        f"{metric.direction!r}; give one", where=where)
+    return _replace(metric, direction=direction, direction_declared=True)
 
 
 def _add(catalog: Catalog, metric: Metric, threshold: Any, where: str) -> None:
@@ -231,7 +265,7 @@ def case_assertions(catalog: Catalog, case: Case) -> tuple[list[Metric], dict[st
                 base = entry.name or catalog.alias[entry.check or ""]
             counts[base] = counts.get(base, 0) + 1
             name = base if counts[base] == 1 else f"{base}_{counts[base]}"
-            if entry.criteria is None and entry.name is None and counts[base] == 1:
+            if entry.criteria is None and entry.name is None and counts[base] == 1 and entry.direction is None:
                 metric = catalog.metrics[name]
             else:
                 metric = catalog.inline_metric(case, position, entry, name)

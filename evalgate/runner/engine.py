@@ -27,6 +27,8 @@ from evalgate.calls.costs import BudgetExceeded
 from evalgate.calls.executor import CallCancelled
 from evalgate.config.settings import DEFAULT_MAX_ANSWER_CHARS
 from evalgate.metrics.registry import (
+    EMPTY_ANSWER_REASON,
+    NO_JUDGE_REASON,
     Metric,
     MetricContext,
     MetricSkipped,
@@ -34,6 +36,7 @@ from evalgate.metrics.registry import (
     Score,
     all_metrics,
     judge_dependent,
+    reads_answer_text,
 )
 from evalgate.model import (
     Answer,
@@ -48,6 +51,7 @@ from evalgate.model import (
     trusted,
 )
 from evalgate.runner.admit import admit, answer_size
+from evalgate.runner.expectations import ExpectationDigests
 from evalgate.safety.redact import redact
 from evalgate.targets.base import TargetCall, accepts_call
 from evalgate.verdict.gate import case_verdict, judge_metric
@@ -154,13 +158,18 @@ class Engine:
         prefetch_judged: bool = False,
         optional: Mapping[str | None, frozenset[str]] | None = None,
         conversations: Any = None,
+        not_judged: str | None = None,
         advisory: frozenset[str] = frozenset(),
     ) -> None:
         self.target = target
+        self.not_judged = not_judged
+        """Why the run has no judge although one is configured (``runner.missing``): judged metrics skipped
+        for want of a judge carry it as their reason, and a case only they could decide is ``skipped``."""
         self.prefetch_judged = prefetch_judged
         """Start a case's async (judged) metrics at once instead of one after another (batch judging: every
         judge request of the case joins the same batch); each result is still taken in plan order."""
         self.plan_for = plan_for
+        self.expectations = ExpectationDigests()
         self.thresholds = thresholds
         self.advisory = advisory
         """Judged metrics whose judge may not gate: their values are recorded ``advisory`` (``passed`` null)."""
@@ -196,10 +205,11 @@ class Engine:
         self._sink_error: BaseException | None = None
         self._workers: list[asyncio.Task[None]] = []
 
-    async def run(self, cases: Iterable[Case]) -> EngineStats:
+    async def run(self, cases: Iterable[Case], items: Iterable[tuple[Case, int]] | None = None) -> EngineStats:
         """Evaluate ``cases`` with ``concurrency`` workers; every finished case reaches the sinks (also when
-        the run is stopped or a worker fails), then a sink's failure, if any, is raised."""
-        work = self._work_items(cases)
+        the run is stopped or a worker fails), then a sink's failure, if any, is raised. ``items`` (case,
+        repeat index) replaces the cases × ``repeat`` work (the re-trials of ``repeat: adaptive``)."""
+        work = self._work_items(cases) if items is None else iter(items)
         count = self.concurrency + self.spare_workers
         workers = self._workers = [asyncio.create_task(self._worker(work)) for _ in range(count)]
         stopper = asyncio.create_task(self.stop.wait())
@@ -324,10 +334,15 @@ class Engine:
             ctx.memo.update(memo)
         if large:
             return answer, await self._score_off_loop(case, answer, plan, ctx, size)
+        output = answer.output
+        empty = type(output) is str and not case.expect_empty and (not output or output.isspace())
         metrics: dict[str, MetricResult] = {}
-        started = self._prefetch(plan, case, answer, ctx) if self.prefetch_judged else {}
+        started = self._prefetch(plan, case, answer, ctx) if self.prefetch_judged and not empty else {}
         try:
             for metric in plan.metrics:
+                if empty and (missing := self._empty(metric, ctx)) is not None:
+                    metrics[metric.name] = missing
+                    continue
                 if metric.name in started:
                     metrics[metric.name] = await started[metric.name]
                     continue
@@ -339,6 +354,15 @@ class Engine:
             for task in started.values():
                 task.cancel()
         return answer, metrics
+
+    def _empty(self, metric: Metric, ctx: MetricContext) -> MetricResult | None:
+        """On an empty (or whitespace) answer the case does not expect: ``unavailable`` for a metric that
+        scores the answer text (missing evidence: never sent to a judge, never passed by a rule such as
+        ``not_contains``), None for the others (scored as usual; a judged one without a judge is skipped)."""
+        if not reads_answer_text(metric) or (metric.uses_judge and self.judge is None):
+            return None
+        return MetricResult(status=MetricStatus.unavailable, reason=EMPTY_ANSWER_REASON,
+                            threshold=self._threshold(metric.name, ctx))
 
     async def call_target(self, case: Case, call: TargetCall) -> Answer:
         """The target's answer for ``case`` (one call, described by ``call``); a target that raises
@@ -413,7 +437,10 @@ class Engine:
         message is the reason as it stands)."""
         threshold = self._threshold(metric.name, ctx)
         if isinstance(exc, MetricSkipped):
-            return _skipped(str(exc), threshold)
+            reason = str(exc)
+            if self.not_judged and reason == NO_JUDGE_REASON:
+                reason = self.not_judged
+            return _skipped(reason, threshold)
         if isinstance(exc, MetricUnavailable):
             return MetricResult(
                 status=MetricStatus.unavailable,
@@ -444,7 +471,16 @@ class Engine:
         its ``optional_metrics`` (None: evalgate.yaml's)."""
         optional = self.optional.get(suite, self.optional.get(None, frozenset()))
         return case_verdict(metrics, error=error, strict=self.strict, evidence=self.evidence,
-                            optional=optional, needs_judge=self.needs_judge)
+                            optional=optional, needs_judge=self.needs_judge, not_judged=self.not_judged)
+
+    def _expectation(self, case: Case) -> str:
+        """The case's expectation digest (``runner.expectations``); a plan that cannot be made (a check's
+        ``applies`` raising, already reported where the case was scored) counts as no plan."""
+        try:
+            plan = self.plan_for(case)
+        except Exception:
+            plan = None
+        return self.expectations.digest(case, plan)
 
     def _result(self, case: Case, answer: Answer, metrics: dict[str, MetricResult], repeat: int,
                 conversation: dict[str, Any] | None = None) -> CaseResult:
@@ -476,6 +512,7 @@ class Engine:
             "latency_ms": answer.latency_ms,
             "cost_usd": answer.cost_usd,
             "repeat": repeat,
+            "expectation": self._expectation(case),
             "conversation": conversation,
         }
         if _answer_values_valid(values):  # the case's fields were validated with these same types
@@ -578,4 +615,6 @@ def expectations_of(case: Case) -> dict[str, Any]:
         expected["trajectory"] = case.trajectory.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
     if case.assertions:
         expected["assert"] = [entry.model_dump(mode="json", exclude_none=True) for entry in case.assertions]
+    if case.expect_empty:
+        expected["expect_empty"] = True
     return expected

@@ -156,7 +156,7 @@ def custom_metrics_metadata(prepared: Prepared, judge: Any) -> dict[str, Any]:
     return out
 
 
-COMPARED_RECORD_KEYS = ("id", "source", "risk_level", "status", "passed", "repeat")
+COMPARED_RECORD_KEYS = ("id", "source", "risk_level", "status", "passed", "repeat", "expectation")
 
 
 def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None, records: Iterable[bytes],
@@ -176,7 +176,7 @@ def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None,
     document["comparison"] = None
     if baseline.document is None:
         return []
-    from evalgate.verdict.compare import compare_runs, comparison_gate_reasons
+    from evalgate.verdict.compare import compare_runs, comparison_gate_reasons, diluted_reasons
 
     head = {**document, "results": (_compared_record(json.loads(record)) for record in records)}
     try:
@@ -194,7 +194,7 @@ def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None,
         if name in tests and isinstance(row, dict):
             row.update(p_adjusted=tests[name]["p_adjusted"], family_size=comparison["family"]["size"],
                        weight=tests[name]["weight"])
-    return comparison_gate_reasons(comparison, settings.fail_on_regression)
+    return comparison_gate_reasons(comparison, settings.fail_on_regression) + diluted_reasons(comparison)
 
 
 def _compared_record(record: dict[str, Any]) -> dict[str, Any]:
@@ -266,11 +266,17 @@ def gate_policy_snapshot(settings: Settings, prepared: Prepared, document: Mappi
     values: dict[str, Any] = {name: getattr(settings, name) for name in GATE_SETTINGS if name != "selection"}
     values["calibration_floors"] = {name: dict(floor) for name, floor in settings.calibration_floors.items()}
     values["selection"] = {"case_ids": len(settings.case_ids), "first_n": settings.first_n,
-                           "category": sorted(settings.category), "tags": sorted(settings.tags)}
+                           "category": sorted(settings.category), "tags": sorted(settings.tags),
+                           "shard": settings.shard if shard_from_checkout(settings) else None}
     origins = {name: where(settings.origin(name)) for name in (*GATE_SETTINGS, "regression_tolerance")
                if name != "selection"}
-    for name in ("case_ids", "first_n", "category", "tags"):
+    for name in ("case_ids", "first_n", "category", "tags", "shard", "repeat", "target", "judge_provider",
+                 "max_answer_chars", "traces", "pairwise"):
         origins[name] = where(settings.origin(name))
+    origins["simulator"] = where(settings.origin("simulator_model"))
+    judge_origins = [settings.origin(f"judge_{key}") for key in ("model", "base_url", "temperature", "temperatures",
+                                                                 "samples", "seed", "output")]
+    origins["judge"] = where(next((o for o in judge_origins if not o.startswith("default ")), "default "))
     thresholds = document.get("thresholds") or {}
     return snapshot(
         thresholds=thresholds,
@@ -286,7 +292,51 @@ def gate_policy_snapshot(settings: Settings, prepared: Prepared, document: Mappi
                     for name, entry in (document.get("metrics") or {}).items()
                     if isinstance(entry, Mapping) and isinstance(entry.get("calibration"), Mapping)
                     and entry["calibration"].get("gating") is False},
+        run=run_settings(settings, prepared, document),
     )
+
+
+def shard_from_checkout(settings: Settings) -> bool:
+    """True when ``shard`` was set by the checkout's evalgate.yaml (a pull request choosing to run part of
+    its cases), not by the workflow (``--shard``, an input, ``EVALGATE_SHARD``: its shards are merged)."""
+    from evalgate.config.trust import from_checkout
+
+    return bool(settings.shard) and from_checkout(settings.origin("shard"), settings.config)
+
+
+def run_settings(settings: Settings, prepared: Prepared, document: Mapping[str, Any]) -> dict[str, Any]:
+    """The gate policy's ``RUN_SETTINGS`` (``verdict.policy``): what else can change a verdict."""
+    import hashlib
+    from urllib.parse import urlsplit
+
+    def digest(value: Any) -> str:
+        text = json.dumps(value, sort_keys=True, default=str)
+        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+    target = (document.get("metadata") or {}).get("target") or {}
+    kind = str(target.get("kind") or settings.target) if isinstance(target, Mapping) else settings.target
+    base_url = None
+    if settings.judge_base_url:
+        parts = urlsplit(settings.judge_base_url)
+        base_url = redact(f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}")
+    definitions = {}
+    for name in sorted(prepared.user_metrics):
+        info = dict(prepared.metrics[name].info or {}) if name in prepared.metrics else {}
+        origin = str(info.pop("origin", "") or "")
+        definitions[name] = {"digest": digest(info), "origin": redact(origin)}
+    return {
+        "repeat": settings.repeat,
+        "answer_source": {"target": kind, "identity": digest(target)},
+        "judge": {"provider": settings.judge_provider, "model": settings.judge_model, "base_url": base_url,
+                  "temperature": settings.judge_temperature, "temperatures": dict(settings.judge_temperatures),
+                  "samples": settings.judge_samples, "seed": settings.judge_seed, "output": settings.judge_output},
+        "simulator": settings.simulator_model,
+        "metric_definitions": definitions,
+        "suites": dict(sorted(prepared.suite_digests.items())),
+        "max_answer_chars": settings.max_answer_chars,
+        "traces": settings.traces,
+        "pairwise": settings.pairwise,
+    }
 
 
 def attach_gate_policy(document: dict[str, Any], baseline: BaselineLookup | None, settings: Settings,
@@ -297,7 +347,11 @@ def attach_gate_policy(document: dict[str, Any], baseline: BaselineLookup | None
     ``gate`` fields to add: ``gate_changes`` (as applied), ``loosened`` (list; None when the base run's policy
     is unknown), ``policy_note``, ``approved_by``. Never raises."""
     head = gate_policy_snapshot(settings, prepared, document, cases, cwd)
-    return compare_gate_policy(document, head, baseline, settings, pr_labels, partial=bool(settings.shard))
+    from evalgate.verdict.calibration import calibration_snapshot
+
+    head["calibrations"] = calibration_snapshot(document.get("calibration"))  # which records admitted a judge
+    partial = bool(settings.shard) and not shard_from_checkout(settings)  # a PR's own shard is no partial run
+    return compare_gate_policy(document, head, baseline, settings, pr_labels, partial=partial)
 
 
 def compare_gate_policy(document: dict[str, Any], head: dict[str, Any], baseline: BaselineLookup | None,
@@ -307,7 +361,7 @@ def compare_gate_policy(document: dict[str, Any], head: dict[str, Any], baseline
     set). ``partial``: the run holds part of the cases (one shard), so missing and demoted cases are not
     compared. ``configured``: the ``gate_changes`` asked for (default: ``settings``')."""
     from evalgate.config.trust import from_checkout, untrusted_checkout
-    from evalgate.verdict.policy import approval, effective_gate_changes, gate_reason, loosenings, unknown
+    from evalgate.verdict.policy import approval, dataset_line, effective_gate_changes, gate_reason, loosenings, unknown
 
     untrusted = untrusted_checkout(settings.environment)
     base_doc = baseline.document if baseline is not None else None
@@ -323,18 +377,25 @@ def compare_gate_policy(document: dict[str, Any], head: dict[str, Any], baseline
         return [], {}
     fields: dict[str, Any] = {"gate_changes": mode}
     loosened: list[dict[str, Any]] = list(chosen)
+    compared = document.get("comparison") or {}
+    exact: Any = {**(compared.get("cases") or {}), **(compared.get("dataset") or {})}
     if base_doc is not None and unknown(base_policy):
         fields["policy_note"] = POLICY_NOTE_UNKNOWN
     elif base_doc is not None:
-        removed = ((document.get("comparison") or {}).get("cases") or {}).get("removed")
+        removed = exact.get("removed")
         try:
             asked = {**head, "gate_changes": configured}  # what the PR asked for, listed if looser
             loosened += loosenings(base_policy, asked, removed if isinstance(removed, list) and not partial
-                                   else None)
+                                   else None, cases=exact if not partial else None)
         except Exception as exc:  # a malformed base policy must not lose the run's results
             fields["policy_note"] = redact(f"gate policy of the base run unreadable: {type(exc).__name__}")
+    if base_doc is not None and not partial and isinstance(exact, Mapping):
+        changes = dataset_line(exact)
+        if changes is not None:
+            fields["dataset_changes"] = changes
     if partial:  # one shard holds part of the cases: the merged run compares them
-        loosened = [item for item in loosened if item["kind"] not in ("cases_missing", "critical_demoted")]
+        loosened = [item for item in loosened
+                    if item["kind"] not in ("cases_missing", "critical_demoted", "expectations_edited")]
     fields["loosened"] = loosened if loosened or "policy_note" not in fields else None
     in_actions = settings.environment.get("GITHUB_ACTIONS", "").strip().lower() == "true"
     if not loosened or mode != "fail" or (in_actions and not untrusted):  # a push or schedule run: reported only

@@ -49,7 +49,7 @@ from evalgate.verdict.repeats import RepeatSink, apply_report
 
 MATTERING_SETTINGS = (
     "strict_metrics", "fail_on_critical", "min_pass_rate", "max_errored", "fail_on_regression",
-    "significance_level", "repeat", "repeat_rule", "judge_samples", "judge_provider", "judge_model",
+    "significance_level", "repeat", "adaptive", "repeat_rule", "judge_samples", "judge_provider", "judge_model",
     "target", "target_model", "category", "tags", "case_ids", "first_n",
     "regression_tolerance", "judge_temperature", "judge_temperatures", "judge_seed", "judge_output", "calibration",
     "calibration_min_kappa", "calibration_min_labels", "calibration_floors", "pairwise", "max_answer_chars",
@@ -209,7 +209,11 @@ class Consistency:
                           min_pass_rate=value("min_pass_rate"), max_errored=int(value("max_errored")))
 
     def repeat_sink(self, downstream: RunAggregate) -> RepeatSink:
-        """A ``RepeatSink`` with the inputs' ``repeat`` and ``repeat_rule``."""
+        """A ``RepeatSink`` with the inputs' ``repeat`` and ``repeat_rule``; shards run with ``repeat: adaptive``
+        (a varying number of trials per case, decided per shard) are refused rather than miscounted."""
+        if self.setting("adaptive"):
+            raise UserError("shards run with repeat: adaptive cannot be merged yet (each shard re-tried its own "
+                            "cases); run sharded suites with repeat: N", where="metadata.config.adaptive")
         return RepeatSink(downstream, repeat=int(self.setting("repeat")), rule=self.setting("repeat_rule"))
 
 
@@ -227,6 +231,7 @@ def merge_runs(
     baseline: BaselineLookup | None = None,
     settings: Settings | None = None,
     pr_labels: Sequence[str] = (),
+    missing_hint: str = "pass --allow-partial to merge anyway",
 ) -> MergeOutcome:
     """Merge ``sources`` into ``output_dir/results.json`` and a new ``merged`` run in ``db_path``. With a
     ``baseline`` (and the ``settings`` that say how to compare: significance, ``fail_on_regression``) the
@@ -250,8 +255,7 @@ def merge_runs(
         consistency, runs = _spool_inputs(inputs, spool)
         missing = consistency.missing_shards()
         if missing and not allow_partial:
-            raise UserError(f"shard(s) {', '.join(missing)} missing (pass --allow-partial to merge anyway)",
-                            where="merge")
+            raise UserError(f"shard(s) {', '.join(missing)} missing ({missing_hint})", where="merge")
         moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
         run_id, timestamp = lock.run_id, moment.strftime("%Y-%m-%dT%H:%M:%SZ")
         thresholds = consistency.gate_thresholds()

@@ -54,7 +54,7 @@ from evalgate.store.recorder import CaseRecorder
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.store.sqlite import SQLiteStore
 from evalgate.verdict.aggregate import RunAggregate
-from evalgate.verdict.gate import NO_GATE, Verdict, judge_metric_sets, nothing_decided, run_verdict
+from evalgate.verdict.gate import NO_GATE, Verdict, judge_metric_sets, nothing_gated, run_verdict
 from evalgate.verdict.policy import CaseSet
 from evalgate.verdict.repeats import RepeatSink, apply_report
 
@@ -149,6 +149,9 @@ async def _execute(
     check_output_paths(settings, cwd)
     interruption.enter("preparing")  # plain Python code: a signal unwinds it at once
     prepared = prepare(settings, suite_config, cwd)
+    from evalgate.runner.missing import check_answers_recorded
+
+    check_answers_recorded(settings, prepared.cases)  # nothing to score: exit 2 saying how to add answers
     interruption.enter("waiting")  # a signal cancels the wait
     baseline = None
     if settings.baseline_kind != "none":  # the default: nothing to look up or import
@@ -170,16 +173,22 @@ async def _execute(
         prepared.notices.extend(restored.notice.splitlines())
     runtime = Runtime.from_settings(settings, stop)
     try:
-        judge = build_judge(settings, runtime, env, base_cache=restored.cache)
+        from evalgate.runner.missing import not_judged_reason
+
+        not_judged = not_judged_reason(settings)  # a fork's or a bot's pull request: no judge key (skip)
+        judging = settings.model_copy(update={"judge_provider": "none"}) if not_judged else settings
+        judge = build_judge(judging, runtime, env, base_cache=restored.cache)
         target = build_target(settings, runtime, env)
         conversations = ConversationOptions(
             stop_on_failed_turn=settings.stop_on_failed_turn,
             send_id=target.kind == "http" and settings.target_conversation == "id",
             id_from=settings.target_conversation_id_from,
-            simulator=build_simulator(settings, runtime, env, judge), replay=replay)
+            simulator=build_simulator(judging, runtime, env, judge), replay=replay)
     except BaseException:
         restored.close()
         raise
+    if not_judged:
+        prepared.notices.append(f"judged metrics {not_judged}: the rest of the gate decides")  # the comment too
     if getattr(judge, "batch_notice", None):
         prepared.notices.append(str(judge.batch_notice))  # type: ignore[union-attr]
     traces = TraceSession(settings)
@@ -221,7 +230,8 @@ async def _execute(
 
     health = HealthTally()
     case_set = CaseSet()
-    sinks: list[Any] = [repeats, recorder, failures, health, case_set]
+    adaptive = _adaptive_sink(settings, baseline, repeats) if settings.adaptive else None
+    sinks: list[Any] = [adaptive or repeats, recorder, failures, health, case_set]
     echo = IdenticalRepeats(settings.repeat)
     if settings.repeat > 1:
         sinks.append(echo)
@@ -249,6 +259,7 @@ async def _execute(
         optional=prepared.optional,
         conversations=conversations,
         advisory=calibration.advisory(),
+        not_judged=not_judged,
     )
     pairwise: dict[str, Any] | None = None
     interruption.enter("running")  # a signal stops new cases (a flag each worker reads) and wakes the loop
@@ -257,7 +268,7 @@ async def _execute(
     try:
         if progress is not None and hasattr(progress, "start"):
             progress.start(runtime.executor)
-        running = asyncio.ensure_future(engine.run(prepared.cases))
+        running = asyncio.ensure_future(engine.run(adaptive.feed(prepared.cases) if adaptive else prepared.cases))
         estimating = asyncio.ensure_future(estimate_once_started(
             running, lambda: _announce(settings, prepared, judge, target, warnings, conversations.simulator)))
         try:
@@ -269,6 +280,12 @@ async def _execute(
         except BaseException:
             estimating.cancel()
             raise
+        if adaptive is not None and not stats.cancelled:
+            from evalgate.config.budget import parse_budget
+            from evalgate.runner.adaptive import run_rounds
+
+            budget = parse_budget(settings.adaptive_budget, len(adaptive.plan.cases))
+            await run_rounds(engine, adaptive, budget, lambda: runtime.ledger.spent)
         status = "cancelled" if stats.cancelled else "completed"
         if before and judge is not None and status == "completed":
             from evalgate.runner.pairwise import judge_pairs
@@ -285,6 +302,9 @@ async def _execute(
             with contextlib.suppress(Exception):
                 await conversations.simulator.aclose()
         restored.close()
+        if adaptive is not None:
+            adaptive.finish()
+            _excuse_known_flaky(aggregate, adaptive.known_flaky)
         repeats.finish()
         total = len(prepared.cases) * settings.repeat
 
@@ -293,7 +313,12 @@ async def _execute(
             interrupted = status == "cancelled" and (bool(received) or not runtime.ledger.exceeded)
             extra = [f"run {status} before every case finished"] if status != "completed" else []
             extra += calibration.failures_for(aggregate.metrics)
-            no_gate = NO_GATE if nothing_decided(aggregate, prepared.thresholds) else None
+            from evalgate.runner.missing import nothing_decided
+
+            undecided = nothing_decided(aggregate, not_judged)
+            if undecided:
+                extra.append(undecided)
+            no_gate = NO_GATE if nothing_gated(aggregate, prepared.thresholds) else None
             if no_gate is not None and no_gate_fails(settings):
                 extra.append(f"{no_gate} — no_gate: fail")
             if interrupted:
@@ -311,9 +336,8 @@ async def _execute(
                                 judge_totals.calls if judge_totals is not None else 0)
             if late is not None and status == "completed":
                 _warn(late, warnings)
-            silent = traces.silence_warning()
-            if silent is not None and status == "completed":
-                _warn(silent, warnings)
+            for said in traces.warnings() if status == "completed" else []:
+                _warn(said, warnings)
             metadata = (run_metadata(settings, prepared, target) | runtime.metadata() | traces.describe()
                         | {"estimate": estimate})
             if warnings:
@@ -332,6 +356,9 @@ async def _execute(
             add_spend(document["summary"], runtime.ledger)
             add_reuse(document["summary"], judge)
             apply_report(document, repeats.report())
+            if adaptive is not None:
+                document["adaptive"] = adaptive.plan.report() | {"budget": settings.adaptive_budget,
+                                                                 "known_flaky_critical": adaptive.known_flaky}
             if pairwise is not None:
                 document["pairwise"] = pairwise
             regression_reasons = attach_comparison(  # the pairwise sign tests join the comparison's one family
@@ -369,6 +396,33 @@ async def _execute(
 def no_gate_fails(settings: Settings) -> bool:
     """``no_gate``: ``fail``, or ``auto`` under ``calibration: required``."""
     return settings.no_gate == "fail" or (settings.no_gate == "auto" and settings.calibration == "required")
+
+
+def _adaptive_sink(settings: Settings, baseline: Any, downstream: Any) -> Any:
+    """The ``repeat: adaptive`` sink over ``downstream`` with the base's run outcomes (none without a baseline)."""
+    from evalgate.runner.adaptive import AdaptiveSink
+    from evalgate.verdict.adaptive import Plan, base_outcomes
+    from evalgate.verdict.compare import PASS_RATE_WEIGHT
+
+    records = baseline.document["results"] if baseline is not None and baseline.document is not None else []
+    alpha = settings.significance_level
+    from evalgate.store.history import flaky_case_ids
+
+    plan = Plan(alpha=alpha, level=PASS_RATE_WEIGHT * alpha, requirement=settings.critical_pass_probability,
+                flaky_history=flaky_case_ids(settings.db_path))
+    from evalgate.verdict.tolerance import resolve_tolerances
+
+    return AdaptiveSink(downstream, plan, base_outcomes(records), settings.repeat_rule,
+                        resolve_tolerances(settings.regression_tolerance))
+
+
+def _excuse_known_flaky(aggregate: RunAggregate, known: list[str]) -> None:
+    """Known flaky critical cases (the base fails them as often) are listed, not gate failures."""
+    if not known:
+        return
+    kept = [f for f in aggregate.critical_failures if f["id"] not in set(known)]
+    aggregate.critical_failure_count -= len(aggregate.critical_failures) - len(kept)
+    aggregate.critical_failures = kept
 
 
 def check_output_paths(settings: Settings, cwd: Path | None) -> None:

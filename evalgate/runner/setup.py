@@ -69,6 +69,9 @@ class Prepared:
     """A suite (or evalgate.yaml) declares a seed ``kind``, or ``compat`` asks for a seed's outputs."""
     threshold_origins: dict[str, str] = field(default_factory=dict)
     """Where each metric's threshold was set (``evalgate.yaml:4``, a suite block, a seed's default)."""
+    suite_digests: dict[str, str] = field(default_factory=dict)
+    """Per suite (``""``: evalgate.yaml's), a digest of the settings that choose and tune its metrics
+    (``suite_digest``), recorded in the gate policy."""
 
     @property
     def used_inline(self) -> set[str]:
@@ -81,7 +84,7 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
     thresholds and the user's own metrics (``evalgate.runner.catalog``), and build each case's plan."""
     from evalgate.config.suite import SuiteConfig, parse_suite_config, yaml_line
     from evalgate.dataset.stream import scan, selector
-    from evalgate.runner.catalog import build_catalog
+    from evalgate.runner.catalog import build_catalog, infer_directions
 
     cwd = cwd or Path.cwd()
     builtins = all_metrics()
@@ -114,11 +117,13 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
         if seed_defaults:
             layers.insert(0, (seed_defaults, f"{DIALECTS[dialect].label}'s default"))
     thresholds = resolve_thresholds(metrics, layers)
+    origin = {name: where for mapping, where in layers for name in mapping}
+    directed = infer_directions(catalog, thresholds, origin)
     plan_for = make_planner(metrics, global_suite, suites, catalog, compat=compat)
     files = [file.as_metadata() for file in scanned.files]
     selected = choose is not None and len(scanned.cases) < scanned.total
-    notices = check_names_match(scanned.cases, plan_for, user_layers, global_suite, suites, selected=selected,
-                                where_of=where_of)
+    notices = directed + check_names_match(scanned.cases, plan_for, user_layers, global_suite, suites,
+                                           selected=selected, where_of=where_of)
     optional = _optional_metrics(metrics, global_suite, suites, config_name, where_of)
     _check_tolerances(metrics, settings)
     base = (cwd / settings.config).parent if settings.config else cwd
@@ -132,11 +137,26 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
         config.kind not in (None, "generic") for config in (global_suite, *suites.values()))
     from evalgate.runner.explain import make_explainer
 
-    origin = {name: where for mapping, where in layers for name in mapping}
     explain = make_explainer(plan_for, thresholds, origin, global_suite, suites, compat, catalog.user)
     return Prepared(cases=scanned.cases, files=files, thresholds=thresholds, plan_for=plan_for, metrics=metrics,
                     user_metrics=catalog.user, notices=notices, optional=optional, calibration_sets=calibration_sets,
-                    seed_kind=seed_kind, explain=explain, threshold_origins=origin)
+                    seed_kind=seed_kind, explain=explain, threshold_origins=origin,
+                    suite_digests={name or "": suite_digest(config)
+                                   for name, config in [("", global_suite), *suites.items()]})
+
+
+SUITE_DIGEST_EXCLUDED = frozenset({"name", "description", "thresholds", "optional_metrics", "calibration"})
+"""Suite keys the gate policy records on their own (thresholds, optional_metrics, calibration) or that decide
+nothing."""
+
+
+def suite_digest(config: Any) -> str:
+    """BLAKE2b-64 of a suite block's ``metrics``, ``exclude_metrics``, ``options``, ``category_metrics``,
+    ``kind`` and ``valid`` (as set; defaults left out)."""
+    import hashlib
+
+    text = config.model_dump_json(exclude=set(SUITE_DIGEST_EXCLUDED), exclude_defaults=True)
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 def _optional_metrics(metrics: Mapping[str, Metric], global_suite: Any, suites: Mapping[str, Any], config_name: str,

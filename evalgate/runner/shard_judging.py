@@ -161,7 +161,8 @@ def merged_pairwise(shards: Sequence[tuple[str, Mapping[str, Any]]], baseline_ru
     """The shards' pairwise preferences as one run's ``pairwise`` block, for the merged comparison with the
     baseline whose ``run_id`` is ``baseline_run_id``: (block, the metrics whose sign test joins the family, warnings).
 
-    Shards judge disjoint cases, so wins, losses, ties and compared cases add up, and the sign test is recomputed
+    Shards judge disjoint cases, so wins, losses, ties, unavailable pairs, compared cases and the replies' health
+    counts add up, and the sign test is recomputed
     on the sums (``verdict.calibration.sign_test``). Only when every shard judged pairwise against that same
     baseline run; otherwise None and a warning. A metric's sign test gates when its merged ``pairwise``
     calibration gates (every thresholded one when there is no pairwise calibration block, as in a run)."""
@@ -180,7 +181,7 @@ def merged_pairwise(shards: Sequence[tuple[str, Mapping[str, Any]]], baseline_ru
     cases: list[Any] = []
     for _label, doc in judged:
         for name, row in (doc["pairwise"].get("metrics") or {}).items():
-            total = metrics.setdefault(str(name), {"wins": 0, "losses": 0, "ties": 0})
+            total = metrics.setdefault(str(name), {"wins": 0, "losses": 0, "ties": 0, "unavailable": 0})
             for key in total:
                 total[key] += int((row or {}).get(key) or 0)
         cases.extend(doc["pairwise"].get("cases") or [])
@@ -188,6 +189,10 @@ def merged_pairwise(shards: Sequence[tuple[str, Mapping[str, Any]]], baseline_ru
         row.update(sign_test(row["wins"], row["losses"]))
     block = {"compared_cases": sum(int(doc["pairwise"].get("compared_cases") or 0) for _, doc in judged),
              "metrics": dict(sorted(metrics.items())), "cases": cases[:50]}
+    if any("health" in doc["pairwise"] for _, doc in judged):
+        from evalgate.runner.pairwise import merged_health
+
+        block["health"] = merged_health(doc["pairwise"].get("health") for _, doc in judged)
     own = calibration.get("pairwise")
     gated = [name for name in thresholds if not isinstance(own, Mapping)
              or (isinstance(own.get(name), Mapping) and own[name].get("gating"))]

@@ -29,6 +29,14 @@ class CalibrationFileError(Exception):
     """A calibration file that exists and cannot be read (the message names it)."""
 
 
+def record_digest(record: dict[str, Any]) -> str:
+    """16 hex digits of sha256 over the record as stored (canonical JSON): which record admitted a judge."""
+    import hashlib
+
+    text = json.dumps(record, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def newest(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     """(metric, key) → the newest record (by ``created``)."""
     found: dict[tuple[str, str], dict[str, Any]] = {}

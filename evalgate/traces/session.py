@@ -40,7 +40,8 @@ class TraceSession:
         return self
 
     def wrap(self, target: Any) -> TracedTarget:
-        return TracedTarget(target, self.collector, grace=self.grace)
+        endpoint = f"{self.receiver.endpoint}/v1/traces" if self.receiver is not None else None
+        return TracedTarget(target, self.collector, grace=self.grace, endpoint=endpoint)
 
     @property
     def notice(self) -> str | None:
@@ -61,6 +62,27 @@ class TraceSession:
                else "nothing was exported to it")
         return (f"traces: no span arrived at {self.receiver.endpoint}/v1/traces during the run ({why}); is the "
                 "agent's OTEL_EXPORTER_OTLP_ENDPOINT pointing there? (docs/traces.md)")
+
+    def warnings(self) -> list[str]:
+        """The run's trace warnings: no span at all (``silence_warning``), spans that came after their case's
+        grace time, spans without a trace id evalgate sent, spans of failed attempts (never scored)."""
+        silent = self.silence_warning()
+        if silent is not None or self.receiver is None or self.collector is None:
+            return [silent] if silent is not None else []
+        stats = self.collector.stats
+        found: list[str] = []
+        if stats.late_spans:
+            found.append(f"traces: {stats.late_spans:,} span(s) arrived after their case's grace time "
+                         f"(traces_grace_seconds={self.grace:g}) and were not scored; raise traces_grace_seconds "
+                         "or shorten the exporter's batch delay (docs/traces.md)")
+        foreign = stats.ignored_spans - stats.late_spans
+        if foreign:
+            found.append(f"traces: {foreign:,} span(s) carried a trace id evalgate never sent and were not scored; "
+                         "does the agent continue the request's traceparent header? (docs/traces.md)")
+        if stats.failed_attempt_spans:
+            found.append(f"traces: {stats.failed_attempt_spans:,} span(s) of failed target-call attempts (retried "
+                         "with a fresh trace id) were not scored")
+        return found
 
     def describe(self) -> dict[str, Any]:
         """What results.json's ``metadata.traces`` records: the endpoint and the receiver's counters."""

@@ -1,6 +1,8 @@
 """The target wrapper that gives each case its traces: it opens a ``CaseTrace`` around the target's call(s)
 (the ``traceparent`` each call sends), waits for the case's spans (``Collector.settle``), and attaches
-their summary to the answer as ``Answer.trace``; the spans are then released.
+their summary to the answer as ``Answer.trace``; the spans are then released. The summary also counts the
+failed attempts of retried calls (``failed_attempts``, ``failed_attempt_spans``: never scored) and, when no
+span arrived, says why (``missing``: ``{cause, reason}``, ``Collector.why_no_spans``).
 
 A recorded case may carry ``trace_file:`` instead: an OTLP/JSON file (relative to its dataset file, inside
 the dataset's directory) whose spans are the case's trace, with or without a receiver. A conversation's turn
@@ -31,8 +33,9 @@ class TracedTarget:
     """Wraps a target (``inner``); every other attribute is the inner target's."""
 
     def __init__(self, inner: Any, collector: Collector | None, *, grace: float, max_file_bytes: int =
-                 MAX_TRACE_FILE_BYTES) -> None:
+                 MAX_TRACE_FILE_BYTES, endpoint: str | None = None) -> None:
         self.inner = inner
+        self.endpoint = endpoint
         self._inner_takes_call = _takes_call(inner)
         self.collector = collector
         self.grace = grace
@@ -75,6 +78,12 @@ class TracedTarget:
         turn = getattr(call, "turn", None)
         turns = scope.turns if not isinstance(turn, int) else {trace_id: turn - 1 for trace_id in scope.turns}
         summary = summarize(spans, turns=turns, dropped=dropped)
+        if scope.failed:
+            summary["failed_attempts"] = len(scope.failed)
+            summary["failed_attempt_spans"] = scope.failed_spans
+        if not spans:
+            cause, reason = collector.why_no_spans(self.grace, self.endpoint)
+            summary["missing"] = {"cause": cause, "reason": reason}
         collector.stats.summary_seconds += time.perf_counter() - started
         return answer.model_copy(update={"trace": summary})
 
@@ -101,6 +110,8 @@ def read_trace_file(case: Case, trace_file: Any, max_bytes: int = MAX_TRACE_FILE
     """The spans of ``case``'s ``trace_file`` (``ValueError`` naming the file when it cannot be read)."""
     try:
         path = resolve_trace_file(case, trace_file)
+        if not path.is_file():  # a FIFO or a device would block or never end
+            raise ValueError("not a regular file" if path.exists() else "no such file")
         if path.stat().st_size > max_bytes:
             raise ValueError(f"larger than {max_bytes:,} bytes")
         return parse_json(path.read_bytes())

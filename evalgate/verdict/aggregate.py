@@ -38,6 +38,10 @@ class MetricTally:
     skipped: int = 0
     unavailable: int = 0
     errored: int = 0
+    gated: int = 0
+    """Results that carried a threshold (the metric gated that case: a run or a case-level ``assert:`` one)."""
+    skipped_no_judge: int = 0
+    """Of ``skipped``: skipped only because the run has no judge (``metrics.registry.NO_JUDGE_REASON``)."""
     reasons: dict[str, int] = field(default_factory=dict)
     first_reason: dict[str, str] = field(default_factory=dict)
     """The first reason seen per status that gave no value (``skipped``, ``unavailable``, ``errored``)."""
@@ -55,6 +59,8 @@ class MetricTally:
             return
         if status is MetricStatus.skipped:
             self.skipped += 1
+            if reason and NO_JUDGE_TEXT in reason:
+                self.skipped_no_judge += 1
         elif status is MetricStatus.unavailable:
             self.unavailable += 1
         elif status is MetricStatus.errored:
@@ -127,6 +133,9 @@ def judge_verdicts(result: MetricResult) -> JudgeTally:
 
 
 _VALUED = (MetricStatus.passed, MetricStatus.failed, MetricStatus.advisory)
+NO_JUDGE_TEXT = "no judge configured"
+"""In the reason of a metric skipped because the run has no judge (``metrics.registry.NO_JUDGE_REASON``, and
+``combined_score``'s "needs judge_score (no judge configured)"); read from results, so merged shards agree."""
 _STATUS_TEXT = {status: status.value for status in MetricStatus}
 _METRIC_FAILED = MetricStatus.failed
 _PASSED, _FAILED, _ERRORED, _SKIPPED = CaseStatus.passed, CaseStatus.failed, CaseStatus.errored, CaseStatus.skipped
@@ -237,7 +246,10 @@ class RunAggregate:
         valued: list[tuple[str, float]] = []
         for name, metric in result.metrics.items():
             value, metric_status = metric.value, metric.status
-            tallies[name].add(metric_status, value, metric.reason)
+            tally = tallies[name]
+            tally.add(metric_status, value, metric.reason)
+            if metric.threshold is not None:
+                tally.gated += 1
             if value is not None and metric_status in _VALUED:
                 valued.append((name, value))
         breakdowns = self.breakdowns

@@ -113,7 +113,8 @@ def preference_agreement(rows: Sequence[tuple[str, str | None, str, str]]) -> di
             "methods": {"accuracy_ci": "Wilson score, 95%", "kappa": "Cohen's kappa over A / B / tie",
                         "kappa_ci": f"percentile bootstrap, {BOOTSTRAP_RESAMPLES} resamples, 95%"},
             "disagreements": [{"example": e, "label": label, "verdict": v, "reasoning": r[:500]}
-                              for e, v, label, r in scored if v != label][:5]}
+                              for e, v, label, r in scored if v != label][:5],
+            "pairs": [[e, v, label] for e, v, label, _ in rows]}
 
 
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -274,6 +275,7 @@ def agreement(pairs: Sequence[Pair], passes: Any) -> dict[str, Any]:
                    "spearman_ci": _pair(fisher_interval(rho, len(x), 1.06, 3)),
                    "kendall": _round(tau), "kendall_ci": _pair(fisher_interval(tau, len(x), 0.437, 4))})
     report["disagreements"] = worst_disagreements(scored, verdicts)
+    report["pairs"] = [[p.example, p.label_pass, p.label_value, p.judge_value] for p in pairs]
     return report
 
 
@@ -299,6 +301,169 @@ def _round(value: float | None) -> float | None:
 
 def _pair(interval: tuple[float, float] | None) -> list[float] | None:
     return None if interval is None else [round(interval[0], 4), round(interval[1], 4)]
+
+
+# --- reading a stored record: its numbers from its own data ------------------------------------------------
+
+SUMMARY_FIELDS = ("n", "accuracy", "accuracy_ci", "kappa", "kappa_ci", "confusion", "spearman", "spearman_ci",
+                  "kendall", "kendall_ci")
+"""A record's summary numbers: never read as written, always recomputed (``recompute``)."""
+BINARY_CELLS = ("pass_pass", "pass_fail", "fail_pass", "fail_fail")
+PREFERENCES = ("A", "B", "tie")
+
+
+def recompute(record: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A stored calibration record with every summary number (``SUMMARY_FIELDS``) recomputed from the record's
+    own labels and verdicts, and the fields whose stored value disagreed (empty for an untouched record).
+
+    The data, most detailed first: ``pairs`` (``[example, label pass, label value, judge value]``; the verdict is
+    the judge value at the record's ``threshold``; pairwise: ``[example, judge's preference, human's]``), else
+    the ``confusion`` counts (κ, accuracy and their intervals follow from the four cells; Spearman and Kendall
+    need the values, so they are None). A record with neither has no labels: n = 0, κ undefined. Floats agree
+    within 5·10⁻⁴ (records round to 4 places)."""
+    from evalgate.model import Threshold
+
+    found = dict(record)
+    if str(record.get("metric", "")).startswith("pairwise:"):
+        fresh = _recompute_preferences(record)
+    else:
+        threshold = None
+        try:
+            threshold = Threshold.model_validate(record.get("threshold"))
+        except ValueError:
+            threshold = None
+        rows = _binary_rows(record.get("pairs"))
+        if rows is not None and threshold is not None:
+            pairs = [Pair(str(example), label, label_value, judge_value) for example, label, label_value, judge_value
+                     in rows]
+            fresh = agreement(pairs, threshold.admits)
+            fresh.pop("disagreements", None)
+            fresh.pop("pairs", None)
+        else:
+            fresh = _from_cells(_cells(record.get("confusion"), BINARY_CELLS))
+    mismatched = [name for name in SUMMARY_FIELDS if name in fresh and not _same(record.get(name), fresh[name])]
+    found.update({name: fresh.get(name) for name in SUMMARY_FIELDS})  # unverifiable ones: None
+    stored_missing: Any = record.get("unavailable")
+    kept = int(stored_missing) if _number(stored_missing) and stored_missing >= 0 else 0
+    found["unavailable"] = fresh.get("unavailable", kept)
+    return found, mismatched
+
+
+def _binary_rows(value: Any) -> list[tuple[Any, bool, float | None, float | None]] | None:
+    if not isinstance(value, list):
+        return None
+    rows = []
+    for row in value:
+        if not (isinstance(row, list) and len(row) == 4 and isinstance(row[1], bool)
+                and all(v is None or _number(v) for v in row[2:])):
+            return None
+        rows.append((row[0], row[1], None if row[2] is None else float(row[2]),
+                     None if row[3] is None else float(row[3])))
+    return rows
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _cells(value: Any, names: Sequence[str]) -> dict[str, int]:
+    """Counts of a stored confusion matrix; a cell that is not a non-negative integer counts 0."""
+    table = value if isinstance(value, Mapping) else {}
+    return {name: int(table[name]) if isinstance(table.get(name), int) and not isinstance(table.get(name), bool)
+            and table[name] >= 0 else 0 for name in names}
+
+
+def _from_cells(cells: Mapping[str, int]) -> dict[str, Any]:
+    """κ, accuracy and their intervals of a binary confusion matrix (``kappa_interval`` needs only the cells)."""
+    labels: list[bool] = []
+    verdicts: list[bool] = []
+    for name in BINARY_CELLS:
+        label, _, verdict = name.partition("_")
+        labels += [label == "pass"] * cells[name]
+        verdicts += [verdict == "pass"] * cells[name]
+    n = len(labels)
+    agree = cells["pass_pass"] + cells["fail_fail"]
+    return {"n": n, "accuracy": _round(agree / n) if n else None,
+            "accuracy_ci": _pair(wilson_interval(agree, n)) if n else None,
+            "kappa": _round(cohen_kappa(labels, verdicts)), "kappa_ci": _pair(kappa_interval(labels, verdicts)),
+            "confusion": dict(cells)}
+
+
+def _recompute_preferences(record: Mapping[str, Any]) -> dict[str, Any]:
+    rows = record.get("pairs")
+    if isinstance(rows, list) and all(isinstance(r, list) and len(r) == 3 and r[2] in PREFERENCES
+                                      and (r[1] is None or r[1] in PREFERENCES) for r in rows):
+        fresh = preference_agreement([(str(e), v, label, "") for e, v, label in rows])
+    else:
+        table = record.get("confusion") if isinstance(record.get("confusion"), Mapping) else {}
+        names = [f"{a}_{b}" for a in PREFERENCES for b in PREFERENCES]
+        cells = _cells(table, names)
+        fresh = preference_agreement([("", name.partition("_")[2], name.partition("_")[0], "")
+                                      for name in names for _ in range(cells[name])])
+        fresh["unavailable"] = max(0, int(record.get("unavailable") or 0)) if _number(record.get("unavailable")) else 0
+    for name in ("disagreements", "pairs", "methods"):
+        fresh.pop(name, None)
+    return fresh
+
+
+def _same(stored: Any, fresh: Any) -> bool:
+    if _number(fresh) or _number(stored):
+        return _number(fresh) and _number(stored) and abs(float(stored) - float(fresh)) <= 5e-4
+    if isinstance(fresh, list) and isinstance(stored, list):
+        return len(fresh) == len(stored) and all(_same(a, b) for a, b in zip(stored, fresh, strict=True))
+    if isinstance(fresh, Mapping) and isinstance(stored, Mapping):
+        return set(fresh) == set(stored) and all(_same(stored[k], fresh[k]) for k in fresh)
+    return bool(stored == fresh)
+
+
+def mismatch_text(record: Mapping[str, Any], fresh: Mapping[str, Any], fields: Sequence[str]) -> str:
+    """``κ 0.95 stored, 0.40 from its labels and verdicts; n 100 stored, 32 …`` for a notice."""
+    def shown(value: Any) -> str:
+        return "none" if value is None else f"{value:g}" if _number(value) else str(value)
+
+    parts = [f"{'κ' if name == 'kappa' else name} {shown(record.get(name))} stored, {shown(fresh.get(name))} "
+             "from its labels and verdicts" for name in fields]
+    return "; ".join(parts)
+
+
+# --- the gate policy: which calibration records admitted a judge ----------------------------------------------
+
+
+def calibration_snapshot(block: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """``gate_policy.calibrations``: per judged metric (``pairwise:NAME`` for preferences) that gates because a
+    stored calibration admitted its judge, which record it was (``digest``: sha256 of the record as stored,
+    ``store.calibration.record_digest``), where it was read and its recomputed κ and n."""
+    found: dict[str, dict[str, Any]] = {}
+    if not isinstance(block, Mapping):
+        return found
+    groups = [("", block.get("metrics")), ("pairwise:", block.get("pairwise"))]
+    for prefix, entries in groups:
+        for name, entry in sorted((entries or {}).items()) if isinstance(entries, Mapping) else ():
+            if isinstance(entry, Mapping) and entry.get("status") == "calibrated" and entry.get("gating"):
+                found[prefix + str(name)] = {k: entry.get(k) for k in ("key", "digest", "read_from", "kappa", "n")}
+    return found
+
+
+def calibration_loosenings(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Judges the head run lets gate on a calibration record the base run did not use (a calibration file the
+    pull request added or edited, a record for a new key): ``{setting, before, after, origin, text}`` each.
+    Nothing when the base run recorded no ``calibrations`` (an older evalgate)."""
+    before, after = base.get("calibrations"), head.get("calibrations")
+    if not isinstance(before, Mapping) or not isinstance(after, Mapping):
+        return []
+    found = []
+    for name, entry in sorted(after.items()):
+        old = before.get(name)
+        if not isinstance(entry, Mapping) or (isinstance(old, Mapping) and old.get("digest") == entry.get("digest")):
+            continue
+        kappa, n = entry.get("kappa"), entry.get("n")
+        shown = "κ undefined" if not isinstance(kappa, int | float) else f"κ {kappa:.2f}"
+        what = "a calibration record the base run did not use" if isinstance(old, Mapping) else (
+            "a calibration the base run did not have")
+        found.append({"setting": f"calibration of {name}", "before": (old or {}).get("digest") if isinstance(old, Mapping)
+                      else None, "after": entry.get("digest"), "origin": entry.get("read_from"),
+                      "text": f"{name}'s judge gates on {what} ({shown} on {n} labels)"})
+    return found
 
 
 # --- the floor and the policy ------------------------------------------------------------------------------

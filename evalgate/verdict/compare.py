@@ -47,7 +47,8 @@ from fractions import Fraction
 from typing import Any
 
 from evalgate.text.numbers import score
-from evalgate.verdict import stats
+from evalgate.verdict import sequential, stats
+from evalgate.verdict.adaptive import Plan, base_outcomes
 from evalgate.verdict.tolerance import Tolerance, resolve_tolerances
 
 DEFAULT_ALPHA = 0.05
@@ -56,6 +57,8 @@ PASS_RATE_WEIGHT = 2.0 / 3.0
 """Share of the family's weight (of α at Holm's first step) the pass rate gets; the other members split the
 rest. Chosen with ``python -m bench.stats`` (docs/trustworthy-verdicts.md, "Why the pass rate carries 2/3 of α")."""
 PAIRWISE_TEST = "exact sign test (one-sided)"
+INCONCLUSIVE_P = 0.1
+"""A member not significant but with a one-sided p at most this leans worse: listed as inconclusive."""
 INTERVAL_METHOD = "BCa bootstrap"
 PROPORTION_METHOD = "Wilson"
 DETECTION_POWER = 0.8
@@ -76,6 +79,8 @@ class _Case:
     """Passing repeats and repeats not skipped."""
     binary: set[str] = field(default_factory=set)
     """Metrics whose every value on this case (every repeat) is 0 or 1."""
+    expectation: str | None = None
+    """The digest of what the case asks and expects (the record's ``expectation``; None in older runs)."""
 
     @property
     def critical(self) -> bool:
@@ -96,6 +101,7 @@ def compare_runs(
     tolerances: Mapping[str, Any] | None = None,
     pairwise: Mapping[str, Mapping[str, Any]] | None = None,
     pairwise_gated: Collection[str] = (),
+    adaptive: bool | None = None,
 ) -> dict[str, Any]:
     """Compare a head run with its baseline (both results.json documents); returns the block.
 
@@ -106,7 +112,10 @@ def compare_runs(
     Monte Carlo permutation tests alike. ``pass_rate_weight`` (0 < w < 1) is the pass rate's weight in the
     weighted Holm family (0.5 with one other member is plain Holm). ``pairwise`` is the judge's preference
     table (``verdict.pairwise.summarize``: metric → wins, losses, ties); the metrics in ``pairwise_gated`` join
-    the family (block ``pairwise``), the others are reported only.
+    the family (block ``pairwise``), the others are reported only. ``adaptive`` (default: head's
+    ``metadata.config.adaptive``, i.e. ``repeat: adaptive``): every member but the pass rate reads head's first
+    trials only, and the pass rate's p-value is the group-sequential one of ``verdict.adaptive`` (block
+    ``adaptive``).
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
@@ -118,8 +127,15 @@ def compare_runs(
         config = (head.get("metadata") or {}).get("config") or {}
         tolerances = config.get("regression_tolerance") if isinstance(config, Mapping) else None
     resolved = resolve_tolerances(tolerances if isinstance(tolerances, Mapping) else None)
+    if adaptive is None:
+        config = (head.get("metadata") or {}).get("config") or {}
+        adaptive = bool(config.get("adaptive")) if isinstance(config, Mapping) else False
     base_cases = _collapse(base.get("results", []), repeat_rule)
-    head_cases = _collapse(head.get("results", []), repeat_rule)
+    head_records = head.get("results", [])
+    if adaptive:
+        head_records = list(head_records)  # read twice: first trials, then every trial (the looks)
+    head_cases = _collapse([r for r in head_records if not r.get("repeat")] if adaptive else head_records,
+                           repeat_rule)
     shared = [case_id for case_id in head_cases if case_id in base_cases]
     gated = _gated_names(head) if gated_metrics is None else set(gated_metrics)
     metrics = {
@@ -142,9 +158,20 @@ def compare_runs(
         "new": [case_id for case_id in head_cases if case_id not in base_cases],
         "removed": [case_id for case_id in base_cases if case_id not in head_cases],
     }
+    lost = _lost_values(base_cases, head_cases, shared)
     preferences = _pairwise_block(pairwise or {}, pairwise_gated)
+    plan = None
+    if adaptive:
+        plan = adaptive_plan(base.get("results", []), head_records, alpha, pass_rate_weight * alpha)
+        if plan.stage_p:
+            pass_rate["test"] = (f"group-sequential, {len(plan.stage_p)} of {len(plan.design.fractions)} looks "
+                                 f"({plan.design.spending} spending, inverse-normal combination of exact tests)")
+            pass_rate["p_value"] = sequential.sequential_p(plan.stage_p, plan.design)
+            pass_rate["looks"] = plan.report()["looks"]
     family = _decide(metrics, pass_rate, critical, alpha, pass_rate_weight, preferences)
     regression = any(test["rejected"] for test in family["tests"])
+    verdict, inconclusive = three_valued(regression, pass_rate, metrics, critical, cases, plan,
+                                         pass_rate_weight * alpha)
     return {
         "baseline": {
             "source": baseline_source or "baseline results",
@@ -159,9 +186,120 @@ def compare_runs(
         "critical": critical,
         "pairwise": preferences,
         "cases": cases,
+        "dataset": dataset_changes(base_cases, head_cases, shared),
+        "diluted": diluted(base_cases, head_cases, shared, head.get("thresholds") or {}),
+        "lost_values": lost,
         "regression": regression,
-        "summary": _summary(metrics, pass_rate, critical, cases, alpha) + _pairwise_sentence(preferences, alpha),
+        "verdict": verdict,
+        "inconclusive": inconclusive,
+        **({"adaptive": plan.report()} if plan is not None else {}),
+        "summary": _summary(metrics, pass_rate, critical, cases, alpha) + _pairwise_sentence(preferences, alpha)
+        + _inconclusive_sentence(verdict, inconclusive) + _lost_sentence(lost),
     }
+
+
+def adaptive_plan(base_records: Iterable[Mapping[str, Any]], head_records: Iterable[Mapping[str, Any]],
+                  alpha: float, level: float) -> Plan:
+    """The adaptive design's looks replayed from the two runs' records (``verdict.adaptive``): look 1 on
+    head's first trials, look 2 on the re-tried cases' trial 1 when look 1 continued."""
+    outcomes = base_outcomes(base_records)
+    plan = Plan(alpha=alpha, level=level)
+    trials: dict[str, list[tuple[int, bool, bool]]] = {}
+    for record in head_records:
+        status = _status(record)
+        if status == "skipped":
+            continue
+        trials.setdefault(str(record["id"]), []).append(
+            (int(record.get("repeat") or 0), status == "passed",
+             str(record.get("risk_level") or "").lower() == "critical"))
+    for case_id, runs in trials.items():
+        for _, passed, critical in sorted(runs):
+            plan.add(case_id, critical, passed, outcomes.get(case_id, ()))
+    plan.first_look()
+    if plan.decision == "continue":
+        plan.second_look()
+    return plan
+
+
+def three_valued(regression: bool, pass_rate: Mapping[str, Any], metrics: Mapping[str, Mapping[str, Any]],
+                 critical: Mapping[str, Any] | None, cases: Mapping[str, list[Any]],
+                 plan: Plan | None, level: float) -> tuple[str, list[dict[str, Any]]]:
+    """``regression`` · ``no regression`` · ``inconclusive``, and what is inconclusive with what would
+    resolve it. Without ``repeat: adaptive`` a comparison is inconclusive when the pass rate or a gated metric
+    leans worse (one-sided p ≤ ``INCONCLUSIVE_P``, or too few cases changed for any split of them to be
+    significant: 0.5^changed > ``level``, the pass rate's first-step level) without significance (a metric: its interval reaches past
+    its tolerance), or when a critical case flipped on one run; with it, when the sequential test did not
+    reach its last look. Inconclusive never fails the gate."""
+    if regression:
+        return "regression", []
+    found: list[dict[str, Any]] = []
+    if plan is not None:
+        if plan.comparison_verdict() == "inconclusive":
+            found.append({"name": "pass rate", "why": "the sequential test did not reach a decision "
+                          f"(look {len(plan.stage_p)} of {len(plan.design.fractions)})",
+                          "resolve": plan.report()["resolve"] or ["more trials"]})
+    elif pass_rate.get("regressions", 0) > pass_rate.get("fixes", 0) and (
+            pass_rate["p_value"] <= INCONCLUSIVE_P
+            or 0.5 ** (pass_rate["regressions"] + pass_rate["fixes"]) > level):  # so few changed cases that no split of them is significant
+        found.append({"name": "pass rate", "why": f"{pass_rate['regressions']} case(s) flipped to fail and "
+                      f"{pass_rate['fixes']} to pass, not significant (p={_p(pass_rate['p_value'])})",
+                      "resolve": ["more trials (repeat: adaptive re-tries the flipped cases)",
+                                  "more cases" + (f" (n={pass_rate['n_paired']} detects drops of "
+                                                  f"{_pct(pass_rate['detectable'])} with 80 % power)"
+                                                  if pass_rate.get("detectable") else "")]})
+    for name, m in metrics.items():
+        if m.get("gated") and m.get("verdict") == "inconclusive" and m["p_value"] <= INCONCLUSIVE_P and \
+                (m["delta"] < 0) == (m.get("direction", "higher") == "higher"):
+            found.append({"name": name, "why": f"{name} moved {_num(m['delta'])}, not significant "
+                          f"(p={_p(m['p_value'])}); its interval reaches past the tolerance {_num(m['tolerance'])}",
+                          "resolve": ["more trials", "more cases", f"a wider tolerance (regression_tolerance.{name})"]})
+    if plan is None and critical is not None and critical.get("regressions") and critical.get("repeats") == 1:
+        listed = ", ".join(str(e["id"]) for e in critical["regressions"][:5])
+        found.append({"name": "critical cases", "why": f"critical case(s) {listed} flipped to fail on one run: "
+                      "a single flip is not evidence", "resolve": ["repeat: adaptive (re-tries them until a "
+                                                                    "sequential test decides)"]})
+    return ("inconclusive" if found else "no regression"), found
+
+
+def _inconclusive_sentence(verdict: str, inconclusive: Sequence[Mapping[str, Any]]) -> str:
+    if verdict != "inconclusive":
+        return ""
+    parts = "; ".join(f"{e['name']}: {e['why']} — would resolve: {', '.join(e['resolve'])}" for e in inconclusive)
+    return f" Inconclusive (does not fail the gate): {parts}."
+
+
+
+LOST_LISTED = 10
+"""Cases listed per metric in ``lost_values`` (the count is exact)."""
+
+
+def _lost_values(base: Mapping[str, _Case], head: Mapping[str, _Case], shared: Sequence[str]
+                 ) -> dict[str, dict[str, Any]]:
+    """Per metric, the shared cases that had a value on the base and have none on head (an optional metric's
+    answers that stopped carrying what it needs leave the paired comparison silently otherwise):
+    ``{metric: {"count": n, "cases": [{"id", "source"}, …the first LOST_LISTED]}}``, by metric name."""
+    lost: dict[str, dict[str, Any]] = {}
+    for case_id in shared:
+        before, after = base[case_id].values, head[case_id].values
+        if head[case_id].status is None:  # skipped on head: not scored at all, nothing to compare
+            continue
+        for name in before.keys() - after.keys():
+            row = lost.setdefault(name, {"count": 0, "cases": []})
+            row["count"] += 1
+            if len(row["cases"]) < LOST_LISTED:
+                row["cases"].append({"id": case_id, "source": head[case_id].source})
+    return {name: lost[name] for name in sorted(lost)}
+
+
+def _lost_sentence(lost: Mapping[str, Mapping[str, Any]]) -> str:
+    """`` hit_rate lost its value on 3 case(s) against the baseline (a (f.yaml:3), …).`` or nothing."""
+    parts = []
+    for name, row in lost.items():
+        listed = ", ".join(f"{entry['id']} ({entry['source']})" for entry in row["cases"][:3])
+        more = f", … (+{row['count'] - 3})" if row["count"] > 3 else ""
+        parts.append(f"{name} lost its value on {_plural(row['count'], 'case')} that had one on the baseline "
+                     f"({listed}{more})")
+    return f" {'; '.join(parts)}." if parts else ""
 
 
 def comparison_gate_reasons(comparison: Mapping[str, Any], fail_on_regression: bool) -> list[str]:
@@ -323,6 +461,79 @@ def _detectable(sd: float | None, n: int, level: float) -> float | None:
     return (normal.inv_cdf(1.0 - level) + normal.inv_cdf(DETECTION_POWER)) * sd / math.sqrt(n)
 
 
+# ── dataset changes ───────────────────────────────────────────────────────────────────────────
+
+LOCATED = 5
+"""Cases of each change (new, edited, removed, demoted) whose ``file:line`` the block names."""
+
+
+def dataset_changes(base: Mapping[str, _Case], head: Mapping[str, _Case], shared: Sequence[str]) -> dict[str, Any]:
+    """What changed in the dataset between the runs, exactly, at any number of cases: ``edited`` (shared cases
+    whose expectation digest differs; both runs recorded one), ``demoted`` (shared cases critical on the base,
+    not on head), ``expectations_unknown`` (shared cases without a digest on either side), and ``located``:
+    ``file:line`` of the first ``LOCATED`` new, edited, demoted (head's file) and removed (the base's) cases."""
+    edited, demoted, unknown = [], [], 0
+    for case_id in shared:
+        old, new = base[case_id], head[case_id]
+        if old.expectation is None or new.expectation is None:
+            unknown += 1
+        elif old.expectation != new.expectation:
+            edited.append(case_id)
+        if old.critical and not new.critical:
+            demoted.append(case_id)
+    located: dict[str, str] = {}
+    for ids, side in ((edited, head), (demoted, head)):
+        for case_id in ids[:LOCATED]:
+            located[case_id] = side[case_id].source
+    for case_id in [i for i in head if i not in base][:LOCATED]:
+        located[case_id] = head[case_id].source
+    for case_id in [i for i in base if i not in head][:LOCATED]:
+        located[case_id] = base[case_id].source
+    return {"edited": edited, "demoted": demoted, "expectations_unknown": unknown, "located": located}
+
+
+def diluted(base: Mapping[str, _Case], head: Mapping[str, _Case], shared: Sequence[str],
+            thresholds: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each gated metric whose average over the cases the base run had (the shared ones, repeats collapsed by
+    their mean) misses its threshold while the average over all of head's cases meets it (head has new cases): ``{metric, cases, average, threshold, new}``.
+    New easy cases cannot lift a failing average: the threshold holds on the base's cases too."""
+    new = sum(1 for case_id in head if case_id not in base)
+    if not new:
+        return []
+    found = []
+    for name, bound in sorted(thresholds.items()):
+        if not isinstance(bound, Mapping):
+            continue
+        values = [head[i].values[name] for i in shared if name in head[i].values]
+        if not values:
+            continue
+        mean = math.fsum(values) / len(values)
+        every = [case.values[name] for case in head.values() if name in case.values]
+        overall = math.fsum(every) / len(every)
+        for op, limit in bound.items():  # a run whose own average misses the threshold already says so
+            if (_number(limit) is not None and not _holds(str(op), mean, float(limit))
+                    and _holds(str(op), overall, float(limit))):
+                found.append({"metric": name, "cases": len(values), "average": mean,
+                              "threshold": {str(op): float(limit)}, "new": new})
+                break
+    return found
+
+
+def diluted_reasons(comparison: Mapping[str, Any]) -> list[str]:
+    """The gate reasons of ``comparison['diluted']`` (one per metric)."""
+    reasons = []
+    for entry in comparison.get("diluted") or []:
+        (op, limit), = entry["threshold"].items()
+        reasons.append(f"{entry['metric']} on the {entry['cases']} case(s) the base run had: average "
+                       f"{score(entry['average'])} misses threshold {op} {limit:g} (the {entry['new']} new case(s) "
+                       "do not count towards it)")
+    return reasons
+
+
+def _holds(op: str, value: float, limit: float) -> bool:
+    return {"min": value >= limit, "gt": value > limit, "max": value <= limit, "lt": value < limit}.get(op, True)
+
+
 # ── collapsing runs ───────────────────────────────────────────────────────────────────────────
 
 
@@ -349,6 +560,7 @@ def _collapse_case(case_id: str, repeats: list[Mapping[str, Any]], rule: stats.R
         passes=sum(1 for s in counted if s == "passed"),
         runs=len(counted),
         binary=_binary_metrics(valued),
+        expectation=str(first["expectation"]) if first.get("expectation") else None,
     )
 
 

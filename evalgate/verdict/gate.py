@@ -119,7 +119,7 @@ _TEXT_ONLY = {str}
 
 def case_verdict(
     metrics: Mapping[str, MetricResult], *, error: str | None, strict: bool, evidence: Collection[str] = (),
-    optional: Collection[str] = (), needs_judge: Collection[str] = (),
+    optional: Collection[str] = (), needs_judge: Collection[str] = (), not_judged: str | None = None,
 ) -> tuple[CaseStatus, list[str]]:
     """A case's status and the reasons it did not pass.
 
@@ -131,6 +131,10 @@ def case_verdict(
     Any other gated metric that is ``unavailable`` (the answer lacks what it needs: no sources, no tool
     list, no number) errors the case too, unless it is in ``optional`` (the suite's ``optional_metrics``)
     or, without a judge (``evidence`` empty), in ``needs_judge`` (it only lacks the judge: like skipped).
+
+    ``not_judged``: the reason judged metrics were skipped because the configured judge had no key
+    (``runner.missing``). A case whose gated metrics were all skipped for it, none valued, is ``skipped``
+    with that reason: not judged is never passed.
     """
     if error:
         return CaseStatus.errored, [error]
@@ -162,7 +166,18 @@ def case_verdict(
     reasons = [text for _, text in sorted(found, key=lambda item: item[0])]
     if errored:
         return CaseStatus.errored, reasons
+    if not reasons and not_judged and _only_judged(metrics, not_judged):
+        names = ", ".join(name for name, r in metrics.items() if r.status is _SKIPPED and r.reason == not_judged
+                          and r.threshold is not None)
+        return CaseStatus.skipped, [f"{names}: {not_judged}"]
     return (CaseStatus.failed if reasons else CaseStatus.passed), reasons
+
+
+def _only_judged(metrics: Mapping[str, MetricResult], not_judged: str) -> bool:
+    """True when a gated metric was skipped for ``not_judged`` and no gated metric has a value."""
+    gated = [r for r in metrics.values() if r.threshold is not None]
+    return (any(r.status is _SKIPPED and r.reason == not_judged for r in gated)
+            and not any(r.status is _PASSED or r.status is _FAILED for r in gated))
 
 
 FIRST_REASONS = ("rules", "safety", "policy", "false_is_mine_rate")
@@ -231,6 +246,7 @@ def judge_reason(aggregate: RunAggregate, max_errored: int) -> str | None:
 
 _PASSED, _FAILED, _ERRORED = MetricStatus.passed, MetricStatus.failed, MetricStatus.errored
 _UNAVAILABLE = MetricStatus.unavailable
+_SKIPPED = MetricStatus.skipped
 _NOT_RUN = (MetricStatus.unavailable, MetricStatus.skipped)
 
 
@@ -238,7 +254,7 @@ NO_GATE = ("nothing could decide: no gated metric was scored (every gated metric
            "no rule gating)")
 
 
-def nothing_decided(aggregate: RunAggregate, thresholds: Mapping[str, Threshold]) -> bool:
+def nothing_gated(aggregate: RunAggregate, thresholds: Mapping[str, Threshold]) -> bool:
     """True when cases ran and no metric with a gating threshold has a value in any of them: the run's pass
     would then rest on nothing (``no_gate``)."""
     if aggregate.total_test_cases == 0:
@@ -280,8 +296,10 @@ def metric_table_verdicts(
 
 def missing_evidence_reasons(aggregate: RunAggregate, thresholds: Mapping[str, Threshold]) -> list[str]:
     """One reason per gated metric that no case gave a value because every answer lacked what it needs
-    (``unavailable`` on each case it applied to; judge-scored metrics have ``judge_reason``): a gate that
-    checks nothing must not pass. The first reason seen names the missing field."""
+    (``unavailable`` on each case it applied to; judge-scored metrics have ``judge_reason``), and one per
+    metric gated by the run or by a case's ``assert:`` that was ``skipped`` on every case (a case without
+    the expectation it reads): a gate that checks nothing must not pass. The first reason seen names what
+    was missing. Metrics needing a judge the run does not have (``unjudged``) are left to the judge rules."""
     reasons = []
     for name in sorted(thresholds):
         tally = aggregate.metrics.get(name)
@@ -291,6 +309,14 @@ def missing_evidence_reasons(aggregate: RunAggregate, thresholds: Mapping[str, T
         why = tally.first_reason.get("unavailable") or "no value"
         reasons.append(f"{name}: 0 of {tally.unavailable + tally.errored} answers had what it needs ({why}) — "
                        "check target_response_map (or the target's reply)")
+    for name, tally in sorted(aggregate.metrics.items()):
+        # skipped on every case it gated (a run threshold or a case's ``assert:``): the gate checked nothing
+        if (tally.count or tally.unavailable or not tally.skipped or not (name in thresholds or tally.gated)
+                or name in aggregate.unjudged or tally.skipped_no_judge == tally.skipped):
+            continue
+        why = tally.first_reason.get("skipped") or "no value"
+        reasons.append(f"{name}: skipped on all {tally.skipped} case(s) it gates ({why}) — a gate that checks "
+                       "nothing does not pass; give those cases what it needs or remove its threshold/assert")
     return reasons
 
 

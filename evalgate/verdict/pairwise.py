@@ -1,6 +1,7 @@
 """Pairwise preferences of the judge between the base branch's answer and the head's. Pure functions only.
 
-Each preference is ``head``, ``base`` or ``tie`` (``judges.pairwise.combine``: both orders must agree).
+Each preference is ``head``, ``base`` or ``tie`` (``judges.pairwise.combine``: both orders must agree), or
+``unavailable`` (a reply that is no evidence: counted apart, in no test).
 
 ``summarize``: wins (head preferred), losses (base preferred) and ties per metric, with the exact sign test
 over wins and losses (``verdict.calibration.sign_test``): ``p_worse`` is the one-sided p-value that the head is
@@ -18,11 +19,11 @@ from evalgate.verdict.calibration import sign_test
 
 
 def summarize(preferences: Iterable[tuple[str, str]]) -> dict[str, dict[str, Any]]:
-    """(metric, preferred) pairs → per metric ``{wins, losses, ties, p_worse, p_two_sided}``."""
+    """(metric, preferred) pairs → per metric ``{wins, losses, ties, unavailable, p_worse, p_two_sided}``."""
     table: dict[str, dict[str, Any]] = {}
     for metric, preferred in preferences:
-        row = table.setdefault(metric, {"wins": 0, "losses": 0, "ties": 0})
-        row[{"head": "wins", "base": "losses"}.get(preferred, "ties")] += 1
+        row = table.setdefault(metric, {"wins": 0, "losses": 0, "ties": 0, "unavailable": 0})
+        row[{"head": "wins", "base": "losses", "unavailable": "unavailable"}.get(preferred, "ties")] += 1
     for row in table.values():
         row.update(sign_test(row["wins"], row["losses"]))  # unrounded: 6 decimals would print 1e-9 as 0
     return dict(sorted(table.items()))

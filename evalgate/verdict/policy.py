@@ -8,6 +8,18 @@ records its policy (``snapshot``); with a baseline, ``loosenings(base, head)`` l
 makes the head's gate easier to pass than the base's (tightenings are not listed). docs/security.md,
 "Gate changes".
 
+Beyond the thresholds and gate settings a snapshot records everything else that can change a verdict
+(``RUN_SETTINGS``): ``repeat``, the answer source (target kind and a digest of its identity), the judge
+(provider, model, base URL's host, temperatures, samples, seed, output mode), the simulated user's model, a
+digest of every user metric's definition (its declaration and, for code, the defining file's content or the
+installed distribution and version), a digest of each suite's settings, ``max_answer_chars``, ``traces`` and
+``pairwise``. A change whose direction cannot be judged (another judge model, another target, a metric's code)
+is listed: it is the base's evidence no more.
+
+With the base run's case records (the comparison, exact at any number of cases) a loosening also lists the
+cases whose expectations were edited (``expectation`` digests, ``runner.expectations``) and the critical cases
+demoted; without them, the snapshots' case facts are compared.
+
 Case facts stay bounded whatever the run's size (``CaseSet``): the number of cases (repeat 0), an
 order-independent digest of their ids — Σ BLAKE2b-128(id) mod 2¹²⁸, so the set, not the
 order the cases finished in, decides it — and the ids themselves only while there are at most
@@ -20,7 +32,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-POLICY_VERSION = 1
+POLICY_VERSION = 2
 ID_LIST_LIMIT = 1000
 """Most case ids a snapshot lists (beyond: count and digest only)."""
 EXAMPLES = 5
@@ -87,12 +99,16 @@ def snapshot(
     optional_metrics: Mapping[str, Iterable[str]],
     cases: Mapping[str, Any],
     not_gating: Mapping[str, str] | None = None,
+    run: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``gate_policy`` block. ``thresholds``: the gated metrics (``{op: value}``) the run computed;
     ``computed``: every metric it computed; ``settings``: the gate settings by name (``GATE_SETTINGS``);
     ``tolerances``: resolved ``regression_tolerance`` (``{abs, rel}``); ``optional_metrics`` by suite
     (``""``: evalgate.yaml's); ``cases``: ``CaseSet.as_dict()``; ``not_gating``: judged metrics whose judge
-    may not gate (calibration), with the reason."""
+    may not gate (calibration), with the reason; ``run``: the ``RUN_SETTINGS`` (``repeat``, ``answer_source``
+    ``{target, identity}``, ``judge`` ``{provider, model, base_url, temperature, temperatures, samples, seed,
+    output}``, ``simulator``, ``metric_definitions`` (name → digest), ``suites`` (name → digest, ``""``:
+    evalgate.yaml's), ``max_answer_chars``, ``traces``, ``pairwise``)."""
     gated = {name: dict(t) for name, t in sorted(thresholds.items())}
     return {
         "version": POLICY_VERSION,
@@ -105,21 +121,28 @@ def snapshot(
         "origins": {name: origins[name] for name in sorted(origins)},
         "cases": dict(cases),
         **({"not_gating": dict(sorted(not_gating.items()))} if not_gating else {}),
+        **{name: (run or {})[name] for name in RUN_SETTINGS if name in (run or {})},
     }
 
 
 GATE_SETTINGS = ("gate_changes", "significance_level", "fail_on_regression", "strict_metrics", "fail_on_critical",
                  "min_pass_rate", "max_errored", "repeat_rule", "calibration", "calibration_min_kappa",
                  "calibration_min_labels", "calibration_floors", "no_gate", "selection")
-"""Settings recorded in the snapshot (``selection``: ``case_ids`` count, ``first_n``, ``category``, ``tags``)."""
+"""Settings recorded in the snapshot (``selection``: ``case_ids`` count, ``first_n``, ``category``, ``tags``,
+``shard`` when the checkout's evalgate.yaml chose it)."""
+RUN_SETTINGS = ("repeat", "answer_source", "judge", "simulator", "metric_definitions", "suites", "max_answer_chars",
+                "traces", "pairwise")
+"""What else a snapshot records that can change a verdict (``snapshot``'s ``run``)."""
 
 
 def loosenings(base: Mapping[str, Any] | None, head: Mapping[str, Any],
-               removed: list[str] | None = None) -> list[dict[str, Any]]:
+               removed: list[str] | None = None, *, cases: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every way ``head``'s policy is easier to pass than ``base``'s, one entry each: ``kind``, ``setting``,
     ``before``, ``after``, ``origin`` (where head's value was set, when known) and ``text`` (one line).
     ``removed``: the base's case ids missing from the head run when known exactly (the comparison's
-    ``cases.removed``), else they are taken from the snapshots. ``base`` None → ``[]`` (see ``unknown``)."""
+    ``cases.removed``), else they are taken from the snapshots. ``cases``: the comparison's ``cases`` block
+    (``edited``, ``demoted``, ``located``: exact at any number of cases); without it critical cases are
+    compared from the snapshots. ``base`` None → ``[]`` (see ``unknown``)."""
     if not isinstance(base, Mapping):
         return []
     found: list[dict[str, Any]] = []
@@ -134,7 +157,12 @@ def loosenings(base: Mapping[str, Any] | None, head: Mapping[str, Any],
     _settings(base, head, add)
     _tolerances(base, head, add)
     _optional(base, head, add)
-    _cases(base, head, removed, add)
+    _run_settings(base, head, add)
+    _cases(base, head, removed, add, cases if isinstance(cases, Mapping) else {})
+    from evalgate.verdict.calibration import calibration_loosenings
+
+    for item in calibration_loosenings(base, head):  # a calibration file the pull request added or edited
+        add("calibration_changed", item["setting"], item["before"], item["after"], item["text"], item["origin"])
     return found
 
 
@@ -156,6 +184,21 @@ def approval(labels: Iterable[str], label: str) -> str | None:
     """``label`` when the pull request carries it (GitHub compares label names case-insensitively)."""
     wanted = label.strip().lower()
     return label if wanted and any(str(name).strip().lower() == wanted for name in labels) else None
+
+
+def dataset_line(cases: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The comparison's ``cases`` block as ``{added, edited, removed, text}``: one line naming the first
+    ``EXAMPLES`` cases of each change with ``file:line``; None when nothing changed."""
+    raw = cases.get("located")
+    located: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    lists = {key: [str(i) for i in cases.get(key) or []] for key in ("new", "edited", "removed")}
+    if not any(lists.values()):
+        return None
+    parts = [f"{len(ids)} case(s) {label}: {_listed(ids, located)}"
+             for label, ids in (("added", lists["new"]), ("with edited expectations", lists["edited"]),
+                                ("removed", lists["removed"])) if ids]
+    return {"added": len(lists["new"]), "edited": len(lists["edited"]), "removed": len(lists["removed"]),
+            "text": "dataset changes against the base run: " + "; ".join(parts)}
 
 
 def gate_reason(loosened: list[dict[str, Any]], label: str) -> str:
@@ -225,10 +268,10 @@ def _settings(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> Non
         pair = both(name)
         if pair and pair[0] is True and pair[1] is False:
             add("switched_off", name, True, False, f"{name} {_flag(True)} → {_flag(False)}")
-    pair = both("significance_level")
-    if pair and _num(pair[0]) is not None and _num(pair[1]) is not None and pair[1] > pair[0]:
+    pair = both("significance_level")  # a lower α finds fewer regressions
+    if pair and _num(pair[0]) is not None and _num(pair[1]) is not None and pair[1] < pair[0]:
         add("significance_level", "significance_level", pair[0], pair[1],
-            f"significance_level (α) {pair[0]:g} → {pair[1]:g}")
+            f"significance_level (α) {pair[0]:g} → {pair[1]:g} (fewer regressions found)")
     pair = both("min_pass_rate")
     if pair and _num(pair[0]) is not None and (_num(pair[1]) is None or pair[1] < pair[0]):
         add("min_pass_rate", "min_pass_rate", pair[0], pair[1],
@@ -251,7 +294,8 @@ def _settings(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> Non
         old = pair[0] if isinstance(pair[0], Mapping) else {}
         for key, value in sorted(pair[1].items()):
             if value and value != old.get(key):
-                shown = f"{value} id(s)" if key == "case_ids" else value
+                shown = f"{value} id(s)" if key == "case_ids" else f"{value} (part of the cases)" if key == "shard" \
+                    else value
                 add("selection", key, old.get(key), value, f"cases selected by {key}: {shown}")
 
 
@@ -312,22 +356,45 @@ def _ids_text(ids: list[str], count: int) -> str:
     return shown + (f" (+{more} more)" if more > 0 else "")
 
 
-def _cases(base: Mapping[str, Any], head: Mapping[str, Any], removed: list[str] | None, add: Any) -> None:
+def _located(case_id: str, located: Mapping[str, Any]) -> str:
+    where = located.get(case_id)
+    return f"{case_id} ({where})" if where else case_id
+
+
+def _listed(ids: list[str], located: Mapping[str, Any]) -> str:
+    return _ids_text([_located(i, located) for i in ids[:EXAMPLES]], len(ids))
+
+
+def _cases(base: Mapping[str, Any], head: Mapping[str, Any], removed: list[str] | None, add: Any,
+           exact: Mapping[str, Any]) -> None:
     old, new = base.get("cases"), head.get("cases")
     if not isinstance(old, Mapping) or not isinstance(new, Mapping):
         return
+    raw = exact.get("located")
+    located: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     old_ids, new_ids = old.get("ids"), new.get("ids")
     if removed is None and old_ids is not None and new_ids is not None:
         removed = sorted(set(old_ids) - set(new_ids))
     if removed:
         add("cases_missing", "dataset", len(removed), None,
-            f"{len(removed)} case(s) of the base run missing from this run: {_ids_text(removed, len(removed))}",
+            f"{len(removed)} case(s) of the base run missing from this run: {_listed(removed, located)}",
             origin="")
     elif removed is None and (old.get("count", 0) > new.get("count", 0) or (
             old.get("count") == new.get("count") and old.get("digest") != new.get("digest"))):
         add("cases_missing", "dataset", old.get("count"), new.get("count"),
             f"the case set changed: {old.get('count')} case(s) in the base run, {new.get('count')} here "
             "(too many to list which)", origin="")
+    edited = exact.get("edited")
+    if isinstance(edited, list) and edited:
+        add("expectations_edited", "dataset", len(edited), None,
+            f"{len(edited)} case(s) with edited expectations (expected values, rules, assert, metrics, suite or "
+            f"risk level): {_listed([str(i) for i in edited], located)}", origin="")
+    demoted_exact = exact.get("demoted")
+    if isinstance(demoted_exact, list) and demoted_exact:  # from the case records: exact at any count
+        add("critical_demoted", "risk_level", len(demoted_exact), None,
+            f"{len(demoted_exact)} case(s) no longer risk_level critical: "
+            f"{_listed([str(i) for i in demoted_exact], located)}", origin="")
+        return
     old_crit, new_crit = old.get("critical") or {}, new.get("critical") or {}
     gone = set(removed or ())
     base_critical, head_critical = old_crit.get("ids"), new_crit.get("ids")
@@ -338,9 +405,92 @@ def _cases(base: Mapping[str, Any], head: Mapping[str, Any], removed: list[str] 
         if demoted:
             add("critical_demoted", "risk_level", len(demoted), None,
                 f"{len(demoted)} case(s) no longer risk_level critical: {_ids_text(demoted, len(demoted))}", origin="")
-    elif int(new_crit.get("count", 0)) < int(old_crit.get("count", 0)):
+    elif int(new_crit.get("count", 0)) < int(old_crit.get("count", 0)) or (
+            new_crit.get("count") == old_crit.get("count") and new_crit.get("digest") != old_crit.get("digest")):
         add("critical_demoted", "risk_level", old_crit.get("count"), new_crit.get("count"),
-            f"critical cases {old_crit.get('count')} → {new_crit.get('count')}", origin="")
+            f"critical cases {old_crit.get('count')} → {new_crit.get('count')}"
+            + (" (another set of ids)" if new_crit.get("count") == old_crit.get("count") else ""), origin="")
+
+
+def _run_settings(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> None:
+    """The ``RUN_SETTINGS`` comparisons (each only when both snapshots recorded the setting)."""
+    if "repeat" in base and "repeat" in head:
+        b, h, rule = _num(base["repeat"]), _num(head["repeat"]), str(head.get("repeat_rule") or "majority")
+        if b is not None and h is not None and (h > b if rule == "any" else h < b):
+            add("repeat", "repeat", int(b), int(h), f"repeat {int(b)} → {int(h)} (repeat_rule {rule}: "
+                + ("more tries to pass)" if rule == "any" else "fewer tries to show a flaky case)"))
+    _answer_source(base.get("answer_source"), head.get("answer_source"), add)
+    _judge(base.get("judge"), head.get("judge"), add)
+    old_sim, new_sim = base.get("simulator"), head.get("simulator")
+    if "simulator" in base and "simulator" in head and old_sim != new_sim:
+        add("simulator", "simulator_model", old_sim, new_sim, f"simulated user model {old_sim} → {new_sim}")
+    for key, what in (("metric_definitions", "metric {name}'s definition changed ({where})"),
+                      ("suites", "{scope}'s metric settings changed (metrics, exclude_metrics, options, "
+                                 "category_metrics, kind or valid)")):
+        before, after = base.get(key), head.get(key)
+        if not isinstance(before, Mapping) or not isinstance(after, Mapping):
+            continue
+        for name in sorted(set(before) & set(after)):
+            old_entry, new_entry = before[name], after[name]
+            old_digest = old_entry.get("digest") if isinstance(old_entry, Mapping) else old_entry
+            new_digest = new_entry.get("digest") if isinstance(new_entry, Mapping) else new_entry
+            if old_digest != new_digest:
+                where = new_entry.get("origin", "") if isinstance(new_entry, Mapping) else ""
+                scope = f"suite {name}" if name else "evalgate.yaml"
+                add("definition" if key == "metric_definitions" else "suite", key, old_digest, new_digest,
+                    what.format(name=name, where=where or "its code or declaration", scope=scope), origin="")
+    b, h = _num(base.get("max_answer_chars")), _num(head.get("max_answer_chars"))
+    if b is not None and h is not None and h > b:
+        add("max_answer_chars", "max_answer_chars", int(b), int(h),
+            f"max_answer_chars {int(b)} → {int(h)} (longer answers are scored instead of errored)")
+    for key, meaning in (("traces", "trajectory cases are checked from the answer's own tool list"),
+                         ("pairwise", "the judge's pairwise tests leave the regression decision")):
+        if base.get(key) is True and head.get(key) is False:
+            add("switched_off", key, True, False, f"{key} on → off ({meaning})")
+
+
+def _answer_source(old: Any, new: Any, add: Any) -> None:
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return
+    b, h = str(old.get("target")), str(new.get("target"))
+    if b != "recorded" and h == "recorded":
+        add("answer_source", "target", b, h, f"target {b} → recorded: the answers are read from files instead of "
+                                             f"the live system")
+    elif b != h:
+        add("answer_source", "target", b, h, f"target {b} → {h}: the answers come from another system")
+    elif old.get("identity") != new.get("identity"):
+        what = "the outputs file" if h == "recorded" else "its endpoint, command, model or response mapping"
+        add("answer_source", "target", old.get("identity"), new.get("identity"),
+            f"target {h}: the answers come from elsewhere ({what} changed)")
+
+
+JUDGE_KEYS = ("model", "base_url", "temperature", "temperatures", "samples", "seed", "output")
+
+
+def _judge(old: Any, new: Any, add: Any) -> None:
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return
+    b, h = str(old.get("provider")), str(new.get("provider"))
+    if b != "none" and h == "none":
+        add("judge", "judge_provider", b, h, f"judge_provider {b} → none: judged metrics are skipped, not scored")
+        return
+    if b == "none" or h == "none":
+        return
+    changed = [f"provider {b} → {h}"] if b != h else []
+    changed += [f"{key} {_shown(old.get(key))} → {_shown(new.get(key))}" for key in JUDGE_KEYS
+                if old.get(key) != new.get(key)]
+    if changed:
+        add("judge", "judge", {k: old.get(k) for k in ("provider", *JUDGE_KEYS)},
+            {k: new.get(k) for k in ("provider", *JUDGE_KEYS)},
+            "another judge: " + ", ".join(changed) + " (its scores are not the base's evidence)")
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "default"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in sorted(value.items())) + "}" if value else "{}"
+    return format(value, "g") if isinstance(value, float) else str(value)
 
 
 def _num(value: Any) -> float | None:

@@ -288,3 +288,65 @@ def test_a_json_dataset_over_the_document_cap_is_refused_at_line_1(tmp_path: Pat
         handle.truncate(2 << 20)  # sparse
     ran = run_cli(["validate", "--dataset", str(path)])
     assert ran.code == 2 and f"{shown(path)}:1" in ran.err and "write it as JSONL" in ran.err
+
+
+@pytest.mark.parametrize("kind", ["link-to-dev-zero", "fifo", "socket", "dangling-link"])
+@pytest.mark.parametrize("named", ["directory", "glob"])
+def test_a_dataset_entry_that_is_no_regular_file_is_exit_2_naming_it(tmp_path: Path, kind: str, named: str) -> None:
+    """A dataset directory (or glob) holding ``evil.yaml`` that is a link to /dev/zero, a FIFO, a socket
+    or a link to nothing: exit 2 naming it, never skipped (its cases would be dropped unseen) nor read."""
+    import socket as socketlib
+
+    evals = tmp_path / "evals"
+    evals.mkdir()
+    (evals / "cases.yaml").write_text("cases:\n  - {id: a, input: q, output: hi, expected_output: hi}\n")
+    evil = evals / "evil.yaml"
+    server = None
+    if kind == "link-to-dev-zero":
+        evil.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(evil)
+    elif kind == "socket":
+        server = socketlib.socket(socketlib.AF_UNIX)
+        server.bind(str(evil))
+    else:
+        evil.symlink_to(tmp_path / "gone.yaml")
+    try:
+        done = subprocess.run([sys.executable, "-m", "evalgate", "run", "-d",
+                               "evals" if named == "directory" else "evals/*.yaml", "-o", "out", "--progress", "none"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    finally:
+        if server is not None:
+            server.close()
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(lines) == 1 and "evil.yaml" in lines[0] and "not a regular file" in lines[0], done.stderr
+    expected = {"link-to-dev-zero": "a link to a character device", "fifo": "a FIFO", "socket": "a socket",
+                "dangling-link": "a link to nothing"}[kind]
+    assert expected in lines[0]
+
+
+def test_a_dataset_path_named_directly_that_is_a_link_to_a_device_is_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "cases.yaml").symlink_to("/dev/zero")
+    done = subprocess.run([sys.executable, "-m", "evalgate", "run", "-d", "cases.yaml", "-o", "out", "--progress",
+                           "none"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "a link to a character device" in done.stderr, done.stderr
+
+
+def test_a_trace_file_or_outputs_file_that_is_a_fifo_never_blocks_the_run(tmp_path: Path) -> None:
+    """A recorded case's ``trace_file:`` that is a FIFO errors that case ("not a regular file"); an
+    ``--outputs-file`` that is one is exit 2 naming it. Neither is opened (reading a FIFO blocks forever)."""
+    (tmp_path / "t.json").unlink(missing_ok=True)
+    os.mkfifo(tmp_path / "t.json")
+    (tmp_path / "cases.yaml").write_text("cases:\n  - {id: a, input: q, output: hi, trace_file: t.json,"
+                                         " trajectory: {tools: [x]}}\n")
+    done = subprocess.run([sys.executable, "-m", "evalgate", "run", "-d", "cases.yaml", "-o", "out", "--progress",
+                           "none"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (record,) = json.loads((tmp_path / "out" / "results.json").read_text())["results"]
+    assert record["status"] == "errored" and "not a regular file" in (record["error"] or ""), record
+    os.mkfifo(tmp_path / "outputs.jsonl")
+    done = subprocess.run([sys.executable, "-m", "evalgate", "run", "-d", "cases.yaml", "-o", "out2", "--progress",
+                           "none", "--outputs-file", "outputs.jsonl"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "outputs.jsonl" in done.stderr and "not a regular file" in done.stderr, done.stderr

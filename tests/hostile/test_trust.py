@@ -192,7 +192,36 @@ def generated_column(conn: sqlite3.Connection) -> None:
                  "slow INTEGER GENERATED ALWAYS AS (length(key)) VIRTUAL)")
 
 
-@pytest.mark.parametrize("build", [slow_trigger, rewriting_trigger, no_tables, runs_view, generated_column],
+def current_version_no_tables(conn: sqlite3.Connection) -> None:
+    """Committed with this evalgate's schema version and no table (was "internal error: no such table")."""
+    from evalgate.store.schema import SCHEMA_VERSION
+
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def tables_without_calibrations(conn: sqlite3.Connection) -> None:
+    """Version 2's tables under the current version number (eg_calibrations missing)."""
+    from evalgate.store.schema import MIGRATIONS, SCHEMA_VERSION
+
+    for migration in MIGRATIONS[:2]:
+        for statement in migration.statements():
+            conn.execute(statement)
+    conn.execute(f"INSERT INTO eg_meta VALUES ('schema_version', '{SCHEMA_VERSION}')")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def version_not_recorded(conn: sqlite3.Connection) -> None:
+    """Every table, but the version in eg_meta is not the one evalgate would have written."""
+    from evalgate.store.schema import MIGRATIONS, SCHEMA_VERSION
+
+    for migration in MIGRATIONS:
+        for statement in migration.statements():
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+@pytest.mark.parametrize("build", [slow_trigger, rewriting_trigger, no_tables, runs_view, generated_column,
+                                   current_version_no_tables, tables_without_calibrations, version_not_recorded],
                          ids=lambda f: f.__name__)
 def test_a_committed_results_db_never_runs_its_code(tmp_path: Path, build: Any) -> None:
     workspace = tmp_path / "ws"
@@ -208,12 +237,61 @@ def test_a_committed_results_db_never_runs_its_code(tmp_path: Path, build: Any) 
     assert time.monotonic() - started < 30
     assert code == 1, lines  # the verdict: "bad" fails
     assert not any("internal error" in line for line in lines), lines
-    assert any("not used" in line and "rejected-" in line for line in lines if line.startswith("::notice")), lines
+    notices = [line for line in lines if line.startswith("::notice") and "not used" in line]
+    assert len(notices) == 1 and "rejected-" in notices[0], lines
     with closing(sqlite3.connect(db)) as conn:
         stored = dict(conn.execute("SELECT case_id, status FROM eg_cases").fetchall())
         kinds = {row[0] for row in conn.execute("SELECT type FROM sqlite_master")}
     assert stored == {"good": "passed", "bad": "failed"}
     assert not kinds & {"trigger", "view"}
+
+
+@pytest.mark.parametrize("kind", ["not-sqlite", "directory"])
+def test_a_committed_results_db_that_is_no_evalgate_database_is_set_aside(tmp_path: Path, kind: str) -> None:
+    workspace = tmp_path / "ws"
+    write_cases(workspace / "evals" / "cases.json", CASES)
+    db = workspace / "evalgate-results" / "results.db"
+    db.parent.mkdir(parents=True)
+    if kind == "not-sqlite":
+        db.write_bytes(b"SQLite format 3\x00" + b"\xff" * 200)
+    else:
+        db.mkdir()
+    lines: list[str] = []
+    code = run_action(actions_env(tmp_path, workspace), emit=lines.append)
+    assert code == 1, lines
+    assert not any("internal error" in line for line in lines), lines
+    notices = [line for line in lines if line.startswith("::notice") and "not used" in line]
+    assert len(notices) == 1 and "rejected-" in notices[0], lines
+    with closing(sqlite3.connect(db)) as conn:
+        assert dict(conn.execute("SELECT case_id, status FROM eg_cases").fetchall()) == {"good": "passed",
+                                                                                          "bad": "failed"}
+
+
+@pytest.mark.parametrize("build", [current_version_no_tables, "symlink"], ids=["no-tables", "symlink"])
+def test_the_cli_sets_a_foreign_results_db_aside_with_one_notice(tmp_path: Path, build: Any) -> None:
+    """``evalgate run -o DIR`` (no Action path checks): a results.db evalgate did not write is set aside."""
+    write_cases(tmp_path / "cases.json", CASES)
+    db = tmp_path / "out" / "results.db"
+    db.parent.mkdir()
+    elsewhere = tmp_path / "elsewhere.db"
+    if build == "symlink":
+        from evalgate.store.sqlite import open_database
+
+        open_database(elsewhere).close()  # a real evalgate database elsewhere
+        db.symlink_to(elsewhere)
+    else:
+        with closing(sqlite3.connect(db, isolation_level=None)) as conn:
+            build(conn)
+    done = subprocess.run([sys.executable, "-m", "evalgate", "run", "-d", "cases.json", "-o", "out", "--progress",
+                           "none"], cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "internal error" not in done.stderr
+    notices = [line for line in done.stderr.splitlines() if "not used" in line]
+    assert len(notices) == 1 and "rejected-" in notices[0], done.stderr
+    assert db.is_file() and not db.is_symlink()
+    if build == "symlink":
+        with closing(sqlite3.connect(elsewhere)) as conn:
+            assert conn.execute("SELECT COUNT(*) FROM eg_cases").fetchone()[0] == 0  # nothing written there
 
 
 def test_a_directory_named_results_json_is_one_clear_error(tmp_path: Path) -> None:

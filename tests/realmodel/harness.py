@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 from . import install
 
 READY_SECONDS = 120
+SERVE = Path(__file__).resolve().parent / "serve.py"
+"""Starts ``llama_cpp.server`` with llama.cpp's extra buffer types off (AMX in a VM that does not enable it)."""
 JUDGED_METRICS = frozenset({
     "judge_score", "answer_quality", "factual_correctness", "completeness", "response_quality", "relevancy",
     "faithfulness", "groundedness", "context_precision", "context_recall", "localization", "math", "safety",
@@ -52,7 +54,7 @@ def get(url: str, timeout: float = 2) -> int:
 
 
 class LlamaServer:
-    """``python -m llama_cpp.server`` with the SmolLM2 GGUF on a free loopback port."""
+    """``python -m llama_cpp.server`` (through ``serve.py``) with the SmolLM2 GGUF on a free loopback port."""
 
     def __init__(self, python: Path, gguf: str, *, threads: int = 1, n_ctx: int = 8192,
                  chat_format: str | None = None) -> None:
@@ -68,7 +70,7 @@ class LlamaServer:
         """Start the server and wait until ``/v1/models`` answers 200; returns the base URL."""
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
-                [str(self.python), "-m", "llama_cpp.server", "--model", self.gguf, "--host", "127.0.0.1",
+                [str(self.python), str(SERVE), "--model", self.gguf, "--host", "127.0.0.1",
                  "--port", str(self.port), "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
                  "--n_ctx", str(self.n_ctx),
                  *(["--chat_format", self.chat_format] if self.chat_format else [])],
@@ -194,6 +196,15 @@ def run_evalgate(args: list[str], *, workdir: Path, judge_url: str | None, timeo
 # --- a loopback proxy that misbehaves on purpose --------------------------------------------------------------
 
 
+def _mode_of(body: bytes) -> str:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return "unreadable"
+    shape = data.get("response_format") if isinstance(data, dict) else None
+    return str(shape.get("type")) if isinstance(shape, dict) and shape.get("type") else "prompt"
+
+
 class JudgeProxy:
     """Forwards chat completions to a real server on 127.0.0.1, optionally capping ``max_tokens`` (so the real
     model's verdicts are cut short) or going down for good once ``serve_calls`` completions were answered
@@ -204,6 +215,8 @@ class JudgeProxy:
         self.max_tokens = max_tokens
         self.serve_calls = serve_calls
         self.calls = 0
+        self.modes: list[str] = []
+        """The structured-output mode of every chat request received (``response_format.type`` or ``prompt``)."""
         self.forwarded = 0
         self.served = 0
         """Completions answered with 2xx."""
@@ -226,6 +239,7 @@ class JudgeProxy:
                 if body is not None and self.path.endswith("/chat/completions"):
                     with proxy._lock:
                         proxy.calls += 1
+                        proxy.modes.append(_mode_of(body))
                         down = proxy.serve_calls is not None and proxy.served >= proxy.serve_calls
                         if not down:
                             proxy.forwarded += 1

@@ -18,7 +18,9 @@ import pytest
 from .harness import JudgeProxy, Run, free_port, run_evalgate
 
 REPO = Path(__file__).resolve().parents[2]
-HEALTH_REFUSED = re.compile(r"gave no reasoning|placeholder")
+HEALTH_REFUSED = re.compile(r"gave no reasoning|placeholder|fence markup|prompt's own text|prompt's text|JSON debris|"
+                            r"word for word")
+"""The reasons ``judges.health`` gives for a readable verdict it refuses."""
 GOLDEN = str(REPO / "datasets" / "golden-dataset")
 WIKIPEDIA = str(REPO / "datasets" / "wikipedia-agent")
 SLICE = 5

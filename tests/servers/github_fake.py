@@ -25,7 +25,9 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -67,6 +69,11 @@ class GitHubFake:
         self.token = token
         self.bot_login = bot_login
         self.read_only = False
+        self.user_login: str | None = None
+        """``GET /user`` answers this login (a personal token); None: 403, as for ``GITHUB_TOKEN``."""
+        self.write_delay: Callable[[], tuple[float, float]] | None = None
+        """Seconds a POST / PATCH / DELETE waits before it is applied and after (before the reply), per request:
+        a slow GitHub, so that concurrent writers' requests overlap in every order."""
         self.log: list[Recorded] = []
         self.comments: dict[int, dict[str, Any]] = {}
         self._issue_of: dict[int, tuple[str, int]] = {}
@@ -176,6 +183,10 @@ class GitHubFake:
                 return self._blob(parts.path, query)
             if headers.get("authorization") != f"Bearer {self.token}":
                 return bad_credentials(DOCS)
+            if parts.path == "/user" and method == "GET":
+                if self.user_login is None:
+                    return not_accessible(DOCS)
+                return 200, {"login": self.user_login, "id": 7, "type": "User"}, {}
             return self._route(method, parts.path, query, body)
 
     def _take_canned(self, method: str) -> Canned | None:
@@ -224,6 +235,10 @@ class GitHubFake:
                 name = (query.get("name") or [None])[0]
                 items = [a for a in self.run_artifacts.get(run_id, []) if name in (None, a["name"])]
                 return 200, {"total_count": len(items), "artifacts": items}, {}
+        if rest == ["actions", "artifacts"]:  # the repository's artifacts (baseline: auto lists them by name)
+            name = (query.get("name") or [None])[0]
+            items = [a for listed in self.run_artifacts.values() for a in listed if name in (None, a["name"])]
+            return 200, {"total_count": len(items), "artifacts": items}, {}
         if rest[:2] == ["actions", "artifacts"] and len(rest) == 4 and rest[2].isdigit() and rest[3] == "zip":
             artifact_id = int(rest[2])
             if artifact_id not in self.blobs:
@@ -316,7 +331,12 @@ def _make_handler(fake: GitHubFake) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             headers = {k.lower(): v for k, v in self.headers.items()}
+            delay = fake.write_delay() if fake.write_delay and self.command in ("POST", "PATCH", "DELETE") else None
+            if delay:
+                time.sleep(delay[0])
             status, body, extra = fake.handle(self.command, self.path, headers, raw)
+            if delay:
+                time.sleep(delay[1])
             data = body if isinstance(body, bytes) else b"" if body is None else json.dumps(body).encode("utf-8")
             self.send_response(status)
             if not isinstance(body, bytes):

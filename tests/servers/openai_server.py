@@ -220,10 +220,15 @@ class Judge:
         score = self.score_for(prompt)
         if self.verdict is not None:
             return json.dumps(self.verdict(prompt, score))
+        reasoning = self.reasoning
+        if reasoning == DEFAULT_REASONING and (callable(self.score) or self.spread is not None):
+            # scores that vary: the default reasoning names the score, as a judge's reasoning reflects its verdict
+            # (the same words for a pass and a fail are no evidence: judges.health, repeated_reasoning)
+            reasoning = f"{reasoning} (score {score:g})"
         schema = response_schema(payload)
         if schema is not None:
-            return json.dumps(verdict_from_schema(schema, score, self.reasoning))
-        return json.dumps({"reasoning": self.reasoning, "score": score})
+            return json.dumps(verdict_from_schema(schema, score, reasoning))
+        return json.dumps({"reasoning": reasoning, "score": score})
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Judge:

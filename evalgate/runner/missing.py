@@ -1,0 +1,88 @@
+"""What a run lacks before it starts: a judge provider's API key (``judge_missing``, docs/fork-pull-requests.md),
+and answers for the default recorded target (:func:`check_answers_recorded`).
+
+A pull request from a fork, or one Dependabot opened, gets no repository secrets: ``judge-provider: openai``
+then has no ``OPENAI_API_KEY``. ``skip`` (the default on those runs) runs without the judge: each judged
+metric is reported ``skipped`` with :func:`not_judged_reason` as its reason, a case that only a judged
+metric could decide is ``skipped`` too (never ``passed``: ``verdict.gate.case_verdict``), the rest of the
+gate decides, and a run where nothing was left to decide fails (:func:`nothing_decided`). ``fail`` (the
+default elsewhere) stops before any case runs, exit 2, naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from evalgate.calls.providers import missing_key
+from evalgate.config.trust import from_checkout, untrusted_checkout, without_secrets
+from evalgate.errors import DOCS_SITE, UserError
+
+if TYPE_CHECKING:
+    from evalgate.config.settings import Settings
+    from evalgate.model import Case
+    from evalgate.verdict.aggregate import RunAggregate
+
+NOT_JUDGED = "not judged"
+"""The start of every reason a judged metric or case carries when the run had no judge key."""
+
+
+def judge_missing_mode(settings: Settings) -> tuple[str, str | None]:
+    """``("skip" | "fail", why the run has no secrets or None)``. ``auto`` (and, in a pull-request run, a value
+    from the PR's own evalgate.yaml, which the PR's author wrote) is skip exactly when the run gets no
+    secrets (``config.trust.without_secrets``)."""
+    env = settings.environment
+    why = without_secrets(env)
+    mode = settings.judge_missing
+    if mode != "auto" and untrusted_checkout(env) and from_checkout(settings.origin("judge_missing"), settings.config):
+        mode = "auto"
+    if mode == "auto":
+        mode = "skip" if why else "fail"
+    return mode, why
+
+
+def not_judged_reason(settings: Settings) -> str | None:
+    """The reason judged metrics carry when the configured judge's key is absent and ``judge_missing`` says
+    skip, or None (a judge is configured with its key, or none is configured). Raises ``UserError`` (exit 2)
+    when the key is absent and the mode is fail."""
+    if settings.judge_provider == "none":
+        return None
+    needed = missing_key(settings.judge_provider, settings.environment, settings.judge_api_key)
+    if needed is None:
+        return None
+    mode, why = judge_missing_mode(settings)
+    if mode == "fail":
+        raise UserError(f"provider {settings.judge_provider!r} needs an API key: set {needed} (or judge-missing: "
+                        "skip to run without the judge: judged metrics are then reported as not judged)",
+                        where=settings.origin("judge_provider") or "judge_provider")
+    return f"{NOT_JUDGED}: no {needed} in this run" + (f" ({why})" if why else "") + " and judge-missing is skip"
+
+
+def nothing_decided(aggregate: RunAggregate, reason: str | None) -> str | None:
+    """The gate reason when no case could be decided without the judge (every case ``skipped`` for it): a
+    suite whose only gate is a judged metric must not pass on no evidence. None otherwise."""
+    if reason is None or aggregate.total_test_cases == 0:
+        return None
+    if aggregate.total_passed + aggregate.total_failed + aggregate.total_errored:
+        return None
+    return (f"nothing could decide: every case needs the judge, and judged metrics were {reason} — run where the "
+            "key is available, or add checks that need no judge (rules, expected_keywords)")
+
+
+def check_answers_recorded(settings: Settings, cases: Iterable[Case]) -> None:
+    """With the default target (``recorded``, no ``outputs_file``), answers come from the cases' own ``output:``.
+    A dataset none of whose cases has one (the README's example, a new suite) would only error every case:
+    exit 2 instead, saying how to add answers. Stops at the first case with an answer (usually the first)."""
+    if settings.target != "recorded" or settings.outputs_file:
+        return
+    first = None
+    for case in cases:
+        if case.output is not None or case.turns is not None or case.simulated_user is not None:
+            return
+        first = first or case
+    if first is None:
+        return
+    raise UserError("no case has an answer to score: the default target 'recorded' reads each case's output: "
+                    "field. Record answers there (output: ...), give an outputs_file (answers keyed by case id), "
+                    f"or let your agent answer: target: http and target_url: in evalgate.yaml ({DOCS_SITE}answers/)",
+                    where=first.location or "dataset")
