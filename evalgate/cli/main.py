@@ -156,8 +156,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("--repeat", type=_repeat, metavar="N|adaptive",
                     help="run each case N times (flakiness), or 'adaptive': once, then re-try only the uncertain "
                          "cases until a sequential test decides")
-    ex.add_argument("--adaptive-budget", metavar="N|N%%|$X",
-                    help="re-trials repeat: adaptive may add: trials, a share of the cases, or dollars (default 50%%)")
+    ex.add_argument("--adaptive-budget", metavar="auto|N|N%%|$X",
+                    help="re-trials repeat: adaptive may add: auto, trials, a share of the cases, or dollars "
+                         "(default auto: 50%% of the cases + 39 per critical case)")
     ex.add_argument("--repeat-rule", choices=["majority", "all", "any"],
                     help="case verdict over its repeats (default majority: passes > N/2)")
     ex.add_argument("--traces", action=BOOL, default=None,
@@ -251,11 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extra_verbs() -> list[Any]:
-    """The verbs defined in their own modules (compare, merge, history, report, init, publish)."""
-    from evalgate.cli import calibrate, compare, history, init, merge, publish, report
+    """The verbs defined in their own modules (compare, merge, history, report, init, publish, view)."""
+    from evalgate.cli import calibrate, compare, history, init, merge, publish, report, view
 
     return [history.add_history, report.add_report, merge.add_merge, compare.add_compare, init.add_init,
-            publish.add_publish, calibrate.add_calibrate]
+            publish.add_publish, calibrate.add_calibrate, view.add_view]
 
 
 NOT_SETTINGS = frozenset({"verb", "fixtures", "func", "ids", "api_url", "dry_run", "explain"})

@@ -243,9 +243,9 @@ class Settings(BaseModel):
     """``repeat: adaptive`` (set by writing that value for ``repeat``): every case runs once, then only the
     uncertain cases are re-tried in rounds until the sequential tests decide or ``adaptive_budget`` is spent
     (docs/trustworthy-verdicts.md)."""
-    adaptive_budget: str = "50%"
-    """Re-trials ``repeat: adaptive`` may add: a number of trials (``120``), a share of the cases (``50%``)
-    or dollars of target + judge spend (``$2.50``)."""
+    adaptive_budget: str = "auto"
+    """Re-trials ``repeat: adaptive`` may add: ``auto`` (50 % of the cases plus 39 per critical case), a number
+    of trials (``120``), a share of the cases (``50%``) or dollars of target + judge spend (``$2.50``)."""
     critical_pass_probability: float = Field(default=0.9, gt=0.5, lt=1.0)
     """Under ``repeat: adaptive``, the pass probability a critical case must have: it is blocked when a
     sequential test shows it lower (docs/trustworthy-verdicts.md)."""

@@ -343,9 +343,20 @@ def compare(base: str | Path, head: str | Path, *, significance_level: float | N
     metric deltas with BCa intervals, flipped cases. ``significance_level``, ``repeat_rule`` and the
     ``regression_tolerance`` default to HEAD's own settings."""
     from evalgate.store.reader import load_results
-    from evalgate.verdict.compare import DEFAULT_ALPHA, compare_runs, comparison_gate_reasons
 
     base_doc, head_doc = load_results(str(base)), load_results(str(head))
+    return compare_documents(base_doc, head_doc, base_label=str(base), head_label=str(head),
+                             significance_level=significance_level, repeat_rule=repeat_rule,
+                             fail_on_regression=fail_on_regression)
+
+
+def compare_documents(base_doc: Mapping[str, Any], head_doc: Mapping[str, Any], *, base_label: str,
+                      head_label: str, significance_level: float | None = None, repeat_rule: str | None = None,
+                      fail_on_regression: bool = False) -> ComparisonResult:
+    """``compare`` for two results documents already read (``results`` may be any iterable of records, read
+    once: ``evalgate view`` streams them from the database)."""
+    from evalgate.verdict.compare import DEFAULT_ALPHA, compare_runs, comparison_gate_reasons
+
     config = (head_doc.get("metadata") or {}).get("config") or {}
     alpha = significance_level if significance_level is not None else config.get("significance_level", DEFAULT_ALPHA)
     if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0.0 < alpha < 1.0:
@@ -358,8 +369,8 @@ def compare(base: str | Path, head: str | Path, *, significance_level: float | N
     thresholds = [str(name) for name, row in (head_doc.get("metrics") or {}).items()
                   if isinstance(row, dict) and row.get("threshold") is not None]
     pairwise, pairwise_gated, _ = merged_pairwise(  # HEAD's pairwise preferences, when judged against BASE itself
-        [(str(head), head_doc)], base_doc.get("run_id"), head_doc.get("calibration") or {}, thresholds)
-    comparison = compare_runs(base_doc, head_doc, alpha=float(alpha), baseline_source=str(base),
+        [(head_label, head_doc)], base_doc.get("run_id"), head_doc.get("calibration") or {}, thresholds)
+    comparison = compare_runs(base_doc, head_doc, alpha=float(alpha), baseline_source=base_label,
                               repeat_rule=rule,  # type: ignore[arg-type]  # checked just above
                               pairwise=(pairwise or {}).get("metrics"), pairwise_gated=pairwise_gated)
     reasons = comparison_gate_reasons(comparison, fail_on_regression)

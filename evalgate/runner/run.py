@@ -284,7 +284,9 @@ async def _execute(
             from evalgate.config.budget import parse_budget
             from evalgate.runner.adaptive import run_rounds
 
-            budget = parse_budget(settings.adaptive_budget, len(adaptive.plan.cases))
+            plan = adaptive.plan
+            budget = parse_budget(settings.adaptive_budget, len(plan.cases),
+                                  sum(1 for c in plan.cases.values() if c.critical))
             await run_rounds(engine, adaptive, budget, lambda: runtime.ledger.spent)
         status = "cancelled" if stats.cancelled else "completed"
         if before and judge is not None and status == "completed":
