@@ -592,7 +592,7 @@ def test_target_and_judge_settings_the_workflow_gives_per_run_are_not_the_prs_ch
     config = {"thresholds": {"hit_rate": 0.8}, "target": "http", "judge_provider": "openai", "judge_model": "strict"}
     suite = Suite(config=config)
     base_folder = suite.write(tmp_path / "base")
-    flags = ("--calibration", "off")
+    flags = ("--calibration", "trust")
     env = {**ENV, "EVALGATE_TARGET_URL": url, "EVALGATE_JUDGE_BASE_URL": judge}
     assert cli("run", "-d", "cases.yaml", "-o", "out", *flags, cwd=base_folder, env=env).returncode == 0
     folder = suite.write(tmp_path / "pr")
