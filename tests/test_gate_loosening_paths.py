@@ -245,12 +245,12 @@ def attacks() -> list[Attack]:
                Suite(expected_output=True, config=JUDGED, bad=bad),
                Suite(expected_output=True, config={**JUDGED, "judge_provider": "none"}, bad=bad),
                "judge_provider openai → none: judged metrics are skipped, not scored",
-               flags=("--calibration", "off"), inputs={"calibration": "off"}),
+               flags=("--calibration", "trust"), inputs={"calibration": "trust"}),
         Attack("another judge model", Suite(expected_output=True, config=JUDGED),
                Suite(expected_output=True, config=JUDGED, bad=bad),
                Suite(expected_output=True, config={**JUDGED, "judge_model": "lenient"}, bad=bad),
-               "another judge: model strict → lenient", flags=("--calibration", "off"),
-               inputs={"calibration": "off"}),
+               "another judge: model strict → lenient", flags=("--calibration", "trust"),
+               inputs={"calibration": "trust"}),
         Attack("file:// metric rewritten", Suite(expected_output=True, config=CHECK, edit=write_checks(EXACT)),
                Suite(expected_output=True, config=CHECK, bad=bad, edit=write_checks(EXACT)),
                Suite(expected_output=True, config=CHECK, bad=bad, edit=write_checks(LENIENT)),
@@ -570,7 +570,7 @@ def test_a_reviewed_setting_changed_by_the_pr_is_listed_and_fails(
         name: str, before: Suite, after: Suite, text: str, tmp_path: Path, cli: Callable[..., Ran],
         judge: str) -> None:
     base_folder = configure(before, "", judge).write(tmp_path / "base")
-    flags = ("--calibration", "off")
+    flags = ("--calibration", "trust")
     assert cli("run", "-d", "cases.yaml", "-o", "out", *flags, cwd=base_folder, env=ENV).returncode == 0
     if name == "judge base URL":  # the same judge reached under another host name
         after = Suite(expected_output=True, config={**JUDGED, "judge_base_url": judge.replace("127.0.0.1",
@@ -592,7 +592,7 @@ def test_target_and_judge_settings_the_workflow_gives_per_run_are_not_the_prs_ch
     config = {"thresholds": {"hit_rate": 0.8}, "target": "http", "judge_provider": "openai", "judge_model": "strict"}
     suite = Suite(config=config)
     base_folder = suite.write(tmp_path / "base")
-    flags = ("--calibration", "off")
+    flags = ("--calibration", "trust")
     env = {**ENV, "EVALGATE_TARGET_URL": url, "EVALGATE_JUDGE_BASE_URL": judge}
     assert cli("run", "-d", "cases.yaml", "-o", "out", *flags, cwd=base_folder, env=env).returncode == 0
     folder = suite.write(tmp_path / "pr")

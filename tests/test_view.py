@@ -72,7 +72,7 @@ def evalgate_run(server: OpenAIServer, rows: list[dict[str, Any]], out: Path, br
     done = subprocess.run(
         [sys.executable, "-m", "evalgate", "run", "-d", str(dataset), "--output-dir", str(out), "--db",
          str(out.parent / "results.db"), "--judge-provider", "local", "--judge-base-url", server.base_url + "/v1",
-         "--calibration", "off", "--progress", "none", "--no-cache", *extra],
+         "--calibration", "trust", "--progress", "none", "--no-cache", *extra],
         cwd=out.parent, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode in (0, 1), done.stderr
     return done.returncode

@@ -68,9 +68,13 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                            "unless the pull request carries --gate-change-label (fail); docs/security.md")
     gate.add_argument("--gate-change-label", metavar="LABEL",
                       help="pull-request label approving a loosening (default evalgate-gate-change-approved)")
-    gate.add_argument("--calibration", choices=["auto", "required", "off"],
-                      help="judged metrics gate only with a calibrated judge (auto, default), an uncalibrated judge "
-                           "fails the run (required), or every judge gates (off); docs/judges.md")
+    gate.add_argument("--calibration", choices=["auto", "required", "off", "trust"],
+                      help="judged metrics gate only on evidence: human labels or the judge passing its controls "
+                           "(auto, default); a judge without it fails the run (required); controls only (off); "
+                           "every judge gates unchecked (trust); docs/judges.md")
+    gate.add_argument("--no-gate", choices=["auto", "pass", "fail"],
+                      help="a run in which no gated metric could decide: fail it or pass it (auto: fail under "
+                           "calibration: required)")
     gate.add_argument("--pairwise", action=BOOL, default=None,
                       help="with a baseline, ask the judge which answer is better where an answer changed")
     out = parser.add_argument_group("output")
@@ -479,6 +483,7 @@ def _print_validation(result: Any, settings: Any, explain: bool) -> None:
     summary["custom_metrics"] = result.custom_metrics
     if explain:
         summary["explain"] = result.explanation()
+        summary["judged_gating"] = result.judged
     if settings.format == "json":
         print(json.dumps(summary, indent=2, default=str))
     elif explain:
@@ -486,6 +491,10 @@ def _print_validation(result: Any, settings: Any, explain: bool) -> None:
         from evalgate.runner.explain import render_explanation
 
         print(render_explanation([(case, result.explain(case)) for case in result.selected], format_threshold))
+        if result.judged:
+            print("judged metrics")
+            for line in result.judged:
+                print(f"  {line}")
         print(f"OK: {result.cases} cases valid in {len(result.files)} file(s); no network call was made.")
     else:
         print(render_summary_text(summary))

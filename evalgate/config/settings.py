@@ -209,10 +209,16 @@ class Settings(BaseModel):
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)
     """Model → ``{input, output}`` USD per 1M tokens, over the built-in price table (cost and max_cost)."""
     chat_client: Literal["direct", "openai-sdk"] = "direct"
-    calibration: Literal["auto", "required", "off"] = "auto"
-    """Whether a judged metric needs a calibrated judge to gate (docs/judges.md, "Calibration"): ``auto`` —
-    calibrated judges gate, others are reported without gating (never calibrated under a seed ``kind``/``compat``:
-    gates as the seed did); ``required`` — an uncalibrated judge fails the run; ``off`` — every judge gates."""
+    calibration: Literal["auto", "required", "off", "trust"] = "auto"
+    """What a judged metric needs to gate (docs/judges.md, "Calibration"): ``auto`` — human labels passing the κ
+    floor, else passing its controls (built from the suite); others are reported without gating; ``required`` —
+    the same evidence, and a judge without it fails the run; ``off`` — no labels read: the controls decide (a
+    metric without controls gates); ``trust`` — every judge gates, nothing checked."""
+    controls_max_items: int = Field(default=60, ge=0)
+    """The cap on control items per judged metric (``judges.controls``); 0 builds none."""
+    no_gate: Literal["auto", "pass", "fail"] = "auto"
+    """A run in which nothing could decide (no gated metric scored): ``fail`` fails it, ``pass`` passes it (the
+    verdict line says so either way); ``auto``: ``fail`` under ``calibration: required``, else ``pass``."""
     calibration_min_kappa: float = Field(default=0.6, ge=-1.0, le=1.0)
     calibration_min_labels: int = Field(default=30, ge=1)
     calibration_floors: dict[str, dict[str, float]] = Field(default_factory=dict)

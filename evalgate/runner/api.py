@@ -91,6 +91,8 @@ class ValidationResult:
     """``explain(case)`` → the case's metrics with thresholds and why each applies (``runner.explain``)."""
     selected: Any = field(default=None, repr=False)
     """The selected cases (iterable; streamed from the files when large)."""
+    judged: list[str] = field(default_factory=list)
+    """One line per gated judged metric: whether and on what evidence it can gate (``runner.calibrate``)."""
 
     def explanation(self) -> list[dict[str, Any]]:
         """Per selected case: ``{id, source, kind, metrics: [{metric, threshold, threshold_from, why}]}``."""
@@ -247,6 +249,12 @@ def validate(*, metrics: Iterable[Any] | None = None, thresholds: Mapping[str, A
     return validate_settings(parsed, suite_config, cwd=base, env=env)
 
 
+def gating_explained(settings: Settings, prepared: Prepared) -> list[str]:
+    from evalgate.runner.calibrate import explain_gating
+
+    return explain_gating(settings, prepared)
+
+
 def validate_settings(settings: Settings, suite_config: Mapping[str, Any], *, cwd: Path | None = None,
                       env: Mapping[str, str] | None = None) -> ValidationResult:
     from evalgate.dataset.summary import dataset_summary
@@ -262,7 +270,7 @@ def validate_settings(settings: Settings, suite_config: Mapping[str, Any], *, cw
         cases=len(prepared.cases), files=prepared.files,
         thresholds={name: t.model_dump() for name, t in sorted(prepared.thresholds.items())},
         custom_metrics=custom_metric_rows(settings, prepared, env), summary=summary, notices=list(prepared.notices),
-        explain=prepared.explain, selected=prepared.cases,
+        explain=prepared.explain, selected=prepared.cases, judged=gating_explained(settings, prepared),
     )
 
 

@@ -132,7 +132,7 @@ def judge_verdicts(result: MetricResult) -> JudgeTally:
     return JudgeTally(1, 1, 0, reason, reason)
 
 
-_VALUED = (MetricStatus.passed, MetricStatus.failed)
+_VALUED = (MetricStatus.passed, MetricStatus.failed, MetricStatus.advisory)
 NOT_JUDGED = "not judged"
 """The start of the reason of a judged metric (or case) the run could not judge: its judge provider's key was
 absent and ``judge_missing`` said skip (``runner.missing``); read from results, like ``NO_JUDGE_TEXT``."""

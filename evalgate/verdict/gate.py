@@ -83,9 +83,13 @@ def _suggest(name: str, known: Mapping[str, Any]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def judge_metric(value: float, threshold: Threshold | None, details: dict[str, Any]) -> MetricResult:
+def judge_metric(value: float, threshold: Threshold | None, details: dict[str, Any], *,
+                 advisory: bool = False) -> MetricResult:
     """A computed value against its threshold. ``details`` is kept as given, not copied: metrics of one
-    case may share one details mapping (it is read-only once scored)."""
+    case may share one details mapping (it is read-only once scored). ``advisory``: a judged metric whose judge
+    may not gate: recorded ``advisory`` with ``passed`` null, never as passed."""
+    if advisory and threshold is None:
+        return MetricResult(value=value, threshold=None, passed=None, status=MetricStatus.advisory, details=details)
     passed = True if threshold is None else threshold.admits(value)
     values: dict[str, Any] = {
         "value": value,
@@ -244,6 +248,19 @@ _PASSED, _FAILED, _ERRORED = MetricStatus.passed, MetricStatus.failed, MetricSta
 _UNAVAILABLE = MetricStatus.unavailable
 _SKIPPED = MetricStatus.skipped
 _NOT_RUN = (MetricStatus.unavailable, MetricStatus.skipped)
+
+
+NO_GATE = ("nothing could decide: no gated metric was scored (every gated metric advisory or unavailable, "
+           "no rule gating)")
+
+
+def nothing_gated(aggregate: RunAggregate, thresholds: Mapping[str, Threshold]) -> bool:
+    """True when cases ran and no metric with a gating threshold has a value in any of them: the run's pass
+    would then rest on nothing (``no_gate``)."""
+    if aggregate.total_test_cases == 0:
+        return False
+    averages = aggregate.averages()
+    return not any(averages.get(name) is not None for name in thresholds)
 
 
 @dataclass(frozen=True)
