@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import platform
+import re
 import secrets
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
@@ -304,6 +305,11 @@ def shard_from_checkout(settings: Settings) -> bool:
     return bool(settings.shard) and from_checkout(settings.origin("shard"), settings.config)
 
 
+FILE_MODULE = re.compile(r"^evalgate_user_[0-9a-f]+\.")
+"""The module name a ``file://`` check is loaded under (``config.references``): a digest of the file's absolute
+path, so the same file in another checkout directory (a base run on another runner) is no other definition."""
+
+
 def run_settings(settings: Settings, prepared: Prepared, document: Mapping[str, Any]) -> dict[str, Any]:
     """The gate policy's ``RUN_SETTINGS`` (``verdict.policy``): what else can change a verdict."""
     import hashlib
@@ -323,6 +329,8 @@ def run_settings(settings: Settings, prepared: Prepared, document: Mapping[str, 
     for name in sorted(prepared.user_metrics):
         info = dict(prepared.metrics[name].info or {}) if name in prepared.metrics else {}
         origin = str(info.pop("origin", "") or "")
+        if isinstance(info.get("function"), str):  # a file:// module's name hashes the checkout's absolute path
+            info["function"] = FILE_MODULE.sub("file://", info["function"])
         definitions[name] = {"digest": digest(info), "origin": redact(origin)}
     return {
         "repeat": settings.repeat,
@@ -332,6 +340,9 @@ def run_settings(settings: Settings, prepared: Prepared, document: Mapping[str, 
                   "samples": settings.judge_samples, "seed": settings.judge_seed, "output": settings.judge_output},
         "simulator": settings.simulator_model,
         "metric_definitions": definitions,
+        "directions": {name: str(entry.get("direction") or "higher")
+                       for name, entry in sorted((document.get("metrics") or {}).items())
+                       if isinstance(entry, Mapping)},
         "suites": dict(sorted(prepared.suite_digests.items())),
         "max_answer_chars": settings.max_answer_chars,
         "traces": settings.traces,
