@@ -159,3 +159,35 @@ def test_direction_changes_are_listed_either_way_and_only_for_metrics_both_runs_
                                           "regression)"]
     assert loosenings(base, full(directions={"error_rate": "lower", "new": "lower"})) == []
     assert loosenings(full(), full(directions={"error_rate": "higher"})) == []  # a base that recorded none
+
+
+ADAPTIVE = {"on": True, "budget": "50%", "critical_pass_probability": 0.9}
+
+
+def test_repeat_adaptive_turned_on_or_a_lower_critical_pass_probability_is_listed() -> None:
+    fixed = full(adaptive={**ADAPTIVE, "on": False})
+    assert [i["text"] for i in loosenings(fixed, full(adaptive=ADAPTIVE))] == [
+        "repeat: adaptive (uncertain and critical cases re-tried until a sequential test clears them; the base run "
+        "repeated a fixed number of times)"]
+    lower = full(adaptive={**ADAPTIVE, "critical_pass_probability": 0.6})
+    assert [i["text"] for i in loosenings(full(adaptive=ADAPTIVE), lower)] == [
+        "critical_pass_probability 0.9 → 0.6 (a critical case is cleared at a lower pass rate)"]
+    assert loosenings(lower, full(adaptive=ADAPTIVE)) == []  # stricter
+    assert loosenings(full(adaptive=ADAPTIVE), full(adaptive={**ADAPTIVE, "budget": "200"})) == []  # recorded only
+    assert loosenings(full(adaptive=ADAPTIVE), full(adaptive={**ADAPTIVE, "critical_pass_probability": 0.95})) == []
+    assert loosenings(full(adaptive=ADAPTIVE), fixed) == []
+    assert loosenings(full(), full(adaptive=ADAPTIVE)) == []  # a base that recorded none
+
+
+def test_the_prs_repeat_adaptive_and_critical_pass_probability_are_recorded_listed_and_fail(
+        tmp_path: Path, cli: Callable[..., Ran]) -> None:
+    base = Suite().write(tmp_path / "base")
+    assert cli("run", "-d", "cases.yaml", "-o", "out", cwd=base, env=ENV).returncode == 0
+    assert results(base / "out")["gate_policy"]["adaptive"] == {**ADAPTIVE, "on": False}
+    pr = Suite(config={"thresholds": {"hit_rate": 0.8}, "repeat": "adaptive",
+                       "critical_pass_probability": 0.6}).write(tmp_path / "pr")
+    run, document = _pr(cli, pr, base / "out")
+    assert document["gate_policy"]["adaptive"] == {**ADAPTIVE, "critical_pass_probability": 0.6}
+    listed = [item["text"] for item in document["gate"]["loosened"]]
+    assert any(line.startswith("repeat: adaptive (") and "evalgate.yaml" in line for line in listed), listed
+    assert run.returncode == 1, run.stdout + run.stderr

@@ -272,7 +272,7 @@ def gate_policy_snapshot(settings: Settings, prepared: Prepared, document: Mappi
     origins = {name: where(settings.origin(name)) for name in (*GATE_SETTINGS, "regression_tolerance")
                if name != "selection"}
     for name in ("case_ids", "first_n", "category", "tags", "shard", "repeat", "target", "judge_provider",
-                 "max_answer_chars", "traces", "pairwise"):
+                 "max_answer_chars", "traces", "pairwise", "critical_pass_probability"):
         origins[name] = where(settings.origin(name))
     origins["simulator"] = where(settings.origin("simulator_model"))
     judge_origins = [settings.origin(f"judge_{key}") for key in ("model", "base_url", "temperature", "temperatures",
@@ -345,6 +345,8 @@ def run_settings(settings: Settings, prepared: Prepared, document: Mapping[str, 
                        if isinstance(entry, Mapping)},
         "suites": dict(sorted(prepared.suite_digests.items())),
         "max_answer_chars": settings.max_answer_chars,
+        "adaptive": {"on": settings.adaptive, "budget": settings.adaptive_budget,
+                     "critical_pass_probability": settings.critical_pass_probability},
         "traces": settings.traces,
         "pairwise": settings.pairwise,
     }
