@@ -191,3 +191,66 @@ def test_the_prs_repeat_adaptive_and_critical_pass_probability_are_recorded_list
     listed = [item["text"] for item in document["gate"]["loosened"]]
     assert any(line.startswith("repeat: adaptive (") and "evalgate.yaml" in line for line in listed), listed
     assert run.returncode == 1, run.stdout + run.stderr
+
+
+# ---- the workflow's untrusted-checkout mark applies to the whole run, not only to secret destinations ---------
+
+def test_the_mark_makes_the_checkout_untrusted_in_any_event() -> None:
+    from evalgate.config.trust import untrusted_checkout
+
+    dispatch = {"GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "workflow_dispatch"}
+    assert not untrusted_checkout(dispatch)
+    for value in ("true", "1", "yes"):
+        assert untrusted_checkout({**dispatch, "EVALGATE_UNTRUSTED_CHECKOUT": value})
+    assert untrusted_checkout({"EVALGATE_UNTRUSTED_CHECKOUT": "true"})  # a step outside Actions' event names
+    assert not untrusted_checkout({**dispatch, "EVALGATE_UNTRUSTED_CHECKOUT": "false"})
+
+
+LOWERED = {"thresholds": {"hit_rate": 0.5}}
+THREE_BAD = ("c01", "c02", "c03")  # hit_rate 0.7: under the base's 0.8, over the PR's 0.5
+
+
+def test_a_marked_dispatch_run_fails_the_prs_loosening_under_gate_changes_fail(
+        tmp_path: Path, cli: Callable[..., Ran]) -> None:
+    """A ``workflow_dispatch`` run that evaluates a pull request's branch (a "/evaluate" command) and marks it
+    ``EVALGATE_UNTRUSTED_CHECKOUT``: the PR's lowered threshold fails like in a pull_request run (it was
+    "reported only", as for a push of the repository's own code)."""
+    base = Suite(critical=()).write(tmp_path / "base")
+    assert cli("run", "-d", "cases.yaml", "-o", "out", cwd=base, env=ENV).returncode == 0
+    dispatch = {"GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "workflow_dispatch", **ENV}
+    loose = Suite(critical=(), bad=THREE_BAD, config=LOWERED)
+    args = ("run", "-d", "cases.yaml", "-o", "out", "--baseline", str(base / "out" / "results.json"),
+            "--gate-changes", "fail")
+    own = cli(*args, cwd=loose.write(tmp_path / "own"), env=dispatch)
+    assert own.returncode == 0, own.stdout + own.stderr  # the repository's own run: reported only
+    assert "hit_rate min 0.8 → min 0.5" in own.stdout
+    marked = cli(*args, cwd=loose.write(tmp_path / "marked"), env={**dispatch, "EVALGATE_UNTRUSTED_CHECKOUT": "true"})
+    assert marked.returncode == 1, marked.stdout + marked.stderr
+    assert "this pull request loosens the gate (hit_rate min 0.8 → min 0.5" in marked.stdout
+
+
+def test_the_actions_untrusted_checkout_input_marks_the_whole_run(
+        tmp_path: Path, cli: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalgate.cli.action import run_action
+    from tests.test_entrypoint import make_workspace, runner_env
+
+    base = Suite(critical=()).write(tmp_path / "base")
+    assert cli("run", "-d", "cases.yaml", "-o", "out", cwd=base, env=ENV).returncode == 0
+    codes = {}
+    for mark in ("false", "true"):
+        ws = make_workspace(tmp_path / f"runner-{mark}", ())
+        Suite(critical=(), bad=THREE_BAD, config=LOWERED).write(ws.workspace)
+        (ws.workspace / "base").mkdir()
+        for name in ("results.json", "results.db"):
+            (ws.workspace / "base" / name).write_bytes((base / "out" / name).read_bytes())
+        env = runner_env(ws, event_name="workflow_dispatch", payload={"inputs": {}}, api_url="http://127.0.0.1:9",
+                         inputs={"dataset": "cases.yaml", "baseline": "base/results.json", "comment": "never",
+                                 "upload-artifacts": "false", "gate-changes": "fail", "untrusted-checkout": mark},
+                         extra={**ENV, "EVALGATE_JUDGE_SHARED_CACHE": "none"})
+        lines: list[str] = []
+        with monkeypatch.context() as patch:
+            patch.chdir(ws.workspace)
+            codes[mark] = run_action(env, emit=lines.append)
+        gate = results(ws.workspace / "evalgate-results")["gate"]
+        assert any("hit_rate min 0.8 → min 0.5" in item["text"] for item in gate["loosened"]), gate
+    assert codes == {"false": 0, "true": 1}

@@ -137,6 +137,10 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
     confine_config(env, workspace, [(str(values.get("config") or ""), "--config"),
                                     (settings_inputs.get("config", ""), "input 'config'"),
                                     (env.get("EVALGATE_CONFIG", ""), "EVALGATE_CONFIG")])
+    if marked:  # the whole run treats the checkout as untrusted (config.trust.untrusted_checkout), not only secrets
+        from evalgate.config.trust import MARK
+
+        env = {**env, MARK: "true"}
     settings, suite_config, _ = build_settings(cli=values, inputs=settings_inputs, env=env, cwd=workspace,
                                                defaults=ACTION_DEFAULTS, cli_origins=origins)
     for line in notices + settings.notices:
