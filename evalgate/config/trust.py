@@ -71,9 +71,9 @@ def without_secrets(env: Mapping[str, str]) -> str | None:
         return None
     event_name = env.get("GITHUB_EVENT_NAME", "").strip()
     event = _event(env.get("GITHUB_EVENT_PATH", ""))
-    pr = event.get("pull_request") if isinstance(event.get("pull_request"), Mapping) else {}
+    pr: Mapping[str, Any] = event["pull_request"] if isinstance(event.get("pull_request"), Mapping) else {}
     if event_name in PULL_REQUEST_EVENTS and pr:
-        head = pr.get("head") if isinstance(pr.get("head"), Mapping) else {}
+        head: Mapping[str, Any] = pr["head"] if isinstance(pr.get("head"), Mapping) else {}
         head_repo = head.get("repo")
         base = (event.get("repository") or {}).get("full_name") if isinstance(event.get("repository"), Mapping) else None
         if "repo" in head and head_repo is None:
@@ -81,7 +81,7 @@ def without_secrets(env: Mapping[str, str]) -> str | None:
         name = head_repo.get("full_name") if isinstance(head_repo, Mapping) else None
         if isinstance(name, str) and isinstance(base, str) and name.lower() != base.lower():
             return f"a pull request from the fork {name} gets no secrets"
-    user = pr.get("user") if isinstance(pr.get("user"), Mapping) else {}
+    user: Mapping[str, Any] = pr["user"] if isinstance(pr.get("user"), Mapping) else {}
     login = str(user.get("login") or "")
     if event_name in PULL_REQUEST_EVENTS and (user.get("type") == "Bot" or login.endswith("[bot]")):
         return f"a pull request by {login or 'a bot'} gets no repository secrets"
