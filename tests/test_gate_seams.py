@@ -254,3 +254,24 @@ def test_the_actions_untrusted_checkout_input_marks_the_whole_run(
         gate = results(ws.workspace / "evalgate-results")["gate"]
         assert any("hit_rate min 0.8 → min 0.5" in item["text"] for item in gate["loosened"]), gate
     assert codes == {"false": 0, "true": 1}
+
+
+def test_the_mark_in_the_steps_env_guards_secrets_in_the_action_too(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``EVALGATE_UNTRUSTED_CHECKOUT`` on the Action's step (not the input) is the same mark: the checkout's
+    ``judge_base_url`` is refused, as with the input (before, the env made the run untrusted for evidence only)."""
+    from evalgate.cli.action import run_action
+    from tests.test_entrypoint import make_workspace, runner_env
+
+    ws = make_workspace(tmp_path / "runner", ())
+    Suite(config={"thresholds": {"hit_rate": 0.8}, "judge_provider": "openai",
+                  "judge_base_url": "http://127.0.0.1:9/v1"}).write(ws.workspace)
+    env = runner_env(ws, event_name="workflow_dispatch", payload={"inputs": {}}, api_url="http://127.0.0.1:9",
+                     inputs={"dataset": "cases.yaml", "comment": "never", "upload-artifacts": "false"},
+                     extra={**ENV, "EVALGATE_UNTRUSTED_CHECKOUT": "true"})
+    lines: list[str] = []
+    with monkeypatch.context() as patch:
+        patch.chdir(ws.workspace)
+        code = run_action(env, emit=lines.append)
+    assert code == 2, "\n".join(lines)
+    assert any("judge_base_url from the checkout refused" in line for line in lines), lines
