@@ -16,6 +16,13 @@ Reported: the admission rate per (p, true κ, n) with its Monte Carlo standard e
 **false admission** rate for true κ below the floor (κ 0.4 is "moderate", 0.2 "poor") and the **false
 refusal** rate (1 − admission) for true κ above it. Writes bench/results/calibration.json and the table in
 docs/judges.md (between ``<!-- bench.calibration:begin -->`` and ``<!-- bench.calibration:end -->``).
+
+**Controls** (``judges.controls``): the same judge model on control sets of n items, a fixed share of them positive
+(``CONTROL_PASS_SHARE``, as the builder makes them: 2 positives of up to 8 items per case), scored through
+``agreement`` (κ and its percentile-bootstrap interval) and ``control_standing`` at the default ``ControlFloor``
+(the interval's low end ≥ 0.4 on ≥ 10 controls). Reported as the admission rate per (true κ, n), the default
+control-set size ``DEFAULT_MAX_ITEMS`` included; table between ``<!-- bench.controls:begin -->`` and
+``<!-- bench.controls:end -->``.
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evalgate.verdict.calibration import Floor, cohen_kappa, standing
+from evalgate.judges.controls import DEFAULT_MAX_ITEMS
+from evalgate.verdict.calibration import ControlFloor, Floor, Pair, agreement, cohen_kappa, control_standing, standing
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "calibration.json"
@@ -73,6 +81,49 @@ def admission_rate(p: float, kappa: float, n: int, replications: int, rng: rando
     return admitted / replications
 
 
+CONTROL_KAPPAS = (0.2, 0.4, 0.6, 0.7, 0.8, 0.9)
+CONTROL_SIZES = (20, 40, DEFAULT_MAX_ITEMS)
+CONTROL_PASS_SHARE = 0.3
+
+
+def control_admission_rate(kappa: float, n: int, replications: int, rng: random.Random,
+                           floor: ControlFloor = ControlFloor()) -> float:
+    """Share of ``replications`` control sets of ``n`` items (``CONTROL_PASS_SHARE`` of them positive) on which the
+    judge passes its controls: ``agreement`` over the pairs, then ``control_standing``."""
+    e = flip_rate(CONTROL_PASS_SHARE, kappa)
+    positives = round(CONTROL_PASS_SHARE * n)
+    admitted = 0
+    for _ in range(replications):
+        pairs = [Pair(f"c{i}", i < positives, None, 1.0 if (i < positives) != (rng.random() < e) else 0.0)
+                 for i in range(n)]
+        record = agreement(pairs, lambda value: value >= 0.5)
+        admitted += control_standing(record, floor)[0] == "passed"
+    return admitted / replications
+
+
+def measure_controls(replications: int, seed: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+    cells = []
+    for kappa in CONTROL_KAPPAS:
+        for n in CONTROL_SIZES:
+            rate = control_admission_rate(kappa, n, replications, rng)
+            cells.append({"true_kappa": kappa, "n": n, "admitted": round(rate, 4),
+                          "se": round(math.sqrt(rate * (1 - rate) / replications), 4)})
+    return {"replications": replications, "seed": seed, "pass_share": CONTROL_PASS_SHARE,
+            "floor": {"min_kappa_low": ControlFloor().min_kappa_low, "min_items": ControlFloor().min_items},
+            "default_size": DEFAULT_MAX_ITEMS, "cells": cells}
+
+
+def control_table(figures: dict[str, Any]) -> str:
+    lines = ["| true κ | " + " | ".join(f"n = {n}" + (" (default)" if n == figures["default_size"] else "")
+                                       for n in CONTROL_SIZES) + " |", "|" + "---|" * (1 + len(CONTROL_SIZES))]
+    by_key = {(c["true_kappa"], c["n"]): c for c in figures["cells"]}
+    for kappa in CONTROL_KAPPAS:
+        lines.append(f"| {kappa:g} | " + " | ".join(f"{100 * by_key[(kappa, n)]['admitted']:.1f} %"
+                                                    for n in CONTROL_SIZES) + " |")
+    return "\n".join(lines)
+
+
 def measure(replications: int, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     cells = []
@@ -109,19 +160,36 @@ def write_doc(figures: dict[str, Any]) -> None:
     pattern = re.compile(r"<!-- bench\.calibration:begin -->.*?<!-- bench\.calibration:end -->", re.S)
     if not pattern.search(text):
         raise SystemExit(f"{DOC}: no bench.calibration markers")
-    DOC.write_text(pattern.sub(lambda _: block, text), encoding="utf-8")
+    text = pattern.sub(lambda _: block, text)
+    controls = figures.get("controls")
+    if controls is not None:
+        block = (f"<!-- bench.controls:begin -->\nAdmission rate by controls (share of control sets on which the "
+                 f"judge passes), {controls['replications']:,} sets per cell (standard error ≤ "
+                 f"{100 * max(c['se'] for c in controls['cells']):.1f} points), {controls['pass_share']:.0%} of the "
+                 f"controls positive, floor: the low end of κ's 95 % interval ≥ {controls['floor']['min_kappa_low']:g} "
+                 f"on ≥ {controls['floor']['min_items']} controls:\n\n{control_table(controls)}\n"
+                 "<!-- bench.controls:end -->")
+        pattern = re.compile(r"<!-- bench\.controls:begin -->.*?<!-- bench\.controls:end -->", re.S)
+        if not pattern.search(text):
+            raise SystemExit(f"{DOC}: no bench.controls markers")
+        text = pattern.sub(lambda _: block, text)
+    DOC.write_text(text, encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replications", type=int, default=4000)
+    parser.add_argument("--control-replications", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=20261126)
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     figures = measure(args.replications, args.seed)
+    figures["controls"] = measure_controls(args.control_replications, args.seed)
     figures["seconds"] = round(time.perf_counter() - started, 1)
     print(table(figures))
+    print()
+    print(control_table(figures["controls"]))
     if not args.no_write:
         RESULTS.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
         write_doc(figures)

@@ -51,7 +51,7 @@ DEFAULT_GRID: tuple[tuple[float, int], ...] = ((50.0, 8), (50.0, 64), (2.0, 64))
 DEFAULT_CASES = 1000
 SCALE_SIZES = (10_000, 30_000, 100_000)
 QUICK_SCALE_SIZES = (2_000, 5_000, 10_000)
-ALL_SCENARIOS = ("judged", "rules", "limits", "incremental", "batch", "scale", "startup", "clients")
+ALL_SCENARIOS = ("judged", "rules", "limits", "incremental", "batch", "scale", "startup", "clients", "view")
 PEER_SCENARIOS = ("judged", "rules", "limits", "incremental")
 """Scenarios the peers take part in (the others measure evalgate alone)."""
 DEFAULT_TIME_SCALE = 4.0
@@ -93,6 +93,8 @@ class Options:
     scratch: Path
     results: Path
     time_scale: float = DEFAULT_TIME_SCALE
+    view_size: tuple[int, int] = (100, 10_000)
+    """``view`` scenario: runs × cases per run (default the issue's 1,000,000 cases × 100 runs)."""
 
 
 # --- HTTP scenarios ----------------------------------------------------------------------------------------
@@ -419,6 +421,17 @@ def environment_facts(tools_versions: dict[str, str]) -> dict[str, Any]:
             "tools": tools_versions}
 
 
+def view_targets(view: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Issue 34: every page of ``evalgate view`` < 2 s and the server < 300 MB at the measured size."""
+    if not view:
+        return []
+    size = f"{view['total_cases']:,} cases × {view['runs']} runs"
+    slowest = max(view["slowest_page_s"], view["open_s"])
+    return [{"target": f"evalgate view: slowest page < 2 s ({size})", "measured": slowest, "met": slowest < 2.0},
+            {"target": f"evalgate view: peak RSS < 300 MB ({size})", "measured": view["peak_rss_mb"],
+             "met": view["peak_rss_mb"] < 300.0}]
+
+
 def render(document: dict[str, Any]) -> str:
     """The stdout summary: HTTP scenarios, scale, start-up and targets."""
     parts = []
@@ -461,6 +474,12 @@ def render(document: dict[str, Any]) -> str:
                 for kind, c in clients["clients"].items()]
         parts += [f"HTTP clients ({clients['calls']} chat calls at C={clients['concurrency']}, 0 ms server)",
                   report.render_table(("client", "CPU ms/call", "× evalgate-direct", "wall s", "notes"), rows), ""]
+    view = document.get("view")
+    if view:
+        rows = [[page, seconds] for page, seconds in {"open (start to URL)": view["open_s"], **view["pages_s"]}.items()]
+        parts += [f"evalgate view ({view['total_cases']:,} cases × {view['runs']} runs, {view['database_mb']:,} MiB "
+                  f"database; median of repeats; server peak RSS {view['peak_rss_mb']} MiB)",
+                  report.render_table(("page", "wall s"), rows), ""]
     if document["targets"]:
         rows = [[t["target"], t["measured"], {True: "met", False: "NOT met", None: "not measured"}[t["met"]],
                  _bounds(t)] for t in document["targets"]]
@@ -526,6 +545,12 @@ def run(options: Options, log: Log = log_stderr) -> dict[str, Any]:
              if "scale" in options.scenarios else None)
     startup = run_startup(options.repeats, options.scratch / "startup", log) if "startup" in options.scenarios else None
     clients = run_clients(options.repeats, log) if "clients" in options.scenarios else None
+    view = None
+    if "view" in options.scenarios:
+        from bench.view import run_view
+
+        runs, cases = options.view_size
+        view = run_view(runs, cases, options.scratch / "view", options.repeats, log)
     return {
         "schema": 1,
         "started": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -537,9 +562,9 @@ def run(options: Options, log: Log = log_stderr) -> dict[str, Any]:
         "environment": environment_facts({tool.name: tool.version for tool in tools} | {
             name: f"not run: {reason}" for name, reason in missing.items()}),
         "http": http, "limits": limits, "incremental": incremental, "batch": batch, "scale": scale, "startup": startup,
-        "clients": clients,
+        "clients": clients, "view": view,
         "targets": evaluate_targets(http, scale, startup) + (limits or {}).get("targets", [])
-        + (incremental or {}).get("targets", []),
+        + (incremental or {}).get("targets", []) + view_targets(view),
     }
 
 
@@ -584,6 +609,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
     parser.add_argument("--no-install", action="store_true", help="do not install peers (they are reported as not run)")
     parser.add_argument("--time-scale", type=float, default=DEFAULT_TIME_SCALE,
                         help="limits scenario: limits × K and latency ÷ K, the run compressed K-fold (default 4)")
+    parser.add_argument("--view-size", type=lambda t: tuple(int(x) for x in t.lower().split("x")), default=None,
+                        metavar="RUNSxCASES", help="view scenario: runs × cases per run (default 100x10000; --quick 10x2000)")
     parser.add_argument("--output", type=Path, default=RESULTS, help="results file (default bench/results/latest.json)")
     args = parser.parse_args(argv)
     if args.repeats < 3:
@@ -596,7 +623,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         parser.error("--time-scale must be positive")
     return Options(cases=cases, repeats=args.repeats, grid=args.grid, jitter_fraction=args.jitter,
                    scenarios=args.scenarios, tools=args.tools, scale_sizes=sizes, install=not args.no_install,
-                   quick=args.quick, scratch=SCRATCH, results=args.output, time_scale=args.time_scale)
+                   quick=args.quick, scratch=SCRATCH, results=args.output, time_scale=args.time_scale,
+                   view_size=args.view_size or ((10, 2000) if args.quick else (100, 10_000)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -38,7 +38,7 @@ decided by the two families used before (``pairwise_flags``).
 
 The ``repeat: adaptive`` cells (``adaptive_cells``, ``ADAPTIVE_FACTOR``× the replications for the two iid cells
 the targets name) run each PR three ways on the same draws: one run per case on both sides, ``repeat: 3`` on
-both, and ``repeat: adaptive`` against a base run with ``repeat: 3`` (``adaptive_replicate``: the rounds of
+both, and ``repeat: adaptive`` against a base run with ``repeat: 5`` (``adaptive_replicate``: the rounds of
 ``verdict.adaptive.Plan``, each re-trial a fresh draw, then ``compare_runs`` on the documents): share flagged,
 share inconclusive, the PR's agent calls per decision and the share the critical rule blocks; the critical SPRT
 is also computed exactly (``critical_exact``). ``--only-adaptive`` recomputes this part alone and keeps the rest
@@ -62,6 +62,7 @@ from typing import Any
 
 import numpy as np
 
+from evalgate.config.budget import parse_budget
 from evalgate.judges.pairwise import combine
 from evalgate.verdict import stats
 from evalgate.verdict.adaptive import Plan, base_outcomes
@@ -176,18 +177,15 @@ def replicate(cell: Cell, rng: np.random.Generator, resamples: int) -> tuple[dic
 
 # ── repeat: adaptive ─────────────────────────────────────────────────────────────────────────
 
-ADAPTIVE_BUDGET = 0.5
-"""``adaptive_budget`` of the simulated runs: re-trials up to 50 % of the cases (the default)."""
-ADAPTIVE_BASE_REPEATS = 3
-"""The base branch's run (on push, amortised over every PR against it) uses ``repeat: 3``."""
+ADAPTIVE_BASE_REPEATS = 5
+"""The base branch's run (on push, amortised over every PR against it) uses ``repeat: 5`` (docs/trustworthy-verdicts.md)."""
 ADAPTIVE_FACTOR = 10
 """The two iid adaptive cells the targets name run this many times the replications."""
 ADAPTIVE_OTHER_SHARE = 0.4
 """The other adaptive cells run this share of those replications."""
 
 
-def adaptive_replicate(cell: Cell, rng: np.random.Generator, resamples: int,
-                       budget: float = ADAPTIVE_BUDGET) -> tuple[dict[str, Any], Plan]:
+def adaptive_replicate(cell: Cell, rng: np.random.Generator, resamples: int) -> tuple[dict[str, Any], Plan]:
     """One PR under ``repeat: adaptive`` through the real code: base with ``ADAPTIVE_BASE_REPEATS`` runs per
     case, head's first trials, then the rounds ``verdict.adaptive.Plan`` asks for (each re-trial a fresh draw
     of the case's head outcome) within the budget; the comparison is ``compare_runs`` on the two documents."""
@@ -203,7 +201,7 @@ def adaptive_replicate(cell: Cell, rng: np.random.Generator, resamples: int,
     for record in records:
         plan.add(record["id"], record["risk_level"] == "critical", record["status"] == "passed", outcomes[record["id"]])
     plan.after_round()
-    room = math.ceil(budget * cell.n)
+    room = parse_budget("auto", cell.n, cell.critical).trials or 0
     while wanted := plan.next_round(room - plan.retrials):
         for case_id in wanted:
             i = int(case_id[1:])
@@ -283,11 +281,12 @@ def compare_adaptive(replications: int, resamples: int, seed: int, *, progress: 
 
 
 def critical_exact(m: int = 10, requirement: float = 0.9) -> dict[str, Any]:
-    """The critical SPRT computed exactly (``sequential.critical_operating``) at α/m per case: unchanged PRs
-    blocked with m cases at p = 0.9; a broken case (p = 0.5) blocked; expected trials."""
+    """The critical SPRT computed exactly (``sequential.critical_operating``) at α/m per case, an undecided case
+    after 40 trials failing when ln Λ > 0: unchanged PRs blocked with m cases at p = 0.9; a broken case (p = 0.5)
+    blocked; expected trials."""
     fine = critical_operating(0.9, requirement, ALPHA / m)
     broken = critical_operating(0.5, requirement, ALPHA / m)
-    return {"m": m, "unchanged_blocked": 1 - (1 - fine["blocked"]) ** m, "broken_blocked": broken["blocked"],
+    return {"m": m, "unchanged_blocked": 1 - (1 - fine["fails"]) ** m, "broken_blocked": broken["fails"],
             "trials_fine": fine["trials"], "trials_broken": broken["trials"],
             "one_run_blocked": 1 - 0.9 ** m, "repeat3_blocked": 1 - 0.9 ** (3 * m)}
 
@@ -762,8 +761,8 @@ def _adaptive_table(rows: list[dict[str, Any]], exact: dict[str, Any] | None) ->
     lines = ["", f"**`repeat: adaptive`** (`adaptive_cells`, {reps} replications for the two iid rows without "
              f"critical cases, {few} for the others; ± {math.sqrt(0.05 * 0.95 / reps):.1%} at 5 %, "
              f"±{math.sqrt(0.16 / reps):.1%} at 80 % with {reps}; n = 200, one gated "
-             f"metric; the base run has 1, 3 and {ADAPTIVE_BASE_REPEATS} runs per case; adaptive re-trials within "
-             f"{ADAPTIVE_BUDGET:.0%} of the cases). Flagged = share of PRs the comparison flags; inconclusive = share "
+             f"metric; the base run has 1, 3 and {ADAPTIVE_BASE_REPEATS} runs per case (one run, repeat: 3, adaptive); adaptive re-trials within "
+             "the default budget `auto`: 50 % of the cases + 39 per critical case). Flagged = share of PRs the comparison flags; inconclusive = share "
              "whose comparison ends inconclusive; calls = the PR's agent calls per decision as a multiple of one run "
              "(judge calls scale the same: one per trial and judged metric); critical blocked = share the critical "
              "rule fails (one run, repeat: 3: pass^k; adaptive: the SPRT):", "",

@@ -785,6 +785,8 @@ class MetricStatus(StrEnum):
     errored = "errored"
     skipped = "skipped"
     unavailable = "unavailable"
+    advisory = "advisory"
+    """A value shown but not gating: its judge is not proven (no calibration, failed controls); ``passed`` null."""
 
 
 class MetricResult(BaseModel):

@@ -95,7 +95,7 @@ def test_two_shards_then_merge_publish_once_with_the_unsharded_verdict(
     outputs = ws.outputs()
     assert (outputs["passed"], outputs["exit-code"], outputs["artifact-name"]) == ("false", "1", "evalgate-results")
     downloaded = official_download(artifacts_service, "evalgate-results", tmp_path / "download")
-    assert sorted(p.name for p in Path(downloaded["downloadPath"]).iterdir()) == ["judge-cache.db", "results.db", "results.json"]
+    assert sorted(p.name for p in Path(downloaded["downloadPath"]).iterdir()) == ["evalgate-site", "judge-cache.db", "results.db", "results.json"]
     errors = [rest for name, rest in workflow_commands(done.stdout) if name == "error"]
     assert errors and not any("configuration" in rest or "crashed" in rest for rest in errors)  # verdict annotations
     # each failed case annotated once, by the merge step (the shard steps annotate none)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from scipy.stats import binom, multivariate_normal, norm
 
-from evalgate.config.budget import parse_budget
+from evalgate.config.budget import AUTO_CRITICAL_TRIALS, parse_budget
 from evalgate.config.settings import Settings
 from evalgate.errors import UserError
 from evalgate.report.html import render_html
@@ -64,8 +64,8 @@ def test_the_critical_sprt_operating_characteristics_exactly() -> None:
     alpha_case = 0.05 / m
     fine = sequential.critical_operating(0.9, 0.9, alpha_case)
     broken = sequential.critical_operating(0.5, 0.9, alpha_case)
-    assert 1 - (1 - fine["blocked"]) ** m <= 0.05  # 10 unchanged critical cases at p = 0.9
-    assert broken["blocked"] >= 0.95  # a broken one (p = 0.5) is caught
+    assert 1 - (1 - fine["fails"]) ** m <= 0.05  # 10 unchanged critical cases at p = 0.9
+    assert broken["fails"] >= broken["blocked"] >= 0.95  # a broken one (p = 0.5) is caught
     # the DP against brute force over every sequence of 12 trials (max_trials = 12)
     for p in (0.9, 0.6):
         dp = sequential.critical_operating(p, 0.9, alpha_case, max_trials=12)
@@ -81,7 +81,8 @@ def test_the_critical_sprt_operating_characteristics_exactly() -> None:
 
 
 def test_budget_forms_and_errors() -> None:
-    assert parse_budget("50%", 201).trials == 101
+    assert parse_budget("50%", 201).trials == 101 and parse_budget("auto", 200, 10).trials == 100 + 390
+    assert AUTO_CRITICAL_TRIALS == sequential.CRITICAL_MAX_TRIALS - 1
     assert parse_budget("$2.5", 10).dollars == 2.5 and parse_budget("7", 10).trials == 7
     with pytest.raises(UserError, match="adaptive_budget"):
         parse_budget("lots", 10)

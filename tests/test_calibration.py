@@ -103,9 +103,11 @@ def test_calibrate_with_the_demo_judge_stores_agreement_and_the_calibrated_judge
     # κ = (0.90625 − 0.5078125) / (1 − 0.5078125) = 0.8095
     assert document["metrics"]["policy"]["calibration"]["kappa"] == pytest.approx(0.8095, abs=1e-4)
     assert "relevancy" not in document["thresholds"]  # never calibrated, generic suite: shown, not gating
-    assert document["gate"]["notes"] == [
-        f"relevancy: judge not calibrated for {block['relevancy']['judge']}: no calibration for this configuration "
-        "— verdicts shown, not gating"]
+    assert document["gate"]["notes"] == [  # one line per judged metric: whether it gates and why
+        f"correctness: judge {block['correctness']['judge']} calibrated on human labels: κ 0.88 on 32 labels — gates",
+        f"policy: judge {block['policy']['judge']} calibrated on human labels: κ 0.81 on 32 labels — gates",
+        f"relevancy: judge not calibrated for {block['relevancy']['judge']}: no calibration for this configuration; "
+        "no controls could be built from the suite — verdicts shown, not gating"]
     assert "Judge calibration: correctness κ 0.88 · n 32" in text and "relevancy" in text
     import jsonschema
 
@@ -181,10 +183,18 @@ def test_a_random_judge_is_below_the_floor_and_required_fails_naming_kappa_and_n
         reasons = document["gate"]["reasons"]
         assert any(r.startswith("policy: judge not calibrated for random@policy-") and "on 32 labels (needs κ ≥ 0.6) "
                    "— calibration: required" in r for r in reasons), reasons
-        # off: today's behaviour, every judge gates and nothing is said
+        # off: no labels read; a metric without controls gates unchecked, and each says so in one line
         code, document, text = run(judge.base_url, "--calibration", "off", model="random")
-        assert document["thresholds"]["policy"] == {"min": 0.8} and "notes" not in document["gate"]
-        assert document["calibration"] == {"mode": "off", "metrics": {}}
+        assert document["thresholds"]["policy"] == {"min": 0.8}
+        assert any(n.startswith("policy: judge random@policy-") and n.endswith("gates unchecked (no controls could "
+                                                                            "be built; calibration: off)")
+                   for n in document["gate"]["notes"]), document["gate"]
+        # trust: every judge gates, nothing checked (the old ``off``)
+        code, document, text = run(judge.base_url, "--calibration", "trust", model="random")
+        assert document["thresholds"]["policy"] == {"min": 0.8}
+        assert document["calibration"]["mode"] == "trust"
+        assert document["calibration"]["metrics"]["policy"] == {"status": "trusted", "gating": True,
+                                                               "evidence": "trusted", "threshold": {"min": 0.8}}
 
 
 def test_a_seed_kind_keeps_an_uncalibrated_judge_gating(suite: Path) -> None:

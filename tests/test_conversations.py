@@ -268,7 +268,7 @@ def simulated_run(tmp_path: Path, judge_url: str, agent_url: str, *extra: str, o
 def test_a_simulated_user_played_by_the_demo_judge_reaches_its_goal_and_is_replayed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", "sk-demo")
-    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")  # goal_completion gates though its judge is not calibrated
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "trust")  # goal_completion gates though its judge is not calibrated
     with judge_server() as judge, MemoryAgent() as agent:
         code, document = simulated_run(tmp_path, judge.base_url, agent.base_url)
         case = by_id(document)["simulated-name"]
@@ -567,5 +567,6 @@ def test_knowledge_retention_judges_the_whole_transcript_when_listed(tmp_path: P
     assert code == 0, document["gate"]
     assert case["metrics"]["knowledge_retention"]["value"] == 1.0
     assert "goal_completion" not in case["metrics"] and "role_adherence" not in case["metrics"]  # no goal, no role
-    [prompt] = [p for p in prompts if "remembered what the user said" in p]
+    [prompt] = [p for p in prompts if "remembered what the user said" in p  # the run's (not its controls')
+                and "assistant: Noted, I will remember that." in p]
     assert "user: Hello, my name is Ana.\n\nassistant: Noted, I will remember that." in prompt

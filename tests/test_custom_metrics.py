@@ -110,7 +110,7 @@ def run(root: Path, dataset: Path, judge: OpenAIServer, *extra: str) -> tuple[in
 def test_declared_judged_metrics_and_a_file_check_against_the_loopback_judge(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
-    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")  # the declared judges gate (uncalibrated, as before #23)
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "trust")  # the declared judges gate (uncalibrated, as before #23)
     dataset = write_suite(tmp_path)
     server = OpenAIServer(api_key=KEY, judge=Judge(score=score)).start()
     judge_url = server.base_url + "/v1"

@@ -88,7 +88,7 @@ def estimated(document: dict[str, Any]) -> tuple[int, int, int]:
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-demo")
-    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "trust")
 
 
 def test_a_judged_suite_of_recorded_answers_is_estimated_exactly(tmp_path: Path, env: None) -> None:

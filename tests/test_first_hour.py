@@ -176,3 +176,8 @@ def test_run_help_is_short_and_grouped_and_help_all_lists_every_option(capsys: p
     assert "seed 001's" in full and "--api-url" in full
     args = build_parser().parse_args(["run", "--ids", "a", "b", "--judge-rpm", "30"])  # hidden, still read
     assert args.ids == ["a", "b"] and args.judge_rpm == 30
+    with pytest.raises(SystemExit):
+        cli_main(["--help"])
+    commands = capsys.readouterr().out
+    assert "    run " in commands and "seed" not in commands and "    eval " not in commands
+    assert build_parser().parse_args(["eval", "--fixtures", "f.yaml"]).fixtures == ["f.yaml"]  # still works

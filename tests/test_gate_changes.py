@@ -96,8 +96,9 @@ def test_an_unchanged_policy_loosens_nothing() -> None:
      "regression_tolerance", "regression_tolerance of latency_ms widened: rel 0.1 → 0.5"),
     ({"optional_metrics": {"": ["context_recall"], "support": ["hit_rate"]}},
      "optional_metrics", "optional_metrics adds hit_rate (suite support): cases lacking it no longer error"),
-    ({"calibration": "off"}, "calibration", "calibration required → off (every judge gates, calibrated or not)"),
-    ({"calibration": "auto"}, "calibration", "calibration required → auto (uncalibrated judges no longer gate)"),
+    ({"calibration": "off"}, "calibration", "calibration required → off (human labels not read: a judge gates on its controls, or unchecked where none "
+     "can be built)"),
+    ({"calibration": "auto"}, "calibration", "calibration required → auto (a judge without human labels gates on its controls)"),
     ({"calibration_min_kappa": 0.2}, "calibration", "calibration_min_kappa 0.6 → 0.2"),
     ({"calibration_floors": {}}, "calibration", "calibration floor faithfulness.min_kappa 0.7 → default"),
     ({"fail_on_regression": False}, "switched_off", "fail_on_regression on → off"),

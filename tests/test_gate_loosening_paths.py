@@ -245,12 +245,12 @@ def attacks() -> list[Attack]:
                Suite(expected_output=True, config=JUDGED, bad=bad),
                Suite(expected_output=True, config={**JUDGED, "judge_provider": "none"}, bad=bad),
                "judge_provider openai → none: judged metrics are skipped, not scored",
-               flags=("--calibration", "off"), inputs={"calibration": "off"}),
+               flags=("--calibration", "trust"), inputs={"calibration": "trust"}),
         Attack("another judge model", Suite(expected_output=True, config=JUDGED),
                Suite(expected_output=True, config=JUDGED, bad=bad),
                Suite(expected_output=True, config={**JUDGED, "judge_model": "lenient"}, bad=bad),
-               "another judge: model strict → lenient", flags=("--calibration", "off"),
-               inputs={"calibration": "off"}),
+               "another judge: model strict → lenient", flags=("--calibration", "trust"),
+               inputs={"calibration": "trust"}),
         Attack("file:// metric rewritten", Suite(expected_output=True, config=CHECK, edit=write_checks(EXACT)),
                Suite(expected_output=True, config=CHECK, bad=bad, edit=write_checks(EXACT)),
                Suite(expected_output=True, config=CHECK, bad=bad, edit=write_checks(LENIENT)),
@@ -326,6 +326,9 @@ def test_the_bad_answers_alone_fail_and_with_the_change_the_cli_lists_it_and_fai
     assert any(text in line for line in shown), (attack.name, shown)
     assert loose.returncode == 1, loose.stdout + loose.stderr
     assert text in loose.stdout  # the console says it too
+    if attack.name == "20 easy cases added":
+        assert gate["dataset_changes"]["added"] == 20
+        assert "ℹ dataset changes against the base run: 20 case(s) added: easy01 (cases.yaml:" in loose.stdout
     if attack.name != "20 easy cases added":  # the change does pass the gate: only its listing stops it
         reported, document = run_cli(cli, attack.loose, tmp_path / "reported", base, attack, agent, judge, modes[2],
                                      changes="report")
@@ -363,6 +366,8 @@ def test_the_action_lists_each_change_and_fails_without_the_label(
     assert any(text in line for line in shown), (attack.name, shown)
     assert code == 1, "\n".join(lines)
     assert text.replace("_", "\\_") in ws.summary() or text in ws.summary()
+    if attack.name == "20 easy cases added":  # the comment's and the summary's dataset line
+        assert "dataset changes against the base run: 20 case(s) added: easy01 (cases.yaml:" in ws.summary()
 
 
 # ---- the pure comparison of the settings added ------------------------------------------------------------
@@ -565,7 +570,7 @@ def test_a_reviewed_setting_changed_by_the_pr_is_listed_and_fails(
         name: str, before: Suite, after: Suite, text: str, tmp_path: Path, cli: Callable[..., Ran],
         judge: str) -> None:
     base_folder = configure(before, "", judge).write(tmp_path / "base")
-    flags = ("--calibration", "off")
+    flags = ("--calibration", "trust")
     assert cli("run", "-d", "cases.yaml", "-o", "out", *flags, cwd=base_folder, env=ENV).returncode == 0
     if name == "judge base URL":  # the same judge reached under another host name
         after = Suite(expected_output=True, config={**JUDGED, "judge_base_url": judge.replace("127.0.0.1",
@@ -576,3 +581,31 @@ def test_a_reviewed_setting_changed_by_the_pr_is_listed_and_fails(
     loosened = [item["text"] for item in results(folder / "out")["gate"]["loosened"]]
     assert any(text in line for line in loosened), loosened
     assert run.returncode == 1, run.stdout + run.stderr
+
+
+def test_target_and_judge_settings_the_workflow_gives_per_run_are_not_the_prs_changes(
+        tmp_path: Path, cli: Callable[..., Ran], agent: tuple[Agent, str], judge: str) -> None:
+    """An agent and a judge started by the workflow on free ports: their URLs differ from run to run, set by the
+    workflow (``EVALGATE_TARGET_URL``, ``EVALGATE_JUDGE_BASE_URL``), which the pull request cannot change."""
+    state, url = agent
+    state.reset("good")
+    config = {"thresholds": {"hit_rate": 0.8}, "target": "http", "judge_provider": "openai", "judge_model": "strict"}
+    suite = Suite(config=config)
+    base_folder = suite.write(tmp_path / "base")
+    flags = ("--calibration", "trust")
+    env = {**ENV, "EVALGATE_TARGET_URL": url, "EVALGATE_JUDGE_BASE_URL": judge}
+    assert cli("run", "-d", "cases.yaml", "-o", "out", *flags, cwd=base_folder, env=env).returncode == 0
+    folder = suite.write(tmp_path / "pr")
+    moved = {**env, "EVALGATE_TARGET_URL": url.replace("127.0.0.1", "localhost"),
+             "EVALGATE_JUDGE_BASE_URL": judge.replace("127.0.0.1", "localhost")}
+    run = cli("run", "-d", "cases.yaml", "-o", "out", "--baseline", str(base_folder / "out" / "results.json"),
+              "--gate-changes", "fail", *flags, cwd=folder, env={**PR_ENV, **moved})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert results(folder / "out")["gate"]["loosened"] == []
+    # the same URLs written by the pull request into its evalgate.yaml are its change: listed
+    Suite(config={**config, "target_url": moved["EVALGATE_TARGET_URL"]}).write(folder)
+    run = cli("run", "-d", "cases.yaml", "-o", "out", "--baseline", str(base_folder / "out" / "results.json"),
+              "--gate-changes", "fail", *flags, cwd=folder,
+              env={**PR_ENV, **{k: v for k, v in env.items() if k != "EVALGATE_TARGET_URL"}})
+    assert [item["kind"] for item in results(folder / "out")["gate"]["loosened"]] == ["answer_source"]
+    assert run.returncode == 1

@@ -183,11 +183,12 @@ def test_the_prs_repeat_adaptive_and_critical_pass_probability_are_recorded_list
         tmp_path: Path, cli: Callable[..., Ran]) -> None:
     base = Suite().write(tmp_path / "base")
     assert cli("run", "-d", "cases.yaml", "-o", "out", cwd=base, env=ENV).returncode == 0
-    assert results(base / "out")["gate_policy"]["adaptive"] == {**ADAPTIVE, "on": False}
+    recorded = results(base / "out")["gate_policy"]["adaptive"]
+    assert recorded["on"] is False and recorded["critical_pass_probability"] == 0.9 and recorded["budget"]
     pr = Suite(config={"thresholds": {"hit_rate": 0.8}, "repeat": "adaptive",
                        "critical_pass_probability": 0.6}).write(tmp_path / "pr")
     run, document = _pr(cli, pr, base / "out")
-    assert document["gate_policy"]["adaptive"] == {**ADAPTIVE, "critical_pass_probability": 0.6}
+    assert document["gate_policy"]["adaptive"] == {**recorded, "on": True, "critical_pass_probability": 0.6}
     listed = [item["text"] for item in document["gate"]["loosened"]]
     assert any(line.startswith("repeat: adaptive (") and "evalgate.yaml" in line for line in listed), listed
     assert run.returncode == 1, run.stdout + run.stderr

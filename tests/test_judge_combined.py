@@ -32,6 +32,7 @@ CASES = [
 
 def run(tmp_path: Path, combine: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], list[Any]]:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "trust")  # the cases' calls only (controls: test_judge_controls.py)
     work = tmp_path / ("on" if combine else "off")
     work.mkdir()
     (work / "cases.json").write_text(json.dumps(CASES))

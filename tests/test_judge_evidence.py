@@ -42,7 +42,7 @@ GOLDEN = [{"id": f"GD-{i}", "query": f"How do I reset press {i}?", "answer": f"1
 @pytest.fixture(autouse=True)
 def _key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
-    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")  # these tests are about a gating judge's missing evidence
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "trust")  # these tests are about a gating judge's missing evidence
     for name in ("GITHUB_ACTIONS", "GITHUB_REPOSITORY", "GITHUB_EVENT_PATH", "GITHUB_TOKEN", "GITHUB_STEP_SUMMARY"):
         monkeypatch.delenv(name, raising=False)
 
@@ -295,7 +295,7 @@ def outage(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         {"id": "m0", "input": "2+2?", "output": "4", "category": "math", "metrics": ["math"]}]  # math without expected_output: skipped
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LOCAL_JUDGE_API_KEY", KEY)
-        patch.setenv("EVALGATE_CALIBRATION", "off")
+        patch.setenv("EVALGATE_CALIBRATION", "trust")
         with OpenAIServer(down_after(2), api_key=KEY, judge=Judge(score=0.9)) as server:
             _, document, _ = run(root, cases, server, "--concurrency", "1")
     return document

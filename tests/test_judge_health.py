@@ -270,7 +270,7 @@ def test_a_run_replaying_real_replies_errors_the_flagged_cases_and_reports_healt
     from evalgate.report.markdown import render_comment
 
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
-    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")  # the judge gates: an unusable verdict errors its case
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "trust")  # the judge gates: an unusable verdict errors its case
     monkeypatch.setenv("EVALGATE_JUDGE_SHARED_CACHE", "none")
     write_suite(tmp_path / "cases.json")
     expected = checked("correctness")
@@ -349,7 +349,7 @@ def pairwise_judge(reasoning: str) -> Judge:
 def test_an_unusable_pairwise_reply_is_no_preference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       reasoning: str, wins: int, unavailable: int) -> None:
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
-    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "trust")
     monkeypatch.setenv("EVALGATE_JUDGE_SHARED_CACHE", "none")
     for name in ("GITHUB_ACTIONS", "GITHUB_EVENT_PATH", "GITHUB_STEP_SUMMARY"):
         monkeypatch.delenv(name, raising=False)

@@ -181,3 +181,35 @@ def test_not_judged_is_never_passed() -> None:
     info = MetricResult(status=MetricStatus.passed, value=1.0)  # no threshold: decides nothing
     assert case_verdict({"correctness": skipped, "mrr": info}, error=None, strict=False,
                         not_judged=reason)[0].value == "skipped"
+
+
+@pytest.mark.parametrize("suite,merged_exit", [(RULES_SUITE, 0), (JUDGED_ONLY.replace(
+    "cases:\n", "cases:\n  - id: waves\n    input: hey\n    output: Hi there!\n    assert:\n"
+    "      - criteria: The answer greets the user.\n        threshold: 0.7\n"), 1)])
+def test_merged_shards_decide_as_the_unsharded_run(tmp_path: Path, suite: str, merged_exit: int) -> None:
+    """Shards run with judge-missing: skip, then `evalgate merge`: the not-judged metrics are left to the rest of
+    the gate (rules), and a suite only the judge could decide fails the merged run too."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "evals").mkdir()
+    (tmp_path / "evals" / "suite.yaml").write_text(suite, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVALGATE_", "OPENAI_", "GITHUB_"))}
+    env["EVALGATE_JUDGE_SHARED_CACHE"] = "none"
+
+    def evalgate(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "evalgate", *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=240, check=False)
+
+    unsharded = evalgate("run", "-d", "evals/", "--judge-provider", "openai", "--judge-missing", "skip",
+                         "-o", "whole", "--progress", "none")
+    for i in (1, 2):
+        evalgate("run", "-d", "evals/", "--judge-provider", "openai", "--judge-missing", "skip", "--shard", f"{i}/2",
+                 "-o", f"shard-{i}", "--progress", "none")
+    merged = evalgate("merge", "shard-1", "shard-2", "-o", "merged")
+    assert unsharded.returncode == merged_exit, unsharded.stdout + unsharded.stderr
+    assert merged.returncode == merged_exit, merged.stdout + merged.stderr
+    reasons = json.loads((tmp_path / "merged" / "results.json").read_text(encoding="utf-8"))["gate"]["reasons"]
+    assert (any(r.startswith("nothing could decide") for r in reasons)) == (merged_exit == 1), reasons
+    assert not any("skipped on all" in r for r in reasons), reasons

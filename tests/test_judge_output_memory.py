@@ -53,7 +53,7 @@ def run(tmp_path: Path, server: OpenAIServer, answers: list[str], *extra: str) -
 @pytest.fixture(autouse=True)
 def _env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
-    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "trust")
     monkeypatch.setenv("EVALGATE_JUDGE_SHARED_CACHE", "none")
 
 

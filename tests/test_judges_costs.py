@@ -144,7 +144,7 @@ def budget_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: float, c
                ) -> tuple[int, dict[str, Any], list[dict[str, Any]], str]:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("EVALGATE_PRICES", json.dumps(PRICES))
-    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")  # relevancy gates: a verdict the budget left unasked errors
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "trust")  # relevancy gates: a verdict the budget left unasked errors
     dataset = tmp_path / "cases.json"
     dataset.write_text(json.dumps([{"id": f"c{i:02d}", "input": f"question {i}", "passing_criteria": "answers",
                                     "metrics": ["relevancy"]}

@@ -114,7 +114,7 @@ def test_outcomes_without_a_judge_or_inputs() -> None:
 
 def test_a_live_run_with_judged_metrics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
-    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")  # a gating judge, as before calibration existed
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "trust")  # a gating judge, as before calibration existed
     cases = [
         {"id": "waiver_1", "category": "waiver", "input": "Who should I pick up?", "expected_output": "Caruso.",
          "passing_criteria": "recommends one player"},
@@ -165,7 +165,7 @@ def test_a_live_run_with_judged_metrics(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_unavailable_judged_metrics_are_counted_with_reasons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
-    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")  # a gating judge, as before calibration existed
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "trust")  # a gating judge, as before calibration existed
     dataset = tmp_path / "cases.json"
     dataset.write_text(json.dumps([{"id": "a", "input": "hello", "passing_criteria": "greets", "metrics": ["relevancy"]},
                                    {"id": "b", "input": "hello again", "passing_criteria": "greets",

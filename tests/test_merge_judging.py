@@ -64,7 +64,9 @@ def test_calibrated_shards_merge_with_their_calibration(shards: dict[str, Path])
     merged = json.loads((shards["root"] / "m" / "results.json").read_text(encoding="utf-8"))
     entry = merged["calibration"]["metrics"]["correctness"]
     assert (entry["status"], entry["gating"], entry["n"]) == ("calibrated", True, 32)
-    assert merged["thresholds"]["correctness"] is not None and not merged["gate"].get("notes")
+    assert merged["thresholds"]["correctness"] is not None
+    assert merged["gate"]["notes"] == [f"correctness: judge {entry['judge']} calibrated on human labels: κ 0.88 on 32 "
+                                       "labels — gates"]
 
 
 def test_a_shard_without_the_calibration_makes_the_merged_one_the_weakest(shards: dict[str, Path]) -> None:
@@ -149,7 +151,7 @@ def test_the_shards_pairwise_preferences_join_the_merged_family(tmp_path: Path,
     """Head shards judged pairwise against one base run: ``evalgate merge --baseline`` sums their wins, losses
     and ties, and the summed sign test is a member of the merged comparison's one family."""
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
-    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "trust")  # correctness gates unchecked: its comparison counts
     for name in ("GITHUB_ACTIONS", "GITHUB_EVENT_PATH", "GITHUB_STEP_SUMMARY"):
         monkeypatch.delenv(name, raising=False)
 
@@ -200,7 +202,7 @@ def test_evalgate_compare_keeps_the_pairwise_tests_of_a_run_against_its_own_base
     """``evalgate compare BASE HEAD`` decides as the run did: HEAD's pairwise sign test (judged against BASE) is a
     member of the same family, with the same adjusted p."""
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
-    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "trust")  # correctness gates unchecked: its comparison counts
     for name in ("GITHUB_ACTIONS", "GITHUB_EVENT_PATH", "GITHUB_STEP_SUMMARY"):
         monkeypatch.delenv(name, raising=False)
     for worse, name in ((False, "base"), (True, "head")):

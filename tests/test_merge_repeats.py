@@ -66,7 +66,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     script = ScriptedJudge()
     with pytest.MonkeyPatch.context() as patch, OpenAIServer(api_key=KEY, judge=Judge(score=script)) as server:
         patch.setenv("LOCAL_JUDGE_API_KEY", KEY)
-        patch.setenv("EVALGATE_CALIBRATION", "off")  # relevancy gates (the judge is not calibrated)
+        patch.setenv("EVALGATE_CALIBRATION", "trust")  # relevancy gates (the judge is not calibrated)
 
         def evaluate(output: Path, *extra: str) -> int:
             script.calls.clear()

@@ -439,6 +439,13 @@ SEED004_ANSWERS = {
 }
 
 
+def results_gating(seed: Path) -> dict[str, bool]:
+    """Per judged metric of the run's evalgate results.json: whether it gated."""
+    found = next(seed.rglob("evalgate-results/results.json"))
+    return {name: bool(entry.get("gating")) for name, entry in
+            json.loads(found.read_text())["calibration"]["metrics"].items()}
+
+
 def test_seed004_runner_flags_config_and_results_json_run_unchanged(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     seed = copy_fixtures("seed004", tmp_path)
@@ -473,8 +480,13 @@ def test_seed004_runner_flags_config_and_results_json_run_unchanged(
         "What was the OEE of Line 2 last week, broken down by its factors?"]
     assert requests[0].headers["x-tenant-id"] == "00000000-0000-0000-0000-000000000099"
     assert requests[0].headers["authorization"] == "Bearer agent-token-42"
-    # the judge scores response_quality with the config's rubric at the config's temperature
-    assert len(judged) == 2 and {r["temperature"] for r in judged} == {0.1}
+    # the judge scores response_quality with the config's rubric at the config's temperature: the two cases'
+    # answers, and before them its controls (a judge scoring 4.0 for everything fails them: response_quality is
+    # shown, not gating, as in any dialect since issue #31)
+    answers = [reply.text for reply in SEED004_ANSWERS.values()]
+    cases_judged = [r for r in judged if any(text in r["messages"][1]["content"] for text in answers)]
+    assert len(cases_judged) == 2 and {r["temperature"] for r in judged} == {0.1}
+    assert results_gating(seed)["response_quality"] is False
     assert all("5 = correct, complete and actionable for a plant engineer" in r["messages"][1]["content"]
                for r in judged)
 

@@ -62,7 +62,7 @@ def test_an_empty_answer_is_missing_evidence_for_every_metric_kind(tmp_path: Pat
         (tmp_path / "cases.yaml").write_text(EMPTY_CASES.format(blank=blank))
         with OpenAIServer(api_key="sk-test-missing-evidence", judge=Judge(score=1.0)) as judge:  # lenient
             done, document = _run(tmp_path, "--judge-provider", "local", "--judge-base-url", judge.base_url + "/v1",
-                                  "--judge-model", "gpt-4o-mini", "--calibration", "off", "--no-cache")
+                                  "--judge-model", "gpt-4o-mini", "--calibration", "trust", "--no-cache")
             prompts = [json.dumps(body) for body in judge.chat_requests()]
         assert done.returncode == 1, done.stdout + done.stderr
         cases = {record["id"]: record for record in document["results"]}

@@ -83,8 +83,8 @@ def test_the_release_builds_exactly_this_versions_sdist_and_wheel(dists: Path) -
 
 
 def test_the_wheel_installs_into_a_fresh_venv_and_runs(dists: Path, tmp_path: Path) -> None:
-    """A fresh virtual environment, the wheel the sdist built, and ``evalgate run`` from its own script: the
-    bundled demo, then a new project's ``evalgate init`` starter. With EVALGATE_SLOW=1 pip resolves and installs
+    """A fresh virtual environment, the wheel the sdist built, and ``evalgate run`` from its own script on a new
+    project's ``evalgate init`` starter. With EVALGATE_SLOW=1 pip resolves and installs
     every dependency from the package index as a user's ``pip install evalgate-action`` does (about a minute);
     otherwise the dependencies come from this environment's site-packages, behind the fresh venv's own."""
     import sysconfig
@@ -107,10 +107,7 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs(dists: Path, tmp_path: Pa
     where = subprocess.run([str(python), "-c", "import evalgate; print(evalgate.__file__)"], cwd=project, env=env,
                            capture_output=True, text=True, timeout=60, check=True).stdout.strip()
     assert where.startswith(str(venv)), where
-    evalgate = venv / "bin" / "evalgate"
-    demo = subprocess.run([str(evalgate), "run", "-o", str(tmp_path / "demo")], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
-    assert demo.returncode == 0 and "Cases: 71" in demo.stdout, demo.stdout[-2000:] + demo.stderr[-2000:]
+    evalgate = venv / "bin" / "evalgate"  # (the bundled demo from an installed wheel: the test above)
     assert subprocess.run([str(evalgate), "init"], cwd=project, env=env, capture_output=True, timeout=120,
                           check=False).returncode == 0
     started = subprocess.run([str(evalgate), "run"], cwd=project, env=env, capture_output=True, text=True,

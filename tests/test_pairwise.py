@@ -54,7 +54,7 @@ def cli(*argv: Any) -> tuple[int, str]:
 @pytest.fixture
 def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
-    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")  # correctness gates, so a lost comparison can fail the run
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "trust")  # correctness gates, so a lost comparison can fail the run
     for name in ("GITHUB_ACTIONS", "GITHUB_EVENT_PATH", "GITHUB_STEP_SUMMARY"):
         monkeypatch.delenv(name, raising=False)
     good = [f"{name} averages {figure}." for name, figure in FACTS]

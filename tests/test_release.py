@@ -49,22 +49,30 @@ def test_check_names_each_problem(tmp_path: Path) -> None:
 
 
 def test_bump_then_pin_makes_the_release_commit(tmp_path: Path) -> None:
-    init, action = tmp_path / "__init__.py", tmp_path / "action.yml"
+    init, action, examples = tmp_path / "__init__.py", tmp_path / "action.yml", tmp_path / "examples.yml"
     shutil.copy(REPO_ROOT / "evalgate" / "__init__.py", init)
     shutil.copy(REPO_ROOT / "action.yml", action)
+    shutil.copy(release.EXAMPLES, examples)
     release.bump("2.0.0", init=init)
-    assert release.problems("v2.0.0", init=init, action=action) == []
-    assert release.problems(release=True, init=init, action=action) == [
-        "action.yml: image 'Dockerfile': a release commit runs docker://ghcr.io/evalgate/evalgate@sha256:…"]
+    assert release.problems("v2.0.0", init=init, action=action, examples=examples) == []
+    assert release.service_images(examples) == ["ghcr.io/evalgate/evalgate:1"] * 2  # development: the major tag
+    assert release.problems(release=True, init=init, action=action, examples=examples) == [
+        "action.yml: image 'Dockerfile': a release commit runs docker://ghcr.io/evalgate/evalgate@sha256:…",
+        *["examples.yml: service image 'ghcr.io/evalgate/evalgate:1': a release commit pulls "
+          "ghcr.io/evalgate/evalgate@sha256:…"] * 2]
     digest = "sha256:" + "ab" * 32
-    assert release.pin(digest, action=action) == f"docker://ghcr.io/evalgate/evalgate@{digest}"
-    assert release.problems("v2.0.0", release=True, init=init, action=action) == []
+    assert release.pin(digest, action=action, examples=examples) == f"docker://ghcr.io/evalgate/evalgate@{digest}"
+    assert release.problems("v2.0.0", release=True, init=init, action=action, examples=examples) == []
+    assert release.service_images(examples) == [f"ghcr.io/evalgate/evalgate@{digest}"] * 2  # by digest, not :1
+    changed = [(x, y) for x, y in zip(release.EXAMPLES.read_text(encoding="utf-8").splitlines(),
+                                      examples.read_text(encoding="utf-8").splitlines(), strict=True) if x != y]
+    assert [y.split("#")[0].strip() for _, y in changed] == [f"image: ghcr.io/evalgate/evalgate@{digest}"] * 2
     before = (REPO_ROOT / "action.yml").read_text(encoding="utf-8").splitlines()
     after = action.read_text(encoding="utf-8").splitlines()
     assert [(x, y) for x, y in zip(before, after, strict=True) if x != y] == [
         ("  image: Dockerfile", f"  image: docker://ghcr.io/evalgate/evalgate@{digest}")]
     with pytest.raises(SystemExit):
-        release.pin("sha256:short", action=action)
+        release.pin("sha256:short", action=action, examples=examples)
 
 
 def test_release_workflow_tags_only_a_pullable_image_by_digest() -> None:
@@ -185,3 +193,39 @@ def test_dist_check_names_each_problem(tmp_path: Path) -> None:
     assert "no evalgate/demo/datasets/brand-mentions/fixtures.yaml" in problems
     assert "no evalgate console script" in problems and "METADATA" in problems
     assert "tar.gz: no datasets/brand-mentions/fixtures.yaml" in problems and "no setup.py" in problems
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_release_dist_job_dry_run_under_act(tmp_path: Path) -> None:
+    """The release workflow's dist job, run by nektos/act as GitHub runs it on workflow_dispatch (a dry run:
+    nothing is uploaded; act skips the upload step as it skips every remote action): it builds the sdist and
+    the wheel with python -m build and checks them with tools.release dist. Needs the package index
+    (EVALGATE_SLOW=1)."""
+    import json
+    import os
+
+    from tests.act_support import RUNNER_IMAGE, act_unavailable, repository_copy, runner_image, stub_actions
+
+    if not os.environ.get("EVALGATE_SLOW"):
+        pytest.skip("EVALGATE_SLOW=1 runs the release's dist job under act (it installs build from the index)")
+    reason = act_unavailable()
+    if reason:
+        pytest.skip(reason)
+    runner_image()
+    repo = repository_copy(tmp_path / "repo")
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"inputs": {"version": __version__},
+                                 "repository": {"default_branch": "main", "full_name": "evalgate/evalgate"}}),
+                     encoding="utf-8")
+    command = ["act", "workflow_dispatch", "-W", ".github/workflows/release.yml", "-j", "dist", "-e", str(event),
+               "-P", f"ubuntu-latest={RUNNER_IMAGE}", "--pull=false", "--rebuild=false", "--bind",
+               "--action-offline-mode", "--no-cache-server", "--container-daemon-socket", "-", "--rm",
+               *stub_actions(tmp_path / "stubs")]
+    done = subprocess.run(command, cwd=repo, capture_output=True, text=True, timeout=1200, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 and "🏁  Job succeeded" in output, output[-4000:]
+    assert f"release dist: evalgate_action-{__version__}-py3-none-any.whl, evalgate_action-{__version__}.tar.gz" \
+        in output, output[-4000:]
+    assert release.dist_problems(repo / "dist") == []

@@ -317,7 +317,7 @@ def test_judge_samples_and_repeats_are_real_calls_and_their_spread_is_reported(
 
     key = "sk-loopback-judge-key-repeats"
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", key)
-    monkeypatch.setenv("EVALGATE_CALIBRATION", "off")  # relevancy gates, so its threshold is the stability line
+    monkeypatch.setenv("EVALGATE_CALIBRATION", "trust")  # relevancy gates, so its threshold is the stability line
     cycle = [0.6, 0.9, 0.75, 0.95]
     calls: list[float] = []
 

@@ -61,7 +61,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         for name in ("GITHUB_ACTIONS", "GITHUB_REPOSITORY", "GITHUB_EVENT_PATH", "GITHUB_TOKEN"):
             patch.delenv(name, raising=False)
         patch.setenv("LOCAL_JUDGE_API_KEY", KEY)
-        patch.setenv("EVALGATE_CALIBRATION", "off")  # relevancy gates (its judge is not calibrated)
+        patch.setenv("EVALGATE_CALIBRATION", "trust")  # relevancy gates (its judge is not calibrated)
         rules = [Rule(status=429, retry_after=0, times=2)]
         with OpenAIServer(rules, api_key=KEY, judge=Judge(score=Scores())) as server:
             code, out, err = run_cli("run", "-d", dataset, "-o", root / "out", "--progress", "none",

@@ -79,7 +79,7 @@ def action_env(ws: object, github: GitHubFake, inputs: dict[str, str], *, event:
                extra: dict[str, str] | None = None) -> dict[str, str]:
     return runner_env(ws, event_name=event, payload=webhook_example("pull_request", "opened"), api_url=github.url,  # type: ignore[arg-type]
                       inputs={"dataset": "cases.yaml", "baseline": "none", "upload-artifacts": "false",
-                              "comment": "never", "calibration": "off", **inputs},
+                              "comment": "never", "calibration": "trust", **inputs},
                       extra={"OPENAI_API_KEY": KEY, "AGENT_TOKEN": AGENT_TOKEN, **(extra or {})})
 
 
@@ -179,13 +179,13 @@ def test_the_cli_in_a_pull_request_target_step_refuses_too(tmp_path: Path, recor
            "OPENAI_API_KEY": KEY}
     for verb in ("run", "calibrate"):
         done = subprocess.run([sys.executable, "-m", "evalgate", verb, "-d", "cases.yaml", "--judge-provider", "openai",
-                               "--calibration", "off", "-o", "out"], cwd=ws.workspace, env=env,  # type: ignore[attr-defined]
+                               "--calibration", "trust", "-o", "out"], cwd=ws.workspace, env=env,  # type: ignore[attr-defined]
                               capture_output=True, text=True, timeout=240, check=False)
         assert done.returncode == 2, done.stdout + done.stderr
         assert done.stderr.strip().splitlines()[-1].startswith(
             "evalgate: error: evalgate.yaml:1: judge_base_url: judge_base_url from the checkout refused"), done.stderr
     marked = subprocess.run([sys.executable, "-m", "evalgate", "run", "-d", "cases.yaml", "--judge-provider", "openai",
-                             "--calibration", "off", "-o", "out"], cwd=ws.workspace,  # type: ignore[attr-defined]
+                             "--calibration", "trust", "-o", "out"], cwd=ws.workspace,  # type: ignore[attr-defined]
                             env={**env, "GITHUB_EVENT_NAME": "push", "EVALGATE_UNTRUSTED_CHECKOUT": "true"},
                             capture_output=True, text=True, timeout=240, check=False)
     assert marked.returncode == 2 and "(EVALGATE_UNTRUSTED_CHECKOUT)" in marked.stderr
@@ -239,7 +239,7 @@ def test_a_seed_eval_config_in_the_checkout_cannot_redirect_the_judge(tmp_path: 
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "PYTHONPATH": str(REPO_ROOT),
            "OPENAI_API_KEY": KEY, "EVALGATE_UNTRUSTED_CHECKOUT": "true"}
     done = subprocess.run([sys.executable, "-m", "evalgate", "run", "-c", "eval_config.yaml", "-d", "cases.yaml",
-                           "--judge-provider", "openai", "--calibration", "off", "-o", "out"], cwd=tmp_path, env=env,
+                           "--judge-provider", "openai", "--calibration", "trust", "-o", "out"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "eval_config.yaml (seed 004 eval_config): judge_base_url from the checkout refused" in done.stderr

@@ -24,6 +24,33 @@ def tutorial_files() -> dict[str, str]:
     return {m["path"]: m["body"] for m in BLOCK.finditer(TUTORIAL.read_text(encoding="utf-8"))}
 
 
+OUTPUT = re.compile(r"```text\n(?P<body>.*?)```", re.S)
+
+
+def shown_outputs() -> list[list[str]]:
+    """The tutorial's output blocks (```text), each a list of lines."""
+    return [m["body"].rstrip("\n").splitlines() for m in OUTPUT.finditer(TUTORIAL.read_text(encoding="utf-8"))]
+
+
+def line_pattern(shown: str) -> re.Pattern[str]:
+    """A shown line as a whole-line pattern: "…" stands for what changes between runs (a run id, a key)."""
+    return re.compile("^" + ".*".join(re.escape(part) for part in shown.split("…")) + "$")
+
+
+def unmatched(block: list[str], real: str) -> list[str]:
+    """The shown lines that are not, whole, a line of the real output (in the same order)."""
+    lines = real.splitlines()
+    missing, at = [], 0
+    for shown in block:
+        pattern = line_pattern(shown)
+        found = next((i for i in range(at, len(lines)) if pattern.match(lines[i])), None)
+        if found is None:
+            missing.append(shown)
+        else:
+            at = found + 1
+    return missing
+
+
 def start_agent(directory: Path) -> tuple[subprocess.Popen[str], str]:
     agent = subprocess.Popen([sys.executable, "agent.py"], cwd=directory, env={**os.environ, "PORT": "0"},
                              stdout=subprocess.PIPE, text=True)
@@ -60,13 +87,19 @@ def test_the_tutorial_runs_green_then_fails_on_the_broken_agent(
             assert cli_main(["validate", "--explain"]) == 0
             explained = capsys.readouterr().out
             assert "matches_expected_output" in explained and "keyword_coverage" in explained
+            blocks = shown_outputs()
+            assert len(blocks) == 3
+            assert unmatched(blocks[0], explained) == [], explained
             code = cli_main(["run", "--progress", "none", "--judge-provider", "local",
                              "--judge-base-url", judge.base_url + "/v1"])
-            capsys.readouterr()
+            green = capsys.readouterr()
+            assert unmatched(blocks[1], green.err + green.out) == [], green.err + green.out  # stderr comes first
             document = json.loads((project / "evalgate-results" / "results.json").read_text())
             assert code == 0, document["gate"]
             assert document["summary"]["total_passed"] == 3
             assert all(r["metrics"]["matches_expected_output"]["status"] == "passed" for r in document["results"])
+            gating = document["calibration"]["metrics"]["matches_expected_output"]  # gates from the first run
+            assert gating["gating"] is True and gating["evidence"] == "controls", gating
             agent.terminate()
             agent.wait(10)
             broken = files["agent.py"].replace("Open a P1 ticket and call 555-0100: the on-call engineer answers "
@@ -84,5 +117,5 @@ def test_the_tutorial_runs_green_then_fails_on_the_broken_agent(
     assert code == 1
     shown = next((line for line in out.splitlines() if "critical case vpn-outage failed" in line), None)
     assert shown, out
-    assert shown in TUTORIAL.read_text(encoding="utf-8")  # the tutorial shows the reason as the run prints it
+    assert unmatched(blocks[2], out) == [], out  # the tutorial shows the verdict as the run prints it, line for line
     assert "rules: contains:P1: missing 'P1'" in shown  # every failing metric, the rule first

@@ -236,6 +236,10 @@ def test_an_entry_point_plugin_installed_in_a_venv_is_found_by_name(tmp_path: Pa
     assert values == {"thanks": 1.0, "rude": 0.0}
     assert document["metrics"]["polite_reply"]["threshold"] == {"min": 1.0}
     assert document["metadata"]["custom_metrics"]["polite_reply"]["origin"] == "plug-in polite_reply"
+    # the gate policy records what the plug-in is: its file's digest and the distribution's name and version
+    code = document["metadata"]["custom_metrics"]["polite_reply"]["code"]
+    assert code.startswith("file ") and code.endswith("; evalgate-polite-plugin==0.1.0"), code
+    assert set(document["gate_policy"]["metric_definitions"]) == {"polite_reply"}
     # this environment does not have the plug-in: the same suite is an unknown metric here
     assert cli_main(["validate", "--dataset", str(dataset)]) == 2
     assert "unknown metric 'polite_reply'" in capsys.readouterr().err

@@ -124,3 +124,25 @@ def test_pull_request_workflows_that_compare_with_a_baseline_keep_one(tmp_path: 
         if block.complete and "pull_request" in block.triggers and compares and "push" not in block.triggers:
             problems.append(f"{block.where}: baseline: auto on pull requests, but no push trigger keeps a baseline")
     assert problems == []
+
+
+def test_images_of_this_action_are_by_digest_or_built_from_the_checkout(tmp_path: Path) -> None:
+    """A step, job container or service that runs this repository's image names it by digest (or builds it:
+    ``uses: ./``), never by a tag that moves. The one exception is examples.yml's demo-agent services on the
+    development branch (the major tag: no digest exists before a release), which the release commit pins by
+    digest (``tools.release pin``; tests/test_release.py)."""
+    import re
+
+    from tools import release
+
+    found = []
+    for block in everything(tmp_path):
+        for match in re.finditer(r"(?:image:|docker://)\s*(ghcr\.io/evalgate/evalgate\S*)", block.text):
+            name = match.group(1)
+            if "@sha256:" in name:
+                continue
+            if block.where == ".github/workflows/examples.yml" and name in release.service_images():
+                continue
+            found.append(f"{block.where}: {name}")
+    assert found == []
+    assert release.service_images() and all(name.endswith(":1") for name in release.service_images())

@@ -30,6 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 INIT = ROOT / "evalgate" / "__init__.py"
 ACTION = ROOT / "action.yml"
+EXAMPLES = ROOT / ".github" / "workflows" / "examples.yml"
+"""Its ``services:`` run the demo agent of the newest released image: by major tag on the development branch,
+by the digest in a release commit (``pin``), so a release's example runs pull exactly what it published."""
 REPOSITORY = "evalgate/evalgate"
 """The action's GitHub repository: what users write in ``uses:``."""
 IMAGE_REPOSITORY = "ghcr.io/evalgate/evalgate"
@@ -38,6 +41,8 @@ DEVELOPMENT_IMAGE = "Dockerfile"
 VERSION_RE = re.compile(r'^__version__ = "([^"]+)"$', re.M)
 IMAGE_RE = re.compile(r"^(  image:[ \t]*)(\S+)[ \t]*$", re.M)
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+SERVICE_IMAGE_RE = re.compile(r"^(\s*image:\s*)ghcr\.io/evalgate/evalgate(?::\d+|@sha256:[0-9a-f]{64})(?=\s|$)", re.M)
+"""A ``services:`` image of this action's repository in examples.yml (major tag or digest)."""
 SEMVER = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 USES_RE = re.compile(r"uses:\s*['\"]?(?P<owner>[\w.-]+)/(?P<name>evalgate)(?P<sub>/[\w./-]+)?@(?P<ref>[^\s'\"#`,)]*)",
                      re.I)
@@ -72,7 +77,7 @@ def action_image(action: Path = ACTION) -> str:
 
 
 def problems(tag: str | None = None, *, release: bool = False, init: Path = INIT,
-             action: Path = ACTION) -> list[str]:
+             action: Path = ACTION, examples: Path = EXAMPLES) -> list[str]:
     """Every way the files disagree with the release rules (and with the tag ``vX.Y.Z``, when given).
     ``release``: this commit is the one to tag, so action.yml must run the published image by digest."""
     version = package_version(init)
@@ -89,6 +94,9 @@ def problems(tag: str | None = None, *, release: bool = False, init: Path = INIT
     elif not release and image != DEVELOPMENT_IMAGE and not pinned:
         found.append(f"action.yml: image {image!r}: expected {DEVELOPMENT_IMAGE} (development) or "
                      f"docker://{IMAGE_REPOSITORY}@sha256:… (a release commit); never a movable tag")
+    if release:
+        found += [f"examples.yml: service image {name!r}: a release commit pulls {IMAGE_REPOSITORY}@sha256:…"
+                  for name in service_images(examples) if "@sha256:" not in name]
     if tag is not None and tag != f"v{version}":
         found.append(f"git tag {tag!r} but the package version is {version!r} (expected v{version})")
     return found
@@ -100,14 +108,26 @@ def bump(version: str, *, init: Path = INIT) -> None:
     init.write_text(VERSION_RE.sub(f'__version__ = "{version}"', init.read_text(encoding="utf-8")), encoding="utf-8")
 
 
-def pin(digest: str, *, action: Path = ACTION) -> str:
-    """Make action.yml run ``IMAGE_REPOSITORY@digest``; returns the new image reference."""
+def pin(digest: str, *, action: Path = ACTION, examples: Path | None = EXAMPLES) -> str:
+    """Make action.yml run ``IMAGE_REPOSITORY@digest``, and examples.yml's services pull it by that digest;
+    returns the new image reference."""
     if not DIGEST_RE.match(digest):
         raise SystemExit(f"not an image digest: {digest!r} (expected sha256: and 64 hex digits)")
     image = f"docker://{IMAGE_REPOSITORY}@{digest}"
     text = action.read_text(encoding="utf-8")
     action.write_text(IMAGE_RE.sub(lambda m: m.group(1) + image, text, count=1), encoding="utf-8")
+    if examples is not None and examples.is_file():
+        text = examples.read_text(encoding="utf-8")
+        examples.write_text(SERVICE_IMAGE_RE.sub(lambda m: f"{m.group(1)}{IMAGE_REPOSITORY}@{digest}", text),
+                            encoding="utf-8")
     return image
+
+
+def service_images(examples: Path = EXAMPLES) -> list[str]:
+    """The images of this repository that examples.yml's services pull (``ghcr.io/evalgate/evalgate:1`` or
+    ``…@sha256:…``)."""
+    text = examples.read_text(encoding="utf-8") if examples.is_file() else ""
+    return [m.group(0).split("image:", 1)[1].strip() for m in SERVICE_IMAGE_RE.finditer(text)]
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,19 @@ class Budget:
     text: str
 
 
-def parse_budget(text: str, cases: int) -> Budget:
-    """``120`` trials, ``50%`` of ``cases`` (rounded up), or ``$2.50`` of spend."""
+AUTO_SHARE = 0.5
+AUTO_CRITICAL_TRIALS = 39
+"""``auto``: re-trials for 50 % of the cases plus, per critical case, the SPRT's longest walk (40 trials, its first
+included: ``verdict.sequential.CRITICAL_MAX_TRIALS`` − 1)."""
+
+
+def parse_budget(text: str, cases: int, critical: int = 0) -> Budget:
+    """``auto`` (50 % of ``cases`` + 39 per ``critical`` case), ``120`` trials, ``50%`` of ``cases`` (rounded up),
+    or ``$2.50`` of spend."""
     raw = str(text).strip()
     try:
+        if raw.lower() == "auto":
+            return Budget(math.ceil(AUTO_SHARE * cases) + AUTO_CRITICAL_TRIALS * critical, None, raw)
         if raw.startswith("$"):
             dollars = float(raw[1:])
             if not math.isfinite(dollars) or dollars < 0:
@@ -36,5 +45,5 @@ def parse_budget(text: str, cases: int) -> Budget:
             raise ValueError
         return Budget(trials, None, raw)
     except ValueError:
-        raise UserError(f"expected a number of trials (120), a share of the cases (50%) or dollars ($2.50), "
+        raise UserError(f"expected auto, a number of trials (120), a share of the cases (50%) or dollars ($2.50), "
                         f"got {text!r}", where="adaptive_budget") from None

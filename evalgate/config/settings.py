@@ -209,10 +209,16 @@ class Settings(BaseModel):
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)
     """Model → ``{input, output}`` USD per 1M tokens, over the built-in price table (cost and max_cost)."""
     chat_client: Literal["direct", "openai-sdk"] = "direct"
-    calibration: Literal["auto", "required", "off"] = "auto"
-    """Whether a judged metric needs a calibrated judge to gate (docs/judges.md, "Calibration"): ``auto`` —
-    calibrated judges gate, others are reported without gating (never calibrated under a seed ``kind``/``compat``:
-    gates as the seed did); ``required`` — an uncalibrated judge fails the run; ``off`` — every judge gates."""
+    calibration: Literal["auto", "required", "off", "trust"] = "auto"
+    """What a judged metric needs to gate (docs/judges.md, "Calibration"): ``auto`` — human labels passing the κ
+    floor, else passing its controls (built from the suite); others are reported without gating; ``required`` —
+    the same evidence, and a judge without it fails the run; ``off`` — no labels read: the controls decide (a
+    metric without controls gates); ``trust`` — every judge gates, nothing checked."""
+    controls_max_items: int = Field(default=60, ge=0)
+    """The cap on control items per judged metric (``judges.controls``); 0 builds none."""
+    no_gate: Literal["auto", "pass", "fail"] = "auto"
+    """A run in which nothing could decide (no gated metric scored): ``fail`` fails it, ``pass`` passes it (the
+    verdict line says so either way); ``auto``: ``fail`` under ``calibration: required``, else ``pass``."""
     calibration_min_kappa: float = Field(default=0.6, ge=-1.0, le=1.0)
     calibration_min_labels: int = Field(default=30, ge=1)
     calibration_floors: dict[str, dict[str, float]] = Field(default_factory=dict)
@@ -237,9 +243,9 @@ class Settings(BaseModel):
     """``repeat: adaptive`` (set by writing that value for ``repeat``): every case runs once, then only the
     uncertain cases are re-tried in rounds until the sequential tests decide or ``adaptive_budget`` is spent
     (docs/trustworthy-verdicts.md)."""
-    adaptive_budget: str = "50%"
-    """Re-trials ``repeat: adaptive`` may add: a number of trials (``120``), a share of the cases (``50%``)
-    or dollars of target + judge spend (``$2.50``)."""
+    adaptive_budget: str = "auto"
+    """Re-trials ``repeat: adaptive`` may add: ``auto`` (50 % of the cases plus 39 per critical case), a number
+    of trials (``120``), a share of the cases (``50%``) or dollars of target + judge spend (``$2.50``)."""
     critical_pass_probability: float = Field(default=0.9, gt=0.5, lt=1.0)
     """Under ``repeat: adaptive``, the pass probability a critical case must have: it is blocked when a
     sequential test shows it lower (docs/trustworthy-verdicts.md)."""

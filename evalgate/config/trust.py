@@ -71,17 +71,17 @@ def without_secrets(env: Mapping[str, str]) -> str | None:
         return None
     event_name = env.get("GITHUB_EVENT_NAME", "").strip()
     event = _event(env.get("GITHUB_EVENT_PATH", ""))
-    pr: Mapping[str, Any] = event["pull_request"] if isinstance(event.get("pull_request"), Mapping) else {}
+    pr = _mapping(event.get("pull_request"))
     if event_name in PULL_REQUEST_EVENTS and pr:
-        head: Mapping[str, Any] = pr["head"] if isinstance(pr.get("head"), Mapping) else {}
+        head = _mapping(pr.get("head"))
         head_repo = head.get("repo")
-        base = (event.get("repository") or {}).get("full_name") if isinstance(event.get("repository"), Mapping) else None
+        base = _mapping(event.get("repository")).get("full_name")
         if "repo" in head and head_repo is None:
             return "a pull request from a deleted fork gets no secrets"
-        name = head_repo.get("full_name") if isinstance(head_repo, Mapping) else None
+        name = _mapping(head_repo).get("full_name")
         if isinstance(name, str) and isinstance(base, str) and name.lower() != base.lower():
             return f"a pull request from the fork {name} gets no secrets"
-    user: Mapping[str, Any] = pr["user"] if isinstance(pr.get("user"), Mapping) else {}
+    user = _mapping(pr.get("user"))
     login = str(user.get("login") or "")
     if event_name in PULL_REQUEST_EVENTS and (user.get("type") == "Bot" or login.endswith("[bot]")):
         return f"a pull request by {login or 'a bot'} gets no repository secrets"
@@ -89,6 +89,11 @@ def without_secrets(env: Mapping[str, str]) -> str | None:
     if actor.endswith("[bot]") and actor.startswith("dependabot"):
         return f"a run started by {actor} gets Dependabot secrets only"
     return None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a mapping, else an empty one (payload fields of unexpected types)."""
+    return value if isinstance(value, Mapping) else {}
 
 
 def _event(path: str) -> dict[str, Any]:

@@ -249,10 +249,19 @@ def verdict(prompt: str, schema: Any = None, mode: str = "scripted") -> dict[str
         shown = "; ".join(s[:40] for s in sentences(reference)[:3])
         return {"reasoning": f"expected statements matched against the context: {shown}", "statements": statements}
     candidate = candidate_text(fenced)
-    value = round(coverage(reference, candidate), 4)
-    quoted = " ".join(candidate.split())[:40]
-    reasoning = (f"{value:.0%} of the reference terms occur in the answer {quoted!r} "
-                 f"({_found(reference, candidate)})")
+    if "conversation" in fenced and RETENTION_MARKER in prompt:
+        value, reasoning = retention(fenced["conversation"])
+    else:
+        value = round(coverage(reference, candidate), 4)
+        quoted = " ".join(candidate.split())[:40]
+        reasoning = (f"{value:.0%} of the reference terms occur in the answer {quoted!r} "
+                     f"({_found(reference, candidate)})")
+        if (any(fenced.get(label) for label in REFERENCE_LABELS) and negations(candidate) != negations(reference)
+                and len(candidate.split()) <= 1.5 * len(reference.split())):
+            # a near copy of the reference that flips its polarity: "do not X" is not "X" (a word count cannot see
+            # it, a parity check can; longer answers phrase things their own way and are left to the word count)
+            value = round(value / 2, 4)
+            reasoning += "; the answer negates what the reference says (or the reverse), so half of that"
     if '"overall_score"' in spec:
         return {"reasoning": reasoning, "accuracy": value, "completeness": value, "relevance": value,
                 "overall_score": value}
@@ -263,6 +272,34 @@ def verdict(prompt: str, schema: Any = None, mode: str = "scripted") -> dict[str
     if five_point(spec):
         return {"reasoning": reasoning, "score": round(1 + 4 * value, 4)}
     return {"reasoning": reasoning, "score": value}
+
+
+RETENTION_MARKER = "remembered what the user said"
+"""In the built-in ``knowledge_retention`` criteria (metrics/conversation.py)."""
+NEGATION = re.compile(r"\b(?:not|never|no|cannot|can't|don't|doesn't|isn't|aren't|won't|didn't|nothing)\b", re.I)
+FORGOTTEN = re.compile(r"\b(?:don't|do not|doesn't) (?:know|remember|recall)\b|\b(?:never told|tell me again|remind "
+                       r"me|what was it|could you repeat)\b", re.I)
+
+
+def negations(text: str) -> bool:
+    """Whether the text negates what it says: an odd number of negation words."""
+    return len(NEGATION.findall(text)) % 2 == 1
+
+
+def retention(transcript: str) -> tuple[float, str]:
+    """A conversation judged without a reference (``knowledge_retention``): 0 when an assistant message after the
+    first says it does not know or remember what it was told, or asks for it again; else the share of the user's
+    earlier terms the later assistant messages use, floored at 0.75 (a reply need not repeat everything)."""
+    paragraphs = [p for p in transcript.split("\n\n") if p.startswith(("user:", "assistant:"))]
+    replies = [p for p in paragraphs if p.startswith("assistant:")]
+    forgot = next((reply for reply in replies[1:] if FORGOTTEN.search(reply)), None)
+    if forgot is not None:
+        return 0.0, f"the assistant lost what the user said: {' '.join(forgot.split())[:60]!r}"
+    users = [p for p in paragraphs if p.startswith("user:")]
+    said = " ".join(users[:-1]) if len(users) > 1 else ""
+    later = " ".join(replies[1:])
+    value = round(max(0.75, coverage(said, later)) if said and later else 1.0, 4)
+    return value, f"no forgotten fact in {len(replies)} assistant message(s) ({_found(said, later)})"
 
 
 def completion(body: dict[str, Any], content: str) -> dict[str, Any]:

@@ -110,7 +110,7 @@ def iter_events(head: Mapping[str, Any], records: Iterable[Any]) -> Iterator[dic
             if not isinstance(result, Mapping):  # a hand-edited results file: nothing to score
                 continue
             value = result.get("value")
-            if result.get("status") in ("passed", "failed") and isinstance(value, int | float):
+            if result.get("status") in ("passed", "failed", "advisory") and isinstance(value, int | float):
                 events.append(_score(trace_id, score_name(metric), value, timestamp, result.get("reason")))
         events.append(_score(trace_id, "case_passed", 1.0 if record.get("passed") else 0.0, timestamp,
                              "; ".join(record.get("reasons") or []) or None))

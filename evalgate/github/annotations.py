@@ -51,6 +51,12 @@ def build_annotations(
     """Errors, then warnings (each list cut to its maximum), then one summary notice if any were cut."""
     errors = threshold_annotations(results)
     warnings: list[Annotation] = []
+    no_gate = (results.get("gate") or {}).get("no_gate")
+    if no_gate:  # the run's pass (or failure) rests on no gated metric: said where the check is read
+        passed = bool((results.get("gate") or {}).get("passed"))
+        (warnings if passed else errors).append(Annotation(
+            "warning" if passed else "error", f"{no_gate}" + (" (no_gate: fail fails such a run)" if passed else ""),
+            title="evalgate: nothing gated"))
     for case in _ordered_failures(results.get("results") or []):
         item = case_annotation(case, workspace=workspace, base_dir=base_dir)
         (errors if item.level == "error" else warnings).append(item)

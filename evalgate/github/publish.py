@@ -315,6 +315,10 @@ def publish(
         _step("job summary", warn, lambda: write_summary_report(
             ctx.summary_path, results, run_url=ctx.run_url, artifact_url=artifact_url, tag=options.comment_tag,
             template_path=options.comment_template, source_links=links))
+        summary_path = ctx.summary_path
+        if summary_path and report.artifact is not None and report.artifact.uploaded \
+                and (results_path.parent / SITE_DIR / "index.html").is_file():
+            _step("job summary", warn, lambda: _append(summary_path, site_summary_line(artifact_url)))
     if "comment" in steps:
         note = warn if require_comment else emit_note(emit)
         report.comment = _step("PR comment", warn, lambda: _comment(
@@ -331,6 +335,11 @@ def publish(
     if annotate and "annotations" in steps:  # last: the step's own problems above get the runner's budget first
         _step("annotations", warn, lambda: _annotate(results, ctx, base_dir, counter))
     return report
+
+
+def _append(path: str | Path, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def emit_note(emit: Emit) -> Callable[[str], None]:
@@ -364,6 +373,9 @@ def _upload(results_path: Path, db_path: Path, options: PublishOptions, env: Map
         emit(f"evalgate: artifact upload disabled (upload-artifacts: false); the files are at "
              f"{', '.join(str(p) for p in files)}")
         return None
+    site = _export_site(db_path, results_path.parent / SITE_DIR, emit)
+    if site is not None:
+        files.append(site)
     result = upload_artifact(options.resolved_artifact_name, files, env=env, retention_days=options.retention_days,
                              mask=lambda value: emit(add_mask(value)))
     if result.uploaded:
@@ -372,6 +384,39 @@ def _upload(results_path: Path, db_path: Path, options: PublishOptions, env: Map
     if result.warning:
         warn(result.warning)
     return result
+
+
+SITE_DIR = "evalgate-site"
+"""The static results browser (``evalgate view --export``) uploaded in the results artifact."""
+SITE_PAGES = 300
+"""Pages exported for the artifact (the run, its failed cases, trends; the rest stays in ``evalgate view``)."""
+
+
+def _export_site(db_path: Path, directory: Path, emit: Emit) -> Path | None:
+    """``evalgate view --export`` of the run's database into ``directory`` for the artifact; None (and a
+    note) when it cannot be written: the results are uploaded all the same."""
+    if not db_path.is_file():
+        return None
+    try:
+        from evalgate.view.export import export_site
+        from evalgate.view.sources import open_catalog
+
+        catalog = open_catalog([db_path])
+        try:
+            export_site(catalog, directory, max_pages=SITE_PAGES)
+        finally:
+            catalog.close()
+    except Exception as exc:  # never lose the upload of the results themselves
+        emit(f"evalgate: the results browser was not exported ({type(exc).__name__}: {redact(str(exc))})")
+        return None
+    return directory
+
+
+def site_summary_line(artifact_url: str | None) -> str:
+    """The job summary's pointer to the static results browser in the artifact."""
+    where = f"[the artifact]({artifact_url})" if artifact_url else "the results artifact"
+    return (f"\n**Browse this run:** download {where}, unzip it and open `{SITE_DIR}/index.html` "
+            "(or run `evalgate view` on the unzipped folder).\n")
 
 
 def _source_links(ctx: ActionContext, base_dir: str) -> SourceLinks | None:

@@ -109,7 +109,7 @@ class Average:
 def metric_value(record: Mapping[str, Any], name: str) -> float | None:
     """The metric's value on the case, or None when it did not produce one."""
     metric = (record.get("metrics") or {}).get(name)
-    if not isinstance(metric, Mapping) or metric.get("status") not in ("passed", "failed"):
+    if not isinstance(metric, Mapping) or metric.get("status") not in ("passed", "failed", "advisory"):
         return None
     value = metric.get("value")
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -94,7 +94,10 @@ def render_report(document: dict[str, Any], console: Console, *, verbose: bool =
     status = document.get("status", "completed")
     title = "✅ PASSED" if gate["passed"] else "❌ FAILED"
     console.print(Text(f"evalgate {title}", style="bold green" if gate["passed"] else "bold red"), end="")
-    console.print(f"  (exit {gate['exit_code']}, run {document['run_id']}{'' if status == 'completed' else ', ' + status})")
+    console.print(("  — NOTHING GATED" if gate.get("no_gate") else "")
+                  + f"  (exit {gate['exit_code']}, run {document['run_id']}{'' if status == 'completed' else ', ' + status})")
+    if gate.get("no_gate") and gate["passed"]:
+        console.print(f"  ⚠ {gate['no_gate']} (no_gate: fail fails such a run)", markup=False)
     for reason in gate["reasons"]:
         console.print(f"  • {reason}", markup=False)
     _render_gate_changes(document, console)

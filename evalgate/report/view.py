@@ -136,6 +136,7 @@ def verdict_view(results: Mapping[str, Any]) -> dict[str, Any]:
         "exit_code": gate.get("exit_code"),
         "status": str(results.get("status") or "completed"),
         "reasons": [str(r) for r in gate.get("reasons") or []],
+        "no_gate": str(gate["no_gate"]) if gate.get("no_gate") else None,
     }
 
 
@@ -228,6 +229,11 @@ def calibration_label(info: Mapping[str, Any]) -> str | None:
     if not isinstance(calibration, Mapping):
         return None
     status = calibration.get("status")
+    controls = calibration.get("controls")
+    if calibration.get("evidence") == "controls" and isinstance(controls, Mapping):
+        kappa = controls.get("kappa")
+        text = f"controls κ {format_number(kappa, 2) if kappa is not None else '—'} · n {controls.get('n')}"
+        return text + ("" if calibration.get("gating") else f" · {controls.get('status')}")
     if status in ("missing", None):
         return "not calibrated"
     if status == "stale":
@@ -248,7 +254,8 @@ def judge_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
     notes = [str(n) for n in (results.get("gate") or {}).get("notes") or []]
     calibrated = ((results.get("calibration") or {}).get("metrics") or {})
     missing = sorted(str(name) for name, entry in calibrated.items()
-                     if isinstance(entry, Mapping) and entry.get("status") == "missing" and entry.get("gating") is False)
+                     if isinstance(entry, Mapping) and entry.get("status") == "missing" and entry.get("gating") is False
+                     and entry.get("evidence", "none") == "none")  # no labels and no controls: nothing more to say
     if len(missing) > 1:  # one line for every metric never calibrated; below-floor and stale ones keep their own
         notes = [note for note in notes if not any(note.startswith(f"{name}: ") for name in missing)]
         notes.insert(0, f"judge not calibrated for {', '.join(missing)} — verdicts shown, not gating "

@@ -91,6 +91,8 @@ class ValidationResult:
     """``explain(case)`` → the case's metrics with thresholds and why each applies (``runner.explain``)."""
     selected: Any = field(default=None, repr=False)
     """The selected cases (iterable; streamed from the files when large)."""
+    judged: list[str] = field(default_factory=list)
+    """One line per gated judged metric: whether and on what evidence it can gate (``runner.calibrate``)."""
 
     def explanation(self) -> list[dict[str, Any]]:
         """Per selected case: ``{id, source, kind, metrics: [{metric, threshold, threshold_from, why}]}``."""
@@ -247,6 +249,12 @@ def validate(*, metrics: Iterable[Any] | None = None, thresholds: Mapping[str, A
     return validate_settings(parsed, suite_config, cwd=base, env=env)
 
 
+def gating_explained(settings: Settings, prepared: Prepared) -> list[str]:
+    from evalgate.runner.calibrate import explain_gating
+
+    return explain_gating(settings, prepared)
+
+
 def validate_settings(settings: Settings, suite_config: Mapping[str, Any], *, cwd: Path | None = None,
                       env: Mapping[str, str] | None = None) -> ValidationResult:
     from evalgate.dataset.summary import dataset_summary
@@ -262,7 +270,7 @@ def validate_settings(settings: Settings, suite_config: Mapping[str, Any], *, cw
         cases=len(prepared.cases), files=prepared.files,
         thresholds={name: t.model_dump() for name, t in sorted(prepared.thresholds.items())},
         custom_metrics=custom_metric_rows(settings, prepared, env), summary=summary, notices=list(prepared.notices),
-        explain=prepared.explain, selected=prepared.cases,
+        explain=prepared.explain, selected=prepared.cases, judged=gating_explained(settings, prepared),
     )
 
 
@@ -335,9 +343,20 @@ def compare(base: str | Path, head: str | Path, *, significance_level: float | N
     metric deltas with BCa intervals, flipped cases. ``significance_level``, ``repeat_rule`` and the
     ``regression_tolerance`` default to HEAD's own settings."""
     from evalgate.store.reader import load_results
-    from evalgate.verdict.compare import DEFAULT_ALPHA, compare_runs, comparison_gate_reasons
 
     base_doc, head_doc = load_results(str(base)), load_results(str(head))
+    return compare_documents(base_doc, head_doc, base_label=str(base), head_label=str(head),
+                             significance_level=significance_level, repeat_rule=repeat_rule,
+                             fail_on_regression=fail_on_regression)
+
+
+def compare_documents(base_doc: Mapping[str, Any], head_doc: Mapping[str, Any], *, base_label: str,
+                      head_label: str, significance_level: float | None = None, repeat_rule: str | None = None,
+                      fail_on_regression: bool = False) -> ComparisonResult:
+    """``compare`` for two results documents already read (``results`` may be any iterable of records, read
+    once: ``evalgate view`` streams them from the database)."""
+    from evalgate.verdict.compare import DEFAULT_ALPHA, compare_runs, comparison_gate_reasons
+
     config = (head_doc.get("metadata") or {}).get("config") or {}
     alpha = significance_level if significance_level is not None else config.get("significance_level", DEFAULT_ALPHA)
     if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0.0 < alpha < 1.0:
@@ -350,8 +369,8 @@ def compare(base: str | Path, head: str | Path, *, significance_level: float | N
     thresholds = [str(name) for name, row in (head_doc.get("metrics") or {}).items()
                   if isinstance(row, dict) and row.get("threshold") is not None]
     pairwise, pairwise_gated, _ = merged_pairwise(  # HEAD's pairwise preferences, when judged against BASE itself
-        [(str(head), head_doc)], base_doc.get("run_id"), head_doc.get("calibration") or {}, thresholds)
-    comparison = compare_runs(base_doc, head_doc, alpha=float(alpha), baseline_source=str(base),
+        [(head_label, head_doc)], base_doc.get("run_id"), head_doc.get("calibration") or {}, thresholds)
+    comparison = compare_runs(base_doc, head_doc, alpha=float(alpha), baseline_source=base_label,
                               repeat_rule=rule,  # type: ignore[arg-type]  # checked just above
                               pairwise=(pairwise or {}).get("metrics"), pairwise_gated=pairwise_gated)
     reasons = comparison_gate_reasons(comparison, fail_on_regression)

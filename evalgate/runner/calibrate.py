@@ -19,10 +19,13 @@ from typing import TYPE_CHECKING, Any
 from evalgate.errors import UserError
 from evalgate.model import Case, Threshold
 from evalgate.verdict.calibration import (
+    ControlFloor,
     Floor,
     Pair,
     Standing,
     agreement,
+    control_standing,
+    decide,
     gates,
     mismatch_text,
     recompute,
@@ -62,7 +65,9 @@ def stored_records(settings: Settings, prepared: Prepared, cwd: Path, notices: l
     from evalgate.store.calibration import CalibrationFileError, load, read_file, record_digest
 
     db_path = settings.db_path if settings.db_path.is_absolute() else cwd / settings.db_path
-    found: list[tuple[dict[str, Any], str]] = [(record, display_path(db_path, cwd)) for record in load(db_path)]
+    found: list[tuple[dict[str, Any], str]] = [(record, display_path(db_path, cwd)) for record in load(db_path)
+                                               if not str(record.get("metric", "")).startswith("controls:")]
+    # (the controls' records are a log of what the run's judge showed: never read back as evidence)
     if found and untrusted_checkout(settings.environment):  # a results.db the pull request may have committed
         notices.append(f"calibrations in {display_path(db_path, cwd)} not read in a pull-request run (the "
                        "calibration file is, and compared with the base run's): evalgate calibrate writes both")
@@ -127,28 +132,153 @@ class JudgePolicy:
         """The failure lines (``calibration: required``) of the metrics the run scored."""
         return [line for name, line in sorted(self.failures.items()) if name.partition("#")[0] in used]
 
+    def advisory(self) -> frozenset[str]:
+        """The metrics shown without gating (their values are recorded ``advisory``)."""
+        return frozenset(name for name, entry in self.block.get("metrics", {}).items() if entry.get("gating") is False)
+
     def pairwise_gated(self, thresholds: Collection[str]) -> list[str]:
         return [name for name in thresholds if self.pairwise_gating is None or name in self.pairwise_gating]
 
 
-def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | None, cwd: Path) -> JudgePolicy:
-    """Per gated judged metric: its calibration standing, and whether it gates (see the module docstring).
-    A metric that reads a non-gating judged metric's value (``composite``, ``combined_score``) stops gating too."""
+def judged_gated(prepared: Prepared) -> list[str]:
+    """The gated judged metrics a calibration decides on (one-off ``assert:`` criteria are each their own prompt:
+    nothing to calibrate, they gate as written)."""
+    from evalgate.runner.catalog import INLINE_CRITERIA
+
+    return [name for name in sorted(prepared.thresholds) if name in prepared.metrics
+            and prepared.metrics[name].uses_judge and name != INLINE_CRITERIA]
+
+
+async def prove_judges(settings: Settings, prepared: Prepared, judge: JudgeClient | None, cwd: Path,
+                       announce: Any = None) -> dict[str, dict[str, Any]]:
+    """Score each gated judged metric's controls (``judges.controls``) with the run's judge, unless human labels
+    for its current configuration decide already (``auto``/``required``) or ``calibration: trust``. Returns
+    metric → the controls' record (``agreement`` over the control pairs, ``status``, ``reason``, ``digest``,
+    per-kind counts); a metric without controls is absent. Every call goes through the judge (its cache, batch
+    and budget): a rerun with the same judge and control set costs no call. The record is also saved in the
+    results database (``controls:NAME``) as a log; the decision is always recomputed from the verdicts, so no
+    file of the checkout can vouch for a judge."""
+    from evalgate.judges import controls as built
+    from evalgate.judges.calibration import judge_label, key_of, key_parts
+
+    if judge is None or settings.calibration == "trust" or settings.controls_max_items == 0:
+        return {}
+    names = judged_gated(prepared)
+    if not names:
+        return {}
+    records = stored_records(settings, prepared, cwd, []) if settings.calibration != "off" else []
+    options = global_options(prepared)
+    wanted: dict[str, list[built.Control]] = {}
+    for name in names:
+        metric = prepared.metrics[name]
+        if built.family(metric) is None:
+            continue
+        parts = key_parts(judge, metric, options)
+        current, _stale = lookup(records, name, key_of(parts), parts)
+        if current is not None:  # human labels for this configuration decide (they override the controls)
+            continue
+        cases = (case for case in prepared.cases if name in prepared.plan_for(case).names)
+        items = built.build(metric, cases, settings.controls_max_items)
+        if items:  # none: the suite gives nothing to build them from (no reference, no conversation)
+            wanted[name] = items
+    total = sum(len(items) for items in wanted.values())
+    if announce is not None and total:
+        announce(f"judge controls: {total} item(s) for {len(wanted)} metric(s) (at most "
+                 f"{settings.controls_max_items} per metric), {total * judge.samples} judge call(s) at most; "
+                 "cached replies cost none")
+    gate = asyncio.Semaphore(max(1, settings.concurrency))
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    found: dict[str, dict[str, Any]] = {}
+
+    async def one(metric: Metric, item: built.Control) -> Pair:
+        async with gate:
+            value, reasoning, problem = await built.score_control(judge, metric, item, options)
+        return Pair(item.name, item.label, None, value, reasoning, item.kind, problem)
+
+    for name, items in wanted.items():
+        metric = prepared.metrics[name]
+        pairs = await asyncio.gather(*(one(metric, item) for item in items))
+        threshold = prepared.thresholds[name]
+        report = agreement(pairs, threshold.admits)
+        state, why = control_standing(report, ControlFloor())
+        kinds: dict[str, dict[str, int]] = {}
+        for pair in pairs:
+            row = kinds.setdefault(pair.source, {"n": 0, "right": 0, "no_verdict": 0})
+            row["n"] += 1
+            if pair.judge_value is None:
+                row["no_verdict"] += 1
+            elif bool(threshold.admits(pair.judge_value)) == pair.label_pass:
+                row["right"] += 1
+        parts = key_parts(judge, metric, options)
+        digest = built.digest(items)
+        found[name] = {**report, "status": state, "reason": why, "items": len(items), "digest": digest,
+                       "first_unavailable": next((pair.problem for pair in pairs if pair.problem), None),
+                       "kinds": kinds, "created": now, "metric": f"controls:{name}",
+                       "key": key_of({**parts, "controls": digest}), "parts": parts,
+                       "judge": judge_label(parts, name, key_of(parts)), "threshold": threshold.model_dump()}
+    if found:
+        from evalgate.store.calibration import save
+
+        db_path = settings.db_path if settings.db_path.is_absolute() else cwd / settings.db_path
+        try:
+            save(db_path, list(found.values()))
+        except (OSError, UserError) as exc:  # a log only: never a reason to lose the run
+            prepared.notices.append(f"controls not saved in {db_path}: {exc}")
+    return found
+
+
+def explain_gating(settings: Settings, prepared: Prepared) -> list[str]:
+    """``validate --explain``: per gated judged metric, in one line, what it needs to gate (no call is made, so
+    what the judge will show is not known yet: the controls are counted, not scored)."""
+    from evalgate.judges import controls as built
+
+    mode = settings.calibration
+    judged = "judged — needs a judge (judge_provider); then" if settings.judge_provider == "none" else "judged —"
+    lines = []
+    wanted = set(judged_gated(prepared))
+    used = {name for case in prepared.cases for name in prepared.plan_for(case).names if name in wanted}
+    for name in sorted(used):
+        metric = prepared.metrics[name]
+        if mode == "trust":
+            lines.append(f"{name}: {judged} gates unchecked (calibration: trust)")
+            continue
+        cases = (case for case in prepared.cases if name in prepared.plan_for(case).names)
+        items = built.build(metric, cases, settings.controls_max_items) if settings.controls_max_items else []
+        labels = "" if mode == "off" else " (human labels for its judge, when they exist, decide instead)"
+        if items:
+            lines.append(f"{name}: {judged} gates once its judge passes {len(items)} controls built from this suite"
+                         f"{labels}; else shown, not gating (calibration: {mode})")
+        elif mode == "off":
+            lines.append(f"{name}: {judged} gates unchecked: no controls can be built for it (calibration: off)")
+        else:
+            seed = " (under a seed kind: gates as the seed framework did)" if prepared.seed_kind and mode == "auto" else ""
+            lines.append(f"{name}: {judged} gates only on human labels, no controls can be built for it "
+                         f"(`evalgate calibrate`){seed} (calibration: {mode})")
+    return lines
+
+
+def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | None, cwd: Path,
+                 controls: Mapping[str, Mapping[str, Any]] | None = None) -> JudgePolicy:
+    """Per gated judged metric: its calibration standing, its controls (``prove_judges``) and whether it gates
+    (``verdict.calibration.decide``). A metric that reads a non-gating judged metric's value (``composite``,
+    ``combined_score``) stops gating too."""
     from evalgate.judges.calibration import judge_label, key_of, key_parts
 
     thresholds = dict(prepared.thresholds)
     if judge is None:
         return JudgePolicy(thresholds)
     mode = settings.calibration
-    from evalgate.runner.catalog import INLINE_CRITERIA
-
-    # one-off ``assert:`` criteria are each their own prompt: nothing to calibrate, they gate as written
-    judged = [name for name in sorted(thresholds) if name in prepared.metrics and prepared.metrics[name].uses_judge
-              and name != INLINE_CRITERIA]
-    if not judged or mode == "off":  # off: today's behaviour, every judge gates and nothing is shown
-        return JudgePolicy(thresholds, {"mode": mode, "metrics": {}} if mode == "off" else {})
+    controls = controls or {}
+    judged = judged_gated(prepared)
+    if not judged or mode == "trust":  # trust: every judge gates, nothing checked (the one-line note says so)
+        policy = JudgePolicy(thresholds, {"mode": mode, "metrics": {}} if mode == "trust" else {})
+        if mode == "trust":
+            for name in judged:
+                policy.block["metrics"][name] = {"status": "trusted", "gating": True, "evidence": "trusted",
+                                                 "threshold": thresholds[name].model_dump()}
+        return policy
     notices: list[str] = []
-    records = stored_records(settings, prepared, cwd, notices)
+    records = stored_records(settings, prepared, cwd, notices) if mode != "off" else []
     prepared.notices.extend(notices)
     options = global_options(prepared)
     policy = JudgePolicy(thresholds, {"mode": mode, "metrics": {}})
@@ -161,9 +291,11 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
         current, stale = lookup(records, name, key, parts)
         floor = floor_for(settings, name)
         state, why = standing(current, stale, floor)
-        gating = gates(mode, state, seed_kind=prepared.seed_kind)
+        control = controls.get(name)
+        control_state, control_why = control_standing(control) if control is not None else ("none", "")
+        gating, evidence = decide(mode, state, control_state, seed_kind=prepared.seed_kind)
         entry: dict[str, Any] = {"judge": label, "key": key, "status": state, "reason": why, "gating": gating,
-                                 "min_kappa": floor.min_kappa, "min_labels": floor.min_labels,
+                                 "evidence": evidence, "min_kappa": floor.min_kappa, "min_labels": floor.min_labels,
                                  "threshold": thresholds[name].model_dump()}
         if current is not None:
             entry.update({"kappa": current.get("kappa"), "kappa_ci": current.get("kappa_ci"), "n": current.get("n"),
@@ -171,16 +303,23 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
                           "kendall": current.get("kendall"), "created": current.get("created"),
                           "digest": current.get("digest"), "read_from": current.get("read_from"),
                           **({"mismatch": current["mismatch"]} if current.get("mismatch") else {})})
+        if control is not None:
+            entry["controls"] = {"status": control_state, "reason": control_why, "n": control.get("n"),
+                                 "kappa": control.get("kappa"), "kappa_ci": control.get("kappa_ci"),
+                                 "items": control.get("items"), "digest": control.get("digest"),
+                                 "kinds": control.get("kinds"), "first_unavailable": control.get("first_unavailable"),
+                                 "disagreements": control.get("disagreements", [])[:3]}
         policy.block["metrics"][name] = entry
-        if state != "calibrated" and mode == "required":  # one reason, not its verdicts as well
+        line = gate_line(name, label, evidence, gating, why, control_state, control_why)
+        entry["line"] = line
+        if not gating and mode == "required":  # one reason, not its verdicts as well
             not_gating.add(name)
-            policy.failures[name] = f"{name}: judge not calibrated for {label}: {why} — calibration: required"
+            policy.failures[name] = f"{line} — calibration: required"
         elif not gating:
             not_gating.add(name)
-            policy.notes[name] = f"{name}: judge not calibrated for {label}: {why} — verdicts shown, not gating"
-        elif state == "missing":
-            policy.notes[name] = (f"{name}: judge not calibrated for {label} — gating as the seed frameworks did "
-                                  "(a seed kind is declared; run `evalgate calibrate`)")
+            policy.notes[name] = f"{line} — verdicts shown, not gating"
+        else:
+            policy.notes[name] = line if evidence in ("seed", "trusted") else f"{line} — gates"
     for name in sorted(thresholds):
         dependent = prepared.metrics.get(name)
         if dependent is not None and name not in not_gating and set(dependent.depends_on) & not_gating:
@@ -194,6 +333,24 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
     if settings.pairwise:
         _pairwise_policy(policy, settings, prepared, judge, records, options, judged)
     return policy
+
+
+def gate_line(name: str, label: str, evidence: str, gating: bool, why: str, control_state: str,
+              control_why: str) -> str:
+    """The one line that says whether a judged metric gates and why (console, comment, explain)."""
+    if evidence == "labels":
+        return (f"{name}: judge {label} calibrated on human labels: {why}" if gating else
+                f"{name}: judge not calibrated for {label}: {why}")
+    if evidence == "controls":
+        return (f"{name}: judge {label} passed its controls: {control_why}" if gating else
+                f"{name}: judge {label} failed its controls: {control_why}" if control_state == "failed" else
+                f"{name}: judge {label} not proven by controls: {control_why}")
+    if evidence == "seed":
+        return (f"{name}: judge not calibrated for {label} — no controls could be built; gating as the seed "
+                "frameworks did (a seed kind is declared; run `evalgate calibrate`)")
+    if evidence == "trusted":
+        return f"{name}: judge {label} gates unchecked (no controls could be built; calibration: off)"
+    return f"{name}: judge not calibrated for {label}: {why}; no controls could be built from the suite"
 
 
 def _pairwise_policy(policy: JudgePolicy, settings: Settings, prepared: Prepared, judge: JudgeClient,
@@ -231,6 +388,11 @@ def attach_calibration(document: dict[str, Any], policy: JudgePolicy, health: di
         for name, entry in document["calibration"]["metrics"].items():
             metrics[name]["calibration"] = {k: entry.get(k) for k in ("status", "gating", "kappa", "n", "created",
                                                                       "judge", "reason", "threshold")}
+            if entry.get("evidence"):
+                metrics[name]["calibration"]["evidence"] = entry["evidence"]
+            if isinstance(entry.get("controls"), dict):
+                metrics[name]["calibration"]["controls"] = {k: entry["controls"].get(k)
+                                                            for k in ("status", "kappa", "kappa_ci", "n")}
     notes = [line for name, line in sorted(policy.notes.items()) if name in metrics]
     if notes:
         document.setdefault("gate", {})["notes"] = notes

@@ -159,6 +159,7 @@ class Engine:
         optional: Mapping[str | None, frozenset[str]] | None = None,
         conversations: Any = None,
         not_judged: str | None = None,
+        advisory: frozenset[str] = frozenset(),
     ) -> None:
         self.target = target
         self.not_judged = not_judged
@@ -170,6 +171,8 @@ class Engine:
         self.plan_for = plan_for
         self.expectations = ExpectationDigests()
         self.thresholds = thresholds
+        self.advisory = advisory
+        """Judged metrics whose judge may not gate: their values are recorded ``advisory`` (``passed`` null)."""
         self.sinks = sinks
         self.concurrency = concurrency
         self.spare_workers = spare_workers
@@ -459,7 +462,8 @@ class Engine:
                 details=score.details,
             )
         ctx.values[metric.name] = value
-        return judge_metric(value, self._threshold(metric.name, ctx), score.details)
+        return judge_metric(value, self._threshold(metric.name, ctx), score.details,
+                            advisory=metric.name in self.advisory)
 
     def verdict(self, metrics: dict[str, MetricResult], error: str | None = None,
                 suite: str | None = None) -> tuple[CaseStatus, list[str]]:

@@ -16,6 +16,7 @@ from evalgate import __version__
 from evalgate.config.settings import Settings
 from evalgate.metrics.registry import Metric
 from evalgate.model import Threshold
+from evalgate.runner.provenance import provenance
 from evalgate.runner.setup import Prepared
 from evalgate.safety.redact import redact, redact_mapping
 from evalgate.store.results_json import SCHEMA_VERSION
@@ -128,6 +129,7 @@ def run_metadata(settings: Settings, prepared: Prepared, target: Any) -> dict[st
         "target": redact_mapping(target.describe()),
         "selected_cases": len(prepared.cases),
         "repeat": settings.repeat,
+        **provenance(),  # metadata.git {branch, commit} and metadata.finished (evalgate view's runs page)
     }
 
 
@@ -310,14 +312,29 @@ FILE_MODULE = re.compile(r"^evalgate_user_[0-9a-f]+\.")
 path, so the same file in another checkout directory (a base run on another runner) is no other definition."""
 
 
+TARGET_IDENTITY = ("target", "target_url", "target_method", "target_headers", "target_body_template",
+                   "target_response_map", "target_response_format", "target_command", "target_model",
+                   "target_provider", "target_options", "outputs_file")
+"""Settings that say where a run's answers come from (``answer_source.identity``)."""
+SET_BY_WORKFLOW = "set by the workflow"
+
+
 def run_settings(settings: Settings, prepared: Prepared, document: Mapping[str, Any]) -> dict[str, Any]:
-    """The gate policy's ``RUN_SETTINGS`` (``verdict.policy``): what else can change a verdict."""
+    """The gate policy's ``RUN_SETTINGS`` (``verdict.policy``): what else can change a verdict. A target or
+    judge setting the workflow gave (an input, ``EVALGATE_*``, a flag) is recorded as ``SET_BY_WORKFLOW``: the
+    pull request cannot change it, and a value the workflow makes per run (an agent on a free port) must not
+    read as the pull request's change."""
     import hashlib
     from urllib.parse import urlsplit
 
     def digest(value: Any) -> str:
         text = json.dumps(value, sort_keys=True, default=str)
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+    def own(name: str, value: Any = None) -> Any:
+        if _from_workflow(settings, name):
+            return SET_BY_WORKFLOW
+        return getattr(settings, name) if value is None else value
 
     target = (document.get("metadata") or {}).get("target") or {}
     kind = str(target.get("kind") or settings.target) if isinstance(target, Mapping) else settings.target
@@ -334,11 +351,13 @@ def run_settings(settings: Settings, prepared: Prepared, document: Mapping[str, 
         definitions[name] = {"digest": digest(info), "origin": redact(origin)}
     return {
         "repeat": settings.repeat,
-        "answer_source": {"target": kind, "identity": digest(target)},
-        "judge": {"provider": settings.judge_provider, "model": settings.judge_model, "base_url": base_url,
-                  "temperature": settings.judge_temperature, "temperatures": dict(settings.judge_temperatures),
-                  "samples": settings.judge_samples, "seed": settings.judge_seed, "output": settings.judge_output},
-        "simulator": settings.simulator_model,
+        "answer_source": {"target": kind, "identity": digest({name: own(name) for name in TARGET_IDENTITY})},
+        "judge": {"provider": settings.judge_provider, "model": own("judge_model"),
+                  "base_url": own("judge_base_url", base_url) if base_url else None,
+                  "temperature": own("judge_temperature"), "temperatures": own("judge_temperatures", dict(
+                      settings.judge_temperatures)), "samples": own("judge_samples"), "seed": own("judge_seed"),
+                  "output": own("judge_output")},
+        "simulator": own("simulator_model"),
         "metric_definitions": definitions,
         "directions": {name: str(entry.get("direction") or "higher")
                        for name, entry in sorted((document.get("metrics") or {}).items())

@@ -5,7 +5,7 @@ A pull request from a fork, or one Dependabot opened, gets no repository secrets
 then has no ``OPENAI_API_KEY``. ``skip`` (the default on those runs) runs without the judge: each judged
 metric is reported ``skipped`` with :func:`not_judged_reason` as its reason, a case that only a judged
 metric could decide is ``skipped`` too (never ``passed``: ``verdict.gate.case_verdict``), the rest of the
-gate decides, and a run where nothing was left to decide fails (:func:`nothing_decided`). ``fail`` (the
+gate decides, and a run where nothing was left to decide fails (``verdict.gate.nothing_decided_reason``). ``fail`` (the
 default elsewhere) stops before any case runs, exit 2, naming the key.
 """
 
@@ -17,14 +17,12 @@ from typing import TYPE_CHECKING
 from evalgate.calls.providers import missing_key
 from evalgate.config.trust import from_checkout, untrusted_checkout, without_secrets
 from evalgate.errors import DOCS_SITE, UserError
+from evalgate.verdict.aggregate import NOT_JUDGED
 
 if TYPE_CHECKING:
     from evalgate.config.settings import Settings
     from evalgate.model import Case
-    from evalgate.verdict.aggregate import RunAggregate
 
-NOT_JUDGED = "not judged"
-"""The start of every reason a judged metric or case carries when the run had no judge key."""
 
 
 def judge_missing_mode(settings: Settings) -> tuple[str, str | None]:
@@ -56,17 +54,6 @@ def not_judged_reason(settings: Settings) -> str | None:
                         "skip to run without the judge: judged metrics are then reported as not judged)",
                         where=settings.origin("judge_provider") or "judge_provider")
     return f"{NOT_JUDGED}: no {needed} in this run" + (f" ({why})" if why else "") + " and judge-missing is skip"
-
-
-def nothing_decided(aggregate: RunAggregate, reason: str | None) -> str | None:
-    """The gate reason when no case could be decided without the judge (every case ``skipped`` for it): a
-    suite whose only gate is a judged metric must not pass on no evidence. None otherwise."""
-    if reason is None or aggregate.total_test_cases == 0:
-        return None
-    if aggregate.total_passed + aggregate.total_failed + aggregate.total_errored:
-        return None
-    return (f"nothing could decide: every case needs the judge, and judged metrics were {reason} — run where the "
-            "key is available, or add checks that need no judge (rules, expected_keywords)")
 
 
 def check_answers_recorded(settings: Settings, cases: Iterable[Case]) -> None:

@@ -21,6 +21,7 @@ import contextlib
 import datetime as dt
 import gc
 import signal
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +54,7 @@ from evalgate.store.recorder import CaseRecorder
 from evalgate.store.results_json import CaseSpool, write_results
 from evalgate.store.sqlite import SQLiteStore
 from evalgate.verdict.aggregate import RunAggregate
-from evalgate.verdict.gate import Verdict, judge_metric_sets, run_verdict
+from evalgate.verdict.gate import NO_GATE, Verdict, judge_metric_sets, nothing_gated, run_verdict
 from evalgate.verdict.policy import CaseSet
 from evalgate.verdict.repeats import RepeatSink, apply_report
 
@@ -192,17 +193,15 @@ async def _execute(
         prepared.notices.append(str(judge.batch_notice))  # type: ignore[union-attr]
     traces = TraceSession(settings)
     try:
-        from evalgate.runner.calibrate import judge_policy
-
-        calibration = judge_policy(settings, prepared, judge, cwd or Path.cwd())
-        prepared.thresholds = calibration.thresholds  # a judged metric whose judge is not calibrated does not gate
-    except BaseException:
-        await _close_quietly(target, judge, runtime)
-        restored.close()
-        raise
-    try:
         await check_reachable(endpoints_of(target, judge), settings.connect_timeout_seconds, env)
         Interrupt.check()  # a signal whose wake-up found no wait left to cancel: still nothing written
+        from evalgate.runner.calibrate import judge_policy, prove_judges
+
+        # the judge proves itself on controls built from the suite (cached: a rerun costs no call)
+        controls = await prove_judges(settings, prepared, judge, cwd or Path.cwd(),
+                                      announce=lambda text: print(f"evalgate: {text}", file=sys.stderr, flush=True))
+        calibration = judge_policy(settings, prepared, judge, cwd or Path.cwd(), controls)
+        prepared.thresholds = calibration.thresholds  # a judged metric whose judge is not proven does not gate
         await traces.start()  # the OTLP receiver (traces: true); a busy port is a UserError
     except BaseException:
         await _close_quietly(target, judge, runtime)
@@ -259,6 +258,7 @@ async def _execute(
         prefetch_judged=getattr(judge, "batch", None) is not None,
         optional=prepared.optional,
         conversations=conversations,
+        advisory=calibration.advisory(),
         not_judged=not_judged,
     )
     pairwise: dict[str, Any] | None = None
@@ -274,6 +274,9 @@ async def _execute(
         try:
             stats = await running
             estimate = await estimating
+            if estimate is not None and controls:  # the controls were judged before the cases: their bound too
+                estimate["controls"] = {"cap_per_metric": settings.controls_max_items,
+                                        "items": {name: record["items"] for name, record in sorted(controls.items())}}
         except BaseException:
             estimating.cancel()
             raise
@@ -281,7 +284,9 @@ async def _execute(
             from evalgate.config.budget import parse_budget
             from evalgate.runner.adaptive import run_rounds
 
-            budget = parse_budget(settings.adaptive_budget, len(adaptive.plan.cases))
+            plan = adaptive.plan
+            budget = parse_budget(settings.adaptive_budget, len(plan.cases),
+                                  sum(1 for c in plan.cases.values() if c.critical))
             await run_rounds(engine, adaptive, budget, lambda: runtime.ledger.spent)
         status = "cancelled" if stats.cancelled else "completed"
         if before and judge is not None and status == "completed":
@@ -310,11 +315,9 @@ async def _execute(
             interrupted = status == "cancelled" and (bool(received) or not runtime.ledger.exceeded)
             extra = [f"run {status} before every case finished"] if status != "completed" else []
             extra += calibration.failures_for(aggregate.metrics)
-            from evalgate.runner.missing import nothing_decided
-
-            undecided = nothing_decided(aggregate, not_judged)
-            if undecided:
-                extra.append(undecided)
+            no_gate = NO_GATE if nothing_gated(aggregate, prepared.thresholds) else None
+            if no_gate is not None and no_gate_fails(settings):
+                extra.append(f"{no_gate} — no_gate: fail")
             if interrupted:
                 by = " and ".join(dict.fromkeys(received)) or "the caller"
                 every = engine.stats.finished_cases >= total
@@ -366,6 +369,8 @@ async def _execute(
                 document["gate"] = verdict.as_dict()
                 attach_calibration(document, calibration, None)
             document["gate"].update(gate_fields)
+            if no_gate is not None:
+                document["gate"]["no_gate"] = no_gate
             return document, verdict
 
         if received and status == "completed":  # every case finished, but the run was asked to stop
@@ -383,6 +388,11 @@ async def _execute(
     return RunOutcome(document=document, results_path=results_path, db_path=settings.db_path,
                       verdict=verdict, failures=failures.failures, compat_paths=compat_paths,
                       notices=prepared.notices, signals=list(received))
+
+
+def no_gate_fails(settings: Settings) -> bool:
+    """``no_gate``: ``fail``, or ``auto`` under ``calibration: required``."""
+    return settings.no_gate == "fail" or (settings.no_gate == "auto" and settings.calibration == "required")
 
 
 def _adaptive_sink(settings: Settings, baseline: Any, downstream: Any) -> Any:

@@ -47,6 +47,8 @@ class JudgingAgreement:
         self.entries: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
         """(section, metric) → (the entry the merged run keeps, the shard it came from)."""
         self.statuses: dict[tuple[str, str], dict[str, str]] = {}
+        self.refused: dict[tuple[str, str], dict[str, bool]] = {}
+        """Per (section, metric) gated by controls: per shard, whether its controls refused the judge."""
         """(section, metric) → shard → the standing it found (a shard without the entry is not listed)."""
         self.labels: list[str] = []
         self.mode: str | None = None
@@ -72,6 +74,8 @@ class JudgingAgreement:
 
     def _entry(self, slot: tuple[str, str], entry: dict[str, Any], label: str) -> None:
         self.statuses.setdefault(slot, {})[label] = str(entry.get("status"))
+        if entry.get("evidence") == "controls":  # each shard proves its judge on its own cases' controls
+            self.refused.setdefault(slot, {})[label] = entry.get("gating") is False
         what = f"calibration of {slot[1]}{SECTIONS[slot[0]]}"
         seen = self.entries.get(slot)
         if seen is None:
@@ -82,6 +86,10 @@ class JudgingAgreement:
             if _text(entry.get(field)) != _text(kept.get(field)):
                 raise UserError(f"{what}: {field} differs between shards: {_text(entry.get(field))} here, "
                                 f"{_text(kept.get(field))} in {where}", where=label)
+        if entry.get("evidence") == "controls" or kept.get("evidence") == "controls":
+            if entry.get("gating") is False and kept.get("gating") is not False:
+                self.entries[slot] = (entry, label)  # the weakest: a shard whose controls refused the judge
+            return
         if MISSING in (entry.get("status"), kept.get("status")):
             if entry.get("status") == MISSING and kept.get("status") != MISSING:
                 self.entries[slot] = (entry, label)  # the weakest: no calibration
@@ -128,15 +136,23 @@ class JudgingAgreement:
             if section == "metrics":
                 out_notes[name] = (f"{name}: judge calibration missing in shard {without} (calibrated in {with_}) — "
                                    "the merged run takes the weakest: verdicts shown, not gating")
-        reasons = [f"{name}{SECTIONS[section]}: judge not calibrated for {entry.get('judge')}: {entry.get('reason')} — "
+        for (section, name), refused in sorted(self.refused.items()):
+            if any(refused.values()) and not all(refused.values()) and section == "metrics":
+                without = next(label for label, no in refused.items() if no)
+                out_notes[name] = (f"{name}: judge refused by its controls in shard {without} — the merged run takes "
+                                   "the weakest: verdicts shown, not gating")
+        reasons = [f"{name}{SECTIONS[section]}: judge not proven for {entry.get('judge')}: {entry.get('reason')} — "
+                   "calibration: required" if entry.get("evidence") == "controls" else
+                   f"{name}{SECTIONS[section]}: judge not calibrated for {entry.get('judge')}: {entry.get('reason')} — "
                    "calibration: required"
                    for section in SECTIONS for name, entry in sorted(block.get(section, {}).items())
-                   if self.mode == "required" and entry.get("status") != "calibrated"]
+                   if self.mode == "required" and entry.get("status") != "calibrated" and entry.get("gating") is not True]
         return block, out_notes, reasons
 
     def not_gating(self) -> set[str]:
         """Metrics whose threshold the merged gate drops (weakened calibrations)."""
-        return {name for (section, name) in self.weakened() if section == "metrics"}
+        return ({name for (section, name) in self.weakened() if section == "metrics"}
+                | {name for (section, name), refused in self.refused.items() if section == "metrics" and any(refused.values())})
 
 
 def merged_pairwise(shards: Sequence[tuple[str, Mapping[str, Any]]], baseline_run_id: Any,

@@ -165,7 +165,7 @@ def encode_details(details: Any, default: Any) -> str:
 
 _c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
 _encode_ascii = json.encoder.encode_basestring_ascii
-_VALUED = (MetricStatus.passed, MetricStatus.failed)
+_VALUED = (MetricStatus.passed, MetricStatus.failed, MetricStatus.advisory)
 
 
 def metric_rows(result: CaseResult, run_id: str, timestamp: str, description: str | None = None) -> list[tuple[Any, ...]]:

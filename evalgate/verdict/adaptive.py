@@ -9,7 +9,7 @@ Rounds. Round 1 runs every case once. After it:
   scored a gated metric near its threshold (``near_threshold``), and
   compares each re-trial with the base runs 1, 2, … of the baseline (never with run 0, which chose the
   case): look 2. A case without a base run beyond run 0 cannot join look 2 (the base's evidence is thin):
-  when no case can, the comparison ends **inconclusive** and says that a base run with ``repeat: 3``
+  when no case can, the comparison ends **inconclusive** and says that a base run with ``repeat: 5``
   resolves it;
 * every **critical case** runs its SPRT (``sequential.critical_sprt``) round after round until it is
   blocked, cleared or reaches ``CRITICAL_MAX_TRIALS``.
@@ -113,14 +113,15 @@ class Plan:
         return sequential.critical_sprt(case.head, self.requirement, self.alpha_case())
 
     def wanted(self) -> list[str]:
-        """The cases to re-try in the next round (ids, in first-seen order)."""
-        want: list[str] = []
-        for case in self.cases.values():
-            if (case.critical and self.critical_evidence(case).decision == "undecided" \
-                    and len(case.head) < sequential.CRITICAL_MAX_TRIALS) or (self.rounds == 1 and self.decision == "continue" and not self.thin_base
-                  and case.id in self.stage2 and len(case.base) > 1):
-                want.append(case.id)
-        return want
+        """The cases to re-try in the next round (ids): the undecided critical cases first (their SPRT gates the
+        run), then look 2's cases in first-seen order."""
+        critical = [c.id for c in self.cases.values() if c.critical
+                    and self.critical_evidence(c).decision == "undecided"
+                    and len(c.head) < sequential.CRITICAL_MAX_TRIALS]
+        chosen = set(critical)
+        if self.rounds == 1 and self.decision == "continue" and not self.thin_base:
+            critical += [i for i in self.stage2 if i not in chosen and len(self.cases[i].base) > 1]
+        return critical
 
     def next_round(self, room: int | None) -> list[str]:
         """The cases of the next round, at most ``room`` of them (None: no cap): ``budget_spent`` is set when
@@ -166,12 +167,14 @@ class Plan:
                                            f"base runs passed; not significantly worse, p={p:.2g})")
             return "failed", (f"{said}: its pass probability is below the required {self.requirement:g} "
                               f"(SPRT, error ≤ {self.alpha_case():.2g} per case)")
-        if evidence.decision == "undecided" and passes < trials:
-            return "failed", (f"{said}: re-trials ended before its pass probability was shown to meet "
-                              f"{self.requirement:g} (missing evidence does not pass)")
+        if evidence.decision == "undecided" and evidence.log_ratio > 0:
+            return "failed", (f"{said}: re-trials ended before the SPRT decided and the evidence leans below "
+                              f"the required {self.requirement:g} (likelihood ratio > 1; missing evidence does not "
+                              "pass)")
         if evidence.decision == "cleared":
             return "passed", f"{said}: meets the required pass probability {self.requirement:g} (SPRT)"
-        return "passed", f"{said} (every trial passed; re-trials ended before the SPRT decided)"
+        return "passed", (f"{said}: re-trials ended before the SPRT decided; the evidence leans towards the "
+                          f"required {self.requirement:g} (likelihood ratio ≤ 1)")
 
     def report(self) -> dict[str, Any]:
         """The ``adaptive`` block of results.json."""
@@ -182,7 +185,7 @@ class Plan:
         resolve = []
         if self.comparison_verdict() == "inconclusive":
             if self.thin_base:
-                resolve.append("base runs with repeat: 3 (the baseline has one run per case: re-trials have no "
+                resolve.append("base runs with repeat: 5 (the baseline has one run per case: re-trials have no "
                                "fresh base run to be compared with)")
             if self.budget_spent:
                 resolve.append("a larger adaptive_budget (it was spent before the second look)")

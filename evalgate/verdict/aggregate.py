@@ -59,7 +59,7 @@ class MetricTally:
             return
         if status is MetricStatus.skipped:
             self.skipped += 1
-            if reason and NO_JUDGE_TEXT in reason:
+            if reason and (NO_JUDGE_TEXT in reason or reason.startswith(NOT_JUDGED)):
                 self.skipped_no_judge += 1
         elif status is MetricStatus.unavailable:
             self.unavailable += 1
@@ -132,7 +132,10 @@ def judge_verdicts(result: MetricResult) -> JudgeTally:
     return JudgeTally(1, 1, 0, reason, reason)
 
 
-_VALUED = (MetricStatus.passed, MetricStatus.failed)
+_VALUED = (MetricStatus.passed, MetricStatus.failed, MetricStatus.advisory)
+NOT_JUDGED = "not judged"
+"""The start of the reason of a judged metric (or case) the run could not judge: its judge provider's key was
+absent and ``judge_missing`` said skip (``runner.missing``); read from results, like ``NO_JUDGE_TEXT``."""
 NO_JUDGE_TEXT = "no judge configured"
 """In the reason of a metric skipped because the run has no judge (``metrics.registry.NO_JUDGE_REASON``, and
 ``combined_score``'s "needs judge_score (no judge configured)"); read from results, so merged shards agree."""

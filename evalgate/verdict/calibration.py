@@ -468,7 +468,7 @@ def calibration_loosenings(base: Mapping[str, Any], head: Mapping[str, Any]) -> 
 
 # --- the floor and the policy ------------------------------------------------------------------------------
 
-CalibrationMode = Literal["auto", "required", "off"]
+CalibrationMode = Literal["auto", "required", "off", "trust"]
 Standing = Literal["calibrated", "missing", "stale", "below_floor"]
 
 
@@ -503,12 +503,82 @@ def stale_difference(stale: Mapping[str, Any]) -> str:
 
 
 def gates(mode: CalibrationMode, state: Standing, *, seed_kind: bool) -> bool:
-    """Whether a judged metric gates: ``off`` always; ``required`` only when calibrated (else the run fails);
-    ``auto`` when calibrated, and when never calibrated at all under a seed kind (the seed frameworks gated
-    on their judges: users moving over keep their gate until they calibrate)."""
-    if mode == "off" or state == "calibrated":
+    """Whether a judge's pairwise preferences gate (no controls: human labels only): ``off`` and ``trust``
+    always; ``required`` only when calibrated (else the run fails); ``auto`` when calibrated, and when never
+    calibrated at all under a seed kind."""
+    if mode in ("off", "trust") or state == "calibrated":
         return True
     return mode == "auto" and state == "missing" and seed_kind
+
+
+# --- controls built from the suite (judges.controls) ----------------------------------------------------------
+
+ControlState = Literal["passed", "failed", "insufficient", "none"]
+DEFAULT_CONTROL_KAPPA_LOW = 0.4
+"""The controls' floor: the lower end of κ's 95 % interval on the control labels must reach it."""
+DEFAULT_CONTROL_MIN_ITEMS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class ControlFloor:
+    """A judge passes its controls when the lower end of the 95 % percentile-bootstrap interval of Cohen's κ
+    (control label vs the judge's pass/fail at the metric's threshold) is ≥ ``min_kappa_low``, on at least
+    ``min_items`` controls with a verdict, both classes present. ``bench.calibration`` measures its error rates."""
+
+    min_kappa_low: float = DEFAULT_CONTROL_KAPPA_LOW
+    min_items: int = DEFAULT_CONTROL_MIN_ITEMS
+
+
+def control_standing(record: Mapping[str, Any] | None, floor: ControlFloor = ControlFloor()
+                     ) -> tuple[ControlState, str]:
+    """Whether the judge passed its controls: ``record`` is ``agreement`` over the control pairs (None: the metric
+    has no controls). Returns the state and a short reason (``κ 0.95 [0.81, 1.00] on 24 controls``)."""
+    if record is None:
+        return "none", "no controls can be built for this metric"
+    n = int(record.get("n") or 0)
+    cells = record.get("confusion") or {}
+    positives = int(cells.get("pass_pass", 0)) + int(cells.get("pass_fail", 0))
+    missing = int(record.get("unavailable") or 0)
+    unscored = f" ({missing} without a usable verdict)" if missing else ""
+    if n < floor.min_items or positives in (0, n):
+        return "insufficient", f"{n} control(s) with a verdict{unscored} (needs ≥ {floor.min_items}, passes and fails)"
+    kappa, interval = record.get("kappa"), record.get("kappa_ci")
+    shown = "κ undefined" if kappa is None else f"κ {kappa:.2f}"
+    if interval:
+        shown += f" [{interval[0]:.2f}, {interval[1]:.2f}]"
+    what = f"{shown} on {n} controls{unscored}"
+    if kappa is None or not interval or interval[0] < floor.min_kappa_low:
+        return "failed", f"{what} (needs the interval's low end ≥ {floor.min_kappa_low:g})"
+    return "passed", what
+
+
+Evidence = Literal["labels", "controls", "trusted", "seed", "none"]
+
+
+def decide(mode: CalibrationMode, labels: Standing, controls: ControlState, *, seed_kind: bool
+           ) -> tuple[bool, Evidence]:
+    """Whether a judged metric gates, and on what evidence:
+
+    * ``trust``: always (nothing checked);
+    * human labels for the judge's current configuration decide when they exist (``auto``/``required``): they
+      override the controls either way;
+    * else the controls: passed → gates; failed or too few → never gates, in any dialect and under ``off`` too;
+    * a metric without controls (none can be built) and without labels: gates only under ``off`` (no labels
+      asked for) or under a seed kind with ``auto`` (the seed frameworks gated on their judges).
+    """
+    if mode == "trust":
+        return True, "trusted"
+    if mode != "off" and labels == "calibrated":
+        return True, "labels"
+    if mode != "off" and labels == "below_floor":
+        return False, "labels"
+    if controls == "passed":
+        return True, "controls"
+    if controls in ("failed", "insufficient"):
+        return False, "controls"
+    if mode == "off" or (mode == "auto" and seed_kind and labels == "missing"):
+        return True, "seed" if mode == "auto" else "trusted"
+    return False, "none"
 
 
 # --- pairwise preferences ------------------------------------------------------------------------------------

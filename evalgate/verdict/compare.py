@@ -777,7 +777,8 @@ def _critical_block(base: dict[str, _Case], head: dict[str, _Case], shared: list
     note = None
     if reliable and runs == 1:
         note = ("one run per case: a single flip of a critical case is not evidence of a regression "
-                "(the critical case still fails this run on its own); run critical suites with repeat: 3 or more")
+                "(the critical case still fails this run on its own); repeat: adaptive re-tries it until a sequential "
+                "test decides (or run critical suites with repeat: 3 or more)")
     return {
         "cases": len(paired),
         "repeats": runs,

@@ -83,9 +83,13 @@ def _suggest(name: str, known: Mapping[str, Any]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def judge_metric(value: float, threshold: Threshold | None, details: dict[str, Any]) -> MetricResult:
+def judge_metric(value: float, threshold: Threshold | None, details: dict[str, Any], *,
+                 advisory: bool = False) -> MetricResult:
     """A computed value against its threshold. ``details`` is kept as given, not copied: metrics of one
-    case may share one details mapping (it is read-only once scored)."""
+    case may share one details mapping (it is read-only once scored). ``advisory``: a judged metric whose judge
+    may not gate: recorded ``advisory`` with ``passed`` null, never as passed."""
+    if advisory and threshold is None:
+        return MetricResult(value=value, threshold=None, passed=None, status=MetricStatus.advisory, details=details)
     passed = True if threshold is None else threshold.admits(value)
     values: dict[str, Any] = {
         "value": value,
@@ -246,6 +250,19 @@ _SKIPPED = MetricStatus.skipped
 _NOT_RUN = (MetricStatus.unavailable, MetricStatus.skipped)
 
 
+NO_GATE = ("nothing could decide: no gated metric was scored (every gated metric advisory or unavailable, "
+           "no rule gating)")
+
+
+def nothing_gated(aggregate: RunAggregate, thresholds: Mapping[str, Threshold]) -> bool:
+    """True when cases ran and no metric with a gating threshold has a value in any of them: the run's pass
+    would then rest on nothing (``no_gate``)."""
+    if aggregate.total_test_cases == 0:
+        return False
+    averages = aggregate.averages()
+    return not any(averages.get(name) is not None for name in thresholds)
+
+
 @dataclass(frozen=True)
 class GatePolicy:
     strict: bool = False
@@ -303,6 +320,22 @@ def missing_evidence_reasons(aggregate: RunAggregate, thresholds: Mapping[str, T
     return reasons
 
 
+def nothing_decided_reason(aggregate: RunAggregate) -> str | None:
+    """The gate reason when cases ran but none was decided and judged metrics were not judged (the judge's key
+    was absent: ``runner.missing``): a suite whose only gate is a judged metric never passes on no evidence.
+    Read from the metrics' skip reasons, so a merge of shards decides as the unsharded run."""
+    from evalgate.verdict.aggregate import NOT_JUDGED
+
+    if aggregate.total_test_cases == 0 or aggregate.total_passed + aggregate.total_failed + aggregate.total_errored:
+        return None
+    why = next((t.first_reason["skipped"] for _, t in sorted(aggregate.metrics.items())
+                if str(t.first_reason.get("skipped", "")).startswith(NOT_JUDGED)), None)
+    if why is None:
+        return None
+    return (f"nothing could decide: every case needs the judge, and judged metrics were {why} — run where the "
+            "key is available, or add checks that need no judge (rules, expected_keywords)")
+
+
 def run_verdict(
     aggregate: RunAggregate,
     thresholds: Mapping[str, Threshold],
@@ -343,6 +376,9 @@ def run_verdict(
             reasons.append(f"strict mode: metrics skipped or unavailable: {listed}")
     if aggregate.total_test_cases == 0:
         reasons.append("no case was evaluated")
+    undecided = nothing_decided_reason(aggregate)
+    if undecided:
+        reasons.append(undecided)
     reasons.extend(extra_reasons or [])
     passed = not reasons and not interrupted
     return Verdict(

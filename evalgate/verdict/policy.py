@@ -129,7 +129,7 @@ def snapshot(
 
 GATE_SETTINGS = ("gate_changes", "significance_level", "fail_on_regression", "strict_metrics", "fail_on_critical",
                  "min_pass_rate", "max_errored", "repeat_rule", "calibration", "calibration_min_kappa",
-                 "calibration_min_labels", "calibration_floors", "selection")
+                 "calibration_min_labels", "calibration_floors", "no_gate", "selection")
 """Settings recorded in the snapshot (``selection``: ``case_ids`` count, ``first_n``, ``category``, ``tags``,
 ``shard`` when the checkout's evalgate.yaml chose it)."""
 RUN_SETTINGS = ("repeat", "answer_source", "judge", "simulator", "metric_definitions", "suites", "max_answer_chars",
@@ -288,6 +288,9 @@ def _settings(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> Non
     if pair and pair[0] == "fail" and pair[1] != "fail":
         add("gate_changes", "gate_changes", pair[0], pair[1], f"gate_changes {pair[0]} → {pair[1]}")
     _calibration(base, head, add)
+    pair = both("no_gate")
+    if pair and _no_gate_fails(pair[0], base.get("calibration")) and not _no_gate_fails(pair[1], head.get("calibration")):
+        add("no_gate", "no_gate", pair[0], pair[1], f"no_gate {pair[0]} → {pair[1]} (a run nothing decided passes)")
     pair = both("selection")
     if pair and isinstance(pair[1], Mapping):
         old = pair[0] if isinstance(pair[0], Mapping) else {}
@@ -298,11 +301,17 @@ def _settings(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> Non
                 add("selection", key, old.get(key), value, f"cases selected by {key}: {shown}")
 
 
+def _no_gate_fails(value: Any, calibration: Any) -> bool:
+    """Whether ``no_gate`` fails a run that nothing decided (``auto``: under ``calibration: required``)."""
+    return value == "fail" or (value == "auto" and calibration == "required")
+
+
 def _calibration(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> None:
     old, new = base.get("calibration"), head.get("calibration")
     if old is not None and new is not None and old != new and new != "required":
-        meaning = {"off": "every judge gates, calibrated or not",
-                   "auto": "uncalibrated judges no longer gate"}.get(str(new), "")
+        meaning = {"off": "human labels not read: a judge gates on its controls, or unchecked where none can be built",
+                   "trust": "every judge gates, unchecked",
+                   "auto": "a judge without human labels gates on its controls"}.get(str(new), "")
         add("calibration", "calibration", old, new, f"calibration {old} → {new}" + (f" ({meaning})" if meaning else ""))
     for key in ("calibration_min_kappa", "calibration_min_labels"):
         a, b = _num(base.get(key)), _num(head.get(key))

@@ -46,7 +46,7 @@ FLAKY_LIMIT = 200
 """Flaky cases listed in results.json (critical and high-risk first); all are counted."""
 RISK_RANK = {"critical": 0, "high": 1, "medium": 2, "low": 3}
 _SEVERITY = (MetricStatus.errored, MetricStatus.unavailable, MetricStatus.skipped)
-_VALUED = (MetricStatus.passed, MetricStatus.failed)
+_VALUED = (MetricStatus.passed, MetricStatus.failed, MetricStatus.advisory)
 
 
 class ResultSink(Protocol):
@@ -196,6 +196,9 @@ def _collapse_metric(ordered: Sequence[CaseResult], name: str, summary: stats.Re
             f"passed in {round(summary.pass_fraction * summary.repeats)} of {summary.repeats} repeats "
             f"(mean {score(summary.mean)}, {summary.rule} rule)"
         )
+        if all(m.status is MetricStatus.advisory for m in present if m.value is not None):
+            return MetricResult(value=summary.mean, threshold=None, passed=None, status=MetricStatus.advisory,
+                                details={"repeats": _spread_dict(summary), "judge_verdicts": verdicts})
         return MetricResult(value=summary.mean, threshold=threshold, passed=summary.passed,
                             status=MetricStatus.passed if summary.passed else MetricStatus.failed,
                             reason=reason, details={"repeats": _spread_dict(summary), "judge_verdicts": verdicts})

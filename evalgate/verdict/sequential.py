@@ -25,7 +25,8 @@ level the Holm steps use, and the family-wise error stays ≤ α across every lo
 ((1 − p₁)/(1 − p₀))^failures is a supermartingale under every p ≥ p₀, so by Ville's inequality a case is
 blocked wrongly with probability ≤ 1/A when blocking at Λ ≥ A = m/α (m critical cases: Bonferroni, ≤ α
 over all of them, whatever the number of trials). It is cleared at Λ ≤ B = β/(1 − α/m) (β = 0.05), or left
-undecided after ``CRITICAL_MAX_TRIALS`` trials.
+undecided after ``CRITICAL_MAX_TRIALS`` trials (or when the budget ends the re-trials); an undecided case fails
+when the evidence leans below the requirement (ln Λ > 0), so one failed trial with no re-trial still fails.
 """
 
 from __future__ import annotations
@@ -262,8 +263,9 @@ def critical_sprt(outcomes: Sequence[bool], requirement: float, alpha_case: floa
 
 def critical_operating(p: float, requirement: float, alpha_case: float, broken: float = CRITICAL_BROKEN,
                        max_trials: int = CRITICAL_MAX_TRIALS) -> dict[str, float]:
-    """Exact P(blocked), P(cleared), P(undecided) and E[trials] of ``critical_sprt`` when every trial
-    passes with probability p (dynamic programming over (trials, passes))."""
+    """Exact P(blocked), P(cleared), P(undecided), E[trials] and P(fails) — blocked, or undecided after
+    ``max_trials`` with ln Λ > 0 (``Plan.case_status``) — of ``critical_sprt`` when every trial passes with
+    probability p (dynamic programming over (trials, passes))."""
     upper, lower = critical_bounds(alpha_case)
     step_pass = math.log(broken / requirement)
     step_fail = math.log((1.0 - broken) / (1.0 - requirement))
@@ -286,4 +288,7 @@ def critical_operating(p: float, requirement: float, alpha_case: float, broken: 
                     following[now] = following.get(now, 0.0) + weight * chance
         states = following
     out["undecided"] = sum(states.values())
+    n = max_trials
+    out["fails"] = out["blocked"] + sum(weight for passes, weight in states.items()
+                                        if passes * step_pass + (n - passes) * step_fail > 0)
     return out

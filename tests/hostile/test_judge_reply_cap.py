@@ -35,7 +35,7 @@ def run_with(tmp_path: Path, *extra: str) -> tuple[int, float, dict]:
                                "--judge-provider", "local", "--judge-base-url", judge.url + "/v1", "--progress",
                                "none", "--api-timeout-seconds", "20", "--api-retries", "0", *extra],
                               env={**os.environ, "PYTHONPATH": str(REPO), "LOCAL_JUDGE_API_KEY": "sk-endless-123",
-                                   "EVALGATE_CALIBRATION": "off"},  # the judge gates: its missing verdicts fail
+                                   "EVALGATE_CALIBRATION": "trust"},  # the judge gates: its missing verdicts fail
                               capture_output=True, text=True, timeout=120)
     peak_mb = int(done.stderr.rpartition("VmHWM:")[2].split()[0]) / 1024
     return done.returncode, peak_mb, json.loads((out / "results.json").read_text())

@@ -50,7 +50,7 @@ def judge() -> Iterator[OpenAIServer]:
 def cli_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "EVALGATE_"))}
     return {**env, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "LOCAL_JUDGE_API_KEY": KEY,
-            "EVALGATE_CALIBRATION": "off", "EVALGATE_JUDGE_SHARED_CACHE": "none", **extra}  # the judge gates (as before calibration), so a forged cache could matter
+            "EVALGATE_CALIBRATION": "trust", "EVALGATE_JUDGE_SHARED_CACHE": "none", **extra}  # the judge gates (as before calibration), so a forged cache could matter
 
 
 def forge_cache(judge: OpenAIServer, tmp_path: Path) -> Path:
@@ -90,7 +90,7 @@ def actions_env(tmp_path: Path, workspace: Path, event: str = "pull_request", **
            "GITHUB_OUTPUT": str(commands / "set_output_1"), "GITHUB_STEP_SUMMARY": str(commands / "step_summary_1"),
            "GITHUB_EVENT_NAME": event, "GITHUB_REPOSITORY": "o/r", "INPUT_DATASET": "evals",
            "INPUT_UPLOAD-ARTIFACTS": "false", "INPUT_COMMENT": "never", "INPUT_BASELINE": "none",
-           "INPUT_PROGRESS": "none", "LOCAL_JUDGE_API_KEY": KEY, "EVALGATE_CALIBRATION": "off"}
+           "INPUT_PROGRESS": "none", "LOCAL_JUDGE_API_KEY": KEY, "EVALGATE_CALIBRATION": "trust"}
     env.update({f"INPUT_{name.upper().replace('_', '-')}": value for name, value in inputs.items()})
     return env
 

@@ -179,7 +179,7 @@ def run_evalgate(args: list[str], *, workdir: Path, judge_url: str | None, timeo
     env["EVALGATE_JUDGE_SHARED_CACHE"] = "none"  # the user-level shared judge cache stays out of tests
     # these runs test the evidence rules of a judge that gates; the real model's calibration (below the
     # floor, so it may not gate) is tests/realmodel/test_calibration_real.py's
-    env["EVALGATE_CALIBRATION"] = "off"
+    env["EVALGATE_CALIBRATION"] = "trust"
     env.update(extra_env or {})
     judge = ["--judge-provider", "local", "--judge-base-url", judge_url] if judge_url else []
     command = [*evalgate_command(), "run", *args, *judge, "--output-dir", str(workdir / "out"),
