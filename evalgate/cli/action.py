@@ -121,7 +121,10 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
     """Inputs, context and settings; any invalid value raises ``UserError`` naming the input."""
     inputs = read_inputs(env)
     allow_pr_code = parse_bool(inputs.pop("allow-pr-code", ""), "allow-pr-code", default=False)
-    marked = parse_bool(inputs.pop("untrusted-checkout", ""), "untrusted-checkout", default=False)
+    from evalgate.config.trust import MARK, marked_untrusted
+
+    marked = parse_bool(inputs.pop("untrusted-checkout", ""), "untrusted-checkout", default=False) \
+        or marked_untrusted(env)  # the input, or EVALGATE_UNTRUSTED_CHECKOUT in the step's env: the same mark
     settings_inputs, publish_inputs, unknown = split_inputs(inputs)
     for name in unknown:
         emit(warning(f"unknown input '{name}' ignored", title="evalgate"))
@@ -137,6 +140,8 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
     confine_config(env, workspace, [(str(values.get("config") or ""), "--config"),
                                     (settings_inputs.get("config", ""), "input 'config'"),
                                     (env.get("EVALGATE_CONFIG", ""), "EVALGATE_CONFIG")])
+    if marked:  # the whole run treats the checkout as untrusted (config.trust.untrusted_checkout), not only secrets
+        env = {**env, MARK: "true"}
     settings, suite_config, _ = build_settings(cli=values, inputs=settings_inputs, env=env, cwd=workspace,
                                                defaults=ACTION_DEFAULTS, cli_origins=origins)
     for line in notices + settings.notices:

@@ -3,8 +3,9 @@
 inputs, its environment and its secrets belong to the repository.
 
 ``untrusted_checkout``: the run is inside GitHub Actions (``GITHUB_ACTIONS=true``) for an event other
-than the repository's own (push, schedule, workflow_dispatch, release, repository_dispatch); then
-nothing from the checkout may stand in for evidence (``runner.reuse``). ``from_checkout``: a setting's
+than the repository's own (push, schedule, workflow_dispatch, release, repository_dispatch), or the workflow
+marks it so (``EVALGATE_UNTRUSTED_CHECKOUT``, the input ``untrusted-checkout``); then nothing from the
+checkout may stand in for evidence (``runner.reuse``, ``runner.calibrate``) and ``gate_changes: fail`` fails. ``from_checkout``: a setting's
 value came from the configuration file (``evalgate.yaml``, part of the checkout), not from an input,
 an environment variable, a flag or a default. ``without_secrets``: why the run gets no repository
 secrets (a pull request from a fork or by a bot such as ``dependabot[bot]``), read from the event payload.
@@ -31,8 +32,21 @@ from evalgate.errors import UserError
 TRUSTED_EVENTS = frozenset({"push", "schedule", "workflow_dispatch", "release", "repository_dispatch"})
 """Events whose checkout is the repository's own code (a branch someone with write access pushed)."""
 
+MARK = "EVALGATE_UNTRUSTED_CHECKOUT"
+"""The workflow's mark of an untrusted checkout (the Action's input ``untrusted-checkout: true`` sets it)."""
+
+
+def marked_untrusted(env: Mapping[str, str]) -> bool:
+    """True when the workflow marks the checkout untrusted (``EVALGATE_UNTRUSTED_CHECKOUT``: true/yes/on/1)."""
+    return env.get(MARK, "").strip().lower() in ("true", "yes", "on", "1")
+
+
 def untrusted_checkout(env: Mapping[str, str]) -> bool:
-    """True in a GitHub Actions run whose checkout a pull request's author controls (module docstring)."""
+    """True in a GitHub Actions run whose checkout a pull request's author controls (module docstring), and in
+    any run the workflow marks so (``marked_untrusted``: a ``workflow_dispatch`` or ``repository_dispatch`` run
+    evaluating a pull request's branch is as untrusted as a ``pull_request`` run)."""
+    if marked_untrusted(env):
+        return True
     if env.get("GITHUB_ACTIONS", "").strip().lower() != "true":
         return False
     return env.get("GITHUB_EVENT_NAME", "").strip() not in TRUSTED_EVENTS

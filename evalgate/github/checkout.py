@@ -101,7 +101,9 @@ def untrusted_what(ctx: ActionContext, evaluated: str | None, *, marked: bool = 
 def env_secrets_reason(env: Mapping[str, str], workspace: Path) -> str | None:
     """``secrets_reason`` for the CLI inside a workflow step: the event and ``GITHUB_SHA`` from the environment,
     the checked-out commit from ``workspace``, the mark from ``EVALGATE_UNTRUSTED_CHECKOUT`` (true)."""
-    marked = env.get("EVALGATE_UNTRUSTED_CHECKOUT", "").strip().lower() in ("true", "yes", "on", "1")
+    from evalgate.config.trust import marked_untrusted
+
+    marked = marked_untrusted(env)
     in_actions = env.get("GITHUB_ACTIONS", "").strip().lower() == "true"
     ctx = ActionContext(event_name=env.get("GITHUB_EVENT_NAME") if in_actions else None, sha=env.get("GITHUB_SHA"))
     if not marked and ctx.event_name not in SECRET_EVENTS:

@@ -60,8 +60,9 @@ PUBLISH_INPUTS: dict[str, str] = {
     "comment-author": "the login evalgate's comments are written as: only its comments are edited or deleted "
                       "(default: the token's user, github-actions[bot] for GITHUB_TOKEN; set it for a GitHub App "
                       "token, e.g. my-app[bot])",
-    "untrusted-checkout": "treat the checkout as a pull request's: run no code from it and let none of its "
-                          "settings choose where a secret is sent",
+    "untrusted-checkout": "treat the checkout as a pull request's: run no code from it, let none of its "
+                          "settings choose where a secret is sent, read no evidence from it and fail a "
+                          "loosening under gate-changes: fail",
 }
 """Inputs that configure publishing rather than the evaluation (every other input is a setting)."""
 

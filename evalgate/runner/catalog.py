@@ -262,6 +262,10 @@ def case_assertions(catalog: Catalog, case: Case) -> tuple[list[Metric], dict[st
             if entry.criteria is not None:
                 base = entry.name or INLINE_CRITERIA
             else:
+                if (entry.check or "") not in catalog.alias:  # a built-in's name: no code check of the user's
+                    raise UserError(f"check {entry.check!r} is a built-in metric, not a code check: write "
+                                    f"metric: {entry.check} (a built-in metric's direction is its own)",
+                                    where=f"{case.location} assert[{position}]")
                 base = entry.name or catalog.alias[entry.check or ""]
             counts[base] = counts.get(base, 0) + 1
             name = base if counts[base] == 1 else f"{base}_{counts[base]}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import platform
+import re
 import secrets
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
@@ -273,7 +274,7 @@ def gate_policy_snapshot(settings: Settings, prepared: Prepared, document: Mappi
     origins = {name: where(settings.origin(name)) for name in (*GATE_SETTINGS, "regression_tolerance")
                if name != "selection"}
     for name in ("case_ids", "first_n", "category", "tags", "shard", "repeat", "target", "judge_provider",
-                 "max_answer_chars", "traces", "pairwise"):
+                 "max_answer_chars", "traces", "pairwise", "critical_pass_probability"):
         origins[name] = where(settings.origin(name))
     origins["simulator"] = where(settings.origin("simulator_model"))
     judge_origins = [settings.origin(f"judge_{key}") for key in ("model", "base_url", "temperature", "temperatures",
@@ -304,6 +305,11 @@ def shard_from_checkout(settings: Settings) -> bool:
     from evalgate.config.trust import from_checkout
 
     return bool(settings.shard) and from_checkout(settings.origin("shard"), settings.config)
+
+
+FILE_MODULE = re.compile(r"^evalgate_user_[0-9a-f]+\.")
+"""The module name a ``file://`` check is loaded under (``config.references``): a digest of the file's absolute
+path, so the same file in another checkout directory (a base run on another runner) is no other definition."""
 
 
 TARGET_IDENTITY = ("target", "target_url", "target_method", "target_headers", "target_body_template",
@@ -340,6 +346,8 @@ def run_settings(settings: Settings, prepared: Prepared, document: Mapping[str, 
     for name in sorted(prepared.user_metrics):
         info = dict(prepared.metrics[name].info or {}) if name in prepared.metrics else {}
         origin = str(info.pop("origin", "") or "")
+        if isinstance(info.get("function"), str):  # a file:// module's name hashes the checkout's absolute path
+            info["function"] = FILE_MODULE.sub("file://", info["function"])
         definitions[name] = {"digest": digest(info), "origin": redact(origin)}
     return {
         "repeat": settings.repeat,
@@ -351,8 +359,13 @@ def run_settings(settings: Settings, prepared: Prepared, document: Mapping[str, 
                   "output": own("judge_output")},
         "simulator": own("simulator_model"),
         "metric_definitions": definitions,
+        "directions": {name: str(entry.get("direction") or "higher")
+                       for name, entry in sorted((document.get("metrics") or {}).items())
+                       if isinstance(entry, Mapping)},
         "suites": dict(sorted(prepared.suite_digests.items())),
         "max_answer_chars": settings.max_answer_chars,
+        "adaptive": {"on": settings.adaptive, "budget": settings.adaptive_budget,
+                     "critical_pass_probability": settings.critical_pass_probability},
         "traces": settings.traces,
         "pairwise": settings.pairwise,
     }

@@ -13,8 +13,9 @@ Beyond the thresholds and gate settings a snapshot records everything else that 
 (provider, model, base URL's host, temperatures, samples, seed, output mode), the simulated user's model, a
 digest of every user metric's definition (its declaration and, for code, the defining file's content or the
 installed distribution and version), a digest of each suite's settings, ``max_answer_chars``, ``traces`` and
-``pairwise``. A change whose direction cannot be judged (another judge model, another target, a metric's code)
-is listed: it is the base's evidence no more.
+``pairwise``, ``repeat: adaptive`` with its budget and ``critical_pass_probability``, and each metric's better
+direction (``higher``/``lower``). A change whose direction cannot be judged (another judge model, another target,
+a metric's code or direction) is listed: it is the base's evidence no more.
 
 With the base run's case records (the comparison, exact at any number of cases) a loosening also lists the
 cases whose expectations were edited (``expectation`` digests, ``runner.expectations``) and the critical cases
@@ -108,7 +109,8 @@ def snapshot(
     may not gate (calibration), with the reason; ``run``: the ``RUN_SETTINGS`` (``repeat``, ``answer_source``
     ``{target, identity}``, ``judge`` ``{provider, model, base_url, temperature, temperatures, samples, seed,
     output}``, ``simulator``, ``metric_definitions`` (name → digest), ``suites`` (name → digest, ``""``:
-    evalgate.yaml's), ``max_answer_chars``, ``traces``, ``pairwise``)."""
+    evalgate.yaml's), ``max_answer_chars``, ``traces``, ``pairwise``, ``directions`` (metric →
+    ``higher``/``lower``), ``adaptive`` (``{on, budget, critical_pass_probability}``))."""
     gated = {name: dict(t) for name, t in sorted(thresholds.items())}
     return {
         "version": POLICY_VERSION,
@@ -131,7 +133,7 @@ GATE_SETTINGS = ("gate_changes", "significance_level", "fail_on_regression", "st
 """Settings recorded in the snapshot (``selection``: ``case_ids`` count, ``first_n``, ``category``, ``tags``,
 ``shard`` when the checkout's evalgate.yaml chose it)."""
 RUN_SETTINGS = ("repeat", "answer_source", "judge", "simulator", "metric_definitions", "suites", "max_answer_chars",
-                "traces", "pairwise")
+                "traces", "pairwise", "directions", "adaptive")
 """What else a snapshot records that can change a verdict (``snapshot``'s ``run``)."""
 
 
@@ -439,6 +441,8 @@ def _run_settings(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) ->
                 scope = f"suite {name}" if name else "evalgate.yaml"
                 add("definition" if key == "metric_definitions" else "suite", key, old_digest, new_digest,
                     what.format(name=name, where=where or "its code or declaration", scope=scope), origin="")
+    _directions(base.get("directions"), head.get("directions"), add)
+    _adaptive(base.get("adaptive"), head.get("adaptive"), add)
     b, h = _num(base.get("max_answer_chars")), _num(head.get("max_answer_chars"))
     if b is not None and h is not None and h > b:
         add("max_answer_chars", "max_answer_chars", int(b), int(h),
@@ -447,6 +451,34 @@ def _run_settings(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) ->
                          ("pairwise", "the judge's pairwise tests leave the regression decision")):
         if base.get(key) is True and head.get(key) is False:
             add("switched_off", key, True, False, f"{key} on → off ({meaning})")
+
+
+def _directions(old: Any, new: Any, add: Any) -> None:
+    """A metric whose better direction (``higher``/``lower``) differs from the base run's: the comparison with
+    the base would read a rise the other way (a worse error rate as an improvement), so it is listed either way."""
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return
+    for name in sorted(set(old) & set(new)):
+        if old[name] != new[name]:
+            rise = "an improvement" if new[name] == "higher" else "a regression"
+            add("direction", "direction", old[name], new[name],
+                f"metric {name}'s direction {old[name]} → {new[name]} (a rise now counts as {rise})", origin="")
+
+
+def _adaptive(old: Any, new: Any, add: Any) -> None:
+    """``repeat: adaptive`` turned on (uncertain and critical cases re-tried until a sequential test clears them:
+    more tries to pass than the base's fixed repeats) or, under it, a lower ``critical_pass_probability`` (a
+    critical case cleared at a lower pass rate). The budget is recorded, not compared (trials, % or $)."""
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping) or not new.get("on"):
+        return
+    if not old.get("on"):
+        add("adaptive", "repeat", "fixed", "adaptive", "repeat: adaptive (uncertain and critical cases re-tried "
+            "until a sequential test clears them; the base run repeated a fixed number of times)")
+        return
+    b, h = _num(old.get("critical_pass_probability")), _num(new.get("critical_pass_probability"))
+    if b is not None and h is not None and h < b:
+        add("adaptive", "critical_pass_probability", b, h,
+            f"critical_pass_probability {b:g} → {h:g} (a critical case is cleared at a lower pass rate)")
 
 
 def _answer_source(old: Any, new: Any, add: Any) -> None:
