@@ -507,8 +507,9 @@ def test_passing_pull_request_comments_once_and_edits_on_rerun(tmp_path: Path, g
     assert len(comments) == 1 and comments[0]["body"].startswith("<!-- evalgate:comment tag=default -->\n")
     assert outputs["comment-url"] == comments[0]["html_url"]
     problems = [rest for cmd, rest in workflow_commands(done.stdout) if cmd in ("error", "warning")]
-    # the action defaults to baseline: auto; the fake has no artifacts, so the run says "no baseline"
-    assert any("no baseline:" in p for p in problems)
+    # the action defaults to baseline: auto; the fake lists no artifact yet (a first run): a notice, not a warning
+    notices = [rest for cmd, rest in workflow_commands(done.stdout) if cmd == "notice"]
+    assert any("no baseline: no artifact named 'evalgate-results'" in p for p in notices), done.stdout
     assert [p for p in problems if "artifacts were not uploaded" not in p and "no baseline:" not in p] == []
 
     ws.reset_files()

@@ -260,7 +260,9 @@ def test_malformed_datasets_end_in_exit_2_with_file_and_line(tmp_path_factory: p
     with time_limit(60):
         ran = run_cli(["run", "--dataset", str(folder / name)], folder / "out")
     OUTCOMES["ran"] += 1
-    assert ran.code in (0, 1), (ran.code, ran.err, content[:300])  # a gate verdict, never a crash
+    # a gate verdict, or the one-line exit 2 of a suite with no answer to score (runner.missing), never a crash
+    no_answers = ran.code == 2 and "no case has an answer to score" in ran.err and len(ran.err.strip().splitlines()) == 1
+    assert ran.code in (0, 1) or no_answers, (ran.code, ran.err, content[:300])
     assert "internal error" not in ran.err
 
 
