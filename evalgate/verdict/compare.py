@@ -39,6 +39,7 @@ Intervals: metric deltas BCa bootstrap (confidence 1 − α), pass rates Wilson;
 
 from __future__ import annotations
 
+import hashlib
 import math
 import statistics
 from array import array
@@ -548,7 +549,7 @@ class _Cases(Mapping[str, _Case]):
     metric instead of a ``_Case`` object with its dicts and sets); ``self[id]`` builds the ``_Case`` on demand.
 
     Columns (position = first-seen order of the id): ``source`` as an interned file + line number (other
-    sources in a side table), risk level and expectation digest interned, passes/runs/failed/errored
+    sources in a side table), risk level interned, the expectation digest's fingerprint, passes/runs/failed/errored
     counts, and per metric one ``array('d')`` per repeat slot (NaN = no finite value), so a collapsed value
     is ``math.fsum`` over the slots / their number, exactly as over the records."""
 
@@ -562,9 +563,8 @@ class _Cases(Mapping[str, _Case]):
         self._risks: dict[str, int] = {}
         self._risk_names: list[str] = []
         self._risk = array("b")
-        self._expectations: dict[str, int] = {"": 0}
-        self._expectation_names: list[str | None] = [None]
-        self._expectation = array("i")
+        self._expectation = array("q")
+        """The expectation digest's 64-bit fingerprint (0: none), all ``dataset_changes`` compares."""
         self._passes = array("i")
         self._runs = array("i")
         self._failed = array("i")
@@ -582,8 +582,8 @@ class _Cases(Mapping[str, _Case]):
             self._add_source(at, str(record.get("source") or "<unknown>"))
             self._risk.append(self._intern(self._risks, self._risk_names,
                                            str(record.get("risk_level") or "medium").lower()))
-            digest = str(record["expectation"]) if record.get("expectation") else ""
-            self._expectation.append(self._intern(self._expectations, self._expectation_names, digest))
+            digest = str(record["expectation"]) if record.get("expectation") else None
+            self._expectation.append(0 if digest is None else _fingerprint(digest))
             for column in (self._passes, self._runs, self._failed, self._errored, self._records):
                 column.append(0)
             for slots in self._slots.values():
@@ -650,7 +650,7 @@ class _Cases(Mapping[str, _Case]):
         source = self._odd_sources[at] if file < 0 else f"{self._file_names[file]}:{self._line[at]}"
         return _Case(id=case_id, source=source, risk_level=risk, status=status, values=values,
                      passes=self._passes[at], runs=runs, binary=binary,
-                     expectation=self._expectation_names[self._expectation[at]])
+                     expectation=f"{self._expectation[at]:x}" if self._expectation[at] else None)
 
     def __contains__(self, case_id: object) -> bool:
         return case_id in self._position
@@ -660,6 +660,12 @@ class _Cases(Mapping[str, _Case]):
 
     def __len__(self) -> int:
         return len(self._position)
+
+
+def _fingerprint(text: str) -> int:
+    """A nonzero signed 64-bit BLAKE2b fingerprint of ``text`` (two digests collide with probability 2⁻⁶⁴)."""
+    value = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+    return value or 1
 
 
 def _collapse(records: Iterable[Mapping[str, Any]], rule: stats.RepeatRule) -> _Cases:
