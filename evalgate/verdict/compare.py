@@ -601,9 +601,9 @@ class _Cases(Mapping[str, _Case]):
         repeat = self._records[at]
         self._records[at] = repeat + 1
         for name, value in _record_values(record).items():
-            slots = self._slots.get(name)
-            if slots is None:
-                slots = self._slots[name] = [array("d", [math.nan]) * len(self._passes)]
+            if name not in self._slots:
+                self._slots[name] = [array("d", [math.nan]) * len(self._passes)]
+            slots = self._slots[name]
             while len(slots) <= repeat:
                 slots.append(array("d", [math.nan]) * len(self._passes))
             slots[repeat][at] = value
