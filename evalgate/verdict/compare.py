@@ -558,7 +558,7 @@ class _Cases(Mapping[str, _Case]):
         self._files: dict[str, int] = {}
         self._file_names: list[str] = []
         self._file = array("i")
-        self._line = array("q")
+        self._line = array("i")
         self._odd_sources: dict[int, str] = {}
         self._risks: dict[str, int] = {}
         self._risk_names: list[str] = []
@@ -610,7 +610,7 @@ class _Cases(Mapping[str, _Case]):
 
     def _add_source(self, at: int, source: str) -> None:
         path, _, line = source.rpartition(":")
-        if path and line.isascii() and line.isdigit() and str(int(line)) == line and int(line) < 2**62:
+        if path and line.isascii() and line.isdigit() and str(int(line)) == line and int(line) < 2**31:
             self._file.append(self._intern(self._files, self._file_names, path))
             self._line.append(int(line))
         else:
@@ -802,7 +802,7 @@ def _metric_block(
         "regression": False,
         "improvement": False,
         "gated": gated,
-        "_sd": statistics.stdev(differences.tolist()) if n >= 2 else None,
+        "_sd": statistics.stdev(differences) if n >= 2 else None,  # exact: as over the Python floats
     }
 
 
