@@ -18,6 +18,8 @@ would have written them. Measured:
 * **publish**: publish mode's work on an artifact zip holding the big results.json (``publish()`` below:
   the zip in memory as downloaded, ``relay.extract`` with its schema check, the digest and the comment);
 * **compare**: ``evalgate compare`` of the big results.json with a copy of itself;
+* **baseline**: a run's comparison with a baseline file of that size (``baseline_run``: the file streamed,
+  the run's records streamed into ``runner.finish.attach_comparison``);
 * **report_markdown**: ``evalgate report`` (the already-streamed reader, for reference).
 
     python -m bench.streaming                       # 1,000,000 cases, ~15 min
@@ -158,6 +160,27 @@ def publish(folder: Path, results: Path) -> dict[str, Any]:
     return figures
 
 
+def baseline_run(work: Path, results: Path) -> dict[str, Any]:
+    """A run's baseline comparison at this size, as ``evalgate run --baseline results.json`` does it once its
+    cases are recorded: ``resolve_baseline`` (the file streamed), the records slimmed as they are read
+    (``runner.run``), then ``runner.finish.attach_comparison`` with the run's own records streamed as JSON bytes
+    (here the same results.json's, as from the run's spool)."""
+    body = ("from pathlib import Path\nfrom evalgate.config.settings import Settings\n"
+            "from evalgate.runner.finish import _compared_record, attach_comparison\n"
+            "from evalgate.store.reader import resolve_baseline\n"
+            "from evalgate.store.results_json import StreamedDocument\n"
+            f"path = {str(results)!r}\nsettings = Settings(baseline=path)\n"
+            "baseline = resolve_baseline(path)\n"
+            "baseline.document['results'] = baseline.document['results'].map(_compared_record)\n"
+            "stream = StreamedDocument(Path(path))\ndocument = dict(stream.read_head())\n"
+            "records = (json.dumps(r).encode() for r in StreamedDocument(Path(path)).records())\n"
+            "reasons = attach_comparison(document, baseline, records, settings)\n"
+            "c = document['comparison']\n"
+            "sys.stderr.write(f\"n_paired {c['pass_rate']['n_paired']}, verdict {c['verdict']}, "
+            "{len(reasons)} reasons, warning {document['baseline']['warning']}\\n\")")
+    return python_peak(body, work)
+
+
 def measure(work: Path, cases: int, template_cases: int, shards: int, skip: set[str]) -> dict[str, Any]:
     figures: dict[str, Any] = {"cases": cases, "template_cases": template_cases, "shards": shards}
     template = template_run(work / "template", template_cases)
@@ -184,6 +207,8 @@ def measure(work: Path, cases: int, template_cases: int, shards: int, skip: set[
         copy = work / "head.json"
         os.link(results, copy)
         figures["compare"] = measured_process(["compare", str(results), str(copy), "--format", "json"], work)
+    if "baseline" not in skip:
+        figures["baseline"] = baseline_run(work, results)
     if "publish" not in skip:
         figures["publish"] = publish(work, results)
     if "report" not in skip:
@@ -197,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=1_000_000)
     parser.add_argument("--template-cases", type=int, default=200)
     parser.add_argument("--shards", type=int, default=4)
-    parser.add_argument("--skip", default="", help="comma-separated: merge,merge_json,compat,langfuse,publish,compare,report")
+    parser.add_argument("--skip", default="", help="comma-separated: merge,merge_json,compat,langfuse,publish,compare,baseline,report")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args(argv)
     figures: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -45,7 +45,6 @@ from evalgate.github.context import DEFAULT_API_URL
 from evalgate.safety.redact import redact
 from evalgate.store.reader import (
     JUDGE_CACHE_FILE,
-    MAX_BASELINE_BYTES,
     SQLITE_HEADER,
     BaselineLookup,
     load_results_sqlite,
@@ -61,7 +60,8 @@ DEFAULT_ARTIFACT_NAME = "evalgate-results"
 MAX_PAGES = 10
 MAX_CANDIDATES = 3
 MAX_ZIP_BYTES = 256 * 1024 * 1024
-MAX_MEMBER_BYTES = MAX_BASELINE_BYTES
+MAX_MEMBER_BYTES = 512 * 1024 * 1024
+"""Largest artifact member unzipped in memory (a zip-bomb bound; a baseline *file* is streamed at any size)."""
 FINISHED = ("completed", "merged")
 REDIRECTS = (301, 302, 303, 307, 308)
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")

@@ -167,7 +167,10 @@ async def _execute(
             from evalgate.runner.pairwise import base_outputs
 
             before = base_outputs(baseline.document["results"])
-        baseline.document["results"] = [_compared_record(r) for r in baseline.document["results"]]
+        records = baseline.document["results"]
+        # a baseline file is streamed (store.reader.StoredRecords): slimmed as it is read again, never held
+        baseline.document["results"] = records.map(_compared_record) if hasattr(records, "map") else \
+            [_compared_record(r) for r in records]
     restored = restore_base_cache(settings, baseline, cwd)
     if restored.notice:
         prepared.notices.extend(restored.notice.splitlines())

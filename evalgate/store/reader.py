@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,17 +17,16 @@ from typing import TYPE_CHECKING, Any
 from evalgate.errors import UserError
 from evalgate.safety.redact import redact
 from evalgate.store.judge_cache import CACHE_FILE as JUDGE_CACHE_FILE
-from evalgate.store.results_json import SCHEMA_VERSION, StreamedDocument
+from evalgate.store.results_json import SCHEMA_VERSION, StreamedDocument, StreamError
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 RESULTS_KEYS = ("schema_version", "run_id", "summary", "gate", "metrics", "results")
-MAX_BASELINE_BYTES = 512 * 1024 * 1024
-"""Largest baseline file read (results.json or SQLite): a 100k-case results.json is ≈ 280 MB."""
 MAX_BASELINE_RECORDS = 1_000_000
-"""Most case records a baseline may hold (all repeats counted)."""
+"""Most case records a baseline held in memory may hold (an artifact's bytes, ``validate_results``); a baseline
+file (``load_results``) is streamed and read at any size."""
 
 
 @dataclass
@@ -213,8 +212,37 @@ def load_document(spec: str | Path) -> dict[str, Any]:
 # ── whole documents for comparison ───────────────────────────────────────────────────────────────────────────────────
 
 
+class StoredRecords:
+    """A run's case records (dicts) read again from their file on every iteration and never held: memory
+    is one record at a time whatever the run's size. ``len()`` is the number counted when the file was
+    checked; equal to a list holding the same records."""
+
+    def __init__(self, read: Callable[[], Iterator[Any]], count: int) -> None:
+        self._read = read
+        self.count = count
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._read()
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StoredRecords | list):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def map(self, change: Callable[[Any], Any]) -> StoredRecords:
+        """These records with ``change`` applied to each as it is read."""
+        return StoredRecords(lambda: (change(record) for record in self._read()), self.count)
+
+
 def load_results(path: str | Path) -> dict[str, Any]:
-    """Read a results document from results.json or from evalgate's SQLite store (latest run)."""
+    """Read a results document from results.json or from evalgate's SQLite store (latest run), at any size
+    in flat memory: every record is checked in one streamed pass, and ``results`` is a ``StoredRecords``
+    that reads them again from the file when iterated."""
     file = Path(path)
     try:
         with file.open("rb") as handle:
@@ -223,23 +251,101 @@ def load_results(path: str | Path) -> dict[str, Any]:
         raise UserError("baseline results file not found", where=str(file)) from None
     except OSError as exc:
         raise UserError(f"cannot read baseline results: {exc.strerror}", where=str(file)) from None
-    size = file.stat().st_size
-    if size > MAX_BASELINE_BYTES:
-        raise UserError(f"the baseline file is {size:,} bytes, more than the {MAX_BASELINE_BYTES:,} read",
-                        where=str(file))
     if header == SQLITE_HEADER:
-        return load_results_sqlite(file)
+        return _stream_sqlite(file)
+    stream = StreamedDocument(file)
+    first = _first_character(file)
+    if first is not None and first != "{":  # valid or not, not an object: not a results document
+        raise UserError("not an evalgate results document (no 'results' list)", where=str(file))
+    count = 0
     try:
-        text = file.read_text(encoding="utf-8")
+        for record in stream.records():
+            _check_record(record, count, str(file))
+            count += 1
     except UnicodeDecodeError:
         raise UserError("not a results.json file (not UTF-8 text)", where=str(file)) from None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"invalid JSON: {exc.msg} (column {exc.colno})", where=f"{file}:{exc.lineno}") from None
+    except StreamError as exc:
+        line, column = _line_column(file, exc.offset)
+        raise UserError(f"invalid JSON: {exc.reason} (column {column})", where=f"{file}:{line}") from None
     except RecursionError:
         raise UserError("invalid JSON: nested too deeply", where=str(file)) from None
-    return validate_results(document, str(file))
+    if not stream.listed:
+        raise UserError("not an evalgate results document (no 'results' list)", where=str(file))
+    document = dict(stream.head)
+    _check_version(document, str(file))
+
+    def read() -> Iterator[Any]:
+        return StreamedDocument(file).records()
+
+    document["results"] = StoredRecords(read, count)
+    return document
+
+
+def _first_character(file: Path) -> str | None:
+    """The first character of ``file`` that is not JSON whitespace (None: empty, or not UTF-8 there)."""
+    try:
+        with open(file, encoding="utf-8") as handle:
+            while chunk := handle.read(1 << 16):
+                stripped = chunk.lstrip(" \t\r\n")
+                if stripped:
+                    return stripped[0]
+    except UnicodeDecodeError:
+        return None
+    return None
+
+
+def _line_column(file: Path, offset: int) -> tuple[int, int]:
+    """1-based line and column of character ``offset`` of ``file`` (read in chunks)."""
+    line, column, seen = 1, 1, 0
+    with open(file, encoding="utf-8", errors="replace") as handle:
+        while seen < offset and (chunk := handle.read(min(1 << 20, offset - seen))):
+            newlines = chunk.count("\n")
+            if newlines:
+                line += newlines
+                column = len(chunk) - chunk.rfind("\n")
+            else:
+                column += len(chunk)
+            seen += len(chunk)
+    return line, column
+
+
+def _stream_sqlite(file: Path) -> dict[str, Any]:
+    """The latest finished run of a SQLite store with its records streamed (``StoredRecords``)."""
+    db = open_readonly(file, str(file))
+    try:
+        run, document_text = _pick_run(db, None, str(file), skip_merged=False)
+        count = 0
+        for position, row in enumerate(db.query(_RECORDS_IN_ORDER, (run,))):
+            _check_record(_json_column(row["record"], f"{file}: eg_cases.record of run {run}"), position, str(file))
+            count += 1
+    except sqlite3.Error as exc:
+        raise UserError(f"not an evalgate store (tables eg_runs, eg_cases): {exc}", where=str(file)) from None
+    finally:
+        db.close()
+    document = _json_column(document_text, f"{file}: eg_runs.document of run {run}")
+    if not isinstance(document, dict):
+        raise UserError("not an evalgate results document (no 'results' list)", where=str(file))
+    document.setdefault("run_id", run)
+    document.pop("results", None)
+    _check_version(document, str(file))
+
+    def read() -> Iterator[Any]:
+        store = open_readonly(file, str(file))
+        try:
+            for row in store.query(_RECORDS_IN_ORDER, (run,)):
+                yield _json_column(row["record"], f"{file}: eg_cases.record of run {run}")
+        finally:
+            store.close()
+
+    document["results"] = StoredRecords(read, count)
+    return document
+
+
+_RECORDS_IN_ORDER = (  # the records' own index and repeat (``_record_order``), sorted by SQLite (spills to disk)
+    "SELECT record FROM eg_cases WHERE run_id = ? ORDER BY"
+    " CASE WHEN json_valid(record) AND json_type(record, '$.index') = 'integer' THEN json_extract(record, '$.index') ELSE 0 END,"
+    " CASE WHEN json_valid(record) AND json_type(record, '$.repeat') = 'integer' THEN json_extract(record, '$.repeat') ELSE 0 END,"
+    " rowid")
 
 
 def load_results_sqlite(path: str | Path, run_id: str | None = None) -> dict[str, Any]:
@@ -293,18 +399,26 @@ def validate_results(document: Any, where: str) -> dict[str, Any]:
     """Check the shape compare_runs relies on; UserError naming ``where`` otherwise."""
     if not isinstance(document, dict) or not isinstance(document.get("results"), list):
         raise UserError("not an evalgate results document (no 'results' list)", where=where)
-    version = document.get("schema_version", 1)
-    if version != 1:
-        raise UserError(f"unsupported results schema_version {version!r} (this evalgate reads 1)", where=where)
+    _check_version(document, where)
     if len(document["results"]) > MAX_BASELINE_RECORDS:
         raise UserError(f"{len(document['results']):,} case records, more than the {MAX_BASELINE_RECORDS:,} read",
                         where=where)
     for position, record in enumerate(document["results"]):
-        if not isinstance(record, dict) or not isinstance(record.get("id"), str | int):
-            raise UserError(f"results[{position}] is not a case record with an 'id'", where=where)
-        if not isinstance(record.get("metrics", {}), dict):
-            raise UserError(f"results[{position}] ({record['id']}): 'metrics' is not an object", where=where)
+        _check_record(record, position, where)
     return document
+
+
+def _check_version(document: Mapping[str, Any], where: str) -> None:
+    version = document.get("schema_version", 1)
+    if version != 1:
+        raise UserError(f"unsupported results schema_version {version!r} (this evalgate reads 1)", where=where)
+
+
+def _check_record(record: Any, position: int, where: str) -> None:
+    if not isinstance(record, dict) or not isinstance(record.get("id"), str | int):
+        raise UserError(f"results[{position}] is not a case record with an 'id'", where=where)
+    if not isinstance(record.get("metrics", {}), dict):
+        raise UserError(f"results[{position}] ({record['id']}): 'metrics' is not an object", where=where)
 
 
 # ── baselines ──

@@ -135,6 +135,15 @@ _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 
 
+class StreamError(ValueError):
+    """Malformed JSON met by ``StreamedDocument``: ``reason`` and the character ``offset`` it was met at."""
+
+    def __init__(self, reason: str, offset: int) -> None:
+        super().__init__(f"{reason} (at character {offset})")
+        self.reason = reason
+        self.offset = offset
+
+
 class StreamedDocument:
     """A results.json read without holding its ``results`` list: ``records()`` yields each case record
     (a dict) in file order while ``head`` fills with every other top-level field (complete once
@@ -168,7 +177,7 @@ class StreamedDocument:
             while True:
                 key = reader.value()
                 if not isinstance(key, str):
-                    raise ValueError(f"an object key must be a string (at character {reader.offset})")
+                    raise StreamError("an object key must be a string", reader.offset)
                 reader.expect(":")
                 if key == "results" and reader.peek() == "[":
                     self.listed = True
@@ -223,11 +232,11 @@ class _Reader:
             if self.pos < len(self.text):
                 return self.text[self.pos]
             if not self._fill():
-                raise ValueError(f"unexpected end of the document (at character {self.offset})")
+                raise StreamError("unexpected end of the document", self.offset)
 
     def expect(self, char: str) -> None:
         if self.peek() != char:
-            raise ValueError(f"expected {char!r} at character {self.offset}")
+            raise StreamError(f"expected {char!r}", self.offset)
         self.pos += 1
 
     def value(self) -> Any:
@@ -237,7 +246,7 @@ class _Reader:
                 value, end = _DECODER.raw_decode(self.text, self.pos)
             except json.JSONDecodeError as exc:
                 if self.eof or len(self.text) - self.pos > MAX_RECORD_CHARS:
-                    raise ValueError(f"{exc.msg} (at character {self.consumed + exc.pos})") from None
+                    raise StreamError(exc.msg, self.consumed + exc.pos) from None
                 self._fill(len(self.text) - self.pos)  # the value goes on: read as much again
                 continue
             if end >= len(self.text) and not self.eof and self._fill():

@@ -39,17 +39,22 @@ Intervals: metric deltas BCa bootstrap (confidence 1 − α), pass rates Wilson;
 
 from __future__ import annotations
 
+import hashlib
 import math
 import statistics
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.text.numbers import score
 from evalgate.verdict import sequential, stats
 from evalgate.verdict.adaptive import Plan, base_outcomes
 from evalgate.verdict.tolerance import Tolerance, resolve_tolerances
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DEFAULT_ALPHA = 0.05
 PROCEDURE = "weighted Holm–Bonferroni"
@@ -536,52 +541,140 @@ def _holds(op: str, value: float, limit: float) -> bool:
 
 # ── collapsing runs ───────────────────────────────────────────────────────────────────────────
 
+_STATUS_NAMES = ("passed", "failed", "errored")
 
-def _collapse(records: Iterable[Mapping[str, Any]], rule: stats.RepeatRule) -> dict[str, _Case]:
-    """Group records by id (first-seen order) and collapse their repeats."""
-    groups: dict[str, list[Mapping[str, Any]]] = {}
+
+class _Cases(Mapping[str, _Case]):
+    """One run's cases, repeats collapsed, as compact per-case columns (flat memory: a few bytes a case and
+    metric instead of a ``_Case`` object with its dicts and sets); ``self[id]`` builds the ``_Case`` on demand.
+
+    Columns (position = first-seen order of the id): ``source`` as an interned file + line number (other
+    sources in a side table), risk level interned, the expectation digest's fingerprint, passes/runs/failed/errored
+    counts, and per metric one ``array('d')`` per repeat slot (NaN = no finite value), so a collapsed value
+    is ``math.fsum`` over the slots / their number, exactly as over the records."""
+
+    def __init__(self) -> None:
+        self._position: dict[str, int] = {}
+        self._files: dict[str, int] = {}
+        self._file_names: list[str] = []
+        self._file = array("i")
+        self._line = array("i")
+        self._odd_sources: dict[int, str] = {}
+        self._risks: dict[str, int] = {}
+        self._risk_names: list[str] = []
+        self._risk = array("b")
+        self._expectation = array("q")
+        """The expectation digest's 64-bit fingerprint (0: none), all ``dataset_changes`` compares."""
+        self._passes = array("i")
+        self._runs = array("i")
+        self._failed = array("i")
+        self._errored = array("i")
+        self._records = array("i")
+        self._slots: dict[str, list[array[float]]] = {}
+        self.rule: stats.RepeatRule = "majority"
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        """Fold one case record in (repeats of a case: its first record gives source, risk and expectation)."""
+        case_id = str(record["id"])
+        at = self._position.get(case_id)
+        if at is None:
+            at = self._position[case_id] = len(self._passes)
+            self._add_source(at, str(record.get("source") or "<unknown>"))
+            self._risk.append(self._intern(self._risks, self._risk_names,
+                                           str(record.get("risk_level") or "medium").lower()))
+            digest = str(record["expectation"]) if record.get("expectation") else None
+            self._expectation.append(0 if digest is None else _fingerprint(digest))
+            for column in (self._passes, self._runs, self._failed, self._errored, self._records):
+                column.append(0)
+            for slots in self._slots.values():
+                for slot in slots:
+                    slot.append(math.nan)
+        status = _status(record)
+        if status != "skipped":
+            self._runs[at] += 1
+            if status == "passed":
+                self._passes[at] += 1
+            elif status == "failed":
+                self._failed[at] += 1
+            elif status == "errored":
+                self._errored[at] += 1
+        repeat = self._records[at]
+        self._records[at] = repeat + 1
+        for name, value in _record_values(record).items():
+            if name not in self._slots:
+                self._slots[name] = [array("d", [math.nan]) * len(self._passes)]
+            slots = self._slots[name]
+            while len(slots) <= repeat:
+                slots.append(array("d", [math.nan]) * len(self._passes))
+            slots[repeat][at] = value
+
+    def _add_source(self, at: int, source: str) -> None:
+        path, _, line = source.rpartition(":")
+        if path and line.isascii() and line.isdigit() and str(int(line)) == line and int(line) < 2**31:
+            self._file.append(self._intern(self._files, self._file_names, path))
+            self._line.append(int(line))
+        else:
+            self._file.append(-1)
+            self._line.append(0)
+            self._odd_sources[at] = source
+
+    @staticmethod
+    def _intern(table: dict[str, int], names: list[Any], text: str) -> int:
+        code = table.get(text)
+        if code is None:
+            code = table[text] = len(names)
+            names.append(text)
+        return code
+
+    def __getitem__(self, case_id: str) -> _Case:
+        at = self._position[case_id]
+        risk = self._risk_names[self._risk[at]]
+        runs = self._runs[at]
+        status = None
+        if runs:
+            passes = self._passes[at]
+            if stats.repeat_verdict([True] * passes + [False] * (runs - passes),
+                                    "all" if risk == "critical" else self.rule):
+                status = "passed"
+            else:
+                status = "failed" if self._failed[at] or not self._errored[at] else "errored"
+        values: dict[str, float] = {}
+        binary: set[str] = set()
+        for name, slots in self._slots.items():
+            found = [slot[at] for slot in slots if not math.isnan(slot[at])]
+            if found:
+                values[name] = found[0] if len(found) == 1 else math.fsum(found) / len(found)
+                if all(value in (0.0, 1.0) for value in found):
+                    binary.add(name)
+        file = self._file[at]
+        source = self._odd_sources[at] if file < 0 else f"{self._file_names[file]}:{self._line[at]}"
+        return _Case(id=case_id, source=source, risk_level=risk, status=status, values=values,
+                     passes=self._passes[at], runs=runs, binary=binary,
+                     expectation=f"{self._expectation[at]:x}" if self._expectation[at] else None)
+
+    def __contains__(self, case_id: object) -> bool:
+        return case_id in self._position
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._position)
+
+    def __len__(self) -> int:
+        return len(self._position)
+
+
+def _fingerprint(text: str) -> int:
+    """A nonzero signed 64-bit BLAKE2b fingerprint of ``text`` (two digests collide with probability 2⁻⁶⁴)."""
+    value = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+    return value or 1
+
+
+def _collapse(records: Iterable[Mapping[str, Any]], rule: stats.RepeatRule) -> _Cases:
+    """Group records by id (first-seen order) and collapse their repeats, in one pass (``_Cases``)."""
+    cases = _Cases()
+    cases.rule = rule
     for record in records:
-        groups.setdefault(str(record["id"]), []).append(record)
-    return {case_id: _collapse_case(case_id, group, rule) for case_id, group in groups.items()}
-
-
-def _collapse_case(case_id: str, repeats: list[Mapping[str, Any]], rule: stats.RepeatRule) -> _Case:
-    first = repeats[0]
-    risk = str(first.get("risk_level") or "medium").lower()
-    statuses = [_status(r) for r in repeats]
-    counted = [s for s in statuses if s != "skipped"]
-    valued = [_record_values(r) for r in repeats]
-    return _Case(
-        id=case_id,
-        source=str(first.get("source") or "<unknown>"),
-        risk_level=risk,
-        status=_outcome(statuses, "all" if risk == "critical" else rule),
-        values=valued[0] if len(repeats) == 1 else _mean_values(valued),
-        passes=sum(1 for s in counted if s == "passed"),
-        runs=len(counted),
-        binary=_binary_metrics(valued),
-        expectation=str(first["expectation"]) if first.get("expectation") else None,
-    )
-
-
-def _binary_metrics(valued: list[dict[str, float]]) -> set[str]:
-    """Metrics valued 0 or 1 on every repeat that has a value."""
-    seen: dict[str, bool] = {}
-    for values in valued:
-        for name, value in values.items():
-            seen[name] = seen.get(name, True) and value in (0.0, 1.0)
-    return {name for name, binary in seen.items() if binary}
-
-
-def _outcome(statuses: list[str], rule: stats.RepeatRule) -> str | None:
-    """``passed`` when the repeat verdict over the non-skipped repeats passes, else ``failed`` if any
-    repeat failed, else ``errored``; None when every repeat was skipped."""
-    counted = [s for s in statuses if s != "skipped"]
-    if not counted:
-        return None
-    if stats.repeat_verdict([s == "passed" for s in counted], rule):
-        return "passed"
-    return "failed" if "failed" in counted or "errored" not in counted else "errored"
+        cases.add(record)
+    return cases
 
 
 def _status(record: Mapping[str, Any]) -> str:
@@ -604,15 +697,6 @@ def _record_values(record: Mapping[str, Any]) -> dict[str, float]:
     return values
 
 
-def _mean_values(valued: list[dict[str, float]]) -> dict[str, float]:
-    """Per metric, the mean of the finite numeric values over the repeats that have one."""
-    collected: dict[str, list[float]] = {}
-    for values in valued:
-        for name, value in values.items():
-            collected.setdefault(name, []).append(value)
-    return {name: math.fsum(values) / len(values) for name, values in collected.items()}
-
-
 def _number(value: Any) -> float | None:
     """``value`` as a float when it is a finite int or float (not a bool), else None."""
     if type(value) is float or type(value) is int:
@@ -623,7 +707,7 @@ def _number(value: Any) -> float | None:
 # ── metrics ───────────────────────────────────────────────────────────────────────────────────
 
 
-def _metric_names(base: dict[str, _Case], head: dict[str, _Case], shared: list[str]) -> list[str]:
+def _metric_names(base: Mapping[str, _Case], head: Mapping[str, _Case], shared: list[str]) -> list[str]:
     """Metrics with at least one pair (a value in both runs on the same case), sorted by name."""
     return sorted({name for i in shared for name in head[i].values.keys() & base[i].values.keys()})
 
@@ -644,19 +728,27 @@ def _direction(name: str, *docs: Mapping[str, Any]) -> str:
 
 
 def _paired_values(
-    name: str, base: dict[str, _Case], head: dict[str, _Case], shared: list[str]
-) -> tuple[list[float], list[float], bool]:
-    """Values of ``name`` on the shared cases that have one in both runs, as (base, head) lists, and whether
-    every one of them is 0 or 1 on every repeat (a 0/1 metric: McNemar applies)."""
-    ids = [i for i in shared if name in base[i].values and name in head[i].values]
-    binary = all(name in base[i].binary and name in head[i].binary for i in ids)
-    return [base[i].values[name] for i in ids], [head[i].values[name] for i in ids], binary
+    name: str, base: Mapping[str, _Case], head: Mapping[str, _Case], shared: list[str]
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Values of ``name`` on the shared cases that have one in both runs, as (base, head) float64 arrays (8
+    bytes a pair), and whether every one of them is 0 or 1 on every repeat (a 0/1 metric: McNemar applies)."""
+    import numpy as np
+
+    before, after = array("d"), array("d")
+    binary = True
+    for i in shared:
+        old, new = base[i], head[i]
+        if name in old.values and name in new.values:
+            before.append(old.values[name])
+            after.append(new.values[name])
+            binary = binary and name in old.binary and name in new.binary
+    return np.frombuffer(before, dtype=np.float64), np.frombuffer(after, dtype=np.float64), binary
 
 
 def _metric_block(
     name: str,
-    base_cases: dict[str, _Case],
-    head_cases: dict[str, _Case],
+    base_cases: Mapping[str, _Case],
+    head_cases: Mapping[str, _Case],
     shared: list[str],
     *,
     direction: str,
@@ -669,26 +761,28 @@ def _metric_block(
     """One row of ``comparison.metrics`` from at least one pair: the delta, its BCa interval, and the
     one-sided p-values of "worse by more than the tolerance" (``p_value``) and "better by more than it"
     (``p_improvement``). ``regression``/``improvement``/``verdict`` are filled by ``_decide``."""
+    import numpy as np
+
     base_values, head_values, binary = _paired_values(name, base_cases, head_cases, shared)
     n = len(base_values)
     if n == 0:
         raise ValueError("a metric row needs at least one pair")
-    differences = [h - b for b, h in zip(base_values, head_values, strict=True)]
+    differences = head_values - base_values
     interval = stats.bca_mean_ci(differences, resamples=resamples, confidence=1.0 - alpha, seed=seed)
     assert interval is not None
     delta, low, high = interval
     base_mean = math.fsum(base_values) / n
     amount = tolerance.amount(base_mean)
-    worse = [-d for d in differences] if direction == "higher" else differences
+    worse = -differences if direction == "higher" else differences
     if binary and amount == 0.0:
-        flips_worse = sum(1 for w in worse if w > 0)
-        flips_better = sum(1 for w in worse if w < 0)
+        flips_worse = int(np.count_nonzero(worse > 0))
+        flips_better = int(np.count_nonzero(worse < 0))
         p_worse = stats.mcnemar_one_sided(flips_worse, flips_better)
         p_better = stats.mcnemar_one_sided(flips_better, flips_worse)
         test = "exact McNemar (one-sided)"
     else:
         p_worse, how = stats.sign_flip_p(worse, shift=amount, resamples=resamples, seed=seed)
-        p_better, _ = stats.sign_flip_p([-w for w in worse], shift=amount, resamples=resamples, seed=seed)
+        p_better, _ = stats.sign_flip_p(-worse, shift=amount, resamples=resamples, seed=seed)
         test = f"paired sign-flip permutation (one-sided, {how})"
     return {
         "base": base_mean,
@@ -708,7 +802,7 @@ def _metric_block(
         "regression": False,
         "improvement": False,
         "gated": gated,
-        "_sd": statistics.stdev(differences) if n >= 2 else None,
+        "_sd": statistics.stdev(differences) if n >= 2 else None,  # exact: as over the Python floats
     }
 
 
@@ -716,19 +810,27 @@ def _metric_block(
 
 
 def _compare_outcomes(
-    base: dict[str, _Case], head: dict[str, _Case], shared: list[str], alpha: float, resamples: int, seed: int
+    base: Mapping[str, _Case], head: Mapping[str, _Case], shared: list[str], alpha: float, resamples: int, seed: int
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-    paired = [i for i in shared if base[i].status is not None and head[i].status is not None]
-    regressions = [_flip(base[i], head[i]) for i in paired if _passed(base[i]) and not _passed(head[i])]
-    fixes = [_flip(base[i], head[i]) for i in paired if not _passed(base[i]) and _passed(head[i])]
+    regressions: list[dict[str, Any]] = []
+    fixes: list[dict[str, Any]] = []
+    differences = array("d")  # head − base outcome per paired case: 8 bytes a case
+    base_passed = head_passed = 0
+    for i in shared:  # one pass: each case's two sides built once
+        old, new = base[i], head[i]
+        if old.status is None or new.status is None:
+            continue
+        was, now = _passed(old), _passed(new)
+        base_passed += was
+        head_passed += now
+        differences.append(float(now) - float(was))
+        if was != now:
+            (regressions if was else fixes).append(_flip(old, new))
     regressions.sort(key=_flip_order)
     fixes.sort(key=_flip_order)
-    n = len(paired)
-    base_passed = sum(_passed(base[i]) for i in paired)
-    head_passed = sum(_passed(head[i]) for i in paired)
+    n = len(differences)
     base_ci = stats.wilson_interval(base_passed, n, confidence=1.0 - alpha)
     head_ci = stats.wilson_interval(head_passed, n, confidence=1.0 - alpha)
-    differences = [float(_passed(head[i])) - float(_passed(base[i])) for i in paired]
     pass_rate = {
         "base": base_ci[0] if base_ci else None,
         "head": head_ci[0] if head_ci else None,
@@ -760,7 +862,7 @@ def _compare_outcomes(
     return pass_rate, regressions, fixes
 
 
-def _critical_block(base: dict[str, _Case], head: dict[str, _Case], shared: list[str],
+def _critical_block(base: Mapping[str, _Case], head: Mapping[str, _Case], shared: list[str],
                     regressions: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The critical cases' test (``stats.stratified_exchange_p``) and which flipped cases count: a case that
     passed every base repeat and fails on head is a critical regression; one that was flaky on the base
