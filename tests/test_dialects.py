@@ -91,8 +91,10 @@ def test_validate_explain_lists_each_metric_with_its_threshold_and_why(
     dataset.write_text(HELPDESK.replace("    rules:", "    metrics: [safety]\n    rules:"), encoding="utf-8")
     assert cli_main(["validate", "-d", str(dataset), "--explain"]) == 0
     out = capsys.readouterr().out
-    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    case_block, _, judged = out.partition("\njudged metrics\n")
+    lines = {line.split()[0]: line for line in case_block.splitlines() if line.startswith("  ")}
     assert set(lines) == {"hit_rate", "mrr", "precision_at_k", "recall_at_k", "rules", "safety"}
+    assert judged.splitlines()[0].startswith("  safety: judged — needs a judge")  # whether it gates, in one line
     assert "≥ 0.8 (default) — the case has expected_sources" in lines["hit_rate"]
     assert "informational — the case has expected_sources" in lines["mrr"]
     assert "≥ 0.8 (default) — the case's metrics: names it" in lines["safety"]

@@ -120,5 +120,5 @@ def test_missing_key_exits_2_before_any_case_runs(tmp_path: Path, monkeypatch: p
         requests = len(agent.requests())
     assert code == 2
     assert requests == 0
-    assert "judge_provider: provider 'openai' needs an API key: set OPENAI_API_KEY" in capsys.readouterr().err
+    assert "judge-provider: provider 'openai' needs an API key: set OPENAI_API_KEY" in capsys.readouterr().err
     assert not (tmp_path / "out" / "results.json").exists()

@@ -148,8 +148,11 @@ def test_list_and_create_validate_against_the_github_description(prism_url: str)
     assert result.action == "created", result.warning
     assert result.comment_id is not None
     methods = [(x["method"], x["status"], x["violations"]) for x in transport.exchanges]
-    assert methods == [("GET", 200, None), ("POST", 201, None), ("GET", 200, None)]  # the last: no duplicate?
-    listed = transport.exchanges[0]
+    # who evalgate posts as (GET /user), the comments, the new one, then the list again (an older one to delete?)
+    assert methods == [("GET", 200, None), ("GET", 200, None), ("POST", 201, None), ("GET", 200, None)], \
+        [(x["method"], x["url"]) for x in transport.exchanges]
+    assert transport.exchanges[0]["url"].endswith("/user")
+    listed = transport.exchanges[1]
     assert listed["example_link"], "Prism served the description's Link example"
     assert "per_page=100" in listed["url"]
     assert listed["sent_headers"]["accept"] == "application/vnd.github+json"

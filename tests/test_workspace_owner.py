@@ -64,7 +64,7 @@ def test_a_later_step_as_the_runner_user_reads_and_deletes_the_results(tmp_path:
         done = run_entrypoint(ws, env)
     assert done.returncode == 0, done.stdout + done.stderr
     out = ws.workspace / "reports" / "evalgate"
-    assert sorted(p.name for p in out.iterdir()) == ["results.db", "results.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["evalgate-site", "results.db", "results.json"]
     for path in (ws.workspace / "reports", out, *out.iterdir()):
         assert owned_by(path) == (RUNNER_UID, RUNNER_UID), path
     assert as_runner("cat", "reports/evalgate/results.json", cwd=ws.workspace).returncode == 0

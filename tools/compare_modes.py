@@ -5,7 +5,7 @@
 Each file is a step's outputs (``${{ toJSON(steps.ID.outputs) }}``). Equal means: the same output
 names and values (the results paths differ only by their ``output-dir``; the Markdown report names its
 run's id and time), and results.json documents equal once what must differ is set aside: ``run_id``,
-``timestamp``, the ``output_dir`` setting, the workspace path prefix (``/github/workspace`` in the
+``timestamp``, ``metadata.finished``, the ``output_dir`` setting, the workspace path prefix (``/github/workspace`` in the
 container) and the patch level of Python. Exit 0
 when equal, else 1 with one line per difference.
 """
@@ -40,6 +40,7 @@ def comparable(document: dict[str, Any], workspace: str) -> dict[str, Any]:
     for key in ("run_id", "timestamp"):
         clean.pop(key, None)
     metadata = clean.get("metadata") or {}
+    metadata.pop("finished", None)  # when the run ended: the two modes run one after the other
     (metadata.get("config") or {}).pop("output_dir", None)
     versions = metadata.get("versions") or {}
     if isinstance(versions.get("python"), str):

@@ -401,7 +401,7 @@ def _export_site(db_path: Path, directory: Path, emit: Emit) -> Path | None:
         from evalgate.view.export import export_site
         from evalgate.view.sources import open_catalog
 
-        catalog = open_catalog([db_path])
+        catalog = open_catalog([db_path], immutable=True)  # the run is over: no journal files beside it
         try:
             export_site(catalog, directory, max_pages=SITE_PAGES)
         finally:

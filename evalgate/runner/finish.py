@@ -129,7 +129,7 @@ def run_metadata(settings: Settings, prepared: Prepared, target: Any) -> dict[st
         "target": redact_mapping(target.describe()),
         "selected_cases": len(prepared.cases),
         "repeat": settings.repeat,
-        **provenance(),  # metadata.git {branch, commit} and metadata.finished (evalgate view's runs page)
+        **provenance(settings.environment),  # metadata.git {branch, commit} and metadata.finished (evalgate view's runs page)
     }
 
 

@@ -9,7 +9,6 @@ Nothing here ever fails a run: unreadable or absent, the fields are left out.
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -71,7 +70,8 @@ def finished_at() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def provenance(env: Mapping[str, str] | None = None) -> dict[str, object]:
-    """``{"git": {...}, "finished": ...}`` for ``metadata`` (git left out when nothing is known)."""
-    identity = git_identity(os.environ if env is None else env)
+def provenance(env: Mapping[str, str]) -> dict[str, object]:
+    """``{"git": {...}, "finished": ...}`` for ``metadata`` (git left out when nothing is known); ``env``: the
+    run's environment (``Settings.environment``, read at the edge)."""
+    identity = git_identity(env)
     return ({"git": identity} if identity else {}) | {"finished": finished_at()}

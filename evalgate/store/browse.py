@@ -21,6 +21,9 @@ from typing import Any
 from evalgate.errors import UserError
 from evalgate.store.safe import READ_TABLES, open_checked
 
+Connection = sqlite3.Connection
+"""A read-only connection to a results database, as ``open_results`` gives it (for callers outside store/)."""
+
 UNFINISHED = ("running", "incomplete")
 """Run statuses left out of trends and flaky-case counts (a killed or still-running run)."""
 CASE_FILTERS = ("all", "not_passed", "failed", "errored", "passed", "skipped")
@@ -46,11 +49,13 @@ class RunSummary:
     duration_s: float | None
 
 
-def open_results(path: Path) -> sqlite3.Connection:
+def open_results(path: Path, *, immutable: bool = False) -> sqlite3.Connection:
     """``path`` opened read-only and hardened, usable from any thread; it must hold evalgate's ``eg_runs`` and
-    ``eg_cases``. A ``UserError`` naming the file otherwise."""
+    ``eg_cases``. A ``UserError`` naming the file otherwise. ``immutable``: a finished database nobody writes
+    any more (the Action's export): no ``-wal``/``-shm`` files are created beside it."""
     try:
-        return open_checked(path, READ_TABLES, ("eg_runs", "eg_cases"), check_same_thread=False)
+        return open_checked(path, READ_TABLES, ("eg_runs", "eg_cases"), immutable=immutable,
+                            check_same_thread=False)
     except sqlite3.DatabaseError as exc:
         raise UserError(f"not an evalgate results database ({exc})", where=str(path)) from None
 

@@ -15,7 +15,6 @@ Runs are identified by run id; a run found in several inputs is taken from the f
 from __future__ import annotations
 
 import shutil
-import sqlite3
 import tempfile
 import zipfile
 from collections.abc import Iterator, Sequence
@@ -39,12 +38,14 @@ class Catalog:
     labels: list[str]
     runs: dict[str, int] = field(default_factory=dict)
     scratch: Path | None = None
+    immutable: bool = False
+    """The databases are finished and written by nobody (``browse.open_results``)."""
 
     @contextmanager
-    def connect(self, index: int) -> Iterator[sqlite3.Connection]:
+    def connect(self, index: int) -> Iterator[browse.Connection]:
         """A fresh read-only connection to database ``index`` (one per request: no connection is shared
         between threads)."""
-        connection = browse.open_results(self.databases[index])
+        connection = browse.open_results(self.databases[index], immutable=self.immutable)
         try:
             yield connection
         finally:
@@ -69,11 +70,11 @@ class Catalog:
             self.scratch = None
 
 
-def open_catalog(inputs: Sequence[str | Path]) -> Catalog:
+def open_catalog(inputs: Sequence[str | Path], *, immutable: bool = False) -> Catalog:
     """Resolve ``inputs`` (module docstring) into a ``Catalog``; a ``UserError`` naming the input that is
-    missing or holds no results."""
+    missing or holds no results. ``immutable``: the inputs are finished databases (``Catalog.immutable``)."""
     scratch = Path(tempfile.mkdtemp(prefix="evalgate-view-"))
-    catalog = Catalog([], [], scratch=scratch)
+    catalog = Catalog([], [], scratch=scratch, immutable=immutable)
     try:
         for spec in inputs:
             path = Path(spec)
@@ -122,7 +123,7 @@ def _add(catalog: Catalog, file: Path, label: str | None = None) -> None:
     if zipfile.is_zipfile(file):
         _add_zip(catalog, file)
     elif _is_sqlite(file):
-        browse.open_results(file).close()  # checked now: a bad file is one line naming it, not a broken page
+        browse.open_results(file, immutable=catalog.immutable).close()  # checked now: a bad file is one line naming it, not a broken page
         catalog.databases.append(file)
         catalog.labels.append(label)
     else:
