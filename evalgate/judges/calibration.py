@@ -116,12 +116,18 @@ def changed_parts(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 async def score_example(judge: JudgeClient, metric: Metric, case: Case, options: Any
                         ) -> tuple[float | None, str, str | None]:
-    """The judge's value for one labelled example: (value, reasoning, problem). A heuristic fallback
-    (``response_quality`` without a verdict) is no judge value: (None, "", why)."""
-    from evalgate.metrics.registry import MetricContext
+    """The judge's value for one labelled example (its recorded answer): ``score_answer``."""
     from evalgate.targets.recorded import answer_from_case
 
-    answer = answer_from_case(case)
+    return await score_answer(judge, metric, case, answer_from_case(case), options)
+
+
+async def score_answer(judge: JudgeClient, metric: Metric, case: Case, answer: Any, options: Any
+                       ) -> tuple[float | None, str, str | None]:
+    """The judge's value for ``answer`` to ``case``: (value, reasoning, problem). A heuristic fallback
+    (``response_quality`` without a verdict) is no judge value: (None, "", why)."""
+    from evalgate.metrics.registry import MetricContext
+
     ctx = MetricContext(options, judge=judge)
     try:
         result = metric.fn(case, answer, ctx)

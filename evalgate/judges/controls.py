@@ -23,14 +23,14 @@ digest (sha256 over the items' kinds, labels and texts) is part of what the stor
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from evalgate.model import Answer, MetricSkipped, MetricUnavailable
+from evalgate.judges.calibration import score_answer
+from evalgate.model import Answer
 
 if TYPE_CHECKING:
     from evalgate.judges.client import JudgeClient
@@ -214,16 +214,6 @@ def digest(items: list[Control]) -> str:
 
 async def score_control(judge: JudgeClient, metric: Metric, item: Control, options: Any
                         ) -> tuple[float | None, str, str | None]:
-    """The judge's value for one control (as ``judges.calibration.score_example``): (value, reasoning, problem)."""
-    from evalgate.metrics.registry import MetricContext
-
-    ctx = MetricContext(options, judge=judge)
-    try:
-        result = metric.fn(item.case, item.answer, ctx)
-        score = await result if inspect.isawaitable(result) else result
-    except (MetricSkipped, MetricUnavailable) as exc:
-        return None, "", str(exc)
-    details = dict(score.details or {})
-    if "judge_unavailable" in details or details.get("method") == "heuristic":
-        return None, "", str(details.get("judge_unavailable") or "scored by the heuristic, not the judge")
-    return float(score.value), str(details.get("reasoning") or ""), None
+    """The judge's value for one control, scored as a labelled example is
+    (``judges.calibration.score_answer``): (value, reasoning, problem)."""
+    return await score_answer(judge, metric, item.case, item.answer, options)
