@@ -148,6 +148,15 @@ def test_every_change_from_required_calibration_except_to_required_is_listed() -
     assert loosenings(auto, policy(calibration="required")) == []
 
 
+def test_more_controls_are_listed_fewer_are_not() -> None:
+    """bench.calibration: a judge of true κ 0.4 is admitted 2.1 % of the time on 20 controls, 2.9 % on 60."""
+    found = loosenings(policy(controls_max_items=20), policy(controls_max_items=60))
+    assert [(f["kind"], f["setting"], f["before"], f["after"]) for f in found] == [
+        ("calibration", "controls_max_items", 20, 60)]
+    assert loosenings(policy(controls_max_items=60), policy(controls_max_items=20)) == []
+    assert loosenings(policy(), policy(controls_max_items=60)) == []  # a base run that did not record it
+
+
 def test_strictness_of_one_threshold_against_another() -> None:
     assert at_least_as_strict(("min", 0.8), ("min", 0.8))
     assert at_least_as_strict(("min", 0.8), ("gt", 0.8))

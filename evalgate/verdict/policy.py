@@ -129,7 +129,7 @@ def snapshot(
 
 GATE_SETTINGS = ("gate_changes", "significance_level", "fail_on_regression", "strict_metrics", "fail_on_critical",
                  "min_pass_rate", "max_errored", "repeat_rule", "calibration", "calibration_min_kappa",
-                 "calibration_min_labels", "calibration_floors", "no_gate", "selection")
+                 "calibration_min_labels", "calibration_floors", "controls_max_items", "no_gate", "selection")
 """Settings recorded in the snapshot (``selection``: ``case_ids`` count, ``first_n``, ``category``, ``tags``,
 ``shard`` when the checkout's evalgate.yaml chose it)."""
 RUN_SETTINGS = ("repeat", "answer_source", "judge", "simulator", "metric_definitions", "suites", "max_answer_chars",
@@ -317,6 +317,10 @@ def _calibration(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> 
         a, b = _num(base.get(key)), _num(head.get(key))
         if a is not None and b is not None and b < a:
             add("calibration", key, a, b, f"{key} {a:g} → {b:g}")
+    a, b = _num(base.get("controls_max_items")), _num(head.get("controls_max_items"))
+    if a is not None and b is not None and b > a:  # more controls admit a weak judge more often (docs/judges.md)
+        add("calibration", "controls_max_items", a, b,
+            f"controls_max_items {a:g} → {b:g} (more controls admit a judge of κ 0.4 more often)")
     old_floors, new_floors = base.get("calibration_floors") or {}, head.get("calibration_floors") or {}
     for name in sorted(old_floors):
         for key, value in sorted((old_floors.get(name) or {}).items()):
