@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from evalgate.cli.main import main as cli_main
-from evalgate.dialects import DIALECTS, OWNER, native_format
-from evalgate.dialects.generic import NAMED, OWNED_WHEN, WHEN
+from evalgate.dialect import DIALECTS, NAMED, OWNER, WHEN, native_format, owned_when
 from evalgate.metrics.registry import all_metrics
 
 HELPDESK = """\
@@ -110,7 +109,7 @@ def test_every_built_in_metric_has_a_generic_rule_and_owned_metrics_say_what_the
     builtins = all_metrics()
     assert set(WHEN) == set(builtins)
     for name, owner in OWNER.items():
-        assert WHEN[name] == NAMED and name in OWNED_WHEN and owner in DIALECTS
+        assert WHEN[name] == NAMED and owned_when(name) and owner in DIALECTS
     assert native_format({"question": "q", "expected_sources": []}, None)[0] == "seed000"
     assert native_format({"id": "a", "question": "q", "expected_sources": []}, None)[0] is None
     assert native_format({"input": "q", "category": "safety"}, None)[0] is None

@@ -4,7 +4,7 @@
   its docstring), with its ``EVALGATE_*`` variable, its action input (``action.yml``) and its flag
   (``evalgate run``'s parser);
 * ``docs/reference/metrics.md`` — every built-in metric from the registry (family, direction, default
-  threshold, when it runs in a generic suite: ``evalgate.dialects.generic``) and what each seed's dialect
+  threshold, when it runs in a generic suite: ``evalgate.dialect.WHEN``) and what each seed's dialect
   changes (``evalgate.dialects``);
 * ``docs/index.md`` — the README with its links made relative to ``docs/``.
 
@@ -99,8 +99,7 @@ def _threshold(metric: Any) -> str:
 
 
 def metrics_page() -> str:
-    from evalgate.dialects import DIALECTS, OWNER
-    from evalgate.dialects.generic import OWNED_WHEN, WHEN
+    from evalgate.dialect import DIALECTS, OWNER, WHEN, owned_when
     from evalgate.metrics.registry import all_metrics
 
     metrics = all_metrics()
@@ -114,7 +113,7 @@ def metrics_page() -> str:
     for name, metric in sorted(metrics.items()):
         when = WHEN.get(name, "")
         if name in OWNER:
-            when += f"; in {DIALECTS[OWNER[name]].name}'s dialect also when {OWNED_WHEN.get(name, 'its rule holds')}"
+            when += f"; in {DIALECTS[OWNER[name]].name}'s dialect also when {owned_when(name) or 'its rule holds'}"
         lines.append(f"| `{name}` | {metric.family} | {metric.kind} | {_threshold(metric)} | {_cell(when)} | "
                      f"{_cell(metric.description)} |")
     lines += ["", "## The seed dialects\n",

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalgate.config.suite import KIND_NAMES
-from evalgate.dialects import BRAND_FIELDS, native_format
+from evalgate.dialect import DIALECTS, native_format
 from evalgate.model import Case
 
 
@@ -77,12 +77,12 @@ KINDS: dict[str, Kind] = {
 }
 assert tuple(KINDS) == KIND_NAMES
 
-MARKERS: tuple[str, ...] = (*sorted(BRAND_FIELDS), "expected_specialist")
+MARKERS: tuple[str, ...] = tuple(sorted(marker for name in KINDS for marker in DIALECTS[name].markers))
 """Fields without which ``infer_kind`` finds no kind."""
 
 
 def infer_kind(data: Mapping[str, Any], wrapper: str | None) -> tuple[str | None, str]:
-    """The kind a raw case shows by its spellings, and why (``evalgate.dialects.native_format``); seed 000's
+    """The kind a raw case shows by its spellings, and why (``evalgate.dialect.native_format``); seed 000's
     format is recognised for its dialect but its fields are checked only when declared."""
     name, why = native_format(data, wrapper)
     return (name, why) if name in ("seed001", "seed004") else (None, "")

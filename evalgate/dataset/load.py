@@ -53,7 +53,7 @@ from evalgate.config.suite import (
     yaml_line,
 )
 from evalgate.dataset.kinds import KindCheck
-from evalgate.dialects import case_dialect
+from evalgate.dialect import case_dialect
 from evalgate.errors import Interrupt, UserError
 from evalgate.model import Case
 from evalgate.safety.redact import redact

@@ -9,10 +9,38 @@ the ``test_cases:`` wrapper and ``intent_id`` / ``llm_answer_text`` spellings (`
 
 from __future__ import annotations
 
-from evalgate.dialects import Dialect
+from collections.abc import Mapping
+from typing import Any
+
+from evalgate.dialect import Dialect
+
+BRAND_FIELDS = frozenset({"brands_mine", "brands_competitors", "expected_my_mentions", "expected_competitor_mentions",
+                          "expected_ranked_list"})
+INPUT_SPELLINGS = frozenset({"input", "question", "query", "message", "prompt"})
+EVALGATE_SPELLINGS = frozenset({"id", "input", "output"})
+SEED001_SPELLINGS = frozenset({"intent_id", "llm_answer_text"})
+
+
+def _detect(data: Mapping[str, Any], wrapper: str | None) -> str | None:
+    """Brand fields and no input (seed 001 fixtures have none: the text is the input), with ``intent_id`` /
+    ``llm_answer_text``, in a ``test_cases:`` file, or without evalgate's ``id`` / ``output``."""
+    keys = set(data)
+    if not keys & BRAND_FIELDS or keys & INPUT_SPELLINGS:
+        return None
+    if keys & SEED001_SPELLINGS:
+        return "it uses seed 001's field names"
+    if wrapper == "test_cases":
+        return "its file uses seed 001's test_cases: list"
+    if not keys & EVALGATE_SPELLINGS:
+        return "it has seed 001's brand fields"
+    return None
+
 
 DIALECT = Dialect(
     name="seed001",
     label="seed 001 (brand mentions)",
+    detect=_detect,
+    detect_order=10,
+    markers=BRAND_FIELDS,
     elsewhere="evalgate eval, seed001-summary.json in report/compat.py, eval_runs/eval_results in store/schema.py",
 )

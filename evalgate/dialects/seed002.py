@@ -9,7 +9,7 @@ In a generic suite each of these runs only when named (``metrics:``, ``category_
 
 from __future__ import annotations
 
-from evalgate.dialects import Dialect
+from evalgate.dialect import Dialect
 
 CATEGORY_METRICS: dict[str, tuple[str, ...]] = {
     "math": ("math",),
@@ -38,6 +38,15 @@ DIALECT = Dialect(
     label="seed 002 (black-box agent)",
     owns=("relevancy", "faithfulness", "groundedness", "localization", "context_precision", "context_recall",
           "context_mrr"),
+    owned_when={
+        "context_mrr": "the case has expected_output (MRR over the target's debug_context)",
+        "relevancy": "the case has passing_criteria",
+        "faithfulness": "the case has retrieval_context",
+        "groundedness": "the case has retrieval_context",
+        "context_precision": "the case has retrieval_context",
+        "context_recall": "the case has retrieval_context and expected_output",
+        "localization": "the case has language",
+    },
     category_metrics=CATEGORY_METRICS,
     elsewhere="FANVISE_* variables in config/legacy.py (they turn this dialect on)",
 )

@@ -7,7 +7,7 @@ variables and score names live in ``config/legacy.py`` and ``export/langfuse.py`
 
 from __future__ import annotations
 
-from evalgate.dialects import Dialect
+from evalgate.dialect import Dialect
 
 DIALECT = Dialect(
     name="seed003",

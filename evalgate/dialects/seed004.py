@@ -8,11 +8,25 @@ and the CLI; its results document in ``report/compat.py``.
 
 from __future__ import annotations
 
-from evalgate.dialects import Dialect
+from collections.abc import Mapping
+from typing import Any
+
+from evalgate.dialect import Dialect
+
+
+def _detect(data: Mapping[str, Any], wrapper: str | None) -> str | None:
+    """Seed 004's spellings: ``expected_specialist`` with ``query``."""
+    return "it uses seed 004's field names" if "expected_specialist" in data and "query" in data else None
+
 
 DIALECT = Dialect(
     name="seed004",
     label="seed 004 (golden dataset)",
     owns=("response_quality", "composite"),
+    owned_when={"response_quality": "the case has expected_specialist or verified_answer_summary",
+                "composite": "the case has expected_specialist or verified_answer_summary"},
+    detect=_detect,
+    detect_order=20,
+    markers=frozenset({"expected_specialist"}),
     elsewhere="eval_config.yaml and EVAL_JUDGE_API_KEY in config/legacy.py, seed004-results.json in report/compat.py",
 )

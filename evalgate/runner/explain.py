@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from evalgate.dialects import DIALECTS, OWNER, active_dialects, category_map, triggered
-from evalgate.dialects.generic import NAMED, OWNED_WHEN, WHEN
+from evalgate.dialect import DIALECTS, NAMED, OWNER, WHEN, active_dialects, category_map, owned_when, triggered
 from evalgate.model import Case, Threshold
 
 
@@ -64,7 +63,7 @@ def _why(name: str, case: Case, planned: list[str], configs: tuple[Any, Any], us
         owner = next(d for d in active if any(t.metric == name for t in DIALECTS[d].triggers))
         return f"{fired[name]} ({_because(case, owner)})"
     if name in OWNER and OWNER[name] in active:
-        return f"{DIALECTS[OWNER[name]].label} dialect: {OWNED_WHEN.get(name, 'its rule')} ({_because(case, OWNER[name])})"
+        return f"{DIALECTS[OWNER[name]].label} dialect: {owned_when(name) or 'its rule'} ({_because(case, OWNER[name])})"
     if name in user:
         info = user[name].info or {}
         return f"your metric ({info.get('origin') or 'declared'}), in scope for this case"

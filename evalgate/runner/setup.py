@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from evalgate.config.options import MetricOptions
 from evalgate.config.settings import Settings
 from evalgate.dataset.stream import SelectedCases
-from evalgate.dialects import DIALECTS, OWNER, active_dialects, threshold_layer, triggered
-from evalgate.dialects import category_map as dialect_category_map
+from evalgate.dialect import DIALECTS, OWNER, active_dialects, threshold_layer, triggered
+from evalgate.dialect import category_map as dialect_category_map
 from evalgate.errors import UserError
 from evalgate.metrics.registry import Metric, all_metrics
 from evalgate.model import Case, Threshold
@@ -261,7 +261,7 @@ def check_names_match(cases: Iterable[Case], plan_for: Callable[[Case], CasePlan
 
 def turn_on_hint(name: str) -> str:
     """How to make a built-in metric run, for a setting that names it while no case computes it."""
-    from evalgate.dialects.generic import NAMED, WHEN
+    from evalgate.dialect import NAMED, WHEN
 
     when = WHEN.get(name)
     if when is None:

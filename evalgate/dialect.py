@@ -1,0 +1,256 @@
+"""The dialect interface: what an in-house framework's dialect may change, and the registry that finds them.
+
+A suite without a ``kind`` gets the generic defaults (``WHEN``: which built-in metric runs on which
+case). A dialect's behaviours apply to a case only when:
+
+1. its suite declares the dialect's ``kind:`` (a suite block, or ``kind:`` in evalgate.yaml for every file
+   without its own; ``kind: generic`` opts a suite out of every dialect);
+2. its file is in the dialect's own format (the dialect's ``detect`` hook: its own field names or wrapper);
+3. or the run names the dialect in ``compat`` (``--compat NAME``, or a spelling the dialect recognises).
+
+Generic packages call only this module. The dialects themselves (``evalgate/dialects/``: the five in-house
+frameworks) are loaded by name through the same hook an outside dialect uses — an entry point in the
+``evalgate.dialects`` group whose object is a ``Dialect`` — so a built-in seed has no privilege a plug-in
+lacks. ``BUILTIN`` names the five (the image runs from source, without installed entry points).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+
+from evalgate.model import Case
+
+GENERIC = "generic"
+"""The kind that opts a suite out of every dialect (``kind: generic``)."""
+
+GROUP = "evalgate.dialects"
+"""The entry-point group a dialect registers under (value ``module:attribute`` naming a ``Dialect``)."""
+
+BUILTIN: tuple[str, ...] = (
+    "evalgate.dialects.seed000:DIALECT",
+    "evalgate.dialects.seed001:DIALECT",
+    "evalgate.dialects.seed002:DIALECT",
+    "evalgate.dialects.seed003:DIALECT",
+    "evalgate.dialects.seed004:DIALECT",
+)
+"""The built-in dialects' entry points (the five in-house frameworks)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """A metric a dialect runs on the cases where ``applies`` holds, and why (for ``evalgate explain``)."""
+
+    metric: str
+    applies: Callable[[Case], bool]
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """What one in-house framework's dialect changes for its cases; every hook is optional."""
+
+    name: str
+    label: str
+    owns: tuple[str, ...] = ()
+    """Built-in metrics that run by their ``applies`` rule only in this dialect (elsewhere only when named)."""
+    owned_when: Mapping[str, str] = field(default_factory=dict)
+    """Owned metric → what its rule checks, in words (``evalgate explain``, the metrics reference)."""
+    triggers: tuple[Trigger, ...] = ()
+    """Metrics this dialect adds on conditions of its own."""
+    category_metrics: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Category → metrics, used when neither evalgate.yaml nor the case's suite sets ``category_metrics``."""
+    thresholds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """Default thresholds for runs that include a case of this dialect (below every user setting)."""
+    detect: Callable[[Mapping[str, Any], str | None], str | None] | None = None
+    """A raw case (and its file's wrapper key) → why it is in this dialect's own format, else None."""
+    detect_order: int = 100
+    """Detection precedence (lower first) when several dialects' ``detect`` could claim one case."""
+    markers: frozenset[str] = frozenset()
+    """Fields without which ``detect`` never claims a case (a quick set test before calling it)."""
+    elsewhere: str = ""
+    """What else the dialect changes, in words (for the docs)."""
+
+
+class _Registry(Mapping[str, Dialect]):
+    """Name → Dialect, loaded on first use from ``BUILTIN`` and the ``evalgate.dialects`` entry points."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, Dialect] | None = None
+
+    def _all(self) -> dict[str, Dialect]:
+        if self._loaded is None:
+            found: dict[str, Dialect] = {}
+            specs = list(BUILTIN) + [ep.value for ep in entry_points(group=GROUP) if ep.value not in BUILTIN]
+            for spec in specs:
+                module, _, attribute = spec.partition(":")
+                dialect = getattr(importlib.import_module(module), attribute or "DIALECT")
+                if not isinstance(dialect, Dialect):
+                    raise TypeError(f"entry point {spec!r} in group {GROUP} is not an evalgate Dialect")
+                found.setdefault(dialect.name, dialect)
+            self._loaded = found
+        return self._loaded
+
+    def __getitem__(self, name: str) -> Dialect:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+DIALECTS: Mapping[str, Dialect] = _Registry()
+
+
+class _Owners(Mapping[str, str]):
+    """Metric → the dialect that owns it (computed from ``DIALECTS`` on first use)."""
+
+    def _all(self) -> dict[str, str]:
+        return {metric: dialect.name for dialect in DIALECTS.values() for metric in dialect.owns}
+
+    def __getitem__(self, metric: str) -> str:
+        return self._all()[metric]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+OWNER: Mapping[str, str] = _Owners()
+"""Metric → the dialect that owns it."""
+
+
+# --- which dialects a case speaks --------------------------------------------------------------------------
+
+
+def native_format(data: Mapping[str, Any], wrapper: str | None) -> tuple[str | None, str]:
+    """The dialect whose own format a raw case is in, and why; (None, "") for none (each dialect's ``detect``)."""
+    for dialect in sorted(DIALECTS.values(), key=lambda d: (d.detect_order, d.name)):
+        if dialect.detect is None or (dialect.markers and dialect.markers.isdisjoint(data)):
+            continue
+        why = dialect.detect(data, wrapper)
+        if why:
+            return dialect.name, why
+    return None, ""
+
+
+def case_dialect(declared: str | None, data: Mapping[str, Any], wrapper: str | None) -> str | None:
+    """The dialect the loader stamps on a case: its suite's declared kind, else its file's native format."""
+    if declared:
+        return declared
+    return native_format(data, wrapper)[0]
+
+
+def active_dialects(case: Case, compat: Collection[str] = ()) -> tuple[str, ...]:
+    """The dialects whose behaviours apply to ``case``: its own (declared or native) plus the run's
+    ``compat`` dialects; none for ``kind: generic``."""
+    own = case.dialect
+    if own == GENERIC:
+        return ()
+    names = [own] if own in DIALECTS else []
+    names += [name for name in compat if name in DIALECTS and name not in names]
+    return tuple(names)
+
+
+def why_dialect(case: Case, name: str, compat: Collection[str] = ()) -> str:
+    """Why ``case`` speaks dialect ``name``, in words."""
+    if case.dialect == name:
+        return f"the case is {name}"
+    return f"the run's compat includes {name}"
+
+
+# --- what the dialects change ---------------------------------------------------------------------------------
+
+
+def category_map(dialects: Iterable[str]) -> dict[str, list[str]]:
+    """The dialects' default category → metrics maps, merged."""
+    merged: dict[str, list[str]] = {}
+    for name in dialects:
+        for category, metrics in DIALECTS[name].category_metrics.items():
+            merged.setdefault(category, []).extend(m for m in metrics if m not in merged.get(category, []))
+    return merged
+
+
+def triggered(case: Case, dialects: Iterable[str]) -> dict[str, str]:
+    """Metric → why, for the dialects' own triggers that hold for ``case``."""
+    found: dict[str, str] = {}
+    for name in dialects:
+        for trigger in DIALECTS[name].triggers:
+            if trigger.metric not in found and trigger.applies(case):
+                found[trigger.metric] = f"{DIALECTS[name].label}: {trigger.why}"
+    return found
+
+
+def threshold_layer(dialects: Iterable[str]) -> dict[str, Mapping[str, float]]:
+    """The dialects' default thresholds, as one threshold layer (later dialects do not override earlier)."""
+    layer: dict[str, Mapping[str, float]] = {}
+    for name in sorted(set(dialects)):
+        for metric, threshold in DIALECTS.get(name, Dialect(name, name)).thresholds.items():
+            layer.setdefault(metric, threshold)
+    return layer
+
+
+def owned_when(metric: str) -> str:
+    """What a dialect-owned metric's own rule checks, in its dialect ("" when no dialect owns it)."""
+    owner = OWNER.get(metric)
+    return DIALECTS[owner].owned_when.get(metric, "") if owner else ""
+
+
+# --- the generic defaults -----------------------------------------------------------------------------------
+
+NAMED = "only when named"
+
+WHEN: dict[str, str] = {
+    "rules": "the case has rules:, or its category has category_rules",
+    "workflow": "the case has agents_should_* or tools_should_* expectations",
+    "workflow_agents": "the case has agents_should_include / agents_should_exclude",
+    "workflow_tools": "the case has tools_should_include / tools_should_exclude",
+    "hit_rate": "the case has expected_sources",
+    "mrr": "the case has expected_sources",
+    "precision_at_k": "the case has expected_sources",
+    "recall_at_k": "the case has expected_sources",
+    "keyword_coverage": "the case has expected_keywords",
+    "specialist_match": "the case has expected_specialist",
+    "data_source_match": "the case has expected_data_sources",
+    "mention_precision": "the case has expected_my_mentions / expected_competitor_mentions",
+    "mention_recall": "the case has expected_my_mentions / expected_competitor_mentions",
+    "mention_f1": "the case has expected_my_mentions / expected_competitor_mentions",
+    "brand_coverage": "the case has expected_my_mentions / expected_competitor_mentions",
+    "rank_accuracy": "the case has expected_ranked_list",
+    "false_is_mine_rate": "the case has brands_mine / brands_competitors",
+    "num_tokens": "the case has num_tokens (a recorded count)",
+    "latency_ms": "the case has latency_ms (a recorded latency)",
+    "answer_quality": "the case has expected_answer_criteria (judged, informational)",
+    "factual_correctness": "the case has expected_answer_criteria (judged, informational)",
+    "completeness": "the case has expected_answer_criteria (judged, informational)",
+    "judge_score": NAMED,
+    "combined_score": NAMED,
+    "context_mrr": NAMED,
+    "relevancy": NAMED,
+    "faithfulness": NAMED,
+    "groundedness": NAMED,
+    "localization": NAMED,
+    "context_precision": NAMED,
+    "context_recall": NAMED,
+    "math": NAMED,
+    "safety": NAMED,
+    "policy": NAMED,
+    "actionability": NAMED,
+    "correctness": NAMED,
+    "tool_calling": NAMED,
+    "response_quality": NAMED,
+    "composite": NAMED,
+    "conversation_turns": "the case is a conversation (turns: or simulated_user:)",
+    "goal_completion": "the conversation has a goal (judged)",
+    "role_adherence": "the conversation has an assistant_role (judged)",
+    "knowledge_retention": NAMED,
+    "trajectory": "the case has trajectory: (expected tool calls, checked against the agent's trace or answer)",
+}
+"""Built-in metric → when it runs on a case of a suite without a kind."""
