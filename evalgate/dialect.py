@@ -154,7 +154,7 @@ def active_dialects(case: Case, compat: Collection[str] = ()) -> tuple[str, ...]
     own = case.dialect
     if own == GENERIC:
         return ()
-    names = [own] if own in DIALECTS else []
+    names: list[str] = [own] if own is not None and own in DIALECTS else []
     names += [name for name in compat if name in DIALECTS and name not in names]
     return tuple(names)
 
