@@ -50,6 +50,54 @@ class Trigger:
 
 
 @dataclass(frozen=True, slots=True)
+class CaseFormat:
+    """A dialect's case format: the fields its cases must carry and the values they may hold."""
+
+    label: str
+    """Plural noun for messages ("seed cases")."""
+    required: tuple[tuple[str, str], ...] = ()
+    """(Case field, the dialect's name for it) every case must carry."""
+    any_of: tuple[tuple[str, str], ...] = ()
+    """At least one of these must be present."""
+    valid: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Default value sets (field → allowed values); a suite's ``valid:`` replaces them field by field."""
+    checked_when_detected: bool = False
+    """Check a case found by ``detect`` (not only one whose suite declares the kind)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigFile:
+    """A dialect's own config file, read in place of evalgate.yaml."""
+
+    detect: Callable[[Mapping[str, Any], frozenset[str]], bool]
+    """(the file's top level, evalgate's own keys) → is it this dialect's file."""
+    read: Callable[[Mapping[str, Any], str, list[str]], tuple[dict[str, Any], dict[str, Any]]]
+    """(data, where, notices) → (settings, suite-level keys); a ``UserError`` for an unknown key."""
+    origin: str
+    """How a setting read from it is named in messages: ``{path} ({origin})``."""
+
+
+@dataclass(frozen=True, slots=True)
+class CliFlag:
+    """A command-line flag in a dialect's spelling, added to ``run`` / ``eval`` (and ``validate`` when
+    ``validate``) right after the generic flag ``after``."""
+
+    flags: tuple[str, ...]
+    after: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """``argparse.add_argument`` keyword arguments (``dest``, ``help``, ``action``, ``nargs`` …)."""
+    setting: bool = False
+    """Its ``dest`` is a setting (else ``cli_read`` turns it into settings)."""
+    validate: bool = True
+    """Also on ``evalgate validate`` (the selection flags)."""
+
+
+CliRead = Callable[[Any, dict[str, Any], dict[str, str], list[str]], None]
+"""(parsed arguments, settings from the flags, setting → flag that set it, notices) → None, updating
+the three in place."""
+
+
+@dataclass(frozen=True, slots=True)
 class Dialect:
     """What one in-house framework's dialect changes for its cases; every hook is optional."""
 
@@ -73,6 +121,35 @@ class Dialect:
     """Fields without which ``detect`` never claims a case (a quick set test before calling it)."""
     elsewhere: str = ""
     """What else the dialect changes, in words (for the docs)."""
+
+    # --- input side ---
+    kind_aliases: tuple[str, ...] = ()
+    """Other names of the dialect in a suite's ``kind:``."""
+    compat_aliases: tuple[str, ...] = ()
+    """Other spellings of the dialect's name in ``compat``."""
+    case_format: CaseFormat | None = None
+    """The fields and values its cases must carry (``evalgate.dataset.kinds``)."""
+    value_fields: frozenset[str] = frozenset()
+    """Case fields of the dialect's a suite's ``valid:`` may constrain."""
+    env_prefix: str = ""
+    """The dialect's environment variables' prefix: each one is read by ``env_aliases`` or named as not read."""
+    env_aliases: Mapping[str, str] = field(default_factory=dict)
+    """The dialect's variable → evalgate's (``EVALGATE_*``) name; evalgate's wins when both are set."""
+    env_settings: Callable[[Mapping[str, str], list[str]], dict[str, tuple[Any, str]]] | None = None
+    """(environment, notices) → settings from the dialect's own variables ({setting: (value, variable)})."""
+    config_file: ConfigFile | None = None
+    """The dialect's own config file, read in place of evalgate.yaml."""
+    implied: Callable[[dict[str, tuple[Any, str]], Mapping[str, str], list[str]], None] | None = None
+    """(merged settings layer, environment, notices): settings the dialect's spellings imply when nothing
+    else sets them, updated in place."""
+    cli_flags: tuple[CliFlag, ...] = ()
+    """Flags in the dialect's spelling."""
+    cli_read: CliRead | None = None
+    """Turns the dialect's flags into settings."""
+    verb: tuple[str, str] | None = None
+    """(verb, help): an unlisted alias of ``evalgate run`` that turns the dialect's ``compat`` on."""
+    written_files: tuple[str, ...] = ()
+    """Files the dialect's outputs write beside results.json (never taken from a pull request's checkout)."""
 
 
 class _Registry(Mapping[str, Dialect]):
@@ -201,6 +278,101 @@ def owned_when(metric: str) -> str:
     """What a dialect-owned metric's own rule checks, in its dialect ("" when no dialect owns it)."""
     owner = OWNER.get(metric)
     return DIALECTS[owner].owned_when.get(metric, "") if owner else ""
+
+
+# --- what the dialects read ------------------------------------------------------------------------------
+
+
+def kind_aliases() -> dict[str, str]:
+    """Other name of a dialect in ``kind:`` → the dialect."""
+    return {alias: d.name for d in DIALECTS.values() for alias in d.kind_aliases}
+
+
+def compat_aliases() -> dict[str, str]:
+    """Other spelling of a dialect in ``compat`` → the dialect."""
+    return {alias: d.name for d in DIALECTS.values() for alias in d.compat_aliases}
+
+
+def aliased_environment(env: Mapping[str, str], notices: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(``env`` plus each set dialect variable under its ``EVALGATE_*`` name unless that one is set: it
+    wins; evalgate's name → the dialect variable it came from), one notice per dialect variable read or
+    ignored."""
+    merged = dict(env)
+    for dialect in DIALECTS.values():
+        if not dialect.env_prefix:
+            continue
+        for name in sorted(n for n in env if n.startswith(dialect.env_prefix)):
+            value = env[name]
+            if not value.strip():
+                continue
+            target = dialect.env_aliases.get(name)
+            if target is None:
+                notices.append(f"{name} is not read by evalgate (no equivalent setting); it has no effect")
+                continue
+            if env.get(target, "").strip():
+                notices.append(f"{name} is ignored: {target} is also set and wins")
+                continue
+            merged[target] = value
+            notices.append(f"{name} is read as {target}; rename it to {target}")
+    origins = {target: name for dialect in DIALECTS.values() for name, target in dialect.env_aliases.items()
+               if merged.get(target) is not None and env.get(target) is None}
+    return merged, origins
+
+
+def environment_settings(env: Mapping[str, str], notices: list[str]) -> dict[str, tuple[Any, str]]:
+    """Settings from the dialects' own variables ({setting: (value, variable)})."""
+    layer: dict[str, tuple[Any, str]] = {}
+    for dialect in DIALECTS.values():
+        if dialect.env_settings is not None:
+            layer.update(dialect.env_settings(env, notices))
+    return layer
+
+
+def read_config_file(data: Mapping[str, Any], own_keys: frozenset[str], where: str, notices: list[str]
+                     ) -> tuple[dict[str, tuple[Any, str]], dict[str, Any]] | None:
+    """A config file that is a dialect's own (its ``config_file.detect``) as (settings layer, suite-level
+    keys); None for an evalgate.yaml."""
+    for dialect in DIALECTS.values():
+        reader = dialect.config_file
+        if reader is not None and reader.detect(data, own_keys):
+            mapped, suite = reader.read(data, where, notices)
+            return {name: (value, f"{where} ({reader.origin})") for name, value in mapped.items()}, suite
+    return None
+
+
+def implied_settings(merged: dict[str, tuple[Any, str]], env: Mapping[str, str], notices: list[str]) -> None:
+    """The settings the dialects' spellings imply when nothing else sets them (``merged`` updated)."""
+    for dialect in DIALECTS.values():
+        if dialect.implied is not None:
+            dialect.implied(merged, env, notices)
+
+
+def cli_flags(after: str) -> list[CliFlag]:
+    """The dialects' flags that follow the generic flag ``after``."""
+    return [flag for dialect in DIALECTS.values() for flag in dialect.cli_flags if flag.after == after]
+
+
+def cli_destinations() -> frozenset[str]:
+    """The ``dest`` of every dialect flag that is not a setting (``cli_read`` reads it)."""
+    return frozenset(str(flag.options.get("dest") or flag.flags[0].lstrip("-").replace("-", "_"))
+                     for dialect in DIALECTS.values() for flag in dialect.cli_flags if not flag.setting)
+
+
+def read_cli(args: Any, values: dict[str, Any], origins: dict[str, str], notices: list[str]) -> None:
+    """The dialects' flags as settings (``values``, ``origins`` and ``notices`` updated)."""
+    for dialect in DIALECTS.values():
+        if dialect.cli_read is not None:
+            dialect.cli_read(args, values, origins, notices)
+
+
+def verbs() -> dict[str, str]:
+    """Dialect verb (an alias of ``run``) → its dialect."""
+    return {dialect.verb[0]: dialect.name for dialect in DIALECTS.values() if dialect.verb}
+
+
+def written_files() -> tuple[str, ...]:
+    """Every file a dialect's outputs write beside results.json."""
+    return tuple(name for dialect in DIALECTS.values() for name in dialect.written_files)
 
 
 # --- the generic defaults -----------------------------------------------------------------------------------

@@ -37,15 +37,25 @@ exit status (results.json's gate.exit_code is the same number):
   130  interrupted by SIGINT (Ctrl-C) or SIGTERM: partial results with status cancelled"""
 
 
+def _dialect_flags(group: Any, after: str) -> None:
+    """The dialects' own spellings of the flag ``after`` (``evalgate.dialect.cli_flags``), right after it;
+    none when the dialects are not loaded (``evalgate --version``, top-level help)."""
+    if not _DIALECTS_ON:
+        return
+    from evalgate import dialect
+
+    for flag in dialect.cli_flags(after):
+        group.add_argument(*flag.flags, **flag.options)
+
+
 def _add_selection(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("dataset and selection")
     group.add_argument("--dataset", "-d", action="append", metavar="PATH",
                        help="dataset file, directory or glob (repeatable; default: the bundled demo suites)")
-    group.add_argument("--fixtures", action="append", metavar="PATH", dest="fixtures",
-                       help="alias of --dataset (seed 001's 'eval --fixtures')")
+    _dialect_flags(group, "--dataset")
     group.add_argument("--config", "-c", metavar="FILE", help="evalgate.yaml (default: ./evalgate.yaml if present)")
     group.add_argument("--case-ids", metavar="IDS", help="comma-separated case ids (overrides --first-n)")
-    group.add_argument("--ids", nargs="+", metavar="ID", help="space-separated case ids (seed 004's spelling of --case-ids)")
+    _dialect_flags(group, "--case-ids")
     group.add_argument("--first-n", type=int, metavar="N", help="run only the first N cases in dataset order")
     group.add_argument("--category", metavar="NAMES", help="comma-separated categories to keep")
     group.add_argument("--tags", metavar="TAGS", help="comma-separated tags to keep (any)")
@@ -86,8 +96,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                      help="turn on these in-house frameworks' dialects (seed000 … seed004, comma-separated) for "
                           "cases without a kind, and produce their output shapes (seed000, seed001, seed004): "
                           "files beside results.json and the seed's console summary")
-    out.add_argument("--output", dest="compat_output", metavar="FILE",
-                     help="seed 004's --output: write seed 004's results document to FILE too")
+    _dialect_flags(out, "--compat")
     out.add_argument("--langfuse", action=BOOL, default=None,
                      help="export scores to Langfuse (LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY, LANGFUSE_HOST)")
     out.add_argument("--wait", action="store_true", default=None,
@@ -99,8 +108,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="how answers are obtained: recorded | http | openai | command | package.module:factory")
     target.add_argument("--target-options", metavar="JSON", help="keyword arguments of a custom target's factory")
     target.add_argument("--target-url", metavar="URL", help="HTTP target endpoint")
-    target.add_argument("--api-url", metavar="URL",
-                        help="seed 004's agent API: --target http --target-url URL/chat")
+    _dialect_flags(target, "--target-url")
     target.add_argument("--outputs-file", metavar="FILE", help="recorded answers keyed by case id (JSON/JSONL)")
     target.add_argument("--target-command", metavar="CMD", help="command target: JSON list or comma-separated argv")
     target.add_argument("--target-response-format", choices=["auto", "json", "text"],
@@ -206,6 +214,21 @@ def _short_help(verb: argparse.ArgumentParser) -> None:
                    "output formats of in-house frameworks): evalgate run --help-all\n\n" + (verb.epilog or ""))
 
 
+_DIALECTS_ON = True
+"""Whether ``build_parser`` adds the dialects' verbs and flags (off for ``--version`` and top-level help:
+loading the dialects imports the data model)."""
+
+
+def _run_verbs() -> list[tuple[str, str]]:
+    """``run`` and the dialects' aliases of it (verb, help)."""
+    verbs = [("run", "evaluate the datasets and apply the gate")]
+    if _DIALECTS_ON:
+        from evalgate import dialect
+
+        verbs += [d.verb for d in dialect.DIALECTS.values() if d.verb]
+    return verbs
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="evalgate",
@@ -214,8 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"evalgate {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="COMMAND")
-    for name, help_text in (("run", "evaluate the datasets and apply the gate"),
-                            ("eval", "alias of run (seed 001: eval --fixtures F --db D --format json)")):
+    run_verbs = _run_verbs()
+    for name, help_text in run_verbs:
         verb = verbs.add_parser(name, help=help_text, description=help_text, epilog=EXIT_EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 usage=RUN_USAGE % {"verb": name})
@@ -248,8 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     looked_up.add_argument("--db", metavar="FILE")
     for extra in _extra_verbs():
         extra(verbs)
-    # seed 001's `eval` works but is not listed: a new user's list of commands names evalgate's own (docs/cli.md)
-    verbs._choices_actions = [a for a in verbs._choices_actions if a.dest != "eval"]
+    # a dialect's verb works but is not listed: a new user's list of commands names evalgate's own (docs/cli.md)
+    hidden = {name for name, _ in run_verbs[1:]}
+    verbs._choices_actions = [a for a in verbs._choices_actions if a.dest not in hidden]
     return parser
 
 
@@ -261,44 +285,22 @@ def _extra_verbs() -> list[Any]:
             publish.add_publish, calibrate.add_calibrate, view.add_view]
 
 
-NOT_SETTINGS = frozenset({"verb", "fixtures", "func", "ids", "api_url", "dry_run", "explain"})
+NOT_SETTINGS = frozenset({"verb", "func", "dry_run", "explain"})
 
 
 def _cli_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str], list[str]]:
     """(settings from the flags, flag that set a setting when it is not ``--<setting>``, notices for the
-    seeds' spellings)."""
-    values = {k: v for k, v in vars(args).items() if v is not None and k not in NOT_SETTINGS}
+    dialects' spellings: ``evalgate.dialect.read_cli``)."""
+    from evalgate import dialect
+
+    skip = NOT_SETTINGS | dialect.cli_destinations()
+    values = {k: v for k, v in vars(args).items() if v is not None and k not in skip}
     origins: dict[str, str] = {}
     notices: list[str] = []
-    datasets = (args.dataset or []) + (getattr(args, "fixtures", None) or [])
     values.pop("dataset", None)
-    if datasets:
-        values["dataset"] = datasets
-    ids = getattr(args, "ids", None)
-    if ids:
-        if values.get("case_ids"):
-            raise UserError("give case ids with --case-ids or --ids, not both", where="--ids")
-        values["case_ids"] = [part.strip() for item in ids for part in item.split(",") if part.strip()]
-        origins["case_ids"] = "--ids"
-        notices.append(f"--ids {' '.join(ids)} is read as --case-ids {','.join(values['case_ids'])}")
-    api_url = getattr(args, "api_url", None)
-    if api_url:
-        from evalgate.config.legacy import chat_url
-
-        if values.get("target_url"):
-            raise UserError("give the agent's URL with --target-url or --api-url, not both", where="--api-url")
-        values.setdefault("target", "http")
-        values["target_url"] = chat_url(api_url)
-        origins["target_url"] = "--api-url"
-        notices.append(f"--api-url {api_url} is read as --target http --target-url {values['target_url']} "
-                       "(seed 004's runner posts {\"message\": query} to URL/chat)")
-    if values.get("compat_output"):
-        compat = [part for part in str(values.get("compat") or "").split(",") if part.strip()]
-        if "seed004" not in compat and "004" not in compat:
-            values["compat"] = ",".join([*compat, "seed004"])
-        origins["compat_output"] = "--output"
-        notices.append(f"--output {values['compat_output']}: seed 004's results document is written there; "
-                       "evalgate's own results.json and results.db stay in --output-dir")
+    if args.dataset:
+        values["dataset"] = list(args.dataset)
+    dialect.read_cli(args, values, origins, notices)
     return values, origins, notices
 
 
@@ -329,7 +331,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     Interrupt.check()  # a signal that came during the imports above
     values, origins, notices = _cli_values(args)
-    defaults = {"compat": ["seed001"]} if args.verb == "eval" else None
+    from evalgate import dialect
+
+    own = dialect.verbs().get(args.verb)
+    defaults = {"compat": [own]} if own else None
     settings, suite_config, _ = build_settings(cli=values, cli_origins=origins, defaults=defaults)
     guard_secret_destinations(settings)
     _crash_dir.append(settings.output_path)
@@ -520,7 +525,12 @@ def render_custom_metrics(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-COMMANDS = {"run": cmd_run, "eval": cmd_run, "validate": cmd_validate, "explain": cmd_validate}
+COMMANDS = {"run": cmd_run, "validate": cmd_validate, "explain": cmd_validate}
+"""Verb → handler; a dialect's verb (``evalgate.dialect.verbs``) is ``run``."""
+
+
+def _run_verbs_names() -> set[str]:
+    return {name for name, _ in _run_verbs()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -530,11 +540,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         register_environment(os.environ)  # the process environment is read here, at the edge
         argv = list(sys.argv[1:] if argv is None else argv)
-        parser = build_parser()
         if not argv:
             argv = ["run"]
+        global _DIALECTS_ON
+        _DIALECTS_ON = not argv[0].startswith("-")  # `evalgate --version` and top-level help need no dialect
+        try:
+            parser = build_parser()
+        finally:
+            _DIALECTS_ON = True
         args = parser.parse_args(argv)
-        handler = COMMANDS.get(args.verb) or getattr(args, "func", None)
+        handler = COMMANDS.get(args.verb) or (cmd_run if args.verb in _run_verbs_names() else None) \
+            or getattr(args, "func", None)
         if handler is None:
             parser.print_help()
             return EXIT_USER_ERROR

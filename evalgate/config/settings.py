@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-from evalgate.config import legacy
+from evalgate import dialect
 from evalgate.config.suite import SUITE_KEYS, did_you_mean
 from evalgate.errors import UserError
 from evalgate.safety.redact import register_environment, register_mapping_secrets, register_secret, split_credentials
@@ -23,11 +24,6 @@ from evalgate.text.tokens import configure as configure_tokenizer
 
 JudgeProvider = Literal["none", "openai", "gemini", "ollama", "local"]
 TARGET_KINDS: tuple[str, ...] = ("recorded", "http", "openai", "command")
-CompatSeed = Literal["seed000", "seed001", "seed002", "seed003", "seed004"]
-COMPAT_ALIASES: dict[str, str] = {"000": "seed000", "0": "seed000", "001": "seed001", "1": "seed001",
-                                  "002": "seed002", "2": "seed002", "003": "seed003", "3": "seed003",
-                                  "004": "seed004", "4": "seed004"}
-"""Other spellings of ``compat`` values."""
 
 
 CREDENTIAL_URLS = ("target_url", "judge_base_url", "langfuse_host")
@@ -94,7 +90,7 @@ class Settings(BaseModel):
     output_dir: str = "evalgate-results"
     db: str | None = None
     format: Literal["text", "json"] = "text"
-    compat: list[CompatSeed] = Field(default_factory=list)
+    compat: list[str] = Field(default_factory=list)
     """Seeds whose dialects apply to cases without a kind (``evalgate.dialects``) and whose output shapes are
     produced too (``report.compat``: seeds 000, 001, 004): files beside results.json, the seed's console
     summary, and with ``format: json`` (one seed) the seed's document on stdout."""
@@ -326,8 +322,14 @@ class Settings(BaseModel):
     def _compat_names(cls, value: Any) -> Any:
         value = _split_list(value)
         if isinstance(value, list):
-            return list(dict.fromkeys(COMPAT_ALIASES.get(str(v).strip().lower(), str(v).strip().lower())
-                                      for v in value))
+            aliases = dialect.compat_aliases()
+            names = list(dict.fromkeys(aliases.get(str(v).strip().lower(), str(v).strip().lower()) for v in value))
+            known = list(dialect.DIALECTS)
+            for name in names:
+                if name not in known:
+                    expected = ", ".join(map(repr, known[:-1])) + f" or {known[-1]!r}" if len(known) > 1 else repr(known[0])
+                    raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+            return names
         return value
 
     @field_validator("calibration_floors")
@@ -433,8 +435,8 @@ BOOL_TEXT = {"1": True, "true": True, "yes": True, "on": True, "0": False, "fals
 def env_layer(env: Mapping[str, str], origins: Mapping[str, str] | None = None) -> dict[str, tuple[Any, str]]:
     """``EVALGATE_<FIELD>`` variables → {field: (value, origin)}; empty values count as unset.
 
-    ``origins`` names the variable a value really came from (``FANVISE_EVAL_FIRST_N`` for
-    ``EVALGATE_FIRST_N``), so errors name what the user set."""
+    ``origins`` names the variable a value really came from (a dialect's spelling of an
+    ``EVALGATE_*`` name), so errors name what the user set."""
     origins = origins or {}
     layer: dict[str, tuple[Any, str]] = {}
     for name in FIELD_NAMES:
@@ -442,7 +444,7 @@ def env_layer(env: Mapping[str, str], origins: Mapping[str, str] | None = None) 
         value = env.get(key)
         if value is not None and value.strip() != "":
             layer[name] = (value, origins.get(key, key))
-    # seed 002's context variables reach the HTTP payload as defaults
+    # the context variables reach the HTTP payload as defaults
     context = {
         name.removeprefix("EVALGATE_EVAL_").lower(): value
         for name, value in env.items()
@@ -466,8 +468,8 @@ def inputs_layer(inputs: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
 def config_file_layer(path: Path, notices: list[str] | None = None) -> tuple[dict[str, tuple[Any, str]], dict[str, Any]]:
     """Read evalgate.yaml → (settings layer, suite-level keys such as thresholds/metrics/options).
 
-    A file holding only seed 004's ``eval_config.yaml`` sections (api, scoring, llm_judge, output) is read
-    key by key with ``legacy.map_eval_config``."""
+    A dialect's own config file (e.g. an in-house runner's config, recognised by its sections) is read
+    key by key by that dialect's ``config_file`` hook (``evalgate.dialect.read_config_file``)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -486,9 +488,10 @@ def config_file_layer(path: Path, notices: list[str] | None = None) -> tuple[dic
         raise UserError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", where=where) from None
     if not isinstance(data, dict):
         raise UserError("the config file must be a mapping of settings", where=str(path))
-    if legacy.is_eval_config(data, frozenset(FIELD_NAMES) | SUITE_KEYS):
-        mapped, suite = legacy.map_eval_config(data, str(path), notices if notices is not None else [])
-        return {field: (value, f"{path} (seed 004 eval_config)") for field, value in mapped.items()}, suite
+    own = dialect.read_config_file(data, frozenset(FIELD_NAMES) | SUITE_KEYS, str(path),
+                                   notices if notices is not None else [])
+    if own is not None:
+        return own
     settings_part: dict[str, tuple[Any, str]] = {}
     suite_part: dict[str, Any] = {}
     for key, value in data.items():
@@ -512,10 +515,10 @@ def build_settings(
     """Merge every layer and validate once. Returns (settings, suite-level config keys, config path).
 
     ``defaults`` replaces built-in defaults for one context (the Action defaults ``baseline`` to
-    ``auto``; ``evalgate eval`` defaults ``compat`` to seed001) while still yielding to every other layer.
-    ``cli_origins`` names the flag a CLI value came from when it is not ``--<field>`` (seed 004's
-    ``--ids``, ``--api-url``, ``--output``). The seeds' variable names and files are read by
-    ``config.legacy``; what they did is in ``settings.notices``.
+    ``auto``; a dialect's verb defaults ``compat`` to its dialect) while still yielding to every other layer.
+    ``cli_origins`` names the flag a CLI value came from when it is not ``--<field>`` (a dialect's spelling
+    of a flag). The dialects' variable names and files are read by their hooks (``evalgate.dialect``); what
+    they did is in ``settings.notices``.
 
     Any invalid value raises ``UserError`` naming the layer it came from (file key, variable, input
     or flag)."""
@@ -527,11 +530,8 @@ def build_settings(
     for field, origin in cli_origins.items():
         if field in cli_layer:
             cli_layer[field] = (cli_layer[field][0], origin)
-    read_env = legacy.fanvise_environment(env, notices)
-    aliased = {target: name for name, target in legacy.FANVISE_ALIASES.items()
-               if read_env.get(target) is not None and env.get(target) is None}
-    env_values = {**legacy.langfuse_environment(env), **legacy.seed004_environment(env, notices),
-                  **env_layer(read_env, aliased)}
+    read_env, aliased = dialect.aliased_environment(env, notices)
+    env_values = {**dialect.environment_settings(env, notices), **env_layer(read_env, aliased)}
     input_values = inputs_layer(inputs or {})
 
     config_path = _find_config(env_values, input_values, cli_layer, cwd=cwd)
@@ -592,34 +592,12 @@ def _choice_hint(error: Any) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-SEED004_ORIGINS = ("--api-url", "seed 004 eval_config")
-
-
 def _apply_implied(merged: dict[str, tuple[Any, str]], env: Mapping[str, str], notices: list[str]) -> None:
-    """Settings the seeds' spellings imply when nothing else sets them: ``FANVISE_API_URL`` selects the
-    http target; a judge API key without a provider selects openai (seed 004's judge); seed 004's API
-    (``--api-url`` or eval_config ``api.url``) takes ``EVAL_API_KEY`` as its bearer token."""
-    if any(origin.startswith("FANVISE_") for _, origin in merged.values()):
-        value, origin = merged.get("compat", ([], "FANVISE_* variables"))
-        seeds = value if isinstance(value, list) else _split_list(value)
-        if "seed002" not in seeds and "002" not in seeds:
-            merged["compat"] = ([*seeds, "seed002"], origin)
-            notices.append("FANVISE_* variables: seed 002's dialect is on for cases without a kind "
-                           "(its category → metric map; see docs/migrating.md)")
-    url_origin = merged.get("target_url", (None, ""))[1]
-    if url_origin == "FANVISE_API_URL" and "target" not in merged:
-        merged["target"] = ("http", "FANVISE_API_URL")
+    """Settings implied when nothing else sets them: what the dialects' spellings imply
+    (``evalgate.dialect.implied_settings``); a judge API key without a provider selects openai."""
+    dialect.implied_settings(merged, env, notices)
     if "judge_api_key" in merged and "judge_provider" not in merged:
         merged["judge_provider"] = ("openai", merged["judge_api_key"][1])
-    agent_key = env.get("EVAL_API_KEY", "").strip()
-    if agent_key and any(origin in url_origin for origin in SEED004_ORIGINS):
-        headers = dict(merged.get("target_headers", ({}, ""))[0] or {})
-        if not any(name.lower() == "authorization" for name in headers):
-            headers["Authorization"] = f"Bearer {agent_key}"
-            register_secret(agent_key)
-            merged["target_headers"] = (headers, "EVAL_API_KEY")
-            notices.append("EVAL_API_KEY is sent as the agent's bearer token (seed 004); evalgate's setting is "
-                           "target_headers")
 
 
 def _coerce_bool(field: str, value: Any) -> Any:

@@ -33,6 +33,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
 
+from evalgate import dialect
 from evalgate.config.options import MetricOptions
 from evalgate.errors import UserError
 from evalgate.model import THRESHOLD_OPS, MetricDeclaration, Threshold
@@ -48,23 +49,18 @@ THRESHOLD_FORMS = "{min: x}, {max: x}, {gt: x} or {lt: x}"
 
 ThresholdSpec = float | Threshold
 
-KIND_NAMES: tuple[str, ...] = ("seed000", "seed001", "seed002", "seed003", "seed004")
-"""Dataset kinds (``evalgate.dataset.kinds``): the in-house frameworks' case formats."""
-KIND_ALIASES: dict[str, str] = {
-    "000": "seed000", "wikipedia-agent": "seed000",
-    "001": "seed001", "brand-mentions": "seed001",
-    "002": "seed002", "blackbox-agent": "seed002",
-    "003": "seed003", "workflow-validation": "seed003",
-    "004": "seed004", "golden-dataset": "seed004",
-}
-"""Other names of each kind: the seed numbers and the bundled demo suites' names."""
 VALUE_FIELDS: frozenset[str] = frozenset({
-    "category", "difficulty", "evolution_type", "language", "risk_level", "tags", "expected_specialist",
+    "category", "difficulty", "evolution_type", "language", "risk_level", "tags",
     "expected_data_sources", "expected_keywords", "expected_sources", "agent_id", "data_sources",
     "agents_should_include", "agents_should_exclude", "tools_should_include", "tools_should_exclude",
-    "brands_mine", "brands_competitors",
 })
-"""Case fields a suite's ``valid:`` mapping may constrain (text, or lists of text)."""
+"""Case fields a suite's ``valid:`` mapping may constrain (text, or lists of text); the dialects add their
+own (``value_fields``)."""
+
+
+def value_fields() -> frozenset[str]:
+    """``VALUE_FIELDS`` and the dialects' own value fields."""
+    return VALUE_FIELDS.union(*(d.value_fields for d in dialect.DIALECTS.values()))
 """A parsed threshold entry: a bare number (direction resolved later) or an explicit bound."""
 
 
@@ -88,8 +84,8 @@ class SuiteConfig(BaseModel):
     name: str | None = None
     description: str | None = None
     kind: str | None = None
-    """The seed format of the suite's cases (``seed000`` … ``seed004``): their required fields are checked and
-    that seed's dialect applies (``evalgate.dialects``); ``generic`` opts out of every dialect."""
+    """The dialect of the suite's cases (``evalgate.dialect.DIALECTS``): its case format's required fields are
+    checked and its behaviours apply; ``generic`` opts out of every dialect."""
     valid: dict[str, list[str] | None] = Field(default_factory=dict)
     """Field → allowed values (``null`` switches a kind's default set off), checked on every case."""
     metrics: list[MetricEntry] = Field(default_factory=list)
@@ -116,10 +112,12 @@ class SuiteConfig(BaseModel):
     def _kind_name(cls, value: Any) -> Any:
         if not isinstance(value, str):
             return value
-        name = KIND_ALIASES.get(value.strip().lower(), value.strip().lower())
-        if name not in (*KIND_NAMES, "generic"):
-            raise ValueError(f"unknown kind {value!r}{did_you_mean(value, [*KIND_NAMES, 'generic', *KIND_ALIASES])}; "
-                             f"choose one of {', '.join(KIND_NAMES)} or generic")
+        aliases = dialect.kind_aliases()
+        names = list(dialect.DIALECTS)
+        name = aliases.get(value.strip().lower(), value.strip().lower())
+        if name not in (*names, dialect.GENERIC):
+            raise ValueError(f"unknown kind {value!r}{did_you_mean(value, [*names, dialect.GENERIC, *aliases])}; "
+                             f"choose one of {', '.join(names)} or {dialect.GENERIC}")
         return name
 
     @field_validator("valid", mode="before")
@@ -127,10 +125,11 @@ class SuiteConfig(BaseModel):
     def _valid_sets(cls, value: Any) -> Any:
         if not isinstance(value, Mapping):
             return value
+        allowed = value_fields()
         for name in value:
-            if name not in VALUE_FIELDS:
+            if name not in allowed:
                 raise ValueError(f"valid: {name!r} is not a field with a set of values"
-                                 f"{did_you_mean(str(name), VALUE_FIELDS)}")
+                                 f"{did_you_mean(str(name), allowed)}")
         return value
 
     @field_validator("metrics", "exclude_metrics", "calibration", mode="before")

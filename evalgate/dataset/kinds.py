@@ -1,91 +1,44 @@
-"""Dataset kinds: the in-house frameworks' case formats and what each requires.
+"""Dataset kinds: each dialect's case format (``Dialect.case_format``: its required fields and value sets).
 
-A suite declares its kind (``suite: {kind: seed001}``, or ``kind:`` in evalgate.yaml for every file), or
-a case shows it by using that seed's own spellings (``infer_kind``):
-
-* ``seed001`` — brand fields (``brands_mine``, ``brands_competitors``, ``expected_*_mentions``,
-  ``expected_ranked_list``) and no input (a seed 001 fixture has none: its text is the extractor's input),
-  with seed 001's ``intent_id`` / ``llm_answer_text``, or in a ``test_cases:`` file (seed 001's wrapper),
-  or without evalgate's ``id`` / ``output``;
-* ``seed004`` — ``expected_specialist`` with ``query`` (seed 004's name for the input).
-
-Seed 000, 002 and 003 cases are checked only when declared (their fields are shared with other
-formats). A case of a kind must carry that kind's required fields (``KINDS``; empty lists are fine),
-and its values must be in the kind's value sets: seed 004 defaults to the specialist ids, difficulties,
-categories and data sources its documentation lists; a suite's ``valid:`` mapping (field → allowed
-values; ``null`` switches a field's check off) replaces them field by field, for any kind or none.
+A suite declares its kind (``suite: {kind: NAME}``, or ``kind:`` in evalgate.yaml for every file), or
+a case shows it by using a dialect's own spellings (its ``detect`` hook, ``evalgate.dialect.native_format``;
+checked then only when the format says ``checked_when_detected``). A case of a kind must carry that kind's
+required fields (empty lists are fine), and its values must be in the kind's value sets; a suite's ``valid:``
+mapping (field → allowed values; ``null`` switches a field's check off) replaces them field by field, for any
+kind or none.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalgate.config.suite import KIND_NAMES
-from evalgate.dialect import DIALECTS, native_format
+from evalgate.dialect import DIALECTS, CaseFormat, native_format
 from evalgate.model import Case
 
 
-@dataclass(frozen=True, slots=True)
-class Kind:
-    """A seed's case format: the fields a case must carry (Case field, the seed's name for it)."""
-
-    name: str
-    label: str
-    required: tuple[tuple[str, str], ...]
-    any_of: tuple[tuple[str, str], ...] = ()
-    """At least one of these must be present (seed 003's workflow expectations)."""
-    valid: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """Default value sets (field → allowed values)."""
+@functools.cache
+def markers() -> frozenset[str]:
+    """Fields without which ``infer_kind`` finds no kind (the checked formats' ``detect`` markers)."""
+    return frozenset(marker for dialect in DIALECTS.values()
+                     if dialect.case_format is not None and dialect.case_format.checked_when_detected
+                     for marker in dialect.markers)
 
 
-SEED001_FIELDS: tuple[tuple[str, str], ...] = (
-    ("description", "description"),
-    ("id", "intent_id"),
-    ("output", "llm_answer_text"),
-    ("brands_mine", "brands_mine"),
-    ("brands_competitors", "brands_competitors"),
-    ("expected_my_mentions", "expected_my_mentions"),
-    ("expected_competitor_mentions", "expected_competitor_mentions"),
-    ("expected_ranked_list", "expected_ranked_list"),
-)
-SEED004_VALID: dict[str, tuple[str, ...]] = {
-    "expected_specialist": ("procedure_expert", "quality_inspector", "maintenance_advisor", "data_analyst",
-                            "document_analyst"),
-    "difficulty": ("simple", "medium", "complex"),
-    "category": ("procedure", "quality", "maintenance", "data", "document"),
-    "expected_data_sources": ("rag", "sap", "mes"),
-}
-"""Seed 004's documented value sets: its five specialists, difficulties, categories and data sources."""
-
-KINDS: dict[str, Kind] = {
-    "seed000": Kind("seed000", "seed 000 ground truth", (("input", "question"), ("expected_sources", "expected_sources"))),
-    "seed001": Kind("seed001", "seed 001 fixtures", SEED001_FIELDS),
-    "seed002": Kind("seed002", "seed 002 cases", (("id", "id"), ("category", "category"), ("input", "input"))),
-    "seed003": Kind("seed003", "seed 003 scenarios", (("input", "input"),),
-                    any_of=(("agents_should_include", "agents_should_include"),
-                            ("agents_should_exclude", "agents_should_exclude"),
-                            ("tools_should_include", "tools_should_include"),
-                            ("tools_should_exclude", "tools_should_exclude"))),
-    "seed004": Kind("seed004", "seed 004 golden dataset",
-                    (("id", "id"), ("input", "query"), ("expected_specialist", "expected_specialist"),
-                     ("expected_keywords", "expected_keywords"), ("expected_data_sources", "expected_data_sources"),
-                     ("difficulty", "difficulty"), ("category", "category"),
-                     ("verified_answer_summary", "verified_answer_summary")),
-                    valid=SEED004_VALID),
-}
-assert tuple(KINDS) == KIND_NAMES
-
-MARKERS: tuple[str, ...] = tuple(sorted(marker for name in KINDS for marker in DIALECTS[name].markers))
-"""Fields without which ``infer_kind`` finds no kind."""
+def kind_format(name: str | None) -> CaseFormat | None:
+    """The case format of the dialect ``name`` (None for none, ``generic`` or a dialect without one)."""
+    dialect = DIALECTS.get(name or "")
+    return dialect.case_format if dialect is not None else None
 
 
 def infer_kind(data: Mapping[str, Any], wrapper: str | None) -> tuple[str | None, str]:
-    """The kind a raw case shows by its spellings, and why (``evalgate.dialect.native_format``); seed 000's
-    format is recognised for its dialect but its fields are checked only when declared."""
+    """The kind a raw case shows by its spellings, and why (``evalgate.dialect.native_format``), when that
+    dialect's format is checked on detected cases (else its fields are checked only when declared)."""
     name, why = native_format(data, wrapper)
-    return (name, why) if name in ("seed001", "seed004") else (None, "")
+    found = kind_format(name)
+    return (name, why) if found is not None and found.checked_when_detected else (None, "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,10 +53,10 @@ class KindCheck:
 
     def problem(self, case: Case, data: Mapping[str, Any]) -> str | None:
         """The first way ``case`` (read from ``data``) breaks its kind's rules, or None."""
-        if self.kind is None and not self.valid and not any(marker in data for marker in MARKERS):
+        if self.kind is None and not self.valid and markers().isdisjoint(data):
             return None  # the usual case: no declaration and none of the seeds' telltale fields
         name, why = (self.kind, "its suite declares it") if self.kind else infer_kind(data, self.wrapper)
-        kind = KINDS.get(name or "")
+        kind = kind_format(name)
         if kind is not None:
             missing = [seed_name for field_name, seed_name in kind.required if not _present(case, field_name)]
             if missing:
@@ -115,7 +68,7 @@ class KindCheck:
                         f"(this case is {name} because {why})")
         return self._value_problem(case, kind)
 
-    def _value_problem(self, case: Case, kind: Kind | None) -> str | None:
+    def _value_problem(self, case: Case, kind: CaseFormat | None) -> str | None:
         sets: dict[str, Any] = dict(kind.valid) if kind is not None else {}
         sets.update(self.valid)
         for field_name, allowed in sets.items():

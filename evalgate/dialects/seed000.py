@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from evalgate.dialect import Dialect, Trigger
+from evalgate.dialect import CaseFormat, Dialect, Trigger
 from evalgate.model import Case
 
 
@@ -36,4 +36,8 @@ DIALECT = Dialect(
     markers=frozenset({"question"}),
     thresholds={"hit_rate": {"gt": 0.8}, "mrr": {"gt": 0.7}},
     elsewhere="output shape evaluation.json in report/compat.py (--compat seed000)",
+    kind_aliases=("000", "wikipedia-agent"),
+    compat_aliases=("000", "0"),
+    case_format=CaseFormat("seed 000 ground truth", (("input", "question"), ("expected_sources", "expected_sources"))),
+    written_files=("evaluation.json",),
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from evalgate.dialect import Dialect
+from evalgate.dialect import CaseFormat, CliFlag, Dialect
 
 BRAND_FIELDS = frozenset({"brands_mine", "brands_competitors", "expected_my_mentions", "expected_competitor_mentions",
                           "expected_ranked_list"})
@@ -36,11 +36,37 @@ def _detect(data: Mapping[str, Any], wrapper: str | None) -> str | None:
     return None
 
 
+CASE_FORMAT = CaseFormat(
+    "seed 001 fixtures",
+    (("description", "description"), ("id", "intent_id"), ("output", "llm_answer_text"), ("brands_mine", "brands_mine"),
+     ("brands_competitors", "brands_competitors"), ("expected_my_mentions", "expected_my_mentions"),
+     ("expected_competitor_mentions", "expected_competitor_mentions"), ("expected_ranked_list", "expected_ranked_list")),
+    checked_when_detected=True)
+"""What a seed 001 fixture carries (evalgate's field, seed 001's name for it)."""
+
+
+def _read_cli(args: Any, values: dict[str, Any], origins: dict[str, str], notices: list[str]) -> None:
+    """``--fixtures F`` (``eval --fixtures``) adds F to the datasets."""
+    fixtures = getattr(args, "fixtures", None) or []
+    if fixtures:
+        values["dataset"] = list(values.get("dataset") or []) + fixtures
+
+
 DIALECT = Dialect(
     name="seed001",
     label="seed 001 (brand mentions)",
     detect=_detect,
     detect_order=10,
     markers=BRAND_FIELDS,
-    elsewhere="evalgate eval, seed001-summary.json in report/compat.py, eval_runs/eval_results in store/schema.py",
+    elsewhere="seed001-summary.json in report/compat.py, eval_runs/eval_results in store/schema.py",
+    kind_aliases=("001", "brand-mentions"),
+    compat_aliases=("001", "1"),
+    case_format=CASE_FORMAT,
+    value_fields=frozenset({"brands_mine", "brands_competitors"}),
+    cli_flags=(CliFlag(("--fixtures",), after="--dataset",
+                       options={"action": "append", "metavar": "PATH", "dest": "fixtures",
+                                "help": "alias of --dataset (seed 001's 'eval --fixtures')"}),),
+    cli_read=_read_cli,
+    verb=("eval", "alias of run (seed 001: eval --fixtures F --db D --format json)"),
+    written_files=("seed001-summary.json",),
 )

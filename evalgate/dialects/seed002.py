@@ -5,11 +5,56 @@ equivalence, …), the judged metrics it ran on its dataset v3 fields (``passing
 ``retrieval_context`` → faithfulness, groundedness, context precision and recall, ``language`` →
 localization) and its diagnostic keyword-overlap MRR over ``debug_context`` (``context_mrr``).
 In a generic suite each of these runs only when named (``metrics:``, ``category_metrics:``).
+
+Its ``FANVISE_*`` variables are aliases of their ``EVALGATE_*`` names (``FANVISE_ALIASES``; the
+``EVALGATE_*`` name wins when both are set; any other ``FANVISE_*`` variable gets a notice saying evalgate
+does not read it) and turn this dialect on for cases without a kind.
 """
 
 from __future__ import annotations
 
-from evalgate.dialect import Dialect
+from collections.abc import Mapping
+from typing import Any
+
+from evalgate.dialect import CaseFormat, Dialect
+
+NAME = "seed002"
+ENV_PREFIX = "FANVISE_"
+
+FANVISE_ALIASES: dict[str, str] = {
+    "FANVISE_JUDGE_PROVIDER": "EVALGATE_JUDGE_PROVIDER",
+    "FANVISE_JUDGE_MODEL": "EVALGATE_JUDGE_MODEL",
+    "FANVISE_JUDGE_BASE_URL": "EVALGATE_JUDGE_BASE_URL",
+    "FANVISE_STRICT_METRICS": "EVALGATE_STRICT_METRICS",
+    "FANVISE_FAIL_ON_CRITICAL": "EVALGATE_FAIL_ON_CRITICAL",
+    "FANVISE_API_RETRIES": "EVALGATE_API_RETRIES",
+    "FANVISE_API_TIMEOUT_SECONDS": "EVALGATE_API_TIMEOUT_SECONDS",
+    "FANVISE_METRIC_THRESHOLDS": "EVALGATE_METRIC_THRESHOLDS",
+    "FANVISE_EVAL_FIRST_N": "EVALGATE_FIRST_N",
+    "FANVISE_EVAL_CASE_IDS": "EVALGATE_CASE_IDS",
+    "FANVISE_EVAL_ACTIVE_TEAM_ID": "EVALGATE_EVAL_ACTIVE_TEAM_ID",
+    "FANVISE_EVAL_ACTIVE_LEAGUE_ID": "EVALGATE_EVAL_ACTIVE_LEAGUE_ID",
+    "FANVISE_EVAL_TEAM_NAME": "EVALGATE_EVAL_TEAM_NAME",
+    "FANVISE_EVAL_LANGUAGE": "EVALGATE_EVAL_LANGUAGE",
+    "FANVISE_API_URL": "EVALGATE_TARGET_URL",
+}
+"""Seed 002's variables → evalgate's names (every variable its documentation lists, plus the API URL its
+evaluator reads). ``FANVISE_API_URL`` also selects the ``http`` target unless a target is configured."""
+
+
+def _implied(merged: dict[str, tuple[Any, str]], env: Mapping[str, str], notices: list[str]) -> None:
+    """``FANVISE_*`` variables turn this dialect on for cases without a kind; ``FANVISE_API_URL`` selects the
+    http target unless a target is configured."""
+    if any(origin.startswith(ENV_PREFIX) for _, origin in merged.values()):
+        value, origin = merged.get("compat", ([], "FANVISE_* variables"))
+        seeds = value if isinstance(value, list) else [v.strip() for v in str(value).split(",") if v.strip()]
+        if NAME not in seeds and "002" not in seeds:
+            merged["compat"] = ([*seeds, NAME], origin)
+            notices.append("FANVISE_* variables: seed 002's dialect is on for cases without a kind "
+                           "(its category → metric map; see docs/migrating.md)")
+    url_origin = merged.get("target_url", (None, ""))[1]
+    if url_origin == "FANVISE_API_URL" and "target" not in merged:
+        merged["target"] = ("http", "FANVISE_API_URL")
 
 CATEGORY_METRICS: dict[str, tuple[str, ...]] = {
     "math": ("math",),
@@ -34,7 +79,7 @@ strategy; tool_calling on agentic, supervisor and game_log; the GEval policy met
 categories)."""
 
 DIALECT = Dialect(
-    name="seed002",
+    name=NAME,
     label="seed 002 (black-box agent)",
     owns=("relevancy", "faithfulness", "groundedness", "localization", "context_precision", "context_recall",
           "context_mrr"),
@@ -48,5 +93,10 @@ DIALECT = Dialect(
         "localization": "the case has language",
     },
     category_metrics=CATEGORY_METRICS,
-    elsewhere="FANVISE_* variables in config/legacy.py (they turn this dialect on)",
+    kind_aliases=("002", "blackbox-agent"),
+    compat_aliases=("002", "2"),
+    case_format=CaseFormat("seed 002 cases", (("id", "id"), ("category", "category"), ("input", "input"))),
+    env_prefix=ENV_PREFIX,
+    env_aliases=FANVISE_ALIASES,
+    implied=_implied,
 )

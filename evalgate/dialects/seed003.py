@@ -1,16 +1,46 @@
 """Seed 003 (workflow validation and quality scores logged to Langfuse) as a dialect.
 
 Its workflow checks run on the ``agents_should_*`` / ``tools_should_*`` fields and its three quality
-scores (informational) on ``expected_answer_criteria`` in any suite: those fields ask for them. Its Langfuse
-variables and score names live in ``config/legacy.py`` and ``export/langfuse.py``.
+scores (informational) on ``expected_answer_criteria`` in any suite: those fields ask for them. Langfuse's
+own variables (``LANGFUSE_PUBLIC_KEY``, ``LANGFUSE_SECRET_KEY``, ``LANGFUSE_HOST`` / ``LANGFUSE_BASE_URL``)
+feed the ``langfuse_*`` settings; its score names live in ``export/langfuse.py``.
 """
 
 from __future__ import annotations
 
-from evalgate.dialect import Dialect
+from collections.abc import Mapping
+from typing import Any
+
+from evalgate.dialect import CaseFormat, Dialect
+
+LANGFUSE_VARIABLES: dict[str, str] = {
+    "LANGFUSE_PUBLIC_KEY": "langfuse_public_key",
+    "LANGFUSE_SECRET_KEY": "langfuse_secret_key",
+    "LANGFUSE_HOST": "langfuse_host",
+    "LANGFUSE_BASE_URL": "langfuse_host",
+}
+
+
+def _environment(env: Mapping[str, str], notices: list[str]) -> dict[str, tuple[Any, str]]:
+    """Settings from Langfuse's own variables (``LANGFUSE_HOST`` wins over ``LANGFUSE_BASE_URL``)."""
+    layer: dict[str, tuple[Any, str]] = {}
+    for variable in ("LANGFUSE_BASE_URL", "LANGFUSE_HOST", "LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY"):
+        value = env.get(variable, "").strip()
+        if value:
+            layer[LANGFUSE_VARIABLES[variable]] = (value, variable)
+    return layer
+
 
 DIALECT = Dialect(
     name="seed003",
     label="seed 003 (workflow validation)",
-    elsewhere="LANGFUSE_* variables in config/legacy.py, score names in export/langfuse.py",
+    elsewhere="score names in export/langfuse.py",
+    kind_aliases=("003", "workflow-validation"),
+    compat_aliases=("003", "3"),
+    case_format=CaseFormat("seed 003 scenarios", (("input", "input"),),
+                           any_of=(("agents_should_include", "agents_should_include"),
+                                   ("agents_should_exclude", "agents_should_exclude"),
+                                   ("tools_should_include", "tools_should_include"),
+                                   ("tools_should_exclude", "tools_should_exclude"))),
+    env_settings=_environment,
 )
