@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
-from evalgate.model import Case
+from evalgate.model import Case, DialectField, DialectFields, use_dialect_fields
 
 GENERIC = "generic"
 """The kind that opts a suite out of every dialect (``kind: generic``)."""
@@ -150,6 +150,13 @@ class Dialect:
     """(verb, help): an unlisted alias of ``evalgate run`` that turns the dialect's ``compat`` on."""
     written_files: tuple[str, ...] = ()
     """Files the dialect's outputs write beside results.json (never taken from a pull request's checkout)."""
+    case_fields: tuple[DialectField, ...] = ()
+    """The dialect's own case fields, accepted in every suite and kept in ``Case.dialect_data``."""
+    field_spellings: Mapping[str, str] = field(default_factory=dict)
+    """The dialect's name for a generic case field → that field (``Case`` reads it when the generic name is
+    absent)."""
+    check_case: Callable[[Case], None] | None = None
+    """Checks a loaded case's fields together (a ``ValueError`` names the problem)."""
 
 
 class _Registry(Mapping[str, Dialect]):
@@ -182,6 +189,27 @@ class _Registry(Mapping[str, Dialect]):
 
 
 DIALECTS: Mapping[str, Dialect] = _Registry()
+
+
+_case_fields: list[DialectFields] = []
+
+
+def case_fields() -> DialectFields:
+    """Every dialect's case fields, spellings and checks (what ``Case`` reads: ``model.use_dialect_fields``)."""
+    if not _case_fields:
+        fields: dict[str, DialectField] = {}
+        spellings: dict[str, str] = {}
+        for dialect in DIALECTS.values():
+            for own in dialect.case_fields:
+                fields.setdefault(own.name, own)
+            for spelling, name in dialect.field_spellings.items():
+                spellings.setdefault(spelling, name)
+        checks = tuple(d.check_case for d in DIALECTS.values() if d.check_case is not None)
+        _case_fields.append(DialectFields(tuple(fields.values()), spellings, checks))
+    return _case_fields[0]
+
+
+use_dialect_fields(case_fields)
 
 
 class _Owners(Mapping[str, str]):

@@ -8,17 +8,20 @@
 
 Case field aliases (first name is canonical):
 
-* ``id`` / ``intent_id`` (seed 001) / generated from the input when absent (seed 000)
-* ``input`` / ``question`` (000) / ``query`` (004) / ``message``
-* ``output`` / ``llm_answer_text`` (001) / ``answer`` / ``response`` — a recorded answer
-* per-case context (002): ``active_team_id``/``activeTeamId``, ``active_league_id``/``activeLeagueId``,
-  ``team_name``/``teamName``
+* ``id`` / ``case_id`` / generated from the input when absent
+* ``input`` / ``question`` / ``query`` / ``message`` / ``prompt``
+* ``output`` / ``answer`` / ``response`` / ``actual_output`` — a recorded answer
+
+A dialect (``evalgate.dialect``) may add its own spellings of these and its own fields (``DialectField``):
+kept in ``Case.dialect_data`` (read with ``Case.dialect_value``), serialised flat where the dialect places
+them, so documents keep their keys and order.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeVar
@@ -28,6 +31,10 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    ValidationError,
     field_validator,
     model_serializer,
     model_validator,
@@ -162,11 +169,6 @@ def _alias(*names: str) -> Any:
     return Field(default=None, validation_alias=AliasChoices(*names))
 
 
-def _fold_name(name: str) -> str:
-    """Brand comparison key, as the mention metrics use it: whitespace runs collapsed, case-folded."""
-    return " ".join(name.split()).casefold()
-
-
 def stable_case_id(text: str) -> str:
     """A case id derived from its input: ``q-`` + first 10 hex digits of sha1(normalised input)."""
     normalised = " ".join(text.split()).lower()
@@ -174,13 +176,155 @@ def stable_case_id(text: str) -> str:
 
 
 TURN_EXPECTATIONS: tuple[str, ...] = (
-    "expected_output", "expect_empty", "expected_keywords", "expected_sources", "expected_specialist", "expected_data_sources",
+    "expected_output", "expect_empty", "expected_keywords", "expected_sources", "expected_data_sources",
     "passing_criteria", "expected_answer_criteria", "agents_should_include", "agents_should_exclude",
     "tools_should_include", "tools_should_exclude", "rules", "trajectory", "metrics", "assertions")
 """A turn's own expectations (checked on that turn's answer)."""
 TURN_RECORDED: tuple[str, ...] = ("output", "sources", "agents_called", "tools_used", "agent_id", "data_sources",
                                   "trace_file")
 """A turn's recorded answer (the ``recorded`` target reads it)."""
+
+
+# --- the dialects' own case fields -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DialectField:
+    """A case field a dialect adds (``Dialect.case_fields``): validated as ``annotation``, kept in
+    ``dialect_data`` and serialised flat right after the field ``after`` (documents keep their key order)."""
+
+    name: str
+    annotation: Any
+    after: str
+    """The ``Case`` field (or dialect field) it is serialised after."""
+    aliases: tuple[str, ...] = ()
+    """Other spellings (the first present wins, like a field's aliases)."""
+    turn_after: str = ""
+    """A conversation turn may carry it too, serialised after this ``Turn`` field ("": not on turns)."""
+    inherited: bool = False
+    """A conversation turn's case takes it from its conversation (per-case context)."""
+    criteria: bool = False
+    """Its text is a judge's rubric when the case has no ``passing_criteria`` / ``expected_answer_criteria``."""
+
+
+@dataclass(frozen=True, slots=True)
+class DialectFields:
+    """Every dialect's case fields, spellings of generic fields and checks (``evalgate.dialect`` fills it)."""
+
+    fields: tuple[DialectField, ...] = ()
+    renames: Mapping[str, str] = field(default_factory=dict)
+    """A dialect's spelling of a generic field → that field (applied when the generic name is absent)."""
+    checks: tuple[Callable[[Case], None], ...] = ()
+    """Checks of a whole case (a ``ValueError`` names the problem)."""
+    adapters: dict[str, TypeAdapter[Any]] = field(default_factory=dict)
+    orders: dict[str, dict[str, int]] = field(default_factory=dict)
+    key_sets: dict[bool, frozenset[str]] = field(default_factory=dict)
+
+    def of(self, turn: bool) -> tuple[DialectField, ...]:
+        return tuple(f for f in self.fields if f.turn_after) if turn else self.fields
+
+    def keys(self, turn: bool) -> frozenset[str]:
+        """Every key these fields (and, for a case, the renames) take in a raw mapping."""
+        found = self.key_sets.get(turn)
+        if found is None:
+            names = {key for f in self.of(turn) for key in (f.name, *f.aliases)}
+            found = self.key_sets[turn] = frozenset(names if turn else names | set(self.renames))
+        return found
+
+    def validate(self, f: DialectField, key: str, value: Any) -> Any:
+        adapter = self.adapters.get(f.name)
+        if adapter is None:
+            adapter = self.adapters[f.name] = TypeAdapter(f.annotation)
+        try:
+            return adapter.validate_python(value)
+        except ValidationError as exc:
+            details: list[Any] = [{"type": e["type"], "loc": (key, *e["loc"]), "input": e["input"],
+                                   **({"ctx": e["ctx"]} if "ctx" in e else {})} for e in exc.errors()]
+            raise ValidationError.from_exception_data("Case", details) from None
+
+    def order(self, model: type[BaseModel], turn: bool) -> dict[str, int]:
+        """Field → its rank in ``model``'s serialised key order, dialect fields in their places."""
+        found = self.orders.get(model.__name__)
+        if found is None:
+            anchored: dict[str, list[str]] = {}
+            for f in self.of(turn):
+                anchored.setdefault(f.turn_after if turn else f.after, []).append(f.name)
+            names: list[str] = []
+
+            def place(name: str) -> None:
+                names.append(name)
+                for follower in anchored.pop(name, []):
+                    place(follower)
+
+            for name in model.model_fields:
+                place(name)
+            names += [name for rest in anchored.values() for name in rest]
+            found = self.orders[model.__name__] = {name: rank for rank, name in enumerate(names)}
+        return found
+
+
+_NO_DIALECT_FIELDS = DialectFields()
+_dialect_fields: list[Callable[[], DialectFields]] = []
+
+
+def use_dialect_fields(provider: Callable[[], DialectFields]) -> None:
+    """Install the source of the dialects' case fields (``evalgate.dialect`` does, when imported)."""
+    _dialect_fields[:] = [provider]
+
+
+def dialect_fields() -> DialectFields:
+    """The dialects' case fields (none until ``evalgate.dialect`` is imported)."""
+    return _dialect_fields[0]() if _dialect_fields else _NO_DIALECT_FIELDS
+
+
+def _split_dialect_data(data: Any, turn: bool) -> Any:
+    """A raw case (or turn) with the dialects' spellings of generic fields renamed and their own fields
+    moved, validated, into ``dialect_data``."""
+    if not isinstance(data, dict):
+        return data
+    if turn and "dialect_data" in data:  # a turn in a file: not one of its keys
+        raise ValidationError.from_exception_data(
+            "Turn", [{"type": "extra_forbidden", "loc": ("dialect_data",), "input": data["dialect_data"]}])
+    known = dialect_fields()
+    if not known.fields or known.keys(turn).isdisjoint(data):
+        return data
+    data = dict(data)
+    if not turn:
+        for spelling, name in known.renames.items():
+            if spelling in data and name not in data:
+                data[name] = data.pop(spelling)
+    extracted = dict(data.get("dialect_data") or {})
+    for f in known.of(turn):
+        key = next((k for k in (f.name, *f.aliases) if k in data), None)
+        if key is not None:
+            extracted[f.name] = known.validate(f, key, data.pop(key))
+    data["dialect_data"] = extracted
+    return data
+
+
+def _flat_dialect_data(model: BaseModel, data: Any, info: SerializationInfo, turn: bool) -> Any:
+    """``data`` (``model`` serialised) with its ``dialect_data`` as top-level keys in their places."""
+    known = dialect_fields()
+    values: Mapping[str, Any] = getattr(model, "dialect_data", {})
+    if not known.fields or not isinstance(data, dict):
+        return data
+    exclude = info.exclude if isinstance(info.exclude, set | dict) else ()
+    include = info.include if isinstance(info.include, set | dict) else None
+    added: dict[str, Any] = {}
+    for f in known.of(turn):
+        if f.name in exclude or (include is not None and f.name not in include):
+            continue
+        if f.name not in values and info.exclude_unset:
+            continue
+        value = values.get(f.name)
+        if value is None and (info.exclude_none or info.exclude_defaults):
+            continue
+        added[f.name] = value
+    if not added:
+        return data
+    rank = known.order(type(model), turn)
+    last = len(rank)
+    return dict(sorted({**data, **added}.items(), key=lambda item: rank.get(item[0], last)))
 
 
 class Turn(BaseModel):
@@ -192,7 +336,6 @@ class Turn(BaseModel):
     expect_empty: bool = False
     expected_keywords: list[str] | None = None
     expected_sources: list[str] | None = None
-    expected_specialist: str | None = None
     expected_data_sources: list[str] | None = None
     passing_criteria: str | list[str] | None = None
     expected_answer_criteria: str | None = None
@@ -213,6 +356,22 @@ class Turn(BaseModel):
     data_sources: list[str] | None = None
     trace_file: str | None = None
     """This turn's recorded trace: an OTLP/JSON file, relative to the dataset file."""
+    dialect_data: dict[str, Any] = Field(default_factory=dict, exclude=True)
+    """The dialects' own fields of this turn (``DialectField.turn_after``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dialect_fields(cls, data: Any) -> Any:
+        return _split_dialect_data(data, turn=True)
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        return _flat_dialect_data(self, handler(self), info, turn=True)
+
+    @classmethod
+    def dialect_keys(cls) -> dict[str, Any]:
+        """Every key the dialects add to a turn → its annotation."""
+        return {key: f.annotation for f in dialect_fields().of(True) for key in (f.name, *f.aliases)}
 
     @field_validator("input")
     @classmethod
@@ -245,7 +404,7 @@ class Case(BaseModel):
 
     model_config = ConfigDict(extra="allow", populate_by_name=True, str_strip_whitespace=False)
 
-    id: str = Field(default="", validation_alias=AliasChoices("id", "intent_id", "case_id"))
+    id: str = Field(default="", validation_alias=AliasChoices("id", "case_id"))
     input: str | None = _alias("input", "question", "query", "message", "prompt")
     description: str | None = None
     category: str | None = None
@@ -264,17 +423,13 @@ class Case(BaseModel):
     text is ``unavailable`` (``metrics.registry.reads_answer_text``)."""
     expected_sources: list[str] | None = None
     expected_keywords: list[str] | None = None
-    expected_specialist: str | None = None
     expected_data_sources: list[str] | None = None
-    verified_answer_summary: str | None = None
     expected_answer_criteria: str | None = None
     passing_criteria: str | list[str] | None = None
     agents_should_include: list[str] | None = None
     agents_should_exclude: list[str] | None = None
     tools_should_include: list[str] | None = None
     tools_should_exclude: list[str] | None = None
-    brands_mine: list[str] | None = None
-    brands_competitors: list[str] | None = None
     expected_my_mentions: list[str] | None = None
     expected_competitor_mentions: list[str] | None = None
     expected_ranked_list: list[str] | None = None
@@ -286,13 +441,8 @@ class Case(BaseModel):
     assertions: list[CaseAssertion] | None = Field(default=None, validation_alias=AliasChoices("assert", "assertions"))
     """``assert:`` — metrics run on this case only, with per-case thresholds (see ``CaseAssertion``)."""
 
-    # --- per-case target context (seed 002) ----------------------------------------------------
-    active_team_id: str | int | None = _alias("active_team_id", "activeTeamId")
-    active_league_id: str | int | None = _alias("active_league_id", "activeLeagueId")
-    team_name: str | None = _alias("team_name", "teamName")
-
     # --- recorded target-side data -------------------------------------------------------------
-    output: str | None = _alias("output", "llm_answer_text", "answer", "response", "actual_output")
+    output: str | None = _alias("output", "answer", "response", "actual_output")
     sources: list[str] | None = None
     agents_called: list[str] | None = None
     tools_used: list[str] | None = None
@@ -318,6 +468,8 @@ class Case(BaseModel):
     """The role the assistant must keep throughout (judged by ``role_adherence``)."""
 
     metadata: dict[str, Any] = Field(default_factory=dict)
+    dialect_data: dict[str, Any] = Field(default_factory=dict, exclude=True)
+    """The dialects' own fields of this case (``DialectField``; read with ``dialect_value``), serialised flat."""
 
     # --- provenance (set by the loader, never read from the file) ------------------------------
     source_file: str | None = Field(default=None, exclude=True)
@@ -326,6 +478,35 @@ class Case(BaseModel):
     dialect: str | None = Field(default=None, exclude=True)
     """The in-house framework whose dialect the case speaks (``evalgate.dialects``): its suite's declared
     ``kind`` or its file's native format; ``generic`` for ``kind: generic``; None for neither."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dialect_fields(cls, data: Any) -> Any:
+        return _split_dialect_data(data, turn=False)
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        return _flat_dialect_data(self, handler(self), info, turn=False)
+
+    @classmethod
+    def dialect_keys(cls) -> dict[str, Any]:
+        """Every key the dialects add to a raw case (their fields, aliases and spellings) → its annotation."""
+        known = dialect_fields()
+        keys = {key: f.annotation for f in known.fields for key in (f.name, *f.aliases)}
+        keys.update({spelling: cls.model_fields[name].annotation for spelling, name in known.renames.items()
+                     if name in cls.model_fields})
+        return keys
+
+    def dialect_value(self, name: str, default: Any = None) -> Any:
+        """The value of a dialect's own field ``name`` (``default`` when the case does not set it)."""
+        extra = self.__pydantic_extra__  # set after validation (``model_copy(update=...)`` skips validators)
+        value = extra[name] if extra and name in extra else self.dialect_data.get(name)
+        return default if value is None else value
+
+    def inherited_dialect_data(self) -> dict[str, Any]:
+        """The dialect fields a conversation's turns take from it (``DialectField.inherited``)."""
+        return {f.name: self.dialect_data[f.name] for f in dialect_fields().fields
+                if f.inherited and f.name in self.dialect_data}
 
     @field_validator("risk_level", mode="before")
     @classmethod
@@ -363,9 +544,11 @@ class Case(BaseModel):
             self._check_conversation()
         if not self.id:
             if not self.input:
-                raise ValueError("a case needs an 'id' (or 'intent_id') or an 'input'/'question'/'query'")
+                spellings = "".join(f" (or {s!r})" for s, n in dialect_fields().renames.items() if n == "id")
+                raise ValueError(f"a case needs an 'id'{spellings} or an 'input'/'question'/'query'")
             self.id = stable_case_id(self.input)
-        self._check_brands()
+        for check in dialect_fields().checks:
+            check(self)
         self._check_workflow()
         return self
 
@@ -386,29 +569,6 @@ class Case(BaseModel):
     @property
     def is_conversation(self) -> bool:
         return self.turns is not None or self.simulated_user is not None
-
-    def _check_brands(self) -> None:
-        if (self.brands_mine is None and self.brands_competitors is None and self.expected_my_mentions is None
-                and self.expected_competitor_mentions is None and self.expected_ranked_list is None):
-            return  # nothing to check (most cases): skip building the sets
-        mine_names = {_fold_name(b): b for b in self.brands_mine or [] if _fold_name(b)}
-        for brand in self.brands_competitors or []:
-            if _fold_name(brand) in mine_names:
-                raise ValueError(f"brands_competitors: {brand!r} is also in brands_mine "
-                                 f"(as {mine_names[_fold_name(brand)]!r}); a brand is mine or a competitor")
-        mine = {b.lower() for b in self.brands_mine or []}
-        competitors = {b.lower() for b in self.brands_competitors or []}
-        for name, pool, pool_name in (
-            ("expected_my_mentions", mine, "brands_mine"),
-            ("expected_competitor_mentions", competitors, "brands_competitors"),
-        ):
-            for brand in getattr(self, name) or []:
-                if brand.lower() not in pool:
-                    raise ValueError(f"{name}: {brand!r} is not in {pool_name}")
-        either = mine | competitors
-        for brand in self.expected_ranked_list or []:
-            if brand.lower() not in either:
-                raise ValueError(f"expected_ranked_list: {brand!r} is in neither brands_mine nor brands_competitors")
 
     def _check_workflow(self) -> None:
         """A name may not be both required and forbidden (compared like the workflow metric: stripped,
@@ -451,10 +611,12 @@ class Case(BaseModel):
 
     @property
     def criteria(self) -> str | None:
-        """Rubric text for judges: passing_criteria, expected_answer_criteria or verified summary."""
+        """Rubric text for judges: passing_criteria, expected_answer_criteria or a dialect's criteria field."""
         if isinstance(self.passing_criteria, list):
             return "\n".join(f"- {c}" for c in self.passing_criteria)
-        return self.passing_criteria or self.expected_answer_criteria or self.verified_answer_summary
+        return self.passing_criteria or self.expected_answer_criteria or next(
+            (self.dialect_data[f.name] for f in dialect_fields().fields if f.criteria and f.name in self.dialect_data),
+            None)
 
 
 # --- results ----------------------------------------------------------------------------------------

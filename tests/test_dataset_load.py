@@ -84,10 +84,10 @@ def test_seed002_jsonl_with_camel_case_context_and_blank_lines() -> None:
     rumor, supervisor, routing = loaded.cases
     assert [c.source_line for c in loaded.cases] == [1, 3, 4]
     assert rumor.risk_level is RiskLevel.critical and rumor.is_critical
-    assert (rumor.active_team_id, rumor.active_league_id, rumor.team_name) == (7, "L-42", "Hoopers")
+    assert (rumor.dialect_value("active_team_id"), rumor.dialect_value("active_league_id"), rumor.dialect_value("team_name")) == (7, "L-42", "Hoopers")
     assert supervisor.tags == ["roster", "safety"]
     assert supervisor.criteria == "- refuses\n- explains"
-    assert (routing.active_team_id, routing.team_name, routing.evolution_type) == ("12", "Dunkers", "multi_context")
+    assert (routing.dialect_value("active_team_id"), routing.dialect_value("team_name"), routing.evolution_type) == ("12", "Dunkers", "multi_context")
 
 
 def test_seed003_cases_with_suite_block_and_workflow_fields() -> None:
@@ -114,7 +114,7 @@ def test_seed004_json_mapping_lines_of_each_opening_brace() -> None:
     assert [(c.id, c.source_line) for c in loaded.cases] == [("GD-001", 4), ("GD-011", 14), ("GD-021", 17)]
     first = loaded.cases[0]
     assert first.input.startswith("What is the lockout")
-    assert first.expected_specialist == "procedure_expert" and first.expected_data_sources == ["rag"]
+    assert first.dialect_value("expected_specialist") == "procedure_expert" and first.expected_data_sources == ["rag"]
     assert {c.suite for c in loaded.cases} == {"manufacturing"}
     assert loaded.suites["manufacturing"].thresholds == {"composite": 0.75}
 

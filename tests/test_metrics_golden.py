@@ -481,7 +481,7 @@ def test_golden_suite_passes_default_thresholds() -> None:
     cases = _load(ROOT / "datasets/golden-dataset/golden_dataset.json")
     assert 10 <= len(cases) <= 20
     assert [c.id for c in cases] == [f"GD-{n:03d}" for n in range(1, len(cases) + 1)]
-    specialists = {c.expected_specialist for c in cases}
+    specialists = {c.dialect_value("expected_specialist") for c in cases}
     assert specialists == {
         "procedure_expert",
         "quality_inspector",

@@ -347,13 +347,18 @@ def case_keys(model: type[BaseModel]) -> list[str]:
 def _model_keys(model: type[BaseModel]) -> dict[str, Any]:
     """Every accepted key of ``model`` (field names and alias choices) → the field's annotation."""
     keys: dict[str, Any] = {}
+    extension = getattr(model, "dialect_keys", None)  # the dialects' own case fields and spellings
     for name, field in model.model_fields.items():
+        if extension is not None and name == "dialect_data":
+            continue  # holds the dialects' fields (filled from their keys), not a key itself
         keys[name] = field.annotation
         alias = field.validation_alias
         choices = getattr(alias, "choices", None) or ([alias] if isinstance(alias, str) else [])
         for choice in choices:
             if isinstance(choice, str):
                 keys[choice] = field.annotation
+    if extension is not None:
+        keys.update(extension())
     return keys
 
 

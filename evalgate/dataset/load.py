@@ -53,7 +53,7 @@ from evalgate.config.suite import (
     yaml_line,
 )
 from evalgate.dataset.kinds import KindCheck
-from evalgate.dialect import case_dialect
+from evalgate.dialect import case_dialect, case_fields
 from evalgate.errors import Interrupt, UserError
 from evalgate.model import Case
 from evalgate.safety.redact import redact
@@ -62,7 +62,7 @@ DATASET_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".json", ".jsonl")
 CASE_LIST_KEYS: tuple[str, ...] = ("test_cases", "cases")
 TOP_LEVEL_KEYS: tuple[str, ...] = (*CASE_LIST_KEYS, "suite")
 RESERVED_CASE_KEYS: tuple[str, ...] = ("source_file", "source_line", "index", "dialect")
-CASE_KEYS: frozenset[str] = frozenset(case_keys(Case)) - set(RESERVED_CASE_KEYS)
+CASE_KEYS: frozenset[str] = frozenset(case_keys(Case)) - set(RESERVED_CASE_KEYS) - {"dialect_data"}
 """Every key a case may have: Case's fields and their seed aliases. Anything else belongs under
 ``metadata:`` (an unknown key is a typo until proven otherwise: ``expected_my_mention`` must not
 silently drop an expectation)."""
@@ -661,8 +661,13 @@ _READERS: dict[str, Callable[[Path, Any], _Parsed]] = {
 # --- cases ------------------------------------------------------------------------------------------
 
 
+ID_KEYS: tuple[str, ...] = ("id", *(spelling for spelling, name in case_fields().renames.items() if name == "id"),
+                            "case_id")
+"""The keys a raw case's id may be under (a dialect's spelling before ``case_id``, as ``Case`` reads them)."""
+
+
 def _case_label(data: dict[Any, Any], position: int) -> str:
-    for key in ("id", "intent_id", "case_id"):
+    for key in ID_KEYS:
         value = data.get(key)
         if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
             return f"case {str(value)!r}"

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalgate.dialect import CaseFormat, CliFlag, Dialect
+from evalgate.model import Case, DialectField
 
 BRAND_FIELDS = frozenset({"brands_mine", "brands_competitors", "expected_my_mentions", "expected_competitor_mentions",
                           "expected_ranked_list"})
@@ -45,6 +46,47 @@ CASE_FORMAT = CaseFormat(
 """What a seed 001 fixture carries (evalgate's field, seed 001's name for it)."""
 
 
+CASE_FIELDS = (
+    DialectField("brands_mine", list[str] | None, after="tools_should_exclude"),
+    DialectField("brands_competitors", list[str] | None, after="brands_mine"),
+)
+"""The brands of the fixture's own company and of its competitors (any suite may set them)."""
+SPELLINGS = {"intent_id": "id", "llm_answer_text": "output"}
+"""Seed 001's names of evalgate's ``id`` and ``output``."""
+
+
+def _fold_name(name: str) -> str:
+    """Brand comparison key, as the mention metrics use it: whitespace runs collapsed, case-folded."""
+    return " ".join(name.split()).casefold()
+
+
+def check_brands(case: Case) -> None:
+    """A brand is mine or a competitor, never both; every expected mention and ranked brand is one of them."""
+    brands_mine = case.dialect_value("brands_mine")
+    brands_competitors = case.dialect_value("brands_competitors")
+    if (brands_mine is None and brands_competitors is None and case.expected_my_mentions is None
+            and case.expected_competitor_mentions is None and case.expected_ranked_list is None):
+        return  # nothing to check (most cases): skip building the sets
+    mine_names = {_fold_name(b): b for b in brands_mine or [] if _fold_name(b)}
+    for brand in brands_competitors or []:
+        if _fold_name(brand) in mine_names:
+            raise ValueError(f"brands_competitors: {brand!r} is also in brands_mine "
+                             f"(as {mine_names[_fold_name(brand)]!r}); a brand is mine or a competitor")
+    mine = {b.lower() for b in brands_mine or []}
+    competitors = {b.lower() for b in brands_competitors or []}
+    for name, expected, pool, pool_name in (
+        ("expected_my_mentions", case.expected_my_mentions, mine, "brands_mine"),
+        ("expected_competitor_mentions", case.expected_competitor_mentions, competitors, "brands_competitors"),
+    ):
+        for brand in expected or []:
+            if brand.lower() not in pool:
+                raise ValueError(f"{name}: {brand!r} is not in {pool_name}")
+    either = mine | competitors
+    for brand in case.expected_ranked_list or []:
+        if brand.lower() not in either:
+            raise ValueError(f"expected_ranked_list: {brand!r} is in neither brands_mine nor brands_competitors")
+
+
 def _read_cli(args: Any, values: dict[str, Any], origins: dict[str, str], notices: list[str]) -> None:
     """``--fixtures F`` (``eval --fixtures``) adds F to the datasets."""
     fixtures = getattr(args, "fixtures", None) or []
@@ -69,4 +111,7 @@ DIALECT = Dialect(
     cli_read=_read_cli,
     verb=("eval", "alias of run (seed 001: eval --fixtures F --db D --format json)"),
     written_files=("seed001-summary.json",),
+    case_fields=CASE_FIELDS,
+    field_spellings=SPELLINGS,
+    check_case=check_brands,
 )

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalgate.dialect import CaseFormat, Dialect
+from evalgate.model import DialectField
 
 NAME = "seed002"
 ENV_PREFIX = "FANVISE_"
@@ -40,6 +41,15 @@ FANVISE_ALIASES: dict[str, str] = {
 }
 """Seed 002's variables → evalgate's names (every variable its documentation lists, plus the API URL its
 evaluator reads). ``FANVISE_API_URL`` also selects the ``http`` target unless a target is configured."""
+
+
+CASE_FIELDS = (
+    DialectField("active_team_id", str | int | None, after="assertions", aliases=("activeTeamId",), inherited=True),
+    DialectField("active_league_id", str | int | None, after="active_team_id", aliases=("activeLeagueId",),
+                 inherited=True),
+    DialectField("team_name", str | None, after="active_league_id", aliases=("teamName",), inherited=True),
+)
+"""Seed 002's per-case context (its agent's request carries them)."""
 
 
 def _implied(merged: dict[str, tuple[Any, str]], env: Mapping[str, str], notices: list[str]) -> None:
@@ -99,4 +109,5 @@ DIALECT = Dialect(
     env_prefix=ENV_PREFIX,
     env_aliases=FANVISE_ALIASES,
     implied=_implied,
+    case_fields=CASE_FIELDS,
 )

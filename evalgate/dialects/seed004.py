@@ -16,6 +16,7 @@ from typing import Any
 from evalgate.config.suite import did_you_mean, show_value
 from evalgate.dialect import CaseFormat, CliFlag, ConfigFile, Dialect
 from evalgate.errors import UserError
+from evalgate.model import DialectField
 from evalgate.safety.redact import register_secret
 
 NAME = "seed004"
@@ -228,6 +229,12 @@ VALID: dict[str, tuple[str, ...]] = {
 }
 """Seed 004's documented value sets: its five specialists, difficulties, categories and data sources."""
 
+CASE_FIELDS = (
+    DialectField("expected_specialist", str | None, after="expected_keywords", turn_after="expected_sources"),
+    DialectField("verified_answer_summary", str | None, after="expected_data_sources", criteria=True),
+)
+"""Seed 004's golden fields: the specialist the query should be routed to, and the verified answer."""
+
 CASE_FORMAT = CaseFormat(
     "seed 004 golden dataset",
     (("id", "id"), ("input", "query"), ("expected_specialist", "expected_specialist"),
@@ -257,4 +264,5 @@ DIALECT = Dialect(
     cli_flags=CLI_FLAGS,
     cli_read=_read_cli,
     written_files=("seed004-results.json",),
+    case_fields=CASE_FIELDS,
 )

@@ -84,7 +84,7 @@ def family(metric: Metric) -> Family | None:
 
 def reference_of(metric: Metric, case: Case) -> str | None:
     """The text a positive control answers with (None: the case gives none)."""
-    text = case.verified_answer_summary if metric.name == "response_quality" else case.expected_output
+    text = case.dialect_value("verified_answer_summary") if metric.name == "response_quality" else case.expected_output
     return text.strip() if isinstance(text, str) and text.strip() else None
 
 

@@ -155,7 +155,7 @@ class PromptInputs:
             input=case.input or "",
             answer=answer.output or "",
             reference=case.expected_output or "",
-            summary=case.verified_answer_summary or "",
+            summary=case.dialect_value("verified_answer_summary") or "",
             criteria=case.criteria or "",
             answer_criteria=case.expected_answer_criteria or "",
             context=tuple(context_of(case, answer)),

@@ -85,7 +85,7 @@ def _specialist_key(name: str) -> str:
 
 
 def _has_specialist(case: Case) -> bool:
-    return bool(case.expected_specialist and case.expected_specialist.strip())
+    return bool(case.dialect_value("expected_specialist") and case.dialect_value("expected_specialist").strip())
 
 
 @metric("specialist_match", family=FAMILY, threshold=0.85, applies=_has_specialist)
@@ -95,7 +95,7 @@ def specialist_match(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     Names compare ignoring case, separators (``-``, ``_``, spaces) and a trailing ``Agent``, so the
     seed's agent class name (``ProcedureExpertAgent``) matches its id (``procedure_expert``).
     """
-    expected = (case.expected_specialist or "").strip()
+    expected = (case.dialect_value("expected_specialist") or "").strip()
     if not expected:
         raise MetricSkipped("the case has no expected_specialist")
     if answer.agent_id is None or not answer.agent_id.strip():
@@ -248,7 +248,7 @@ def _structure(text: str, folded: str, words: set[str]) -> dict[str, bool]:
 def _reference_terms(case: Case) -> tuple[list[str], str | None]:
     """Content terms of verified_answer_summary, else of expected_keywords, and which field it was."""
     candidates = (
-        (case.verified_answer_summary or "", "verified_answer_summary"),
+        (case.dialect_value("verified_answer_summary") or "", "verified_answer_summary"),
         (" ".join(case.expected_keywords or []), "expected_keywords"),
     )
     for text, field in candidates:
@@ -300,7 +300,7 @@ def heuristic_quality(case: Case, answer: Answer) -> Score:
 
 
 def _is_golden_case(case: Case) -> bool:
-    return bool(case.expected_specialist or case.verified_answer_summary)
+    return bool(case.dialect_value("expected_specialist") or case.dialect_value("verified_answer_summary"))
 
 
 async def _judged_quality(case: Case, answer: Answer, ctx: MetricContext) -> Score:

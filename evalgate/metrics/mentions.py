@@ -75,12 +75,12 @@ class BrandBook:
     @classmethod
     def from_case(cls, case: Case) -> BrandBook:
         """Blank names are dropped, repeats within a list kept once; a name in both lists is an error."""
-        mine = {fold(b) for b in case.brands_mine or [] if fold(b)}
+        mine = {fold(b) for b in case.dialect_value("brands_mine") or [] if fold(b)}
         entries: dict[str, tuple[str, bool]] = {}
-        for name in case.brands_mine or []:
+        for name in case.dialect_value("brands_mine") or []:
             if fold(name):
                 entries.setdefault(fold(name), (collapse_whitespace(name), True))
-        for name in case.brands_competitors or []:
+        for name in case.dialect_value("brands_competitors") or []:
             key = fold(name)
             if key in mine:
                 raise MetricUnavailable(f"brand {name!r} is listed in both brands_mine and brands_competitors")
@@ -263,7 +263,7 @@ def _expects_ranking(case: Case) -> bool:
 
 
 def _lists_brands(case: Case) -> bool:
-    return case.brands_mine is not None or case.brands_competitors is not None
+    return case.dialect_value("brands_mine") is not None or case.dialect_value("brands_competitors") is not None
 
 
 # --- the metrics --------------------------------------------------------------------------------

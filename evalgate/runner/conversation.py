@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from evalgate.runner.engine import Engine
 
 INHERITED = ("suite", "category", "tags", "risk_level", "difficulty", "evolution_type", "language",
-             "active_team_id", "active_league_id", "team_name", "metadata", "assistant_role")
+             "metadata", "assistant_role")
 """Fields a turn's case takes from its conversation case."""
 
 
@@ -69,12 +69,14 @@ def turn_case(case: Case, turn: Turn, number: int) -> Case:
     """The single-turn case scored on turn ``number``'s answer: the turn's message and expectations, and the
     conversation's suite, category, risk and context."""
     values: dict[str, Any] = {name: getattr(case, name) for name in INHERITED}
+    values.update(case.inherited_dialect_data())  # the dialects' per-case context
     values["id"] = case.id
     values["input"] = turn.input
     for name in (*TURN_EXPECTATIONS, *TURN_RECORDED):
         value = getattr(turn, name)
         if value is not None and value != []:
             values[name] = value
+    values.update({name: value for name, value in turn.dialect_data.items() if value is not None and value != []})
     made = Case.model_validate(values)
     made.source_file, made.source_line, made.index = case.source_file, case.source_line, case.index
     made.dialect = case.dialect  # a seed's dialect (evalgate.dialects) applies to its conversations' turns too

@@ -606,7 +606,7 @@ def expectations_of(case: Case) -> dict[str, Any]:
     expected: dict[str, Any] = {}
     fields = vars(case)
     for name in EXPECTATION_FIELDS:
-        value = fields[name]
+        value = fields[name] if name in fields else case.dialect_data.get(name)  # a dialect's own field
         if value is not None:
             expected[name] = value
     if case.rules:

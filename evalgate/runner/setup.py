@@ -427,7 +427,7 @@ def make_uncached_planner(metrics: Mapping[str, Metric], global_suite: Any,
 PLAN_CACHE_SHAPES = 4096
 """Shapes remembered by ``make_planner`` (a few hundred bytes each)."""
 SHAPE_IGNORED = frozenset({"id", "index", "source_file", "source_line", "suite", "category", "metrics",
-                           "assertions", "dialect"})
+                           "assertions", "dialect", "dialect_data"})
 """Fields outside the filled-or-not part of ``case_shape`` (provenance, or kept whole)."""
 
 
@@ -441,6 +441,10 @@ def case_shape(case: Case) -> tuple[Any, ...]:
                          case.dialect]
     for name, value in vars(case).items():
         if value is not None and name not in SHAPE_IGNORED:
+            filled.append(name)
+            filled.append(fill(value))
+    for name, value in case.dialect_data.items():  # the dialects' own fields, each by itself
+        if value is not None:
             filled.append(name)
             filled.append(fill(value))
     return tuple(filled)

@@ -103,7 +103,7 @@ class CommandTarget:
             record["turn"] = call.turn
             if call.conversation_id is not None:
                 record["conversation_id"] = call.conversation_id
-        if case.output is not None and (case.brands_mine is not None or case.brands_competitors is not None):
+        if case.output is not None and (case.dialect_value("brands_mine") is not None or case.dialect_value("brands_competitors") is not None):
             record["llm_answer_text"] = case.output  # seed 001's name for the text an extractor reads
         return json.dumps(record, ensure_ascii=False).encode("utf-8")
 

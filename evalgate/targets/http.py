@@ -98,7 +98,7 @@ def case_context(case: Case, defaults: Mapping[str, Any]) -> dict[str, Any]:
     """``eval_context`` defaults overlaid with the case's own context fields, 002 names in camelCase."""
     merged = dict(defaults)
     for name in CASE_CONTEXT_FIELDS:
-        value = getattr(case, name, None)
+        value = case.dialect_data[name] if name in case.dialect_data else getattr(case, name, None)
         if value is not None:
             merged[name] = value
     return {CAMEL_CASE.get(key, key): value for key, value in merged.items()}
@@ -218,8 +218,8 @@ class HttpTarget:
         if self.template is None:
             if case.input is None and case.output is not None and _lists_brands(case):
                 # seed 001: the system under test is an extractor; the message is the text to analyse
-                return {"message": case.output, "llm_answer_text": case.output, "brands_mine": case.brands_mine or [],
-                        "brands_competitors": case.brands_competitors or [], **context}
+                return {"message": case.output, "llm_answer_text": case.output, "brands_mine": case.dialect_value("brands_mine") or [],
+                        "brands_competitors": case.dialect_value("brands_competitors") or [], **context}
             return {"message": case.input or "", **context}
         import jinja2  # loaded already: the template was compiled with it
 
@@ -340,7 +340,7 @@ class Conversation:
 
 
 def _lists_brands(case: Case) -> bool:
-    return case.brands_mine is not None or case.brands_competitors is not None
+    return case.dialect_value("brands_mine") is not None or case.dialect_value("brands_competitors") is not None
 
 
 def _excerpt(text: str, limit: int = 80) -> str:

@@ -1,7 +1,7 @@
 """The ``recorded`` target: answers already in the dataset, or in a separate outputs file.
 
 An outputs file is JSON (a list of objects, or a mapping id → object) or JSONL, each object carrying
-``id`` and any answer field (``output``/``llm_answer_text``/``answer``, ``sources``, ``agents_called``,
+``id`` and any answer field (``output`` or a dialect's spelling of it/``answer``, ``sources``, ``agents_called``,
 ``tools_used``, ``agent_id``, ``data_sources``, ``mentions``, ``ranked_list``, ``num_tokens``,
 ``latency_ms``, ``debug_context``). Fields in the outputs file win over those in the dataset.
 """
@@ -14,11 +14,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evalgate.dialect import case_fields
 from evalgate.errors import UserError
 from evalgate.model import Answer, Case, trusted
 
 ANSWER_FIELDS = tuple(name for name in Answer.model_fields if name not in {"error", "cost_usd"})
-OUTPUT_ALIASES = ("output", "llm_answer_text", "answer", "response", "actual_output")
+OUTPUT_SPELLINGS: tuple[str, ...] = tuple(spelling for spelling, name in case_fields().renames.items() if name == "output")
+"""The dialects' names of ``output``."""
+OUTPUT_ALIASES = ("output", *OUTPUT_SPELLINGS, "answer", "response", "actual_output")
+NO_OUTPUT = "no recorded output for this case (field " + " / ".join(map(repr, ("output", *OUTPUT_SPELLINGS))) + ")"
 
 
 def answer_from_case(case: Case) -> Answer:
@@ -32,7 +36,7 @@ def answer_from_case(case: Case) -> Answer:
             return trusted(Answer, {**_NO_ANSWER, **{name: list(value) if type(value) is list else value
                                                      for name, value in values.items()}}, set(values))
     if case.output is None:
-        values["error"] = "no recorded output for this case (field 'output' / 'llm_answer_text')"
+        values["error"] = NO_OUTPUT
     return Answer(**values)
 
 
