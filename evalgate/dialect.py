@@ -407,7 +407,7 @@ def written_files() -> tuple[str, ...]:
 
 NAMED = "only when named"
 
-WHEN: dict[str, str] = {
+_WHEN: dict[str, str] = {
     "rules": "the case has rules:, or its category has category_rules",
     "workflow": "the case has agents_should_* or tools_should_* expectations",
     "workflow_agents": "the case has agents_should_include / agents_should_exclude",
@@ -417,14 +417,14 @@ WHEN: dict[str, str] = {
     "precision_at_k": "the case has expected_sources",
     "recall_at_k": "the case has expected_sources",
     "keyword_coverage": "the case has expected_keywords",
-    "specialist_match": "the case has expected_specialist",
+    "specialist_match": "the case has {expected_agent}",
     "data_source_match": "the case has expected_data_sources",
     "mention_precision": "the case has expected_my_mentions / expected_competitor_mentions",
     "mention_recall": "the case has expected_my_mentions / expected_competitor_mentions",
     "mention_f1": "the case has expected_my_mentions / expected_competitor_mentions",
     "brand_coverage": "the case has expected_my_mentions / expected_competitor_mentions",
     "rank_accuracy": "the case has expected_ranked_list",
-    "false_is_mine_rate": "the case has brands_mine / brands_competitors",
+    "false_is_mine_rate": "the case has {own_brands} / {competitor_brands}",
     "num_tokens": "the case has num_tokens (a recorded count)",
     "latency_ms": "the case has latency_ms (a recorded latency)",
     "answer_quality": "the case has expected_answer_criteria (judged, informational)",
@@ -453,4 +453,28 @@ WHEN: dict[str, str] = {
     "knowledge_retention": NAMED,
     "trajectory": "the case has trajectory: (expected tool calls, checked against the agent's trace or answer)",
 }
+"""Built-in metric → when it runs on a case of a suite without a kind; ``{role}`` names the dialect field that
+plays that role (``DialectField.role``)."""
+
+
+class _Roles(dict[str, str]):
+    def __missing__(self, role: str) -> str:
+        return case_fields().role_field(role) or role
+
+
+class _When(Mapping[str, str]):
+    """``_WHEN`` with each ``{role}`` replaced by the name of the dialect field that plays it."""
+
+    def __getitem__(self, name: str) -> str:
+        text = _WHEN[name]
+        return text.format_map(_Roles()) if "{" in text else text
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_WHEN)
+
+    def __len__(self) -> int:
+        return len(_WHEN)
+
+
+WHEN: Mapping[str, str] = _When()
 """Built-in metric → when it runs on a case of a suite without a kind."""

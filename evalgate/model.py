@@ -20,6 +20,7 @@ them, so documents keep their keys and order.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -205,6 +206,9 @@ class DialectField:
     """A conversation turn's case takes it from its conversation (per-case context)."""
     criteria: bool = False
     """Its text is a judge's rubric when the case has no ``passing_criteria`` / ``expected_answer_criteria``."""
+    role: str = ""
+    """The generic concept a built-in metric reads it as (``Case.role_value``): ``own_brands``,
+    ``competitor_brands``, ``expected_agent``, ``reference_answer``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +223,10 @@ class DialectFields:
     adapters: dict[str, TypeAdapter[Any]] = field(default_factory=dict)
     orders: dict[str, dict[str, int]] = field(default_factory=dict)
     key_sets: dict[bool, frozenset[str]] = field(default_factory=dict)
+
+    def role_field(self, role: str) -> str:
+        """The field that plays ``role`` ("" when no dialect gives one)."""
+        return next((f.name for f in self.fields if f.role == role), "")
 
     def of(self, turn: bool) -> tuple[DialectField, ...]:
         return tuple(f for f in self.fields if f.turn_after) if turn else self.fields
@@ -272,8 +280,16 @@ def use_dialect_fields(provider: Callable[[], DialectFields]) -> None:
     _dialect_fields[:] = [provider]
 
 
+DIALECT_REGISTRY = "evalgate.dialect"
+"""The module that installs the dialects' fields when imported (``use_dialect_fields``)."""
+
+
 def dialect_fields() -> DialectFields:
-    """The dialects' case fields (none until ``evalgate.dialect`` is imported)."""
+    """The dialects' case fields. The registry is loaded by name on first need, like the dialects themselves
+    (a plug-in hook, not a layer dependency): a ``Case`` built before anything imported it reads the same
+    fields as one the loader built."""
+    if not _dialect_fields:
+        importlib.import_module(DIALECT_REGISTRY)
     return _dialect_fields[0]() if _dialect_fields else _NO_DIALECT_FIELDS
 
 
@@ -502,6 +518,11 @@ class Case(BaseModel):
         extra = self.__pydantic_extra__  # set after validation (``model_copy(update=...)`` skips validators)
         value = extra[name] if extra and name in extra else self.dialect_data.get(name)
         return default if value is None else value
+
+    def role_value(self, role: str, default: Any = None) -> Any:
+        """The value of the dialect field that plays ``role`` (``DialectField.role``), else ``default``."""
+        name = dialect_fields().role_field(role)
+        return self.dialect_value(name, default) if name else default
 
     def inherited_dialect_data(self) -> dict[str, Any]:
         """The dialect fields a conversation's turns take from it (``DialectField.inherited``)."""

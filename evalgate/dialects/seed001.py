@@ -47,8 +47,8 @@ CASE_FORMAT = CaseFormat(
 
 
 CASE_FIELDS = (
-    DialectField("brands_mine", list[str] | None, after="tools_should_exclude"),
-    DialectField("brands_competitors", list[str] | None, after="brands_mine"),
+    DialectField("brands_mine", list[str] | None, after="tools_should_exclude", role="own_brands"),
+    DialectField("brands_competitors", list[str] | None, after="brands_mine", role="competitor_brands"),
 )
 """The brands of the fixture's own company and of its competitors (any suite may set them)."""
 SPELLINGS = {"intent_id": "id", "llm_answer_text": "output"}
@@ -100,7 +100,7 @@ DIALECT = Dialect(
     detect=_detect,
     detect_order=10,
     markers=BRAND_FIELDS,
-    elsewhere="seed001-summary.json in report/compat.py, eval_runs/eval_results in store/schema.py",
+    elsewhere="evalgate eval, seed001-summary.json in report/compat.py, eval_runs/eval_results in store/schema.py",
     kind_aliases=("001", "brand-mentions"),
     compat_aliases=("001", "1"),
     case_format=CASE_FORMAT,

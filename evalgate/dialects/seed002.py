@@ -103,6 +103,7 @@ DIALECT = Dialect(
         "localization": "the case has language",
     },
     category_metrics=CATEGORY_METRICS,
+    elsewhere="FANVISE_* variables (they turn this dialect on)",
     kind_aliases=("002", "blackbox-agent"),
     compat_aliases=("002", "2"),
     case_format=CaseFormat("seed 002 cases", (("id", "id"), ("category", "category"), ("input", "input"))),

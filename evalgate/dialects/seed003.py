@@ -34,7 +34,7 @@ def _environment(env: Mapping[str, str], notices: list[str]) -> dict[str, tuple[
 DIALECT = Dialect(
     name="seed003",
     label="seed 003 (workflow validation)",
-    elsewhere="score names in export/langfuse.py",
+    elsewhere="LANGFUSE_* variables, score names in export/langfuse.py",
     kind_aliases=("003", "workflow-validation"),
     compat_aliases=("003", "3"),
     case_format=CaseFormat("seed 003 scenarios", (("input", "input"),),

@@ -230,8 +230,10 @@ VALID: dict[str, tuple[str, ...]] = {
 """Seed 004's documented value sets: its five specialists, difficulties, categories and data sources."""
 
 CASE_FIELDS = (
-    DialectField("expected_specialist", str | None, after="expected_keywords", turn_after="expected_sources"),
-    DialectField("verified_answer_summary", str | None, after="expected_data_sources", criteria=True),
+    DialectField("expected_specialist", str | None, after="expected_keywords", turn_after="expected_sources",
+                 role="expected_agent"),
+    DialectField("verified_answer_summary", str | None, after="expected_data_sources", criteria=True,
+                 role="reference_answer"),
 )
 """Seed 004's golden fields: the specialist the query should be routed to, and the verified answer."""
 
@@ -253,7 +255,7 @@ DIALECT = Dialect(
     detect=_detect,
     detect_order=20,
     markers=frozenset({"expected_specialist"}),
-    elsewhere="seed004-results.json in report/compat.py",
+    elsewhere="eval_config.yaml and EVAL_JUDGE_API_KEY, seed004-results.json in report/compat.py",
     kind_aliases=("004", "golden-dataset"),
     compat_aliases=("004", "4"),
     case_format=CASE_FORMAT,

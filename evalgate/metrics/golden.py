@@ -14,9 +14,13 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from evalgate.metrics.registry import MetricContext, MetricSkipped, MetricUnavailable, Score, metric
+from evalgate.model import dialect_fields
 
 if TYPE_CHECKING:
     from evalgate.model import Answer, Case
+
+EXPECTED_AGENT, REFERENCE = "expected_agent", "reference_answer"
+"""The roles (``DialectField.role``) of the agent a query should be routed to and of the verified answer."""
 
 FAMILY = "golden"
 COMPONENTS: tuple[str, ...] = (
@@ -85,7 +89,8 @@ def _specialist_key(name: str) -> str:
 
 
 def _has_specialist(case: Case) -> bool:
-    return bool(case.dialect_value("expected_specialist") and case.dialect_value("expected_specialist").strip())
+    expected = case.role_value(EXPECTED_AGENT)
+    return bool(expected and expected.strip())
 
 
 @metric("specialist_match", family=FAMILY, threshold=0.85, applies=_has_specialist)
@@ -95,9 +100,9 @@ def specialist_match(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     Names compare ignoring case, separators (``-``, ``_``, spaces) and a trailing ``Agent``, so the
     seed's agent class name (``ProcedureExpertAgent``) matches its id (``procedure_expert``).
     """
-    expected = (case.dialect_value("expected_specialist") or "").strip()
+    expected = (case.role_value(EXPECTED_AGENT) or "").strip()
     if not expected:
-        raise MetricSkipped("the case has no expected_specialist")
+        raise MetricSkipped(f"the case has no {dialect_fields().role_field(EXPECTED_AGENT)}")
     if answer.agent_id is None or not answer.agent_id.strip():
         raise MetricUnavailable("the target reported no agent_id", {"expected": expected})
     matched = _specialist_key(answer.agent_id) == _specialist_key(expected)
@@ -248,7 +253,7 @@ def _structure(text: str, folded: str, words: set[str]) -> dict[str, bool]:
 def _reference_terms(case: Case) -> tuple[list[str], str | None]:
     """Content terms of verified_answer_summary, else of expected_keywords, and which field it was."""
     candidates = (
-        (case.dialect_value("verified_answer_summary") or "", "verified_answer_summary"),
+        (case.role_value(REFERENCE) or "", dialect_fields().role_field(REFERENCE)),
         (" ".join(case.expected_keywords or []), "expected_keywords"),
     )
     for text, field in candidates:
@@ -300,7 +305,7 @@ def heuristic_quality(case: Case, answer: Answer) -> Score:
 
 
 def _is_golden_case(case: Case) -> bool:
-    return bool(case.dialect_value("expected_specialist") or case.dialect_value("verified_answer_summary"))
+    return bool(case.role_value(EXPECTED_AGENT) or case.role_value(REFERENCE))
 
 
 async def _judged_quality(case: Case, answer: Answer, ctx: MetricContext) -> Score:

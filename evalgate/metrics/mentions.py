@@ -30,9 +30,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from evalgate.metrics.registry import MetricContext, MetricUnavailable, Score, metric
 from evalgate.metrics.text import collapse_whitespace, find_terms, fold, unique
+from evalgate.model import dialect_fields
 
 if TYPE_CHECKING:
     from evalgate.model import Answer, Case
+
+OWN, COMPETITORS = "own_brands", "competitor_brands"
+"""The roles (``DialectField.role``) of the case's brand lists: its own company's and its competitors'."""
 
 Extractor = Literal["builtin", "target"]
 _MEMO_KEY = "mentions:detection"
@@ -75,15 +79,16 @@ class BrandBook:
     @classmethod
     def from_case(cls, case: Case) -> BrandBook:
         """Blank names are dropped, repeats within a list kept once; a name in both lists is an error."""
-        mine = {fold(b) for b in case.dialect_value("brands_mine") or [] if fold(b)}
+        mine = {fold(b) for b in case.role_value(OWN) or [] if fold(b)}
         entries: dict[str, tuple[str, bool]] = {}
-        for name in case.dialect_value("brands_mine") or []:
+        for name in case.role_value(OWN) or []:
             if fold(name):
                 entries.setdefault(fold(name), (collapse_whitespace(name), True))
-        for name in case.dialect_value("brands_competitors") or []:
+        for name in case.role_value(COMPETITORS) or []:
             key = fold(name)
             if key in mine:
-                raise MetricUnavailable(f"brand {name!r} is listed in both brands_mine and brands_competitors")
+                raise MetricUnavailable(f"brand {name!r} is listed in both {dialect_fields().role_field(OWN)} and "
+                                        f"{dialect_fields().role_field(COMPETITORS)}")
             if key:
                 entries.setdefault(key, (collapse_whitespace(name), False))
         return cls(entries)
@@ -263,7 +268,7 @@ def _expects_ranking(case: Case) -> bool:
 
 
 def _lists_brands(case: Case) -> bool:
-    return case.dialect_value("brands_mine") is not None or case.dialect_value("brands_competitors") is not None
+    return case.role_value(OWN) is not None or case.role_value(COMPETITORS) is not None
 
 
 # --- the metrics --------------------------------------------------------------------------------

@@ -35,11 +35,9 @@ PENDING_OUTPUT_SIDE = frozenset({
 ``cli/main.py``'s input side is done: only its seed 001 console summary after a run (``report.compat``) is left,
 for that change's ``console_summary`` hook."""
 
-PENDING_CASE_FIELDS = frozenset({"metrics/mentions.py", "metrics/golden.py", "dialect.py"})
-"""Files that still name seed-only fields in code. The fields themselves are off ``Case`` (``Case.dialect_data``,
-read with ``Case.dialect_value``), but the brand-mention and golden-dataset metrics read them by name: they
-leave this list when their dialects register them. ``dialect.py`` is here for its ``WHEN`` table's wording of
-when ``specialist_match`` and ``false_is_mine_rate`` run."""
+PENDING_CASE_FIELDS: frozenset[str] = frozenset()
+"""Files that still name seed-only case fields in code (none: they are ``Case.dialect_data``, and the metrics
+read them by role, ``Case.role_value``)."""
 
 
 DOCUMENTING_KEYWORDS = frozenset({"help", "description"})
