@@ -71,7 +71,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     gate.add_argument("--calibration", choices=["auto", "required", "off", "trust"],
                       help="judged metrics gate only on evidence: human labels or the judge passing its controls "
                            "(auto, default); a judge without it fails the run (required); controls only (off); "
-                           "every judge gates unchecked (trust); docs/judge-calibration.md")
+                           "every judge gates unchecked (trust); docs/judges.md")
     gate.add_argument("--no-gate", choices=["auto", "pass", "fail"],
                       help="a run in which no gated metric could decide: fail it or pass it (auto: fail under "
                            "calibration: required)")

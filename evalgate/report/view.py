@@ -259,7 +259,7 @@ def judge_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
     if len(missing) > 1:  # one line for every metric never calibrated; below-floor and stale ones keep their own
         notes = [note for note in notes if not any(note.startswith(f"{name}: ") for name in missing)]
         notes.insert(0, f"judge not calibrated for {', '.join(missing)} — verdicts shown, not gating "
-                        "(`evalgate calibrate`, docs/judge-calibration.md)")
+                        "(`evalgate calibrate`, docs/judges.md)")
     health_rows = []
     for name, info in (results.get("metrics") or {}).items():
         health = info.get("judge_health") if isinstance(info, Mapping) else None

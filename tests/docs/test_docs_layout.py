@@ -114,6 +114,31 @@ def test_docs_paths_cited_in_code_and_tests_exist() -> None:
     assert missing == []
 
 
+SECTION = re.compile(r'docs/([\w/-]+\.md),? \(?\\?"([^"\\]+)\\?"')
+
+
+def test_a_section_cited_by_name_is_on_the_page_cited() -> None:
+    """``docs/judge-calibration.md, "Calibration"`` in a message, comment or test names a heading (or a bold paragraph
+    lead) of that page, so a reader sent there finds it."""
+    headings: dict[str, list[str]] = {}
+    wrong = []
+    for folder in ("evalgate", "tools", "tests", "bench", "examples", "datasets", "docs"):
+        for path in (ROOT / folder).rglob("*"):
+            if not path.is_file() or path.suffix not in {".py", ".j2", ".sh", ".yaml", ".yml", ".md"} \
+                    or "node_modules" in path.parts:
+                continue
+            for page, section in SECTION.findall(path.read_text(encoding="utf-8", errors="replace")):
+                if page not in headings:
+                    target = DOCS / page
+                    text = prose(target) if target.is_file() else ""
+                    titles = [*re.findall(r"^#+ (.+)$", text, re.M), *re.findall(r"^\*\*(.+?)\*\*", text, re.M)]
+                    headings[page] = [" ".join(re.sub(r"[`*]", "", h).lower().split()) for h in titles]
+                wanted = " ".join(re.sub(r"[`#]", "", section).lower().split())
+                if not any(h.startswith(wanted) or wanted in h for h in headings[page]):
+                    wrong.append(f"{path.relative_to(ROOT)}: docs/{page}, {section!r}")
+    assert wrong == []
+
+
 def test_the_generated_reference_pages_match_the_generator() -> None:
     assert docs_reference.stale_pages() == [], "run: python -m tools.docs_reference"
     for relative in docs_reference.PAGES:
