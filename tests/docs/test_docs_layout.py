@@ -108,6 +108,11 @@ def test_docs_paths_cited_in_code_and_tests_exist() -> None:
                 cited.update((str(path.relative_to(ROOT)), m) for m in re.findall(r"\bdocs/([\w/-]+\.md)", text))
     cited.update(("action.yml", m) for m in re.findall(r"\bdocs/([\w/-]+\.md)",
                                                         (ROOT / "action.yml").read_text(encoding="utf-8")))
+    for path in (ROOT / "evalgate").rglob("*"):  # site links: DOCS_SITE + "page/" is docs/page.md
+        if path.is_file() and path.suffix in {".py", ".j2"}:
+            text = path.read_text(encoding="utf-8")
+            for link in re.findall(r"(?:DOCS_SITE\}|\{\{ *docs *\}\}|evalgate\.github\.io/evalgate/)([\w/-]+)/", text):
+                cited.add((str(path.relative_to(ROOT)), f"{link}.md"))
     examples = {"a/b.md", "x.md", "page.md"}  # placeholders: errors.py (docs path → site URL), a test's sample
     missing = sorted(f"{where}: docs/{page}" for where, page in cited
                      if page not in examples and not (DOCS / page).is_file())
