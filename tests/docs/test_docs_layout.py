@@ -99,7 +99,7 @@ def test_every_relative_link_names_an_existing_page_and_heading() -> None:
 
 def test_docs_paths_cited_in_code_and_tests_exist() -> None:
     """A ``docs/x.md`` named in a message, docstring, template, test or tool is a page that exists."""
-    cited = set()
+    cited: set[tuple[str, str]] = set()
     for folder in ("evalgate", "tools", "tests", "bench", "host", "examples", "datasets", "entrypoint"):
         for path in (ROOT / folder).rglob("*"):
             if path.is_file() and path.suffix in {".py", ".j2", ".sh", ".yaml", ".yml", ".json", ".md", ".toml"} \
