@@ -20,6 +20,7 @@ import importlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 from evalgate.model import Case
@@ -49,6 +50,30 @@ class Trigger:
     why: str
 
 
+Passes = Callable[[], Iterable[Mapping[str, Any]]]
+"""A fresh pass over a run's case records in dataset order (index, repeat) at each call: results.json's
+``results`` streamed, or a list in memory."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutputDocument:
+    """A document a dialect's framework wrote after a run, written beside results.json (``--compat NAME``).
+
+    ``fields(head, passes, include_responses)`` returns the document's fields but its last, per-case list,
+    and a generator of that list's entries; ``head`` (results.json without ``results``) is complete once
+    the first pass is over, so a builder reads it after taking its totals. Memory: independent of the
+    number of records when ``fields`` keeps only totals."""
+
+    file: str
+    """Its file name beside results.json."""
+    fields: Callable[[Mapping[str, Any], Passes, bool], tuple[dict[str, Any], Iterator[Any]]]
+    entries_key: str | None = None
+    """The per-case list (the document's last field); None for a document built from ``head`` alone."""
+    takes_output: bool = False
+    """The framework's own ``--output`` names this document: with several, it is the one copied to
+    ``compat_output``."""
+
+
 @dataclass(frozen=True, slots=True)
 class Dialect:
     """What one in-house framework's dialect changes for its cases; every hook is optional."""
@@ -73,6 +98,24 @@ class Dialect:
     """Fields without which ``detect`` never claims a case (a quick set test before calling it)."""
     elsewhere: str = ""
     """What else the dialect changes, in words (for the docs)."""
+
+    # --- output side ---
+    document: OutputDocument | None = None
+    """The output document of ``--compat NAME`` (``report.documents`` writes it)."""
+    console_summary: Callable[[Mapping[str, Any], str], str] | None = None
+    """(results document, SQLite path) → the console summary the framework printed after a run."""
+    request_context: tuple[str, ...] = ()
+    """Case fields sent in a request's context (``targets.http.case_context``) when set."""
+    request_names: Mapping[str, str] = field(default_factory=dict)
+    """Context key → the name the dialect's system expects it under."""
+    request_fields: frozenset[str] = frozenset()
+    """Case fields whose presence makes a target consult ``request_body`` / ``request_stdin``."""
+    request_body: Callable[[Case, Mapping[str, Any]], dict[str, Any] | None] | None = None
+    """(case, context) → the http target's default request body for the case, or None for the generic one."""
+    request_stdin: Callable[[Case], Mapping[str, Any]] | None = None
+    """A case → fields the command target adds to the case record on stdin."""
+    export_names: Mapping[str, str] = field(default_factory=dict)
+    """Metric → the score name the framework exported it under (Langfuse)."""
 
 
 class _Registry(Mapping[str, Dialect]):
@@ -201,6 +244,76 @@ def owned_when(metric: str) -> str:
     """What a dialect-owned metric's own rule checks, in its dialect ("" when no dialect owns it)."""
     owner = OWNER.get(metric)
     return DIALECTS[owner].owned_when.get(metric, "") if owner else ""
+
+
+# --- what the dialects write --------------------------------------------------------------------------------
+
+
+def output_documents(names: Iterable[str]) -> dict[str, OutputDocument]:
+    """Dialect name → its output document, for the ``names`` that have one (in order)."""
+    found: dict[str, OutputDocument] = {}
+    for name in names:
+        dialect = DIALECTS.get(name)
+        if dialect is not None and dialect.document is not None:
+            found.setdefault(name, dialect.document)
+    return found
+
+
+def console_summaries(names: Iterable[str], document: Mapping[str, Any], db_path: str | Path) -> list[str]:
+    """The console summaries of the ``names`` dialects that print one, for a run's results ``document``."""
+    texts: list[str] = []
+    for name in dict.fromkeys(names):
+        dialect = DIALECTS.get(name)
+        if dialect is not None and dialect.console_summary is not None:
+            texts.append(dialect.console_summary(document, str(db_path)))
+    return texts
+
+
+def _consulted(case: Case) -> Iterator[Dialect]:
+    """The dialects whose ``request_fields`` the case sets (none for a case without any of them)."""
+    for dialect in DIALECTS.values():
+        if any(getattr(case, name, None) is not None for name in dialect.request_fields):
+            yield dialect
+
+
+def request_context_fields() -> tuple[str, ...]:
+    """Case fields the dialects send in a request's context, in registry order."""
+    return tuple(dict.fromkeys(name for dialect in DIALECTS.values() for name in dialect.request_context))
+
+
+def request_name(key: str) -> str:
+    """The name a request context key is sent under (a dialect's spelling, else ``key``)."""
+    for dialect in DIALECTS.values():
+        if key in dialect.request_names:
+            return dialect.request_names[key]
+    return key
+
+
+def request_body(case: Case, context: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A dialect's default http request body for ``case``, or None for the generic one."""
+    for dialect in _consulted(case):
+        if dialect.request_body is not None:
+            body = dialect.request_body(case, context)
+            if body is not None:
+                return body
+    return None
+
+
+def request_stdin(case: Case) -> dict[str, Any]:
+    """Fields the dialects add to a case's record on the command target's stdin."""
+    extra: dict[str, Any] = {}
+    for dialect in _consulted(case):
+        if dialect.request_stdin is not None:
+            extra.update(dialect.request_stdin(case))
+    return extra
+
+
+def export_name(metric: str) -> str:
+    """The name ``metric``'s score is exported under (a dialect's spelling, else the metric's name)."""
+    for dialect in DIALECTS.values():
+        if metric in dialect.export_names:
+            return dialect.export_names[metric]
+    return metric
 
 
 # --- the generic defaults -----------------------------------------------------------------------------------
