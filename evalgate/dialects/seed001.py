@@ -12,6 +12,10 @@ Its output document (``--compat seed001``) is its ``--format json``: ``run_id``,
 Summary", "mention_precision: 0.95 (✅ >= 0.90)", "All thresholds passed", "Results saved to: …") comes from
 ``templates/seed001_summary.txt.j2``.
 
+Its tool's results database layout (``eval_runs``, ``eval_results`` and their indexes) is the history
+tables every evalgate run writes (``store.schema``), so its three trend queries (``evalgate history``) and
+a database its tool wrote keep working.
+
 Its systems under test are extractors: a case without input is sent its text (``llm_answer_text``) and its
 brand lists (``request_body``), and a command target gets the text as ``llm_answer_text`` too.
 """
@@ -142,8 +146,8 @@ DIALECT = Dialect(
     detect=_detect,
     detect_order=10,
     markers=BRAND_FIELDS,
-    elsewhere="evalgate eval, its output document seed001-summary.json and console summary, eval_runs/eval_results "
-              "in store/schema.py",
+    elsewhere="evalgate eval, its output document seed001-summary.json and console summary, the layout of the "
+              "history tables eval_runs/eval_results",
     document=OutputDocument("seed001-summary.json", parts),
     console_summary=console_summary,
     request_fields=frozenset({"brands_mine", "brands_competitors"}),
