@@ -116,6 +116,12 @@ class Dialect:
     """A case → fields the command target adds to the case record on stdin."""
     export_names: Mapping[str, str] = field(default_factory=dict)
     """Metric → the score name the framework exported it under (Langfuse)."""
+    judge_temperatures: Mapping[str, float] = field(default_factory=dict)
+    """Judged metric → the judge temperature the framework used, when not ``judge_temperature`` (0)."""
+    reference_fields: Mapping[str, str] = field(default_factory=dict)
+    """Judged metric → the case field holding its reference text, when not ``expected_output``."""
+    prompt_fields: Mapping[str, str] = field(default_factory=dict)
+    """Judge prompt variable → the case field it shows (for variables of the dialect's own templates)."""
 
 
 class _Registry(Mapping[str, Dialect]):
@@ -314,6 +320,31 @@ def export_name(metric: str) -> str:
         if metric in dialect.export_names:
             return dialect.export_names[metric]
     return metric
+
+
+def judge_temperatures() -> dict[str, float]:
+    """Judged metric → the temperature its dialect's framework judged it at (the first dialect's wins)."""
+    found: dict[str, float] = {}
+    for dialect in DIALECTS.values():
+        for metric, temperature in dialect.judge_temperatures.items():
+            found.setdefault(metric, temperature)
+    return found
+
+
+def reference_field(metric: str) -> str:
+    """The case field holding ``metric``'s reference text (a dialect's, else ``expected_output``)."""
+    for dialect in DIALECTS.values():
+        if metric in dialect.reference_fields:
+            return dialect.reference_fields[metric]
+    return "expected_output"
+
+
+def prompt_text(case: Case, variable: str) -> str:
+    """The case's text for a dialect's judge prompt ``variable`` ("" when no dialect names it or it is unset)."""
+    for dialect in DIALECTS.values():
+        if variable in dialect.prompt_fields:
+            return getattr(case, dialect.prompt_fields[variable], None) or ""
+    return ""
 
 
 # --- the generic defaults -----------------------------------------------------------------------------------

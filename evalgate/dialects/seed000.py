@@ -2,7 +2,9 @@
 
 Adds, on cases with ``expected_sources``: its LLM judge (``judge_score``, gated > 0.75), the token count
 and its token-penalised ``combined_score`` (hit_rate^2 · judge_score^1.5 / (num_tokens/1000)^0.5); and
-its strict minimums hit_rate > 0.80 and MRR > 0.70 as default thresholds.
+its strict minimums hit_rate > 0.80 and MRR > 0.70 as default thresholds. Its judge (``judge_score``, an
+overall score with accuracy, completeness and relevance) runs at temperature 0.1 "for consistency", as the
+seed specifies (``judge_temperatures``).
 
 Its output document (``--compat seed000``) is its ``evaluation.json``: ``timestamp``, ``num_questions``,
 ``summary`` (``avg_hit_rate``, ``avg_mrr``, ``avg_judge_score``, ``avg_combined_score``,
@@ -118,4 +120,5 @@ DIALECT = Dialect(
     thresholds={"hit_rate": {"gt": 0.8}, "mrr": {"gt": 0.7}},
     elsewhere="its output document evaluation.json (--compat seed000)",
     document=OutputDocument("evaluation.json", parts, "results"),
+    judge_temperatures={"judge_score": 0.1},
 )

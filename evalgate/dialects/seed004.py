@@ -5,6 +5,10 @@ Adds its 1–5 ``response_quality`` (judge, or its heuristic without one; gated 
 golden cases. Its ``eval_config.yaml``, ``EVAL_JUDGE_API_KEY`` and runner flags live in ``config/legacy.py``
 and the CLI; its results document below.
 
+Its ``response_quality`` judge is shown the case's ``verified_answer_summary`` (the ``summary`` of its
+prompt), and that summary is the reference a positive calibration control answers with
+(``prompt_fields``, ``reference_fields``); a suite's ``llm_judge.rubric`` replaces the template's rubric.
+
 Its output document (``--compat seed004``) is its ``results.json``: ``metadata`` (``timestamp``,
 ``total_queries``, ``errors``), ``aggregate`` (``total_queries``, ``specialist_accuracy``,
 ``avg_keyword_coverage``, ``avg_data_source_match``, ``avg_response_quality``, ``composite_score``,
@@ -171,4 +175,6 @@ DIALECT = Dialect(
     elsewhere="eval_config.yaml and EVAL_JUDGE_API_KEY in config/legacy.py, its output document "
               "seed004-results.json",
     document=OutputDocument("seed004-results.json", parts, "per_query", takes_output=True),
+    reference_fields={"response_quality": "verified_answer_summary"},
+    prompt_fields={"summary": "verified_answer_summary"},
 )
