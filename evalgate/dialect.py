@@ -265,6 +265,11 @@ def output_documents(names: Iterable[str]) -> dict[str, OutputDocument]:
     return found
 
 
+def output_files() -> tuple[str, ...]:
+    """The file names of every dialect's output document (registry order)."""
+    return tuple(d.document.file for d in DIALECTS.values() if d.document is not None)
+
+
 def console_summaries(names: Iterable[str], document: Mapping[str, Any], db_path: str | Path) -> list[str]:
     """The console summaries of the ``names`` dialects that print one, for a run's results ``document``."""
     texts: list[str] = []
