@@ -120,6 +120,9 @@ class Dialect:
     """Judged metric → the judge temperature the framework used, when not ``judge_temperature`` (0)."""
     reference_fields: Mapping[str, str] = field(default_factory=dict)
     """Judged metric → the case field holding its reference text, when not ``expected_output``."""
+    metric_docs: Mapping[str, str] = field(default_factory=dict)
+    """Metric → its description as the dialect documents it: ``{}`` stands for the generic description;
+    read once, when the metrics are registered."""
     prompt_fields: Mapping[str, str] = field(default_factory=dict)
     """Judge prompt variable → the case field it shows (for variables of the dialect's own templates)."""
 
@@ -325,6 +328,16 @@ def export_name(metric: str) -> str:
         if metric in dialect.export_names:
             return dialect.export_names[metric]
     return metric
+
+
+def describe(metric: str, text: str) -> str:
+    """``metric``'s description ``text`` as the dialect it comes from documents it (``metric_docs``; after a
+    lead-in such as ``"Origin: {}"`` the text goes on in lower case)."""
+    for dialect in DIALECTS.values():
+        if metric in dialect.metric_docs:
+            template = dialect.metric_docs[metric]
+            return template.format(text if template.startswith("{}") else text[:1].lower() + text[1:])
+    return text
 
 
 def judge_temperatures() -> dict[str, float]:

@@ -121,4 +121,6 @@ DIALECT = Dialect(
     elsewhere="its output document evaluation.json (--compat seed000)",
     document=OutputDocument("evaluation.json", parts, "results"),
     judge_temperatures={"judge_score": 0.1},
+    metric_docs={"judge_score": "Seed 000's LLM judge: overall_score in [0, 1], with accuracy, completeness, "
+                                "relevance and reasoning in details; threshold > 0.75 (seed 000's minimum, strict)."},
 )

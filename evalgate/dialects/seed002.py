@@ -37,6 +37,9 @@ CATEGORY_METRICS: dict[str, tuple[str, ...]] = {
 strategy; tool_calling on agentic, supervisor and game_log; the GEval policy metrics on their own
 categories)."""
 
+GEVAL = ("math", "safety", "groundedness", "policy", "localization", "actionability", "correctness", "tool_calling")
+"""Its GEval metrics (their descriptions say so)."""
+
 CAMEL_CASE = {"active_team_id": "activeTeamId", "active_league_id": "activeLeagueId", "team_name": "teamName"}
 """Request context keys → the names its agent reads."""
 
@@ -55,6 +58,9 @@ DIALECT = Dialect(
         "localization": "the case has language",
     },
     category_metrics=CATEGORY_METRICS,
+    metric_docs={**{name: "Seed 002 GEval: {}" for name in GEVAL},
+                 **{name: "Seed 002: {}" for name in ("relevancy", "faithfulness", "context_precision",
+                                                      "context_recall")}},
     request_context=("active_team_id", "active_league_id", "team_name"),
     request_names=CAMEL_CASE,
     elsewhere="FANVISE_* variables in config/legacy.py (they turn this dialect on)",

@@ -18,4 +18,5 @@ DIALECT = Dialect(
     label="seed 003 (workflow validation)",
     elsewhere="LANGFUSE_* variables in config/legacy.py, its Langfuse score names (quality_<name>)",
     export_names={name: f"quality_{name}" for name in QUALITY_SCORES},
+    metric_docs={name: "Seed 003: {}" for name in QUALITY_SCORES},
 )
