@@ -12,6 +12,13 @@ Generic packages call only this module. The dialects themselves (``evalgate/dial
 frameworks) are loaded by name through the same hook an outside dialect uses — an entry point in the
 ``evalgate.dialects`` group whose object is a ``Dialect`` — so a built-in seed has no privilege a plug-in
 lacks. ``BUILTIN`` names the five (the image runs from source, without installed entry points).
+
+Output side: what a dialect's framework wrote and sent — its output documents and console summary
+(``report.documents`` writes them for the run's ``compat`` dialects), its request payloads and context
+names (the http and command targets consult a dialect only for a case that sets one of its
+``request_fields``), its Langfuse score names, judge temperatures, reference fields and metric descriptions.
+Descriptions are read while the built-in metrics register, so a dialect module imports no
+``evalgate.metrics`` module at import time.
 """
 
 from __future__ import annotations
