@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from evalgate.calls.costs import check_budget_pricing
 from evalgate.calls.executor import Runtime
 from evalgate.calls.providers import resolve_provider
+from evalgate.dialect import judge_temperatures
 from evalgate.errors import UserError
 from evalgate.store.judge_cache import BaseCache, JudgeCache, cache_path
 from evalgate.store.shared_cache import LayeredJudgeCache, shared_cache_path
@@ -60,8 +61,6 @@ def build_judge(settings: Settings, runtime: Runtime | None, env: Mapping[str, s
 def default_metric_temperatures() -> dict[str, float]:
     """Per-metric judge temperatures that differ from ``judge_temperature`` (0) by default: those the
     dialects' frameworks used (``evalgate.dialect.judge_temperatures``, e.g. ``judge_score`` at 0.1)."""
-    from evalgate.dialect import judge_temperatures
-
     return judge_temperatures()
 
 
