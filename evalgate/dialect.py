@@ -127,6 +127,9 @@ class Dialect:
     """Judged metric → the judge temperature the framework used, when not ``judge_temperature`` (0)."""
     reference_fields: Mapping[str, str] = field(default_factory=dict)
     """Judged metric → the case field holding its reference text, when not ``expected_output``."""
+    expectations: Mapping[str, str] = field(default_factory=dict)
+    """Case field of the dialect's own that a result record shows among the case's expectations → the
+    expectation field it follows there."""
     metric_docs: Mapping[str, str] = field(default_factory=dict)
     """Metric → its description as the dialect documents it: ``{}`` stands for the generic description;
     read once, when the metrics are registered."""
@@ -345,6 +348,25 @@ def describe(metric: str, text: str) -> str:
             template = dialect.metric_docs[metric]
             return template.format(text if template.startswith("{}") else text[:1].lower() + text[1:])
     return text
+
+
+def expectation_fields(generic: tuple[str, ...]) -> tuple[str, ...]:
+    """The expectation fields a result record shows, in order: ``generic`` with each dialect's own
+    (``expectations``) placed after the field it follows."""
+    dialects = tuple(DIALECTS.values())
+    key = (generic, tuple(map(id, dialects)))  # the registry holds the dialects: their ids stay theirs
+    found = _ORDERS.get(key)
+    if found is None:
+        order = list(generic)
+        for dialect in dialects:
+            for name, after in dialect.expectations.items():
+                if name not in order:
+                    order.insert(order.index(after) + 1 if after in order else len(order), name)
+        found = _ORDERS[key] = tuple(order)
+    return found
+
+
+_ORDERS: dict[tuple[tuple[str, ...], tuple[int, ...]], tuple[str, ...]] = {}
 
 
 def judge_temperatures() -> dict[str, float]:

@@ -150,6 +150,7 @@ DIALECT = Dialect(
               "history tables eval_runs/eval_results",
     document=OutputDocument("seed001-summary.json", parts),
     console_summary=console_summary,
+    expectations={"brands_mine": "tools_should_exclude", "brands_competitors": "brands_mine"},
     request_fields=frozenset({"brands_mine", "brands_competitors"}),
     request_body=request_body,
     request_stdin=request_stdin,

@@ -175,6 +175,7 @@ DIALECT = Dialect(
     elsewhere="eval_config.yaml and EVAL_JUDGE_API_KEY in config/legacy.py, its output document "
               "seed004-results.json",
     document=OutputDocument("seed004-results.json", parts, "per_query", takes_output=True),
+    expectations={"expected_specialist": "expected_keywords", "verified_answer_summary": "expected_data_sources"},
     reference_fields={"response_quality": "verified_answer_summary"},
     prompt_fields={"summary": "verified_answer_summary"},
 )

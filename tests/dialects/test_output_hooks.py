@@ -137,6 +137,18 @@ def test_seed002_context_fields_are_sent_in_its_camel_case_and_turns_inherit_the
     assert (turn.active_team_id, turn.team_name) == (7, "Hawks")
 
 
+def test_a_record_shows_the_seeds_expectations_in_their_old_places() -> None:
+    from evalgate.runner.engine import expectations_of
+
+    case = Case(id="x", input="q", expected_output="o", expected_keywords=["k"], expected_specialist="ops",
+                expected_data_sources=["db"], verified_answer_summary="s", tools_should_exclude=["rm"],
+                brands_mine=["A"], brands_competitors=["B"], expected_my_mentions=["A"])
+    assert list(expectations_of(case)) == [
+        "expected_output", "expected_keywords", "expected_specialist", "expected_data_sources",
+        "verified_answer_summary", "tools_should_exclude", "brands_mine", "brands_competitors",
+        "expected_my_mentions"]
+
+
 # --- scores, judges and descriptions ------------------------------------------------------------------------
 
 
