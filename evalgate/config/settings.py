@@ -210,7 +210,7 @@ class Settings(BaseModel):
     """Model → ``{input, output}`` USD per 1M tokens, over the built-in price table (cost and max_cost)."""
     chat_client: Literal["direct", "openai-sdk"] = "direct"
     calibration: Literal["auto", "required", "off", "trust"] = "auto"
-    """What a judged metric needs to gate (docs/judges.md, "Calibration"): ``auto`` — human labels passing the κ
+    """What a judged metric needs to gate (docs/judge-calibration.md, "Calibration"): ``auto`` — human labels passing the κ
     floor, else passing its controls (built from the suite); others are reported without gating; ``required`` —
     the same evidence, and a judge without it fails the run; ``off`` — no labels read: the controls decide (a
     metric without controls gates); ``trust`` — every judge gates, nothing checked."""
