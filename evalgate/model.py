@@ -202,8 +202,6 @@ class DialectField:
     """Other spellings (the first present wins, like a field's aliases)."""
     turn_after: str = ""
     """A conversation turn may carry it too, serialised after this ``Turn`` field ("": not on turns)."""
-    inherited: bool = False
-    """A conversation turn's case takes it from its conversation (per-case context)."""
     criteria: bool = False
     """Its text is a judge's rubric when the case has no ``passing_criteria`` / ``expected_answer_criteria``."""
     role: str = ""
@@ -523,11 +521,6 @@ class Case(BaseModel):
         """The value of the dialect field that plays ``role`` (``DialectField.role``), else ``default``."""
         name = dialect_fields().role_field(role)
         return self.dialect_value(name, default) if name else default
-
-    def inherited_dialect_data(self) -> dict[str, Any]:
-        """The dialect fields a conversation's turns take from it (``DialectField.inherited``)."""
-        return {f.name: self.dialect_data[f.name] for f in dialect_fields().fields
-                if f.inherited and f.name in self.dialect_data}
 
     @field_validator("risk_level", mode="before")
     @classmethod

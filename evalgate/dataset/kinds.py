@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalgate.dialect import DIALECTS, CaseFormat, native_format
+from evalgate.dialect import DIALECTS, CaseFormat, field_value, native_format
 from evalgate.model import Case
 
 
@@ -76,7 +76,7 @@ class KindCheck:
                 continue
             origin = ("the suite's 'valid:'" if field_name in self.valid
                       else f"{kind.label if kind else ''}'s documented values; a suite's 'valid:' changes them")
-            value = _value(case, field_name)
+            value = field_value(case, field_name)
             values = value if isinstance(value, list) else [] if value is None else [value]
             allowed_set = {str(a) for a in allowed}
             for item in values:
@@ -92,11 +92,4 @@ def _present(case: Case, field_name: str) -> bool:
         return "id" in case.model_fields_set
     if field_name == "input" and case.is_conversation:
         return True  # a conversation's messages are its turns (docs/conversations.md)
-    return _value(case, field_name) is not None
-
-
-def _value(case: Case, field_name: str) -> Any:
-    """A case field's value, or a dialect field's (``Case.dialect_data``)."""
-    if field_name in case.dialect_data:
-        return case.dialect_data[field_name]
-    return getattr(case, field_name, None)
+    return field_value(case, field_name) is not None

@@ -9,6 +9,9 @@ In a generic suite each of these runs only when named (``metrics:``, ``category_
 Its ``FANVISE_*`` variables are aliases of their ``EVALGATE_*`` names (``FANVISE_ALIASES``; the
 ``EVALGATE_*`` name wins when both are set; any other ``FANVISE_*`` variable gets a notice saying evalgate
 does not read it) and turn this dialect on for cases without a kind.
+Its agent reads the user's team and league from the request context: a case's ``active_team_id``,
+``active_league_id`` and ``team_name`` (and ``EVALGATE_EVAL_*`` defaults of those names) are sent in its
+camelCase (``activeTeamId``, ``activeLeagueId``, ``teamName``).
 """
 
 from __future__ import annotations
@@ -44,10 +47,9 @@ evaluator reads). ``FANVISE_API_URL`` also selects the ``http`` target unless a 
 
 
 CASE_FIELDS = (
-    DialectField("active_team_id", str | int | None, after="assertions", aliases=("activeTeamId",), inherited=True),
-    DialectField("active_league_id", str | int | None, after="active_team_id", aliases=("activeLeagueId",),
-                 inherited=True),
-    DialectField("team_name", str | None, after="active_league_id", aliases=("teamName",), inherited=True),
+    DialectField("active_team_id", str | int | None, after="assertions", aliases=("activeTeamId",)),
+    DialectField("active_league_id", str | int | None, after="active_team_id", aliases=("activeLeagueId",)),
+    DialectField("team_name", str | None, after="active_league_id", aliases=("teamName",)),
 )
 """Seed 002's per-case context (its agent's request carries them)."""
 
@@ -88,6 +90,12 @@ CATEGORY_METRICS: dict[str, tuple[str, ...]] = {
 strategy; tool_calling on agentic, supervisor and game_log; the GEval policy metrics on their own
 categories)."""
 
+GEVAL = ("math", "safety", "groundedness", "policy", "localization", "actionability", "correctness", "tool_calling")
+"""Its GEval metrics (their descriptions say so)."""
+
+CAMEL_CASE = {"active_team_id": "activeTeamId", "active_league_id": "activeLeagueId", "team_name": "teamName"}
+"""Request context keys → the names its agent reads."""
+
 DIALECT = Dialect(
     name=NAME,
     label="seed 002 (black-box agent)",
@@ -103,7 +111,6 @@ DIALECT = Dialect(
         "localization": "the case has language",
     },
     category_metrics=CATEGORY_METRICS,
-    elsewhere="FANVISE_* variables (they turn this dialect on)",
     kind_aliases=("002", "blackbox-agent"),
     compat_aliases=("002", "2"),
     case_format=CaseFormat("seed 002 cases", (("id", "id"), ("category", "category"), ("input", "input"))),
@@ -111,4 +118,10 @@ DIALECT = Dialect(
     env_aliases=FANVISE_ALIASES,
     implied=_implied,
     case_fields=CASE_FIELDS,
+    metric_docs={**{name: "Seed 002 GEval: {}" for name in GEVAL},
+                 **{name: "Seed 002: {}" for name in ("relevancy", "faithfulness", "context_precision",
+                                                      "context_recall")}},
+    request_context=("active_team_id", "active_league_id", "team_name"),
+    request_names=CAMEL_CASE,
+    elsewhere="FANVISE_* variables (they turn this dialect on)",
 )

@@ -4,6 +4,9 @@ Its workflow checks run on the ``agents_should_*`` / ``tools_should_*`` fields a
 scores (informational) on ``expected_answer_criteria`` in any suite: those fields ask for them. Langfuse's
 own variables (``LANGFUSE_PUBLIC_KEY``, ``LANGFUSE_SECRET_KEY``, ``LANGFUSE_HOST`` / ``LANGFUSE_BASE_URL``)
 feed the ``langfuse_*`` settings; its score names live in ``export/langfuse.py``.
+scores (informational) on ``expected_answer_criteria`` in any suite: those fields ask for them. Its Langfuse
+variables live in ``config/legacy.py``; its score names are below: it logged its three quality scores as
+``quality_<name>`` (``quality_answer_quality``, …), and the Langfuse export keeps those names.
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ def _environment(env: Mapping[str, str], notices: list[str]) -> dict[str, tuple[
     return layer
 
 
+QUALITY_SCORES = ("answer_quality", "factual_correctness", "completeness")
+"""Its three judged quality scores (logged to Langfuse as ``quality_<name>``)."""
+
 DIALECT = Dialect(
     name="seed003",
     label="seed 003 (workflow validation)",
-    elsewhere="LANGFUSE_* variables, score names in export/langfuse.py",
     kind_aliases=("003", "workflow-validation"),
     compat_aliases=("003", "3"),
     case_format=CaseFormat("seed 003 scenarios", (("input", "input"),),
@@ -43,4 +48,7 @@ DIALECT = Dialect(
                                    ("tools_should_include", "tools_should_include"),
                                    ("tools_should_exclude", "tools_should_exclude"))),
     env_settings=_environment,
+    elsewhere="LANGFUSE_* variables, its Langfuse score names (quality_<name>)",
+    export_names={name: f"quality_{name}" for name in QUALITY_SCORES},
+    metric_docs={name: "Seed 003: {}" for name in QUALITY_SCORES},
 )
