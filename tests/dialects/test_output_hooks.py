@@ -134,7 +134,7 @@ def test_seed002_context_fields_are_sent_in_its_camel_case_and_turns_inherit_the
                                         "turns": [{"input": "hi"}]})
     assert conversation.turns is not None
     turn = turn_case(conversation, conversation.turns[0], 1)
-    assert (turn.active_team_id, turn.team_name) == (7, "Hawks")
+    assert (turn.dialect_value("active_team_id"), turn.dialect_value("team_name")) == (7, "Hawks")
 
 
 def test_a_record_shows_the_seeds_expectations_in_their_old_places() -> None:

@@ -26,14 +26,8 @@ SEED_WORDS = re.compile(
     re.IGNORECASE)
 """Seed names, seed environment/config spellings and the seed-only case fields."""
 
-PENDING_OUTPUT_SIDE = frozenset({
-    "report/compat.py", "runner/finish.py", "targets/http.py", "targets/command.py", "metrics/judged.py",
-    "store/schema.py", "judges/prompts.py", "judges/controls.py", "runner/engine.py", "demo/agent.py",
-    "cli/main.py",
-})
-"""Output-side files another change ("dialects-out") is moving into the dialects; emptied once it is merged.
-``cli/main.py``'s input side is done: only its seed 001 console summary after a run (``report.compat``) is left,
-for that change's ``console_summary`` hook."""
+PENDING_OUTPUT_SIDE: frozenset[str] = frozenset()
+"""Output-side files still naming a seed while their move into the dialects is under way (none)."""
 
 PENDING_CASE_FIELDS: frozenset[str] = frozenset()
 """Files that still name seed-only case fields in code (none: they are ``Case.dialect_data``, and the metrics
