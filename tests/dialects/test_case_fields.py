@@ -58,8 +58,15 @@ def test_a_dialect_field_of_the_wrong_type_names_the_key_the_file_used() -> None
 
 
 PLUGIN = '''
-from evalgate.dialect import CaseFormat, Dialect
+from evalgate.dialect import CaseFormat, CliFlag, Dialect
 from evalgate.model import DialectField
+
+
+def read_cli(args, values, origins, notices):
+    if getattr(args, "acme_only", None):
+        values["case_ids"] = [args.acme_only]
+        origins["case_ids"] = "--acme-only"
+        notices.append(f"--acme-only {args.acme_only} is read as --case-ids {args.acme_only}")
 
 DIALECT = Dialect(
     name="acme", label="Acme's evaluator",
@@ -68,6 +75,9 @@ DIALECT = Dialect(
     env_prefix="ACME_EVAL_", env_aliases={"ACME_EVAL_FIRST_N": "EVALGATE_FIRST_N"},
     case_fields=(DialectField("acme_priority", int | None, after="category", aliases=("acmePriority",)),),
     field_spellings={"acme_id": "id"},
+    cli_flags=(CliFlag(("--acme-only",), after="--case-ids", options={"metavar": "ID", "help": "Acme's case filter"}),),
+    cli_read=read_cli,
+    verb=("acme-eval", "alias of run (Acme's evaluator)"),
 )
 '''
 
@@ -123,6 +133,16 @@ def test_an_outside_dialect_adds_its_fields_spellings_kind_and_variables(plugin:
     missing = evalgate(plugin, tmp_path, "validate", "-d", "missing.yaml")
     assert missing.returncode == 2 and "missing required field 'acme_priority' (Acme cases require prompt, " \
         "acme_priority" in missing.stderr, missing.stderr
+
+    (tmp_path / "two.yaml").write_text("cases:\n  - {id: c1, input: a, output: x}\n  - {id: c2, input: b, output: y}\n",
+                                      encoding="utf-8")
+    ran = evalgate(plugin, tmp_path, "acme-eval", "-d", "two.yaml", "--acme-only", "c2", "-o", "out")
+    assert ran.returncode == 0, ran.stderr
+    assert "--acme-only c2 is read as --case-ids c2" in ran.stderr
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert [record["id"] for record in results["results"]] == ["c2"]
+    assert results["metadata"]["config"]["compat"] == ["acme"]  # its verb turns its dialect on
+    assert "acme-eval" not in evalgate(plugin, tmp_path, "--help").stdout  # unlisted, like the seeds' verb
 
     without = evalgate(os.environ | {"PYTHONPATH": str(ROOT)}, tmp_path, "validate", "-d", "cases.yaml")
     assert without.returncode == 2 and "unknown kind 'acme-evals'" in without.stderr, without.stderr
