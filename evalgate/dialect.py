@@ -294,9 +294,20 @@ OWNER: Mapping[str, str] = _Owners()
 # --- which dialects a case speaks --------------------------------------------------------------------------
 
 
+_detecting: list[tuple[Dialect, ...]] = []
+
+
+def _detectors() -> tuple[Dialect, ...]:
+    """The dialects with a ``detect`` hook, in detection order (computed once)."""
+    if not _detecting:
+        _detecting.append(tuple(sorted((d for d in DIALECTS.values() if d.detect is not None),
+                                       key=lambda d: (d.detect_order, d.name))))
+    return _detecting[0]
+
+
 def native_format(data: Mapping[str, Any], wrapper: str | None) -> tuple[str | None, str]:
     """The dialect whose own format a raw case is in, and why; (None, "") for none (each dialect's ``detect``)."""
-    for dialect in sorted(DIALECTS.values(), key=lambda d: (d.detect_order, d.name)):
+    for dialect in _detectors():
         if dialect.detect is None or (dialect.markers and dialect.markers.isdisjoint(data)):
             continue
         why = dialect.detect(data, wrapper)
@@ -462,8 +473,9 @@ def verbs() -> dict[str, str]:
 
 def field_value(case: Case, name: str) -> Any:
     """A case field's value, a dialect's own field's too (``Case.dialect_value``); None when unset."""
-    if name in type(case).model_fields:
-        return getattr(case, name)
+    fields = vars(case)  # a pydantic model keeps its declared fields' values here
+    if name in fields:
+        return fields[name]
     return case.dialect_value(name)
 
 

@@ -221,13 +221,21 @@ class DialectFields:
     adapters: dict[str, TypeAdapter[Any]] = field(default_factory=dict)
     orders: dict[str, dict[str, int]] = field(default_factory=dict)
     key_sets: dict[bool, frozenset[str]] = field(default_factory=dict)
+    orders_placed: dict[str, tuple[dict[str, int], tuple[DialectField, ...]]] = field(default_factory=dict)
 
     def role_field(self, role: str) -> str:
         """The field that plays ``role`` ("" when no dialect gives one)."""
         return next((f.name for f in self.fields if f.role == role), "")
 
     def of(self, turn: bool) -> tuple[DialectField, ...]:
+        """The fields a case (or, ``turn``, a conversation turn) may carry."""
         return tuple(f for f in self.fields if f.turn_after) if turn else self.fields
+
+    def placed(self, model: type[BaseModel], turn: bool) -> tuple[dict[str, int], tuple[DialectField, ...]]:
+        """(``order``, the fields ``model`` may carry in that order)."""
+        rank = self.order(model, turn)
+        fields = [f for f in self.fields if f.turn_after or not turn]
+        return rank, tuple(sorted(fields, key=lambda f: rank[f.name]))
 
     def keys(self, turn: bool) -> frozenset[str]:
         """Every key these fields (and, for a case, the renames) take in a raw mapping."""
@@ -253,7 +261,7 @@ class DialectFields:
         found = self.orders.get(model.__name__)
         if found is None:
             anchored: dict[str, list[str]] = {}
-            for f in self.of(turn):
+            for f in (f for f in self.fields if f.turn_after or not turn):
                 anchored.setdefault(f.turn_after if turn else f.after, []).append(f.name)
             names: list[str] = []
 
@@ -309,9 +317,13 @@ def _split_dialect_data(data: Any, turn: bool) -> Any:
                 data[name] = data.pop(spelling)
     extracted = dict(data.get("dialect_data") or {})
     for f in known.of(turn):
-        key = next((k for k in (f.name, *f.aliases) if k in data), None)
-        if key is not None:
-            extracted[f.name] = known.validate(f, key, data.pop(key))
+        if f.name in data:
+            extracted[f.name] = known.validate(f, f.name, data.pop(f.name))
+            continue
+        for key in f.aliases:  # the first spelling present wins, like a field's aliases
+            if key in data:
+                extracted[f.name] = known.validate(f, key, data.pop(key))
+                break
     data["dialect_data"] = extracted
     return data
 
@@ -320,25 +332,38 @@ def _flat_dialect_data(model: BaseModel, data: Any, info: SerializationInfo, tur
     """``data`` (``model`` serialised) with its ``dialect_data`` as top-level keys in their places."""
     known = dialect_fields()
     values: Mapping[str, Any] = getattr(model, "dialect_data", {})
-    if not known.fields or not isinstance(data, dict):
+    skip_none = info.exclude_none or info.exclude_defaults
+    if not known.fields or not isinstance(data, dict) or (not values and (skip_none or info.exclude_unset)):
         return data
+    placed = known.orders_placed.get(type(model).__name__)
+    if placed is None:
+        placed = known.orders_placed[type(model).__name__] = known.placed(type(model), turn)
+    rank, fields = placed
     exclude = info.exclude if isinstance(info.exclude, set | dict) else ()
     include = info.include if isinstance(info.include, set | dict) else None
-    added: dict[str, Any] = {}
-    for f in known.of(turn):
+    added: list[tuple[int, str, Any]] = []
+    for f in fields:
         if f.name in exclude or (include is not None and f.name not in include):
             continue
         if f.name not in values and info.exclude_unset:
             continue
         value = values.get(f.name)
-        if value is None and (info.exclude_none or info.exclude_defaults):
+        if value is None and skip_none:
             continue
-        added[f.name] = value
+        added.append((rank[f.name], f.name, value))
     if not added:
         return data
-    rank = known.order(type(model), turn)
-    last = len(rank)
-    return dict(sorted({**data, **added}.items(), key=lambda item: rank.get(item[0], last)))
+    merged: dict[str, Any] = {}
+    at, last = 0, len(added)
+    for key, value in data.items():  # both in serialised order: merge them
+        position = rank.get(key, len(rank))
+        while at < last and added[at][0] < position:
+            merged[added[at][1]] = added[at][2]
+            at += 1
+        merged[key] = value
+    for _, name, value in added[at:]:
+        merged[name] = value
+    return merged
 
 
 class Turn(BaseModel):
