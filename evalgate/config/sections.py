@@ -55,6 +55,8 @@ class SelectionSettings(Section):
     metric_thresholds: Mapping[str, Any]
     regression_tolerance: Mapping[str, Any]
     compat: Sequence[str]
+    target: str
+    """``recorded`` (the default) reads the answers from the cases or ``outputs_file``."""
     outputs_file: str | None
     eval_context: Mapping[str, Any]
 

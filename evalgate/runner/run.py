@@ -38,7 +38,7 @@ from typing import Any
 from evalgate.calls.costs import add_spend
 from evalgate.calls.executor import Runtime
 from evalgate.config.budget import parse_budget
-from evalgate.config.sections import AnswerSettings, GateSettings, RecordSettings
+from evalgate.config.sections import AnswerSettings, GateSettings, RecordSettings, SelectionSettings
 from evalgate.config.settings import Settings
 from evalgate.errors import Interrupt, RunInterrupted, UserError
 from evalgate.judges.client import JudgeClient
@@ -165,7 +165,7 @@ async def _execute(
     configure_tokenizer(settings.environment)
     check_output_paths(settings, cwd)
     interruption.enter("preparing")  # plain Python code: a signal unwinds it at once
-    prepared = load_and_select(settings, suite_config, cwd)
+    prepared = load_and_select(SelectionSettings.of(settings), suite_config, cwd)
     interruption.enter("waiting")  # a signal cancels the wait
     gate, answering = GateSettings.of(settings), AnswerSettings.of(settings)
     base = await load_baseline(gate, baseline_loader, cwd)
@@ -206,11 +206,11 @@ async def _execute(
 # --- load and select ------------------------------------------------------------------------------------------
 
 
-def load_and_select(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | None) -> Prepared:
+def load_and_select(selection: SelectionSettings, suite_config: Mapping[str, Any], cwd: Path | None) -> Prepared:
     """The selected cases, their thresholds and plans (``runner.setup.prepare``); a dataset with nothing to
     score (the default target and no answers) is a user error saying how to add answers (exit 2)."""
-    prepared = prepare(settings, suite_config, cwd)
-    check_answers_recorded(settings, prepared.cases)
+    prepared = prepare(selection, suite_config, cwd)
+    check_answers_recorded(selection, prepared.cases)
     return prepared
 
 

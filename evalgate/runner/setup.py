@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.config.options import MetricOptions
+from evalgate.config.sections import SelectionSettings
 from evalgate.config.settings import Settings
 from evalgate.config.suite import SuiteConfig, parse_suite_config, validate_metric_names, yaml_line
 from evalgate.dataset.stream import Scan, SelectedCases, scan, selector
@@ -81,9 +82,12 @@ class Prepared:
         return {name for name, metric in self.metrics.items() if metric.info is not None} - set(self.user_metrics)
 
 
-def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | None = None) -> Prepared:
+def prepare(selection: SelectionSettings | Settings, suite_config: Mapping[str, Any], cwd: Path | None = None
+            ) -> Prepared:
     """Validate and select the cases (streamed: large datasets are not held in memory), resolve
-    thresholds and the user's own metrics (``evalgate.runner.catalog``), and build each case's plan."""
+    thresholds and the user's own metrics (``evalgate.runner.catalog``), and build each case's plan. Reads
+    only the ``SelectionSettings`` (whole ``Settings`` are viewed through that section)."""
+    settings = selection if isinstance(selection, SelectionSettings) else SelectionSettings.of(selection)
     cwd = cwd or Path.cwd()
     builtins = all_metrics()
     config_name = settings.config or "evalgate.yaml"
@@ -143,7 +147,7 @@ def _default_layers(catalog: Catalog, dialects: set[str]) -> list[tuple[dict[str
     return layers
 
 
-def _calibration_sets(settings: Settings, config_name: str, global_suite: SuiteConfig, scanned: Scan,
+def _calibration_sets(settings: SelectionSettings, config_name: str, global_suite: SuiteConfig, scanned: Scan,
                       cwd: Path, where_of: Callable[..., str]) -> list[tuple[Path, str]]:
     """The labelled-example files evalgate.yaml's suite and each suite block name (``calibration:``), relative
     to the file that names them, each with where it was named."""
@@ -188,7 +192,7 @@ def _optional_metrics(metrics: Mapping[str, Metric], global_suite: Any, suites: 
     return optional
 
 
-def _check_tolerances(metrics: Mapping[str, Metric], settings: Settings) -> None:
+def _check_tolerances(metrics: Mapping[str, Metric], settings: SelectionSettings) -> None:
     """``regression_tolerance`` names known metrics and holds numbers or ``{abs, rel}`` (``UserError`` else)."""
     where = "regression_tolerance"
     for name, raw in settings.regression_tolerance.items():
@@ -271,7 +275,7 @@ def turn_on_hint(name: str) -> str:
     return f" (it runs when {when}; to compute it on every case, add it to metrics: in evalgate.yaml or the suite)"
 
 
-def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: Settings,
+def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: SelectionSettings,
                       where_of: Callable[..., str] | None = None) -> list[tuple[Mapping[str, Any], str]]:
     layers: list[tuple[Mapping[str, Any], str]] = []
     seen: dict[str, tuple[Any, str]] = {}

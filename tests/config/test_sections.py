@@ -79,8 +79,8 @@ def section_reads(module: Path, section: type) -> set[str]:
         if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         params = {arg.arg for arg in [*function.args.args, *function.args.kwonlyargs]
-                  if isinstance(arg.annotation, ast.Name) and arg.annotation.id == section.__name__
-                  or isinstance(arg.annotation, ast.Constant) and arg.annotation.value == section.__name__}
+                  if (isinstance(arg.annotation, ast.Name) and arg.annotation.id == section.__name__)
+                  or (isinstance(arg.annotation, ast.Constant) and arg.annotation.value == section.__name__)}
         for node in ast.walk(function):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in params:
                 read.add(node.attr)
@@ -89,7 +89,7 @@ def section_reads(module: Path, section: type) -> set[str]:
 
 @pytest.mark.parametrize(("module", "section"), [
     ("runner/run.py", AnswerSettings), ("runner/run.py", GateSettings), ("verdict/decide.py", GateSettings),
-    ("store/run_files.py", RecordSettings)])
+    ("store/run_files.py", RecordSettings), ("runner/setup.py", SelectionSettings)])
 def test_stage_functions_read_only_their_section(module: str, section: type) -> None:
     """What a stage function reads of the section it takes is a field (or derived property) of that section."""
     read = section_reads(PACKAGE / module, section)
