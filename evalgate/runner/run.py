@@ -163,7 +163,8 @@ async def _execute(
     """The pipeline (module docstring); the results are written whatever ends the cases."""
     register_environment(settings.environment)  # read once at the edge (config), passed down from here
     configure_tokenizer(settings.environment)
-    check_output_paths(settings, cwd)
+    record = RecordSettings.of(settings)
+    check_output_paths(record, cwd)
     interruption.enter("preparing")  # plain Python code: a signal unwinds it at once
     prepared = load_and_select(SelectionSettings.of(settings), suite_config, cwd)
     interruption.enter("waiting")  # a signal cancels the wait
@@ -171,10 +172,10 @@ async def _execute(
     base = await load_baseline(gate, baseline_loader, cwd)
     opened = await open_run(settings, prepared, base, stop, cwd)
     progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
-    files = open_run_files(RecordSettings.of(settings), lock.run_id,
+    files = open_run_files(record, lock.run_id,
                            dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), lock.marker())
     prepared.notices.extend(files.store.notices)
-    tallies = open_tallies(gate, settings.db_path, prepared, opened.judge, base, progress)
+    tallies = open_tallies(gate, record.db_path, prepared, opened.judge, base, progress)
     engine = _engine(answering, prepared, opened, tallies.sinks(files.recorder), stop, interruption)
     warnings: list[str] = []
     answered = Answered()
@@ -603,7 +604,7 @@ def _excuse_known_flaky(aggregate: RunAggregate, known: list[str]) -> None:
     aggregate.critical_failures = kept
 
 
-def check_output_paths(settings: Settings, cwd: Path | None) -> None:
+def check_output_paths(settings: RecordSettings, cwd: Path | None) -> None:
     """The output directory is a directory and its results.json, if any, a file; ``compat_output`` (seed
     004's ``--output``) must not be one of the files evalgate writes itself."""
     for path, kind in ((settings.output_path, "a directory"), (settings.output_path / "results.json", "a file")):
