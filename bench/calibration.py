@@ -15,7 +15,7 @@ q = p(1 − e) + (1 − p)e, chance agreement p_e = pq + (1 − p)(1 − q), and
 Reported: the admission rate per (p, true κ, n) with its Monte Carlo standard error √(r(1 − r)/R), i.e. the
 **false admission** rate for true κ below the floor (κ 0.4 is "moderate", 0.2 "poor") and the **false
 refusal** rate (1 − admission) for true κ above it. Writes bench/results/calibration.json and the table in
-docs/judges.md (between ``<!-- bench.calibration:begin -->`` and ``<!-- bench.calibration:end -->``).
+docs/judge-calibration.md (between ``<!-- bench.calibration:begin -->`` and ``<!-- bench.calibration:end -->``).
 
 **Controls** (``judges.controls``): the same judge model on control sets of n items, a fixed share of them positive
 (``CONTROL_PASS_SHARE``, as the builder makes them: 2 positives of up to 8 items per case), scored through
@@ -42,7 +42,7 @@ from evalgate.verdict.calibration import ControlFloor, Floor, Pair, agreement, c
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "calibration.json"
-DOC = ROOT / "docs" / "judges.md"
+DOC = ROOT / "docs" / "judge-calibration.md"
 KAPPAS = (0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 SIZES = (30, 50, 100, 200)
 PASS_SHARES = (0.5, 0.3)

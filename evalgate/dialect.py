@@ -12,6 +12,13 @@ Generic packages call only this module. The dialects themselves (``evalgate/dial
 frameworks) are loaded by name through the same hook an outside dialect uses — an entry point in the
 ``evalgate.dialects`` group whose object is a ``Dialect`` — so a built-in seed has no privilege a plug-in
 lacks. ``BUILTIN`` names the five (the image runs from source, without installed entry points).
+
+Output side: what a dialect's framework wrote and sent — its output documents and console summary
+(``report.documents`` writes them for the run's ``compat`` dialects), its request payloads and context
+names (the http and command targets consult a dialect only for a case that sets one of its
+``request_fields``), its Langfuse score names, judge temperatures, reference fields and metric descriptions.
+Descriptions are read while the built-in metrics register, so a dialect module imports no
+``evalgate.metrics`` module at import time.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import importlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 from evalgate.model import Case
@@ -49,6 +57,30 @@ class Trigger:
     why: str
 
 
+Passes = Callable[[], Iterable[Mapping[str, Any]]]
+"""A fresh pass over a run's case records in dataset order (index, repeat) at each call: results.json's
+``results`` streamed, or a list in memory."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutputDocument:
+    """A document a dialect's framework wrote after a run, written beside results.json (``--compat NAME``).
+
+    ``fields(head, passes, include_responses)`` returns the document's fields but its last, per-case list,
+    and a generator of that list's entries; ``head`` (results.json without ``results``) is complete once
+    the first pass is over, so a builder reads it after taking its totals. Memory: independent of the
+    number of records when ``fields`` keeps only totals."""
+
+    file: str
+    """Its file name beside results.json."""
+    fields: Callable[[Mapping[str, Any], Passes, bool], tuple[dict[str, Any], Iterator[Any]]]
+    entries_key: str | None = None
+    """The per-case list (the document's last field); None for a document built from ``head`` alone."""
+    takes_output: bool = False
+    """The framework's own ``--output`` names this document: with several, it is the one copied to
+    ``compat_output``."""
+
+
 @dataclass(frozen=True, slots=True)
 class Dialect:
     """What one in-house framework's dialect changes for its cases; every hook is optional."""
@@ -73,6 +105,36 @@ class Dialect:
     """Fields without which ``detect`` never claims a case (a quick set test before calling it)."""
     elsewhere: str = ""
     """What else the dialect changes, in words (for the docs)."""
+
+    # --- output side ---
+    document: OutputDocument | None = None
+    """The output document of ``--compat NAME`` (``report.documents`` writes it)."""
+    console_summary: Callable[[Mapping[str, Any], str], str] | None = None
+    """(results document, SQLite path) → the console summary the framework printed after a run."""
+    request_context: tuple[str, ...] = ()
+    """Case fields sent in a request's context (``targets.http.case_context``) when set."""
+    request_names: Mapping[str, str] = field(default_factory=dict)
+    """Context key → the name the dialect's system expects it under."""
+    request_fields: frozenset[str] = frozenset()
+    """Case fields whose presence makes a target consult ``request_body`` / ``request_stdin``."""
+    request_body: Callable[[Case, Mapping[str, Any]], dict[str, Any] | None] | None = None
+    """(case, context) → the http target's default request body for the case, or None for the generic one."""
+    request_stdin: Callable[[Case], Mapping[str, Any]] | None = None
+    """A case → fields the command target adds to the case record on stdin."""
+    export_names: Mapping[str, str] = field(default_factory=dict)
+    """Metric → the score name the framework exported it under (Langfuse)."""
+    judge_temperatures: Mapping[str, float] = field(default_factory=dict)
+    """Judged metric → the judge temperature the framework used, when not ``judge_temperature`` (0)."""
+    reference_fields: Mapping[str, str] = field(default_factory=dict)
+    """Judged metric → the case field holding its reference text, when not ``expected_output``."""
+    expectations: Mapping[str, str] = field(default_factory=dict)
+    """Case field of the dialect's own that a result record shows among the case's expectations → the
+    expectation field it follows there."""
+    metric_docs: Mapping[str, str] = field(default_factory=dict)
+    """Metric → its description as the dialect documents it: ``{}`` stands for the generic description;
+    read once, when the metrics are registered."""
+    prompt_fields: Mapping[str, str] = field(default_factory=dict)
+    """Judge prompt variable → the case field it shows (for variables of the dialect's own templates)."""
 
 
 class _Registry(Mapping[str, Dialect]):
@@ -201,6 +263,135 @@ def owned_when(metric: str) -> str:
     """What a dialect-owned metric's own rule checks, in its dialect ("" when no dialect owns it)."""
     owner = OWNER.get(metric)
     return DIALECTS[owner].owned_when.get(metric, "") if owner else ""
+
+
+# --- what the dialects write --------------------------------------------------------------------------------
+
+
+def output_documents(names: Iterable[str]) -> dict[str, OutputDocument]:
+    """Dialect name → its output document, for the ``names`` that have one (in order)."""
+    found: dict[str, OutputDocument] = {}
+    for name in names:
+        dialect = DIALECTS.get(name)
+        if dialect is not None and dialect.document is not None:
+            found.setdefault(name, dialect.document)
+    return found
+
+
+def output_files() -> tuple[str, ...]:
+    """The file names of every dialect's output document (registry order)."""
+    return tuple(d.document.file for d in DIALECTS.values() if d.document is not None)
+
+
+def console_summaries(names: Iterable[str], document: Mapping[str, Any], db_path: str | Path) -> list[str]:
+    """The console summaries of the ``names`` dialects that print one, for a run's results ``document``."""
+    texts: list[str] = []
+    for name in dict.fromkeys(names):
+        dialect = DIALECTS.get(name)
+        if dialect is not None and dialect.console_summary is not None:
+            texts.append(dialect.console_summary(document, str(db_path)))
+    return texts
+
+
+def _consulted(case: Case) -> Iterator[Dialect]:
+    """The dialects whose ``request_fields`` the case sets (none for a case without any of them)."""
+    for dialect in DIALECTS.values():
+        if any(getattr(case, name, None) is not None for name in dialect.request_fields):
+            yield dialect
+
+
+def request_context_fields() -> tuple[str, ...]:
+    """Case fields the dialects send in a request's context, in registry order."""
+    return tuple(dict.fromkeys(name for dialect in DIALECTS.values() for name in dialect.request_context))
+
+
+def request_name(key: str) -> str:
+    """The name a request context key is sent under (a dialect's spelling, else ``key``)."""
+    for dialect in DIALECTS.values():
+        if key in dialect.request_names:
+            return dialect.request_names[key]
+    return key
+
+
+def request_body(case: Case, context: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A dialect's default http request body for ``case``, or None for the generic one."""
+    for dialect in _consulted(case):
+        if dialect.request_body is not None:
+            body = dialect.request_body(case, context)
+            if body is not None:
+                return body
+    return None
+
+
+def request_stdin(case: Case) -> dict[str, Any]:
+    """Fields the dialects add to a case's record on the command target's stdin."""
+    extra: dict[str, Any] = {}
+    for dialect in _consulted(case):
+        if dialect.request_stdin is not None:
+            extra.update(dialect.request_stdin(case))
+    return extra
+
+
+def export_name(metric: str) -> str:
+    """The name ``metric``'s score is exported under (a dialect's spelling, else the metric's name)."""
+    for dialect in DIALECTS.values():
+        if metric in dialect.export_names:
+            return dialect.export_names[metric]
+    return metric
+
+
+def describe(metric: str, text: str) -> str:
+    """``metric``'s description ``text`` as the dialect it comes from documents it (``metric_docs``; after a
+    lead-in such as ``"Origin: {}"`` the text goes on in lower case)."""
+    for dialect in DIALECTS.values():
+        if metric in dialect.metric_docs:
+            template = dialect.metric_docs[metric]
+            return template.format(text if template.startswith("{}") else text[:1].lower() + text[1:])
+    return text
+
+
+def expectation_fields(generic: tuple[str, ...]) -> tuple[str, ...]:
+    """The expectation fields a result record shows, in order: ``generic`` with each dialect's own
+    (``expectations``) placed after the field it follows."""
+    dialects = tuple(DIALECTS.values())
+    key = (generic, tuple(map(id, dialects)))  # the registry holds the dialects: their ids stay theirs
+    found = _ORDERS.get(key)
+    if found is None:
+        order = list(generic)
+        for dialect in dialects:
+            for name, after in dialect.expectations.items():
+                if name not in order:
+                    order.insert(order.index(after) + 1 if after in order else len(order), name)
+        found = _ORDERS[key] = tuple(order)
+    return found
+
+
+_ORDERS: dict[tuple[tuple[str, ...], tuple[int, ...]], tuple[str, ...]] = {}
+
+
+def judge_temperatures() -> dict[str, float]:
+    """Judged metric → the temperature its dialect's framework judged it at (the first dialect's wins)."""
+    found: dict[str, float] = {}
+    for dialect in DIALECTS.values():
+        for metric, temperature in dialect.judge_temperatures.items():
+            found.setdefault(metric, temperature)
+    return found
+
+
+def reference_field(metric: str) -> str:
+    """The case field holding ``metric``'s reference text (a dialect's, else ``expected_output``)."""
+    for dialect in DIALECTS.values():
+        if metric in dialect.reference_fields:
+            return dialect.reference_fields[metric]
+    return "expected_output"
+
+
+def prompt_text(case: Case, variable: str) -> str:
+    """The case's text for a dialect's judge prompt ``variable`` ("" when no dialect names it or it is unset)."""
+    for dialect in DIALECTS.values():
+        if variable in dialect.prompt_fields:
+            return getattr(case, dialect.prompt_fields[variable], None) or ""
+    return ""
 
 
 # --- the generic defaults -----------------------------------------------------------------------------------

@@ -96,7 +96,7 @@ EOF2
       https://github.com|https://*.ghe.com) ;;
       *)
         if [ "$upload" = true ]; then
-          echo "::notice title=evalgate host mode::GitHub Enterprise Server ($server) has no artifacts v4: results not uploaded (they stay in the workspace); docs/reaching-the-system-under-test.md#github-enterprise-server"
+          echo "::notice title=evalgate host mode::GitHub Enterprise Server ($server) has no artifacts v4: results not uploaded (they stay in the workspace); docs/targets.md#github-enterprise-server"
         fi
         upload=false ;;
     esac

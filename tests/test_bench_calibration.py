@@ -33,7 +33,7 @@ def test_the_documented_table_is_the_stored_run() -> None:
     figures = json.loads(RESULTS.read_text(encoding="utf-8"))
     assert table(figures) in DOC.read_text(encoding="utf-8")
     cells = {(c["pass_share"], c["true_kappa"], c["n"]): c["admitted"] for c in figures["cells"]}
-    assert cells[(0.5, 0.4, 30)] < 0.15 and cells[(0.5, 0.8, 30)] > 0.9  # what docs/judges.md says in words
+    assert cells[(0.5, 0.4, 30)] < 0.15 and cells[(0.5, 0.8, 30)] > 0.9  # what docs/judge-calibration.md says in words
 
 
 def test_the_controls_floor_through_agreement_and_control_standing() -> None:

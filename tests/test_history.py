@@ -17,7 +17,7 @@ from evalgate.errors import UserError
 from evalgate.model import CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
 from evalgate.report.history import plot_history, render_text, sparkline
 from evalgate.store.history import build_history, parse_until, window
-from evalgate.store.schema import SEED_001_DDL
+from evalgate.store.schema import HISTORY_DDL as SEED_001_DDL
 from evalgate.store.sqlite import SQLiteStore
 
 UNTIL = "2020-03-03T12:00:00Z"

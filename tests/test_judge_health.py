@@ -125,7 +125,7 @@ def test_debris_starts_where_a_json_value_would() -> None:
 
 
 def test_the_rates_measured_on_the_fixtures() -> None:
-    """What the checks find in the 128 real replies (docs/judges.md, "Judge health", quotes these numbers)."""
+    """What the checks find in the 128 real replies (docs/judge-calibration.md, "Judge health", quotes these numbers)."""
     measured = {kind: dict(sorted(Counter(checked(kind).values()).items())) for kind in KINDS}
     assert measured == RATES
     usable = sum(r.get("ok", 0) for r in measured.values())

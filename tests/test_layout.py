@@ -27,9 +27,9 @@ def modules(*, outside: tuple[str, ...] = ()) -> list[tuple[Path, ast.Module]]:
     return found
 
 
-def test_the_package_root_holds_only_the_leaves_and_the_entry_points() -> None:
+def test_the_package_root_holds_only_the_leaves_the_dialect_interface_and_the_entry_points() -> None:
     files = {p.name for p in PACKAGE.iterdir() if p.suffix == ".py"}
-    assert files == {"__init__.py", "__main__.py", "model.py", "errors.py"}
+    assert files == {"__init__.py", "__main__.py", "model.py", "errors.py", "dialect.py"}
 
 
 def test_only_store_speaks_sql() -> None:

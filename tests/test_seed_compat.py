@@ -15,13 +15,16 @@ import pytest
 from evalgate.cli import main as cli
 from evalgate.config.settings import build_settings
 from evalgate.config.suite import parse_suite_config
+from evalgate.dialects.seed000 import evaluation_json as seed000_document
+from evalgate.dialects.seed001 import console_summary as render_seed001_summary
+from evalgate.dialects.seed001 import summary_json as seed001_document
+from evalgate.dialects.seed004 import results_json as seed004_document
 from evalgate.errors import UserError
 from evalgate.export.langfuse import LangfuseError, batches, build_events, score_name, send
 from evalgate.judges.factory import metric_temperatures, template_temperatures
 from evalgate.metrics.retrieval import context_reciprocal_rank
 from evalgate.metrics.workflow import check_side
 from evalgate.model import CaseResult, CaseStatus, Threshold
-from evalgate.report.compat import render_seed001_summary, seed000_document, seed001_document, seed004_document
 from evalgate.report.view import format_threshold
 from evalgate.store.results_json import SCHEMA_PATH
 from evalgate.store.sqlite import Descriptions

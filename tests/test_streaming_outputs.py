@@ -30,7 +30,9 @@ from evalgate.config.settings import Settings
 from evalgate.export import langfuse
 from evalgate.github.relay import checked_results, extract
 from evalgate.github.validate import prune
-from evalgate.report.compat import compat_document, dump_with_list, write_compat_document
+from evalgate.report.documents import build_document as compat_document
+from evalgate.report.documents import dump_with_list
+from evalgate.report.documents import write_document as write_compat_document
 from evalgate.runner.finish import write_compat_documents
 from evalgate.runner.merge import merge_runs
 from evalgate.store import results_json, sqlite

@@ -44,7 +44,7 @@ def test_the_documented_workflows_are_all_found() -> None:
     found = {block.where.split(":")[0] for block in documented_blocks()}
     assert {"README.md", "docs/github-action.md", "docs/action-inputs.md", "docs/sharding.md",
             "docs/fork-pull-requests.md", "docs/trustworthy-verdicts.md", "docs/security.md", "docs/judges.md",
-            "docs/index.md", "docs/reaching-the-system-under-test.md"} <= found
+            "docs/index.md", "docs/targets.md"} <= found
 
 
 def test_every_workflow_runs_one_at_a_time_per_pull_request(tmp_path: Path) -> None:

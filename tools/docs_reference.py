@@ -9,7 +9,7 @@
 * ``docs/index.md`` — the README with its links made relative to ``docs/``.
 
 ``python -m tools.docs_reference`` writes them; ``--check`` exits 1 when a page is out of date
-(``tests/test_docs_reference.py``).
+(``tests/test_docs_site.py``, ``tests/docs/test_docs_layout.py``).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def metrics_page() -> str:
     from evalgate.metrics.registry import all_metrics
 
     metrics = all_metrics()
-    lines = [HEADER + "# Metrics\n",
+    lines = [HEADER + "# Metric reference\n",
              "Every built-in metric, from the registry. **Runs when** is the generic default: what a case of a "
              "suite without a `kind` must carry for the metric to run on it. A metric marked *only when named* "
              "runs when a `metrics:` list (the case's, its suite's or evalgate.yaml's) or a `category_metrics:` "
@@ -158,20 +158,24 @@ PAGES = {
 }
 
 
+def stale_pages() -> list[str]:
+    """The generated pages (paths relative to the repository) whose file differs from what the code makes."""
+    return [relative for relative, make in PAGES.items()
+            if not (ROOT / relative).is_file() or (ROOT / relative).read_text(encoding="utf-8") != make()]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.docs_reference", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when a generated page is out of date")
     args = parser.parse_args(argv)
     stale = []
-    for relative, make in PAGES.items():
-        path = ROOT / relative
-        text = make()
-        if args.check:
-            if not path.is_file() or path.read_text(encoding="utf-8") != text:
-                stale.append(relative)
-        else:
+    if args.check:
+        stale = stale_pages()
+    else:
+        for relative, make in PAGES.items():
+            path = ROOT / relative
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            path.write_text(make(), encoding="utf-8")
     if stale:
         print(f"out of date: {', '.join(stale)}; run python -m tools.docs_reference", file=sys.stderr)
         return 1

@@ -415,11 +415,11 @@ def _print_outcome(outcome: Any, settings: Any, json_mode: bool) -> None:
         console.print(f"Results: {outcome.results_path}  ·  SQLite: {outcome.db_path}")
         for seed, path in sorted(outcome.compat_paths.items()):
             console.print(f"{seed.partition(':')[0]} output: {path}", markup=False)
-        if "seed001" in settings.compat:
-            from evalgate.report.compat import render_seed001_summary
+        from evalgate.dialect import console_summaries
 
+        for summary in console_summaries(settings.compat, outcome.document, outcome.db_path):
             sys.stdout.flush()
-            sys.stdout.write("\n" + render_seed001_summary(outcome.document, outcome.db_path))
+            sys.stdout.write("\n" + summary)
     if outcome.verdict.exit_code == EXIT_INTERRUPTED:
         by = f" by {' and '.join(dict.fromkeys(outcome.signals))}" if outcome.signals else ""
         print(f"evalgate: interrupted{by}: partial results written with status 'cancelled' (exit 130)", file=sys.stderr)

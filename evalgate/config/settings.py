@@ -96,7 +96,7 @@ class Settings(BaseModel):
     format: Literal["text", "json"] = "text"
     compat: list[CompatSeed] = Field(default_factory=list)
     """Seeds whose dialects apply to cases without a kind (``evalgate.dialects``) and whose output shapes are
-    produced too (``report.compat``: seeds 000, 001, 004): files beside results.json, the seed's console
+    produced too (``report.documents``: seeds 000, 001, 004): files beside results.json, the seed's console
     summary, and with ``format: json`` (one seed) the seed's document on stdout."""
     compat_output: str | None = None
     """Another path for the (single) compat document: seed 004's ``--output results.json``."""
@@ -172,7 +172,7 @@ class Settings(BaseModel):
     judge_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     """Temperature of judge calls (metrics in ``judge_temperatures`` use their own)."""
     judge_temperatures: dict[str, float] = Field(default_factory=dict)
-    """Per judged metric temperature (``judges.factory.DEFAULT_METRIC_TEMPERATURES``: judge_score 0.1)."""
+    """Per judged metric temperature (``judges.factory.default_metric_temperatures``: judge_score 0.1)."""
     judge_api_key: str | None = Field(default=None, exclude=True, repr=False)
     """The judge's API key when given as a setting (seed 004's ``EVAL_JUDGE_API_KEY`` / ``llm_judge.api_key``)
     instead of the provider's own variable; never written anywhere."""
@@ -210,7 +210,7 @@ class Settings(BaseModel):
     """Model → ``{input, output}`` USD per 1M tokens, over the built-in price table (cost and max_cost)."""
     chat_client: Literal["direct", "openai-sdk"] = "direct"
     calibration: Literal["auto", "required", "off", "trust"] = "auto"
-    """What a judged metric needs to gate (docs/judges.md, "Calibration"): ``auto`` — human labels passing the κ
+    """What a judged metric needs to gate (docs/judge-calibration.md, "Calibration"): ``auto`` — human labels passing the κ
     floor, else passing its controls (built from the suite); others are reported without gating; ``required`` —
     the same evidence, and a judge without it fails the run; ``off`` — no labels read: the controls decide (a
     metric without controls gates); ``trust`` — every judge gates, nothing checked."""

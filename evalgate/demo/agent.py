@@ -1,4 +1,4 @@
-"""A demo fantasy-basketball agent in seed 002's API shape: ``POST /api/agent/chat``.
+"""A demo fantasy-basketball agent in the black-box agent dialect's API shape: ``POST /api/agent/chat``.
 
 Request ``{"message": ..., "activeTeamId"?, "teamName"?, "language"?}``; reply
 ``{"response", "agent", "tools_used", "agents_called", "debug_context", "sources", "usage"}``. Answers come
@@ -151,5 +151,5 @@ def agent_server(port: int = 0, host: str = LOOPBACK) -> JsonServer:
 
 
 if __name__ == "__main__":
-    arguments = port_argument("evalgate demo agent (seed 002 API)")
+    arguments = port_argument("evalgate demo agent (black-box agent chat API)")
     serve_forever(agent_server(arguments.port, arguments.host), "demo agent")

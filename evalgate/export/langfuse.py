@@ -10,9 +10,9 @@ duplicating (uuid5):
 
 * one trace per case (``name``: the case id, ``sessionId``: the run id, input and output text cut to
   ``TEXT_LIMIT`` characters, metadata: suite, category, risk level, status, dataset line), with one
-  NUMERIC score per metric that produced a value, named after the metric — seed 003's
-  ``answer_quality``, ``factual_correctness`` and ``completeness`` as ``quality_answer_quality``, … as
-  that seed logged them — plus ``case_passed`` (1/0);
+  NUMERIC score per metric that produced a value, named after the metric — or as a dialect's framework
+  logged it (``evalgate.dialect.export_name``, e.g. ``quality_answer_quality``) — plus ``case_passed``
+  (1/0);
 * one trace for the run (``name``: ``evalgate run <run id>``, same session) with the scores
   ``pass_rate``, ``weighted_pass_rate``, ``gate_passed`` (1/0) and each metric's average.
 
@@ -30,12 +30,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from evalgate.dialect import export_name
 from evalgate.errors import UserError
 from evalgate.safety.redact import redact
 
 INGESTION_PATH = "/api/public/ingestion"
-QUALITY_PREFIXED = frozenset({"answer_quality", "factual_correctness", "completeness"})
-"""Seed 003 logged these as ``quality_<name>``."""
 TEXT_LIMIT = 4000
 BATCH_BYTES = 3_000_000
 """Events per request are kept under this many bytes of JSON (Langfuse accepts up to 3.5 MB a batch)."""
@@ -54,8 +53,8 @@ def require_keys(settings: Any, where: str) -> None:
 
 
 def score_name(metric: str) -> str:
-    """The Langfuse score name of ``metric`` (seed 003's ``quality_`` prefix for its judged metrics)."""
-    return f"quality_{metric}" if metric in QUALITY_PREFIXED else metric
+    """The Langfuse score name of ``metric`` (the name a dialect's framework logged it under, if any)."""
+    return export_name(metric)
 
 
 def _id(*parts: Any) -> str:

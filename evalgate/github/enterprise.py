@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from evalgate.config.settings import Settings
     from evalgate.github.publish import PublishOptions
 
-DOCS = "docs/reaching-the-system-under-test.md#github-enterprise-server"
+DOCS = "docs/targets.md#github-enterprise-server"
 
 
 def is_enterprise_server(server_url: str | None) -> bool:

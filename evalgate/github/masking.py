@@ -37,7 +37,7 @@ def env_secrets(env: Mapping[str, str]) -> list[str]:
 
 def settings_secrets(settings: Settings) -> list[str]:
     """Credential header values (and their part after a scheme such as ``Bearer``), URL passwords, and the keys
-    given as settings (the judge's from seed 004's config, Langfuse's secret key)."""
+    given as settings (the judge's from a dialect's config file, Langfuse's secret key)."""
     secret = [value for name, value in settings.target_headers.items() if is_secret_header(name)]
     values = set(secret) | {value.split(" ", 1)[1].strip() for value in secret if " " in value.strip()}
     for name in CREDENTIAL_URLS:

@@ -24,15 +24,21 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from evalgate.config.settings import Settings
+from evalgate.dialect import output_files as dialect_output_files
 from evalgate.errors import UserError
 
 FILE_COMMAND_VARIABLES = ("GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_STEP_SUMMARY",
                           "GITHUB_EVENT_PATH")
-OUTPUT_FILES = ("results.json", "results.json.tmp", ".cases.jsonl", ".evalgate.lock", "results.db", "results.db-journal",
-                "results.db-wal", "results.db-shm", "judge-cache.db", "judge-cache.db-journal",
-                "judge-cache.db-wal", "judge-cache.db-shm", "evaluation.json", "seed001-summary.json",
-                "seed004-results.json", "judge-batch.json", "judge-batch.tmp")
-"""What a run may write inside ``output_dir`` (and, for the databases, beside ``db``)."""
+RUN_FILES = ("results.json", "results.json.tmp", ".cases.jsonl", ".evalgate.lock", "results.db", "results.db-journal",
+             "results.db-wal", "results.db-shm", "judge-cache.db", "judge-cache.db-journal",
+             "judge-cache.db-wal", "judge-cache.db-shm")
+BATCH_FILES = ("judge-batch.json", "judge-batch.tmp")
+
+
+def output_files() -> tuple[str, ...]:
+    """What a run may write inside ``output_dir`` (and, for the databases, beside ``db``): its own files and
+    the dialects' output documents (``evalgate.dialect.output_files``)."""
+    return (*RUN_FILES, *dialect_output_files(), *BATCH_FILES)
 
 
 class Confinement:
@@ -93,14 +99,15 @@ def confine(settings: Settings, env: Mapping[str, str], workspace: Path, *,
     box.roots.extend(_real(path) for path in bundled)
     output_dir = settings.output_path
     box.check_write(output_dir, settings.origin("output_dir"))
-    for name in OUTPUT_FILES:
+    files = output_files()
+    for name in files:
         box.check_write(output_dir / name, settings.origin("output_dir"))
     db = settings.db_path
     db_origin = settings.origin("db") if settings.db else settings.origin("output_dir")
     box.check_write(db, db_origin)
     for suffix in ("-journal", "-wal", "-shm"):
         box.check_write(db.with_name(db.name + suffix), db_origin)
-    for name in OUTPUT_FILES:
+    for name in files:
         if name.startswith("judge-cache"):
             box.check_write(db.parent / name, db_origin)
     if settings.compat_output:

@@ -3,8 +3,9 @@
 A judged metric may gate without human labels once its judge separates **controls**: answers whose verdict is
 known by construction, built deterministically from the cases the metric runs on (no model, no human):
 
-* positive (must pass): the case's reference (``expected_output``; ``response_quality``: the
-  ``verified_answer_summary``) as the answer, and the same reference after a neutral lead-in;
+* positive (must pass): the case's reference (``expected_output``, or the field a dialect keeps the metric's
+  reference in: ``evalgate.dialect.reference_field``) as the answer, and the same reference after a neutral
+  lead-in;
 * negative (must fail): another case's reference (an answer to a different question), an evasive non-answer, and
   for metrics that compare the answer with its reference, perturbations that break it: every number changed, the
   first claim negated, its second half dropped, its first quarter only (truncated);
@@ -29,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from evalgate.dialect import reference_field
 from evalgate.judges.calibration import score_answer
 from evalgate.model import Answer
 
@@ -84,7 +86,7 @@ def family(metric: Metric) -> Family | None:
 
 def reference_of(metric: Metric, case: Case) -> str | None:
     """The text a positive control answers with (None: the case gives none)."""
-    text = case.verified_answer_summary if metric.name == "response_quality" else case.expected_output
+    text = getattr(case, reference_field(metric.name), None)
     return text.strip() if isinstance(text, str) and text.strip() else None
 
 

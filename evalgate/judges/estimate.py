@@ -117,7 +117,7 @@ class RunEstimate:
 
 
 def judge_templates_for(metric_names: Sequence[str]) -> list[str]:
-    """Distinct templates the metrics need (seed 003's three metrics share one call)."""
+    """Distinct templates the metrics need (answer_quality, factual_correctness and completeness share one call)."""
     from evalgate.judges.prompts import METRIC_TEMPLATES
 
     return sorted({METRIC_TEMPLATES[name] for name in metric_names if name in METRIC_TEMPLATES})

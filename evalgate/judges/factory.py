@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from evalgate.calls.costs import check_budget_pricing
 from evalgate.calls.executor import Runtime
 from evalgate.calls.providers import resolve_provider
+from evalgate.dialect import judge_temperatures
 from evalgate.errors import UserError
 from evalgate.store.judge_cache import BaseCache, JudgeCache, cache_path
 from evalgate.store.shared_cache import LayeredJudgeCache, shared_cache_path
@@ -57,24 +58,25 @@ def build_judge(settings: Settings, runtime: Runtime | None, env: Mapping[str, s
                        output=settings.judge_output, batch=batch, batch_notice=notice)
 
 
-DEFAULT_METRIC_TEMPERATURES: dict[str, float] = {"judge_score": 0.1}
-"""Per-metric judge temperatures that differ from ``judge_temperature`` (0) by default: seed 000's judge
-(``judge_score``) runs at 0.1 "for consistency", as that seed specifies."""
+def default_metric_temperatures() -> dict[str, float]:
+    """Per-metric judge temperatures that differ from ``judge_temperature`` (0) by default: those the
+    dialects' frameworks used (``evalgate.dialect.judge_temperatures``, e.g. ``judge_score`` at 0.1)."""
+    return judge_temperatures()
 
 
 def metric_temperatures(settings: Settings) -> dict[str, float]:
-    """Judged metric → temperature: ``judge_temperatures`` entries, then ``DEFAULT_METRIC_TEMPERATURES``;
+    """Judged metric → temperature: ``judge_temperatures`` entries, then ``default_metric_temperatures()``;
     metrics in neither use ``judge_temperature``. Unknown or non-judged metric names are a ``UserError``."""
     from evalgate.config.suite import validate_metric_names
     from evalgate.judges.prompts import METRIC_TEMPLATES
 
     validate_metric_names(settings.judge_temperatures, METRIC_TEMPLATES, "judge_temperatures (judged metrics only)")
-    return {**DEFAULT_METRIC_TEMPERATURES, **settings.judge_temperatures}
+    return {**default_metric_temperatures(), **settings.judge_temperatures}
 
 
 def template_temperatures(settings: Settings) -> dict[str, float]:
-    """Template name → temperature. Metrics scored by one call (seed 003's answer_quality,
-    factual_correctness and completeness) must agree, else ``UserError``."""
+    """Template name → temperature. Metrics scored by one call (answer_quality, factual_correctness and
+    completeness share one template) must agree, else ``UserError``."""
     from evalgate.judges.prompts import METRIC_TEMPLATES
 
     temperatures = metric_temperatures(settings)

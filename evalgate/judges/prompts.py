@@ -37,6 +37,7 @@ import jinja2
 import jinja2.meta
 from pydantic import BaseModel, Field
 
+from evalgate.dialect import prompt_text
 from evalgate.judges.parse import VerdictError, schema_of
 from evalgate.metrics.judged import context_of
 
@@ -68,7 +69,7 @@ class FivePointVerdict(BaseModel):
 
 
 class OverallVerdict(BaseModel):
-    """Seed 000's judge output."""
+    """The ``judge_score`` template's output: an overall score with its parts."""
 
     reasoning: str
     accuracy: float = Field(ge=0.0, le=1.0)
@@ -78,7 +79,7 @@ class OverallVerdict(BaseModel):
 
 
 class QualityVerdict(BaseModel):
-    """Seed 003's three quality scores."""
+    """The quality template's three scores (answer_quality, factual_correctness, completeness)."""
 
     reasoning: str
     answer_quality: float = Field(ge=0.0, le=1.0)
@@ -146,7 +147,7 @@ class PromptInputs:
     language: str
     category: str
     rubric: str = ""
-    """A rubric the suite configured for this metric (seed 004's ``llm_judge.rubric``), shown in place of the
+    """A rubric the suite configured for this metric (a dialect's ``llm_judge.rubric``), shown in place of the
     template's fixed one; configuration, not untrusted text."""
 
     @classmethod
@@ -155,7 +156,7 @@ class PromptInputs:
             input=case.input or "",
             answer=answer.output or "",
             reference=case.expected_output or "",
-            summary=case.verified_answer_summary or "",
+            summary=prompt_text(case, "summary"),
             criteria=case.criteria or "",
             answer_criteria=case.expected_answer_criteria or "",
             context=tuple(context_of(case, answer)),

@@ -478,7 +478,7 @@ def judge_hint(document: Mapping[str, Any]) -> str | None:
         return None
     return (f"{skipped} judged metric result(s) skipped: no judge is configured. Turn it on with judge_provider "
             "(openai, gemini, ollama or local) and its API key, e.g. judge_provider: openai in evalgate.yaml and "
-            "OPENAI_API_KEY in the environment (docs/judging.md).")
+            "OPENAI_API_KEY in the environment (docs/judges.md).")
 
 
 

@@ -1,6 +1,6 @@
 """Markdown report for the PR comment and the job summary, rendered from a results document.
 
-The results document (docs/design.md, "results.json", plus the optional ``comparison`` block) is
+The results document (docs/results.md, plus the optional ``comparison`` block) is
 turned into a *view model* of raw values (``build_view``); the jinja2 template escapes every
 untrusted value explicitly through the filters registered here (autoescape is off):
 

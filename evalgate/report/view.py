@@ -1,5 +1,5 @@
-"""View models shared by the reports: pure functions from a results document (docs/design.md,
-"results.json") to plain values, with nothing escaped.
+"""View models shared by the reports: pure functions from a results document (docs/results.md)
+to plain values, with nothing escaped.
 
 The Markdown report (``markdown.py``) escapes at its edge through template filters; the HTML report
 (``html.py``) lets jinja2 autoescape. Each renderer composes these sections into its own view and keeps

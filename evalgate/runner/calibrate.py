@@ -447,7 +447,7 @@ class CalibrationOutcome:
 def labelled_examples(prepared: Prepared, cwd: Path) -> list[LabelledExample]:
     if not prepared.calibration_sets:
         raise UserError("no labelled examples: name a labels file in a suite block (calibration: labels.yaml) or in "
-                        "evalgate.yaml's suite (docs/judges.md, \"Calibration\")", where="calibration")
+                        "evalgate.yaml's suite (docs/judge-calibration.md, \"Calibration\")", where="calibration")
     examples: list[LabelledExample] = []
     for path, _where in prepared.calibration_sets:
         examples.extend(load_labels(path, cwd))

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evalgate.calls.executor import CallFailed
+from evalgate.dialect import request_context_fields
 from evalgate.metrics.conversation import TURNS_MEMO
 from evalgate.metrics.registry import get_metric
 from evalgate.model import TURN_EXPECTATIONS, TURN_RECORDED, Answer, Case, CaseStatus, MetricUnavailable, Turn
@@ -46,8 +47,8 @@ if TYPE_CHECKING:
     from evalgate.runner.engine import Engine
 
 INHERITED = ("suite", "category", "tags", "risk_level", "difficulty", "evolution_type", "language",
-             "active_team_id", "active_league_id", "team_name", "metadata", "assistant_role")
-"""Fields a turn's case takes from its conversation case."""
+             "metadata", "assistant_role")
+"""Fields a turn's case takes from its conversation case (with the dialects' request context fields)."""
 
 
 @dataclass
@@ -68,7 +69,7 @@ class ConversationOptions:
 def turn_case(case: Case, turn: Turn, number: int) -> Case:
     """The single-turn case scored on turn ``number``'s answer: the turn's message and expectations, and the
     conversation's suite, category, risk and context."""
-    values: dict[str, Any] = {name: getattr(case, name) for name in INHERITED}
+    values: dict[str, Any] = {name: getattr(case, name) for name in (*INHERITED, *request_context_fields())}
     values["id"] = case.id
     values["input"] = turn.input
     for name in (*TURN_EXPECTATIONS, *TURN_RECORDED):

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from evalgate.calls.costs import BudgetExceeded
 from evalgate.calls.executor import CallCancelled
 from evalgate.config.settings import DEFAULT_MAX_ANSWER_CHARS
+from evalgate.dialect import expectation_fields
 from evalgate.metrics.registry import (
     EMPTY_ANSWER_REASON,
     NO_JUDGE_REASON,
@@ -64,17 +65,13 @@ EXPECTATION_FIELDS = (
     "expected_output",
     "expected_sources",
     "expected_keywords",
-    "expected_specialist",
     "expected_data_sources",
-    "verified_answer_summary",
     "expected_answer_criteria",
     "passing_criteria",
     "agents_should_include",
     "agents_should_exclude",
     "tools_should_include",
     "tools_should_exclude",
-    "brands_mine",
-    "brands_competitors",
     "expected_my_mentions",
     "expected_competitor_mentions",
     "expected_ranked_list",
@@ -605,7 +602,7 @@ def expectations_of(case: Case) -> dict[str, Any]:
     """The expectation fields a case actually sets, for reports."""
     expected: dict[str, Any] = {}
     fields = vars(case)
-    for name in EXPECTATION_FIELDS:
+    for name in expectation_fields(EXPECTATION_FIELDS):  # with the dialects' own, each in its place
         value = fields[name]
         if value is not None:
             expected[name] = value

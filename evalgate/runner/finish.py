@@ -210,27 +210,29 @@ def compared_record(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_compat_documents(settings: Settings, results_path: Path, cwd: Path | None = None) -> dict[str, Path]:
-    """The ``compat`` seeds' documents (``report.compat``) written beside results.json, plus the single one
-    at ``compat_output`` (seed 004's ``--output``, relative to ``cwd``). Returns seed → path written."""
+    """The ``compat`` dialects' output documents (``report.documents``) written beside results.json, plus the
+    single one at ``compat_output`` (the dialect's own ``--output``, relative to ``cwd``). Returns dialect →
+    path written."""
     if not settings.compat:
         return {}
     import shutil
 
+    from evalgate.dialect import output_documents
     from evalgate.errors import UserError
-    from evalgate.report.compat import COMPAT_FILES, write_compat_document
+    from evalgate.report.documents import write_document
 
     written: dict[str, Path] = {}
     extra = Path(settings.compat_output) if settings.compat_output else None
     if extra is not None and not extra.is_absolute():
         extra = (cwd or Path.cwd()) / extra
-    shaped = [seed for seed in settings.compat if seed in COMPAT_FILES]  # seeds 002 and 003 have no document
-    for seed in shaped:
-        path = results_path.parent / COMPAT_FILES[seed]
+    shaped = output_documents(settings.compat)  # a dialect without a document writes none
+    for seed, shape in shaped.items():
+        path = results_path.parent / shape.file
         with open(path, "w", encoding="utf-8") as out:  # streamed: memory flat in the number of cases
-            write_compat_document(seed, results_path, out, settings.compat_include_responses, clean=redact)
+            write_document(seed, results_path, out, settings.compat_include_responses, clean=redact)
         written[seed] = path
-    for seed in shaped:  # after every document is written: --output may name results.json itself
-        if extra is not None and (seed == "seed004" or len(shaped) == 1):
+    for seed, shape in shaped.items():  # after every document is written: --output may name results.json itself
+        if extra is not None and (shape.takes_output or len(shaped) == 1):
             try:
                 extra.parent.mkdir(parents=True, exist_ok=True)
                 if not extra.exists() or not extra.samefile(written[seed]):

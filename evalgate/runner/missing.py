@@ -72,5 +72,5 @@ def check_answers_recorded(settings: SelectionSettings | Settings, cases: Iterab
         return
     raise UserError("no case has an answer to score: the default target 'recorded' reads each case's output: "
                     "field. Record answers there (output: ...), give an outputs_file (answers keyed by case id), "
-                    f"or let your agent answer: target: http and target_url: in evalgate.yaml ({DOCS_SITE}answers/)",
+                    f"or let your agent answer: target: http and target_url: in evalgate.yaml ({DOCS_SITE}targets/)",
                     where=first.location or "dataset")

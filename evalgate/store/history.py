@@ -1,17 +1,18 @@
-"""History of runs in a results database: seed 001's three SQL questions, for any date.
+"""History of runs in a results database: the brand-mention dialect's three SQL questions, for any date.
 
-The queries read only seed 001's tables (``eval_runs``, ``eval_results``), so they also work on a
-database written by the seed's own tool; ``eg_runs`` adds each run's status when present.
+The queries read only the history tables (``eval_runs``, ``eval_results``), so they also work on a
+database written by that dialect's own tool (``evalgate.dialects``); ``eg_runs`` adds each run's status
+when present.
 
-* **runs over time** — the newest ``limit`` runs with totals and pass rate (seed: ``LIMIT 10``);
+* **runs over time** — the newest ``limit`` runs with totals and pass rate (the tool: ``LIMIT 10``);
 * **metric trends** — per UTC day and metric, the mean metric value and the number of rows, over the
-  window ``[until − days, until]``. The seed writes ``timestamp_utc >= datetime('now', '-30 days')``,
+  window ``[until − days, until]``. The tool writes ``timestamp_utc >= datetime('now', '-30 days')``,
   which compares ISO strings (``2026-11-22T10:15:00Z``) with SQLite's ``2026-11-22 10:15:00``: ``T``
   sorts after a space, so on the boundary day every run counts as inside the window, and ``now`` ties
   the answer to the wall clock. Here both sides go through ``julianday()`` and ``until`` is a
   parameter (default: now), so the window is exact for any date;
 * **most-failing cases** — per case (``test_description``), in how many runs of the window it failed
-  out of how many it ran, and which metrics failed (the seed counts failed metric rows instead).
+  out of how many it ran, and which metrics failed (the tool counts failed metric rows instead).
 
 The queries go through sqlite-utils; the text tables and the chart are drawn by ``evalgate.report.history``.
 """
@@ -149,7 +150,7 @@ class History:
     flaky: list[FlakyCase] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form: trends as the seed's long rows (date, metric, avg_value, test_count)."""
+        """JSON-ready form: trends as the tool's long rows (date, metric, avg_value, test_count)."""
         return {
             "db": self.db,
             "window": {"since": self.since, "until": self.until, "days": self.days},
@@ -199,7 +200,7 @@ def window(until: dt.datetime, days: float) -> tuple[str, str]:
 
 
 def open_history_db(path: Path) -> Database:
-    """Open ``path`` read-only; it must hold seed 001's ``eval_runs`` and ``eval_results`` tables."""
+    """Open ``path`` read-only; it must hold the history tables ``eval_runs`` and ``eval_results``."""
     if not path.is_file():
         raise UserError("results database not found", where=str(path))
     try:
@@ -216,7 +217,7 @@ def open_history_db(path: Path) -> Database:
 
 
 def query_runs(db: Database, limit: int) -> list[RunRow]:
-    """Seed question 1: the newest ``limit`` runs, newest first (``status`` from ``eg_runs`` when present)."""
+    """Question 1: the newest ``limit`` runs, newest first (``status`` from ``eg_runs`` when present)."""
     with_status = db["eg_runs"].exists()
     rows = db.query(
         f"SELECT r.run_id, r.timestamp_utc, {'g.status' if with_status else 'NULL'} AS status, r.total_test_cases,"
@@ -255,7 +256,7 @@ def stored_cases(connection: Any, run_id: str) -> tuple[int, int]:
 
 
 def query_metric_trends(db: Database, since: str, until: str) -> list[TrendPoint]:
-    """Seed question 2 over ``[since, until]``: per UTC day and metric, mean value and row count."""
+    """Question 2 over ``[since, until]``: per UTC day and metric, mean value and row count."""
     rows = db.query(
         "SELECT DATE(r.timestamp_utc) AS date, er.metric_name, AVG(er.metric_value) AS avg_value,"
         " COUNT(*) AS test_count"
@@ -270,7 +271,7 @@ def query_metric_trends(db: Database, since: str, until: str) -> list[TrendPoint
 
 
 def query_failing_cases(db: Database, since: str, until: str, limit: int) -> list[FailingCase]:
-    """Seed question 3 over ``[since, until]``: cases by the number of runs they failed in."""
+    """Question 3 over ``[since, until]``: cases by the number of runs they failed in."""
     rows = db.query(
         "SELECT er.test_description,"
         " COUNT(DISTINCT CASE WHEN er.overall_passed = 0 THEN er.eval_run_id END) AS failed_runs,"

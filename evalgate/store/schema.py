@@ -1,4 +1,4 @@
-"""The results database's schema: seed 001's tables, evalgate's tables, and a numbered migration path.
+"""The results database's schema: the history tables, evalgate's tables, and a numbered migration path.
 
 The schema version is recorded in the database twice: ``PRAGMA user_version`` (read on every open: one
 statement) and the ``eg_meta`` table (``schema_version``, and which evalgate created and last migrated
@@ -6,8 +6,9 @@ the file), readable with any SQLite client.
 
 Migrations run once each, in order, in one transaction together with the version bump:
 
-1. seed 001's ``eval_runs`` and ``eval_results`` with their indexes, exactly as the seed defines them (a
-   database written by the seed's own tool already has them and keeps them as they are), and evalgate's
+1. the history tables ``eval_runs`` and ``eval_results`` with their indexes, in the layout of the brand-mention
+   dialect's own tool (``evalgate.dialects``; a database that tool wrote already has them and keeps them as
+   they are), and evalgate's
    ``eg_runs`` (one row per run: the results document without ``results``) and ``eg_cases`` (one row
    per case: its results.json record);
 2. ``eg_meta(key, value)``;
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from evalgate import __version__
 from evalgate.errors import UserError
 
-SEED_001_DDL = """
+HISTORY_DDL = """
 CREATE TABLE IF NOT EXISTS eval_runs (
     run_id TEXT PRIMARY KEY,
     timestamp_utc TEXT NOT NULL,
@@ -62,7 +63,8 @@ CREATE INDEX IF NOT EXISTS idx_eval_results_metric_name ON eval_results(metric_n
 CREATE INDEX IF NOT EXISTS idx_eval_results_passed ON eval_results(overall_passed);
 CREATE INDEX IF NOT EXISTS idx_eval_results_timestamp ON eval_results(timestamp_utc);
 """
-"""Seed 001's tables and indexes, as that seed defines them (``IF NOT EXISTS`` is not stored by SQLite)."""
+"""The history tables and indexes, as the brand-mention dialect's tool defines them (``IF NOT EXISTS`` is not
+stored by SQLite)."""
 
 EVALGATE_DDL = """
 CREATE TABLE IF NOT EXISTS eg_runs (
@@ -121,7 +123,8 @@ class Migration:
 
 
 MIGRATIONS = (
-    Migration(1, "seed 001's eval_runs/eval_results and evalgate's eg_runs/eg_cases", SEED_001_DDL + EVALGATE_DDL),
+    Migration(1, "the history tables eval_runs/eval_results and evalgate's eg_runs/eg_cases",
+              HISTORY_DDL + EVALGATE_DDL),
     Migration(2, "eg_meta: the schema version and the evalgate versions that wrote it", META_DDL),
     Migration(3, "eg_calibrations: judge calibrations against human labels", CALIBRATION_DDL),
 )
@@ -167,7 +170,7 @@ def _check_known(version: int, where: str) -> None:
 
 def _record(connection: sqlite3.Connection, previous: int | None) -> None:
     """The ``eg_meta`` rows: the version now, and who created the file (``previous`` None: it was empty)
-    or migrated it from ``previous`` (0: a file without a recorded version, such as seed 001's)."""
+    or migrated it from ``previous`` (0: a file without a recorded version, such as one the brand-mention dialect's tool wrote)."""
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     rows = [("schema_version", str(SCHEMA_VERSION))]
     if previous is None:

@@ -1,7 +1,8 @@
 """SQLite results store, appended run after run to one file.
 
-Seed 001's ``eval_runs`` and ``eval_results`` tables and indexes are created exactly as that seed
-defines them, so its trend queries work unchanged (the schema and its migrations: ``store.schema``).
+The history tables ``eval_runs`` and ``eval_results`` and their indexes are created exactly as the
+brand-mention dialect's own tool defines them, so its trend queries work unchanged (the schema and its
+migrations: ``store.schema``).
 evalgate adds:
 
 * ``eg_runs(run_id, timestamp, status, document)``: the results.json document without ``results``;
@@ -9,10 +10,10 @@ evalgate adds:
   record exactly as in results.json.
 
 ``eval_results`` gets one row per computed metric plus one ``case_passed`` row per case (1.0/0.0), so
-errored cases show up in the seed's "find failing tests" query too. ``test_description`` is the case's
-``description`` as written in the dataset (seed 001's queries group by it), or its id when it has none;
+errored cases show up in the tool's "find failing tests" query too. ``test_description`` is the case's
+``description`` as written in the dataset (the tool's queries group by it), or its id when it has none;
 ``#r<repeat>`` is appended for repeats > 0, and `` [id]`` when another case of the run already used the
-same text (the seed's ``UNIQUE(eval_run_id, test_description, metric_name)`` would otherwise drop rows).
+same text (the table's ``UNIQUE(eval_run_id, test_description, metric_name)`` would otherwise drop rows).
 Rows are written as each case finishes and committed in small batches (every 500 cases or every
 second).
 """
@@ -169,7 +170,7 @@ _VALUED = (MetricStatus.passed, MetricStatus.failed, MetricStatus.advisory)
 
 
 def metric_rows(result: CaseResult, run_id: str, timestamp: str, description: str | None = None) -> list[tuple[Any, ...]]:
-    """Seed 001 rows for one case, in ``INSERT_RESULT`` column order: every metric with a value, plus
+    """``eval_results`` rows for one case, in ``INSERT_RESULT`` column order: every metric with a value, plus
     ``case_passed``. Metrics sharing one details mapping (a metric family) encode it once; known secrets
     are redacted from the details text (the database is uploaded as an artifact). ``description``: the
     row's ``test_description`` (default ``description_of(result)``)."""
@@ -287,7 +288,7 @@ class SQLiteStore:
         )
 
     def finish(self, document_without_results: dict[str, Any]) -> None:
-        """Write the run's summary rows (seed 001's ``eval_runs`` and ``eg_runs``) and close."""
+        """Write the run's summary rows (``eval_runs`` and ``eg_runs``) and close."""
         self._flush_rows()
         summary = document_without_results["summary"]
         failed = summary["total_failed"] + summary["total_errored"]

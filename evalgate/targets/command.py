@@ -2,12 +2,12 @@
 
 ``target_command`` is the argv (a JSON list, or comma-separated). The program gets the case as one JSON
 object on stdin (every case field, plus ``context``: the merged ``eval_context`` and case context as the
-http target sends it; a seed 001 case also carries its text as ``llm_answer_text``; a conversation's turn
+http target sends it; the fields a dialect adds, ``evalgate.dialect.request_stdin``; a conversation's turn
 also carries ``messages``, the conversation so far ending with this turn's user message, and ``turn``,
 counted from 1) and must print one
 JSON object on stdout with the answer fields (read with the http target's response mapping, so
 ``output``/``answer``/``response``, ``sources``, ``tools_used`` … all work) or a JSON string (the answer
-text). An extractor (seed 001) may print only ``mentions`` (objects with ``brand``, ``is_mine``, ``rank``)
+text). An extractor may print only ``mentions`` (objects with ``brand``, ``is_mine``, ``rank``)
 and/or ``ranked_list``: those are scored instead of the built-in detector. With ``target_response_format:
 text`` the program's whole stdout (surrounding whitespace stripped) is the answer text instead. A non-zero
 exit status, invalid JSON, more than ``16 × max_answer_chars`` bytes on stdout, or running longer than
@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from evalgate.config.settings import DEFAULT_MAX_ANSWER_CHARS
+from evalgate.dialect import request_stdin
 from evalgate.errors import UserError
 from evalgate.model import Answer
 from evalgate.safety.redact import redact
@@ -103,8 +104,7 @@ class CommandTarget:
             record["turn"] = call.turn
             if call.conversation_id is not None:
                 record["conversation_id"] = call.conversation_id
-        if case.output is not None and (case.brands_mine is not None or case.brands_competitors is not None):
-            record["llm_answer_text"] = case.output  # seed 001's name for the text an extractor reads
+        record.update(request_stdin(case))
         return json.dumps(record, ensure_ascii=False).encode("utf-8")
 
     async def answer(self, case: Case, call: TargetCall | None = None) -> Answer:

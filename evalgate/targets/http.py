@@ -1,13 +1,12 @@
 """The ``http`` target: one request per case to ``target_url`` (``EVALGATE_TARGET_URL``).
 
-Request body: without ``target_body_template``, ``{"message": input, **context}`` (for a seed 001 case,
-which has no input, ``{"message": llm_answer_text, "llm_answer_text", "brands_mine", "brands_competitors",
-**context}``: the text an extractor analyses and its brand lists) where context is
-``eval_context`` (``EVALGATE_EVAL_*`` variables) overlaid with the case's own ``active_team_id``,
-``active_league_id``, ``team_name`` and ``language``; seed 002's names are sent in its camelCase
-(``activeTeamId``, ``activeLeagueId``, ``teamName``). With a template, the jinja2 template renders the
+Request body: without ``target_body_template``, ``{"message": input, **context}``, unless a dialect gives
+the case a body of its own (``evalgate.dialect.request_body``: e.g. an extractor's case, which has no input,
+sends the text to analyse), where context is ``eval_context`` (``EVALGATE_EVAL_*`` variables) overlaid with
+the case's own context fields (those the dialects name, then ``language``), each sent under the name its
+dialect spells it (``evalgate.dialect.request_name``). With a template, the jinja2 template renders the
 JSON body from ``input``, ``id``, ``category``, ``context`` (the merged context) and ``case`` (every case
-field); use ``| tojson`` for values, e.g. seed 004: ``{"query": {{ input | tojson }}}``. GET and HEAD
+field); use ``| tojson`` for values, e.g. ``{"query": {{ input | tojson }}}``. GET and HEAD
 send the top-level payload fields as query parameters instead of a body.
 
 Headers come from ``target_headers``; ``${NAME}`` in a value is replaced by environment variable NAME
@@ -17,7 +16,7 @@ the body parses and takes any other body as the answer text, except that a body 
 JSON (``application/json``, ``*/*+json``, ``text/json``) must parse: an HTML page, an invalid or a cut JSON
 body is a failed attempt, retried like a 5xx (``MalformedReply``), never an answer; ``json`` requires JSON
 whatever the Content-Type; ``text`` never parses (the body is the answer). A reply needs answer text
-unless it carries an extraction (``mentions`` / ``ranked_list``, seed 001's extractor). The body read is at
+unless it carries an extraction (``mentions`` / ``ranked_list``, an extractor's reply). The body read is at
 most ``REPLY_BYTES_PER_ANSWER_CHAR × max_answer_chars`` bytes (``ReplyTooLarge``, not retried). Latency is
 the time of the attempt that succeeded, in milliseconds: from writing the request on a ready connection (connection
 set-up, call-slot waits, retries and backoff excluded) to the last byte of the reply, timed on the run's
@@ -38,6 +37,7 @@ from pydantic import ValidationError
 from evalgate.calls.executor import CallFailed, MalformedReply, Pace, Runtime, StatusError, pace_key
 from evalgate.calls.http_pool import HttpPool, Reply
 from evalgate.config.settings import DEFAULT_MAX_ANSWER_CHARS
+from evalgate.dialect import request_body, request_context_fields, request_name
 from evalgate.errors import UserError
 from evalgate.model import Answer
 from evalgate.safety.redact import is_secret_header, redact, register_secret, split_credentials
@@ -52,8 +52,8 @@ if TYPE_CHECKING:
     from evalgate.targets.base import TargetCall
 
 ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-CAMEL_CASE = {"active_team_id": "activeTeamId", "active_league_id": "activeLeagueId", "team_name": "teamName"}
-CASE_CONTEXT_FIELDS = ("active_team_id", "active_league_id", "team_name", "language")
+CASE_CONTEXT_FIELDS = ("language",)
+"""Case fields every request's context carries when set (after the dialects' ``request_context`` fields)."""
 QUERY_METHODS = frozenset({"GET", "HEAD"})
 ERROR_BODY_CHARS = 300
 PROVIDER = "target"
@@ -95,13 +95,14 @@ def resolve_headers(headers: Mapping[str, str], env: Mapping[str, str]) -> dict[
 
 
 def case_context(case: Case, defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """``eval_context`` defaults overlaid with the case's own context fields, 002 names in camelCase."""
+    """``eval_context`` defaults overlaid with the case's own context fields, each key under the name its
+    dialect spells it (``evalgate.dialect.request_name``)."""
     merged = dict(defaults)
-    for name in CASE_CONTEXT_FIELDS:
+    for name in (*request_context_fields(), *CASE_CONTEXT_FIELDS):
         value = getattr(case, name, None)
         if value is not None:
             merged[name] = value
-    return {CAMEL_CASE.get(key, key): value for key, value in merged.items()}
+    return {request_name(key): value for key, value in merged.items()}
 
 
 BODY_VARIABLES = frozenset({"input", "id", "category", "context", "case", "messages", "turn", "conversation_id"})
@@ -216,11 +217,7 @@ class HttpTarget:
                 body[conversation.id_field] = call.conversation_id
             return body
         if self.template is None:
-            if case.input is None and case.output is not None and _lists_brands(case):
-                # seed 001: the system under test is an extractor; the message is the text to analyse
-                return {"message": case.output, "llm_answer_text": case.output, "brands_mine": case.brands_mine or [],
-                        "brands_competitors": case.brands_competitors or [], **context}
-            return {"message": case.input or "", **context}
+            return request_body(case, context) or {"message": case.input or "", **context}
         import jinja2  # loaded already: the template was compiled with it
 
         try:
@@ -337,10 +334,6 @@ class Conversation:
     id_header: str | None = None
     id_from: str | None = None
     """Dotted path of the conversation id in the agent's first JSON reply (then none is sent on turn 1)."""
-
-
-def _lists_brands(case: Case) -> bool:
-    return case.brands_mine is not None or case.brands_competitors is not None
 
 
 def _excerpt(text: str, limit: int = 80) -> str:

@@ -6,11 +6,12 @@ A path is dot-separated keys and list indexes: ``data.answer``, ``choices.0.mess
 (the first path that exists wins). ``settings.target_response_map`` maps answer fields to paths and
 overrides ``DEFAULT_RESPONSE_MAP`` field by field; an empty path switches a field off.
 
-The defaults read seed 002's ``POST /api/agent/chat`` reply (``response``, ``agent``, ``tools_used``,
-``agents_called``, ``debug_context``, ``sources``, ``usage``), seed 004's ``POST {api-url}/chat`` reply
-(``response``, ``agent_id`` — also under ``metadata``, ``debug`` or ``trace`` —, ``citations``,
-``data_sources``) and a seed 001 extractor's reply (``mentions``: objects with ``brand``, ``is_mine``,
-``rank``; ``ranked_list``) without configuration.
+The defaults read the in-house frameworks' replies (``evalgate.dialects``) without configuration: the
+black-box agent's ``POST /api/agent/chat`` reply (``response``, ``agent``, ``tools_used``,
+``agents_called``, ``debug_context``, ``sources``, ``usage``), the golden-dataset agent's ``POST
+{api-url}/chat`` reply (``response``, ``agent_id`` — also under ``metadata``, ``debug`` or ``trace`` —,
+``citations``, ``data_sources``) and a brand-mention extractor's reply (``mentions``: objects with ``brand``, ``is_mine``,
+``rank``; ``ranked_list``).
 
 Values are coerced to the answer's types: text fields take strings (objects become JSON text); list
 fields take lists (a single value becomes a one-item list); a list item that is an object becomes its

@@ -318,7 +318,7 @@ def _calibration(base: Mapping[str, Any], head: Mapping[str, Any], add: Any) -> 
         if a is not None and b is not None and b < a:
             add("calibration", key, a, b, f"{key} {a:g} → {b:g}")
     a, b = _num(base.get("controls_max_items")), _num(head.get("controls_max_items"))
-    if a is not None and b is not None and b > a:  # more controls admit a weak judge more often (docs/judges.md)
+    if a is not None and b is not None and b > a:  # more controls admit a weak judge more often (docs/judge-calibration.md)
         add("calibration", "controls_max_items", a, b,
             f"controls_max_items {a:g} → {b:g} (more controls admit a judge of κ 0.4 more often)")
     old_floors, new_floors = base.get("calibration_floors") or {}, head.get("calibration_floors") or {}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Calibrate a judge against human labels, then let it gate (docs/judges.md, "Calibration").
+# Calibrate a judge against human labels, then let it gate (docs/judge-calibration.md, "Calibration").
 #
 #   ./run.sh                # the scripted demo judge agrees with the labels (κ ≥ 0.6): it gates, the run passes (exit 0)
 #   JUDGE=random ./run.sh   # a judge that scores at random: κ near 0, and under `calibration: required` the run

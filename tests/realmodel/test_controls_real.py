@@ -2,7 +2,7 @@
 on a demo suite (the golden dataset's ``response_quality``, seed 004's kind, which used to gate on a never-calibrated
 judge) and on a relevancy suite whose wrong answers it scored 1.0 under ``calibration: off``. The controls are capped
 at 12 per metric (``EVALGATE_CONTROLS_MAX_ITEMS``): the model takes ≈ 10 s a verdict on two shared cores.
-Measured figures are printed (``pytest -s``) and recorded in docs/judges.md."""
+Measured figures are printed (``pytest -s``) and recorded in docs/judge-calibration.md."""
 
 from __future__ import annotations
 
