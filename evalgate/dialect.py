@@ -294,15 +294,18 @@ OWNER: Mapping[str, str] = _Owners()
 # --- which dialects a case speaks --------------------------------------------------------------------------
 
 
-_detecting: list[tuple[Dialect, ...]] = []
+_detecting: dict[tuple[int, ...], tuple[Dialect, ...]] = {}
 
 
 def _detectors() -> tuple[Dialect, ...]:
-    """The dialects with a ``detect`` hook, in detection order (computed once)."""
-    if not _detecting:
-        _detecting.append(tuple(sorted((d for d in DIALECTS.values() if d.detect is not None),
-                                       key=lambda d: (d.detect_order, d.name))))
-    return _detecting[0]
+    """The dialects with a ``detect`` hook, in detection order (sorted once per set of registered dialects)."""
+    registered = tuple(DIALECTS.values())
+    key = tuple(id(d) for d in registered)
+    if key not in _detecting:
+        _detecting.clear()
+        _detecting[key] = tuple(sorted((d for d in registered if d.detect is not None),
+                                       key=lambda d: (d.detect_order, d.name)))
+    return _detecting[key]
 
 
 def native_format(data: Mapping[str, Any], wrapper: str | None) -> tuple[str | None, str]:
