@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from evalgate.calls.costs import BudgetExceeded
 from evalgate.calls.executor import CallCancelled
@@ -40,6 +40,7 @@ from evalgate.metrics.registry import (
 )
 from evalgate.model import (
     Answer,
+    Case,
     CaseResult,
     CaseStatus,
     MetricErrored,
@@ -53,12 +54,8 @@ from evalgate.runner.conversation import ConversationOptions, converse
 from evalgate.runner.expectations import ExpectationDigests
 from evalgate.runner.record import case_record
 from evalgate.safety.redact import redact
-from evalgate.targets.base import TargetCall, accepts_call
+from evalgate.targets.base import Target, TargetCall, accepts_call
 from evalgate.verdict.gate import case_verdict, judge_metric
-
-if TYPE_CHECKING:
-    from evalgate.model import Case
-    from evalgate.targets.base import Target
 
 LARGE_ANSWER_CHARS = 64_000
 """Answers of at least this many characters (text and list items) are admitted and scored off the event

@@ -12,7 +12,7 @@ import secrets
 import shutil
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from evalgate import __version__
@@ -26,6 +26,7 @@ from evalgate.report.documents import write_document
 from evalgate.runner.provenance import provenance
 from evalgate.runner.setup import Prepared
 from evalgate.safety.redact import redact, redact_mapping
+from evalgate.store.reader import BaselineLookup
 from evalgate.store.results_json import SCHEMA_VERSION
 from evalgate.verdict.aggregate import RunAggregate
 from evalgate.verdict.calibration import calibration_snapshot
@@ -43,9 +44,6 @@ from evalgate.verdict.policy import (
 )
 from evalgate.verdict.reasons import gate_reasons
 from evalgate.verdict.tolerance import resolve_tolerances
-
-if TYPE_CHECKING:
-    from evalgate.store.reader import BaselineLookup
 
 
 def new_run_id(now: dt.datetime) -> str:
