@@ -33,8 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from evalgate.calls.executor import CALL_COUNTERS
 from evalgate.config.settings import Settings, parse_shard
 from evalgate.dataset.select import shard_of
@@ -304,7 +302,7 @@ def _replay(spool: CaseSpool, store: SQLiteStore, merged: _Merged) -> _Tallies:
     tallies = _Tallies(aggregate, merged.consistency.repeat_sink(aggregate), HealthTally(), CaseSet())
     for record in spool.iter_records_in_order():
         text = record.decode("utf-8")
-        result = CaseResult.model_validate_json(text)
+        result = CaseResult.from_stored(text)
         tallies.repeats.add(result)
         tallies.health.add(result)
         tallies.case_set.add(result)
@@ -413,14 +411,7 @@ def _spool_inputs(sources: Sequence[str | Path], spool: CaseSpool) -> tuple[Cons
 def _spool_records(run: ShardRun, spool: CaseSpool, owner: dict[str, str]) -> int:
     seen: set[tuple[str, int]] = set()
     count = 0
-    for position, text in enumerate(run.records):
-        where = f"{run.label}: results[{position}]"
-        try:
-            result = CaseResult.model_validate_json(text)
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            raise UserError(f"invalid case record: {'.'.join(map(str, error['loc']))}: {error['msg']}",
-                            where=where) from None
+    for where, result, text in run.case_records():
         key = (result.id, result.repeat)
         if key in seen:
             raise UserError(f"case {result.id!r} repeat {result.repeat} appears twice", where=where)
