@@ -14,10 +14,39 @@ import datetime as dt
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from evalgate.calls.executor import Runtime
+from evalgate.config.settings import Settings
+from evalgate.config.trust import untrusted_checkout
+from evalgate.dataset.labels import LabelledExample, load_labels
+from evalgate.dataset.load import display_path
 from evalgate.errors import UserError
+from evalgate.judges import controls as built
+from evalgate.judges.calibration import (
+    changed_parts,
+    judge_label,
+    key_of,
+    key_parts,
+    pairwise_key_parts,
+    score_example,
+)
+from evalgate.judges.client import JudgeClient
+from evalgate.judges.factory import build_judge
+from evalgate.judges.pairwise import prefer
+from evalgate.metrics.registry import Metric
 from evalgate.model import Case, Threshold
+from evalgate.runner.catalog import INLINE_CRITERIA
+from evalgate.runner.setup import Prepared, prepare
+from evalgate.store.calibration import (
+    DEFAULT_FILE,
+    CalibrationFileError,
+    load,
+    read_file,
+    record_digest,
+    save,
+    write_file,
+)
 from evalgate.verdict.calibration import (
     ControlFloor,
     Floor,
@@ -28,25 +57,16 @@ from evalgate.verdict.calibration import (
     decide,
     gates,
     mismatch_text,
+    preference_agreement,
     recompute,
     standing,
 )
-
-if TYPE_CHECKING:
-    from evalgate.config.settings import Settings
-    from evalgate.dataset.labels import LabelledExample
-    from evalgate.judges.client import JudgeClient
-    from evalgate.metrics.registry import Metric
-    from evalgate.runner.setup import Prepared
-
 
 # --- where records are ----------------------------------------------------------------------------------------
 
 
 def calibration_files(settings: Settings, prepared: Prepared, cwd: Path) -> list[Path]:
     """The JSON files a run reads (and ``calibrate`` writes: the first)."""
-    from evalgate.store.calibration import DEFAULT_FILE
-
     if settings.calibration_file:
         path = Path(settings.calibration_file)
         return [(path if path.is_absolute() else cwd / path).resolve()]
@@ -60,10 +80,6 @@ def stored_records(settings: Settings, prepared: Prepared, cwd: Path, notices: l
     ``digest`` (sha256 of the record as stored) and ``read_from`` (where it was read), for the gate policy.
     In a pull-request run (``config.trust.untrusted_checkout``) the results database's records are not read: the
     pull request may have committed that database, and only the calibration file is compared with the base run's."""
-    from evalgate.config.trust import untrusted_checkout
-    from evalgate.dataset.load import display_path
-    from evalgate.store.calibration import CalibrationFileError, load, read_file, record_digest
-
     db_path = settings.db_path if settings.db_path.is_absolute() else cwd / settings.db_path
     found: list[tuple[dict[str, Any], str]] = [(record, display_path(db_path, cwd)) for record in load(db_path)
                                                if not str(record.get("metric", "")).startswith("controls:")]
@@ -98,8 +114,6 @@ def lookup(records: list[dict[str, Any]], metric: str, key: str, parts: dict[str
            ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(the newest record of ``metric`` under ``key``, the newest under another key with ``changed``: the key parts
     that differ from ``parts``)."""
-    from evalgate.judges.calibration import changed_parts
-
     own = [r for r in records if r.get("metric") == metric]
     current = max((r for r in own if r.get("key") == key), key=lambda r: str(r.get("created", "")), default=None)
     other = max((r for r in own if r.get("key") != key), key=lambda r: str(r.get("created", "")), default=None)
@@ -143,8 +157,6 @@ class JudgePolicy:
 def judged_gated(prepared: Prepared) -> list[str]:
     """The gated judged metrics a calibration decides on (one-off ``assert:`` criteria are each their own prompt:
     nothing to calibrate, they gate as written)."""
-    from evalgate.runner.catalog import INLINE_CRITERIA
-
     return [name for name in sorted(prepared.thresholds) if name in prepared.metrics
             and prepared.metrics[name].uses_judge and name != INLINE_CRITERIA]
 
@@ -158,9 +170,6 @@ async def prove_judges(settings: Settings, prepared: Prepared, judge: JudgeClien
     and budget): a rerun with the same judge and control set costs no call. The record is also saved in the
     results database (``controls:NAME``) as a log; the decision is always recomputed from the verdicts, so no
     file of the checkout can vouch for a judge."""
-    from evalgate.judges import controls as built
-    from evalgate.judges.calibration import judge_label, key_of, key_parts
-
     if judge is None or settings.calibration == "trust" or settings.controls_max_items == 0:
         return {}
     names = judged_gated(prepared)
@@ -168,19 +177,7 @@ async def prove_judges(settings: Settings, prepared: Prepared, judge: JudgeClien
         return {}
     records = stored_records(settings, prepared, cwd, []) if settings.calibration != "off" else []
     options = global_options(prepared)
-    wanted: dict[str, list[built.Control]] = {}
-    for name in names:
-        metric = prepared.metrics[name]
-        if built.family(metric) is None:
-            continue
-        parts = key_parts(judge, metric, options)
-        current, _stale = lookup(records, name, key_of(parts), parts)
-        if current is not None:  # human labels for this configuration decide (they override the controls)
-            continue
-        cases = (case for case in prepared.cases if name in prepared.plan_for(case).names)
-        items = built.build(metric, cases, settings.controls_max_items)
-        if items:  # none: the suite gives nothing to build them from (no reference, no conversation)
-            wanted[name] = items
+    wanted = _wanted_controls(names, prepared, judge, records, options, settings.controls_max_items)
     total = sum(len(items) for items in wanted.values())
     if announce is not None and total:
         announce(f"judge controls: {total} item(s) for {len(wanted)} metric(s) (at most "
@@ -198,27 +195,9 @@ async def prove_judges(settings: Settings, prepared: Prepared, judge: JudgeClien
     for name, items in wanted.items():
         metric = prepared.metrics[name]
         pairs = await asyncio.gather(*(one(metric, item) for item in items))
-        threshold = prepared.thresholds[name]
-        report = agreement(pairs, threshold.admits)
-        state, why = control_standing(report, ControlFloor())
-        kinds: dict[str, dict[str, int]] = {}
-        for pair in pairs:
-            row = kinds.setdefault(pair.source, {"n": 0, "right": 0, "no_verdict": 0})
-            row["n"] += 1
-            if pair.judge_value is None:
-                row["no_verdict"] += 1
-            elif bool(threshold.admits(pair.judge_value)) == pair.label_pass:
-                row["right"] += 1
-        parts = key_parts(judge, metric, options)
-        digest = built.digest(items)
-        found[name] = {**report, "status": state, "reason": why, "items": len(items), "digest": digest,
-                       "first_unavailable": next((pair.problem for pair in pairs if pair.problem), None),
-                       "kinds": kinds, "created": now, "metric": f"controls:{name}",
-                       "key": key_of({**parts, "controls": digest}), "parts": parts,
-                       "judge": judge_label(parts, name, key_of(parts)), "threshold": threshold.model_dump()}
+        found[name] = _controls_record(name, items, pairs, prepared.thresholds[name],
+                                       key_parts(judge, metric, options), now)
     if found:
-        from evalgate.store.calibration import save
-
         db_path = settings.db_path if settings.db_path.is_absolute() else cwd / settings.db_path
         try:
             save(db_path, list(found.values()))
@@ -227,11 +206,51 @@ async def prove_judges(settings: Settings, prepared: Prepared, judge: JudgeClien
     return found
 
 
+def _wanted_controls(names: list[str], prepared: Prepared, judge: JudgeClient, records: list[dict[str, Any]],
+                     options: Any, cap: int) -> dict[str, list[built.Control]]:
+    """Per gated judged metric of ``names`` that controls can prove and no human labels of its current
+    configuration decide: at most ``cap`` controls built from the cases it is planned for."""
+    wanted: dict[str, list[built.Control]] = {}
+    for name in names:
+        metric = prepared.metrics[name]
+        if built.family(metric) is None:
+            continue
+        parts = key_parts(judge, metric, options)
+        current, _stale = lookup(records, name, key_of(parts), parts)
+        if current is not None:  # human labels for this configuration decide (they override the controls)
+            continue
+        cases = (case for case in prepared.cases if name in prepared.plan_for(case).names)
+        items = built.build(metric, cases, cap)
+        if items:  # none: the suite gives nothing to build them from (no reference, no conversation)
+            wanted[name] = items
+    return wanted
+
+
+def _controls_record(name: str, items: list[built.Control], pairs: list[Pair], threshold: Threshold,
+                     parts: dict[str, Any], now: str) -> dict[str, Any]:
+    """The controls' record of metric ``name``: agreement over its control ``pairs``, standing, per-kind counts
+    (``n``, ``right``, ``no_verdict``), the control set's digest and the judge's key ``parts``."""
+    report = agreement(pairs, threshold.admits)
+    state, why = control_standing(report, ControlFloor())
+    kinds: dict[str, dict[str, int]] = {}
+    for pair in pairs:
+        row = kinds.setdefault(pair.source, {"n": 0, "right": 0, "no_verdict": 0})
+        row["n"] += 1
+        if pair.judge_value is None:
+            row["no_verdict"] += 1
+        elif bool(threshold.admits(pair.judge_value)) == pair.label_pass:
+            row["right"] += 1
+    digest = built.digest(items)
+    return {**report, "status": state, "reason": why, "items": len(items), "digest": digest,
+            "first_unavailable": next((pair.problem for pair in pairs if pair.problem), None),
+            "kinds": kinds, "created": now, "metric": f"controls:{name}",
+            "key": key_of({**parts, "controls": digest}), "parts": parts,
+            "judge": judge_label(parts, name, key_of(parts)), "threshold": threshold.model_dump()}
+
+
 def explain_gating(settings: Settings, prepared: Prepared) -> list[str]:
     """``validate --explain``: per gated judged metric, in one line, what it needs to gate (no call is made, so
     what the judge will show is not known yet: the controls are counted, not scored)."""
-    from evalgate.judges import controls as built
-
     mode = settings.calibration
     judged = "judged — needs a judge (judge_provider); then" if settings.judge_provider == "none" else "judged —"
     lines = []
@@ -262,8 +281,6 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
     """Per gated judged metric: its calibration standing, its controls (``prove_judges``) and whether it gates
     (``verdict.calibration.decide``). A metric that reads a non-gating judged metric's value (``composite``,
     ``combined_score``) stops gating too."""
-    from evalgate.judges.calibration import judge_label, key_of, key_parts
-
     thresholds = dict(prepared.thresholds)
     if judge is None:
         return JudgePolicy(thresholds)
@@ -284,42 +301,58 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
     policy = JudgePolicy(thresholds, {"mode": mode, "metrics": {}})
     not_gating: set[str] = set()
     for name in judged:
-        metric = prepared.metrics[name]
-        parts = key_parts(judge, metric, options)
-        key = key_of(parts)
-        label = judge_label(parts, name, key)
-        current, stale = lookup(records, name, key, parts)
-        floor = floor_for(settings, name)
-        state, why = standing(current, stale, floor)
-        control = controls.get(name)
-        control_state, control_why = control_standing(control) if control is not None else ("none", "")
-        gating, evidence = decide(mode, state, control_state, seed_kind=prepared.seed_kind)
-        entry: dict[str, Any] = {"judge": label, "key": key, "status": state, "reason": why, "gating": gating,
-                                 "evidence": evidence, "min_kappa": floor.min_kappa, "min_labels": floor.min_labels,
-                                 "threshold": thresholds[name].model_dump()}
-        if current is not None:
-            entry.update({"kappa": current.get("kappa"), "kappa_ci": current.get("kappa_ci"), "n": current.get("n"),
-                          "accuracy": current.get("accuracy"), "spearman": current.get("spearman"),
-                          "kendall": current.get("kendall"), "created": current.get("created"),
-                          "digest": current.get("digest"), "read_from": current.get("read_from"),
-                          **({"mismatch": current["mismatch"]} if current.get("mismatch") else {})})
-        if control is not None:
-            entry["controls"] = {"status": control_state, "reason": control_why, "n": control.get("n"),
-                                 "kappa": control.get("kappa"), "kappa_ci": control.get("kappa_ci"),
-                                 "items": control.get("items"), "digest": control.get("digest"),
-                                 "kinds": control.get("kinds"), "first_unavailable": control.get("first_unavailable"),
-                                 "disagreements": control.get("disagreements", [])[:3]}
+        entry = _metric_entry(settings, prepared, judge, records, options, name, controls.get(name), thresholds[name])
         policy.block["metrics"][name] = entry
-        line = gate_line(name, label, evidence, gating, why, control_state, control_why)
-        entry["line"] = line
-        if not gating and mode == "required":  # one reason, not its verdicts as well
+        line = entry["line"]
+        if not entry["gating"] and mode == "required":  # one reason, not its verdicts as well
             not_gating.add(name)
             policy.failures[name] = f"{line} — calibration: required"
-        elif not gating:
+        elif not entry["gating"]:
             not_gating.add(name)
             policy.notes[name] = f"{line} — verdicts shown, not gating"
         else:
-            policy.notes[name] = line if evidence in ("seed", "trusted") else f"{line} — gates"
+            policy.notes[name] = line if entry["evidence"] in ("seed", "trusted") else f"{line} — gates"
+    _stop_dependents(policy, thresholds, prepared, not_gating)
+    if settings.pairwise:
+        _pairwise_policy(policy, settings, prepared, judge, records, options, judged)
+    return policy
+
+
+def _metric_entry(settings: Settings, prepared: Prepared, judge: JudgeClient, records: list[dict[str, Any]],
+                  options: Any, name: str, control: Mapping[str, Any] | None, threshold: Threshold) -> dict[str, Any]:
+    """The calibration block's entry of judged metric ``name`` (gated at ``threshold``): the judge's key, the standing of its human labels and of its ``control`` record, whether it gates and on what
+    evidence, and its gate ``line``."""
+    parts = key_parts(judge, prepared.metrics[name], options)
+    key = key_of(parts)
+    label = judge_label(parts, name, key)
+    current, stale = lookup(records, name, key, parts)
+    floor = floor_for(settings, name)
+    state, why = standing(current, stale, floor)
+    control_state, control_why = control_standing(control) if control is not None else ("none", "")
+    gating, evidence = decide(settings.calibration, state, control_state, seed_kind=prepared.seed_kind)
+    entry: dict[str, Any] = {"judge": label, "key": key, "status": state, "reason": why, "gating": gating,
+                             "evidence": evidence, "min_kappa": floor.min_kappa, "min_labels": floor.min_labels,
+                             "threshold": threshold.model_dump()}
+    if current is not None:
+        entry.update({"kappa": current.get("kappa"), "kappa_ci": current.get("kappa_ci"), "n": current.get("n"),
+                      "accuracy": current.get("accuracy"), "spearman": current.get("spearman"),
+                      "kendall": current.get("kendall"), "created": current.get("created"),
+                      "digest": current.get("digest"), "read_from": current.get("read_from"),
+                      **({"mismatch": current["mismatch"]} if current.get("mismatch") else {})})
+    if control is not None:
+        entry["controls"] = {"status": control_state, "reason": control_why, "n": control.get("n"),
+                             "kappa": control.get("kappa"), "kappa_ci": control.get("kappa_ci"),
+                             "items": control.get("items"), "digest": control.get("digest"),
+                             "kinds": control.get("kinds"), "first_unavailable": control.get("first_unavailable"),
+                             "disagreements": control.get("disagreements", [])[:3]}
+    entry["line"] = gate_line(name, label, evidence, gating, why, control_state, control_why)
+    return entry
+
+
+def _stop_dependents(policy: JudgePolicy, thresholds: dict[str, Threshold], prepared: Prepared,
+                     not_gating: set[str]) -> None:
+    """A metric that reads a non-gating judged metric's value stops gating too; the non-gating metrics leave
+    ``thresholds``."""
     for name in sorted(thresholds):
         dependent = prepared.metrics.get(name)
         if dependent is not None and name not in not_gating and set(dependent.depends_on) & not_gating:
@@ -330,9 +363,6 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
                                                       "threshold": thresholds[name].model_dump()})
     for name in not_gating:
         thresholds.pop(name, None)
-    if settings.pairwise:
-        _pairwise_policy(policy, settings, prepared, judge, records, options, judged)
-    return policy
 
 
 def gate_line(name: str, label: str, evidence: str, gating: bool, why: str, control_state: str,
@@ -356,8 +386,6 @@ def gate_line(name: str, label: str, evidence: str, gating: bool, why: str, cont
 def _pairwise_policy(policy: JudgePolicy, settings: Settings, prepared: Prepared, judge: JudgeClient,
                      records: list[dict[str, Any]], options: Any, judged: list[str]) -> None:
     """Pairwise preferences gate (``fail_on_regression``) under the same rules, calibrated as ``pairwise:NAME``."""
-    from evalgate.judges.calibration import judge_label, key_of, pairwise_key_parts
-
     policy.pairwise_gating = set()
     block = policy.block.setdefault("pairwise", {})
     for name in judged:
@@ -417,8 +445,6 @@ class CalibrationOutcome:
 
 
 def labelled_examples(prepared: Prepared, cwd: Path) -> list[LabelledExample]:
-    from evalgate.dataset.labels import load_labels
-
     if not prepared.calibration_sets:
         raise UserError("no labelled examples: name a labels file in a suite block (calibration: labels.yaml) or in "
                         "evalgate.yaml's suite (docs/judge-calibration.md, \"Calibration\")", where="calibration")
@@ -437,32 +463,9 @@ def labelled_examples(prepared: Prepared, cwd: Path) -> list[LabelledExample]:
 async def calibrate(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | None = None,
                     metrics: list[str] | None = None) -> CalibrationOutcome:
     """Score every labelled example with the configured judge; store and return one record per metric."""
-    from evalgate.calls.executor import Runtime
-    from evalgate.dataset.load import display_path
-    from evalgate.judges.calibration import judge_label, key_of, key_parts, score_example
-    from evalgate.judges.factory import build_judge
-    from evalgate.runner.setup import prepare
-    from evalgate.store.calibration import save, write_file
-
     cwd = cwd or Path.cwd()
     prepared = prepare(settings, suite_config, cwd)
-    examples = labelled_examples(prepared, cwd)
-    wanted = set(metrics or [])
-    by_metric: dict[str, list[LabelledExample]] = {}
-    by_pairwise: dict[str, list[LabelledExample]] = {}
-    for example in examples:
-        for name in example.labels:
-            if not wanted or name in wanted:
-                by_metric.setdefault(name, []).append(example)
-        for name in example.preferred or {}:
-            if not wanted or name in wanted or f"pairwise:{name}" in wanted:
-                by_pairwise.setdefault(name, []).append(example)
-    for name in sorted(by_metric):
-        if prepared.thresholds.get(name) is None:
-            raise UserError(f"{name} has no threshold: calibration compares pass/fail at the threshold; set one "
-                            "(thresholds:, metric_thresholds)", where=by_metric[name][0].where)
-    if not by_metric and not by_pairwise:
-        raise UserError("no labelled example names a metric to calibrate", where="calibration")
+    by_metric, by_pairwise = _examples_by_metric(labelled_examples(prepared, cwd), prepared, set(metrics or []))
     if settings.judge_provider == "none":
         raise UserError("calibration needs a judge: set judge_provider (--judge-provider)", where="judge_provider")
     runtime = Runtime.from_settings(settings)
@@ -471,27 +474,10 @@ async def calibrate(settings: Settings, suite_config: Mapping[str, Any], cwd: Pa
     options = global_options(prepared)
     gate = asyncio.Semaphore(settings.concurrency)
     try:
-        async def one(metric: Metric, example: LabelledExample) -> Pair:
-            async with gate:
-                value, reasoning, problem = await score_example(judge, metric, example.case, options)
-            label = example.labels[metric.name]
-            threshold = prepared.thresholds[metric.name]
-            return Pair(example.case.id or example.where, label.as_pass(threshold.admits), label.value, value,
-                        reasoning, example.where, problem)
-
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         records: list[dict[str, Any]] = []
         for name in sorted(by_metric):
-            metric = prepared.metrics[name]
-            pairs = await asyncio.gather(*(one(metric, example) for example in by_metric[name]))
-            parts = key_parts(judge, metric, options)
-            key = key_of(parts)
-            report = agreement(pairs, prepared.thresholds[name].admits)
-            first_problem = next((p.problem for p in pairs if p.problem), None)
-            records.append({"metric": name, "key": key, "judge": judge_label(parts, name, key), "parts": parts,
-                            "created": now, "threshold": prepared.thresholds[name].model_dump(),
-                            "labels": sorted({display_path(p.resolve(), cwd) for p, _ in prepared.calibration_sets}),
-                            "first_unavailable": first_problem, **report})
+            records.append(await _calibrate_metric(judge, name, by_metric[name], options, gate, now, prepared, cwd))
         for name in sorted(by_pairwise):
             records.append(await _calibrate_pairwise(judge, prepared.metrics[name], by_pairwise[name], options, gate,
                                                      now, prepared, cwd))
@@ -507,14 +493,57 @@ async def calibrate(settings: Settings, suite_config: Mapping[str, Any], cwd: Pa
     return CalibrationOutcome(records, standings, files[:1], db_path, prepared.notices)
 
 
+def _examples_by_metric(examples: list[LabelledExample], prepared: Prepared, wanted: set[str]
+                        ) -> tuple[dict[str, list[LabelledExample]], dict[str, list[LabelledExample]]]:
+    """The labelled examples per metric to calibrate (those in ``wanted``; every one when it is empty), and per
+    metric whose pairwise preferences to calibrate (``pairwise:NAME`` or ``NAME`` in ``wanted``). A labelled
+    metric without a threshold, or nothing to calibrate, is a user error."""
+    by_metric: dict[str, list[LabelledExample]] = {}
+    by_pairwise: dict[str, list[LabelledExample]] = {}
+    for example in examples:
+        for name in example.labels:
+            if not wanted or name in wanted:
+                by_metric.setdefault(name, []).append(example)
+        for name in example.preferred or {}:
+            if not wanted or name in wanted or f"pairwise:{name}" in wanted:
+                by_pairwise.setdefault(name, []).append(example)
+    for name in sorted(by_metric):
+        if prepared.thresholds.get(name) is None:
+            raise UserError(f"{name} has no threshold: calibration compares pass/fail at the threshold; set one "
+                            "(thresholds:, metric_thresholds)", where=by_metric[name][0].where)
+    if not by_metric and not by_pairwise:
+        raise UserError("no labelled example names a metric to calibrate", where="calibration")
+    return by_metric, by_pairwise
+
+
+async def _calibrate_metric(judge: JudgeClient, name: str, examples: list[LabelledExample], options: Any,
+                            gate: asyncio.Semaphore, now: str, prepared: Prepared, cwd: Path) -> dict[str, Any]:
+    """The record of metric ``name``: the judge's verdicts on the labelled ``examples`` against the human labels,
+    at the metric's threshold (``verdict.calibration.agreement``)."""
+    metric = prepared.metrics[name]
+
+    async def one(example: LabelledExample) -> Pair:
+        async with gate:
+            value, reasoning, problem = await score_example(judge, metric, example.case, options)
+        label = example.labels[metric.name]
+        threshold = prepared.thresholds[metric.name]
+        return Pair(example.case.id or example.where, label.as_pass(threshold.admits), label.value, value,
+                    reasoning, example.where, problem)
+
+    pairs = await asyncio.gather(*(one(example) for example in examples))
+    parts = key_parts(judge, metric, options)
+    key = key_of(parts)
+    report = agreement(pairs, prepared.thresholds[name].admits)
+    first_problem = next((p.problem for p in pairs if p.problem), None)
+    return {"metric": name, "key": key, "judge": judge_label(parts, name, key), "parts": parts,
+            "created": now, "threshold": prepared.thresholds[name].model_dump(),
+            "labels": sorted({display_path(p.resolve(), cwd) for p, _ in prepared.calibration_sets}),
+            "first_unavailable": first_problem, **report}
+
+
 async def _calibrate_pairwise(judge: JudgeClient, metric: Metric, examples: list[LabelledExample], options: Any,
                               gate: asyncio.Semaphore, now: str, prepared: Prepared, cwd: Path) -> dict[str, Any]:
     """The ``pairwise:NAME`` record: the judge's combined preference (both orders) against the human one."""
-    from evalgate.dataset.load import display_path
-    from evalgate.judges.calibration import judge_label, key_of, pairwise_key_parts
-    from evalgate.judges.pairwise import prefer
-    from evalgate.verdict.calibration import preference_agreement
-
     async def one(example: LabelledExample) -> tuple[str, str | None, str, str]:
         assert example.answers is not None and example.preferred is not None
         async with gate:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from evalgate.dialect import DIALECTS, NAMED, OWNER, WHEN, active_dialects, category_map, owned_when, triggered
+from evalgate.metrics import registry
 from evalgate.model import Case, Threshold
 
 
@@ -77,9 +78,7 @@ def _why(name: str, case: Case, planned: list[str], configs: tuple[Any, Any], us
 
 
 def _depends(name: str) -> tuple[str, ...]:
-    from evalgate.metrics.registry import REGISTRY
-
-    metric = REGISTRY.get(name)
+    metric = registry.REGISTRY.get(name)  # read when asked: a test (or a plug-in) may replace the registry
     return metric.depends_on if metric is not None else ()
 
 

@@ -211,7 +211,7 @@ def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None,
     document["comparison"] = None
     if baseline.document is None:
         return []
-    head = {**document, "results": (_compared_record(json.loads(record)) for record in records)}
+    head = {**document, "results": (compared_record(json.loads(record)) for record in records)}
     try:
         comparison = compare_runs(baseline.document, head, alpha=settings.significance_level,
                                   baseline_source=baseline.source, repeat_rule=settings.repeat_rule,
@@ -230,7 +230,7 @@ def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None,
     return gate_reasons(comparison=comparison, fail_on_regression=settings.fail_on_regression)
 
 
-def _compared_record(record: dict[str, Any]) -> dict[str, Any]:
+def compared_record(record: dict[str, Any]) -> dict[str, Any]:
     """What the comparison reads of a case record; a value scored by the heuristic because the judge could
     not score it is left out (it is not comparable with a judge's value on the other side)."""
     slim = {key: record[key] for key in COMPARED_RECORD_KEYS if key in record}

@@ -20,6 +20,7 @@ from evalgate.errors import DOCS_SITE, UserError
 from evalgate.verdict.aggregate import NOT_JUDGED
 
 if TYPE_CHECKING:
+    from evalgate.config.sections import SelectionSettings
     from evalgate.config.settings import Settings
     from evalgate.model import Case
 
@@ -56,7 +57,7 @@ def not_judged_reason(settings: Settings) -> str | None:
     return f"{NOT_JUDGED}: no {needed} in this run" + (f" ({why})" if why else "") + " and judge-missing is skip"
 
 
-def check_answers_recorded(settings: Settings, cases: Iterable[Case]) -> None:
+def check_answers_recorded(settings: SelectionSettings | Settings, cases: Iterable[Case]) -> None:
     """With the default target (``recorded``, no ``outputs_file``), answers come from the cases' own ``output:``.
     A dataset none of whose cases has one (the README's example, a new suite) would only error every case:
     exit 2 instead, saying how to add answers. Stops at the first case with an answer (usually the first)."""

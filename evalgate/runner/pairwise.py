@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from evalgate.judges.health import MetricHealth
+from evalgate.judges.pairwise import prefer
 from evalgate.model import Case
+from evalgate.verdict.pairwise import summarize
 
 if TYPE_CHECKING:
     from evalgate.judges.client import JudgeClient
@@ -45,9 +48,6 @@ def _case(record: Mapping[str, Any]) -> Case | None:
 
 async def judge_pairs(judge: JudgeClient, prepared: Prepared, records: Iterable[bytes], base: Mapping[str, str],
                       concurrency: int) -> dict[str, Any]:
-    from evalgate.judges.pairwise import prefer
-    from evalgate.verdict.pairwise import summarize
-
     jobs: list[tuple[str, str, Case, str, str]] = []
     compared = 0
     for raw in records:
@@ -83,8 +83,6 @@ async def judge_pairs(judge: JudgeClient, prepared: Prepared, records: Iterable[
 
 def pairwise_health(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Pairwise replies per metric (two a pair), the unusable ones by cause, and examples of them."""
-    from evalgate.judges.health import MetricHealth
-
     tallies: dict[str, MetricHealth] = {}
     for row in rows:
         tally = tallies.setdefault(str(row["metric"]), MetricHealth())

@@ -1,6 +1,13 @@
-"""One evaluation run from settings to verdict: ``prepare`` (runner.setup) → engine → gate → results
-(runner.finish, store). The CLI and the Action both call ``execute``; publishing (PR comment, artifacts)
-happens after it returns, outside this package.
+"""One evaluation run from settings to verdict, as the pipeline it is (``execute``):
+
+    load and select (``runner.setup.prepare``) → baseline (``load_baseline``) → open the target and judge
+    (``open_run``: the judge proves itself, ``runner.calibrate``) → answer (``answer``: each case answered and
+    scored as it streams through ``runner.engine``) → score (``score_pairs``, ``Tallies.finish``) → decide
+    (``verdict.decide``) → record (``store.run_files``, results.json) → publish (the seed documents).
+
+Each stage takes the settings section it reads (``config.sections``) where its callees do not need the whole
+``Settings``. The CLI and the Action both call ``execute``; publishing the PR comment and artifacts happens
+after it returns, outside this package.
 
 SIGINT and SIGTERM are honoured within a second in every phase (``Interruption``), however large the
 run: while the datasets are read and checked they unwind at once (nothing was evaluated, no results
@@ -20,46 +27,65 @@ import asyncio
 import contextlib
 import datetime as dt
 import gc
+import itertools
 import signal
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from evalgate.calls.costs import add_spend
+from evalgate.calls.executor import Runtime
+from evalgate.config.budget import parse_budget
+from evalgate.config.sections import AnswerSettings, GateSettings, RecordSettings, SelectionSettings
 from evalgate.config.settings import Settings
 from evalgate.errors import Interrupt, RunInterrupted, UserError
+from evalgate.judges.client import JudgeClient
+from evalgate.judges.estimate import announce_estimate
+from evalgate.judges.factory import build_judge, build_simulator, metric_temperatures
+from evalgate.judges.health import HealthTally
 from evalgate.metrics.registry import judge_dependent
+from evalgate.model import Case
 from evalgate.report.progress import FailureCollector
-from evalgate.runner.calibrate import attach_calibration
+from evalgate.runner.adaptive import AdaptiveSink, run_rounds
+from evalgate.runner.calibrate import JudgePolicy, attach_calibration, judge_policy, prove_judges
+from evalgate.runner.conversation import ConversationOptions, turn_case
 from evalgate.runner.engine import Engine, off_loop
 from evalgate.runner.finish import (
-    _compared_record,
     attach_comparison,
     attach_gate_policy,
     build_document,
+    compared_record,
     custom_metrics_metadata,
     new_run_id,
-    policy_of,
     run_metadata,
     write_compat_documents,
 )
+from evalgate.runner.missing import check_answers_recorded, not_judged_reason
+from evalgate.runner.pairwise import base_outputs, judge_pairs
 from evalgate.runner.preflight import check_reachable, endpoints_of
 from evalgate.runner.redundancy import IdenticalRepeats, upfront_warnings
-from evalgate.runner.reuse import add_reuse, restore_base_cache
-from evalgate.runner.setup import prepare
+from evalgate.runner.reuse import Restored, add_reuse, restore_base_cache
+from evalgate.runner.setup import Prepared, prepare
 from evalgate.safety.redact import redact_mapping, register_environment
-from evalgate.store.outdir import OutputLock, clean_stale, spool_path
+from evalgate.store import reader
+from evalgate.store.outdir import OutputLock
+from evalgate.store.reader import BaselineLookup
 from evalgate.store.recorder import CaseRecorder
-from evalgate.store.results_json import CaseSpool, write_results
-from evalgate.store.sqlite import SQLiteStore
+from evalgate.store.results_json import write_results
+from evalgate.store.run_files import RunFiles, open_run_files
+from evalgate.targets.factory import build_target
+from evalgate.text.tokens import configure as configure_tokenizer
+from evalgate.traces.session import TraceSession
+from evalgate.verdict.adaptive import Plan, base_outcomes
 from evalgate.verdict.aggregate import RunAggregate
-from evalgate.verdict.gate import NO_GATE, Verdict, judge_metric_sets, nothing_gated, run_verdict
+from evalgate.verdict.compare import PASS_RATE_WEIGHT
+from evalgate.verdict.decide import RunEnd, decide, end_reasons
+from evalgate.verdict.gate import NO_GATE, Verdict, judge_metric_sets, nothing_gated
 from evalgate.verdict.policy import CaseSet
 from evalgate.verdict.repeats import RepeatSink, apply_report
-
-if TYPE_CHECKING:
-    from evalgate.store.reader import BaselineLookup
+from evalgate.verdict.tolerance import resolve_tolerances
 
 
 @dataclass
@@ -134,59 +160,131 @@ async def _execute(
     lock: OutputLock,
     pr_labels: tuple[str, ...] = (),
 ) -> RunOutcome:
-    from evalgate.calls.costs import add_spend
-    from evalgate.calls.executor import Runtime
-    from evalgate.judges.factory import build_judge, build_simulator
-    from evalgate.runner.conversation import ConversationOptions
-    from evalgate.targets.factory import build_target
-    from evalgate.text.tokens import configure as configure_tokenizer
-    from evalgate.traces.session import TraceSession
-
-    received = interruption.received
-    env = settings.environment  # read once at the edge (config), passed down from here
-    register_environment(env)
-    configure_tokenizer(env)
-    check_output_paths(settings, cwd)
+    """The pipeline (module docstring); the results are written whatever ends the cases."""
+    register_environment(settings.environment)  # read once at the edge (config), passed down from here
+    configure_tokenizer(settings.environment)
+    record = RecordSettings.of(settings)
+    check_output_paths(record, cwd)
     interruption.enter("preparing")  # plain Python code: a signal unwinds it at once
-    prepared = prepare(settings, suite_config, cwd)
-    from evalgate.runner.missing import check_answers_recorded
-
-    check_answers_recorded(settings, prepared.cases)  # nothing to score: exit 2 saying how to add answers
+    prepared = load_and_select(SelectionSettings.of(settings), suite_config, cwd)
     interruption.enter("waiting")  # a signal cancels the wait
-    baseline = None
-    if settings.baseline_kind != "none":  # the default: nothing to look up or import
-        from evalgate.store.reader import resolve_baseline
+    gate, answering = GateSettings.of(settings), AnswerSettings.of(settings)
+    base = await load_baseline(gate, baseline_loader, cwd)
+    opened = await open_run(settings, prepared, base, stop, cwd)
+    progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
+    files = open_run_files(record, lock.run_id,
+                           dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), lock.marker())
+    prepared.notices.extend(files.store.notices)
+    tallies = open_tallies(gate, record.db_path, prepared, opened.judge, base, progress)
+    engine = _engine(answering, prepared, opened, tallies.sinks(files.recorder), stop, interruption)
+    warnings: list[str] = []
+    answered = Answered()
+    interruption.enter("running")  # a signal stops new cases (a flag each worker reads) and wakes the loop
+    frozen = _freeze_for_large_run(len(prepared.cases) * settings.repeat)
+    try:
+        if progress is not None and hasattr(progress, "start"):
+            progress.start(opened.runtime.executor)
+        await answer(engine, prepared.cases, tallies.adaptive, answering, lambda: opened.runtime.ledger.spent,
+                     lambda: _estimate(settings, prepared, opened, warnings), answered)
+        await score_pairs(opened.judge, prepared, files, base, answering.concurrency, answered)
+    finally:
+        interruption.enter("finishing")  # the results are written whatever arrives now (well within 1 s)
+        _thaw(frozen)
+        if progress is not None and hasattr(progress, "close"):
+            progress.close()
+        await opened.close()
+        tallies.finish()
+        run = Finishing(settings, gate, prepared, base, opened, tallies, files, engine, answered, warnings,
+                        interruption.received, cwd, pr_labels)
+        document, verdict = _record(files, lambda status: _results(run, status), interruption.received,
+                                    answered.status)
+    compat_paths = write_compat_documents(settings, files.results_path, cwd)  # publish: the seeds' documents
+    return RunOutcome(document=document, results_path=files.results_path, db_path=settings.db_path,
+                      verdict=verdict, failures=tallies.failures.failures, compat_paths=compat_paths,
+                      notices=prepared.notices, signals=list(interruption.received))
 
-        # a daemon thread: an interrupted lookup is left behind, never waited for at exit
-        baseline = await off_loop(resolve_baseline, settings.baseline, auto=baseline_loader, cwd=cwd)
-    before: dict[str, str] = {}
-    replay: dict[str, dict[str, Any]] = {}
-    if baseline is not None and baseline.document is not None:  # keep only what the comparison reads
-        replay = simulated_turns(baseline.document["results"])
-        if settings.pairwise:  # and the answers, to ask the judge which is better where one changed
-            from evalgate.runner.pairwise import base_outputs
 
-            before = base_outputs(baseline.document["results"])
-        records = baseline.document["results"]
-        # a baseline file is streamed (store.reader.StoredRecords): slimmed as it is read again, never held
-        baseline.document["results"] = records.map(_compared_record) if hasattr(records, "map") else \
-            [_compared_record(r) for r in records]
-    restored = restore_base_cache(settings, baseline, cwd)
+# --- load and select ------------------------------------------------------------------------------------------
+
+
+def load_and_select(selection: SelectionSettings, suite_config: Mapping[str, Any], cwd: Path | None) -> Prepared:
+    """The selected cases, their thresholds and plans (``runner.setup.prepare``); a dataset with nothing to
+    score (the default target and no answers) is a user error saying how to add answers (exit 2)."""
+    prepared = prepare(selection, suite_config, cwd)
+    check_answers_recorded(selection, prepared.cases)
+    return prepared
+
+
+@dataclass(frozen=True)
+class Base:
+    """The base run the run compares with (``load_baseline``): none, or its results slimmed to what the
+    comparison reads, with its simulated conversations to replay and, for ``pairwise``, its answers."""
+
+    lookup: BaselineLookup | None = None
+    replay: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """case id → the base run's simulated user and turns (``simulated_turns``)."""
+    before: dict[str, str] = field(default_factory=dict)
+    """case id → the base run's answer (``pairwise``: the judge is asked which is better where one changed)."""
+
+
+async def load_baseline(gate: GateSettings, loader: Callable[[], BaselineLookup] | None, cwd: Path | None) -> Base:
+    """The ``baseline`` (``auto``: ``loader``; a path: read here), looked up in a daemon thread: an interrupted
+    lookup is left behind, never waited for at exit. Nothing is looked up for ``none`` (the default)."""
+    if gate.baseline_kind == "none":
+        return Base()
+    lookup = await off_loop(reader.resolve_baseline, gate.baseline, auto=loader, cwd=cwd)
+    if lookup is None or lookup.document is None:
+        return Base(lookup)
+    records = lookup.document["results"]
+    replay = simulated_turns(records)
+    before = base_outputs(records) if gate.pairwise else {}
+    # a baseline file is streamed (store.reader.StoredRecords): slimmed as it is read again, never held
+    lookup.document["results"] = records.map(compared_record) if hasattr(records, "map") else \
+        [compared_record(r) for r in records]
+    return Base(lookup, replay, before)
+
+
+# --- open the target and the judge ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Opened:
+    """What answers and judges the cases, opened and proven before the first case (``open_run``)."""
+
+    runtime: Runtime
+    judge: JudgeClient | None
+    target: Any
+    """The target, wrapped by ``traces`` (each case's traceparent, spans and trace summary)."""
+    conversations: ConversationOptions
+    traces: TraceSession
+    restored: Restored
+    controls: dict[str, dict[str, Any]]
+    """Metric → its judge's record on the controls (``runner.calibrate.prove_judges``)."""
+    calibration: JudgePolicy
+    not_judged: str | None
+    """Why judged metrics are not judged (a pull request without the judge's key), or None."""
+
+    async def close(self) -> None:
+        """Close the target's, judge's and simulator's connections, the trace receiver and the base cache."""
+        await _close_quietly(self.target, self.judge, self.runtime)
+        await self.traces.close()
+        if self.conversations.simulator is not None:
+            with contextlib.suppress(Exception):
+                await self.conversations.simulator.aclose()
+        self.restored.close()
+
+
+async def open_run(settings: Settings, prepared: Prepared, base: Base, stop: asyncio.Event,
+                   cwd: Path | None) -> Opened:
+    """Build the judge and target, check their endpoints answer, prove the judge on the suite's controls and
+    decide which judged metrics gate (``prepared.thresholds`` then holds the gating ones), and start the trace
+    receiver. What was opened is closed again if any of it fails."""
+    restored = restore_base_cache(settings, base.lookup, cwd)
     if restored.notice:
         prepared.notices.extend(restored.notice.splitlines())
     runtime = Runtime.from_settings(settings, stop)
     try:
-        from evalgate.runner.missing import not_judged_reason
-
-        not_judged = not_judged_reason(settings)  # a fork's or a bot's pull request: no judge key (skip)
-        judging = settings.model_copy(update={"judge_provider": "none"}) if not_judged else settings
-        judge = build_judge(judging, runtime, env, base_cache=restored.cache)
-        target = build_target(settings, runtime, env)
-        conversations = ConversationOptions(
-            stop_on_failed_turn=settings.stop_on_failed_turn,
-            send_id=target.kind == "http" and settings.target_conversation == "id",
-            id_from=settings.target_conversation_id_from,
-            simulator=build_simulator(judging, runtime, env, judge), replay=replay)
+        not_judged, judge, target, conversations = _clients(settings, runtime, restored, base)
     except BaseException:
         restored.close()
         raise
@@ -196,224 +294,305 @@ async def _execute(
         prepared.notices.append(str(judge.batch_notice))  # type: ignore[union-attr]
     traces = TraceSession(settings)
     try:
-        await check_reachable(endpoints_of(target, judge), settings.connect_timeout_seconds, env)
-        Interrupt.check()  # a signal whose wake-up found no wait left to cancel: still nothing written
-        from evalgate.runner.calibrate import judge_policy, prove_judges
-
-        # the judge proves itself on controls built from the suite (cached: a rerun costs no call)
-        controls = await prove_judges(settings, prepared, judge, cwd or Path.cwd(),
-                                      announce=lambda text: print(f"evalgate: {text}", file=sys.stderr, flush=True))
-        calibration = judge_policy(settings, prepared, judge, cwd or Path.cwd(), controls)
-        prepared.thresholds = calibration.thresholds  # a judged metric whose judge is not proven does not gate
+        controls, calibration = await _prove(settings, prepared, judge, target, cwd)
         await traces.start()  # the OTLP receiver (traces: true); a busy port is a UserError
     except BaseException:
         await _close_quietly(target, judge, runtime)
         restored.close()
         raise
-    target = traces.wrap(target)  # each case's traceparent, spans and trace summary (traces.traced)
     if traces.notice:
         prepared.notices.append(traces.notice)
-    progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
-    estimate: dict[str, Any] | None = None
-    now = dt.datetime.now(dt.UTC)
-    run_id, timestamp = lock.run_id, now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    output_dir = settings.output_path
-    output_dir.mkdir(parents=True, exist_ok=True)
-    clean_stale(output_dir)  # what a killed run left here (the lock is ours: no run is using them)
-    results_path = output_dir / "results.json"
-    spool = CaseSpool(spool_path(output_dir, run_id))
-    store = SQLiteStore(settings.db_path, run_id, timestamp, marker=lock.marker())
-    prepared.notices.extend(store.notices)
-    recorder = CaseRecorder(spool, store)
+    return Opened(runtime, judge, traces.wrap(target), conversations, traces, restored, controls, calibration,
+                  not_judged)
+
+
+def _clients(settings: Settings, runtime: Runtime, restored: Restored, base: Base
+             ) -> tuple[str | None, JudgeClient | None, Any, ConversationOptions]:
+    """Why judged metrics are not judged (or None), the judge (None without one), the target and how it carries
+    conversations (with the simulated user and the base run's turns to replay)."""
+    env = settings.environment
+    not_judged = not_judged_reason(settings)  # a fork's or a bot's pull request: no judge key (skip)
+    judging = settings.model_copy(update={"judge_provider": "none"}) if not_judged else settings
+    judge = build_judge(judging, runtime, env, base_cache=restored.cache)
+    target = build_target(settings, runtime, env)
+    conversations = ConversationOptions(
+        stop_on_failed_turn=settings.stop_on_failed_turn,
+        send_id=target.kind == "http" and settings.target_conversation == "id",
+        id_from=settings.target_conversation_id_from,
+        simulator=build_simulator(judging, runtime, env, judge), replay=base.replay)
+    return not_judged, judge, target, conversations
+
+
+async def _prove(settings: Settings, prepared: Prepared, judge: JudgeClient | None, target: Any,
+                 cwd: Path | None) -> tuple[dict[str, dict[str, Any]], JudgePolicy]:
+    """Check the endpoints answer, then let the judge prove itself on controls built from the suite (cached: a
+    rerun costs no call) and decide which judged metrics gate."""
+    await check_reachable(endpoints_of(target, judge), settings.connect_timeout_seconds, settings.environment)
+    Interrupt.check()  # a signal whose wake-up found no wait left to cancel: still nothing written
+    controls = await prove_judges(settings, prepared, judge, cwd or Path.cwd(),
+                                  announce=lambda text: print(f"evalgate: {text}", file=sys.stderr, flush=True))
+    calibration = judge_policy(settings, prepared, judge, cwd or Path.cwd(), controls)
+    prepared.thresholds = calibration.thresholds  # a judged metric whose judge is not proven does not gate
+    return controls, calibration
+
+
+# --- answer and score -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tallies:
+    """The sinks that count the cases as they finish (besides the recorder): the aggregate (through the repeats'
+    majority, or the adaptive plan), the failures for the console, the judge's health, the gate policy's case
+    facts, identical repeats, and the progress display."""
+
+    aggregate: RunAggregate
+    repeats: RepeatSink
+    adaptive: AdaptiveSink | None
+    failures: FailureCollector
+    health: HealthTally
+    case_set: CaseSet
+    echo: IdenticalRepeats
+    progress: Any
+
+    def sinks(self, recorder: CaseRecorder) -> list[Any]:
+        """The engine's sinks, in the order each finished case reaches them."""
+        sinks: list[Any] = [self.adaptive or self.repeats, recorder, self.failures, self.health, self.case_set]
+        if self.echo.repeat > 1:
+            sinks.append(self.echo)
+        if self.progress is not None:
+            sinks.append(self.progress)
+        return sinks
+
+    def finish(self) -> None:
+        """Score the run: close the adaptive plan (known flaky critical cases listed, not failures) and the
+        repeats, whose last case's outcomes then reach the aggregate."""
+        if self.adaptive is not None:
+            self.adaptive.finish()
+            _excuse_known_flaky(self.aggregate, self.adaptive.known_flaky)
+        self.repeats.finish()
+
+
+def open_tallies(gate: GateSettings, db_path: Path, prepared: Prepared, judge: JudgeClient | None, base: Base,
+                 progress: Any) -> Tallies:
+    """The run's ``Tallies`` (``db_path``: the history ``repeat: adaptive`` reads known flaky cases from)."""
     aggregate = RunAggregate(*judge_metric_sets(prepared.metrics, prepared.thresholds, judging=judge is not None),
                              unjudged=judge_dependent(prepared.metrics) if judge is None else ())
-    failures = FailureCollector()
-    repeats = RepeatSink(aggregate, repeat=settings.repeat, rule=settings.repeat_rule)
-    from evalgate.judges.health import HealthTally
+    repeats = RepeatSink(aggregate, repeat=gate.repeat, rule=gate.repeat_rule)
+    adaptive = _adaptive_sink(gate, db_path, base.lookup, repeats) if gate.adaptive else None
+    return Tallies(aggregate, repeats, adaptive, FailureCollector(), HealthTally(), CaseSet(),
+                   IdenticalRepeats(gate.repeat), progress)
 
-    health = HealthTally()
-    case_set = CaseSet()
-    adaptive = _adaptive_sink(settings, baseline, repeats) if settings.adaptive else None
-    sinks: list[Any] = [adaptive or repeats, recorder, failures, health, case_set]
-    echo = IdenticalRepeats(settings.repeat)
-    if settings.repeat > 1:
-        sinks.append(echo)
-    if progress is not None:
-        sinks.append(progress)
-    warnings: list[str] = []
-    engine = Engine(
+
+def _engine(section: AnswerSettings, prepared: Prepared, opened: Opened, sinks: list[Any], stop: asyncio.Event,
+            interruption: Interruption) -> Engine:
+    """The engine that answers and scores each case and streams it to ``sinks``."""
+    judge, target = opened.judge, opened.target
+    return Engine(
         target=target,
         plan_for=prepared.plan_for,
         thresholds=prepared.thresholds,
         sinks=sinks,
-        concurrency=settings.concurrency,
-        spare_workers=spare_workers(settings.concurrency, target, batch_window(settings, judge)),
-        strict=settings.strict_metrics,
+        concurrency=section.concurrency,
+        spare_workers=spare_workers(section.concurrency, target, batch_window(section, judge)),
+        strict=section.strict_metrics,
         judge=judge,
-        repeat=settings.repeat,
+        repeat=section.repeat,
         stop=stop,
-        budget_reached=lambda: runtime.ledger.exceeded,
+        budget_reached=lambda: opened.runtime.ledger.exceeded,
         metrics=prepared.metrics,
-        max_answer_chars=settings.max_answer_chars,
-        score_seconds=settings.api_timeout_seconds,
+        max_answer_chars=section.max_answer_chars,
+        score_seconds=section.api_timeout_seconds,
         halted=interruption.requested,
         grace_seconds=SIGNAL_GRACE_SECONDS,
         prefetch_judged=getattr(judge, "batch", None) is not None,
         optional=prepared.optional,
-        conversations=conversations,
-        advisory=calibration.advisory(),
-        not_judged=not_judged,
+        conversations=opened.conversations,
+        advisory=opened.calibration.advisory(),
+        not_judged=opened.not_judged,
     )
+
+
+@dataclass
+class Answered:
+    """How the cases ended: ``status`` stays ``crashed`` unless ``answer`` returns; the cost estimate; the
+    pairwise preferences (``score_pairs``)."""
+
+    status: str = "crashed"
+    estimate: dict[str, Any] | None = None
     pairwise: dict[str, Any] | None = None
-    interruption.enter("running")  # a signal stops new cases (a flag each worker reads) and wakes the loop
-    status = "crashed"
-    frozen = _freeze_for_large_run(len(prepared.cases) * settings.repeat)
+
+
+async def answer(engine: Engine, cases: Iterable[Case], adaptive: AdaptiveSink | None, section: AnswerSettings,
+                 spent: Callable[[], float], announce: Callable[[], dict[str, Any] | None],
+                 answered: Answered) -> None:
+    """Answer and score every case (the engine streams each to its sinks), announcing the cost estimate once
+    the first calls are sent (``estimate_once_started``); with ``adaptive``, then the rounds that add repeats
+    where the decision is not yet sure, within ``adaptive_budget`` (``spent``: the money spent so far)."""
+    running = asyncio.ensure_future(engine.run(adaptive.feed(cases) if adaptive else cases))
+    estimating = asyncio.ensure_future(estimate_once_started(running, announce))
     try:
-        if progress is not None and hasattr(progress, "start"):
-            progress.start(runtime.executor)
-        running = asyncio.ensure_future(engine.run(adaptive.feed(prepared.cases) if adaptive else prepared.cases))
-        estimating = asyncio.ensure_future(estimate_once_started(
-            running, lambda: _announce(settings, prepared, judge, target, warnings, conversations.simulator)))
-        try:
-            stats = await running
-            estimate = await estimating
-            if estimate is not None and controls:  # the controls were judged before the cases: their bound too
-                estimate["controls"] = {"cap_per_metric": settings.controls_max_items,
-                                        "items": {name: record["items"] for name, record in sorted(controls.items())}}
-        except BaseException:
-            estimating.cancel()
-            raise
-        if adaptive is not None and not stats.cancelled:
-            from evalgate.config.budget import parse_budget
-            from evalgate.runner.adaptive import run_rounds
+        stats = await running
+        answered.estimate = await estimating
+    except BaseException:
+        estimating.cancel()
+        raise
+    if adaptive is not None and not stats.cancelled:
+        plan = adaptive.plan
+        budget = parse_budget(section.adaptive_budget, len(plan.cases),
+                              sum(1 for c in plan.cases.values() if c.critical))
+        await run_rounds(engine, adaptive, budget, spent)
+    answered.status = "cancelled" if stats.cancelled else "completed"
 
-            plan = adaptive.plan
-            budget = parse_budget(settings.adaptive_budget, len(plan.cases),
-                                  sum(1 for c in plan.cases.values() if c.critical))
-            await run_rounds(engine, adaptive, budget, lambda: runtime.ledger.spent)
-        status = "cancelled" if stats.cancelled else "completed"
-        if before and judge is not None and status == "completed":
-            from evalgate.runner.pairwise import judge_pairs
 
-            pairwise = await judge_pairs(judge, prepared, spool.iter_records_in_order(), before, settings.concurrency)
-    finally:
-        interruption.enter("finishing")  # the results are written whatever arrives now (well within 1 s)
-        _thaw(frozen)
-        if progress is not None and hasattr(progress, "close"):
-            progress.close()
-        await _close_quietly(target, judge, runtime)
-        await traces.close()
-        if conversations.simulator is not None:
-            with contextlib.suppress(Exception):
-                await conversations.simulator.aclose()
-        restored.close()
-        if adaptive is not None:
-            adaptive.finish()
-            _excuse_known_flaky(aggregate, adaptive.known_flaky)
-        repeats.finish()
-        total = len(prepared.cases) * settings.repeat
+async def score_pairs(judge: JudgeClient | None, prepared: Prepared, files: RunFiles, base: Base, concurrency: int,
+                      answered: Answered) -> None:
+    """``pairwise``: once every case completed, ask the judge which answer is better, the base run's or this
+    one's, wherever one changed (``runner.pairwise``)."""
+    if base.before and judge is not None and answered.status == "completed":
+        answered.pairwise = await judge_pairs(judge, prepared, files.spool.iter_records_in_order(), base.before,
+                                              concurrency)
 
-        def results_for(status: str) -> tuple[dict[str, Any], Verdict]:
-            """The results document (and verdict) of the run ended with ``status``."""
-            interrupted = status == "cancelled" and (bool(received) or not runtime.ledger.exceeded)
-            extra = [f"run {status} before every case finished"] if status != "completed" else []
-            extra += calibration.failures_for(aggregate.metrics)
-            no_gate = NO_GATE if nothing_gated(aggregate, prepared.thresholds) else None
-            if no_gate is not None and no_gate_fails(settings):
-                extra.append(f"{no_gate} — no_gate: fail")
-            if interrupted:
-                by = " and ".join(dict.fromkeys(received)) or "the caller"
-                every = engine.stats.finished_cases >= total
-                extra[0] = (f"interrupted by {by} as the run was finishing: every case finished, the results "
-                            "are marked cancelled" if every else f"interrupted by {by}: run cancelled before "
-                            "every case finished")
-            if runtime.ledger.exceeded:
-                extra.append(f"{runtime.ledger.stop_message()}; the cases in progress finished, "
-                             f"{max(0, total - engine.stats.finished_cases)} case(s) not run")
-            verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings), extra, interrupted=interrupted)
-            judge_totals = runtime.ledger.roles.get("judge")
-            late = echo.warning(target.kind, judge is not None, echo.results,
-                                judge_totals.calls if judge_totals is not None else 0)
-            if late is not None and status == "completed":
-                _warn(late, warnings)
-            for said in traces.warnings() if status == "completed" else []:
-                _warn(said, warnings)
-            metadata = (run_metadata(settings, prepared, target) | runtime.metadata() | traces.describe()
-                        | {"estimate": estimate})
-            if warnings:
-                metadata["warnings"] = list(warnings)
-            if judge is not None:
-                metadata["judge"] = redact_mapping(judge.metadata())
-            if conversations.simulator is not None and conversations.simulator.calls:
-                metadata["simulator"] = conversations.simulator.describe()
-            if prepared.user_metrics or prepared.used_inline:
-                metadata["custom_metrics"] = custom_metrics_metadata(prepared, judge)
-            document = build_document(
-                run_id=run_id, timestamp=timestamp, status=status, aggregate=aggregate,
-                thresholds=prepared.thresholds, verdict=verdict, metadata=metadata, metrics=prepared.metrics,
-            )
-            attach_calibration(document, calibration, health.report())
-            add_spend(document["summary"], runtime.ledger)
-            add_reuse(document["summary"], judge)
-            apply_report(document, repeats.report())
-            if adaptive is not None:
-                document["adaptive"] = adaptive.plan.report() | {"budget": settings.adaptive_budget,
-                                                                 "known_flaky_critical": adaptive.known_flaky}
-            if pairwise is not None:
-                document["pairwise"] = pairwise
-            regression_reasons = attach_comparison(  # the pairwise sign tests join the comparison's one family
-                document, baseline, spool.iter_records_in_order(), settings, pairwise=pairwise,
-                pairwise_gated=calibration.pairwise_gated(prepared.thresholds) if pairwise is not None else ())
-            policy_reasons, gate_fields = attach_gate_policy(document, baseline, settings, prepared,
-                                                             case_set.as_dict(), cwd, pr_labels)
-            if regression_reasons or policy_reasons:
-                verdict = run_verdict(aggregate, prepared.thresholds, policy_of(settings),
-                                      extra + regression_reasons + policy_reasons, interrupted=interrupted)
-                document["gate"] = verdict.as_dict()
-                attach_calibration(document, calibration, None)
-            document["gate"].update(gate_fields)
-            if no_gate is not None:
-                document["gate"]["no_gate"] = no_gate
-            return document, verdict
 
-        if received and status == "completed":  # every case finished, but the run was asked to stop
-            status = "cancelled"
+def _estimate(settings: Settings, prepared: Prepared, opened: Opened, warnings: list[str]) -> dict[str, Any] | None:
+    """The cost estimate (``_announce``), with the bound of the controls judged before the cases."""
+    estimate = _announce(settings, prepared, opened.judge, opened.target, warnings, opened.conversations.simulator)
+    if estimate is not None and opened.controls:
+        estimate["controls"] = {"cap_per_metric": settings.controls_max_items,
+                                "items": {name: record["items"] for name, record in sorted(opened.controls.items())}}
+    return estimate
+
+
+# --- decide and record ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Finishing:
+    """Everything the results of a run are made from, once its cases ended."""
+
+    settings: Settings
+    gate: GateSettings
+    prepared: Prepared
+    base: Base
+    opened: Opened
+    tallies: Tallies
+    files: RunFiles
+    engine: Engine
+    answered: Answered
+    warnings: list[str]
+    received: list[str]
+    cwd: Path | None
+    pr_labels: tuple[str, ...]
+
+
+def _record(files: RunFiles, results_for: Callable[[str], tuple[dict[str, Any], Verdict]], received: list[str],
+            status: str) -> tuple[dict[str, Any], Verdict]:
+    """Write results.json (again, marked cancelled, when a signal came while it was written) and seal the run's
+    files. A signal from here on leaves the results complete (``RunOutcome.signals``)."""
+    if received and status == "completed":  # every case finished, but the run was asked to stop
+        status = "cancelled"
+    document, verdict = results_for(status)
+    write_results(files.results_path, document, files.spool, files.run_id)
+    if received and status == "completed":  # the signal came while results.json was being written
+        status = "cancelled"
         document, verdict = results_for(status)
-        write_results(results_path, document, spool, run_id)
-        if received and status == "completed":  # the signal came while results.json was being written
-            status = "cancelled"
-            document, verdict = results_for(status)
-            write_results(results_path, document, spool, run_id)
-        spool.close()
-        store.finish(document)  # a signal from here on leaves the results complete (``RunOutcome.signals``)
-        spool.path.unlink(missing_ok=True)
-    compat_paths = write_compat_documents(settings, results_path, cwd)
-    return RunOutcome(document=document, results_path=results_path, db_path=settings.db_path,
-                      verdict=verdict, failures=failures.failures, compat_paths=compat_paths,
-                      notices=prepared.notices, signals=list(received))
+        write_results(files.results_path, document, files.spool, files.run_id)
+    files.seal(document)
+    return document, verdict
 
 
-def no_gate_fails(settings: Settings) -> bool:
-    """``no_gate``: ``fail``, or ``auto`` under ``calibration: required``."""
-    return settings.no_gate == "fail" or (settings.no_gate == "auto" and settings.calibration == "required")
+def _results(run: Finishing, status: str) -> tuple[dict[str, Any], Verdict]:
+    """The results document (and verdict) of the run ended with ``status``: decided by ``verdict.decide``, then
+    decided again with the regression comparison's and the gate policy's reasons when they add any."""
+    prepared, aggregate, ledger = run.prepared, run.tallies.aggregate, run.opened.runtime.ledger
+    end = RunEnd(status, tuple(run.received), run.engine.stats.finished_cases, len(prepared.cases) * run.gate.repeat,
+                 ledger.stop_message() if ledger.exceeded else None)
+    no_gate = NO_GATE if nothing_gated(aggregate, prepared.thresholds) else None
+    reasons = end_reasons(end, run.opened.calibration.failures_for(aggregate.metrics), no_gate, run.gate)
+    verdict = decide(run.gate, aggregate, prepared.thresholds, reasons, end)
+    _late_warnings(run, status)
+    document = build_document(
+        run_id=run.files.run_id, timestamp=run.files.timestamp, status=status, aggregate=aggregate,
+        thresholds=prepared.thresholds, verdict=verdict, metadata=_metadata(run), metrics=prepared.metrics,
+    )
+    _attach_run_blocks(run, document)
+    added, gate_fields = _compare(run, document)
+    if added:
+        verdict = decide(run.gate, aggregate, prepared.thresholds, reasons + added, end)
+        document["gate"] = verdict.as_dict()
+        attach_calibration(document, run.opened.calibration, None)
+    document["gate"].update(gate_fields)
+    if no_gate is not None:
+        document["gate"]["no_gate"] = no_gate
+    return document, verdict
 
 
-def _adaptive_sink(settings: Settings, baseline: Any, downstream: Any) -> Any:
+def _late_warnings(run: Finishing, status: str) -> None:
+    """Warnings only the finished run can give: identical repeats, and what the traces showed."""
+    opened, echo = run.opened, run.tallies.echo
+    judge_totals = opened.runtime.ledger.roles.get("judge")
+    late = echo.warning(opened.target.kind, opened.judge is not None, echo.results,
+                        judge_totals.calls if judge_totals is not None else 0)
+    if late is not None and status == "completed":
+        _warn(late, run.warnings)
+    for said in opened.traces.warnings() if status == "completed" else []:
+        _warn(said, run.warnings)
+
+
+def _metadata(run: Finishing) -> dict[str, Any]:
+    """results.json's ``metadata``: the run's settings and provenance, calls, traces, estimate and warnings,
+    the judge, the simulated user and the user's own metrics."""
+    opened, prepared = run.opened, run.prepared
+    metadata = (run_metadata(run.settings, prepared, opened.target) | opened.runtime.metadata()
+                | opened.traces.describe() | {"estimate": run.answered.estimate})
+    if run.warnings:
+        metadata["warnings"] = list(run.warnings)
+    if opened.judge is not None:
+        metadata["judge"] = redact_mapping(opened.judge.metadata())
+    simulator = opened.conversations.simulator
+    if simulator is not None and simulator.calls:
+        metadata["simulator"] = simulator.describe()
+    if prepared.user_metrics or prepared.used_inline:
+        metadata["custom_metrics"] = custom_metrics_metadata(prepared, opened.judge)
+    return metadata
+
+
+def _attach_run_blocks(run: Finishing, document: dict[str, Any]) -> None:
+    """The document's calibration, spend, reuse, repeats, adaptive and pairwise blocks."""
+    opened, tallies = run.opened, run.tallies
+    attach_calibration(document, opened.calibration, tallies.health.report())
+    add_spend(document["summary"], opened.runtime.ledger)
+    add_reuse(document["summary"], opened.judge)
+    apply_report(document, tallies.repeats.report())
+    if tallies.adaptive is not None:
+        document["adaptive"] = tallies.adaptive.plan.report() | {"budget": run.gate.adaptive_budget,
+                                                                 "known_flaky_critical": tallies.adaptive.known_flaky}
+    if run.answered.pairwise is not None:
+        document["pairwise"] = run.answered.pairwise
+
+
+def _compare(run: Finishing, document: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """The regression comparison's reasons (the pairwise sign tests join its one family) and the gate policy's,
+    with the gate fields the policy adds."""
+    pairwise, calibration = run.answered.pairwise, run.opened.calibration
+    regression_reasons = attach_comparison(
+        document, run.base.lookup, run.files.spool.iter_records_in_order(), run.settings, pairwise=pairwise,
+        pairwise_gated=calibration.pairwise_gated(run.prepared.thresholds) if pairwise is not None else ())
+    policy_reasons, gate_fields = attach_gate_policy(document, run.base.lookup, run.settings, run.prepared,
+                                                     run.tallies.case_set.as_dict(), run.cwd, run.pr_labels)
+    return regression_reasons + policy_reasons, gate_fields
+
+
+def _adaptive_sink(gate: GateSettings, db_path: Path, baseline: BaselineLookup | None,
+                   downstream: RepeatSink) -> AdaptiveSink:
     """The ``repeat: adaptive`` sink over ``downstream`` with the base's run outcomes (none without a baseline)."""
-    from evalgate.runner.adaptive import AdaptiveSink
-    from evalgate.verdict.adaptive import Plan, base_outcomes
-    from evalgate.verdict.compare import PASS_RATE_WEIGHT
+    from evalgate.store.history import flaky_case_ids  # lazy: sqlite_utils and numpy, only for repeat: adaptive
 
     records = baseline.document["results"] if baseline is not None and baseline.document is not None else []
-    alpha = settings.significance_level
-    from evalgate.store.history import flaky_case_ids
-
-    plan = Plan(alpha=alpha, level=PASS_RATE_WEIGHT * alpha, requirement=settings.critical_pass_probability,
-                flaky_history=flaky_case_ids(settings.db_path))
-    from evalgate.verdict.tolerance import resolve_tolerances
-
-    return AdaptiveSink(downstream, plan, base_outcomes(records), settings.repeat_rule,
-                        resolve_tolerances(settings.regression_tolerance))
+    alpha = gate.significance_level
+    plan = Plan(alpha=alpha, level=PASS_RATE_WEIGHT * alpha, requirement=gate.critical_pass_probability,
+                flaky_history=flaky_case_ids(db_path))
+    return AdaptiveSink(downstream, plan, base_outcomes(records), gate.repeat_rule,
+                        resolve_tolerances(gate.regression_tolerance))
 
 
 def _excuse_known_flaky(aggregate: RunAggregate, known: list[str]) -> None:
@@ -425,7 +604,7 @@ def _excuse_known_flaky(aggregate: RunAggregate, known: list[str]) -> None:
     aggregate.critical_failures = kept
 
 
-def check_output_paths(settings: Settings, cwd: Path | None) -> None:
+def check_output_paths(settings: RecordSettings, cwd: Path | None) -> None:
     """The output directory is a directory and its results.json, if any, a file; ``compat_output`` (seed
     004's ``--output``) must not be one of the files evalgate writes itself."""
     for path, kind in ((settings.output_path, "a directory"), (settings.output_path / "results.json", "a file")):
@@ -461,9 +640,9 @@ def spare_workers(concurrency: int, target: Any, batch: int = 0) -> int:
     return max(2, concurrency // 2)
 
 
-def batch_window(settings: Settings, judge: Any) -> int:
+def batch_window(section: AnswerSettings, judge: Any) -> int:
     """Cases kept in progress by batch judging (0: the judge calls directly)."""
-    return settings.judge_batch_window if getattr(judge, "batch", None) is not None else 0
+    return section.judge_batch_window if getattr(judge, "batch", None) is not None else 0
 
 
 DISPATCH_TURNS = 256
@@ -515,9 +694,6 @@ GC_YOUNG_THRESHOLD = 10_000
 def _announce(settings: Settings, prepared: Any, judge: Any, target: Any, warnings: list[str],
               simulator: Any = None) -> dict[str, Any] | None:
     """The cost estimate line, then the warnings about redundant samples or repeats (with its figures)."""
-    from evalgate.judges.estimate import announce_estimate
-    from evalgate.runner.conversation import turn_case
-
     estimate = announce_estimate(settings, prepared, judge, target, simulator=simulator, turn_case=turn_case)
     cold = cold_judged_metrics(settings, prepared) if judge is not None and settings.judge_samples > 1 else []
     for text in upfront_warnings(settings, target.kind, judge is not None, estimate, cold):
@@ -527,10 +703,7 @@ def _announce(settings: Settings, prepared: Any, judge: Any, target: Any, warnin
 
 def cold_judged_metrics(settings: Settings, prepared: Any, sample: int = 200) -> list[str]:
     """The judged metrics planned for (the first ``sample``) cases that run at temperature 0."""
-    import itertools
-
-    from evalgate.judges.factory import metric_temperatures
-    from evalgate.judges.prompts import METRIC_TEMPLATES
+    from evalgate.judges.prompts import METRIC_TEMPLATES  # lazy: jinja2, imported in the estimate's thread
 
     temperatures = metric_temperatures(settings)
     planned = {metric.name for case in itertools.islice(prepared.cases, sample)
@@ -541,8 +714,6 @@ def cold_judged_metrics(settings: Settings, prepared: Any, sample: int = 200) ->
 
 def _warn(text: str, warnings: list[str]) -> None:
     """Print a run warning on stderr and keep it for results.json (``metadata.warnings``)."""
-    import sys
-
     warnings.append(text)
     print(f"evalgate: warning: {text}", file=sys.stderr, flush=True)
 

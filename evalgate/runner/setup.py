@@ -3,27 +3,30 @@ each case's metrics (``prepare``)."""
 
 from __future__ import annotations
 
+import difflib
+import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evalgate.config.options import MetricOptions
+from evalgate.config.sections import SelectionSettings
 from evalgate.config.settings import Settings
-from evalgate.dataset.stream import SelectedCases
-from evalgate.dialect import DIALECTS, OWNER, active_dialects, threshold_layer, triggered
+from evalgate.config.suite import SuiteConfig, parse_suite_config, validate_metric_names, yaml_line
+from evalgate.dataset.stream import Scan, SelectedCases, scan, selector
+from evalgate.dialect import DIALECTS, NAMED, OWNER, WHEN, active_dialects, threshold_layer, triggered
 from evalgate.dialect import category_map as dialect_category_map
 from evalgate.errors import UserError
 from evalgate.metrics.registry import Metric, all_metrics
 from evalgate.model import Case, Threshold
+from evalgate.runner.catalog import Catalog, build_catalog, case_assertions, infer_directions
 from evalgate.runner.conversation import turn_case
 from evalgate.runner.engine import CasePlan
+from evalgate.runner.explain import make_explainer
 from evalgate.verdict.gate import resolve_thresholds
-
-if TYPE_CHECKING:
-    from evalgate.runner.catalog import Catalog
-
+from evalgate.verdict.tolerance import parse_tolerance
 
 DEMO_EXCLUDED = {"failing", "live"}
 
@@ -79,13 +82,12 @@ class Prepared:
         return {name for name, metric in self.metrics.items() if metric.info is not None} - set(self.user_metrics)
 
 
-def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | None = None) -> Prepared:
+def prepare(selection: SelectionSettings | Settings, suite_config: Mapping[str, Any], cwd: Path | None = None
+            ) -> Prepared:
     """Validate and select the cases (streamed: large datasets are not held in memory), resolve
-    thresholds and the user's own metrics (``evalgate.runner.catalog``), and build each case's plan."""
-    from evalgate.config.suite import SuiteConfig, parse_suite_config, yaml_line
-    from evalgate.dataset.stream import scan, selector
-    from evalgate.runner.catalog import build_catalog, infer_directions
-
+    thresholds and the user's own metrics (``evalgate.runner.catalog``), and build each case's plan. Reads
+    only the ``SelectionSettings`` (whole ``Settings`` are viewed through that section)."""
+    settings = selection if isinstance(selection, SelectionSettings) else SelectionSettings.of(selection)
     cwd = cwd or Path.cwd()
     builtins = all_metrics()
     config_name = settings.config or "evalgate.yaml"
@@ -107,15 +109,10 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
     metrics = catalog.metrics
     where_of = suite_locator(scanned.suite_where, cwd)
     _check_metric_names(metrics, global_suite, suites, where_of)
-    layers = _threshold_layers(global_suite, suites, settings, where_of)
-    user_layers = list(layers)  # what the user set: each name must concern some case of the run
-    if catalog.declared_thresholds:
-        layers.insert(0, (catalog.declared_thresholds, "metric declarations"))
+    user_layers = _threshold_layers(global_suite, suites, settings, where_of)
+    # what the user set (each name must concern some case of the run), above the declarations and seed defaults
     compat = tuple(settings.compat)
-    for dialect in sorted({*scanned.dialects, *compat}, reverse=True):  # below everything the user set
-        seed_defaults = threshold_layer([dialect])  # a seed's minimums, for runs that include its cases
-        if seed_defaults:
-            layers.insert(0, (seed_defaults, f"{DIALECTS[dialect].label}'s default"))
+    layers = _default_layers(catalog, {*scanned.dialects, *compat}) + user_layers
     thresholds = resolve_thresholds(metrics, layers)
     origin = {name: where for mapping, where in layers for name in mapping}
     directed = infer_directions(catalog, thresholds, origin)
@@ -126,23 +123,42 @@ def prepare(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | Non
                                            selected=selected, where_of=where_of)
     optional = _optional_metrics(metrics, global_suite, suites, config_name, where_of)
     _check_tolerances(metrics, settings)
-    base = (cwd / settings.config).parent if settings.config else cwd
-    calibration_sets = [(base / entry, f"{config_name}: suite calibration") for entry in global_suite.calibration]
-    for name, suite in suites.items():
-        display = scanned.suite_where.get(name, "").rpartition(":")[0]
-        for entry in suite.calibration:
-            calibration_sets.append(((cwd / display).parent / entry if display else cwd / entry,
-                                     where_of(name, "calibration")))
+    calibration_sets = _calibration_sets(settings, config_name, global_suite, scanned, cwd, where_of)
     seed_kind = bool(settings.compat) or any(name in DIALECTS for name in scanned.dialects) or any(
         config.kind not in (None, "generic") for config in (global_suite, *suites.values()))
-    from evalgate.runner.explain import make_explainer
-
     explain = make_explainer(plan_for, thresholds, origin, global_suite, suites, compat, catalog.user)
     return Prepared(cases=scanned.cases, files=files, thresholds=thresholds, plan_for=plan_for, metrics=metrics,
                     user_metrics=catalog.user, notices=notices, optional=optional, calibration_sets=calibration_sets,
                     seed_kind=seed_kind, explain=explain, threshold_origins=origin,
                     suite_digests={name or "": suite_digest(config)
                                    for name, config in [("", global_suite), *suites.items()]})
+
+
+def _default_layers(catalog: Catalog, dialects: set[str]) -> list[tuple[dict[str, Any], str]]:
+    """The threshold layers below everything the user set: each seed's minimums (for runs that include its cases,
+    or that ask for its outputs), then the metric declarations' own thresholds."""
+    layers: list[tuple[dict[str, Any], str]] = []
+    for dialect in sorted(dialects):
+        seed_defaults = threshold_layer([dialect])
+        if seed_defaults:
+            layers.append((seed_defaults, f"{DIALECTS[dialect].label}'s default"))
+    if catalog.declared_thresholds:
+        layers.append((catalog.declared_thresholds, "metric declarations"))
+    return layers
+
+
+def _calibration_sets(settings: SelectionSettings, config_name: str, global_suite: SuiteConfig, scanned: Scan,
+                      cwd: Path, where_of: Callable[..., str]) -> list[tuple[Path, str]]:
+    """The labelled-example files evalgate.yaml's suite and each suite block name (``calibration:``), relative
+    to the file that names them, each with where it was named."""
+    base = (cwd / settings.config).parent if settings.config else cwd
+    calibration_sets = [(base / entry, f"{config_name}: suite calibration") for entry in global_suite.calibration]
+    for name, suite in scanned.suites.items():
+        display = scanned.suite_where.get(name, "").rpartition(":")[0]
+        for entry in suite.calibration:
+            calibration_sets.append(((cwd / display).parent / entry if display else cwd / entry,
+                                     where_of(name, "calibration")))
+    return calibration_sets
 
 
 SUITE_DIGEST_EXCLUDED = frozenset({"name", "description", "thresholds", "optional_metrics", "calibration"})
@@ -153,8 +169,6 @@ nothing."""
 def suite_digest(config: Any) -> str:
     """BLAKE2b-64 of a suite block's ``metrics``, ``exclude_metrics``, ``options``, ``category_metrics``,
     ``kind`` and ``valid`` (as set; defaults left out)."""
-    import hashlib
-
     text = config.model_dump_json(exclude=set(SUITE_DIGEST_EXCLUDED), exclude_defaults=True)
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
@@ -172,23 +186,17 @@ def _optional_metrics(metrics: Mapping[str, Metric], global_suite: Any, suites: 
     for names, where in checked:
         for metric in sorted(names):
             if metric not in metrics:
-                import difflib
-
                 close = difflib.get_close_matches(metric, list(metrics), n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise UserError(f"optional_metrics: unknown metric {metric!r}{hint}", where=where)
     return optional
 
 
-def _check_tolerances(metrics: Mapping[str, Metric], settings: Settings) -> None:
+def _check_tolerances(metrics: Mapping[str, Metric], settings: SelectionSettings) -> None:
     """``regression_tolerance`` names known metrics and holds numbers or ``{abs, rel}`` (``UserError`` else)."""
-    from evalgate.verdict.tolerance import parse_tolerance
-
     where = "regression_tolerance"
     for name, raw in settings.regression_tolerance.items():
         if name not in metrics:
-            import difflib
-
             close = difflib.get_close_matches(name, list(metrics), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UserError(f"unknown metric {name!r}{hint}", where=where)
@@ -198,8 +206,6 @@ def _check_tolerances(metrics: Mapping[str, Metric], settings: Settings) -> None
 def suite_locator(suite_where: Mapping[str, str], cwd: Path) -> Callable[..., str]:
     """``where_of(suite, *keys)``: ``file:line`` of a key inside the ``suite:`` block that configured
     ``suite`` (the block's own line when the key is not found), for messages about its settings."""
-    from evalgate.config.suite import yaml_line
-
     def where_of(name: str, *keys: Any) -> str:
         where = suite_where.get(name)
         if not where:
@@ -261,8 +267,6 @@ def check_names_match(cases: Iterable[Case], plan_for: Callable[[Case], CasePlan
 
 def turn_on_hint(name: str) -> str:
     """How to make a built-in metric run, for a setting that names it while no case computes it."""
-    from evalgate.dialect import NAMED, WHEN
-
     when = WHEN.get(name)
     if when is None:
         return ""
@@ -271,7 +275,7 @@ def turn_on_hint(name: str) -> str:
     return f" (it runs when {when}; to compute it on every case, add it to metrics: in evalgate.yaml or the suite)"
 
 
-def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: Settings,
+def _threshold_layers(global_suite: Any, suites: Mapping[str, Any], settings: SelectionSettings,
                       where_of: Callable[..., str] | None = None) -> list[tuple[Mapping[str, Any], str]]:
     layers: list[tuple[Mapping[str, Any], str]] = []
     seen: dict[str, tuple[Any, str]] = {}
@@ -295,8 +299,6 @@ def _check_metric_names(metrics: Mapping[str, Metric], global_suite: Any, suites
                         where_of: Callable[..., str] | None = None) -> None:
     """Category maps may name built-in and declared metrics (the other entries were resolved by the
     catalog)."""
-    from evalgate.config.suite import validate_metric_names
-
     for name, suite in [(None, global_suite), *suites.items()]:
         for category, names in (suite.category_metrics or {}).items():
             if name is None:
@@ -338,8 +340,6 @@ def _with_user_metrics(plan_shaped: Callable[[Case], CasePlan], catalog: Catalog
                        suites: Mapping[str, Any]) -> Callable[[Case], CasePlan]:
     """``plan_shaped`` plus, per case, the user metrics in its scope whose ``applies`` holds, the ones the
     case names, and its ``assert:`` entries with their per-case thresholds (equal plans are shared)."""
-    from evalgate.runner.catalog import case_assertions
-
     global_excluded = set(global_suite.exclude_metrics or [])
     merged: dict[tuple[Any, ...], CasePlan] = {}
     in_config, in_suite = catalog.in_config, catalog.in_suite

@@ -25,6 +25,8 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from evalgate.errors import UserError
+from evalgate.runner.pairwise import merged_health
+from evalgate.verdict.calibration import sign_test
 
 JUDGE_FIELDS = ("temperature", "temperatures", "seed", "samples")
 IDENTITY = ("judge", "key", "min_kappa", "min_labels")
@@ -166,8 +168,6 @@ def merged_pairwise(shards: Sequence[tuple[str, Mapping[str, Any]]], baseline_ru
     on the sums (``verdict.calibration.sign_test``). Only when every shard judged pairwise against that same
     baseline run; otherwise None and a warning. A metric's sign test gates when its merged ``pairwise``
     calibration gates (every thresholded one when there is no pairwise calibration block, as in a run)."""
-    from evalgate.verdict.calibration import sign_test
-
     judged = [(label, doc) for label, doc in shards if isinstance(doc.get("pairwise"), Mapping)]
     if not judged:
         return None, [], []
@@ -190,8 +190,6 @@ def merged_pairwise(shards: Sequence[tuple[str, Mapping[str, Any]]], baseline_ru
     block = {"compared_cases": sum(int(doc["pairwise"].get("compared_cases") or 0) for _, doc in judged),
              "metrics": dict(sorted(metrics.items())), "cases": cases[:50]}
     if any("health" in doc["pairwise"] for _, doc in judged):
-        from evalgate.runner.pairwise import merged_health
-
         block["health"] = merged_health(doc["pairwise"].get("health") for _, doc in judged)
     own = calibration.get("pairwise")
     gated = [name for name in thresholds if not isinstance(own, Mapping)
