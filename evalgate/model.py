@@ -1014,38 +1014,72 @@ STATUS_TEXT: dict[Any, str] = {status: status.value for status in (*MetricStatus
 
 
 class CaseResult(BaseModel):
-    """The scored outcome of one case (one repeat)."""
+    """The record of one case (one repeat): the one type from the engine to the reports.
+
+    Built in one place (``runner.record.case_record``) for single-turn and conversation cases; written by
+    store/ as its JSON (``model_dump_json``: a results.json line and the SQLite ``cases.record`` document,
+    fields in this order); read back with ``from_stored``."""
 
     model_config = ConfigDict(extra="forbid")
     id: str
+    """The case's id (``Case.id``)."""
     index: int = 0
+    """The case's position in the selected dataset (0-based): results are written in this order."""
     suite: str | None = None
+    """The suite the case belongs to (its evalgate.yaml), or None."""
     category: str | None = None
+    """The case's category, or None."""
     risk_level: str = "medium"
+    """low, medium, high or critical (a critical case that fails can fail the gate on its own)."""
     difficulty: str | None = None
+    """The case's difficulty label, or None."""
     evolution_type: str | None = None
+    """How the case was derived (a generator's label), or None."""
     tags: list[str] = Field(default_factory=list)
+    """The case's tags."""
     description: str | None = None
+    """The case's one-line description, or None."""
     source: str = "<memory>"
+    """Where the case was read: ``file:line``."""
     status: CaseStatus
+    """passed, failed, errored or skipped (``verdict.gate.case_verdict``)."""
     passed: bool
+    """``status == passed``."""
     error: str | None = None
+    """Why the case has no scorable answer (redacted, at most ``runner.record.ERROR_CHARS`` characters)."""
     reasons: list[str] = Field(default_factory=list)
+    """Why the case did not pass, one line each (redacted, cut like ``error``)."""
     input: str | None = None
+    """The message sent (a conversation: its first turn's)."""
     expected: dict[str, Any] = Field(default_factory=dict)
+    """The expectation fields the case sets (``runner.record.expectations_of``)."""
     output: str | None = None
+    """The answer's text (a conversation: every answer joined by blank lines)."""
     answer: dict[str, Any] = Field(default_factory=dict)
     """Target-side data other than the text (sources, tools, agents, mentions …)."""
     metrics: dict[str, MetricResult] = Field(default_factory=dict)
+    """Each metric's result on the case, in plan order."""
     num_tokens: int | None = None
+    """The answer's tokens (the target's count, else the ``num_tokens`` metric's)."""
     latency_ms: float | None = None
+    """The target's own measurement of its call, in milliseconds (None when it has none)."""
     cost_usd: float | None = None
+    """What the target's call cost, in US dollars (None when unknown)."""
     repeat: int = 0
+    """Which repeat of the case this is (0-based, ``repeat:``)."""
     expectation: str | None = None
     """The digest of what the case asks and expects (``runner.expectations``), compared with the base run's."""
     conversation: dict[str, Any] | None = None
     """A conversation case's transcript and turns: ``{"turns": [{"turn", "input", "output", "status",
     "reasons", "metrics", …}], "failed_turn", "stopped", "planned_turns", "simulated", …}``."""
+
+    @classmethod
+    def from_stored(cls, record: Mapping[str, Any] | str | bytes) -> CaseResult:
+        """The record as stored (a results.json ``results`` entry or SQLite document: parsed JSON or its
+        text) as a ``CaseResult``; raises ``pydantic.ValidationError`` for a record of another shape."""
+        if isinstance(record, str | bytes):
+            return cls.model_validate_json(record)
+        return cls.model_validate(record)
 
 
 Turn.model_rebuild()

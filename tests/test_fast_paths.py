@@ -21,7 +21,8 @@ from evalgate.config.suite import SuiteConfig, parse_suite_config
 from evalgate.dataset.load import DatasetStream
 from evalgate.metrics.registry import Metric, MetricContext, Score, all_metrics
 from evalgate.model import Answer, Case, CaseResult, CaseStatus, Mention, MetricResult, MetricStatus, Threshold, trusted
-from evalgate.runner.engine import ANSWER_DETAIL_SET, CasePlan, Engine, answer_details
+from evalgate.runner.engine import CasePlan, Engine
+from evalgate.runner.record import ANSWER_DETAIL_SET, answer_details
 from evalgate.runner.setup import case_shape, fill, make_planner, make_uncached_planner
 from evalgate.targets.recorded import RecordedTarget, answer_from_case
 from evalgate.verdict.gate import judge_metric, resolve_thresholds
@@ -160,7 +161,7 @@ def _uncached_engine_result(engine: Engine, case: Case) -> CaseResult:
     """The case scored with a fresh ``MetricContext`` per metric (no memo shared) and validated records."""
     answer = answer_from_case(case)
     if answer.error:
-        return engine._result(case, answer, {}, 0)
+        return engine.record(case, answer, {}, 0)
     plan = engine.plan_for(case)
     values: dict[str, float] = {}
     metrics = {}
@@ -173,7 +174,7 @@ def _uncached_engine_result(engine: Engine, case: Case) -> CaseResult:
             result = asyncio.run(engine._score_later(metric, result, ctx))
         values.update(ctx.values)
         metrics[metric.name] = MetricResult.model_validate(result.model_dump())
-    return engine._result(case, answer, metrics, 0)
+    return engine.record(case, answer, metrics, 0)
 
 
 def test_scoring_with_shared_memos_equals_scoring_each_metric_alone() -> None:

@@ -17,15 +17,25 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evalgate.config.settings import FIELD_NAMES, Settings, build_settings
 from evalgate.config.suite import did_you_mean
+from evalgate.dataset.summary import dataset_summary
 from evalgate.errors import UserError
-
-if TYPE_CHECKING:
-    from evalgate.model import CaseResult
-    from evalgate.runner.setup import Prepared
+from evalgate.judges.factory import build_judge
+from evalgate.metrics.checks import USER_METRICS, spec_of
+from evalgate.model import CaseResult
+from evalgate.report.progress import make_progress
+from evalgate.runner.calibrate import explain_gating, labelled_examples
+from evalgate.runner.run import execute
+from evalgate.runner.setup import Prepared, prepare
+from evalgate.runner.shard_judging import merged_pairwise
+from evalgate.store.judge_cache import cache_path
+from evalgate.store.reader import load_results
+from evalgate.verdict.compare import DEFAULT_ALPHA, compare_runs
+from evalgate.verdict.policy import loosenings, unknown
+from evalgate.verdict.reasons import gate_reasons
 
 API_ONLY = ("metrics", "thresholds", "env", "cwd")
 
@@ -59,10 +69,8 @@ class RunResult:
 
     def cases(self) -> list[CaseResult]:
         """Every case record of the run, read from results.json."""
-        from evalgate.model import CaseResult
-
         document = json.loads(self.results_path.read_text(encoding="utf-8"))
-        return [CaseResult.model_validate(record) for record in document.get("results") or []]
+        return [CaseResult.from_stored(record) for record in document.get("results") or []]
 
     def assert_passed(self) -> None:
         """Raise ``AssertionError`` listing the gate's reasons unless it passed (for pytest)."""
@@ -153,8 +161,6 @@ def with_api_metrics(suite_config: dict[str, Any], metrics: Iterable[Any] | None
         entries: list[Any] = []
         for entry in metrics:
             if callable(entry):
-                from evalgate.metrics.checks import USER_METRICS, spec_of
-
                 spec = spec_of(entry, name=None, where="metrics=")
                 USER_METRICS[spec.name] = spec
                 entries.append(spec.name)
@@ -214,11 +220,7 @@ def run_settings(settings: Settings, suite_config: Mapping[str, Any], *, cwd: Pa
                  progress_for: Callable[[int], Any] | None = None, install_signal_handlers: bool = False,
                  baseline_loader: Callable[[], Any] | None = None) -> Any:
     """``evalgate.runner.run.execute`` run to completion (the CLI's ``run`` and the API share it)."""
-    from evalgate.runner.run import execute
-
     if settings.progress != "none" and progress_for is None:
-        from evalgate.report.progress import make_progress
-
         def progress_for(total: int) -> Any:
             return make_progress(settings.progress, total, quiet=False,
                                  every_seconds=settings.progress_interval_seconds)
@@ -250,20 +252,13 @@ def validate(*, metrics: Iterable[Any] | None = None, thresholds: Mapping[str, A
 
 
 def gating_explained(settings: Settings, prepared: Prepared) -> list[str]:
-    from evalgate.runner.calibrate import explain_gating
-
     return explain_gating(settings, prepared)
 
 
 def validate_settings(settings: Settings, suite_config: Mapping[str, Any], *, cwd: Path | None = None,
                       env: Mapping[str, str] | None = None) -> ValidationResult:
-    from evalgate.dataset.summary import dataset_summary
-    from evalgate.runner.setup import prepare
-
     prepared = prepare(settings, suite_config, cwd)
     if prepared.calibration_sets:  # labelled examples are checked too: file:line, label values, metric names
-        from evalgate.runner.calibrate import labelled_examples
-
         labelled_examples(prepared, cwd or Path.cwd())
     summary = dataset_summary(prepared.cases)
     return ValidationResult(
@@ -302,7 +297,7 @@ def custom_metric_rows(settings: Settings, prepared: Prepared, env: Mapping[str,
 
 class _CacheLookup:
     def __init__(self, judge: Any) -> None:
-        from evalgate.judges.custom import criteria_judging
+        from evalgate.judges.custom import criteria_judging  # optional: loads jinja2 (≈100 ms), for cached steps only
 
         self.judge = judge
         self.judging = criteria_judging(judge)
@@ -315,14 +310,10 @@ class _CacheLookup:
 
 
 def _steps_lookup(settings: Settings, env: Mapping[str, str] | None) -> Any:
-    from evalgate.store.judge_cache import cache_path
-
     if settings.judge_provider == "none":
         return "not cached (no judge configured: judge_provider none)"
     if not cache_path(settings.db_path).is_file():
         return "not cached (no judge cache yet: the first run writes them, one call per criteria)"
-    from evalgate.judges.factory import build_judge
-
     try:
         judge = build_judge(settings, None, env if env is not None else settings.environment)
     except UserError as exc:
@@ -342,8 +333,6 @@ def compare(base: str | Path, head: str | Path, *, significance_level: float | N
     (weighted Holm–Bonferroni, the pass rate carrying 2/3 of α, at ``significance_level``, docs/trustworthy-verdicts.md),
     metric deltas with BCa intervals, flipped cases. ``significance_level``, ``repeat_rule`` and the
     ``regression_tolerance`` default to HEAD's own settings."""
-    from evalgate.store.reader import load_results
-
     base_doc, head_doc = load_results(str(base)), load_results(str(head))
     return compare_documents(base_doc, head_doc, base_label=str(base), head_label=str(head),
                              significance_level=significance_level, repeat_rule=repeat_rule,
@@ -355,8 +344,6 @@ def compare_documents(base_doc: Mapping[str, Any], head_doc: Mapping[str, Any], 
                       fail_on_regression: bool = False) -> ComparisonResult:
     """``compare`` for two results documents already read (``results`` may be any iterable of records, read
     once: ``evalgate view`` streams them from the database)."""
-    from evalgate.verdict.compare import DEFAULT_ALPHA, compare_runs, comparison_gate_reasons
-
     config = (head_doc.get("metadata") or {}).get("config") or {}
     alpha = significance_level if significance_level is not None else config.get("significance_level", DEFAULT_ALPHA)
     if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0.0 < alpha < 1.0:
@@ -364,8 +351,6 @@ def compare_documents(base_doc: Mapping[str, Any], head_doc: Mapping[str, Any], 
     rule = repeat_rule or config.get("repeat_rule") or "majority"
     if rule not in ("majority", "all", "any"):
         raise UserError(f"repeat_rule must be majority, all or any (got {rule!r})", where="repeat_rule")
-    from evalgate.runner.shard_judging import merged_pairwise
-
     thresholds = [str(name) for name, row in (head_doc.get("metrics") or {}).items()
                   if isinstance(row, dict) and row.get("threshold") is not None]
     pairwise, pairwise_gated, _ = merged_pairwise(  # HEAD's pairwise preferences, when judged against BASE itself
@@ -373,9 +358,7 @@ def compare_documents(base_doc: Mapping[str, Any], head_doc: Mapping[str, Any], 
     comparison = compare_runs(base_doc, head_doc, alpha=float(alpha), baseline_source=base_label,
                               repeat_rule=rule,  # type: ignore[arg-type]  # checked just above
                               pairwise=(pairwise or {}).get("metrics"), pairwise_gated=pairwise_gated)
-    reasons = comparison_gate_reasons(comparison, fail_on_regression)
-    from evalgate.verdict.policy import loosenings, unknown
-
+    reasons = gate_reasons(comparison=comparison, fail_on_regression=fail_on_regression, diluted=False)
     head_policy, base_policy = head_doc.get("gate_policy"), base_doc.get("gate_policy")
     loosened = None
     if isinstance(head_policy, dict) and not unknown(base_policy) and not unknown(head_policy):

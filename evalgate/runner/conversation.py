@@ -30,21 +30,29 @@ import json
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from evalgate.calls.executor import CallFailed
 from evalgate.dialect import field_value, request_context_fields
 from evalgate.metrics.conversation import TURNS_MEMO
 from evalgate.metrics.registry import get_metric
-from evalgate.model import TURN_EXPECTATIONS, TURN_RECORDED, Answer, Case, CaseStatus, MetricUnavailable, Turn
+from evalgate.model import (
+    TURN_EXPECTATIONS,
+    TURN_RECORDED,
+    Answer,
+    Case,
+    CaseResult,
+    CaseStatus,
+    MetricResult,
+    MetricUnavailable,
+    Threshold,
+    Turn,
+)
+from evalgate.runner.record import conversation_summary, errored_turn, turn_record
 from evalgate.safety.redact import redact
 from evalgate.targets.base import TargetCall
 from evalgate.traces.summary import merge_traces
 from evalgate.traces.traced import conversation_file_traces
-
-if TYPE_CHECKING:
-    from evalgate.model import CaseResult, MetricResult
-    from evalgate.runner.engine import Engine
 
 INHERITED = ("suite", "category", "tags", "risk_level", "difficulty", "evolution_type", "language",
              "metadata", "assistant_role")
@@ -107,112 +115,167 @@ def reply_value(reply: Any, path: str) -> str | None:
     return str(value)
 
 
-async def converse(engine: Engine, case: Case, repeat: int) -> CaseResult:
-    """Run ``case``'s conversation on ``engine``'s target and score it (see the module docstring)."""
-    options: ConversationOptions = getattr(engine, "conversations", None) or ConversationOptions()
-    simulated = case.simulated_user is not None
-    planned = case.simulated_user.max_turns if case.simulated_user is not None else len(case.turns or [])
-    conversation_id = f"eg-{secrets.token_hex(8)}" if options.send_id and not options.id_from else None
-    messages: list[dict[str, str]] = []
-    records: list[dict[str, Any]] = []
-    outcomes: list[tuple[int, str, str | None]] = []
-    answers: list[Answer] = []
+class TurnStats(Protocol):
+    target_errors: int
+
+
+class Runner(Protocol):
+    """What a conversation needs of the run's engine (``runner.engine.Engine``)."""
+
+    @property
+    def conversations(self) -> ConversationOptions | None: ...
+    @property
+    def judge(self) -> Any: ...
+    @property
+    def thresholds(self) -> Mapping[str, Threshold]: ...
+    @property
+    def stats(self) -> TurnStats: ...
+
+    async def call_target(self, case: Case, call: TargetCall) -> Answer: ...
+
+    async def score(self, case: Case, answer: Answer, repeat: int = 0, memo: dict[str, Any] | None = None,
+                    history: list[dict[str, str]] | None = None) -> tuple[Answer, dict[str, MetricResult]]: ...
+
+    def verdict(self, metrics: dict[str, MetricResult], error: str | None = None,
+                suite: str | None = None) -> tuple[CaseStatus, list[str]]: ...
+
+    def record(self, case: Case, answer: Answer, metrics: dict[str, MetricResult], repeat: int,
+               conversation: dict[str, Any] | None = None) -> CaseResult: ...
+
+
+@dataclass
+class _Talk:
+    """A conversation in progress: what ``converse``'s steps share."""
+
+    planned: int
+    simulated: bool
+    conversation_id: str | None
+    fingerprint: str | None
+    base: list[dict[str, Any]] | None
+    """The base run's turns to replay (a simulated user), or None."""
+    file_whole: dict[str, Any] | None = None
+    file_turns: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[dict[str, str]] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    outcomes: list[tuple[int, str, str | None]] = field(default_factory=list)
+    answers: list[Answer] = field(default_factory=list)
     error: str | None = None
-    stopped = goal_met = False
+    stopped: bool = False
+    goal_met: bool = False
+
+
+async def converse(engine: Runner, case: Case, repeat: int) -> CaseResult:
+    """Run ``case``'s conversation on ``engine``'s target and score it (see the module docstring)."""
+    options = engine.conversations or ConversationOptions()
+    talk = _start(options, case)
+    for number in range(1, talk.planned + 1 if talk.error is None else 1):
+        if not await _take_turn(engine, options, case, repeat, talk, number):
+            break
+    failed_turn = next((n for n, s, _ in talk.outcomes if s != "passed"), None)
+    if talk.error is not None:
+        failed_turn = failed_turn or (talk.records[-1]["turn"] if talk.records else None)
+    summary = conversation_summary(talk.records, planned=talk.planned, simulated=talk.simulated,
+                                   stopped=talk.stopped, failed_turn=failed_turn,
+                                   conversation_id=talk.conversation_id, goal_met=talk.goal_met, user=talk.fingerprint)
+    if talk.error is not None:
+        partial = whole_answer(talk.answers, talk.messages).model_copy(update={"error": talk.error})
+        return engine.record(case, partial, {}, repeat, summary)
+    return await _score_whole(engine, case, repeat, talk, summary)
+
+
+def _start(options: ConversationOptions, case: Case) -> _Talk:
+    """A new conversation for ``case``: its planned turns, id, simulated user and trace file (a file that
+    cannot be read errors the case before anything is sent)."""
+    simulated = case.simulated_user is not None
     fingerprint = user_fingerprint(case) if simulated else None
     replay = options.replay.get(case.id) if simulated else None
-    base = replay["turns"] if replay is not None and replay.get("user") == fingerprint else None
-    file_whole: dict[str, Any] | None = None
-    file_turns: list[dict[str, Any]] = []
+    talk = _Talk(
+        planned=case.simulated_user.max_turns if case.simulated_user is not None else len(case.turns or []),
+        simulated=simulated,
+        conversation_id=f"eg-{secrets.token_hex(8)}" if options.send_id and not options.id_from else None,
+        fingerprint=fingerprint,
+        base=replay["turns"] if replay is not None and replay.get("user") == fingerprint else None)
     if case.trace_file:
         try:
-            file_whole, file_turns = conversation_file_traces(case)
+            talk.file_whole, talk.file_turns = conversation_file_traces(case)
         except ValueError as exc:
-            error = str(exc)  # nothing is sent: the case errors naming the file
-    for number in range(1, planned + 1 if error is None else 1):
-        replayed = False
-        if case.turns is not None:
-            turn = case.turns[number - 1]
-        else:
-            text, replayed, problem = await _next_message(options, case, messages, answers, base, number)
-            if text is None:
-                error = f"turn {number}: {problem}"
-                records.append({"turn": number, "input": "", "status": "errored", "error": problem})
-                break
-            turn = Turn(input=text)
-        current = turn_case(case, turn, number)
-        messages.append({"role": "user", "content": turn.input})
-        call = TargetCall(case.id, repeat, turn=number, messages=[dict(m) for m in messages],
-                          conversation_id=conversation_id)
-        answer = await engine.call_target(current, call)
-        if answer.trace is None and len(file_turns) >= number and not answer.error:
-            answer = answer.model_copy(update={"trace": file_turns[number - 1]})
-        record: dict[str, Any] = {"turn": number, "input": turn.input}
-        if replayed:
-            record["replayed"] = True
-        if not answer.error and options.send_id and options.id_from and conversation_id is None:
-            conversation_id = reply_value(call.reply, options.id_from)
-            if conversation_id is None:
-                answer = Answer(error=f"the agent's reply has no conversation id at {options.id_from!r} "
-                                      "(target_conversation_id_from)")
-        if answer.error:
-            engine.stats.target_errors += 1
-            error = f"turn {number}: {answer.error}"
-            records.append({**record, "status": "errored", "error": redact(answer.error)})
-            break
-        answer, metrics = await engine.score(current, answer, repeat, history=[dict(m) for m in messages])
-        status, reasons = engine.verdict(metrics, error=answer.error)
-        messages.append({"role": "assistant", "content": answer.output or ""})
-        answers.append(answer)
-        records.append({**record, **_turn_record(answer, status, reasons, metrics)})
-        if answer.error:
-            error = f"turn {number}: {answer.error}"
-            break
-        outcomes.append((number, status.value, reasons[0] if reasons else None))
-        if status is not CaseStatus.passed and options.stop_on_failed_turn:
-            stopped = number < planned
-            break
-        if simulated and status is CaseStatus.passed:
-            goal_met = await _goal_met(engine, case, messages, answer, repeat)
-            if goal_met:
-                break
-    summary: dict[str, Any] = {"turns": records, "planned_turns": planned if not simulated else None,
-                               "failed_turn": next((n for n, s, _ in outcomes if s != "passed"), None),
-                               "stopped": stopped,
-                               "conversation_id": redact(conversation_id) if conversation_id else None}
-    if simulated:
-        summary["simulated"] = True
-        summary["goal_met"] = goal_met
-        summary["user"] = fingerprint
-    if error is not None:
-        summary["failed_turn"] = summary["failed_turn"] or (records[-1]["turn"] if records else None)
-        partial = whole_answer(answers, messages).model_copy(update={"error": error})
-        return engine._result(case, partial, {}, repeat, summary)
-    whole = whole_answer(answers, messages)
-    if file_whole is not None and not any(a.trace and a.trace.get("source") != "file" for a in answers):
-        whole = whole.model_copy(update={"trace": file_whole})  # the file's every span, spans of unsent turns too
-    memo = {TURNS_MEMO: (outcomes, planned if not simulated else len(outcomes))}
+            talk.error = str(exc)  # nothing is sent: the case errors naming the file
+    return talk
+
+
+async def _take_turn(engine: Runner, options: ConversationOptions, case: Case, repeat: int, talk: _Talk,
+                     number: int) -> bool:
+    """Send turn ``number`` and score its answer; False when the conversation ends here (an error, a failed
+    turn with ``stop_on_failed_turn``, the simulated user's goal met)."""
+    replayed = False
+    if case.turns is not None:
+        turn = case.turns[number - 1]
+    else:
+        text, replayed, problem = await _next_message(options, case, talk.messages, talk.answers, talk.base, number)
+        if text is None:
+            talk.error = f"turn {number}: {problem}"
+            talk.records.append(errored_turn(number, "", problem))
+            return False
+        turn = Turn(input=text)
+    current = turn_case(case, turn, number)
+    answer = await _send(engine, options, case, repeat, talk, current, turn.input, number)
+    if answer.error:
+        engine.stats.target_errors += 1
+        talk.error = f"turn {number}: {answer.error}"
+        talk.records.append(errored_turn(number, turn.input, redact(answer.error), replayed=replayed))
+        return False
+    answer, metrics = await engine.score(current, answer, repeat, history=[dict(m) for m in talk.messages])
+    status, reasons = engine.verdict(metrics, error=answer.error)
+    talk.messages.append({"role": "assistant", "content": answer.output or ""})
+    talk.answers.append(answer)
+    talk.records.append(turn_record(number, turn.input, answer, status, reasons, metrics, replayed=replayed))
+    if answer.error:
+        talk.error = f"turn {number}: {answer.error}"
+        return False
+    talk.outcomes.append((number, status.value, reasons[0] if reasons else None))
+    if status is not CaseStatus.passed and options.stop_on_failed_turn:
+        talk.stopped = number < talk.planned
+        return False
+    if talk.simulated and status is CaseStatus.passed:
+        talk.goal_met = await _goal_met(engine, case, talk.messages, answer, repeat)
+        return not talk.goal_met
+    return True
+
+
+async def _send(engine: Runner, options: ConversationOptions, case: Case, repeat: int, talk: _Talk,
+                current: Case, text: str, number: int) -> Answer:
+    """The target's answer to turn ``number`` (its trace from the case's trace file when the call has none);
+    the conversation id read from the first reply when the agent makes it (``target_conversation_id_from``)."""
+    talk.messages.append({"role": "user", "content": text})
+    call = TargetCall(case.id, repeat, turn=number, messages=[dict(m) for m in talk.messages],
+                      conversation_id=talk.conversation_id)
+    answer = await engine.call_target(current, call)
+    if answer.trace is None and len(talk.file_turns) >= number and not answer.error:
+        answer = answer.model_copy(update={"trace": talk.file_turns[number - 1]})
+    if not answer.error and options.send_id and options.id_from and talk.conversation_id is None:
+        talk.conversation_id = reply_value(call.reply, options.id_from)
+        if talk.conversation_id is None:
+            answer = Answer(error=f"the agent's reply has no conversation id at {options.id_from!r} "
+                                  "(target_conversation_id_from)")
+    return answer
+
+
+async def _score_whole(engine: Runner, case: Case, repeat: int, talk: _Talk, summary: dict[str, Any]) -> CaseResult:
+    """Score the case's own expectations on the conversation as a whole (see the module docstring)."""
+    whole = whole_answer(talk.answers, talk.messages)
+    if talk.file_whole is not None and not any(a.trace and a.trace.get("source") != "file" for a in talk.answers):
+        whole = whole.model_copy(update={"trace": talk.file_whole})  # the file's every span, spans of unsent turns too
+    memo = {TURNS_MEMO: (talk.outcomes, talk.planned if not talk.simulated else len(talk.outcomes))}
     whole, metrics = await engine.score(case, whole, repeat, memo)
     turns_result = metrics.get("conversation_turns")
     if turns_result is not None and turns_result.status.value == "failed" and summary["failed_turn"]:
-        failed = next(r for r in records if r["turn"] == summary["failed_turn"])
+        failed = next(r for r in talk.records if r["turn"] == summary["failed_turn"])
         why = (failed.get("reasons") or ["a metric failed"])[0]
-        left = f"; {planned - len(records)} later turn(s) not sent" if stopped and not simulated else ""
+        left = (f"; {talk.planned - len(talk.records)} later turn(s) not sent"
+                if talk.stopped and not talk.simulated else "")
         metrics["conversation_turns"] = turns_result.model_copy(
             update={"reason": f"turn {failed['turn']} failed: {why}{left}"})
-    return engine._result(case, whole, metrics, repeat, summary)
-
-
-def _turn_record(answer: Answer, status: CaseStatus, reasons: list[str],
-                 metrics: dict[str, MetricResult]) -> dict[str, Any]:
-    record: dict[str, Any] = {"output": answer.output, "status": status.value, "reasons": reasons,
-                              "metrics": {name: result.model_dump(mode="json", exclude_defaults=True)
-                                          for name, result in metrics.items()}}
-    for name in ("tools_used", "agents_called", "sources", "agent_id", "latency_ms"):
-        value = getattr(answer, name)
-        if value is not None:
-            record[name] = value
-    return record
+    return engine.record(case, whole, metrics, repeat, summary)
 
 
 def whole_answer(answers: list[Answer], messages: list[dict[str, str]]) -> Answer:
@@ -258,7 +321,7 @@ async def _next_message(options: ConversationOptions, case: Case, messages: list
         return None, False, f"the simulated user could not write its message: {redact(str(exc))}"
 
 
-async def _goal_met(engine: Engine, case: Case, messages: list[dict[str, str]], last: Answer, repeat: int) -> bool:
+async def _goal_met(engine: Runner, case: Case, messages: list[dict[str, str]], last: Answer, repeat: int) -> bool:
     """Whether the judge scores ``goal_completion`` on the transcript so far at or above its threshold."""
     if engine.judge is None:
         return False

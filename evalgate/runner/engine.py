@@ -21,12 +21,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from evalgate.calls.costs import BudgetExceeded
 from evalgate.calls.executor import CallCancelled
 from evalgate.config.settings import DEFAULT_MAX_ANSWER_CHARS
-from evalgate.dialect import expectation_fields
 from evalgate.metrics.registry import (
     EMPTY_ANSWER_REASON,
     NO_JUDGE_REASON,
@@ -41,60 +40,26 @@ from evalgate.metrics.registry import (
 )
 from evalgate.model import (
     Answer,
+    Case,
     CaseResult,
     CaseStatus,
-    Mention,
     MetricErrored,
     MetricResult,
     MetricStatus,
-    RiskLevel,
     Threshold,
     trusted,
 )
 from evalgate.runner.admit import admit, answer_size
+from evalgate.runner.conversation import ConversationOptions, converse
 from evalgate.runner.expectations import ExpectationDigests
+from evalgate.runner.record import case_record
 from evalgate.safety.redact import redact
-from evalgate.targets.base import TargetCall, accepts_call
+from evalgate.targets.base import Target, TargetCall, accepts_call
 from evalgate.verdict.gate import case_verdict, judge_metric
 
-if TYPE_CHECKING:
-    from evalgate.model import Case
-    from evalgate.targets.base import Target
-
-EXPECTATION_FIELDS = (
-    "expected_output",
-    "expected_sources",
-    "expected_keywords",
-    "expected_data_sources",
-    "expected_answer_criteria",
-    "passing_criteria",
-    "agents_should_include",
-    "agents_should_exclude",
-    "tools_should_include",
-    "tools_should_exclude",
-    "expected_my_mentions",
-    "expected_competitor_mentions",
-    "expected_ranked_list",
-)
-ANSWER_DETAIL_FIELDS = (
-    "sources",
-    "agents_called",
-    "tools_used",
-    "agent_id",
-    "data_sources",
-    "mentions",
-    "ranked_list",
-    "prompt_tokens",
-    "completion_tokens",
-    "truncated",
-    "trace",
-)
-ANSWER_DETAIL_SET = set(ANSWER_DETAIL_FIELDS)
 LARGE_ANSWER_CHARS = 64_000
 """Answers of at least this many characters (text and list items) are admitted and scored off the event
 loop: ≈ 30 ms of token counting or mention matching, enough to delay the other cases' calls."""
-ERROR_CHARS = 2_000
-"""A case's error and each reason are cut to this many characters (after redaction) when stored."""
 
 
 class Sink(Protocol):
@@ -159,21 +124,12 @@ class Engine:
         advisory: frozenset[str] = frozenset(),
     ) -> None:
         self.target = target
-        self.not_judged = not_judged
-        """Why the run has no judge although one is configured (``runner.missing``): judged metrics skipped
-        for want of a judge carry it as their reason, and a case only they could decide is ``skipped``."""
-        self.prefetch_judged = prefetch_judged
-        """Start a case's async (judged) metrics at once instead of one after another (batch judging: every
-        judge request of the case joins the same batch); each result is still taken in plan order."""
         self.plan_for = plan_for
         self.expectations = ExpectationDigests()
         self.thresholds = thresholds
-        self.advisory = advisory
-        """Judged metrics whose judge may not gate: their values are recorded ``advisory`` (``passed`` null)."""
         self.sinks = sinks
         self.concurrency = concurrency
         self.spare_workers = spare_workers
-        self.strict = strict
         self.judge = judge
         self.repeat = repeat
         self.stop = stop or asyncio.Event()
@@ -181,10 +137,22 @@ class Engine:
         self.max_answer_chars = max_answer_chars
         self.score_seconds = score_seconds
         self.live = getattr(target, "kind", "recorded") != "recorded"
-        self.conversations = conversations
+        self.conversations: ConversationOptions | None = conversations
         """``runner.conversation.ConversationOptions`` for conversation cases (None: the defaults)."""
         self.takes_call = accepts_call(target)
         """Whether the target's ``answer`` takes the ``TargetCall`` (``targets.base``)."""
+        self.prefetch_judged = prefetch_judged
+        """Start a case's async (judged) metrics at once instead of one after another (batch judging: every
+        judge request of the case joins the same batch); each result is still taken in plan order."""
+        self._set_stopping(halted, budget_reached)
+        self._set_gating(strict=strict, judge=judge, metrics=metrics, optional=optional, not_judged=not_judged,
+                         advisory=advisory)
+        self.stats = EngineStats()
+        self._sink_error: BaseException | None = None
+        self._workers: list[asyncio.Task[None]] = []
+
+    def _set_stopping(self, halted: Callable[[], bool] | None, budget_reached: Callable[[], bool] | None) -> None:
+        """What ends the run early: an interruption (``halted``) or ``max_cost`` (``budget_reached``)."""
         self.halted = halted
         """True once the run was interrupted (a signal): read before each case, because a worker whose
         cases never wait (recorded answers) gives the loop no turn in which ``stop`` could be set."""
@@ -192,15 +160,23 @@ class Engine:
         """True once ``max_cost`` refused a call (``CostLedger.exceeded``): the engine then drains."""
         self.draining = False
         """Set when ``max_cost`` stops the run: no new case starts, the cases in progress finish and are recorded."""
+
+    def _set_gating(self, *, strict: bool, judge: Any, metrics: Mapping[str, Metric] | None,
+                    optional: Mapping[str | None, frozenset[str]] | None, not_judged: str | None,
+                    advisory: frozenset[str]) -> None:
+        """What a case's verdict depends on besides its metric results (``verdict``)."""
+        self.strict = strict
+        self.not_judged = not_judged
+        """Why the run has no judge although one is configured (``runner.missing``): judged metrics skipped
+        for want of a judge carry it as their reason, and a case only they could decide is ``skipped``."""
+        self.advisory = advisory
+        """Judged metrics whose judge may not gate: their values are recorded ``advisory`` (``passed`` null)."""
         self.evidence = judge_dependent(metrics or all_metrics()) if judge is not None else frozenset()
         """Metrics whose value needs a judge verdict: gated on a case, they error it without one
         (``verdict.gate.case_verdict``)."""
         self.optional = dict(optional or {})
         """``optional_metrics`` by suite (None: every suite's): gated metrics a case may lack a value for."""
         self.needs_judge = judge_dependent(metrics or all_metrics())
-        self.stats = EngineStats()
-        self._sink_error: BaseException | None = None
-        self._workers: list[asyncio.Task[None]] = []
 
     async def run(self, cases: Iterable[Case], items: Iterable[tuple[Case, int]] | None = None) -> EngineStats:
         """Evaluate ``cases`` with ``concurrency`` workers; every finished case reaches the sinks (also when
@@ -297,15 +273,13 @@ class Engine:
         would add the wait for a call slot and every other case's work on this loop. A conversation case
         is run turn by turn (``runner.conversation``)."""
         if case.turns is not None or case.simulated_user is not None:
-            from evalgate.runner.conversation import converse
-
             return await converse(self, case, repeat)
         answer = await self.call_target(case, TargetCall(case.id, repeat))
         if answer.error:
             self.stats.target_errors += 1
-            return self._result(case, answer, {}, repeat)
+            return self.record(case, answer, {}, repeat)
         answer, metrics = await self.score(case, answer, repeat)
-        return self._result(case, answer, metrics, repeat)
+        return self.record(case, answer, metrics, repeat)
 
     async def score(self, case: Case, answer: Answer, repeat: int = 0, memo: dict[str, Any] | None = None,
                     history: list[dict[str, str]] | None = None) -> tuple[Answer, dict[str, MetricResult]]:
@@ -479,47 +453,12 @@ class Engine:
             plan = None
         return self.expectations.digest(case, plan)
 
-    def _result(self, case: Case, answer: Answer, metrics: dict[str, MetricResult], repeat: int,
-                conversation: dict[str, Any] | None = None) -> CaseResult:
+    def record(self, case: Case, answer: Answer, metrics: dict[str, MetricResult], repeat: int,
+               conversation: dict[str, Any] | None = None) -> CaseResult:
+        """The case's record (``runner.record.case_record``) with its verdict and expectation digest."""
         status, reasons = self.verdict(metrics, answer.error, case.suite)
-        num_tokens = answer.num_tokens
-        if num_tokens is None and "num_tokens" in metrics and metrics["num_tokens"].value is not None:
-            num_tokens = int(metrics["num_tokens"].value)
-        values: dict[str, Any] = {
-            "id": case.id,
-            "index": case.index,
-            "suite": case.suite,
-            "category": case.category,
-            "risk_level": _RISK_TEXT[case.risk_level],
-            "difficulty": case.difficulty,
-            "evolution_type": case.evolution_type,
-            "tags": list(case.tags),
-            "description": case.description,
-            "source": case.location,
-            "status": status,
-            "passed": status is CaseStatus.passed,
-            "error": _cut(redact(answer.error)) if answer.error else None,
-            "reasons": [_cut(redact(r)) for r in reasons],
-            "input": case.input if conversation is None else conversation["turns"][0]["input"] if conversation["turns"] else None,
-            "expected": expectations_of(case),
-            "output": answer.output,
-            "answer": answer_details(answer),
-            "metrics": metrics,
-            "num_tokens": num_tokens,
-            "latency_ms": answer.latency_ms,
-            "cost_usd": answer.cost_usd,
-            "repeat": repeat,
-            "expectation": self._expectation(case),
-            "conversation": conversation,
-        }
-        if _answer_values_valid(values):  # the case's fields were validated with these same types
-            return trusted(CaseResult, values)
-        return CaseResult(**values)
-
-
-def _cut(text: str) -> str:
-    """``text`` within ``ERROR_CHARS`` characters (cut after redaction, so no secret is split first)."""
-    return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS] + f"… ({len(text):,} characters)"
+        return case_record(case, answer, metrics, repeat, status=status, reasons=reasons,
+                           expectation=self._expectation(case), conversation=conversation)
 
 
 def off_loop(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
@@ -548,25 +487,6 @@ def off_loop(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> asyncio.Fu
     return future
 
 
-_RISK_TEXT = {level: level.value for level in RiskLevel}
-"""``level.value`` without the enum property (slow on Python 3.11)."""
-
-
-def _answer_values_valid(values: dict[str, Any]) -> bool:
-    """True when the answer-derived values already have exactly the types ``CaseResult`` declares
-    (a target may assign anything to an ``Answer`` after it was validated)."""
-    output, error, tokens = values["output"], values["error"], values["num_tokens"]
-    return (
-        (output is None or type(output) is str)
-        and (error is None or type(error) is str)
-        and (tokens is None or type(tokens) is int)
-        and all(values[name] is None or type(values[name]) is float for name in ("latency_ms", "cost_usd"))
-        and type(values["id"]) is str
-        and type(values["index"]) is int
-        and type(values["repeat"]) is int
-    )
-
-
 def _skipped(reason: str, threshold: Threshold | None) -> MetricResult:
     """``MetricResult(status=skipped, reason=…, threshold=…)`` without re-validating its inputs."""
     values: dict[str, Any] = {"value": None, "threshold": threshold, "passed": None,
@@ -574,44 +494,3 @@ def _skipped(reason: str, threshold: Threshold | None) -> MetricResult:
     if threshold is None or type(threshold) is Threshold:
         return trusted(MetricResult, values, {"status", "reason", "threshold"})
     return MetricResult(status=MetricStatus.skipped, reason=reason, threshold=threshold)
-
-
-def answer_details(answer: Answer) -> dict[str, Any]:
-    """``answer.model_dump(include=ANSWER_DETAIL_FIELDS, exclude_none=True)``, built directly (a tenth of
-    the cost) when every value has the type ``Answer`` declares; else that very call."""
-    fields = vars(answer)
-    details: dict[str, Any] = {}
-    for name in ANSWER_DETAIL_FIELDS:
-        value = fields[name]
-        if value is None:
-            continue
-        kind = type(value)
-        if kind is list and name != "mentions" and all(type(item) is str for item in value):
-            details[name] = list(value)
-        elif kind is list and name == "mentions" and all(type(item) is Mention for item in value):
-            details[name] = [mention.model_dump(exclude_none=True) for mention in value]
-        elif ((kind is str and name == "agent_id") or (kind is int and name.endswith("_tokens"))
-              or (kind is dict and name == "trace")):  # the trace summary: plain JSON built by traces.summary
-            details[name] = value
-        else:
-            return answer.model_dump(include=ANSWER_DETAIL_SET, exclude_none=True)
-    return details
-
-
-def expectations_of(case: Case) -> dict[str, Any]:
-    """The expectation fields a case actually sets, for reports."""
-    expected: dict[str, Any] = {}
-    fields = vars(case)
-    for name in expectation_fields(EXPECTATION_FIELDS):  # with the dialects' own, each in its place
-        value = fields[name] if name in fields else case.dialect_value(name)
-        if value is not None:
-            expected[name] = value
-    if case.rules:
-        expected["rules"] = [rule.model_dump(exclude_none=True, exclude_defaults=True) for rule in case.rules]
-    if case.trajectory is not None:
-        expected["trajectory"] = case.trajectory.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
-    if case.assertions:
-        expected["assert"] = [entry.model_dump(mode="json", exclude_none=True) for entry in case.assertions]
-    if case.expect_empty:
-        expected["expect_empty"] = True
-    return expected

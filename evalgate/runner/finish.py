@@ -4,27 +4,46 @@ baseline (``attach_comparison``). Pure but for reading the run's own spooled rec
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import platform
 import re
 import secrets
+import shutil
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+from urllib.parse import urlsplit
 
 from evalgate import __version__
 from evalgate.config.settings import Settings
+from evalgate.config.trust import from_checkout, untrusted_checkout
+from evalgate.dialect import output_documents
+from evalgate.errors import UserError
 from evalgate.metrics.registry import Metric
 from evalgate.model import Threshold
+from evalgate.report.documents import write_document
 from evalgate.runner.provenance import provenance
 from evalgate.runner.setup import Prepared
 from evalgate.safety.redact import redact, redact_mapping
+from evalgate.store.reader import BaselineLookup
 from evalgate.store.results_json import SCHEMA_VERSION
 from evalgate.verdict.aggregate import RunAggregate
+from evalgate.verdict.calibration import calibration_snapshot
+from evalgate.verdict.compare import compare_runs
 from evalgate.verdict.gate import GatePolicy, Verdict
-
-if TYPE_CHECKING:
-    from evalgate.store.reader import BaselineLookup
+from evalgate.verdict.policy import (
+    GATE_SETTINGS,
+    approval,
+    dataset_line,
+    effective_gate_changes,
+    gate_reason,
+    loosenings,
+    snapshot,
+    unknown,
+)
+from evalgate.verdict.reasons import gate_reasons
+from evalgate.verdict.tolerance import resolve_tolerances
 
 
 def new_run_id(now: dt.datetime) -> str:
@@ -43,7 +62,27 @@ def build_document(
     metrics: Mapping[str, Metric],
 ) -> dict[str, Any]:
     """The results.json document without ``results`` (those are streamed from the spool)."""
-    averages = aggregate.averages()
+    table = metric_table(aggregate, thresholds, verdict, metrics)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "timestamp": timestamp,
+        "status": status,
+        "summary": run_summary(aggregate),
+        "metrics": table,
+        "thresholds": {name: t.model_dump() for name, t in sorted(thresholds.items()) if name in table},
+        "thresholds_passed": verdict.thresholds_passed,
+        "gate": verdict.as_dict(),
+        "critical_failures": aggregate.critical_failures,
+        "breakdowns": aggregate.breakdowns_dict(),
+        "metadata": metadata,
+    }
+
+
+def metric_table(aggregate: RunAggregate, thresholds: Mapping[str, Threshold], verdict: Verdict,
+                 metrics: Mapping[str, Metric]) -> dict[str, Any]:
+    """results.json ``metrics``: per metric (by name) its average, counts by status, range, threshold, direction,
+    kind, whether it passed, reason counts and, for a judged metric, the judge's verdict counts."""
     table: dict[str, Any] = {}
     for name, tally in sorted(aggregate.metrics.items()):
         metric = metrics.get(name)
@@ -70,8 +109,15 @@ def build_document(
         if judged is not None:
             table[name].update({"judge_verdicts": judged.verdicts, "judge_unavailable": judged.missing,
                                 "judge_unavailable_first": judged.first})
+    return table
+
+
+def run_summary(aggregate: RunAggregate) -> dict[str, Any]:
+    """results.json ``summary``: pass rates, totals, average scores, tokens, latency (ms), cost (USD) and the
+    judge's verdict counts."""
+    averages = aggregate.averages()
     judge_total = aggregate.judge_totals()
-    summary = {
+    return {
         "pass_rate": round(aggregate.pass_rate, 6),
         "weighted_pass_rate": round(aggregate.weighted_pass_rate, 6),
         "total_test_cases": aggregate.total_test_cases,
@@ -93,20 +139,6 @@ def build_document(
         "judged_unavailable": judge_total.missing,
         "judged_verdicts": judge_total.verdicts,
         "judged_unavailable_first": judge_total.first,
-    }
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": run_id,
-        "timestamp": timestamp,
-        "status": status,
-        "summary": summary,
-        "metrics": table,
-        "thresholds": {name: t.model_dump() for name, t in sorted(thresholds.items()) if name in table},
-        "thresholds_passed": verdict.thresholds_passed,
-        "gate": verdict.as_dict(),
-        "critical_failures": aggregate.critical_failures,
-        "breakdowns": aggregate.breakdowns_dict(),
-        "metadata": metadata,
     }
 
 
@@ -137,7 +169,7 @@ def custom_metrics_metadata(prepared: Prepared, judge: Any) -> dict[str, Any]:
     """``metadata.custom_metrics``: each user metric's declaration (origin, criteria, rubric, fields) and,
     for a judged metric whose steps the judge wrote, those steps (``steps_source`` generated or cache) or
     why there are none."""
-    from evalgate.judges.custom import steps_metadata
+    from evalgate.judges.custom import steps_metadata  # optional: loads jinja2 (≈100 ms); needed with user metrics only
 
     generated = steps_metadata(judge) if judge is not None else {}
     out: dict[str, Any] = {}
@@ -179,8 +211,6 @@ def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None,
     document["comparison"] = None
     if baseline.document is None:
         return []
-    from evalgate.verdict.compare import compare_runs, comparison_gate_reasons, diluted_reasons
-
     head = {**document, "results": (compared_record(json.loads(record)) for record in records)}
     try:
         comparison = compare_runs(baseline.document, head, alpha=settings.significance_level,
@@ -197,7 +227,7 @@ def attach_comparison(document: dict[str, Any], baseline: BaselineLookup | None,
         if name in tests and isinstance(row, dict):
             row.update(p_adjusted=tests[name]["p_adjusted"], family_size=comparison["family"]["size"],
                        weight=tests[name]["weight"])
-    return comparison_gate_reasons(comparison, settings.fail_on_regression) + diluted_reasons(comparison)
+    return gate_reasons(comparison=comparison, fail_on_regression=settings.fail_on_regression)
 
 
 def compared_record(record: dict[str, Any]) -> dict[str, Any]:
@@ -215,12 +245,6 @@ def write_compat_documents(settings: Settings, results_path: Path, cwd: Path | N
     path written."""
     if not settings.compat:
         return {}
-    import shutil
-
-    from evalgate.dialect import output_documents
-    from evalgate.errors import UserError
-    from evalgate.report.documents import write_document
-
     written: dict[str, Path] = {}
     extra = Path(settings.compat_output) if settings.compat_output else None
     if extra is not None and not extra.is_absolute():
@@ -256,9 +280,6 @@ def gate_policy_snapshot(settings: Settings, prepared: Prepared, document: Mappi
                          cwd: Path | None) -> dict[str, Any]:
     """The run's ``gate_policy`` (``verdict.policy.snapshot``): the thresholds that gated (``document``'s,
     after calibration), the gate settings with where each was set, and the bounded case facts ``cases``."""
-    from evalgate.verdict.policy import GATE_SETTINGS, snapshot
-    from evalgate.verdict.tolerance import resolve_tolerances
-
     root = f"{(cwd or Path.cwd()).resolve()}/"
 
     def where(origin: str) -> str:
@@ -304,8 +325,6 @@ def gate_policy_snapshot(settings: Settings, prepared: Prepared, document: Mappi
 def shard_from_checkout(settings: Settings) -> bool:
     """True when ``shard`` was set by the checkout's evalgate.yaml (a pull request choosing to run part of
     its cases), not by the workflow (``--shard``, an input, ``EVALGATE_SHARD``: its shards are merged)."""
-    from evalgate.config.trust import from_checkout
-
     return bool(settings.shard) and from_checkout(settings.origin("shard"), settings.config)
 
 
@@ -326,9 +345,6 @@ def run_settings(settings: Settings, prepared: Prepared, document: Mapping[str, 
     judge setting the workflow gave (an input, ``EVALGATE_*``, a flag) is recorded as ``SET_BY_WORKFLOW``: the
     pull request cannot change it, and a value the workflow makes per run (an agent on a free port) must not
     read as the pull request's change."""
-    import hashlib
-    from urllib.parse import urlsplit
-
     def digest(value: Any) -> str:
         text = json.dumps(value, sort_keys=True, default=str)
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
@@ -381,8 +397,6 @@ def attach_gate_policy(document: dict[str, Any], baseline: BaselineLookup | None
     ``gate`` fields to add: ``gate_changes`` (as applied), ``loosened`` (list; None when the base run's policy
     is unknown), ``policy_note``, ``approved_by``. Never raises."""
     head = gate_policy_snapshot(settings, prepared, document, cases, cwd)
-    from evalgate.verdict.calibration import calibration_snapshot
-
     head["calibrations"] = calibration_snapshot(document.get("calibration"))  # which records admitted a judge
     partial = bool(settings.shard) and not shard_from_checkout(settings)  # a PR's own shard is no partial run
     return compare_gate_policy(document, head, baseline, settings, pr_labels, partial=partial)
@@ -394,9 +408,6 @@ def compare_gate_policy(document: dict[str, Any], head: dict[str, Any], baseline
     """``attach_gate_policy`` for a ready snapshot ``head`` (a merged run's: a shard's with the merged case
     set). ``partial``: the run holds part of the cases (one shard), so missing and demoted cases are not
     compared. ``configured``: the ``gate_changes`` asked for (default: ``settings``')."""
-    from evalgate.config.trust import from_checkout, untrusted_checkout
-    from evalgate.verdict.policy import approval, dataset_line, effective_gate_changes, gate_reason, loosenings, unknown
-
     untrusted = untrusted_checkout(settings.environment)
     base_doc = baseline.document if baseline is not None else None
     base_policy = base_doc.get("gate_policy") if isinstance(base_doc, Mapping) else None
@@ -447,8 +458,6 @@ def compare_gate_policy(document: dict[str, Any], head: dict[str, Any], baseline
 def _from_workflow(settings: Settings, name: str) -> bool:
     """True when setting ``name`` was given by the workflow (an input, an ``EVALGATE_*`` variable, a flag), not
     by the checkout's evalgate.yaml nor left at its default."""
-    from evalgate.config.trust import from_checkout
-
     origin = settings.origin(name)
     return not origin.startswith("default ") and not from_checkout(origin, settings.config)
 
@@ -456,8 +465,6 @@ def _from_workflow(settings: Settings, name: str) -> bool:
 def _baseline_from_checkout(settings: Settings, untrusted: bool) -> list[dict[str, Any]]:
     """In a pull-request run, a ``baseline`` chosen by the PR's own evalgate.yaml (``none``, or a file the PR
     can write) leaves nothing trustworthy to compare the policy with: one loosening saying so."""
-    from evalgate.config.trust import from_checkout
-
     origin = settings.origin("baseline")
     if not untrusted or settings.baseline_kind == "auto" or not from_checkout(origin, settings.config):
         return []  # ``auto`` is the base branch's own artifact: nothing the PR can write

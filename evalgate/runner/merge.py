@@ -33,18 +33,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from evalgate.calls.executor import CALL_COUNTERS
-from evalgate.config.settings import Settings
+from evalgate.config.settings import Settings, parse_shard
+from evalgate.dataset.select import shard_of
 from evalgate.errors import UserError
+from evalgate.judges.health import HealthTally
+from evalgate.metrics.registry import all_metrics
 from evalgate.model import CaseResult, Threshold
-from evalgate.runner.shard_judging import JudgingAgreement
+from evalgate.runner.calibrate import JudgePolicy, attach_calibration
+from evalgate.runner.finish import attach_comparison, build_document, compare_gate_policy, new_run_id
+from evalgate.runner.shard_judging import JudgingAgreement, merged_pairwise
 from evalgate.store.judge_cache import CACHE_FILE, cache_path, merge_cache_files
+from evalgate.store.outdir import OutputLock
 from evalgate.store.reader import BaselineLookup, ShardRun, expand_inputs, open_input, split_run_spec
 from evalgate.store.results_json import CaseSpool, write_results
+from evalgate.store.sqlite import SQLiteStore
 from evalgate.verdict.aggregate import RunAggregate
 from evalgate.verdict.gate import GatePolicy, Verdict, judge_metric_sets, run_verdict
+from evalgate.verdict.policy import CaseSet
+from evalgate.verdict.reasons import ShardEnd, gate_reasons
 from evalgate.verdict.repeats import RepeatSink, apply_report
 
 MATTERING_SETTINGS = (
@@ -58,7 +65,6 @@ MATTERING_SETTINGS = (
 compared as applied (each metric's recorded threshold), wherever they were configured."""
 PER_SHARD_SETTINGS = ("shard", "output_dir", "db", "format", "progress", "verbose", "baseline")
 """Settings dropped from the merged run's ``metadata.config``."""
-FINISHED = ("completed", "merged")
 SPOOL_NAME = ".merge-cases.jsonl"
 
 
@@ -76,8 +82,6 @@ class MergeOutcome:
 
 
 def _settings_defaults() -> dict[str, Any]:
-    from evalgate.config.settings import Settings
-
     return {name: Settings.model_fields[name].get_default(call_default_factory=True) for name in MATTERING_SETTINGS}
 
 
@@ -109,8 +113,6 @@ def recorded_thresholds(document: Mapping[str, Any]) -> dict[str, Any]:
 
 def shard_of_document(document: Mapping[str, Any], label: str) -> tuple[int, int] | None:
     """The ``(i, n)`` shard a run selected (``metadata.config.shard``), None for an unsharded run."""
-    from evalgate.config.settings import parse_shard
-
     text = ((document.get("metadata") or {}).get("config") or {}).get("shard")
     if not text:
         return None
@@ -236,13 +238,6 @@ def merge_runs(
     """Merge ``sources`` into ``output_dir/results.json`` and a new ``merged`` run in ``db_path``. With a
     ``baseline`` (and the ``settings`` that say how to compare: significance, ``fail_on_regression``) the
     merged run is compared with it as an unsharded run would be, and a regression can fail the gate."""
-    from evalgate.judges.health import HealthTally
-    from evalgate.metrics.registry import all_metrics
-    from evalgate.runner.calibrate import JudgePolicy, attach_calibration
-    from evalgate.runner.finish import build_document, new_run_id
-    from evalgate.store.outdir import OutputLock
-    from evalgate.store.sqlite import SQLiteStore
-
     if not sources:
         raise UserError("give at least one shard's results.json or SQLite file", where="merge")
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -257,54 +252,11 @@ def merge_runs(
         if missing and not allow_partial:
             raise UserError(f"shard(s) {', '.join(missing)} missing ({missing_hint})", where="merge")
         moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
-        run_id, timestamp = lock.run_id, moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-        thresholds = consistency.gate_thresholds()
-        store = SQLiteStore(db_path, run_id, timestamp, marker=lock.marker())
-        aggregate = RunAggregate(*merged_judge_sets(runs, thresholds))
-        repeats = consistency.repeat_sink(aggregate)
-        health = HealthTally()
-        from evalgate.verdict.policy import CaseSet
-
-        case_set = CaseSet()
-        for record in spool.iter_records_in_order():
-            text = record.decode("utf-8")
-            result = CaseResult.model_validate_json(text)
-            repeats.add(result)
-            health.add(result)
-            case_set.add(result)
-            store.add(result, text)
-        repeats.finish()
-        first = runs[0].document
-        notes = {str(note).partition(": ")[0]: str(note) for note in (first.get("gate") or {}).get("notes") or []}
-        block, notes, calibration_reasons = consistency.judging.merged(first.get("calibration") or {}, notes)
-        extra = extra_reasons(runs, missing) + calibration_reasons
-        verdict = run_verdict(aggregate, thresholds, consistency.policy(), extra)
-        document = build_document(
-            run_id=run_id, timestamp=timestamp, status="merged", aggregate=aggregate, thresholds=thresholds,
-            verdict=verdict, metadata=merged_metadata(runs), metrics=all_metrics(),
-        )
-        add_judge_spend(document["summary"], [run.document for run in runs])
-        apply_report(document, repeats.report())
-        added: list[str] = []
-        merge_warnings: list[str] = []
-        if baseline is not None and settings is not None:
-            from evalgate.runner.finish import attach_comparison
-            from evalgate.runner.shard_judging import merged_pairwise
-
-            pairwise, pairwise_gated, merge_warnings = merged_pairwise(  # their sign tests join the one family
-                [(run.label, run.document) for run in runs], (baseline.document or {}).get("run_id"), block, thresholds)
-            if pairwise is not None:
-                document["pairwise"] = pairwise
-            added += attach_comparison(document, baseline, spool.iter_records_in_order(), settings,
-                                       pairwise=pairwise, pairwise_gated=pairwise_gated)
-        policy_reasons, gate_fields = _merged_gate_policy(document, runs, case_set.as_dict(), baseline, settings,
-                                                          pr_labels)
-        added += policy_reasons
-        if added:
-            verdict = run_verdict(aggregate, thresholds, consistency.policy(), extra + added)
-            document["gate"] = verdict.as_dict()
-        document["gate"].update(gate_fields)
-        attach_calibration(document, JudgePolicy(dict(thresholds), block, notes), health.report())
+        merged = _Merged(lock.run_id, moment.strftime("%Y-%m-%dT%H:%M:%SZ"), runs, consistency,
+                         consistency.gate_thresholds(), missing)
+        store = SQLiteStore(db_path, merged.run_id, merged.timestamp, marker=lock.marker())
+        tallies = _replay(spool, store, merged)
+        document, verdict, merge_warnings = _merged_document(merged, tallies, spool, baseline, settings, pr_labels)
         results_path = output_dir / "results.json"
         write_results(results_path, document, spool)
         store.finish(document)
@@ -320,6 +272,96 @@ def merge_runs(
                         warnings=warnings)
 
 
+@dataclass
+class _Merged:
+    """What the merged run is made of: its id and time, the checked inputs, the thresholds as applied and
+    the missing shards."""
+
+    run_id: str
+    timestamp: str
+    runs: list[ShardRun]
+    consistency: Consistency
+    thresholds: dict[str, Threshold]
+    missing: list[str]
+
+
+@dataclass
+class _Tallies:
+    """The merged cases, re-aggregated (``_replay``)."""
+
+    aggregate: RunAggregate
+    repeats: RepeatSink
+    health: HealthTally
+    case_set: CaseSet
+
+
+def _replay(spool: CaseSpool, store: SQLiteStore, merged: _Merged) -> _Tallies:
+    """Every spooled record, in dataset order, through the repeats, the judge's health, the case set and
+    the database (each record stored as read)."""
+    aggregate = RunAggregate(*merged_judge_sets(merged.runs, merged.thresholds))
+    tallies = _Tallies(aggregate, merged.consistency.repeat_sink(aggregate), HealthTally(), CaseSet())
+    for record in spool.iter_records_in_order():
+        text = record.decode("utf-8")
+        result = CaseResult.from_stored(text)
+        tallies.repeats.add(result)
+        tallies.health.add(result)
+        tallies.case_set.add(result)
+        store.add(result, text)
+    tallies.repeats.finish()
+    return tallies
+
+
+def _merged_document(merged: _Merged, tallies: _Tallies, spool: CaseSpool, baseline: BaselineLookup | None,
+                     settings: Settings | None, pr_labels: Sequence[str]
+                     ) -> tuple[dict[str, Any], Verdict, list[str]]:
+    """The merged results document (without ``results``), its verdict (``verdict.reasons.gate_reasons`` for
+    the shards, calibration, comparison and gate policy) and the warnings of merging pairwise preferences."""
+    runs, thresholds, policy = merged.runs, merged.thresholds, merged.consistency.policy()
+    first = runs[0].document
+    notes = {str(note).partition(": ")[0]: str(note) for note in (first.get("gate") or {}).get("notes") or []}
+    block, notes, calibration_reasons = merged.consistency.judging.merged(first.get("calibration") or {}, notes)
+    shards = [ShardEnd(run.label, str(run.document.get("status") or "completed"),
+                       bool(((run.document.get("metadata") or {}).get("cost") or {}).get("budget_exceeded")))
+              for run in runs]
+    extra = gate_reasons(missing_shards=merged.missing, shards=shards, calibration=calibration_reasons)
+    verdict = run_verdict(tallies.aggregate, thresholds, policy, extra)
+    document = build_document(
+        run_id=merged.run_id, timestamp=merged.timestamp, status="merged", aggregate=tallies.aggregate,
+        thresholds=thresholds, verdict=verdict, metadata=merged_metadata(runs), metrics=all_metrics(),
+    )
+    add_judge_spend(document["summary"], [run.document for run in runs])
+    apply_report(document, tallies.repeats.report())
+    merge_warnings = _merged_comparison(document, merged, block, spool, baseline, settings)
+    policy_reasons, gate_fields = _merged_gate_policy(document, runs, tallies.case_set.as_dict(), baseline, settings,
+                                                      pr_labels)
+    reasons = gate_reasons(missing_shards=merged.missing, shards=shards, calibration=calibration_reasons,
+                           comparison=document.get("comparison"),
+                           fail_on_regression=settings is not None and settings.fail_on_regression,
+                           policy=policy_reasons)
+    if reasons != extra:
+        verdict = run_verdict(tallies.aggregate, thresholds, policy, reasons)
+        document["gate"] = verdict.as_dict()
+    document["gate"].update(gate_fields)
+    attach_calibration(document, JudgePolicy(dict(thresholds), block, notes), tallies.health.report())
+    return document, verdict, merge_warnings
+
+
+def _merged_comparison(document: dict[str, Any], merged: _Merged, block: Mapping[str, Any], spool: CaseSpool,
+                       baseline: BaselineLookup | None, settings: Settings | None) -> list[str]:
+    """With a baseline and settings: the merged run's ``comparison`` (and ``pairwise``, the shards' preferences
+    against that base run summed, their sign tests joining the one family); returns the merging warnings."""
+    if baseline is None or settings is None:
+        return []
+    pairwise, pairwise_gated, merge_warnings = merged_pairwise(  # their sign tests join the one family
+        [(run.label, run.document) for run in merged.runs], (baseline.document or {}).get("run_id"), block,
+        merged.thresholds)
+    if pairwise is not None:
+        document["pairwise"] = pairwise
+    attach_comparison(document, baseline, spool.iter_records_in_order(), settings,
+                      pairwise=pairwise, pairwise_gated=pairwise_gated)
+    return merge_warnings
+
+
 def _merged_gate_policy(document: dict[str, Any], runs: Sequence[ShardRun], cases: Mapping[str, Any],
                         baseline: BaselineLookup | None, settings: Settings | None, pr_labels: Sequence[str]
                         ) -> tuple[list[str], dict[str, Any]]:
@@ -333,8 +375,6 @@ def _merged_gate_policy(document: dict[str, Any], runs: Sequence[ShardRun], case
     if baseline is None or settings is None:
         document["gate_policy"] = head
         return [], {}
-    from evalgate.runner.finish import compare_gate_policy
-
     asked = settings.gate_changes if not settings.origin("gate_changes").startswith("default") else None
     return compare_gate_policy(document, head, baseline, settings, pr_labels,
                                configured=asked or str(shard.get("gate_changes") or "report"))
@@ -345,8 +385,6 @@ def merged_judge_sets(runs: Sequence[ShardRun], thresholds: Mapping[str, Thresho
     """``RunAggregate``'s (judged, gated_judged) for the merged run: the built-in metrics that use the judge,
     plus the metrics the shards' tables mark ``judged`` (metrics a config declared), when the shards had a
     judge."""
-    from evalgate.metrics.registry import all_metrics
-
     judging = str(((runs[0].document.get("metadata") or {}).get("judge") or {}).get("provider") or "none") != "none"
     judged, gated = judge_metric_sets(all_metrics(), thresholds, judging=judging)
     if not judging:
@@ -371,18 +409,9 @@ def _spool_inputs(sources: Sequence[str | Path], spool: CaseSpool) -> tuple[Cons
 
 
 def _spool_records(run: ShardRun, spool: CaseSpool, owner: dict[str, str]) -> int:
-    from evalgate.dataset.select import shard_of
-
     seen: set[tuple[str, int]] = set()
     count = 0
-    for position, text in enumerate(run.records):
-        where = f"{run.label}: results[{position}]"
-        try:
-            result = CaseResult.model_validate_json(text)
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            raise UserError(f"invalid case record: {'.'.join(map(str, error['loc']))}: {error['msg']}",
-                            where=where) from None
+    for where, result, text in run.case_records():
         key = (result.id, result.repeat)
         if key in seen:
             raise UserError(f"case {result.id!r} repeat {result.repeat} appears twice", where=where)
@@ -396,19 +425,6 @@ def _spool_records(run: ShardRun, spool: CaseSpool, owner: dict[str, str]) -> in
         spool.add(result.index, result.repeat, text)
         count += 1
     return count
-
-
-def extra_reasons(runs: Sequence[ShardRun], missing: Sequence[str]) -> list[str]:
-    """Gate reasons that come from the shards rather than their cases (partial results never pass)."""
-    reasons = [f"shard(s) {', '.join(missing)} missing: the merged results are partial"] if missing else []
-    for run in runs:
-        status = str(run.document.get("status") or "completed")
-        if status not in FINISHED:
-            reasons.append(f"{run.label}: run {status} before every case finished")
-        cost = (run.document.get("metadata") or {}).get("cost") or {}
-        if cost.get("budget_exceeded"):
-            reasons.append(f"{run.label}: max_cost reached: the shard stopped before exceeding the budget")
-    return reasons
 
 
 def merged_metadata(runs: Sequence[ShardRun]) -> dict[str, Any]:

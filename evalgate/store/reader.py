@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from evalgate.errors import UserError
+from evalgate.model import CaseResult
 from evalgate.safety.redact import redact
 from evalgate.store.judge_cache import CACHE_FILE as JUDGE_CACHE_FILE
 from evalgate.store.results_json import SCHEMA_VERSION, StreamedDocument, StreamError
@@ -38,6 +41,20 @@ class ShardRun:
     records: Iterator[str]
     shard: tuple[int, int] | None = None
     cases: int = 0
+
+    def case_records(self) -> Iterator[tuple[str, CaseResult, str]]:
+        """The run's records read back through their type, one at a time: ``(where, record, text)`` with
+        ``where`` its place (``label: results[i]``) and ``text`` the JSON as stored; a record of another shape
+        is a ``UserError`` naming its place and first invalid field."""
+        for position, text in enumerate(self.records):
+            where = f"{self.label}: results[{position}]"
+            try:
+                record = CaseResult.from_stored(text)
+            except ValidationError as exc:
+                error = exc.errors()[0]
+                raise UserError(f"invalid case record: {'.'.join(map(str, error['loc']))}: {error['msg']}",
+                                where=where) from None
+            yield where, record, text
 
 
 # ---------------------------------------------------------------------------------------------

@@ -138,7 +138,7 @@ def test_seed002_context_fields_are_sent_in_its_camel_case_and_turns_inherit_the
 
 
 def test_a_record_shows_the_seeds_expectations_in_their_old_places() -> None:
-    from evalgate.runner.engine import expectations_of
+    from evalgate.runner.record import expectations_of
 
     case = Case(id="x", input="q", expected_output="o", expected_keywords=["k"], expected_specialist="ops",
                 expected_data_sources=["db"], verified_answer_summary="s", tools_should_exclude=["rm"],

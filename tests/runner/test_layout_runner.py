@@ -12,8 +12,9 @@ import pytest
 RUNNER = Path(__file__).resolve().parents[2] / "evalgate" / "runner"
 MAX_FUNCTION_LINES = 60
 """Lines from ``def`` to the function's last line, docstring included."""
-ELSEWHERE = frozenset({"engine.py", "conversation.py", "finish.py", "api.py", "merge.py"})
-"""Files another restructuring owns this round (the case record); the check widens to them once merged."""
+ELSEWHERE: frozenset[str] = frozenset()
+"""Files left out of the check (none: the case record's restructuring brought engine, conversation, finish, api
+and merge under it)."""
 
 
 def functions(path: Path) -> list[tuple[str, int, int]]:
@@ -43,7 +44,8 @@ def checked() -> list[Path]:
 
 def test_the_check_sees_the_runner_package() -> None:
     names = {path.name for path in checked()}
-    assert {"run.py", "setup.py", "calibrate.py"} <= names and not names & ELSEWHERE
+    assert {"run.py", "setup.py", "calibrate.py", "engine.py", "conversation.py", "finish.py", "api.py", "merge.py",
+            "record.py"} <= names and not names & ELSEWHERE
 
 
 def test_the_length_check_counts_nested_functions_and_methods(tmp_path: Path) -> None:
