@@ -37,7 +37,7 @@ def _split_list(value: Any) -> Any:
 
 
 DEFAULT_MAX_ANSWER_CHARS = 1_000_000
-"""Default of ``max_answer_chars``: longer answers are cut to this many characters (docs/secrets-and-limits.md)."""
+"""Default of ``max_answer_chars``: longer answers are cut to this many characters (docs/security.md, "Size caps")."""
 
 DEFAULT_JUDGE_REPLY_BYTES = 1 << 20
 """Default of ``judge_max_reply_bytes``: 1 MiB, hundreds of times a verdict's size (docs/security.md)."""
