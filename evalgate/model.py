@@ -579,7 +579,7 @@ def _threshold_or_number(value: Any) -> Any:
     return value
 
 
-class _JudgedParts(BaseModel):
+class JudgedParts(BaseModel):
     """What a custom judged metric (or an inline one-off check) is made of."""
 
     criteria: str | None = None
@@ -679,7 +679,7 @@ class _JudgedParts(BaseModel):
         return "threshold" in self.model_fields_set
 
 
-class MetricDeclaration(_JudgedParts):
+class MetricDeclaration(JudgedParts):
     """A metric declared in a suite block or evalgate.yaml ``metrics:``: a judged metric (``criteria``)
     or a code check (``check``), run on every case of its scope (or of its ``categories`` / ``tags``)."""
 
@@ -723,7 +723,7 @@ class MetricDeclaration(_JudgedParts):
         return self
 
 
-class CaseAssertion(_JudgedParts):
+class CaseAssertion(JudgedParts):
     """One entry of a case's ``assert:`` list: run a metric on this case (``metric``, by name or reference),
     or a one-off judged check (``criteria``) or code check (``check``), with an optional per-case threshold."""
 

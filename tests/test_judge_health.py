@@ -24,7 +24,7 @@ import pytest
 
 from evalgate.cli.main import main as cli_main
 from evalgate.demo.judge import verdict as demo_verdict
-from evalgate.judges.client import Sample
+from evalgate.judges.samples import Sample
 from evalgate.judges.health import HealthCheck, HealthTally, json_debris
 from evalgate.judges.output import schema_for
 from evalgate.judges.pairwise import pairwise_template

@@ -35,7 +35,7 @@ import asyncio
 import functools
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from evalgate.calls.chat import ChatReply, ChatService
@@ -52,6 +52,7 @@ from evalgate.judges.output import (
     schema_for,
 )
 from evalgate.judges.parse import VerdictError, kept_raw, parse_verdict, schema_of, verdict_in_words
+from evalgate.judges.samples import JudgeScore, JudgeVerdict, Sample
 from evalgate.model import MetricUnavailable
 from evalgate.safety.redact import redact, redact_mapping
 from evalgate.store.judge_cache import CachedReply, CacheKey, JudgeCache
@@ -119,33 +120,6 @@ class RepairStats:
 
 
 # --- the judge -------------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Sample:
-    values: Values
-    reasoning: str
-    extras: dict[str, Any]
-    cached: bool
-    repaired: bool
-    mode: OutputMode
-    usage: Usage | None = None
-    cost_usd: float | None = None
-    parsed_from: str = "json"
-
-
-@dataclass(slots=True)
-class JudgeVerdict:
-    """Values averaged over the samples of one template call, and what explains them."""
-
-    values: Values
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class JudgeScore:
-    value: float
-    details: dict[str, Any]
 
 
 class JudgeClient:

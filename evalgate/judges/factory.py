@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from evalgate.calls.costs import check_budget_pricing
-from evalgate.calls.executor import Runtime
 from evalgate.calls.providers import resolve_provider
+from evalgate.calls.runtime import Runtime
 from evalgate.errors import UserError
 from evalgate.store.judge_cache import BaseCache, JudgeCache, cache_path
 from evalgate.store.shared_cache import LayeredJudgeCache, shared_cache_path

@@ -437,7 +437,7 @@ def labelled_examples(prepared: Prepared, cwd: Path) -> list[LabelledExample]:
 async def calibrate(settings: Settings, suite_config: Mapping[str, Any], cwd: Path | None = None,
                     metrics: list[str] | None = None) -> CalibrationOutcome:
     """Score every labelled example with the configured judge; store and return one record per metric."""
-    from evalgate.calls.executor import Runtime
+    from evalgate.calls.runtime import Runtime
     from evalgate.dataset.load import display_path
     from evalgate.judges.calibration import judge_label, key_of, key_parts, score_example
     from evalgate.judges.factory import build_judge

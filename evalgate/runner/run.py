@@ -135,7 +135,7 @@ async def _execute(
     pr_labels: tuple[str, ...] = (),
 ) -> RunOutcome:
     from evalgate.calls.costs import add_spend
-    from evalgate.calls.executor import Runtime
+    from evalgate.calls.runtime import Runtime
     from evalgate.judges.factory import build_judge, build_simulator
     from evalgate.runner.conversation import ConversationOptions
     from evalgate.targets.factory import build_target

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from evalgate.calls.executor import Runtime
+from evalgate.calls.runtime import Runtime
 from evalgate.errors import UserError
 from evalgate.targets.recorded import RecordedTarget
 

@@ -35,8 +35,9 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from evalgate.calls.executor import CallFailed, MalformedReply, Pace, Runtime, StatusError, pace_key
+from evalgate.calls.executor import CallFailed, MalformedReply, Pace, StatusError, pace_key
 from evalgate.calls.http_pool import HttpPool, Reply
+from evalgate.calls.runtime import Runtime
 from evalgate.config.settings import DEFAULT_MAX_ANSWER_CHARS
 from evalgate.errors import UserError
 from evalgate.model import Answer
