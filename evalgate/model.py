@@ -17,6 +17,7 @@ Case field aliases (first name is canonical):
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -650,8 +651,6 @@ class JudgedParts(BaseModel):
                 if not name.removeprefix("metadata.").strip():
                     raise ValueError("metadata.KEY needs a key")
             elif name not in JUDGE_FIELDS:
-                import difflib
-
                 close = difflib.get_close_matches(name, [*JUDGE_FIELDS, "metadata.KEY"], n=1, cutoff=0.6)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ValueError(f"unknown field {name!r}{hint}; choose from {', '.join(JUDGE_FIELDS)} or metadata.KEY")

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from evalgate import __version__
+from evalgate.calls.capped import capped_async_client
 from evalgate.calls.costs import (
     Price,
     Usage,
@@ -180,20 +181,18 @@ class SdkChat:
 
     def __init__(self, provider: ProviderConfig, *, timeout: float, connect_timeout: float | None = None,
                  read_timeout: float | None = None, max_reply: tuple[int, str] | None = None) -> None:
-        import openai
+        import openai  # lazy: the openai SDK (~0.5 s) only with chat_client: openai-sdk
 
         limits = openai.Timeout(timeout, connect=connect_timeout, read=read_timeout if read_timeout else timeout)
         extra = {"Authorization": provider.authorization} if provider.authorization else None
         client = None
         if max_reply is not None:  # the reply body is read through a counting stream, cut at the cap
-            from evalgate.calls.capped import capped_async_client
-
             client = capped_async_client(openai.DefaultAsyncHttpxClient(timeout=limits), *max_reply)
         self.client = openai.AsyncOpenAI(api_key=provider.api_key, base_url=provider.base_url, max_retries=0,
                                          timeout=limits, default_headers=extra, http_client=client)
 
     async def create(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Completion:
-        import openai
+        import openai  # lazy: the openai SDK (~0.5 s) only with chat_client: openai-sdk
 
         started = time.perf_counter()
         extra: dict[str, Any] = {"extra_headers": dict(headers)} if headers else {}

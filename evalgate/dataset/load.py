@@ -57,6 +57,7 @@ from evalgate.dialect import case_dialect
 from evalgate.errors import Interrupt, UserError
 from evalgate.model import Case
 from evalgate.safety.redact import redact
+from evalgate.safety.structure import StructureError, check_yaml
 
 DATASET_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".json", ".jsonl")
 CASE_LIST_KEYS: tuple[str, ...] = ("test_cases", "cases")
@@ -383,7 +384,7 @@ def _read_bytes(path: Path, digest: Any) -> bytes:
 
 
 def _yaml_problem(exc: Exception, text: str) -> Problem:
-    import yaml
+    import yaml  # lazy: pyyaml (~25 ms) only for YAML files
 
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     if isinstance(exc, yaml.MarkedYAMLError) and mark is not None:
@@ -396,7 +397,7 @@ def _yaml_problem(exc: Exception, text: str) -> Problem:
 
 
 def _yaml_lines(node: Any, doc: _Document) -> None:
-    import yaml
+    import yaml  # lazy: pyyaml (~25 ms) only for YAML files
 
     doc.top_line = node.start_mark.line + 1
     if isinstance(node, yaml.SequenceNode):
@@ -411,7 +412,7 @@ def _yaml_lines(node: Any, doc: _Document) -> None:
 
 
 def _yaml_items(key: Any, seq: Any, doc: _Document) -> None:
-    import yaml
+    import yaml  # lazy: pyyaml (~25 ms) only for YAML files
 
     doc.item_lines[key] = [item.start_mark.line + 1 for item in seq.value]
     duplicates: dict[int, str] = {}
@@ -437,9 +438,8 @@ def _yaml_items(key: Any, seq: Any, doc: _Document) -> None:
 def _parse_yaml(text: str) -> _Document:
     """Parse with PyYAML's C loader when built (its pure-Python SafeLoader otherwise); yaml is imported
     here, not at module level, so runs over JSON/JSONL datasets never load it."""
-    import yaml
+    import yaml  # lazy: pyyaml (~25 ms) only for YAML files
 
-    from evalgate.safety.structure import StructureError, check_yaml
 
     try:
         check_yaml(text)  # depth and alias expansion, before the C composer (recursive) sees the text

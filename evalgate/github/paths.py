@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from evalgate.config.settings import Settings
+from evalgate.dataset.load import resolve_paths
 from evalgate.errors import UserError
 
 FILE_COMMAND_VARIABLES = ("GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH", "GITHUB_STATE", "GITHUB_STEP_SUMMARY",
@@ -108,8 +109,6 @@ def confine(settings: Settings, env: Mapping[str, str], workspace: Path, *,
     for entry in settings.dataset:
         box.check_read(_fixed_prefix(entry), settings.origin("dataset"))
     if settings.dataset:  # every file a directory or glob stands for, links followed (``..`` after a ``*`` too)
-        from evalgate.dataset.load import resolve_paths
-
         for source in resolve_paths(settings.dataset, box.workspace, on_error=lambda exc: None):
             if not box.inside(_real(source.path)):
                 raise UserError(f"dataset file {source.display!r} resolves to {_real(source.path)}, outside "

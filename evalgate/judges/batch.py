@@ -287,7 +287,7 @@ class BatchJudge:
 
     def _sdk(self) -> Any:
         if self._client is None:
-            import openai
+            import openai  # lazy: the openai SDK (~0.5 s) only with chat_client: openai-sdk
 
             provider = self.service.provider
             headers = {"Authorization": provider.authorization} if provider.authorization else None

@@ -114,10 +114,10 @@ def compile_template(source: str, variables: frozenset[str], where: str) -> jinj
     jinja2's sandbox: it comes from a file the pull request may write, and an ordinary environment lets
     ``input.__class__.__mro__…`` reach ``os.environ`` (every secret) and run code. (jinja2 is imported here: a
     target without a template never loads it.)"""
-    import jinja2
-    import jinja2.meta
-    import jinja2.nodes
-    from jinja2.sandbox import SandboxedEnvironment
+    import jinja2  # lazy: jinja2 (~25 ms) only for a target with a template
+    import jinja2.meta  # lazy: jinja2 (~25 ms) only for a target with a template
+    import jinja2.nodes  # lazy: jinja2 (~25 ms) only for a target with a template
+    from jinja2.sandbox import SandboxedEnvironment  # lazy: jinja2 (~25 ms) only for a target with a template
 
     env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
     env.filters["tojson"] = _tojson
@@ -141,7 +141,7 @@ def compile_template(source: str, variables: frozenset[str], where: str) -> jinj
 
 def _tojson(value: Any) -> str:
     """JSON text of ``value``; an undefined value fails with jinja2's message naming it."""
-    import jinja2
+    import jinja2  # lazy: jinja2 (~25 ms) only for a target with a template
 
     if isinstance(value, jinja2.Undefined):
         value._fail_with_undefined_error()
@@ -222,7 +222,7 @@ class HttpTarget:
                 return {"message": case.output, "llm_answer_text": case.output, "brands_mine": case.brands_mine or [],
                         "brands_competitors": case.brands_competitors or [], **context}
             return {"message": case.input or "", **context}
-        import jinja2  # loaded already: the template was compiled with it
+        import jinja2  # lazy: jinja2 (~25 ms) only for a target with a template (loaded already: the template was compiled with it)
 
         try:
             text = self.template.render(input=case.input or "", id=case.id, category=case.category,

@@ -44,6 +44,7 @@ from evalgate.report.view import (
     usage_view,
     verdict_view,
 )
+from evalgate.runner.api import compare_documents
 from evalgate.safety.redact import redact
 from evalgate.store import browse
 from evalgate.view.charts import PALETTE, line_chart, threshold_line
@@ -364,8 +365,6 @@ def compare_page(catalog: Catalog, links: Links, params: Mapping[str, str]) -> s
     """Two runs side by side through ``evalgate compare``'s own decision (``runner.api.compare_documents``):
     flipped cases first, the family of tests and metric deltas, then the answers of flipped cases side by
     side with a word diff."""
-    from evalgate.runner.api import compare_documents
-
     base_id, head_id = _one(params, "base"), _one(params, "head")
     base_index, base_doc = _run(catalog, base_id)
     head_index, head_doc = _run(catalog, head_id)
