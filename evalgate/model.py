@@ -20,7 +20,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, Literal, TypeVar
 
@@ -168,6 +168,22 @@ def _fold_name(name: str) -> str:
     return " ".join(name.split()).casefold()
 
 
+def counters(record: Any, digits: int, rename: dict[str, str] | None = None) -> dict[str, Any]:
+    """A counters dataclass as its metadata mapping: every field in declaration order, those declared
+    ``float`` rounded to ``digits`` decimals, a field renamed where ``rename`` says (``calls.costs``,
+    ``calls.executor``, ``traces.receiver``)."""
+    names = rename or {}
+    return {names.get(f.name, f.name): round(getattr(record, f.name), digits) if f.type in ("float", float)
+            else getattr(record, f.name) for f in fields(record)}
+
+
+def _not_blank(value: str, message: str) -> str:
+    """``value`` unless it is empty or whitespace (then ``ValueError(message)``)."""
+    if not value.strip():
+        raise ValueError(message)
+    return value
+
+
 def stable_case_id(text: str) -> str:
     """A case id derived from its input: ``q-`` + first 10 hex digits of sha1(normalised input)."""
     normalised = " ".join(text.split()).lower()
@@ -218,9 +234,7 @@ class Turn(BaseModel):
     @field_validator("input")
     @classmethod
     def _said(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("a turn needs the user's message ('input')")
-        return value
+        return _not_blank(value, "a turn needs the user's message ('input')")
 
 
 class SimulatedUser(BaseModel):
@@ -235,9 +249,7 @@ class SimulatedUser(BaseModel):
     @field_validator("persona")
     @classmethod
     def _described(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("simulated_user needs a persona")
-        return value
+        return _not_blank(value, "simulated_user needs a persona")
 
 
 class Case(BaseModel):
@@ -555,9 +567,13 @@ class RubricBand(BaseModel):
     @field_validator("description")
     @classmethod
     def _text(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("a rubric band needs a description")
-        return value.strip()
+        return _not_blank(value, "a rubric band needs a description").strip()
+
+
+def _metric_name(value: str) -> str:
+    if not METRIC_NAME.fullmatch(value):
+        raise ValueError("a metric name is 1–64 letters, digits, '_', '.' or '-', starting with a letter or '_'")
+    return value
 
 
 def _threshold_or_number(value: Any) -> Any:
@@ -703,9 +719,7 @@ class MetricDeclaration(JudgedParts):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not METRIC_NAME.fullmatch(value):
-            raise ValueError("a metric name is 1–64 letters, digits, '_', '.' or '-', starting with a letter or '_'")
-        return value
+        return _metric_name(value)
 
     @field_validator("categories", "tags", mode="before")
     @classmethod
@@ -733,9 +747,7 @@ class CaseAssertion(JudgedParts):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str | None) -> str | None:
-        if value is not None and not METRIC_NAME.fullmatch(value):
-            raise ValueError("a metric name is 1–64 letters, digits, '_', '.' or '-', starting with a letter or '_'")
-        return value
+        return value if value is None else _metric_name(value)
 
     @model_validator(mode="after")
     def _kind(self) -> CaseAssertion:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.calls.executor import CallCancelled
 from evalgate.errors import UserError
+from evalgate.model import counters
 from evalgate.text.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -177,11 +178,7 @@ class RoleTotals:
     """What the batch discount saved against direct calls."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "cached_calls": self.cached_calls, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "cost_usd": round(self.cost_usd, 6),
-                "unpriced_calls": self.unpriced_calls, "cached_prompt_tokens": self.cached_prompt_tokens,
-                "cache_saved_usd": round(self.cache_saved_usd, 6), "batch_calls": self.batch_calls,
-                "batch_saved_usd": round(self.batch_saved_usd, 6)}
+        return counters(self, 6)
 
 
 @dataclass(slots=True)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from evalgate.calls.ratelimit import Estimator, Pacer, Ticket
+from evalgate.model import counters
 
 if TYPE_CHECKING:
     from evalgate.config.settings import Settings
@@ -296,9 +297,7 @@ class ProviderStats:
     waited_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "attempts": self.attempts, "retries": self.retries,
-                "rate_limited_429": self.rate_limited, "failed": self.failed, "timeouts": self.timeouts,
-                "backoff_seconds": round(self.waited_seconds, 3)}
+        return counters(self, 3, {"rate_limited": "rate_limited_429", "waited_seconds": "backoff_seconds"})
 
 
 @dataclass(slots=True)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.errors import UserError
+from evalgate.model import counters
 from evalgate.traces.context import CaseTrace
 from evalgate.traces.spans import Span, SpanDecodeError, parse_json, parse_protobuf
 
@@ -77,10 +78,7 @@ class CollectorStats:
     """Time spent summarising the cases' spans (``traces.summary``), also on the event loop."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"requests": self.requests, "spans": self.spans, "ignored_spans": self.ignored_spans,
-                "late_spans": self.late_spans, "failed_attempt_spans": self.failed_attempt_spans,
-                "dropped_spans": self.dropped_spans, "rejected_requests": self.rejected_requests,
-                "seconds": round(self.seconds, 4), "summary_seconds": round(self.summary_seconds, 4)}
+        return counters(self, 4)
 
 
 class Collector:
