@@ -158,3 +158,12 @@ def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> int:
 
 def cases(builder: Any, n: int) -> Iterator[dict[str, Any]]:
     return (builder(i) for i in range(n))
+
+
+def recorded_dataset(path: Path, cases: int) -> Path:
+    """``cases`` recorded cases in JSONL (every fifth fails its keyword check)."""
+    with path.open("w") as handle:
+        for i in range(cases):
+            handle.write(json.dumps({"id": f"s{i:06d}", "input": f"question {i}", "output": f"answer {i}",
+                                     "expected_keywords": ["answer"] if i % 5 else ["missing"]}) + "\n")
+    return path

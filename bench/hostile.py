@@ -45,11 +45,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-PEAK_REPORTING = ("import sys\nfrom evalgate.cli.main import main\ncode = main(sys.argv[1:])\n"
-                  "peak = [line for line in open('/proc/self/status') if line.startswith('VmHWM')]\n"
-                  "sys.stderr.write(peak[0] if peak else 'VmHWM: 0 kB\\n')\nsys.exit(code)")
-"""``evalgate ARGS`` reporting its own peak RSS (``VmHWM``; a child's ``ru_maxrss`` counts its parent's)."""
+from bench import streaming
+from bench.cases import recorded_dataset
+from bench.peak import REPO, measured_process
+
 DEFAULT_OUTPUT = REPO / "bench" / "results" / "hostile.json"
 
 
@@ -105,20 +104,6 @@ def redaction(repeats: int) -> dict[str, Any]:
         module._registered.update(saved)
 
 
-def measured_process(args: list[str], cwd: Path, stdin: int | None = subprocess.DEVNULL) -> dict[str, Any]:
-    started = time.monotonic()
-    process = subprocess.Popen([sys.executable, "-c", PEAK_REPORTING, *args], cwd=cwd, stdin=stdin,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert process.stderr is not None
-    err = process.stderr.read().decode()
-    _, status, usage = os.wait4(process.pid, 0)
-    err, _, peak = err.rpartition("VmHWM:")
-    return {"exit": os.waitstatus_to_exitcode(status), "wall_s": round(time.monotonic() - started, 3),
-            "cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "peak_rss_mb": round(int(peak.split()[0]) / 1024, 1),
-            "message": err.strip()[:200]}
-
-
 def structures(work: Path) -> dict[str, Any]:
     from tests.hostile.test_datasets import alias_bomb, nested_json, nested_yaml
 
@@ -150,15 +135,6 @@ def big_answer(work: Path) -> dict[str, Any]:
             "timeouts": results["metadata"]["calls"]["timeouts"],
             "results_json_bytes": (work / "big" / "out" / "results.json").stat().st_size,
             "results_db_bytes": (work / "big" / "out" / "results.db").stat().st_size}
-
-
-def recorded_dataset(path: Path, cases: int) -> Path:
-    """``cases`` recorded cases in JSONL (every fifth fails its keyword check)."""
-    with path.open("w") as handle:
-        for i in range(cases):
-            handle.write(json.dumps({"id": f"s{i:06d}", "input": f"question {i}", "output": f"answer {i}",
-                                     "expected_keywords": ["answer"] if i % 5 else ["missing"]}) + "\n")
-    return path
 
 
 def signal_command(dataset: Path, out: Path) -> list[str]:
@@ -327,8 +303,6 @@ def main(argv: list[str] | None = None) -> int:
         figures["sparse_dataset"] = sparse_dataset(work)
         if args.memory:
             figures["memory"] = memory(work, args.memory_cases)
-            from bench import streaming
-
             (work / "streaming").mkdir()
             figures["streaming"] = streaming.measure(work / "streaming", args.memory_cases, 200, 4, set())
         if args.signals:

@@ -39,7 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.hostile import REPO, measured_process, recorded_dataset
+from bench.cases import recorded_dataset
+from bench.peak import REPO, measured_process
 
 DEFAULT_OUTPUT = REPO / "bench" / "results" / "streaming.json"
 PEAK_OF = ("import os, sys, json\ntry:\n{body}\nfinally:\n"
@@ -100,7 +101,7 @@ def synthesize(template: Path, folder: Path, cases: int, shards: int) -> dict[st
 
 
 def python_peak(body: str, cwd: Path) -> dict[str, Any]:
-    """``body`` run by a fresh interpreter that reports its own peak RSS, as ``hostile.measured_process``."""
+    """``body`` run by a fresh interpreter that reports its own peak RSS, as ``peak.measured_process``."""
     started = time.monotonic()
     process = subprocess.Popen([sys.executable, "-c", PEAK_OF.format(body=textwrap.indent(body, "    "))], cwd=cwd,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -19,11 +19,12 @@ them, so documents keep their keys and order.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, Literal, TypeVar
 
@@ -168,6 +169,22 @@ class Trajectory(BaseModel):
 
 def _alias(*names: str) -> Any:
     return Field(default=None, validation_alias=AliasChoices(*names))
+
+
+def counters(record: Any, digits: int, rename: dict[str, str] | None = None) -> dict[str, Any]:
+    """A counters dataclass as its metadata mapping: every field in declaration order, those declared
+    ``float`` rounded to ``digits`` decimals, a field renamed where ``rename`` says (``calls.costs``,
+    ``calls.executor``, ``traces.receiver``)."""
+    names = rename or {}
+    return {names.get(f.name, f.name): round(getattr(record, f.name), digits) if f.type in ("float", float)
+            else getattr(record, f.name) for f in fields(record)}
+
+
+def _not_blank(value: str, message: str) -> str:
+    """``value`` unless it is empty or whitespace (then ``ValueError(message)``)."""
+    if not value.strip():
+        raise ValueError(message)
+    return value
 
 
 def stable_case_id(text: str) -> str:
@@ -415,9 +432,7 @@ class Turn(BaseModel):
     @field_validator("input")
     @classmethod
     def _said(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("a turn needs the user's message ('input')")
-        return value
+        return _not_blank(value, "a turn needs the user's message ('input')")
 
 
 class SimulatedUser(BaseModel):
@@ -432,9 +447,7 @@ class SimulatedUser(BaseModel):
     @field_validator("persona")
     @classmethod
     def _described(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("simulated_user needs a persona")
-        return value
+        return _not_blank(value, "simulated_user needs a persona")
 
 
 class Case(BaseModel):
@@ -755,9 +768,13 @@ class RubricBand(BaseModel):
     @field_validator("description")
     @classmethod
     def _text(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("a rubric band needs a description")
-        return value.strip()
+        return _not_blank(value, "a rubric band needs a description").strip()
+
+
+def _metric_name(value: str) -> str:
+    if not METRIC_NAME.fullmatch(value):
+        raise ValueError("a metric name is 1–64 letters, digits, '_', '.' or '-', starting with a letter or '_'")
+    return value
 
 
 def _threshold_or_number(value: Any) -> Any:
@@ -780,7 +797,7 @@ def _threshold_or_number(value: Any) -> Any:
     return value
 
 
-class _JudgedParts(BaseModel):
+class JudgedParts(BaseModel):
     """What a custom judged metric (or an inline one-off check) is made of."""
 
     criteria: str | None = None
@@ -851,8 +868,6 @@ class _JudgedParts(BaseModel):
                 if not name.removeprefix("metadata.").strip():
                     raise ValueError("metadata.KEY needs a key")
             elif name not in JUDGE_FIELDS:
-                import difflib
-
                 close = difflib.get_close_matches(name, [*JUDGE_FIELDS, "metadata.KEY"], n=1, cutoff=0.6)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ValueError(f"unknown field {name!r}{hint}; choose from {', '.join(JUDGE_FIELDS)} or metadata.KEY")
@@ -880,7 +895,7 @@ class _JudgedParts(BaseModel):
         return "threshold" in self.model_fields_set
 
 
-class MetricDeclaration(_JudgedParts):
+class MetricDeclaration(JudgedParts):
     """A metric declared in a suite block or evalgate.yaml ``metrics:``: a judged metric (``criteria``)
     or a code check (``check``), run on every case of its scope (or of its ``categories`` / ``tags``)."""
 
@@ -905,9 +920,7 @@ class MetricDeclaration(_JudgedParts):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not METRIC_NAME.fullmatch(value):
-            raise ValueError("a metric name is 1–64 letters, digits, '_', '.' or '-', starting with a letter or '_'")
-        return value
+        return _metric_name(value)
 
     @field_validator("categories", "tags", mode="before")
     @classmethod
@@ -924,7 +937,7 @@ class MetricDeclaration(_JudgedParts):
         return self
 
 
-class CaseAssertion(_JudgedParts):
+class CaseAssertion(JudgedParts):
     """One entry of a case's ``assert:`` list: run a metric on this case (``metric``, by name or reference),
     or a one-off judged check (``criteria``) or code check (``check``), with an optional per-case threshold."""
 
@@ -935,9 +948,7 @@ class CaseAssertion(_JudgedParts):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str | None) -> str | None:
-        if value is not None and not METRIC_NAME.fullmatch(value):
-            raise ValueError("a metric name is 1–64 letters, digits, '_', '.' or '-', starting with a letter or '_'")
-        return value
+        return value if value is None else _metric_name(value)
 
     @model_validator(mode="after")
     def _kind(self) -> CaseAssertion:

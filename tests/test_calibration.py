@@ -280,9 +280,9 @@ def test_placeholder_reasoning_is_no_verdict_and_health_is_reported(tmp_path: Pa
 
 
 def test_health_checks_by_hand() -> None:
-    from evalgate.judges.client import Sample
     from evalgate.judges.health import HealthCheck, cause_of
     from evalgate.judges.prompts import template_for_metric
+    from evalgate.judges.samples import Sample
     from evalgate.model import Case
     from evalgate.targets.recorded import answer_from_case
 

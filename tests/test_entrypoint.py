@@ -32,7 +32,8 @@ import yaml
 
 from entrypoint import cache_encodings
 from entrypoint.main import cli_argv
-from evalgate.cli.action import ActionSetup, anchor, baseline_loader, baseline_note, list_text, split_inputs
+from evalgate.cli.action import anchor, list_text, split_inputs
+from evalgate.cli.action_setup import ActionSetup, baseline_loader, baseline_note
 from evalgate.config.settings import Settings
 from evalgate.errors import UserError
 from evalgate.github.artifacts import UploadResult

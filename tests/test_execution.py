@@ -20,11 +20,11 @@ from evalgate.calls.executor import (
     CallFailed,
     Executor,
     RetryPolicy,
-    Runtime,
     StatusError,
     classify,
     parse_retry_after,
 )
+from evalgate.calls.runtime import Runtime
 from evalgate.model import Case
 from evalgate.targets.http import HttpTarget
 from tests.servers.agent_server import AgentServer, Fault

@@ -24,12 +24,12 @@ import pytest
 
 from evalgate.cli.main import main as cli_main
 from evalgate.demo.judge import verdict as demo_verdict
-from evalgate.judges.client import Sample
 from evalgate.judges.health import HealthCheck, HealthTally, json_debris
 from evalgate.judges.output import schema_for
 from evalgate.judges.pairwise import pairwise_template
 from evalgate.judges.parse import VerdictError, parse_verdict, schema_of
 from evalgate.judges.prompts import TEMPLATES, JudgeTemplate, PromptInputs, RenderedPrompt
+from evalgate.judges.samples import Sample
 from tests.servers.openai_server import Judge, OpenAIServer, Rule, prompt_text
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from evalgate.calls.costs import Price
-from evalgate.calls.executor import CallFailed, Runtime
+from evalgate.calls.executor import CallFailed
+from evalgate.calls.runtime import Runtime
 from evalgate.cli.main import main as cli_main
 from evalgate.config.settings import Settings
 from evalgate.judges.client import REPAIR_TRIAL

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from evalgate.calls.executor import Runtime
+from evalgate.calls.runtime import Runtime
 from evalgate.config.settings import Settings
 from evalgate.github import publish
 from evalgate.github.baseline import read_judge_cache_zip

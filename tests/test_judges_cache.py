@@ -9,7 +9,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from evalgate.calls.executor import Runtime
+from evalgate.calls.runtime import Runtime
 from evalgate.config.settings import Settings
 from evalgate.judges.factory import build_judge
 from evalgate.model import Answer, Case

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from evalgate.calls.chat import Completion, DirectChat, ReplyError, error_message, parse_completion
-from evalgate.calls.executor import Runtime, classify
+from evalgate.calls.executor import classify
 from evalgate.calls.providers import resolve_provider
+from evalgate.calls.runtime import Runtime
 from evalgate.config.settings import Settings
 from evalgate.judges.factory import build_judge
 from evalgate.metrics.registry import MetricUnavailable

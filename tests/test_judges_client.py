@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from evalgate.calls.executor import Runtime
+from evalgate.calls.runtime import Runtime
 from evalgate.config.options import MetricOptions
 from evalgate.config.settings import Settings
 from evalgate.judges.client import JudgeClient

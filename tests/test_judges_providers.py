@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from evalgate.calls.executor import Runtime
 from evalgate.calls.providers import NO_KEY, PROVIDERS, resolve_provider
+from evalgate.calls.runtime import Runtime
 from evalgate.cli.main import main as cli_main
 from evalgate.config.settings import Settings
 from evalgate.errors import UserError

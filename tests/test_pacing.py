@@ -19,9 +19,9 @@ import pytest
 
 from evalgate.calls import ratelimit
 from evalgate.calls.chat import ChatService
-from evalgate.calls.executor import Runtime
 from evalgate.calls.providers import resolve_provider
 from evalgate.calls.ratelimit import Pacer
+from evalgate.calls.runtime import Runtime
 from evalgate.config.settings import Settings
 from evalgate.model import Case
 from evalgate.targets.http import HttpTarget

@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 
 from evalgate.cli import main as cli
+from evalgate.cli.options import cli_values
 from evalgate.config.settings import build_settings
 from evalgate.config.suite import parse_suite_config
 from evalgate.dialects.seed000 import evaluation_json as seed000_document
@@ -160,7 +161,7 @@ def test_eval_config_unknown_keys_are_errors(tmp_path: Path, text: str, message:
 def test_seed004_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = cli.build_parser().parse_args(["run", "--ids", "GD-001", "GD-011,GD-021", "--api-url", "http://h:1/",
                                           "--output", "results.json", "--compat", "seed001"])
-    values, origins, notices = cli._cli_values(args)
+    values, origins, notices = cli_values(args)
     assert values["case_ids"] == ["GD-001", "GD-011", "GD-021"] and values["target_url"] == "http://h:1/chat"
     assert values["target"] == "http" and values["compat"] == "seed001,seed004"
     assert origins == {"case_ids": "--ids", "target_url": "--api-url", "compat_output": "--output"}

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from evalgate.calls.costs import CostLedger, price_table
-from evalgate.calls.executor import Executor, RetryPolicy, Runtime
+from evalgate.calls.executor import Executor, RetryPolicy
+from evalgate.calls.runtime import Runtime
 from evalgate.cli.main import main as cli_main
 from evalgate.errors import UserError
 from evalgate.model import Answer, Case

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.calls.executor import Runtime
+from evalgate.calls.runtime import Runtime
 from evalgate.cli.main import main as cli_main
 from evalgate.config.settings import Settings
 from evalgate.errors import UserError

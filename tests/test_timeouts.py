@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from evalgate.calls.costs import CostLedger, price_table
-from evalgate.calls.executor import Executor, RetryPolicy, Runtime
+from evalgate.calls.executor import Executor, RetryPolicy
+from evalgate.calls.runtime import Runtime
 from evalgate.config.settings import build_settings
 from evalgate.model import Answer, Case
 from evalgate.runner.run import execute

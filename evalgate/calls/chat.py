@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from evalgate import __version__
+from evalgate.calls.capped import capped_async_client
 from evalgate.calls.costs import (
     Price,
     Usage,
@@ -39,9 +40,10 @@ from evalgate.calls.costs import (
     find_price,
     usage_from,
 )
-from evalgate.calls.executor import Failure, Pace, Runtime, StatusError, pace_key
+from evalgate.calls.executor import Failure, Pace, StatusError, pace_key
 from evalgate.calls.http_pool import HttpPool, ReplyTooLarge
 from evalgate.calls.ratelimit import PROMPT_MARGIN, PROMPT_SLACK, TokenEstimate
+from evalgate.calls.runtime import Runtime
 
 if TYPE_CHECKING:
     from evalgate.calls.providers import ProviderConfig
@@ -144,10 +146,11 @@ def parse_completion(body: bytes, url: str) -> Completion:
     if not isinstance(data, dict):
         raise ReplyError(f"{url} replied with JSON that is not a chat completion object")
     usage = data.get("usage")
-    return Completion(_text(data.get("choices")), *_usage(usage), cached_tokens=cached_prompt_tokens(usage))
+    return Completion(choice_text(data.get("choices")), *token_counts(usage), cached_tokens=cached_prompt_tokens(usage))
 
 
-def _text(choices: Any) -> str:
+def choice_text(choices: Any) -> str:
+    """The first choice's message text of a chat-completions reply (text parts joined); '' when absent."""
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return ""
     message = choices[0].get("message")
@@ -157,7 +160,8 @@ def _text(choices: Any) -> str:
     return str(content) if content else ""
 
 
-def _usage(usage: Any) -> tuple[int | None, int | None]:
+def token_counts(usage: Any) -> tuple[int | None, int | None]:
+    """(prompt tokens, completion tokens) of a reply's ``usage``; both None unless both are whole numbers."""
     if not isinstance(usage, dict):
         return None, None
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
@@ -177,20 +181,18 @@ class SdkChat:
 
     def __init__(self, provider: ProviderConfig, *, timeout: float, connect_timeout: float | None = None,
                  read_timeout: float | None = None, max_reply: tuple[int, str] | None = None) -> None:
-        import openai
+        import openai  # lazy: the openai SDK (~0.5 s) only with chat_client: openai-sdk
 
         limits = openai.Timeout(timeout, connect=connect_timeout, read=read_timeout if read_timeout else timeout)
         extra = {"Authorization": provider.authorization} if provider.authorization else None
         client = None
         if max_reply is not None:  # the reply body is read through a counting stream, cut at the cap
-            from evalgate.calls.capped import capped_async_client
-
             client = capped_async_client(openai.DefaultAsyncHttpxClient(timeout=limits), *max_reply)
         self.client = openai.AsyncOpenAI(api_key=provider.api_key, base_url=provider.base_url, max_retries=0,
                                          timeout=limits, default_headers=extra, http_client=client)
 
     async def create(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Completion:
-        import openai
+        import openai  # lazy: the openai SDK (~0.5 s) only with chat_client: openai-sdk
 
         started = time.perf_counter()
         extra: dict[str, Any] = {"extra_headers": dict(headers)} if headers else {}
@@ -212,7 +214,7 @@ class SdkChat:
         usage = getattr(response, "usage", None)
         dump = getattr(usage, "model_dump", None)
         counts = dump() if callable(dump) else {}
-        return Completion(text, *_usage(counts), elapsed, headers=headers, cached_tokens=cached_prompt_tokens(counts))
+        return Completion(text, *token_counts(counts), elapsed, headers=headers, cached_tokens=cached_prompt_tokens(counts))
 
     async def aclose(self) -> None:
         await self.client.close()

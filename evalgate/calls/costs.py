@@ -17,12 +17,15 @@ Tokens come from the provider's ``usage`` fields, else from counting the text wi
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evalgate.calls.executor import CallCancelled
 from evalgate.errors import UserError
+from evalgate.model import counters
+from evalgate.text.tokens import count_tokens
 
 if TYPE_CHECKING:
     from evalgate.calls.providers import ProviderConfig
@@ -111,14 +114,10 @@ def find_price(model: str, table: Mapping[str, Price], *, self_hosted: bool = Fa
 
 def count_message_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     """Local token count of chat messages: Σ (tokens(content) + MESSAGE_OVERHEAD)."""
-    from evalgate.text.tokens import count_tokens
-
     return sum(count_tokens(str(m.get("content") or ""), approximate=True)[0] + MESSAGE_OVERHEAD for m in messages)
 
 
 def count_text_tokens(text: str) -> int:
-    from evalgate.text.tokens import count_tokens
-
     return count_tokens(text, approximate=True)[0]
 
 
@@ -179,11 +178,7 @@ class RoleTotals:
     """What the batch discount saved against direct calls."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "cached_calls": self.cached_calls, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "cost_usd": round(self.cost_usd, 6),
-                "unpriced_calls": self.unpriced_calls, "cached_prompt_tokens": self.cached_prompt_tokens,
-                "cache_saved_usd": round(self.cache_saved_usd, 6), "batch_calls": self.batch_calls,
-                "batch_saved_usd": round(self.batch_saved_usd, 6)}
+        return counters(self, 6)
 
 
 @dataclass(slots=True)
@@ -219,8 +214,6 @@ class CostLedger:
 
     async def reserve(self, amount: float) -> float:
         """Hold ``amount`` USD for one call (waiting for calls in flight when only they are in the way)."""
-        import asyncio
-
         if self.exceeded:  # the budget stopped the run: no new call starts, however small
             raise BudgetExceeded(self.stop_message())
         while self.max_cost is not None and self.spent + self.reserved + amount > self.max_cost:

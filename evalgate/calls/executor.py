@@ -37,10 +37,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from evalgate.calls.ratelimit import Estimator, Pacer, Ticket
-from evalgate.calls.wire import WireLoop
+from evalgate.model import counters
 
 if TYPE_CHECKING:
-    from evalgate.calls.costs import CostLedger, Price
     from evalgate.config.settings import Settings
 
 T = TypeVar("T")
@@ -298,9 +297,7 @@ class ProviderStats:
     waited_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "attempts": self.attempts, "retries": self.retries,
-                "rate_limited_429": self.rate_limited, "failed": self.failed, "timeouts": self.timeouts,
-                "backoff_seconds": round(self.waited_seconds, 3)}
+        return counters(self, 3, {"rate_limited": "rate_limited_429", "waited_seconds": "backoff_seconds"})
 
 
 @dataclass(slots=True)
@@ -569,57 +566,3 @@ def _gave_up(what: str, failure: Failure, attempts: int) -> str:
     if not failure.retryable:
         return f"{what}: {failure.reason}"
     return f"{what}: {failure.reason} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})"
-
-
-# --- the run's shared call machinery -------------------------------------------------------------------
-
-
-TARGET_REPLY_BYTES_PER_CHAR = 16
-"""A model under test's reply body is read up to 16 bytes per allowed answer character (as an HTTP
-target's, ``targets.http``)."""
-
-
-@dataclass
-class Runtime:
-    """What every target and judge of one run shares: the executor (retries, limits, stop event), the
-    cost ledger (budget), the price table and the wire thread on which targets make their timed calls."""
-
-    executor: Executor
-    ledger: CostLedger
-    prices: dict[str, Price]
-    chat_client: str = "direct"
-    """``direct`` or ``openai-sdk`` (see ``calls.chat``)."""
-    caps: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
-    """Role (``judge``, ``target``) → configured (requests, tokens) per minute (``calls.ratelimit``)."""
-    wire: WireLoop = field(default_factory=lambda: WireLoop())
-    """Started by the first target call that uses it; closed by ``aclose``."""
-    reply_bytes: dict[str, tuple[int, str]] = field(default_factory=dict)
-    """Role → (largest reply body read in bytes, the setting that sets it) for chat calls (``calls.chat``)."""
-
-    async def aclose(self) -> None:
-        await self.wire.aclose()
-
-    @property
-    def stop(self) -> asyncio.Event:
-        return self.executor.stop
-
-    @classmethod
-    def from_settings(cls, settings: Settings, stop: asyncio.Event | None = None) -> Runtime:
-        from evalgate.calls.costs import CostLedger, price_table
-
-        return cls(Executor.from_settings(settings, stop), CostLedger(settings.max_cost), price_table(settings.prices),
-                   chat_client=settings.chat_client,
-                   caps={"judge": (settings.judge_rpm, settings.judge_tpm),
-                         "target": (settings.target_rpm, settings.target_tpm)},
-                   reply_bytes={"judge": (settings.judge_max_reply_bytes, "judge_max_reply_bytes"),
-                                "target": (TARGET_REPLY_BYTES_PER_CHAR * settings.max_answer_chars,
-                                           "16 × max_answer_chars")})
-
-    @classmethod
-    def default(cls, stop: asyncio.Event | None = None) -> Runtime:
-        from evalgate.calls.costs import CostLedger, price_table
-
-        return cls(Executor(stop=stop), CostLedger(), price_table({}))
-
-    def metadata(self) -> dict[str, Any]:
-        return {"calls": self.executor.metadata(), "cost": self.ledger.metadata()}

@@ -18,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalgate.cli.action_setup import ActionSetup, Emit, baseline_loader, baseline_note
+from evalgate.cli.options import cli_values
 from evalgate.config.settings import FIELD_NAMES, Settings, build_settings
 from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USER_ERROR, Interrupt, UserError
 from evalgate.github.commands import counting, error, new_stop_token, notice, warning
@@ -47,22 +49,9 @@ LIST_INPUTS = ("dataset", "case-ids", "category", "tags", "compat")
 IGNORED_INPUTS = ("args", "entrypoint")
 """Inputs every Docker action accepts; the runner hands them to ``docker run`` itself."""
 
-Emit = Callable[[str], None]
-
 ACTION_DEFAULTS = {"baseline": "auto"}
 """Defaults that differ in the Action: a PR is compared with its base branch's last run unless
 evalgate.yaml, an ``EVALGATE_*`` variable or an input says otherwise."""
-
-
-@dataclass(frozen=True)
-class ActionSetup:
-    """Everything decided before the evaluation starts."""
-
-    ctx: ActionContext
-    options: PublishOptions
-    settings: Settings
-    suite_config: dict[str, Any]
-    workspace: Path
 
 
 def emit_line(line: str) -> None:
@@ -105,16 +94,16 @@ def anchor(settings: Settings, workspace: Path) -> Settings:
 
 def cli_flags(argv: Sequence[str]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
     """``with: args`` / ``docker run … ARGS`` in Actions mode: ``evalgate run`` flags, highest precedence;
-    with the flags that set them and the notices for the seeds' spellings (``cli.main._cli_values``)."""
+    with the flags that set them and the notices for the seeds' spellings (``cli.options.cli_values``)."""
     if not argv:
         return {}, {}, []
-    from evalgate.cli.main import _cli_values, build_parser
+    from evalgate.cli.main import build_parser
 
     try:
         args = build_parser().parse_args(["run", *argv])
     except SystemExit:
         raise UserError(f"invalid arguments: {' '.join(argv)}", where="args") from None
-    return _cli_values(args)
+    return cli_values(args)
 
 
 def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetup:
@@ -211,26 +200,6 @@ def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
     finally:
         emit(f"::{token}::")
     return outcome
-
-
-def baseline_loader(setup_: ActionSetup) -> Callable[[], Any] | None:
-    """What answers ``baseline: auto``: the base branch's newest artifact of the same name, found
-    with the ``github-token`` (needs ``actions: read``). None for ``none`` or a path (read by the run)."""
-    if setup_.settings.baseline_kind != "auto":
-        return None
-    from evalgate.github.baseline import auto_loader
-
-    return auto_loader(setup_.ctx, artifact_name=setup_.options.resolved_artifact_name,
-                       token=setup_.options.github_token)
-
-
-def baseline_note(document: Mapping[str, Any]) -> tuple[str, str] | None:
-    """``(level, message)``: the run's note about its baseline (not found, unreadable, no comparison), if
-    any. ``notice`` when none was to be expected (push, schedule, the first pull request), else ``warning``."""
-    info = document.get("baseline")
-    if not isinstance(info, Mapping) or not info.get("warning"):
-        return None
-    return ("notice" if info.get("severity") == "notice" else "warning"), str(info["warning"])
 
 
 def gate_changes_line(document: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -12,19 +12,14 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from evalgate.cli.action_setup import ActionSetup, Emit, baseline_loader, baseline_note
 from evalgate.github.commands import new_stop_token, notice, warning
 from evalgate.github.publish import PublishOptions, publish
 from evalgate.github.shards import download_shards, shard_artifact_name
-
-if TYPE_CHECKING:
-    from evalgate.cli.action import ActionSetup
-
-Emit = Callable[[str], None]
 
 
 def shard_options(options: PublishOptions, shard: tuple[int, int] | None, emit: Emit) -> PublishOptions:
@@ -45,7 +40,6 @@ MISSING_SHARD_HINT = ("their shard jobs uploaded no results: re-run the failed j
 
 def merge_step(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:
     """``mode: merge``: download, merge, compare, publish; returns the merged verdict's exit status."""
-    from evalgate.cli.action import baseline_loader, baseline_note
     from evalgate.github.context import pull_request_labels
     from evalgate.runner.merge import merge_runs
     from evalgate.store.reader import resolve_baseline

@@ -12,37 +12,34 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from evalgate.cli.options import add_run_options, add_selection, cli_values, guard_secret_destinations, print_notices
+
 
 def add_calibrate(verbs: Any) -> None:
-    from evalgate.cli.main import _add_run_options, _add_selection
-
     text = "measure the judge's agreement with human labels (Cohen's κ) so that it may gate"
     parser = verbs.add_parser("calibrate", help=text, description=text[0].upper() + text[1:] + ".",
                               epilog="Exit status: 0 every metric meets its calibration floor, 1 one does not, "
                                      "2 configuration or labels error.")
-    _add_selection(parser)
-    _add_run_options(parser)
+    add_selection(parser)
+    add_run_options(parser)
     parser.add_argument("--metric", action="append", metavar="NAME", dest="calibrate_metrics",
                         help="calibrate only this judged metric (repeatable; default: every labelled one)")
     parser.set_defaults(func=cmd_calibrate)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from evalgate.cli.main import _cli_values, _print_notices
     from evalgate.config.settings import build_settings
     from evalgate.runner.calibrate import calibrate
 
     metrics = getattr(args, "calibrate_metrics", None)
     args.calibrate_metrics = None
-    values, origins, notices = _cli_values(args)
+    values, origins, notices = cli_values(args)
     values.pop("calibrate_metrics", None)
     settings, suite_config, _ = build_settings(cli=values, cli_origins=origins)
-    from evalgate.cli.main import guard_secret_destinations
-
     guard_secret_destinations(settings)
-    _print_notices(notices + settings.notices)
+    print_notices(notices + settings.notices)
     outcome = asyncio.run(calibrate(settings, suite_config, metrics=metrics))
-    _print_notices(outcome.notices)
+    print_notices(outcome.notices)
     if settings.format == "json":
         print(json.dumps({"calibrations": outcome.records, "standing": {k: {"status": s, "reason": r} for k, (s, r)
                                                                          in outcome.standings.items()}},

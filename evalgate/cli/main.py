@@ -16,6 +16,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from evalgate import __version__
+from evalgate.cli.options import (
+    DIALECTS,
+    add_run_options,
+    add_selection,
+    cli_values,
+    guard_secret_destinations,
+    print_notices,
+)
 from evalgate.errors import (
     EXIT_GATE_FAILED,
     EXIT_INTERRUPTED,
@@ -25,8 +33,6 @@ from evalgate.errors import (
     UserError,
 )
 
-BOOL = argparse.BooleanOptionalAction
-
 EXIT_EPILOG = """\
 exit status (results.json's gate.exit_code is the same number):
   0    the gate passed
@@ -35,144 +41,6 @@ exit status (results.json's gate.exit_code is the same number):
   2    configuration or dataset error, or the target/judge could not be reached at all before any
        case ran (DNS failure, connection refused, no connection within the connect timeout)
   130  interrupted by SIGINT (Ctrl-C) or SIGTERM: partial results with status cancelled"""
-
-
-def _dialect_flags(group: Any, after: str) -> None:
-    """The dialects' own spellings of the flag ``after`` (``evalgate.dialect.cli_flags``), right after it;
-    none when the dialects are not loaded (``evalgate --version``, top-level help)."""
-    if not _DIALECTS_ON:
-        return
-    from evalgate import dialect
-
-    for flag in dialect.cli_flags(after):
-        group.add_argument(*flag.flags, **flag.options)
-
-
-def _add_selection(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("dataset and selection")
-    group.add_argument("--dataset", "-d", action="append", metavar="PATH",
-                       help="dataset file, directory or glob (repeatable; default: the bundled demo suites)")
-    _dialect_flags(group, "--dataset")
-    group.add_argument("--config", "-c", metavar="FILE", help="evalgate.yaml (default: ./evalgate.yaml if present)")
-    group.add_argument("--case-ids", metavar="IDS", help="comma-separated case ids (overrides --first-n)")
-    _dialect_flags(group, "--case-ids")
-    group.add_argument("--first-n", type=int, metavar="N", help="run only the first N cases in dataset order")
-    group.add_argument("--category", metavar="NAMES", help="comma-separated categories to keep")
-    group.add_argument("--tags", metavar="TAGS", help="comma-separated tags to keep (any)")
-    group.add_argument("--shard", metavar="I/N", help="run the stable shard I of N (by case-id hash)")
-
-
-def _add_run_options(parser: argparse.ArgumentParser) -> None:
-    gate = parser.add_argument_group("gate")
-    gate.add_argument("--metric-thresholds", metavar="JSON",
-                      help='e.g. \'{"keyword_coverage": 0.8, "num_tokens": {"max": 4000}}\'')
-    gate.add_argument("--strict-metrics", action=BOOL, default=None, help="a skipped or unavailable metric fails")
-    gate.add_argument("--fail-on-critical", action=BOOL, default=None, help="any failed critical case fails the run (default on)")
-    gate.add_argument("--min-pass-rate", type=float, metavar="RATE", help="minimum fraction of cases that pass (0–1)")
-    gate.add_argument("--max-errored", type=int, metavar="N", help="errored cases tolerated before the gate fails (default 0)")
-    gate.add_argument("--baseline", metavar="PATH|auto|none", help="previous results.json or SQLite file to compare with")
-    gate.add_argument("--fail-on-regression", action=BOOL, default=None, help="fail on a significant regression vs baseline")
-    gate.add_argument("--significance-level", type=float, metavar="ALPHA", help="significance level (default 0.05)")
-    gate.add_argument("--gate-changes", choices=["report", "fail"],
-                      help="a run that loosens the gate against its baseline: list it (report, default) or also fail "
-                           "unless the pull request carries --gate-change-label (fail); docs/security.md")
-    gate.add_argument("--gate-change-label", metavar="LABEL",
-                      help="pull-request label approving a loosening (default evalgate-gate-change-approved)")
-    gate.add_argument("--calibration", choices=["auto", "required", "off", "trust"],
-                      help="judged metrics gate only on evidence: human labels or the judge passing its controls "
-                           "(auto, default); a judge without it fails the run (required); controls only (off); "
-                           "every judge gates unchecked (trust); docs/judges.md")
-    gate.add_argument("--no-gate", choices=["auto", "pass", "fail"],
-                      help="a run in which no gated metric could decide: fail it or pass it (auto: fail under "
-                           "calibration: required)")
-    gate.add_argument("--pairwise", action=BOOL, default=None,
-                      help="with a baseline, ask the judge which answer is better where an answer changed")
-    out = parser.add_argument_group("output")
-    out.add_argument("--output-dir", "-o", metavar="DIR", help="where results.json and results.db go (default evalgate-results)")
-    out.add_argument("--db", metavar="FILE", help="SQLite file (default OUTPUT_DIR/results.db); runs are appended")
-    out.add_argument("--format", choices=["text", "json"],
-                     help="json prints results.json to stdout (with --compat: that framework's document)")
-    out.add_argument("--compat", metavar="SEEDS",
-                     help="turn on these in-house frameworks' dialects (seed000 … seed004, comma-separated) for "
-                          "cases without a kind, and produce their output shapes (seed000, seed001, seed004): "
-                          "files beside results.json and the seed's console summary")
-    _dialect_flags(out, "--compat")
-    out.add_argument("--langfuse", action=BOOL, default=None,
-                     help="export scores to Langfuse (LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY, LANGFUSE_HOST)")
-    out.add_argument("--wait", action="store_true", default=None,
-                     help="when another run is writing to the output directory, wait for it instead of stopping")
-    out.add_argument("--verbose", "-v", action="store_true", default=None, help="breakdowns and more detail")
-    out.add_argument("--progress", choices=["auto", "rich", "plain", "none"], help="progress display (default auto)")
-    target = parser.add_argument_group("target and judge")
-    target.add_argument("--target", metavar="KIND",
-                        help="how answers are obtained: recorded | http | openai | command | package.module:factory")
-    target.add_argument("--target-options", metavar="JSON", help="keyword arguments of a custom target's factory")
-    target.add_argument("--target-url", metavar="URL", help="HTTP target endpoint")
-    _dialect_flags(target, "--target-url")
-    target.add_argument("--outputs-file", metavar="FILE", help="recorded answers keyed by case id (JSON/JSONL)")
-    target.add_argument("--target-command", metavar="CMD", help="command target: JSON list or comma-separated argv")
-    target.add_argument("--target-response-format", choices=["auto", "json", "text"],
-                        help="how http/command replies are read: auto (default: JSON when it parses; a reply "
-                             "whose Content-Type says JSON must parse) | json (must parse) | text (never parsed)")
-    target.add_argument("--target-model", metavar="MODEL", help="model for the openai target")
-    target.add_argument("--target-provider", choices=["openai", "gemini", "ollama", "local"],
-                        help="provider of the openai target (default: the judge's, else openai)")
-    target.add_argument("--judge-provider", choices=["none", "openai", "gemini", "ollama", "local"])
-    target.add_argument("--judge-model", metavar="MODEL")
-    target.add_argument("--judge-base-url", metavar="URL")
-    target.add_argument("--judge-missing", choices=["auto", "skip", "fail"],
-                        help="the judge provider's API key is absent: report judged metrics as not judged and let "
-                             "the rest of the gate decide (skip), or stop with exit 2 (fail); auto (default): skip "
-                             "on pull requests from forks and bots, fail elsewhere")
-    target.add_argument("--judge-samples", type=int, metavar="K", help="judge calls averaged per judged metric")
-    target.add_argument("--judge-output", choices=["auto", "json_schema", "json_object", "prompt"],
-                        help="how the verdict's JSON schema is requested (default auto: the provider's structured "
-                             "output, falling back once per run when refused)")
-    target.add_argument("--judge-mode", choices=["direct", "batch"],
-                        help="batch: judge through the provider's batch interface at half price (push, schedule and "
-                             "workflow_dispatch runs; pull requests judge directly); see docs/judges.md")
-    target.add_argument("--chat-client", choices=["direct", "openai-sdk"],
-                        help="how judge and model calls are made: direct JSON (default) or the openai SDK")
-    target.add_argument("--no-cache", action="store_true", default=None, help="bypass the judge cache")
-    target.add_argument("--judge-cache", metavar="PATH|none",
-                        help="base branch's judge-cache.db (or its directory) to reuse verdicts from "
-                             "(default: the baseline's)")
-    target.add_argument("--judge-shared-cache", metavar="PATH|none",
-                        help="judge cache shared by every output directory on this machine (default: the user's "
-                             "cache directory; off in GitHub Actions, never read in a pull request run)")
-    target.add_argument("--judge-max-reply-bytes", type=int, metavar="BYTES",
-                        help="largest judge reply read (default 1048576); a longer one leaves its verdict unavailable")
-    target.add_argument("--judge-rpm", type=float, metavar="N", help="judge requests per minute, when it sends no limits")
-    target.add_argument("--judge-tpm", type=float, metavar="N", help="judge tokens per minute, when it sends no limits")
-    target.add_argument("--max-cost", type=float, metavar="USD", help="abort cleanly before exceeding this spend")
-    ex = parser.add_argument_group("execution")
-    ex.add_argument("--concurrency", type=int, metavar="N", help="calls in flight at once (default 8)")
-    ex.add_argument("--api-retries", type=int, metavar="N", help="retries per call (default 3)")
-    ex.add_argument("--target-rpm", type=float, metavar="N", help="target requests per minute, when it sends no limits")
-    ex.add_argument("--target-tpm", type=float, metavar="N", help="model target tokens per minute, when it sends none")
-    ex.add_argument("--api-timeout-seconds", type=float, metavar="S",
-                    help="time limit per attempt: connect, send, wait and read (default 60)")
-    ex.add_argument("--connect-timeout-seconds", type=float, metavar="S",
-                    help="time limit to open a connection, TCP and TLS (default 10)")
-    ex.add_argument("--read-timeout-seconds", type=float, metavar="S",
-                    help="longest silence while a reply is awaited: before its first byte or between two "
-                         "chunks (default: no limit beyond --api-timeout-seconds)")
-    ex.add_argument("--progress-interval-seconds", type=float, metavar="S",
-                    help="seconds between plain progress lines (default 10)")
-    ex.add_argument("--max-answer-chars", type=int, metavar="N",
-                    help="largest answer kept whole (default 1000000); a larger one is cut and its case errored")
-    ex.add_argument("--repeat", type=_repeat, metavar="N|adaptive",
-                    help="run each case N times (flakiness), or 'adaptive': once, then re-try only the uncertain "
-                         "cases until a sequential test decides")
-    ex.add_argument("--adaptive-budget", metavar="auto|N|N%%|$X",
-                    help="re-trials repeat: adaptive may add: auto, trials, a share of the cases, or dollars "
-                         "(default auto: 50%% of the cases + 39 per critical case)")
-    ex.add_argument("--repeat-rule", choices=["majority", "all", "any"],
-                    help="case verdict over its repeats (default majority: passes > N/2)")
-    ex.add_argument("--traces", action=BOOL, default=None,
-                    help="receive the agent's OpenTelemetry spans over OTLP/HTTP (docs/traces.md)")
-    ex.add_argument("--traces-host", metavar="HOST", help="interface of the trace receiver (default 127.0.0.1)")
-    ex.add_argument("--traces-port", type=int, metavar="PORT", help="port of the trace receiver (default 4318; 0: any)")
 
 
 RUN_HELP_OPTIONS = frozenset({
@@ -214,15 +82,10 @@ def _short_help(verb: argparse.ArgumentParser) -> None:
                    "output formats of in-house frameworks): evalgate run --help-all\n\n" + (verb.epilog or ""))
 
 
-_DIALECTS_ON = True
-"""Whether ``build_parser`` adds the dialects' verbs and flags (off for ``--version`` and top-level help:
-loading the dialects imports the data model)."""
-
-
 def _run_verbs() -> list[tuple[str, str]]:
     """``run`` and the dialects' aliases of it (verb, help)."""
     verbs = [("run", "evaluate the datasets and apply the gate")]
-    if _DIALECTS_ON:
+    if DIALECTS.on:
         from evalgate import dialect
 
         verbs += [d.verb for d in dialect.DIALECTS.values() if d.verb]
@@ -243,13 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 usage=RUN_USAGE % {"verb": name})
         verb.add_argument("--help-all", action=_HelpAll, help="show every option, then exit")
-        _add_selection(verb)
-        _add_run_options(verb)
+        add_selection(verb)
+        add_run_options(verb)
         verb.add_argument("--dry-run", action="store_true", help="validate only, no call (same as evalgate validate)")
         _short_help(verb)
     validate = verbs.add_parser("validate", help="check datasets and config without calling anything (dry run)",
                                 description="Validate datasets and configuration; no network call is made.")
-    _add_selection(validate)
+    add_selection(validate)
     validate.add_argument("--format", choices=["text", "json"], help="json prints the summary as JSON")
     validate.add_argument("--metric-thresholds", metavar="JSON")
     validate.add_argument("--explain", action="store_true", default=None,
@@ -259,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "(validate --explain)",
                                description="Validate, then print per case every metric that will run, its threshold "
                                            "(and where it was set) and why it applies; no network call is made.")
-    _add_selection(explain)
+    add_selection(explain)
     explain.add_argument("--format", choices=["text", "json"], help="json prints the explanation as JSON")
     explain.add_argument("--compat", metavar="SEEDS", help="in-house framework dialects on for cases without a kind")
     explain.set_defaults(explain=True)
@@ -285,43 +148,6 @@ def _extra_verbs() -> list[Any]:
             publish.add_publish, calibrate.add_calibrate, view.add_view]
 
 
-NOT_SETTINGS = frozenset({"verb", "func", "dry_run", "explain"})
-
-
-def _cli_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str], list[str]]:
-    """(settings from the flags, flag that set a setting when it is not ``--<setting>``, notices for the
-    dialects' spellings: ``evalgate.dialect.read_cli``)."""
-    from evalgate import dialect
-
-    skip = NOT_SETTINGS | dialect.cli_destinations()
-    values = {k: v for k, v in vars(args).items() if v is not None and k not in skip}
-    origins: dict[str, str] = {}
-    notices: list[str] = []
-    values.pop("dataset", None)
-    if args.dataset:
-        values["dataset"] = list(args.dataset)
-    dialect.read_cli(args, values, origins, notices)
-    return values, origins, notices
-
-
-def _print_notices(notices: list[str]) -> None:
-    from evalgate.safety.redact import redact
-
-    for notice in notices:
-        print(f"evalgate: notice: {redact(notice)}", file=sys.stderr)
-
-
-def guard_secret_destinations(settings: Any) -> None:
-    """Inside a workflow step whose checkout is a pull request's (``pull_request_target`` or ``workflow_run``
-    with other code than the base commit checked out, or ``EVALGATE_UNTRUSTED_CHECKOUT=true``), refuse a setting
-    from the checkout's evalgate.yaml that would choose where a secret is sent (``config.trust``; exit 2)."""
-    from evalgate.config.trust import refuse_checkout_redirects
-    from evalgate.github.checkout import env_secrets_reason
-
-    cwd = Path.cwd()
-    refuse_checkout_redirects(settings, env_secrets_reason(os.environ, cwd), cwd)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -330,7 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from evalgate.runner.run import execute
 
     Interrupt.check()  # a signal that came during the imports above
-    values, origins, notices = _cli_values(args)
+    values, origins, notices = cli_values(args)
     from evalgate import dialect
 
     own = dialect.verbs().get(args.verb)
@@ -338,9 +164,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings, suite_config, _ = build_settings(cli=values, cli_origins=origins, defaults=defaults)
     guard_secret_destinations(settings)
     _crash_dir.append(settings.output_path)
-    _print_notices(notices + settings.notices)
+    print_notices(notices + settings.notices)
     if getattr(args, "dry_run", False):
-        _print_notices(["--dry-run is evalgate validate: every file and setting is checked, no call is made"])
+        print_notices(["--dry-run is evalgate validate: every file and setting is checked, no call is made"])
         return validate_and_report(settings, suite_config)
     if settings.langfuse:
         from evalgate.export.langfuse import require_keys
@@ -392,7 +218,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _print_outcome(outcome: Any, settings: Any, json_mode: bool) -> None:
     """results.json on stdout (``--format json``) or the console report."""
-    _print_notices(outcome.notices)
+    print_notices(outcome.notices)
     if json_mode:
         printed = outcome.results_path
         if len(settings.compat) == 1 and settings.compat[0] in outcome.compat_paths:
@@ -445,9 +271,9 @@ def export_langfuse(settings: Any, results_path: Any) -> None:
 def cmd_validate(args: argparse.Namespace) -> int:
     from evalgate.config.settings import build_settings
 
-    values, origins, notices = _cli_values(args)
+    values, origins, notices = cli_values(args)
     settings, suite_config, _ = build_settings(cli=values, cli_origins=origins)
-    _print_notices(notices + settings.notices)
+    print_notices(notices + settings.notices)
     try:
         return validate_and_report(settings, suite_config, explain=bool(getattr(args, "explain", False)))
     except UserError as exc:
@@ -481,7 +307,7 @@ def _print_validation(result: Any, settings: Any, explain: bool) -> None:
 
     from evalgate.dataset.summary import render_summary_text
 
-    _print_notices(result.notices)
+    print_notices(result.notices)
     summary = dict(result.summary)
     summary["files"] = result.files
     summary["thresholds"] = result.thresholds
@@ -542,12 +368,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = list(sys.argv[1:] if argv is None else argv)
         if not argv:
             argv = ["run"]
-        global _DIALECTS_ON
-        _DIALECTS_ON = not argv[0].startswith("-")  # `evalgate --version` and top-level help need no dialect
+        DIALECTS.on = not argv[0].startswith("-")  # `evalgate --version` and top-level help need no dialect
         try:
             parser = build_parser()
         finally:
-            _DIALECTS_ON = True
+            DIALECTS.on = True
         args = parser.parse_args(argv)
         handler = COMMANDS.get(args.verb) or (cmd_run if args.verb in _run_verbs_names() else None) \
             or getattr(args, "func", None)
@@ -625,12 +450,3 @@ def report_crash(exc: BaseException, note: str | None = None, directory: Path | 
 if __name__ == "__main__":
     sys.exit(main())
 
-
-def _repeat(text: str) -> int | str:
-    """``--repeat``: a whole number or ``adaptive``."""
-    if text.strip().lower() == "adaptive":
-        return "adaptive"
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number or 'adaptive', got {text!r}") from None

@@ -15,6 +15,7 @@ another iteration order, so sets do not pack either.
 from __future__ import annotations
 
 import marshal
+import os
 from collections.abc import Iterator
 from operator import itemgetter
 from typing import IO, Any
@@ -91,8 +92,6 @@ def write_packed(out: IO[bytes], data: bytes) -> None:
 def read_packed(fd: int, chunk: int = 1 << 20) -> Iterator[Case]:
     """Every case packed into the file open as ``fd``, from its start, read with ``os.pread`` (so
     several readers may read one file at once)."""
-    import os
-
     offset = 0
     buffer = b""
     start = 0

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.dataset.load import (
-    _READERS,
     DATASET_SUFFIXES,
-    _Problem,
-    _RawCase,
-    _validate_case,
+    READERS,
+    Problem,
+    RawCase,
     display_path,
+    validate_case,
 )
 from evalgate.errors import UserError
 from evalgate.model import Case
@@ -79,7 +79,7 @@ def parse_label(raw: Any) -> Label:
 def load_labels(path: Path, base: Path) -> Iterator[LabelledExample]:
     """The labelled examples of one file; the first problem raises ``UserError('file:line: …')``."""
     shown = display_path(path.resolve(), base)
-    reader = _READERS.get(path.suffix.lower())
+    reader = READERS.get(path.suffix.lower())
     if reader is None:
         raise UserError(f"unsupported labels file type (use {', '.join(DATASET_SUFFIXES)})", where=shown)
     if not path.is_file():
@@ -87,35 +87,35 @@ def load_labels(path: Path, base: Path) -> Iterator[LabelledExample]:
     try:
         parsed = reader(path, _Digest())
         for position, item in enumerate(parsed.items, start=1):
-            if isinstance(item, _Problem):
+            if isinstance(item, Problem):
                 raise item
             yield _example(item, position, shown)
-    except _Problem as problem:
+    except Problem as problem:
         raise UserError(problem.message, where=f"{shown}:{problem.line}") from None
 
 
-def _example(raw: _RawCase, position: int, shown: str) -> LabelledExample:
+def _example(raw: RawCase, position: int, shown: str) -> LabelledExample:
     data = raw.data
     if not isinstance(data, dict):
-        raise _Problem(raw.line, f"example #{position} is not a mapping")
+        raise Problem(raw.line, f"example #{position} is not a mapping")
     data = dict(data)
     labels = data.pop(LABEL_KEY, None)
     preferred, answer_a, answer_b = data.pop("preferred", None), data.pop("answer_a", None), data.pop("answer_b", None)
     line = raw.line
-    case = _validate_case(_RawCase(data, raw.line, raw.duplicate_key, raw.text_keys, raw.key_lines), position)
+    case = validate_case(RawCase(data, raw.line, raw.duplicate_key, raw.text_keys, raw.key_lines), position)
     name = case.id or f"#{position}"
     if preferred is not None or answer_a is not None or answer_b is not None:
         return _pairwise(case, name, preferred, answer_a, answer_b, line, f"{shown}:{line}")
     if not isinstance(labels, dict) or not labels:
-        raise _Problem(line, f"example {name!r}: needs 'labels:', a mapping of metric name → pass, fail or a value")
+        raise Problem(line, f"example {name!r}: needs 'labels:', a mapping of metric name → pass, fail or a value")
     parsed: dict[str, Label] = {}
     for metric, raw_label in labels.items():
         try:
             parsed[str(metric)] = parse_label(raw_label)
         except ValueError as exc:
-            raise _Problem(line, f"example {name!r}: label for {metric!r} {exc}") from None
+            raise Problem(line, f"example {name!r}: label for {metric!r} {exc}") from None
     if case.output is None:
-        raise _Problem(line, f"example {name!r}: needs 'output', the answer the label judges")
+        raise Problem(line, f"example {name!r}: needs 'output', the answer the label judges")
     return LabelledExample(case, parsed, f"{shown}:{line}")
 
 
@@ -123,15 +123,15 @@ def _pairwise(case: Case, name: str, preferred: Any, answer_a: Any, answer_b: An
               where: str) -> LabelledExample:
     """A pairwise example: ``answer_a``, ``answer_b`` and ``preferred: {metric: A | B | tie}``."""
     if not isinstance(answer_a, str) or not isinstance(answer_b, str):
-        raise _Problem(line, f"example {name!r}: a pairwise example needs 'answer_a' and 'answer_b' (text)")
+        raise Problem(line, f"example {name!r}: a pairwise example needs 'answer_a' and 'answer_b' (text)")
     if not isinstance(preferred, dict) or not preferred:
-        raise _Problem(line, f"example {name!r}: needs 'preferred:', a mapping of metric name → A, B or tie")
+        raise Problem(line, f"example {name!r}: needs 'preferred:', a mapping of metric name → A, B or tie")
     choices: dict[str, str] = {}
     for metric, raw in preferred.items():
         value = str(raw).strip()
         choice = {"a": "A", "b": "B", "tie": "tie"}.get(value.lower())
         if choice is None:
-            raise _Problem(line, f"example {name!r}: preference for {metric!r} must be A, B or tie (got {raw!r})")
+            raise Problem(line, f"example {name!r}: preference for {metric!r} must be A, B or tie (got {raw!r})")
         choices[str(metric)] = choice
     return LabelledExample(case, {}, where, choices, (answer_a, answer_b))
 

@@ -57,6 +57,7 @@ from evalgate.dialect import case_dialect, case_fields
 from evalgate.errors import Interrupt, UserError
 from evalgate.model import Case
 from evalgate.safety.redact import redact
+from evalgate.safety.structure import StructureError, check_yaml
 
 DATASET_SUFFIXES: tuple[str, ...] = (".yaml", ".yml", ".json", ".jsonl")
 CASE_LIST_KEYS: tuple[str, ...] = ("test_cases", "cases")
@@ -284,7 +285,7 @@ def resolve_paths(
 # --- parsing ----------------------------------------------------------------------------------------
 
 
-class _Problem(Exception):
+class Problem(Exception):
     """A problem at a line of the file being read (turned into ``file:line: message``)."""
 
     def __init__(self, line: int, message: str) -> None:
@@ -294,7 +295,7 @@ class _Problem(Exception):
 
 
 @dataclass(slots=True)
-class _RawCase:
+class RawCase:
     data: Any
     line: int
     duplicate_key: str | None = None
@@ -308,7 +309,7 @@ class _RawCase:
 class _Parsed:
     """A parsed file: its suite block (raw) and its cases (or per-line problems, for JSONL)."""
 
-    items: Iterable[_RawCase | _Problem]
+    items: Iterable[RawCase | Problem]
     suite: Any = None
     suite_line: int = 1
     wrapper: str | None = None
@@ -350,12 +351,12 @@ class _LineCounter:
 
 
 def _decode(data: bytes) -> str:
-    """UTF-8 text (BOM dropped); undecodable bytes are a _Problem at their line."""
+    """UTF-8 text (BOM dropped); undecodable bytes are a Problem at their line."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise _Problem(line, f"not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
+        raise Problem(line, f"not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
 
 
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
@@ -370,11 +371,11 @@ def _read_bytes(path: Path, digest: Any) -> bytes:
     try:
         size = path.stat().st_size
         if size > MAX_DOCUMENT_BYTES:
-            raise _Problem(1, f"the file is {size:,} bytes, more than the {MAX_DOCUMENT_BYTES:,} read for a YAML or "
+            raise Problem(1, f"the file is {size:,} bytes, more than the {MAX_DOCUMENT_BYTES:,} read for a YAML or "
                               "JSON dataset; split it, or write it as JSONL (one case per line)")
         data = path.read_bytes()
     except OSError as exc:
-        raise _Problem(1, f"cannot read file: {exc.strerror or exc}") from None
+        raise Problem(1, f"cannot read file: {exc.strerror or exc}") from None
     digest.update(data)
     return data
 
@@ -382,21 +383,21 @@ def _read_bytes(path: Path, digest: Any) -> bytes:
 # YAML
 
 
-def _yaml_problem(exc: Exception, text: str) -> _Problem:
-    import yaml
+def _yaml_problem(exc: Exception, text: str) -> Problem:
+    import yaml  # lazy: pyyaml (~25 ms) only for YAML files
 
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     if isinstance(exc, yaml.MarkedYAMLError) and mark is not None:
         context = f"{exc.context}: " if exc.context else ""
-        return _Problem(mark.line + 1, f"invalid YAML: {context}{exc.problem} (column {mark.column + 1})")
+        return Problem(mark.line + 1, f"invalid YAML: {context}{exc.problem} (column {mark.column + 1})")
     if isinstance(exc, yaml.reader.ReaderError):
         line = text.count("\n", 0, max(0, exc.position)) + 1
-        return _Problem(line, f"invalid YAML: {exc.reason} (character {exc.character!r})")
-    return _Problem(1, f"invalid YAML: {type(exc).__name__}: {exc}")
+        return Problem(line, f"invalid YAML: {exc.reason} (character {exc.character!r})")
+    return Problem(1, f"invalid YAML: {type(exc).__name__}: {exc}")
 
 
 def _yaml_lines(node: Any, doc: _Document) -> None:
-    import yaml
+    import yaml  # lazy: pyyaml (~25 ms) only for YAML files
 
     doc.top_line = node.start_mark.line + 1
     if isinstance(node, yaml.SequenceNode):
@@ -411,7 +412,7 @@ def _yaml_lines(node: Any, doc: _Document) -> None:
 
 
 def _yaml_items(key: Any, seq: Any, doc: _Document) -> None:
-    import yaml
+    import yaml  # lazy: pyyaml (~25 ms) only for YAML files
 
     doc.item_lines[key] = [item.start_mark.line + 1 for item in seq.value]
     duplicates: dict[int, str] = {}
@@ -437,14 +438,13 @@ def _yaml_items(key: Any, seq: Any, doc: _Document) -> None:
 def _parse_yaml(text: str) -> _Document:
     """Parse with PyYAML's C loader when built (its pure-Python SafeLoader otherwise); yaml is imported
     here, not at module level, so runs over JSON/JSONL datasets never load it."""
-    import yaml
+    import yaml  # lazy: pyyaml (~25 ms) only for YAML files
 
-    from evalgate.safety.structure import StructureError, check_yaml
 
     try:
         check_yaml(text)  # depth and alias expansion, before the C composer (recursive) sees the text
     except StructureError as exc:
-        raise _Problem(exc.line, f"invalid YAML: {exc.message}") from None
+        raise Problem(exc.line, f"invalid YAML: {exc.message}") from None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         node = loader.get_single_node()
@@ -465,13 +465,13 @@ def _parse_yaml(text: str) -> _Document:
 # JSON
 
 
-def _json_problem(exc: Exception, lines: _LineCounter | None = None, pos: int = 0) -> _Problem:
+def _json_problem(exc: Exception, lines: _LineCounter | None = None, pos: int = 0) -> Problem:
     if isinstance(exc, json.JSONDecodeError):
-        return _Problem(exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")
+        return Problem(exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})")
     line = lines.at(pos) if lines is not None else 1
     if isinstance(exc, RecursionError):
-        return _Problem(line, "invalid JSON: nested too deeply")
-    return _Problem(line, f"invalid JSON: {exc}")
+        return Problem(line, "invalid JSON: nested too deeply")
+    return Problem(line, f"invalid JSON: {exc}")
 
 
 def _skip_ws(text: str, pos: int) -> int:
@@ -553,14 +553,14 @@ def _parse_json(text: str) -> _Document:
 # document → suite block + raw cases
 
 
-def _raw_items(doc: _Document, key: Any, items: list[Any], fallback: int) -> list[_RawCase]:
+def _raw_items(doc: _Document, key: Any, items: list[Any], fallback: int) -> list[RawCase]:
     lines = doc.item_lines.get(key)
     if lines is None or len(lines) != len(items):
         lines = [fallback] * len(items)
     duplicates = doc.duplicates.get(key, {})
     key_lines = doc.case_key_lines.get(key, {})
     pairs = enumerate(zip(items, lines, strict=True))
-    return [_RawCase(item, line, duplicates.get(i), doc.text_keys, key_lines.get(i)) for i, (item, line) in pairs]
+    return [RawCase(item, line, duplicates.get(i), doc.text_keys, key_lines.get(i)) for i, (item, line) in pairs]
 
 
 def _split(doc: _Document) -> _Parsed:
@@ -571,20 +571,20 @@ def _split(doc: _Document) -> _Parsed:
     if isinstance(top, list):
         return _Parsed(items=_raw_items(doc, None, top, doc.top_line))
     if not isinstance(top, dict):
-        raise _Problem(doc.top_line, f"the top level must be {_TOP_SHAPE} (got {show_value(top)})")
+        raise Problem(doc.top_line, f"the top level must be {_TOP_SHAPE} (got {show_value(top)})")
     for key in top:
         if key not in TOP_LEVEL_KEYS:
             hint = did_you_mean(str(key), TOP_LEVEL_KEYS)
             line = doc.key_lines.get(key, doc.top_line)
-            raise _Problem(line, f"unknown top-level key {key!r}{hint}; expected {', '.join(TOP_LEVEL_KEYS)}")
+            raise Problem(line, f"unknown top-level key {key!r}{hint}; expected {', '.join(TOP_LEVEL_KEYS)}")
     list_keys = [key for key in CASE_LIST_KEYS if key in top]
     if len(list_keys) != 1:
         problem = "both 'test_cases:' and 'cases:' are present" if list_keys else f"expected {_TOP_SHAPE}"
-        raise _Problem(doc.top_line, problem)
+        raise Problem(doc.top_line, problem)
     key = list_keys[0]
     items, line = top[key], doc.key_lines.get(key, doc.top_line)
     if not isinstance(items, list):
-        raise _Problem(line, f"'{key}' must be a list of cases (got {show_value(items)})")
+        raise Problem(line, f"'{key}' must be a list of cases (got {show_value(items)})")
     suite_line = doc.key_lines.get("suite", doc.top_line)
     return _Parsed(items=_raw_items(doc, key, items, line), suite=top.get("suite"), suite_line=suite_line,
                    wrapper=key)
@@ -601,8 +601,8 @@ def _read_json(path: Path, digest: Any) -> _Parsed:
 
 
 def _jsonl_lines(handle: IO[bytes], digest: Any, first_line: int = 1,
-                 limit: int | None = None) -> Iterator[_RawCase | _Problem]:
-    """One raw case per non-blank line, streamed; bad lines become _Problem items. ``first_line``: the
+                 limit: int | None = None) -> Iterator[RawCase | Problem]:
+    """One raw case per non-blank line, streamed; bad lines become Problem items. ``first_line``: the
     number of the handle's first line; ``limit``: stop after this many bytes (at a line end)."""
     consumed = 0
     with handle:
@@ -621,13 +621,13 @@ def _jsonl_lines(handle: IO[bytes], digest: Any, first_line: int = 1,
                     consumed += len(rest)
                     if rest.endswith(b"\n"):
                         break
-                yield _Problem(number, f"the line is longer than {MAX_LINE_BYTES:,} bytes (the largest case record "
+                yield Problem(number, f"the line is longer than {MAX_LINE_BYTES:,} bytes (the largest case record "
                                        "read)")
                 continue
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                yield _Problem(number, f"not valid UTF-8 (byte {exc.start} of the line: {exc.reason})")
+                yield Problem(number, f"not valid UTF-8 (byte {exc.start} of the line: {exc.reason})")
                 continue
             text = text.rstrip("\r\n")
             if number == 1:
@@ -637,20 +637,20 @@ def _jsonl_lines(handle: IO[bytes], digest: Any, first_line: int = 1,
             try:
                 data = json.loads(text)
             except (ValueError, RecursionError) as exc:
-                yield _Problem(number, _json_problem(exc).message)
+                yield Problem(number, _json_problem(exc).message)
                 continue
-            yield _RawCase(data, number, text_keys=True)
+            yield RawCase(data, number, text_keys=True)
 
 
 def _read_jsonl(path: Path, digest: Any) -> _Parsed:
     try:
         handle = path.open("rb")
     except OSError as exc:
-        raise _Problem(1, f"cannot read file: {exc.strerror or exc}") from None
+        raise Problem(1, f"cannot read file: {exc.strerror or exc}") from None
     return _Parsed(items=_jsonl_lines(handle, digest))
 
 
-_READERS: dict[str, Callable[[Path, Any], _Parsed]] = {
+READERS: dict[str, Callable[[Path, Any], _Parsed]] = {
     ".yaml": _read_yaml,
     ".yml": _read_yaml,
     ".json": _read_json,
@@ -674,7 +674,7 @@ def _case_label(data: dict[Any, Any], position: int) -> str:
     return f"case #{position}"
 
 
-def _precheck(raw: _RawCase, data: dict[Any, Any]) -> str | None:
+def _precheck(raw: RawCase, data: dict[Any, Any]) -> str | None:
     """Problems pydantic would word poorly: non-text keys, repeated keys, loader-owned keys, unknown keys
     (for an unknown key ``raw.line`` is moved to the key's own line when known)."""
     if not raw.text_keys:
@@ -693,7 +693,7 @@ def _precheck(raw: _RawCase, data: dict[Any, Any]) -> str | None:
     return f"unknown key {unknown!r}{did_you_mean(str(unknown), CASE_KEYS)}; put extra fields under 'metadata:'"
 
 
-def _field_line(raw: _RawCase, exc: ValidationError) -> int:
+def _field_line(raw: RawCase, exc: ValidationError) -> int:
     """The line of the field the first problem of ``exc`` is about (``rules[1].type`` → that rule's entry), from
     the YAML lines of the case's keys and list entries; the case's own line when none is known (JSON)."""
     if not raw.key_lines:
@@ -708,15 +708,15 @@ def _field_line(raw: _RawCase, exc: ValidationError) -> int:
     return raw.line
 
 
-def _validate_case(raw: _RawCase, position: int, check: KindCheck = INFER_ONLY) -> Case:
-    """``raw`` as a Case; every problem becomes a _Problem naming the case and the field. ``check``:
+def validate_case(raw: RawCase, position: int, check: KindCheck = INFER_ONLY) -> Case:
+    """``raw`` as a Case; every problem becomes a Problem naming the case and the field. ``check``:
     the kind rules of its file (required fields, value sets; ``evalgate.dataset.kinds``)."""
     data = raw.data
     if not isinstance(data, dict):
-        raise _Problem(raw.line, f"case #{position} is not a mapping (got {show_value(data)})")
+        raise Problem(raw.line, f"case #{position} is not a mapping (got {show_value(data)})")
     problem = _precheck(raw, data)
     if problem is not None:
-        raise _Problem(raw.line, f"{_case_label(data, position)}: {problem}")
+        raise Problem(raw.line, f"{_case_label(data, position)}: {problem}")
     try:
         case = Case.model_validate(data)
     except ValidationError as exc:
@@ -730,7 +730,7 @@ def _validate_case(raw: _RawCase, position: int, check: KindCheck = INFER_ONLY) 
         if kind_problem is None:
             return case
         problem = kind_problem
-    raise _Problem(raw.line, f"{_case_label(data, position)}: {problem}")
+    raise Problem(raw.line, f"{_case_label(data, position)}: {problem}")
 
 
 class _ErrorLog:
@@ -796,14 +796,14 @@ class DatasetStream:
         self._errors.raise_if_any()
 
     def _read_file(self, source: DatasetSource) -> Iterator[Case]:
-        reader = _READERS.get(source.path.suffix.lower())
+        reader = READERS.get(source.path.suffix.lower())
         if reader is None:
             self._errors.add(source.display, f"unsupported dataset file type (use {', '.join(DATASET_SUFFIXES)})")
             return
         digest: Any = _NoDigest() if self.checked else hashlib.sha256()
         try:
             parsed = reader(source.path, digest)
-        except _Problem as problem:
+        except Problem as problem:
             self._errors.add(f"{source.display}:{problem.line}", problem.message)
             return
         suite = self._register_suite(source, parsed)
@@ -827,14 +827,14 @@ class DatasetStream:
             return INFER_ONLY
         return KindCheck(kind=kind, valid=valid, wrapper=wrapper)
 
-    def _admit(self, source: DatasetSource, item: _RawCase | _Problem, position: int, suite: str,
+    def _admit(self, source: DatasetSource, item: RawCase | Problem, position: int, suite: str,
                check: KindCheck = INFER_ONLY) -> Case | None:
         """Validate one raw case and stamp its provenance; None (and a recorded error) if invalid."""
         try:
-            if isinstance(item, _Problem):
+            if isinstance(item, Problem):
                 raise item
-            case = _validate_case(item, position, check)
-        except _Problem as problem:
+            case = validate_case(item, position, check)
+        except Problem as problem:
             self._errors.add(f"{source.display}:{problem.line}", problem.message)
             return None
         if not self.checked:
@@ -893,7 +893,7 @@ class _NoDigest:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while building many acyclic objects (a large load otherwise
     spends much of its time in repeated full collections); restores the previous state."""
     was_enabled = gc.isenabled()
@@ -914,6 +914,6 @@ def load_datasets(paths: Iterable[str] | str, base_dir: Path | None = None) -> L
     """Load every case of ``paths`` with file metadata and suite blocks; all problems (≤ 20 listed)
     are raised together as one DatasetError."""
     stream = DatasetStream(paths, base_dir, fail_fast=False)
-    with _gc_paused():
+    with gc_paused():
         cases = list(stream)
     return LoadedDatasets(cases=cases, files=stream.files, suites=stream.suites)

@@ -19,7 +19,7 @@ from typing import IO
 
 from evalgate.config.suite import SuiteConfig
 from evalgate.dataset.compact import pack_case, read_packed, write_packed
-from evalgate.dataset.load import DatasetFile, DatasetStream, _gc_paused
+from evalgate.dataset.load import DatasetFile, DatasetStream, gc_paused
 from evalgate.dataset.select import select_cases
 from evalgate.model import Case
 
@@ -102,7 +102,7 @@ def scan(
     case_metrics: list[tuple[str, list[str]]] = []
     total = 0
     dialects: set[str] = set()
-    with _gc_paused():
+    with gc_paused():
         for case in stream:
             total += 1
             if case.dialect is not None:

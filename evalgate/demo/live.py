@@ -24,6 +24,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from evalgate.cli.main import main as cli_main
 from evalgate.demo.agent import CHAT_PATH, agent_server
 from evalgate.demo.judge import judge_server
 from evalgate.demo.server import JsonServer
@@ -66,8 +67,6 @@ def run_arguments(agent_url: str, judge_url: str, extra: Sequence[str]) -> list[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from evalgate.cli.main import main as cli_main
-
     extra = list(sys.argv[1:] if argv is None else argv)
     if not (demo_dir() / "live").is_dir():
         print("evalgate: error: datasets/live not found; run the demo from a checkout or the container image",

@@ -33,6 +33,7 @@ from typing import Any
 from evalgate.dialect import export_name
 from evalgate.errors import UserError
 from evalgate.safety.redact import redact
+from evalgate.store.results_json import StreamedDocument
 
 INGESTION_PATH = "/api/public/ingestion"
 TEXT_LIMIT = 4000
@@ -157,7 +158,7 @@ def send(events: Iterable[dict[str, Any]], *, host: str, public_key: str, secret
          transport: Any = None) -> dict[str, int]:
     """POST ``events`` (consumed one batch at a time) to ``host``'s ingestion endpoint in batches; returns
     counts of events accepted."""
-    import httpx
+    import httpx  # lazy: httpx (~0.2 s) only when something is sent
 
     url = host.rstrip("/") + INGESTION_PATH
     accepted = 0
@@ -192,7 +193,6 @@ def export_results(results_path: Path, settings: Any, transport: Any = None) -> 
     """Export the run in ``results_path`` with ``settings`` (host, keys); returns a one-line summary."""
     if not settings.langfuse_public_key or not settings.langfuse_secret_key:
         raise LangfuseError("LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY must be set")
-    from evalgate.store.results_json import StreamedDocument
 
     stream = StreamedDocument(Path(results_path))
     try:

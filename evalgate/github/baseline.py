@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate import __version__
 from evalgate.errors import UserError
-from evalgate.github.context import DEFAULT_API_URL
+from evalgate.github.api import GitHubAPI, GitHubAPIError, error_message
+from evalgate.github.context import DEFAULT_API_URL, ActionContext
 from evalgate.safety.redact import redact
 from evalgate.store.reader import (
     JUDGE_CACHE_FILE,
@@ -154,8 +155,6 @@ def loader_from_env(env: Mapping[str, str], *, artifact_name: str | None = None)
     artifact name: ``artifact_name``, input ``artifact-name``, else ``evalgate-results``)."""
 
     def load() -> BaselineLookup:
-        from evalgate.github.context import ActionContext
-
         try:
             ctx = ActionContext.from_env(env)
         except UserError as exc:
@@ -180,8 +179,6 @@ def discover_baseline(
     **api_options: Any,
 ) -> BaselineLookup:
     """Find, download and read the base branch's results (module doc). Never raises."""
-    from evalgate.github.api import GitHubAPI, GitHubAPIError  # httpx: imported only when a baseline is fetched
-
     api_options = {"max_attempts": 3, "max_total": 30.0, "timeout": timeout} | api_options
     try:
         with GitHubAPI(token=query.token, base_url=query.api_url, **api_options) as api:
@@ -215,8 +212,6 @@ def _first_finished(api: GitHubAPI, query: BaselineQuery, candidates: Sequence[M
 
 def list_artifacts(api: GitHubAPI, repository: str, name: str) -> Iterator[dict[str, Any]]:
     """Every artifact the list endpoint returns for ``name`` (object pages with an ``artifacts`` array)."""
-    from evalgate.github.api import GitHubAPIError, error_message
-
     url: str | None = api.url(f"/repos/{repository}/actions/artifacts")
     params: dict[str, Any] | None = {"name": name, "per_page": 100}
     for _ in range(MAX_PAGES):
@@ -297,8 +292,6 @@ def short_label(artifact: Mapping[str, Any], query: BaselineQuery) -> str:
 def download_artifact(api: GitHubAPI, repository: str, artifact: Mapping[str, Any], *, max_bytes: int,
                       timeout: float = 30.0, transport: httpx.BaseTransport | None = None) -> bytes:
     """The artifact's zip bytes; the redirect target is fetched without the token."""
-    from evalgate.github.api import GitHubAPIError, error_message
-
     size = artifact.get("size_in_bytes")
     if isinstance(size, int) and size > max_bytes:
         raise BaselineUnavailable(f"artifact {artifact.get('id')} is {size} bytes, over the {max_bytes}-byte limit")
@@ -321,7 +314,7 @@ def download_artifact(api: GitHubAPI, repository: str, artifact: Mapping[str, An
 def fetch_without_auth(url: str, *, max_bytes: int, timeout: float = 30.0,
                        transport: httpx.BaseTransport | None = None) -> bytes:
     """GET ``url`` with a client that carries no credentials, reading at most ``max_bytes``."""
-    import httpx
+    import httpx  # lazy: httpx (~0.2 s) only when something is sent
 
     headers = {"User-Agent": f"evalgate/{__version__}"}
     with httpx.Client(headers=headers, timeout=timeout, follow_redirects=True, max_redirects=5,
@@ -453,7 +446,7 @@ def api_problem(exc: GitHubAPIError, query: BaselineQuery) -> str:
 
 
 def _origin(url: str) -> str:
-    import httpx
+    import httpx  # lazy: httpx (~0.2 s) only when something is sent
 
     parsed = httpx.URL(url)
     port = f":{parsed.port}" if parsed.port else ""
@@ -461,6 +454,6 @@ def _origin(url: str) -> str:
 
 
 def _no_query(url: str) -> str:
-    import httpx
+    import httpx  # lazy: httpx (~0.2 s) only when something is sent
 
     return str(httpx.URL(url).copy_with(query=None))

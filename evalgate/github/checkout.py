@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from evalgate.config.trust import marked_untrusted
 from evalgate.github.context import ActionContext
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
@@ -101,8 +102,6 @@ def untrusted_what(ctx: ActionContext, evaluated: str | None, *, marked: bool = 
 def env_secrets_reason(env: Mapping[str, str], workspace: Path) -> str | None:
     """``secrets_reason`` for the CLI inside a workflow step: the event and ``GITHUB_SHA`` from the environment,
     the checked-out commit from ``workspace``, the mark from ``EVALGATE_UNTRUSTED_CHECKOUT`` (true)."""
-    from evalgate.config.trust import marked_untrusted
-
     marked = marked_untrusted(env)
     in_actions = env.get("GITHUB_ACTIONS", "").strip().lower() == "true"
     ctx = ActionContext(event_name=env.get("GITHUB_EVENT_NAME") if in_actions else None, sha=env.get("GITHUB_SHA"))

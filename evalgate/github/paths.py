@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from evalgate.config.settings import Settings
+from evalgate.dataset.load import resolve_paths
 from evalgate.dialect import output_files as dialect_output_files
 from evalgate.errors import UserError
 
@@ -115,8 +116,6 @@ def confine(settings: Settings, env: Mapping[str, str], workspace: Path, *,
     for entry in settings.dataset:
         box.check_read(_fixed_prefix(entry), settings.origin("dataset"))
     if settings.dataset:  # every file a directory or glob stands for, links followed (``..`` after a ``*`` too)
-        from evalgate.dataset.load import resolve_paths
-
         for source in resolve_paths(settings.dataset, box.workspace, on_error=lambda exc: None):
             if not box.inside(_real(source.path)):
                 raise UserError(f"dataset file {source.display!r} resolves to {_real(source.path)}, outside "

@@ -27,9 +27,12 @@ from evalgate.github.commands import CountingEmit, add_mask, counting, warning
 from evalgate.github.comment import CommentResult, Stamp, find_marked_comment, upsert_comment
 from evalgate.github.context import ActionContext, parse_pr_number
 from evalgate.github.outputs import write_outputs, write_summary_report
+from evalgate.report.digest import load_digest
 from evalgate.report.markdown import SourceLinks, comment_marker, render_comment, render_summary, sanitize_tag
 from evalgate.safety.redact import redact
 from evalgate.store.judge_cache import cache_path
+from evalgate.view.export import export_site
+from evalgate.view.sources import open_catalog
 
 BATCH_STATE_FILE = "judge-batch.json"
 """``evalgate.judges.batch.STATE_FILE`` (github/ does not import the judges)."""
@@ -295,7 +298,6 @@ def publish(
     rather than a note.
     """
     report = PublishReport()
-    from evalgate.report.digest import load_digest
 
     results = load_digest(results_path)  # bounded memory for any number of cases (report.digest)
     base_dir = ctx.workspace or os.getcwd()
@@ -398,9 +400,6 @@ def _export_site(db_path: Path, directory: Path, emit: Emit) -> Path | None:
     if not db_path.is_file():
         return None
     try:
-        from evalgate.view.export import export_site
-        from evalgate.view.sources import open_catalog
-
         catalog = open_catalog([db_path], immutable=True)  # the run is over: no journal files beside it
         try:
             export_site(catalog, directory, max_pages=SITE_PAGES)

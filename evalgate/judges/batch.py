@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalgate.calls.chat import ChatReply
+from evalgate.calls.chat import ChatReply, choice_text, token_counts
 from evalgate.calls.costs import cached_prompt_tokens, usage_from
 from evalgate.safety.redact import redact
 
@@ -266,11 +266,9 @@ class BatchJudge:
                 problem = row.get("error") or (body.get("error") if isinstance(body, dict) else None) or status
             self._fail({"": item}, f"batch {batch_id} did not answer a request: {redact(json.dumps(problem))[:200]}")
             return
-        from evalgate.calls.chat import _text, _usage
-
-        text = _text(body.get("choices"))
+        text = choice_text(body.get("choices"))
         raw_usage = body.get("usage")
-        prompt, completion = _usage(raw_usage)
+        prompt, completion = token_counts(raw_usage)
         usage = usage_from(prompt, completion, item.messages, text, cached_prompt_tokens(raw_usage))
         cost = self.service.runtime.ledger.record(self.service.role, usage, self.service.price, batch=True)
         self.stats.answered += 1
@@ -289,7 +287,7 @@ class BatchJudge:
 
     def _sdk(self) -> Any:
         if self._client is None:
-            import openai
+            import openai  # lazy: the openai SDK (~0.5 s) only with chat_client: openai-sdk
 
             provider = self.service.provider
             headers = {"Authorization": provider.authorization} if provider.authorization else None

@@ -15,10 +15,17 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import ipaddress
 import json
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
+from evalgate.judges import prompts  # called through the module: a test swaps prompts.template_version
+from evalgate.judges.custom import CRITERIA_FILE, STEPS_FILE
+from evalgate.judges.pairwise import PAIRWISE_FILE
+from evalgate.metrics.registry import MetricContext
 from evalgate.model import MetricSkipped, MetricUnavailable
+from evalgate.targets.recorded import answer_from_case
 
 if TYPE_CHECKING:
     from evalgate.judges.client import JudgeClient
@@ -34,9 +41,6 @@ def endpoint_of(base_url: str | None) -> str | None:
     """The judge endpoint as the calibration key records it (module docstring); None when there is no URL.
     ``HTTPS://user:pw@API.Example.com:443/v1/?x=1`` → ``https://api.example.com/v1``;
     ``http://127.0.0.1:8012/v1`` → ``http://loopback/v1``."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
     if not base_url or not str(base_url).strip():
         return None
     parts = urlsplit(str(base_url).strip())
@@ -61,22 +65,19 @@ def endpoint_of(base_url: str | None) -> str | None:
 
 def key_parts(judge: JudgeClient, metric: Metric, options: Any) -> dict[str, Any]:
     """The parts of ``metric``'s calibration key under ``judge`` and the suite ``options``."""
-    from evalgate.judges.custom import CRITERIA_FILE, STEPS_FILE
-    from evalgate.judges.prompts import template_for_metric, template_version
-
     parts: dict[str, Any] = {"provider": judge.provider, "model": judge.model,
                              "endpoint": endpoint_of(getattr(judge, "base_url", None))}
     try:
-        template = None if metric.info is not None else template_for_metric(metric.name)
+        template = None if metric.info is not None else prompts.template_for_metric(metric.name)
     except KeyError:  # judged through criteria.j2 without a declaration record (the built-in conversation metrics)
         template = None
     if template is None:  # a criteria metric: its definition (or, built in, its description) is part of the prompt
-        parts["template"] = f"{template_version(CRITERIA_FILE)}+{template_version(STEPS_FILE)}"
+        parts["template"] = f"{prompts.template_version(CRITERIA_FILE)}+{prompts.template_version(STEPS_FILE)}"
         info = metric.info if isinstance(metric.info, dict) else {"description": metric.description}
         parts["criteria"] = {k: v for k, v in sorted(info.items()) if k not in ("origin", "where", "source")}
         template_name = "criteria_" + metric.name
     else:
-        parts["template"] = template_version(template.file)
+        parts["template"] = prompts.template_version(template.file)
         parts["criteria"] = None
         template_name = template.name
     rubric = getattr(options, "response_quality_rubric", None) if metric.name == "response_quality" else None
@@ -89,11 +90,8 @@ def key_parts(judge: JudgeClient, metric: Metric, options: Any) -> dict[str, Any
 def pairwise_key_parts(judge: JudgeClient, metric: Metric, options: Any) -> dict[str, Any]:
     """The key parts of ``metric``'s pairwise judging (``judges.pairwise``): its own, with the pairwise template's
     version and temperature."""
-    from evalgate.judges.pairwise import PAIRWISE_FILE
-    from evalgate.judges.prompts import template_version
-
     parts = key_parts(judge, metric, options)
-    parts["template"] = f"{template_version(PAIRWISE_FILE)} for {parts['template']}"
+    parts["template"] = f"{prompts.template_version(PAIRWISE_FILE)} for {parts['template']}"
     parts["temperature"] = judge.temperature_for("pairwise")
     return parts
 
@@ -117,8 +115,6 @@ def changed_parts(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 async def score_example(judge: JudgeClient, metric: Metric, case: Case, options: Any
                         ) -> tuple[float | None, str, str | None]:
     """The judge's value for one labelled example (its recorded answer): ``score_answer``."""
-    from evalgate.targets.recorded import answer_from_case
-
     return await score_answer(judge, metric, case, answer_from_case(case), options)
 
 
@@ -126,8 +122,6 @@ async def score_answer(judge: JudgeClient, metric: Metric, case: Case, answer: A
                        ) -> tuple[float | None, str, str | None]:
     """The judge's value for ``answer`` to ``case``: (value, reasoning, problem). A heuristic fallback
     (``response_quality`` without a verdict) is no judge value: (None, "", why)."""
-    from evalgate.metrics.registry import MetricContext
-
     ctx = MetricContext(options, judge=judge)
     try:
         result = metric.fn(case, answer, ctx)

@@ -35,13 +35,15 @@ import asyncio
 import functools
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from evalgate.calls.chat import ChatReply, ChatService
 from evalgate.calls.costs import BudgetExceeded, Usage
 from evalgate.calls.executor import CallFailed, Failure
 from evalgate.judges.batch import BatchFallback, BatchJudge, custom_id
+from evalgate.judges.combined import combined_template
+from evalgate.judges.custom import criteria_judging
 from evalgate.judges.health import HealthCheck
 from evalgate.judges.output import (
     OutputMode,
@@ -52,6 +54,13 @@ from evalgate.judges.output import (
     schema_for,
 )
 from evalgate.judges.parse import VerdictError, kept_raw, parse_verdict, schema_of, verdict_in_words
+from evalgate.judges.prompts import (
+    render,
+    repair_message,
+    template_for_metric,
+    verdict_details,
+)
+from evalgate.judges.samples import JudgeScore, JudgeVerdict, Sample
 from evalgate.model import MetricUnavailable
 from evalgate.safety.redact import redact, redact_mapping
 from evalgate.store.judge_cache import CachedReply, CacheKey, JudgeCache
@@ -121,33 +130,6 @@ class RepairStats:
 # --- the judge -------------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class Sample:
-    values: Values
-    reasoning: str
-    extras: dict[str, Any]
-    cached: bool
-    repaired: bool
-    mode: OutputMode
-    usage: Usage | None = None
-    cost_usd: float | None = None
-    parsed_from: str = "json"
-
-
-@dataclass(slots=True)
-class JudgeVerdict:
-    """Values averaged over the samples of one template call, and what explains them."""
-
-    values: Values
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class JudgeScore:
-    value: float
-    details: dict[str, Any]
-
-
 class JudgeClient:
     """Scores judged metrics with one provider and model."""
 
@@ -192,23 +174,13 @@ class JudgeClient:
         """The value of judged ``metric`` for this answer (mean over samples) with details; ``rubric``
         replaces the template's fixed rubric where the template allows it (response_quality); ``together``:
         the metrics (``metric`` among them) one call scores for this case (``judges.combined``)."""
-        from evalgate.judges.prompts import template_for_metric  # jinja2: loaded by the first judged case
-
-        template: JudgeTemplate
-        if len(together) > 1:
-            from evalgate.judges.combined import combined_template
-
-            template = combined_template(together)
-        else:
-            template = template_for_metric(metric)
+        template: JudgeTemplate = combined_template(together) if len(together) > 1 else template_for_metric(metric)
         verdict = await self.verdict(template, case, answer, repeat=repeat, rubric=rubric)
         return JudgeScore(verdict.values[metric], dict(verdict.details))
 
     async def criteria_score(self, definition: CriteriaDefinition, case: Case, answer: Answer, *,
                              repeat: int = 0) -> JudgeScore:
         """The value of a custom judged metric (``evalgate.judges.custom``) for this answer, with details."""
-        from evalgate.judges.custom import criteria_judging
-
         return await criteria_judging(self).score(definition, case, answer, repeat=repeat)
 
     async def once(self, prompt: RenderedPrompt) -> Sample:
@@ -234,12 +206,8 @@ class JudgeClient:
         """``rubric``: a configured rubric shown in place of the template's (response_quality)."""
         if answer.output is None:
             raise MetricUnavailable("the target returned no output text to judge")
-        if rubric:  # a built-in template with the suite's rubric in place of its own
-            from evalgate.judges.prompts import render
-
-            prompt = render(template, case, answer, rubric)
-        else:
-            prompt = template.render(case, answer)
+        # a built-in template with the suite's rubric in place of its own
+        prompt = render(template, case, answer, rubric) if rubric else template.render(case, answer)
         self.templates_used[template.name] = prompt.version
         mode = self.output.mode
         first = self.request(template, 0, mode)
@@ -389,7 +357,6 @@ class JudgeClient:
                 {"raw_reply": kept_raw(redact(first.text)), "judge_failure": "unreadable",
                  **self._identity(prompt, mode), **_spent([first])},
             ) from None
-        from evalgate.judges.prompts import repair_message
 
         follow_up += [{"role": "assistant", "content": first.text}, {"role": "user", "content": repair_message(problem)}]
         try:
@@ -501,8 +468,6 @@ def _refused_outright(mode: OutputMode, failure: Failure) -> bool:
 
 def _read(prompt: RenderedPrompt, text: str, mode: OutputMode, *, cached: bool, repaired: bool) -> Sample:
     """The sample in ``text``: a JSON verdict, or in prompt mode also a lone score stated in words."""
-    from evalgate.judges.prompts import verdict_details
-
     template = prompt.template
     parsed_from = "json"
     try:

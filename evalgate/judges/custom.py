@@ -18,7 +18,7 @@ import asyncio
 import re
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field, create_model
 
@@ -32,11 +32,11 @@ from evalgate.judges.prompts import (
     system_prompt,
     template_version,
 )
+from evalgate.judges.samples import JudgeScore, JudgeVerdict, Sample
 from evalgate.metrics.criteria import CriteriaDefinition, field_values
-from evalgate.model import MAX_STEPS
+from evalgate.model import MAX_STEPS, MetricUnavailable
 
 if TYPE_CHECKING:
-    from evalgate.judges.client import JudgeClient, JudgeScore
     from evalgate.model import Answer, Case
 
 CRITERIA_FILE = "criteria.j2"
@@ -110,6 +110,17 @@ def steps_prompt(criteria: str) -> RenderedPrompt:
     return RenderedPrompt(STEPS_TEMPLATE, template_version(STEPS_FILE), messages, empty)
 
 
+class VerdictSource(Protocol):
+    """What custom judging asks of the run's judge (``judges.client.JudgeClient`` is one)."""
+
+    async def verdict(self, template: JudgeTemplate, case: Case, answer: Answer, *, repeat: int = 0,
+                      rubric: str | None = None) -> JudgeVerdict: ...
+
+    async def once(self, prompt: RenderedPrompt) -> Sample: ...
+
+    def cached(self, prompt: RenderedPrompt) -> Sample | None: ...
+
+
 @dataclass
 class GeneratedSteps:
     steps: tuple[str, ...]
@@ -122,14 +133,12 @@ class GeneratedSteps:
 class CriteriaJudging:
     """The custom-metric state of one judge client: generated steps, one call per criteria text."""
 
-    client: JudgeClient
+    client: VerdictSource
     pending: dict[str, asyncio.Future[GeneratedSteps]] = field(default_factory=dict)
     generated: dict[str, GeneratedSteps | str] = field(default_factory=dict)
     """criteria text → its steps, or the reason they could not be generated (for the results)."""
 
     async def score(self, definition: CriteriaDefinition, case: Case, answer: Answer, *, repeat: int) -> JudgeScore:
-        from evalgate.judges.client import JudgeScore
-
         if definition.steps is not None:
             template = criteria_template(definition, definition.steps, generated=False)
             extra: dict[str, Any] = {"steps_source": "declared"}
@@ -151,8 +160,6 @@ class CriteriaJudging:
         return await asyncio.shield(future)
 
     async def _generate(self, criteria: str) -> GeneratedSteps:
-        from evalgate.model import MetricUnavailable
-
         try:
             sample = await self.client.once(steps_prompt(criteria))
         except MetricUnavailable as exc:
@@ -185,7 +192,7 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-def criteria_judging(client: JudgeClient) -> CriteriaJudging:
+def criteria_judging(client: VerdictSource) -> CriteriaJudging:
     """The ``CriteriaJudging`` of ``client`` (created on first use)."""
     judging = getattr(client, "_criteria", None)
     if judging is None:

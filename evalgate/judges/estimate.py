@@ -41,6 +41,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -48,8 +49,15 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from evalgate.calls.costs import MESSAGE_OVERHEAD, Price, count_message_tokens
+from evalgate.judges.client import max_tokens_for
+from evalgate.judges.custom import criteria_template, steps_prompt
 from evalgate.judges.output import REASONING_MAX_CHARS
-from evalgate.model import Answer, Turn
+from evalgate.judges.prompts import METRIC_TEMPLATES, TEMPLATES, render
+from evalgate.judges.simulator import MAX_MESSAGE_TOKENS, simulator_prompt
+from evalgate.metrics.registry import get_metric
+from evalgate.model import Answer, MetricSkipped, MetricUnavailable, Turn
+from evalgate.targets.base import TargetCall
+from evalgate.text.tokens import estimate_tokens
 
 if TYPE_CHECKING:
     from evalgate.model import Case
@@ -118,8 +126,6 @@ class RunEstimate:
 
 def judge_templates_for(metric_names: Sequence[str]) -> list[str]:
     """Distinct templates the metrics need (answer_quality, factual_correctness and completeness share one call)."""
-    from evalgate.judges.prompts import METRIC_TEMPLATES
-
     return sorted({METRIC_TEMPLATES[name] for name in metric_names if name in METRIC_TEMPLATES})
 
 
@@ -257,8 +263,6 @@ def _estimate_case(case: Case, plan: _Plan, tally: _Tally) -> None:
             turn = given
         current = plan.turn_case(case, turn, number) if plan.turn_case is not None else case
         if plan.model_target:  # the whole history so far, this turn's message included
-            from evalgate.targets.base import TargetCall
-
             call = TargetCall(case.id, 0, turn=number, messages=[*messages, {"role": "user", "content": turn.input}])
             tally.add("target", 1, plan.model_prompt(current, call), ASSUMED_ANSWER_TOKENS)
         output = turn.output if turn.output is not None else _filler(ASSUMED_ANSWER_TOKENS)
@@ -276,8 +280,6 @@ def _estimate_case(case: Case, plan: _Plan, tally: _Tally) -> None:
 def _simulated_message(case: Case, messages: list[dict[str, str]], plan: _Plan, tally: _Tally) -> str:
     """The simulator's call for the next user message (counted when a simulator plays the user); the
     message assumed as long as the goal."""
-    from evalgate.judges.simulator import MAX_MESSAGE_TOKENS, simulator_prompt
-
     goal = case.goal or ""
     if plan.simulating:
         prompt = plan.count([{"role": "user", "content": simulator_prompt(case, messages)}])
@@ -293,8 +295,6 @@ def _plans_goal(case: Case, plan: _Plan) -> bool:
 
 
 def _goal_check(case: Case, answer: Answer, plan: _Plan, tally: _Tally) -> None:
-    from evalgate.metrics.registry import get_metric
-
     definition = get_metric("goal_completion").fn.definition  # type: ignore[attr-defined]
     _criteria_work(definition, case, answer, plan, tally)
 
@@ -303,7 +303,6 @@ def _judge_work(case: Case, answer: Answer, plan: _Plan, tally: _Tally) -> None:
     """The judge calls the planned judged metrics of ``case`` make on ``answer``."""
     if not plan.judging:
         return
-    from evalgate.judges.prompts import TEMPLATES, render
 
     for name in judge_templates_for(plan.metrics_for(case)):
         template = TEMPLATES[name]
@@ -315,9 +314,6 @@ def _judge_work(case: Case, answer: Answer, plan: _Plan, tally: _Tally) -> None:
 
 
 def _criteria_work(definition: Any, case: Case, answer: Answer, plan: _Plan, tally: _Tally) -> None:
-    from evalgate.judges.custom import criteria_template
-    from evalgate.model import MetricSkipped, MetricUnavailable
-
     steps = definition.steps or ("(evaluation steps the judge writes once from the criteria)",)
     template = criteria_template(definition, steps, definition.steps is None)
     try:
@@ -331,8 +327,6 @@ def _criteria_work(definition: Any, case: Case, answer: Answer, plan: _Plan, tal
 
 
 def _steps_call(criteria: str, plan: _Plan, judge: list[int]) -> None:
-    from evalgate.judges.custom import steps_prompt
-
     prompt = steps_prompt(criteria)
     judge[0] += 1
     judge[1] += plan.count(prompt.messages)
@@ -383,8 +377,6 @@ def _example(model: type[BaseModel], text: str, items: list[str]) -> dict[str, A
 def verdict_tokens(template: Any, case: Case | None, answer: Answer | None, count: Count) -> int:
     """Completion tokens assumed for one verdict of ``template`` (see the module docstring): the tokens of
     a full verdict of its schema, at most the template's ``max_tokens``."""
-    from evalgate.judges.client import max_tokens_for
-
     verdict = _example(template.verdict, _filler(REASONING_MAX_CHARS // len(FILLER_WORD)),
                        _list_items(template.name, case, answer))
     verdict["reasoning"] = _filler(REASONING_MAX_CHARS // len(FILLER_WORD))
@@ -393,16 +385,12 @@ def verdict_tokens(template: Any, case: Case | None, answer: Answer | None, coun
 
 def estimate_message_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     """Σ (ceil(characters(content) / 4) + MESSAGE_OVERHEAD): the tokenizer-free count."""
-    from evalgate.text.tokens import estimate_tokens
-
     return sum(estimate_tokens(str(m.get("content") or "")) + MESSAGE_OVERHEAD for m in messages)
 
 
 def announce_estimate(settings: Any, prepared: Any, judge: Any, target: Any, *, simulator: Any = None,
                       turn_case: Callable[[Case, Turn, int], Case] | None = None) -> dict[str, Any] | None:
     """Print the pre-run estimate to stderr when a judge or a model target will make paid calls."""
-    import sys
-
     model_target = getattr(target, "kind", None) == "openai"
     if judge is None and not model_target:
         return None

@@ -10,10 +10,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from evalgate.calls.costs import check_budget_pricing
-from evalgate.calls.executor import Runtime
 from evalgate.calls.providers import resolve_provider
+from evalgate.calls.runtime import Runtime
+from evalgate.config.suite import validate_metric_names
 from evalgate.dialect import judge_temperatures
 from evalgate.errors import UserError
+from evalgate.judges.batch import BatchJudge, batch_refusal
+from evalgate.judges.client import ChatService, JudgeClient
+from evalgate.judges.prompts import METRIC_TEMPLATES
+from evalgate.judges.simulator import UserSimulator
 from evalgate.store.judge_cache import BaseCache, JudgeCache, cache_path
 from evalgate.store.shared_cache import LayeredJudgeCache, shared_cache_path
 
@@ -30,7 +35,6 @@ def build_judge(settings: Settings, runtime: Runtime | None, env: Mapping[str, s
     own (never with ``no_cache``)."""
     if settings.judge_provider == "none":
         return None  # and the openai package (slow to import) is never loaded
-    from evalgate.judges.client import ChatService, JudgeClient
     provider = resolve_provider(settings.judge_provider, model=settings.judge_model,
                                 base_url=settings.credentialed_url("judge_base_url"), env=env,
                                 api_key=settings.judge_api_key)
@@ -46,8 +50,6 @@ def build_judge(settings: Settings, runtime: Runtime | None, env: Mapping[str, s
                                   max_bytes=int(settings.judge_shared_cache_max_mb * 1024 * 1024))
     batch, notice = None, None
     if settings.judge_mode == "batch":
-        from evalgate.judges.batch import BatchJudge, batch_refusal
-
         notice = batch_refusal(settings.judge_mode, provider.name, env, settings.max_cost)
         if notice is None:
             batch = BatchJudge(service, settings.output_path, deadline_s=settings.judge_batch_deadline_seconds,
@@ -67,9 +69,6 @@ def default_metric_temperatures() -> dict[str, float]:
 def metric_temperatures(settings: Settings) -> dict[str, float]:
     """Judged metric → temperature: ``judge_temperatures`` entries, then ``default_metric_temperatures()``;
     metrics in neither use ``judge_temperature``. Unknown or non-judged metric names are a ``UserError``."""
-    from evalgate.config.suite import validate_metric_names
-    from evalgate.judges.prompts import METRIC_TEMPLATES
-
     validate_metric_names(settings.judge_temperatures, METRIC_TEMPLATES, "judge_temperatures (judged metrics only)")
     return {**default_metric_temperatures(), **settings.judge_temperatures}
 
@@ -77,8 +76,6 @@ def metric_temperatures(settings: Settings) -> dict[str, float]:
 def template_temperatures(settings: Settings) -> dict[str, float]:
     """Template name → temperature. Metrics scored by one call (answer_quality, factual_correctness and
     completeness share one template) must agree, else ``UserError``."""
-    from evalgate.judges.prompts import METRIC_TEMPLATES
-
     temperatures = metric_temperatures(settings)
     chosen: dict[str, tuple[float, str]] = {}
     for metric, temperature in sorted(temperatures.items()):
@@ -103,8 +100,6 @@ def build_simulator(settings: Settings, runtime: Runtime, env: Mapping[str, str]
     judge's provider; None without a judge provider (simulated users then error their cases)."""
     if judge is None:
         return None
-    from evalgate.judges.client import ChatService
-    from evalgate.judges.simulator import UserSimulator
 
     if not settings.simulator_model or settings.simulator_model == judge.model:
         return UserSimulator(judge.service, temperature=settings.judge_temperature, seed=settings.judge_seed)

@@ -61,8 +61,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evalgate.judges.client import Sample
     from evalgate.judges.prompts import RenderedPrompt
+    from evalgate.judges.samples import Sample
     from evalgate.model import CaseResult
 
 CHECKS = ("empty_reasoning", "fence_echo", "placeholder_reasoning", "copied_prompt", "json_debris",

@@ -20,7 +20,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
+from evalgate.judges.health import cause_of
+from evalgate.judges.prompts import (
+    JudgeTemplate,
+    PromptInputs,
+    RenderedPrompt,
+    environment,
+    system_prompt,
+    template_version,
+)
 from evalgate.model import MetricUnavailable
+from evalgate.targets.recorded import answer_from_case
 
 if TYPE_CHECKING:
     from evalgate.judges.client import JudgeClient
@@ -55,15 +65,10 @@ def _values(verdict: PairwiseVerdict, inputs: PromptInputs) -> Values:
 
 
 def pairwise_template() -> Any:
-    from evalgate.judges.prompts import JudgeTemplate
-
     return JudgeTemplate("pairwise", PairwiseVerdict, _values)
 
 
 def render_pair(metric: Metric, case: Case, answer_a: str, answer_b: str) -> RenderedPrompt:
-    from evalgate.judges.prompts import PromptInputs, RenderedPrompt, environment, system_prompt, template_version
-    from evalgate.targets.recorded import answer_from_case
-
     info = metric.info if isinstance(metric.info, dict) else {}
     rubric = str(info.get("criteria") or metric.description or metric.name)
     user = environment().get_template(PAIRWISE_FILE).render(
@@ -78,8 +83,6 @@ def render_pair(metric: Metric, case: Case, answer_a: str, answer_b: str) -> Ren
 async def ask(judge: JudgeClient, prompt: RenderedPrompt) -> tuple[Choice, str, tuple[str, str] | None]:
     """One order's preference: ``A``, ``B`` or ``tie``, its reasoning, and (cause, reply text) when the reply is
     no evidence (unreadable, failed or unhealthy: then the preference is ``tie`` with why)."""
-    from evalgate.judges.health import cause_of
-
     try:
         sample = await judge.once(prompt)
     except MetricUnavailable as exc:

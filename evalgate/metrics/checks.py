@@ -13,11 +13,14 @@ receives: read-only, their attributes named like the dataset keys, independent o
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import math
 import re
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, entry_points, packages_distributions, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
@@ -183,9 +186,6 @@ def code_identity(fn: Callable[..., Any]) -> str:
     ``file://`` reference, a module of the checkout or of an installed package) and, when an installed
     distribution provides its top-level package, ``name==version``. Modules the file imports are not
     included (docs/security.md)."""
-    import hashlib
-    import sys
-
     parts: list[str] = []
     module_name = str(getattr(fn, "__module__", "") or "")
     module = sys.modules.get(module_name)
@@ -212,8 +212,6 @@ def _distributions() -> dict[str, list[str]]:
     """Top-level package → installed distributions providing it (read once per process)."""
     global _DISTRIBUTIONS
     if _DISTRIBUTIONS is None:
-        from importlib.metadata import packages_distributions
-
         try:
             _DISTRIBUTIONS = {key: list(value) for key, value in packages_distributions().items()}
         except Exception:  # a broken installed distribution must not stop the run
@@ -222,8 +220,6 @@ def _distributions() -> dict[str, list[str]]:
 
 
 def _version(name: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version(name)
     except (PackageNotFoundError, ValueError):
@@ -282,15 +278,11 @@ def error_line(exc: BaseException) -> str:
 
 def plugin_names() -> list[str]:
     """Names registered in the ``evalgate.metrics`` entry-point group of the installed packages."""
-    from importlib.metadata import entry_points
-
     return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
 
 
 def load_plugin(name: str, where: str) -> Any | None:
     """The object the installed plug-in ``name`` exports, or None when no package registers it."""
-    from importlib.metadata import entry_points
-
     found = list(entry_points(group=ENTRY_POINT_GROUP, name=name))
     if not found:
         return None

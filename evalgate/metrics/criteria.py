@@ -33,7 +33,7 @@ from evalgate.metrics.registry import (
 from evalgate.model import DEFAULT_JUDGE_FIELDS
 
 if TYPE_CHECKING:
-    from evalgate.model import Answer, Case, MetricDeclaration, _JudgedParts
+    from evalgate.model import Answer, Case, JudgedParts, MetricDeclaration
 
 FAMILY = "criteria"
 DEFAULT_RUBRIC: tuple[tuple[float, str], ...] = (
@@ -101,7 +101,7 @@ def implied_fields(criteria: str) -> tuple[str, ...]:
     return DEFAULT_JUDGE_FIELDS
 
 
-def definition_of(name: str, parts: _JudgedParts, origin: str) -> CriteriaDefinition:
+def definition_of(name: str, parts: JudgedParts, origin: str) -> CriteriaDefinition:
     """The ``CriteriaDefinition`` of a declaration (or an inline ``assert:`` entry) named ``name``."""
     assert parts.criteria is not None
     rubric = (tuple((band.score, band.description) for band in parts.rubric) if parts.rubric else DEFAULT_RUBRIC)

@@ -13,10 +13,14 @@ as they are): plans are cached per such shape (``evalgate.runner.setup.case_shap
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+import evalgate.metrics as package
 from evalgate.model import MetricSkipped, MetricUnavailable, Score
 
 if TYPE_CHECKING:
@@ -187,8 +191,6 @@ def in_scope(case: Case, categories: tuple[str, ...] | None, tags: tuple[str, ..
 
 
 def _arity(fn: Callable[..., Any]) -> int:
-    import inspect
-
     return len(inspect.signature(fn).parameters)
 
 
@@ -214,10 +216,7 @@ def load_builtin_metrics() -> None:
     if _LOADED:
         return
     _LOADED = True
-    import importlib
-    import pkgutil
 
-    import evalgate.metrics as package
 
     for info in pkgutil.iter_modules(package.__path__):
         if info.name not in {"registry", "options", "text"}:

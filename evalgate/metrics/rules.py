@@ -126,7 +126,7 @@ def count_answer_tokens(text: str) -> tuple[int, str]:
     """Tokens in ``text`` and how they were counted: ``evalgate.text.tokens.count_tokens`` (its
     tokenizer's name), or ``len(text) // 4`` (``chars/4``) when that module cannot be imported."""
     try:
-        from evalgate.text.tokens import count_tokens
+        from evalgate.text.tokens import count_tokens  # optional: chars/4 without the tokenizer module
     except ImportError:
         return len(text) // 4, "chars/4"
     counted = count_tokens(text)

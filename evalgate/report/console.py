@@ -17,6 +17,7 @@ from evalgate.report.progress import MAX_FAILED_LISTED
 from evalgate.report.view import (
     calibration_label,
     format_threshold,
+    gate_changes_view,
     is_number,
     judge_view,
     not_scored_view,
@@ -71,8 +72,6 @@ def metric_mark(row: dict[str, Any]) -> str:
 def _render_gate_changes(document: dict[str, Any], console: Console) -> None:
     """One line: what the run loosened against its base run's gate policy (``gate.loosened``), or that the base
     run's policy is unknown."""
-    from evalgate.report.view import gate_changes_view
-
     view = gate_changes_view(document)
     if view is None:
         return

@@ -27,6 +27,8 @@ from typing import Any
 
 from evalgate.errors import UserError
 from evalgate.report.view import importance, is_critical, is_failing
+from evalgate.store.reader import SQLITE_HEADER, check_document, open_input, split_run_spec
+from evalgate.store.results_json import StreamedDocument
 
 KEEP_FAILING = 2_000
 """Failed/errored records kept (the PR comment shows at most a few hundred; annotations at most 10)."""
@@ -107,9 +109,6 @@ def digest_records(head: dict[str, Any], records: Iterable[Any], *, keep_failing
 def load_digest(spec: str | Path, *, keep_failing: int = KEEP_FAILING, keep_cases: int = 0) -> dict[str, Any]:
     """The digest of a results.json file, or of a run of a SQLite file (``FILE#RUN_ID``, else its newest
     finished run), read in bounded memory; a ``UserError`` naming the file for anything unreadable."""
-    from evalgate.store.reader import SQLITE_HEADER, check_document, open_input, split_run_spec
-    from evalgate.store.results_json import StreamedDocument
-
     path, _ = split_run_spec(spec)
     if not path.is_file():
         raise UserError("results file not found", where=str(spec))

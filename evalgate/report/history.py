@@ -120,7 +120,7 @@ def history_figure(history: History, metrics: Sequence[str], pyplot: Any) -> Any
     both x axes labelled with concise dates."""
     chosen = _plot_metrics(history, metrics)
     figure, (top, bottom) = pyplot.subplots(2, 1, figsize=(10, 7), constrained_layout=True)
-    import matplotlib.dates as mdates
+    import matplotlib.dates as mdates  # optional: the plot extra (matplotlib)
 
     runs = sorted(history.runs, key=lambda r: r.timestamp)
     times = [_as_datetime(r.timestamp) for r in runs]
@@ -155,11 +155,11 @@ def history_figure(history: History, metrics: Sequence[str], pyplot: Any) -> Any
 
 def _pyplot() -> Any:
     try:
-        import matplotlib
+        import matplotlib  # optional: the plot extra (matplotlib)
     except ImportError:
         raise UserError("plotting needs matplotlib: pip install 'evalgate-action[plot]'", where="--plot") from None
     matplotlib.use("Agg")
-    import matplotlib.pyplot as pyplot
+    import matplotlib.pyplot as pyplot  # optional: the plot extra (matplotlib)
 
     return pyplot
 

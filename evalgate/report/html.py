@@ -165,15 +165,15 @@ def _case_view(case: Mapping[str, Any], position: int) -> dict[str, Any]:
         "category": case.get("category"),
         "difficulty": case.get("difficulty"),
         "tags": [str(t) for t in case.get("tags") or []],
-        "description": _text(case.get("description")),
-        "error": _text(case.get("error")),
-        "input": _text(case.get("input")),
-        "output": _text(case.get("output")),
-        "expected": _json_text(expected) if expected else None,
-        "answer": _json_text(other) if (other := {k: v for k, v in answer.items() if k != "trace"}) else None,
+        "description": shown_text(case.get("description")),
+        "error": shown_text(case.get("error")),
+        "input": shown_text(case.get("input")),
+        "output": shown_text(case.get("output")),
+        "expected": shown_json(expected) if expected else None,
+        "answer": shown_json(other) if (other := {k: v for k, v in answer.items() if k != "trace"}) else None,
         "trace": trace_view(answer.get("trace")),
         "metrics": [
-            {**row, "status": str(row["status"] or "unknown"), "reason": _text(row["reason"])}
+            {**row, "status": str(row["status"] or "unknown"), "reason": shown_text(row["reason"])}
             for row in case_metrics(case)
         ],
         "num_tokens": case.get("num_tokens"),
@@ -234,9 +234,11 @@ def _dataset_text(entry: Any) -> str:
     return str(entry)
 
 
-def _text(value: Any) -> str | None:
+def shown_text(value: Any) -> str | None:
+    """A text field as a report shows it: None when empty, else cut at ``TEXT_LIMIT`` characters."""
     return None if value in (None, "") else truncate(str(value), TEXT_LIMIT)
 
 
-def _json_text(value: Any) -> str:
+def shown_json(value: Any) -> str:
+    """A structured field as indented JSON, cut at ``TEXT_LIMIT`` characters."""
     return truncate(json.dumps(value, indent=2, ensure_ascii=False, default=str), TEXT_LIMIT)

@@ -13,6 +13,9 @@ import time
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from evalgate.report.view import case_why
+from evalgate.safety.redact import redact
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -25,8 +28,6 @@ MAX_FAILED_LISTED = 25
 def _why(result: CaseResult) -> list[str]:
     """The same one-line reasons as the PR comment (:func:`evalgate.report.view.case_why`, read from the
     metric results without dumping the whole case), the case's error first and whole."""
-    from evalgate.report.view import case_why
-
     metrics = {name: {"status": str(metric.status), "value": metric.value, "details": metric.details,
                       "reason": metric.reason,
                       "threshold": metric.threshold.model_dump() if metric.threshold is not None else None}
@@ -153,8 +154,6 @@ class PlainProgress:
 
 def retry_line(notice: Any) -> str:
     """``[evalgate] retry 1/3 in 0.8s: POST http://…: HTTP 503: Service unavailable`` (redacted, one line)."""
-    from evalgate.safety.redact import redact
-
     reason = " ".join(str(notice.reason).split())[:RETRY_REASON_CHARS]
     return redact(f"[evalgate] retry {notice.attempt}/{notice.attempts - 1} in {notice.delay:.2g}s: "
                   f"{notice.what}: {reason}")
@@ -182,7 +181,13 @@ class RichProgress:
     plain lines)."""
 
     def __init__(self, total: int, console: Console) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (  # lazy: rich's live display only on a terminal
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.live: Live | None = None
         self.progress = Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -225,8 +230,8 @@ class RichProgress:
 
 def live_column(owner: RichProgress) -> Any:
     """A rich column showing ``owner.status()`` (read at every refresh)."""
-    from rich.progress import ProgressColumn
-    from rich.text import Text
+    from rich.progress import ProgressColumn  # lazy: rich's live display only on a terminal
+    from rich.text import Text  # lazy: rich's live display only on a terminal
 
     class LiveColumn(ProgressColumn):
         def render(self, task: Any) -> Text:
@@ -241,7 +246,7 @@ def make_progress(mode: str, total: int, quiet: bool = False, every_seconds: flo
         return None
     tty = sys.stderr.isatty()
     if mode == "rich" or (mode == "auto" and tty):
-        from rich.console import Console
+        from rich.console import Console  # lazy: rich's live display only on a terminal
 
         return RichProgress(total, Console(file=sys.stderr))
     return PlainProgress(total, every_seconds=every_seconds)

@@ -16,7 +16,9 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from evalgate.model import THRESHOLD_SYMBOLS
+from evalgate.report.escape import truncate
 from evalgate.text.numbers import score
+from evalgate.verdict.gate import reason_rank
 
 RISK_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3}
 FAILED_STATUSES = ("failed", "errored")
@@ -509,8 +511,6 @@ def gate_changes_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
     ``{items[] (one line each, truncated), omitted, mode, approved_by, note, dataset}`` (``dataset``: the cases
     added, edited and removed against the base run, ``gate.dataset_changes``); None when nothing was loosened
     and there is nothing to say."""
-    from evalgate.report.escape import truncate
-
     gate = results.get("gate")
     if not isinstance(gate, Mapping):
         return None
@@ -798,8 +798,6 @@ def why_line(name: str, value: Any, threshold: str | None, status: Any, details:
 def case_why(case: Mapping[str, Any], statuses: Collection[str] = ("failed", "errored", "unavailable")) -> list[str]:
     """One ``why_line`` per problem metric of a case record, failed metrics first (rules and safety before
     quality scores, latency last: ``verdict.gate.reason_rank``); the error when it errored."""
-    from evalgate.verdict.gate import reason_rank
-
     rows = []
     for name, m in (case.get("metrics") or {}).items():
         if isinstance(m, Mapping) and m.get("status") in statuses:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalgate.calls.executor import Runtime
+from evalgate.calls.runtime import Runtime
 from evalgate.config.settings import Settings
 from evalgate.config.trust import untrusted_checkout
 from evalgate.dataset.labels import LabelledExample, load_labels

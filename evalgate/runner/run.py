@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.calls.costs import add_spend
-from evalgate.calls.executor import Runtime
+from evalgate.calls.runtime import Runtime
 from evalgate.config.budget import parse_budget
 from evalgate.config.sections import AnswerSettings, GateSettings, RecordSettings, SelectionSettings
 from evalgate.config.settings import Settings

@@ -38,7 +38,7 @@ def check_yaml(text: str, *, max_depth: int = MAX_DEPTH) -> None:
     """Raise ``StructureError`` when ``text`` nests deeper than ``max_depth`` or its aliases expand past
     the budget (module docstring). Syntax errors are left to the loader that follows (this pass stops
     quietly at the first one)."""
-    import yaml
+    import yaml  # lazy: pyyaml (~25 ms) only for YAML files
 
     # libyaml's event parser; without libyaml, PyYAML's pure-Python one (also non-recursive)
     parser_class: Any = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
@@ -107,7 +107,7 @@ def load_yaml(text: str) -> Any:
     """``yaml.safe_load`` after ``check_yaml`` (C loader when available): raises ``StructureError`` or
     ``yaml.YAMLError``; a RecursionError or another exception PyYAML raises on odd input becomes a
     ``yaml.YAMLError`` too."""
-    import yaml
+    import yaml  # lazy: pyyaml (~25 ms) only for YAML files
 
     check_yaml(text)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.errors import UserError
+from evalgate.store.reader import open_input
 from evalgate.store.safe import READ_TABLES, open_checked
+from evalgate.store.schema import migrate
 
 Connection = sqlite3.Connection
 """A read-only connection to a results database, as ``open_results`` gives it (for callers outside store/)."""
@@ -258,9 +260,6 @@ def import_results_json(source: Path, target: Path) -> str:
     results database at ``target`` — a scratch file of the viewer's own, never the user's — so a results.json
     is browsed with the same queries as a database. Returns the run id; ``UserError`` naming ``source`` when
     it is not a results document."""
-    from evalgate.store.reader import open_input
-    from evalgate.store.schema import migrate
-
     run = open_input(source)
     document = run.document
     run_id = str(document.get("run_id") or source.stem)

@@ -13,6 +13,7 @@ no record, and an unreadable one is reported as a notice by the caller (``Calibr
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Iterable
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.errors import UserError
+from evalgate.store.sqlite import open_database
 
 FILE_SCHEMA = "evalgate-calibration/1"
 DEFAULT_FILE = "judge-calibration.json"
@@ -31,8 +33,6 @@ class CalibrationFileError(Exception):
 
 def record_digest(record: dict[str, Any]) -> str:
     """16 hex digits of sha256 over the record as stored (canonical JSON): which record admitted a judge."""
-    import hashlib
-
     text = json.dumps(record, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -84,8 +84,6 @@ def write_file(path: Path, records: Iterable[dict[str, Any]]) -> None:
 
 def save(db_path: Path, records: Iterable[dict[str, Any]]) -> None:
     """Append ``records`` to the database's ``eg_calibrations`` (created or migrated as a run's writer does)."""
-    from evalgate.store.sqlite import open_database
-
     rows = [(str(r["metric"]), str(r["key"]), str(r["created"]), str(r["judge"]),
              json.dumps(r, ensure_ascii=False, sort_keys=True)) for r in records]
     connection = open_database(db_path)

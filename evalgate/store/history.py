@@ -31,6 +31,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from evalgate.errors import UserError
+from evalgate.store.outdir import holder_alive
 from evalgate.store.safe import READ_TABLES, UntrustedSchema, open_checked
 
 CASE_PASSED = "case_passed"
@@ -234,8 +235,6 @@ def query_runs(db: Database, limit: int) -> list[RunRow]:
 def incomplete_row(db: Database, run: RunRow) -> RunRow:
     """A ``running`` row whose run no longer holds its output directory's lock (killed: SIGKILL, a lost
     machine) as ``incomplete``, with the cases it stored (``store.outdir.holder_alive``)."""
-    from evalgate.store.outdir import holder_alive
-
     found = next(db.query("SELECT document FROM eg_runs WHERE run_id = ?", (run.run_id,)), None)
     try:
         marker = json.loads(found["document"]) if found else None

@@ -21,6 +21,7 @@ import errno
 import json
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -91,8 +92,6 @@ class OutputLock:
                                     "finish, run with --wait (wait: true), or give another output directory",
                                     where=where) from None
                 if not told:
-                    import sys
-
                     print(f"evalgate: waiting for {holder} to release {self.directory}", file=sys.stderr, flush=True)
                     told = True
                 if check is not None:

@@ -21,6 +21,7 @@ from evalgate.model import CaseResult
 from evalgate.safety.redact import redact
 from evalgate.store.judge_cache import CACHE_FILE as JUDGE_CACHE_FILE
 from evalgate.store.results_json import SCHEMA_VERSION, StreamedDocument, StreamError
+from evalgate.store.safe import READ_TABLES, open_checked
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -161,9 +162,8 @@ def open_readonly(path: Path, where: str) -> Database:
     """``path`` opened read-only through sqlite-utils (a read never creates, migrates or locks for writing).
     sqlite-utils is imported here, not with this module: a run that reads a results.json baseline never
     pays for it."""
-    from sqlite_utils import Database
+    from sqlite_utils import Database  # lazy: sqlite-utils (~1 s) only when a database is read
 
-    from evalgate.store.safe import READ_TABLES, open_checked
 
     try:
         return Database(open_checked(path, READ_TABLES))

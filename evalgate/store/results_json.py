@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from evalgate.errors import UserError
+
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "results.schema.json"
 COPY_CHUNK = 1 << 20
@@ -110,8 +112,6 @@ def write_results(path: Path, document: dict[str, Any], spool: CaseSpool, run_id
     """Write ``document`` with ``results`` streamed from ``spool``; atomic replace of ``path`` (through
     ``results.json.<run_id>.tmp``, a name no other run uses)."""
     if path.exists() and not path.is_file():
-        from evalgate.errors import UserError
-
         raise UserError("is not a file (a directory or another kind of file is in the way); remove it or choose "
                         "another output directory", where=str(path))
     tmp = path.with_name(f"{path.name}.{run_id}.tmp" if run_id else path.name + ".tmp")

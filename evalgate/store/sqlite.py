@@ -30,6 +30,7 @@ from typing import Any
 from evalgate.errors import UserError
 from evalgate.model import STATUS_TEXT, CaseResult, MetricStatus
 from evalgate.safety.redact import redact
+from evalgate.store.outdir import holder_alive
 from evalgate.store.safe import RESULTS_TABLES, check_results_file, harden, set_aside
 from evalgate.store.schema import migrate
 
@@ -210,8 +211,6 @@ def case_passed_json(status: str, error: str | None) -> str:
 def mark_incomplete(connection: sqlite3.Connection) -> int:
     """Rewrite the ``running`` rows of runs that no longer hold their lock (``store.outdir.holder_alive``:
     killed) as ``incomplete``, with the cases they stored; returns how many."""
-    from evalgate.store.outdir import holder_alive
-
     changed = 0
     for run_id, text in connection.execute("SELECT run_id, document FROM eg_runs WHERE status = 'running'").fetchall():
         try:

@@ -44,7 +44,7 @@ from evalgate.targets.mapping import ResponseMap
 from evalgate.traces.context import trace_env
 
 if TYPE_CHECKING:
-    from evalgate.calls.executor import Runtime
+    from evalgate.calls.runtime import Runtime
     from evalgate.config.settings import Settings
     from evalgate.model import Case
     from evalgate.targets.base import TargetCall

@@ -4,10 +4,16 @@ before any case runs)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evalgate.calls.executor import Runtime
+from evalgate.calls.runtime import Runtime
+from evalgate.config.references import is_reference
 from evalgate.errors import UserError
+from evalgate.targets.command import CommandTarget
+from evalgate.targets.custom import CustomTarget
+from evalgate.targets.http import HttpTarget
+from evalgate.targets.openai_chat import OpenAIChatTarget
 from evalgate.targets.recorded import RecordedTarget
 
 if TYPE_CHECKING:
@@ -21,24 +27,13 @@ def build_target(settings: Settings, runtime: Runtime | None, env: Mapping[str, 
         return RecordedTarget(settings.outputs_file)
     runtime = runtime or Runtime.from_settings(settings)
     if settings.target == "http":
-        from evalgate.targets.http import HttpTarget
-
         return HttpTarget.from_settings(settings, runtime, env)
     if settings.target == "openai":
-        from evalgate.targets.openai_chat import OpenAIChatTarget
-
         return OpenAIChatTarget.from_settings(settings, runtime, env)
     if settings.target == "command":
-        from evalgate.targets.command import CommandTarget
-
         return CommandTarget.from_settings(settings, runtime)
-    from evalgate.config.references import is_reference
 
     if is_reference(settings.target):
-        from pathlib import Path
-
-        from evalgate.targets.custom import CustomTarget
-
         base = Path(settings.config).parent if settings.config else None
         return CustomTarget.from_reference(settings.target, settings.target_options, base)
     raise UserError(f"unknown target kind {settings.target!r}", where="target")

@@ -19,8 +19,9 @@ import jinja2
 
 from evalgate.calls.chat import ChatService
 from evalgate.calls.costs import check_budget_pricing
-from evalgate.calls.executor import CallFailed, Runtime
+from evalgate.calls.executor import CallFailed
 from evalgate.calls.providers import ProviderConfig, resolve_provider
+from evalgate.calls.runtime import Runtime
 from evalgate.model import Answer
 from evalgate.safety.redact import redact
 from evalgate.targets.http import case_context, compile_template

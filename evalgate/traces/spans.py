@@ -20,6 +20,8 @@ Both raise ``SpanDecodeError`` with one line saying what is wrong.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -104,8 +106,6 @@ def _hex_id(value: Any, size: int) -> str:
     text = value.strip().lower()
     if len(text) == 2 * size and all(c in "0123456789abcdef" for c in text):
         return text
-    import base64
-    import binascii
 
     try:
         raw = base64.b64decode(value, validate=True)
@@ -267,8 +267,8 @@ def _proto_attributes(items: Any, depth: int = 0, keep: tuple[str, ...] | None =
 
 def parse_protobuf(body: bytes) -> list[Span]:
     """Spans of an OTLP/protobuf ``ExportTraceServiceRequest``."""
-    from google.protobuf.message import DecodeError
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from google.protobuf.message import DecodeError  # lazy: protobuf (~60 ms) only when traces are received
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # lazy: protobuf
 
     request = ExportTraceServiceRequest()
     try:

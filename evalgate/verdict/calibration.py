@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from evalgate.model import Threshold
 from evalgate.verdict.stats import mcnemar_one_sided
 
 BOOTSTRAP_RESAMPLES = 2000
@@ -77,7 +78,7 @@ def nominal_kappa_interval(labels: Sequence[str], verdicts: Sequence[str], *, re
                            seed: int = BOOTSTRAP_SEED) -> tuple[float, float] | None:
     """95 % percentile-bootstrap interval of ``nominal_kappa`` (pairs resampled with replacement; resamples where κ
     is undefined are left out)."""
-    import numpy as np
+    import numpy as np  # lazy: numpy (~0.1 s) only for bootstrap and exact statistics
 
     n = len(labels)
     if n < 2:
@@ -132,7 +133,7 @@ def kappa_interval(labels: Sequence[bool], verdicts: Sequence[bool], *, resample
                    seed: int = BOOTSTRAP_SEED) -> tuple[float, float] | None:
     """95 % percentile-bootstrap interval of κ over the pairs (None when fewer than 2 pairs or no resample
     has a defined κ). Each resample needs only its four cell counts, so it is a multinomial draw."""
-    import numpy as np
+    import numpy as np  # lazy: numpy (~0.1 s) only for bootstrap and exact statistics
 
     n = len(labels)
     if n < 2:
@@ -321,8 +322,6 @@ def recompute(record: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     the ``confusion`` counts (κ, accuracy and their intervals follow from the four cells; Spearman and Kendall
     need the values, so they are None). A record with neither has no labels: n = 0, κ undefined. Floats agree
     within 5·10⁻⁴ (records round to 4 places)."""
-    from evalgate.model import Threshold
-
     found = dict(record)
     if str(record.get("metric", "")).startswith("pairwise:"):
         fresh = _recompute_preferences(record)

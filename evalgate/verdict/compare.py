@@ -732,7 +732,7 @@ def _paired_values(
 ) -> tuple[np.ndarray, np.ndarray, bool]:
     """Values of ``name`` on the shared cases that have one in both runs, as (base, head) float64 arrays (8
     bytes a pair), and whether every one of them is 0 or 1 on every repeat (a 0/1 metric: McNemar applies)."""
-    import numpy as np
+    import numpy as np  # lazy: numpy (~0.1 s) only for bootstrap and exact statistics
 
     before, after = array("d"), array("d")
     binary = True
@@ -761,7 +761,7 @@ def _metric_block(
     """One row of ``comparison.metrics`` from at least one pair: the delta, its BCa interval, and the
     one-sided p-values of "worse by more than the tolerance" (``p_value``) and "better by more than it"
     (``p_improvement``). ``regression``/``improvement``/``verdict`` are filled by ``_decide``."""
-    import numpy as np
+    import numpy as np  # lazy: numpy (~0.1 s) only for bootstrap and exact statistics
 
     base_values, head_values, binary = _paired_values(name, base_cases, head_cases, shared)
     n = len(base_values)

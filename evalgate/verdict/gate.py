@@ -17,6 +17,7 @@ Rules (documented in docs/gate.md):
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -25,8 +26,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_PASS, UserError
+from evalgate.metrics.registry import judge_dependent
 from evalgate.model import CaseStatus, MetricResult, MetricStatus, Threshold, trusted
 from evalgate.text.numbers import score
+from evalgate.verdict.aggregate import NOT_JUDGED
 
 if TYPE_CHECKING:
     from evalgate.metrics.registry import Metric
@@ -77,8 +80,6 @@ def resolve_thresholds(
 
 
 def _suggest(name: str, known: Mapping[str, Any]) -> str:
-    import difflib
-
     close = difflib.get_close_matches(name, list(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
@@ -215,7 +216,6 @@ def judge_metric_sets(metrics: Mapping[str, Metric], thresholds: Mapping[str, Th
     those among them the gate depends on: gated themselves, or read by a gated metric (``depends_on``)."""
     if not judging:
         return frozenset(), frozenset()
-    from evalgate.metrics.registry import judge_dependent
 
     judged = frozenset(name for name, metric in metrics.items() if metric.uses_judge)
     evidence = judge_evidence(judge_dependent(metrics), thresholds)
@@ -324,8 +324,6 @@ def nothing_decided_reason(aggregate: RunAggregate) -> str | None:
     """The gate reason when cases ran but none was decided and judged metrics were not judged (the judge's key
     was absent: ``runner.missing``): a suite whose only gate is a judged metric never passes on no evidence.
     Read from the metrics' skip reasons, so a merge of shards decides as the unsharded run."""
-    from evalgate.verdict.aggregate import NOT_JUDGED
-
     if aggregate.total_test_cases == 0 or aggregate.total_passed + aggregate.total_failed + aggregate.total_errored:
         return None
     why = next((t.first_reason["skipped"] for _, t in sorted(aggregate.metrics.items())

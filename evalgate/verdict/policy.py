@@ -33,6 +33,8 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from evalgate.verdict.calibration import calibration_loosenings
+
 POLICY_VERSION = 2
 ID_LIST_LIMIT = 1000
 """Most case ids a snapshot lists (beyond: count and digest only)."""
@@ -161,7 +163,6 @@ def loosenings(base: Mapping[str, Any] | None, head: Mapping[str, Any],
     _optional(base, head, add)
     _run_settings(base, head, add)
     _cases(base, head, removed, add, cases if isinstance(cases, Mapping) else {})
-    from evalgate.verdict.calibration import calibration_loosenings
 
     for item in calibration_loosenings(base, head):  # a calibration file the pull request added or edited
         add("calibration_changed", item["setting"], item["before"], item["after"], item["text"], item["origin"])

@@ -88,7 +88,7 @@ def exit_probabilities(bounds: Sequence[float], fractions: Sequence[float]) -> l
     """Under H0, P(first crossing at look k) for z-bounds ``bounds`` at ``fractions`` (Brownian motion
     S(t), Zₖ = S(tₖ)/√tₖ): look 1 exactly, later looks by trapezoidal integration of S's density over the
     continuation region (Armitage–McPherson–Rowe recursion; grid step 0.01·√Δt, error < 1e-6)."""
-    import numpy as np
+    import numpy as np  # lazy: numpy (~0.1 s) only for bootstrap and exact statistics
 
     global _ERFC
     if _ERFC is None:

@@ -126,7 +126,7 @@ def _deviance(x: float, mean: float) -> float:
 
 
 def _finite_array(values: Sequence[float], name: str) -> np.ndarray:
-    import numpy as np
+    import numpy as np  # lazy: numpy (~0.1 s) only for bootstrap and exact statistics
     x = np.asarray(values, dtype=np.float64)
     if x.ndim != 1:
         raise ValueError(f"{name} must be a flat sequence of numbers")
@@ -146,7 +146,7 @@ def _bootstrap_means(x: np.ndarray, resamples: int, seed: int, work_limit: int) 
     """``resamples`` bootstrap means of ``x`` (multinomial over distinct values or gathered, whichever is
     cheaper, seeded); None when both exceed ``work_limit`` (the caller's Cornish–Fisher expansion stands in).
     Their (1∓confidence)/2 quantiles are the percentile interval that ``bca_mean_ci`` corrects."""
-    import numpy as np
+    import numpy as np  # lazy: numpy (~0.1 s) only for bootstrap and exact statistics
     values, counts = np.unique(x, return_counts=True)
     gather_work = x.size * resamples
     multinomial_work = _MULTINOMIAL_CELL_COST * values.size * resamples
@@ -169,7 +169,7 @@ def _multinomial_means(
 
 def _gather_means(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
     """Resample means via n uniform index draws per resample, in chunks of ~4M elements."""
-    import numpy as np
+    import numpy as np  # lazy: numpy (~0.1 s) only for bootstrap and exact statistics
     n = x.size
     per_chunk = max(1, _CHUNK_ELEMENTS // n)
     means = np.empty(resamples, dtype=np.float64)
@@ -182,7 +182,7 @@ def _gather_means(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np
 
 def _cornish_fisher_interval(x: np.ndarray, tail: float) -> tuple[float, float]:
     """Quantiles of the bootstrap mean's distribution from its first three moments (module doc)."""
-    import numpy as np
+    import numpy as np  # lazy: numpy (~0.1 s) only for bootstrap and exact statistics
     n = x.size
     mean = float(x.mean())
     centred = x - mean
@@ -393,7 +393,7 @@ def bca_mean_ci(
     limit the percentile interval's Cornish–Fisher expansion stands in (module doc); it is second-order
     accurate like BCa. None without values; all values equal → the collapsed interval.
     """
-    import numpy as np
+    import numpy as np  # lazy: numpy (~0.1 s) only for bootstrap and exact statistics
     x = _finite_array(values, "values")
     _check_bootstrap(confidence, resamples)
     if x.size == 0:
@@ -440,7 +440,7 @@ def sign_flip_p(
     Returns (p, "exact" | "Monte Carlo R=…" | "normal approximation"). On ±1 differences with shift 0 it is the one-sided exact
     McNemar test.
     """
-    import numpy as np
+    import numpy as np  # lazy: numpy (~0.1 s) only for bootstrap and exact statistics
     e = _finite_array(differences, "differences") - float(shift)
     scale = float(np.abs(e).max()) if e.size else 0.0
     e = e[np.abs(e) > scale * 1e-12]

@@ -24,10 +24,10 @@ ROUTES = {"/": "runs", "/run": "run", "/case": "case", "/compare": "compare", "/
 
 def build_app(catalog: Catalog) -> Any:
     """The ASGI application (starlette) serving ``catalog``."""
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import HTMLResponse
-    from starlette.routing import Route
+    from starlette.applications import Starlette  # optional: the view extra (starlette)
+    from starlette.requests import Request  # optional: the view extra (starlette)
+    from starlette.responses import HTMLResponse  # optional: the view extra (starlette)
+    from starlette.routing import Route  # optional: the view extra (starlette)
 
     links = pages.Links()
 
@@ -61,7 +61,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 def serve(catalog: Catalog, sock: socket.socket) -> None:
     """Serve until interrupted (Ctrl-C)."""
-    import uvicorn
+    import uvicorn  # optional: the view extra (uvicorn)
 
     config = uvicorn.Config(build_app(catalog), log_level="warning", access_log=False, lifespan="off",
                             server_header=False)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import json
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -20,7 +19,7 @@ from urllib.parse import urlencode
 import jinja2
 
 from evalgate.report.escape import truncate
-from evalgate.report.html import format_value, trace_view
+from evalgate.report.html import TEXT_LIMIT, format_value, shown_json, shown_text, trace_view
 from evalgate.report.view import (
     case_metrics,
     case_why,
@@ -44,6 +43,7 @@ from evalgate.report.view import (
     usage_view,
     verdict_view,
 )
+from evalgate.runner.api import compare_documents
 from evalgate.safety.redact import redact
 from evalgate.store import browse
 from evalgate.view.charts import PALETTE, line_chart, threshold_line
@@ -51,7 +51,6 @@ from evalgate.view.sources import Catalog
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 PAGE_SIZE = 50
-TEXT_LIMIT = 20_000
 DIFF_LIMIT = 4_000
 DIFF_CASES = 20
 TREND_RUNS = 100
@@ -178,14 +177,6 @@ def format_duration(seconds: Any) -> str:
 
 def short_commit(commit: Any) -> str:
     return str(commit)[:10] if commit else "—"
-
-
-def _text(value: Any) -> str | None:
-    return None if value in (None, "") else truncate(str(value), TEXT_LIMIT)
-
-
-def _json_text(value: Any) -> str:
-    return truncate(json.dumps(value, indent=2, ensure_ascii=False, default=str), TEXT_LIMIT)
 
 
 def _one(params: Mapping[str, str], key: str, default: str = "") -> str:
@@ -325,15 +316,15 @@ def _case_view(record: Mapping[str, Any]) -> dict[str, Any]:
         "risk_level": record.get("risk_level"), "source": record.get("source"),
         "suite": record.get("suite"), "category": record.get("category"),
         "tags": [str(t) for t in record.get("tags") or []] if isinstance(record.get("tags"), list) else [],
-        "description": _text(record.get("description")), "error": _text(record.get("error")),
+        "description": shown_text(record.get("description")), "error": shown_text(record.get("error")),
         "why": case_why(record),
-        "input": _text(record.get("input") if not isinstance(record.get("input"), dict | list)
-                       else _json_text(record.get("input"))),
-        "expected": _json_text(expected) if expected else None,
-        "output": _text(record.get("output")),
-        "answer": _json_text(other) if other else None,
-        "metrics": [{**row, "status": str(row["status"] or "unknown"), "reason": _text(row["reason"]),
-                     "explanation": _text(row["explanation"])} for row in case_metrics(record)],
+        "input": shown_text(record.get("input") if not isinstance(record.get("input"), dict | list)
+                       else shown_json(record.get("input"))),
+        "expected": shown_json(expected) if expected else None,
+        "output": shown_text(record.get("output")),
+        "answer": shown_json(other) if other else None,
+        "metrics": [{**row, "status": str(row["status"] or "unknown"), "reason": shown_text(row["reason"]),
+                     "explanation": shown_text(row["explanation"])} for row in case_metrics(record)],
         "transcript": transcript_view(record, TEXT_LIMIT),
         "trace": trace_view((answer or {}).get("trace")),
         "num_tokens": record.get("num_tokens"), "latency_ms": record.get("latency_ms"),
@@ -364,8 +355,6 @@ def compare_page(catalog: Catalog, links: Links, params: Mapping[str, str]) -> s
     """Two runs side by side through ``evalgate compare``'s own decision (``runner.api.compare_documents``):
     flipped cases first, the family of tests and metric deltas, then the answers of flipped cases side by
     side with a word diff."""
-    from evalgate.runner.api import compare_documents
-
     base_id, head_id = _one(params, "base"), _one(params, "head")
     base_index, base_doc = _run(catalog, base_id)
     head_index, head_doc = _run(catalog, head_id)

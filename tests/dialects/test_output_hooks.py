@@ -24,7 +24,8 @@ import pytest
 
 from evalgate import dialect
 from evalgate.calls.costs import CostLedger, price_table
-from evalgate.calls.executor import Executor, RetryPolicy, Runtime
+from evalgate.calls.executor import Executor, RetryPolicy
+from evalgate.calls.runtime import Runtime
 from evalgate.cli import main as cli
 from evalgate.dialect import DIALECTS, Dialect, OutputDocument, Trigger
 from evalgate.export.langfuse import score_name

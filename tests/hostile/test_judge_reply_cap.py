@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.hostile import PEAK_REPORTING
+from bench.peak import PEAK_REPORTING
 from tests.hostile.helpers import write_cases
 from tests.hostile.servers import Loopback, Out, Seen
 

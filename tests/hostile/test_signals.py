@@ -28,7 +28,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from bench.hostile import check_partial, recorded_dataset, signal_command, signals
+from bench.cases import recorded_dataset
+from bench.hostile import check_partial, signal_command, signals
 from evalgate.config.settings import build_settings
 from evalgate.errors import RunInterrupted
 from evalgate.runner import run as run_module
