@@ -7,8 +7,10 @@ Every setting has the same name everywhere: ``first_n`` is ``first_n:`` in evalg
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -17,9 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic_core import PydanticCustomError
 
 from evalgate import dialect
-from evalgate.config.suite import SUITE_KEYS, did_you_mean
+from evalgate.config.budget import parse_budget
+from evalgate.config.references import is_reference
+from evalgate.config.suite import SUITE_KEYS, did_you_mean, yaml_line
 from evalgate.errors import UserError
 from evalgate.safety.redact import register_environment, register_mapping_secrets, register_secret, split_credentials
+from evalgate.safety.structure import StructureError, load_yaml
 from evalgate.text.tokens import configure as configure_tokenizer
 
 JudgeProvider = Literal["none", "openai", "gemini", "ollama", "local"]
@@ -312,8 +317,6 @@ class Settings(BaseModel):
     @field_validator("adaptive_budget")
     @classmethod
     def _budget(cls, value: str) -> str:
-        from evalgate.config.budget import parse_budget
-
         parse_budget(value, 1)
         return value.strip()
 
@@ -380,8 +383,6 @@ class Settings(BaseModel):
     @field_validator("target")
     @classmethod
     def _target_kind(cls, value: str) -> str:
-        from evalgate.config.references import is_reference  # the test targets.factory makes too
-
         value = value.strip()
         if value in TARGET_KINDS or is_reference(value):
             return value
@@ -474,9 +475,7 @@ def config_file_layer(path: Path, notices: list[str] | None = None) -> tuple[dic
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read config file ({exc.strerror})", where=str(path)) from None
-    import yaml
-
-    from evalgate.safety.structure import StructureError, load_yaml
+    import yaml  # lazy: pyyaml (~25 ms) only when a config file is read
 
     try:
         data = load_yaml(text) or {}
@@ -569,10 +568,6 @@ def build_settings(
 
 def _with_line(origin: str) -> str:
     """``path: key`` (a setting read from a config file) → ``path:line: key``, for messages."""
-    import re
-
-    from evalgate.config.suite import yaml_line
-
     found = re.match(r"^(?P<path>.+\.ya?ml): (?P<key>[\w-]+)$", origin)
     if not found or not Path(found["path"]).is_file():
         return origin
@@ -582,9 +577,6 @@ def _with_line(origin: str) -> str:
 
 def _choice_hint(error: Any) -> str:
     """`` (did you mean 'openai'?)`` for a value that is not one of a setting's choices."""
-    import difflib
-    import re
-
     if error.get("type") not in ("literal_error", "enum"):
         return ""
     choices = re.findall(r"'([^']*)'", str((error.get("ctx") or {}).get("expected", "")))

@@ -37,6 +37,7 @@ from evalgate import dialect
 from evalgate.config.options import MetricOptions
 from evalgate.errors import UserError
 from evalgate.model import THRESHOLD_OPS, MetricDeclaration, Threshold
+from evalgate.safety.structure import check_yaml
 
 SUITE_KEYS: frozenset[str] = frozenset(
     {"name", "description", "kind", "valid", "metrics", "exclude_metrics", "thresholds", "options", "category_metrics",
@@ -403,9 +404,7 @@ def yaml_line(path: Path, keys: Iterable[Any]) -> int | None:
     """1-based line of the node at ``keys`` (mapping keys and list indexes) in the YAML/JSON file at
     ``path``; the deepest node that exists when the path goes further (a mapping key's own line when the
     last key is there). Read only to point at a problem: None when the file cannot be read."""
-    import yaml
-
-    from evalgate.safety.structure import check_yaml
+    import yaml  # lazy: pyyaml (~25 ms) only to point at a line of a file with a problem
 
     try:
         text = path.read_text(encoding="utf-8-sig")

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evalgate.config.suite import yaml_line
 from evalgate.errors import UserError
 
 TRUSTED_EVENTS = frozenset({"push", "schedule", "workflow_dispatch", "release", "repository_dispatch"})
@@ -156,8 +157,6 @@ def refuse_checkout_redirects(settings: Any, reason: str | None, cwd: Path | Non
 
 def _where(origin: str, cwd: Path | None) -> str:
     """``evalgate.yaml:3: judge_base_url`` for ``/work/evalgate.yaml: judge_base_url`` (relative to ``cwd``)."""
-    from evalgate.config.suite import yaml_line
-
     path, sep, key = origin.rpartition(": ")
     if not sep or not path.endswith((".yaml", ".yml")):
         return origin
