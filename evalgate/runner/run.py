@@ -45,6 +45,7 @@ from evalgate.judges.client import JudgeClient
 from evalgate.judges.estimate import announce_estimate
 from evalgate.judges.factory import build_judge, build_simulator, metric_temperatures
 from evalgate.judges.health import HealthTally
+from evalgate.judges.prompts import METRIC_TEMPLATES
 from evalgate.metrics.registry import judge_dependent
 from evalgate.model import Case
 from evalgate.report.progress import FailureCollector
@@ -70,6 +71,7 @@ from evalgate.runner.reuse import Restored, add_reuse, restore_base_cache
 from evalgate.runner.setup import Prepared, prepare
 from evalgate.safety.redact import redact_mapping, register_environment
 from evalgate.store import reader
+from evalgate.store.history import flaky_case_ids
 from evalgate.store.outdir import OutputLock
 from evalgate.store.reader import BaselineLookup
 from evalgate.store.recorder import CaseRecorder
@@ -585,8 +587,6 @@ def _compare(run: Finishing, document: dict[str, Any]) -> tuple[list[str], dict[
 def _adaptive_sink(gate: GateSettings, db_path: Path, baseline: BaselineLookup | None,
                    downstream: RepeatSink) -> AdaptiveSink:
     """The ``repeat: adaptive`` sink over ``downstream`` with the base's run outcomes (none without a baseline)."""
-    from evalgate.store.history import flaky_case_ids  # lazy: sqlite_utils and numpy, only for repeat: adaptive
-
     records = baseline.document["results"] if baseline is not None and baseline.document is not None else []
     alpha = gate.significance_level
     plan = Plan(alpha=alpha, level=PASS_RATE_WEIGHT * alpha, requirement=gate.critical_pass_probability,
@@ -703,8 +703,6 @@ def _announce(settings: Settings, prepared: Any, judge: Any, target: Any, warnin
 
 def cold_judged_metrics(settings: Settings, prepared: Any, sample: int = 200) -> list[str]:
     """The judged metrics planned for (the first ``sample``) cases that run at temperature 0."""
-    from evalgate.judges.prompts import METRIC_TEMPLATES  # lazy: jinja2, imported in the estimate's thread
-
     temperatures = metric_temperatures(settings)
     planned = {metric.name for case in itertools.islice(prepared.cases, sample)
                for metric in prepared.plan_for(case).metrics}

@@ -26,13 +26,14 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import UserError
 from evalgate.store.outdir import holder_alive
 from evalgate.store.safe import READ_TABLES, UntrustedSchema, open_checked
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
 
 CASE_PASSED = "case_passed"
 """evalgate's per-case row in ``eval_results`` (1.0 passed, 0.0 not): its daily mean is the pass rate."""
@@ -202,6 +203,8 @@ def window(until: dt.datetime, days: float) -> tuple[str, str]:
 
 def open_history_db(path: Path) -> Database:
     """Open ``path`` read-only; it must hold the history tables ``eval_runs`` and ``eval_results``."""
+    from sqlite_utils import Database  # lazy: sqlite-utils (~240 ms) only when a database is read
+
     if not path.is_file():
         raise UserError("results database not found", where=str(path))
     try:
