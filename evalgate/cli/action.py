@@ -21,16 +21,24 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from evalgate.cli.action_merge import merge_step, shard_options
 from evalgate.cli.action_setup import ActionSetup, Emit, baseline_loader, baseline_note
+from evalgate.cli.main import build_parser, report_crash
 from evalgate.cli.options import cli_values
+from evalgate.config.references import refuse_user_code
 from evalgate.config.settings import FIELD_NAMES, Settings, build_settings
+from evalgate.config.trust import MARK, marked_untrusted, refuse_checkout_redirects
 from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USER_ERROR, Interrupt, UserError
+from evalgate.export.langfuse import LangfuseError, export_results, require_keys
+from evalgate.github.checkout import checked_out_commit, secrets_reason, untrusted_checkout
 from evalgate.github.commands import counting, error, new_stop_token, notice, warning
-from evalgate.github.context import ActionContext, read_inputs
+from evalgate.github.context import ActionContext, pull_request_labels, read_inputs
+from evalgate.github.enterprise import degrade
 from evalgate.github.masking import env_secrets, mask_all, settings_secrets
 from evalgate.github.outputs import write_outputs
+from evalgate.github.paths import confine, confine_config
 from evalgate.github.publish import (
     PUBLISH_INPUTS,
     PublishOptions,
@@ -39,10 +47,14 @@ from evalgate.github.publish import (
     parse_bool,
     publish,
 )
+from evalgate.github.relay import relay
+from evalgate.github.workspace import hand_over, missing_ancestors
+from evalgate.report import console as report_console
+from evalgate.report.progress import make_progress
+from evalgate.report.view import gate_changes_view
+from evalgate.runner.run import RunOutcome, execute
+from evalgate.runner.setup import demo_dir
 from evalgate.store.judge_cache import cache_path
-
-if TYPE_CHECKING:
-    from evalgate.runner.run import RunOutcome
 
 LIST_INPUTS = ("dataset", "case-ids", "category", "tags", "compat")
 """Inputs that take a list: one item per line or comma-separated."""
@@ -97,8 +109,6 @@ def cli_flags(argv: Sequence[str]) -> tuple[dict[str, Any], dict[str, str], list
     with the flags that set them and the notices for the seeds' spellings (``cli.options.cli_values``)."""
     if not argv:
         return {}, {}, []
-    from evalgate.cli.main import build_parser
-
     try:
         args = build_parser().parse_args(["run", *argv])
     except SystemExit:
@@ -110,8 +120,6 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
     """Inputs, context and settings; any invalid value raises ``UserError`` naming the input."""
     inputs = read_inputs(env)
     allow_pr_code = parse_bool(inputs.pop("allow-pr-code", ""), "allow-pr-code", default=False)
-    from evalgate.config.trust import MARK, marked_untrusted
-
     marked = parse_bool(inputs.pop("untrusted-checkout", ""), "untrusted-checkout", default=False) \
         or marked_untrusted(env)  # the input, or EVALGATE_UNTRUSTED_CHECKOUT in the step's env: the same mark
     settings_inputs, publish_inputs, unknown = split_inputs(inputs)
@@ -120,12 +128,8 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
     workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
     options = options_from_inputs(publish_inputs, cwd=workspace)
     ctx = ActionContext.from_env(env, pr_number=options.pr_number)
-    from evalgate.github.checkout import checked_out_commit
-
     ctx = replace(ctx, evaluated_sha=checked_out_commit(workspace))  # links point at what was evaluated
     values, origins, notices = cli_flags(argv)
-    from evalgate.github.paths import confine, confine_config
-
     confine_config(env, workspace, [(str(values.get("config") or ""), "--config"),
                                     (settings_inputs.get("config", ""), "input 'config'"),
                                     (env.get("EVALGATE_CONFIG", ""), "EVALGATE_CONFIG")])
@@ -136,15 +140,9 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
     for line in notices + settings.notices:
         emit(notice(line, title="evalgate"))
     if settings.langfuse:
-        from evalgate.export.langfuse import require_keys
-
         require_keys(settings, where="langfuse")
     settings = anchor(settings, workspace)
-    from evalgate.github.enterprise import degrade
-
     settings, options = degrade(ctx.server_url, settings, options, emit)  # Enterprise Server: notices, no failure
-    from evalgate.runner.setup import demo_dir
-
     confine(settings, env, workspace, comment_template=options.comment_template, bundled=[demo_dir()])
     guard_pr_code(ctx, settings, options, allow=allow_pr_code, emit=emit, marked=marked)
     return ActionSetup(ctx=ctx, options=options, settings=settings, suite_config=suite_config, workspace=workspace)
@@ -156,10 +154,6 @@ def guard_pr_code(ctx: ActionContext, settings: Settings, options: PublishOption
     the workflow marks ``untrusted-checkout: true``), run none of it (a ``UserError`` naming what would have run;
     references refuse to load) and let none of its settings choose where a secret is sent (``UserError`` naming
     the setting: ``config.trust.refuse_checkout_redirects``), unless ``allow-pr-code``."""
-    from evalgate.config.references import refuse_user_code
-    from evalgate.config.trust import refuse_checkout_redirects
-    from evalgate.github.checkout import secrets_reason, untrusted_checkout
-
     reason = untrusted_checkout(ctx, ctx.evaluated_sha, marked=marked)
     if reason and allow:
         emit(warning("allow-pr-code: true: the pull request's code runs with this workflow's secrets",
@@ -177,10 +171,6 @@ def guard_pr_code(ctx: ActionContext, settings: Settings, options: PublishOption
 
 def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
     """Run the pipeline and print the console report inside a ``::stop-commands::`` block."""
-    from evalgate.github.context import pull_request_labels
-    from evalgate.report.progress import make_progress
-    from evalgate.runner.run import execute
-
     settings = setup_.settings
     token = new_stop_token()
     emit(f"::stop-commands::{token}")
@@ -190,11 +180,9 @@ def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
             progress_for=lambda total: make_progress(settings.progress, total,
                                                      every_seconds=settings.progress_interval_seconds),
             baseline_loader=baseline_loader(setup_), pr_labels=pull_request_labels(setup_.ctx.event)))
-        from evalgate.report.console import make_console, render_failures, render_report
-
-        console = make_console(sys.stdout)
-        render_report(outcome.document, console, verbose=settings.verbose)
-        render_failures(outcome.failures, console)
+        console = report_console.make_console(sys.stdout)
+        report_console.render_report(outcome.document, console, verbose=settings.verbose)
+        report_console.render_failures(outcome.failures, console)
         console.print(f"Results: {outcome.results_path}  ·  SQLite: {outcome.db_path}", markup=False)
         sys.stdout.flush()
     finally:
@@ -205,8 +193,6 @@ def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
 def gate_changes_line(document: Mapping[str, Any]) -> tuple[str, str] | None:
     """``(level, message)``: one annotation for what the run loosened against its base run (a warning), or
     that the base run's gate policy is unknown (a notice); None when there is nothing to say."""
-    from evalgate.report.view import gate_changes_view
-
     view = gate_changes_view(document)
     if view is None:
         return None
@@ -227,8 +213,6 @@ def written_paths(settings: Settings) -> list[Path]:
 def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = emit_line) -> int:
     """The whole Action step; returns the exit status. Whatever happens, files written into the
     workspace end up owned by the workspace's owner (:mod:`evalgate.github.workspace`)."""
-    from evalgate.github.workspace import hand_over, missing_ancestors
-
     emit = counting(emit)  # publishing spends what is left of the runner's annotation budget
     mask_all(env_secrets(env), emit)
     previous = Interrupt.install()  # SIGINT/SIGTERM during the set-up: exit 130, nothing written
@@ -249,19 +233,13 @@ def run_action(env: Mapping[str, str], argv: Sequence[str] = (), emit: Emit = em
                        *db.parent.glob(f"{cache_path(db).name}.rejected-*")], setup_.workspace, created)
     finally:
         Interrupt.restore(previous)
-        from evalgate.config.references import refuse_user_code
-
         refuse_user_code(None)  # the guard belongs to this step only (in-process callers, tests)
 
 
 def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:
     if setup_.options.mode == "publish":
-        from evalgate.github.relay import relay
-
         return relay(env=env, options=setup_.options, output_dir=setup_.settings.output_path, emit=emit)
     if setup_.options.mode == "merge":
-        from evalgate.cli.action_merge import merge_step
-
         try:
             return merge_step(setup_, env, emit)
         except UserError as exc:  # no shard artifacts, shards that disagree, a missing shard
@@ -274,8 +252,6 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
     except KeyboardInterrupt:  # before the run wrote anything (it handles signals itself once started)
         return _interrupted(env, emit)
     except Exception as exc:  # a bug: results already written say status 'crashed' and exit_code 1
-        from evalgate.cli.main import report_crash
-
         code = report_crash(exc, directory=setup_.settings.output_path)  # one line on stderr, the traceback in a file
         emit(error(f"internal error ({type(exc).__name__}); the gate did not pass", title="evalgate: crashed"))
         _best_effort_outputs(env, error_outputs(code), emit)
@@ -293,14 +269,10 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
     for line in outcome.notices:
         emit(notice(line, title="evalgate"))
     if setup_.settings.langfuse:
-        from evalgate.export.langfuse import LangfuseError, export_results
-
         try:
             emit(notice(export_results(outcome.results_path, setup_.settings), title="evalgate: Langfuse"))
         except LangfuseError as exc:
             emit(warning(f"Langfuse export failed: {exc}", title="evalgate: Langfuse"))
-    from evalgate.cli.action_merge import shard_options
-
     options = shard_options(setup_.options, setup_.settings.shard_tuple, emit)
     # a shard's failed cases are annotated once, by the merge step that sees every shard
     publish(outcome.results_path, outcome.db_path, ctx=setup_.ctx, options=options, env=env, emit=emit,

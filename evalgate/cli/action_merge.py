@@ -18,8 +18,12 @@ from pathlib import Path
 
 from evalgate.cli.action_setup import ActionSetup, Emit, baseline_loader, baseline_note
 from evalgate.github.commands import new_stop_token, notice, warning
+from evalgate.github.context import pull_request_labels
 from evalgate.github.publish import PublishOptions, publish
 from evalgate.github.shards import download_shards, shard_artifact_name
+from evalgate.report import console as report_console
+from evalgate.runner.merge import merge_runs
+from evalgate.store import reader
 
 
 def shard_options(options: PublishOptions, shard: tuple[int, int] | None, emit: Emit) -> PublishOptions:
@@ -40,10 +44,6 @@ MISSING_SHARD_HINT = ("their shard jobs uploaded no results: re-run the failed j
 
 def merge_step(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:
     """``mode: merge``: download, merge, compare, publish; returns the merged verdict's exit status."""
-    from evalgate.github.context import pull_request_labels
-    from evalgate.runner.merge import merge_runs
-    from evalgate.store.reader import resolve_baseline
-
     settings, options = setup_.settings, setup_.options
     base = options.resolved_artifact_name
     spool = Path(env.get("RUNNER_TEMP") or settings.output_path.parent) / f"evalgate-shards-{base}"
@@ -52,7 +52,7 @@ def merge_step(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:
     emit(f"evalgate: merging {len(directories)} shard artifact(s): {', '.join(d.name for d in directories)}")
     baseline = None
     if settings.baseline_kind != "none":
-        baseline = resolve_baseline(settings.baseline, auto=baseline_loader(setup_), cwd=setup_.workspace)
+        baseline = reader.resolve_baseline(settings.baseline, auto=baseline_loader(setup_), cwd=setup_.workspace)
     try:
         outcome = merge_runs(directories, output_dir=settings.output_path, db_path=settings.db_path,
                              baseline=baseline, settings=settings, pr_labels=pull_request_labels(setup_.ctx.event),
@@ -68,10 +68,8 @@ def merge_step(setup_: ActionSetup, env: Mapping[str, str], emit: Emit) -> int:
     token = new_stop_token()
     emit(f"::stop-commands::{token}")
     try:
-        from evalgate.report.console import make_console, render_report
-
-        console = make_console(sys.stdout)
-        render_report(outcome.document, console, verbose=settings.verbose)
+        console = report_console.make_console(sys.stdout)
+        report_console.render_report(outcome.document, console, verbose=settings.verbose)
         console.print(f"Merged results: {outcome.results_path}  ·  SQLite: {outcome.db_path}", markup=False)
         sys.stdout.flush()
     finally:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalgate.cli.options import add_run_options, add_selection, cli_values, guard_secret_destinations, print_notices
+from evalgate.report.escape import one_line, strip_controls
 
 
 def add_calibrate(verbs: Any) -> None:
@@ -28,8 +29,8 @@ def add_calibrate(verbs: Any) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from evalgate.config.settings import build_settings
-    from evalgate.runner.calibrate import calibrate
+    from evalgate.config.settings import build_settings  # lazy: the run stack (pydantic, httpx), not for --help
+    from evalgate.runner.calibrate import calibrate  # lazy: the run stack (pydantic, httpx), not for --help
 
     metrics = getattr(args, "calibrate_metrics", None)
     args.calibrate_metrics = None
@@ -56,8 +57,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def render_text(records: list[dict[str, Any]], standings: Mapping[str, tuple[str, str]]) -> str:
-    from evalgate.report.escape import one_line, strip_controls
-
     def plain(text: str) -> str:
         return one_line(strip_controls(text))
 

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from evalgate.errors import UserError
+from evalgate.report.escape import escape_prose
 
 
 def add_compare(verbs: Any) -> None:
@@ -30,8 +31,8 @@ def add_compare(verbs: Any) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from evalgate.report.console import make_console, render_comparison
-    from evalgate.runner.api import compare
+    from evalgate.report.console import make_console, render_comparison  # lazy: the report (rich), not for --help
+    from evalgate.runner.api import compare  # lazy: the run stack (pydantic, httpx), not for --help
 
     try:
         result = compare(args.base, args.head, significance_level=args.alpha, repeat_rule=args.repeat_rule,
@@ -40,7 +41,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if exc.where == "significance_level":
             raise UserError(str(exc).removeprefix("significance_level: "), where="--alpha") from None
         raise
-    from evalgate.report.view import gate_changes_view
+    from evalgate.report.view import gate_changes_view  # lazy: the report (rich), not for --help
 
     comparison = result.comparison
     changes = gate_changes_view({"gate": {"loosened": result.loosened}})  # truncated, at most the listed few
@@ -48,8 +49,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         extra = {} if result.loosened is None else {"gate_loosened": result.loosened}  # both runs recorded policies
         print(json.dumps({**comparison, **extra}, indent=2, ensure_ascii=False))
     elif args.format == "markdown":
-        from evalgate.report.escape import escape_prose
-        from evalgate.report.markdown import render_comparison as render_markdown
+        from evalgate.report.markdown import render_comparison as render_markdown  # lazy: jinja2, only for markdown
 
         sys.stdout.write(render_markdown(comparison))
         if changes:

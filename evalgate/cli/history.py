@@ -24,8 +24,8 @@ def add_history(verbs: Any) -> None:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from evalgate.report.history import plot_history, render_text
-    from evalgate.store.history import build_history, parse_until
+    from evalgate.report.history import plot_history, render_text  # lazy: sqlite-utils and the report, not for --help
+    from evalgate.store.history import build_history, parse_until  # lazy: sqlite-utils and the report, not for --help
 
     history = build_history(Path(args.db), days=args.days, until=parse_until(args.until), limit=args.limit)
     if args.format == "json":

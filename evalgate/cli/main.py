@@ -9,13 +9,18 @@ imported inside the verbs so ``--version`` starts fast.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import atexit
+import json
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from evalgate import __version__
+from evalgate.cli import calibrate, compare, history, init, merge, publish, report, view
 from evalgate.cli.options import (
     DIALECTS,
     add_run_options,
@@ -32,6 +37,7 @@ from evalgate.errors import (
     RunInterrupted,
     UserError,
 )
+from evalgate.safety.redact import redact, register_environment
 
 EXIT_EPILOG = """\
 exit status (results.json's gate.exit_code is the same number):
@@ -86,7 +92,7 @@ def _run_verbs() -> list[tuple[str, str]]:
     """``run`` and the dialects' aliases of it (verb, help)."""
     verbs = [("run", "evaluate the datasets and apply the gate")]
     if DIALECTS.on:
-        from evalgate import dialect
+        from evalgate import dialect  # lazy: the registry imports the data model (pydantic), not for --version
 
         verbs += [d.verb for d in dialect.DIALECTS.values() if d.verb]
     return verbs
@@ -142,22 +148,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extra_verbs() -> list[Any]:
     """The verbs defined in their own modules (compare, merge, history, report, init, publish, view)."""
-    from evalgate.cli import calibrate, compare, history, init, merge, publish, report, view
-
     return [history.add_history, report.add_report, merge.add_merge, compare.add_compare, init.add_init,
             publish.add_publish, calibrate.add_calibrate, view.add_view]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from evalgate.config.settings import build_settings
-    from evalgate.report.progress import make_progress
-    from evalgate.runner.run import execute
+    from evalgate.config.settings import build_settings  # lazy: the run stack (pydantic, httpx), not for --help
+    from evalgate.report.progress import make_progress  # lazy: the run stack (pydantic, httpx), not for --help
+    from evalgate.runner.run import execute  # lazy: the run stack (pydantic, httpx), not for --help
 
     Interrupt.check()  # a signal that came during the imports above
     values, origins, notices = cli_values(args)
-    from evalgate import dialect
+    from evalgate import dialect  # lazy: the registry imports the data model (pydantic), not for --help
 
     own = dialect.verbs().get(args.verb)
     defaults = {"compat": [own]} if own else None
@@ -169,7 +171,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_notices(["--dry-run is evalgate validate: every file and setting is checked, no call is made"])
         return validate_and_report(settings, suite_config)
     if settings.langfuse:
-        from evalgate.export.langfuse import require_keys
+        from evalgate.export.langfuse import require_keys  # lazy: the Langfuse export only with --langfuse
 
         require_keys(settings, where="--langfuse")
     json_mode = settings.format == "json"
@@ -180,12 +182,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     loader = None
     if settings.baseline_kind == "auto":
-        from evalgate.github.baseline import loader_from_env
+        from evalgate.github.baseline import loader_from_env  # lazy: the GitHub client only for baseline: auto
 
         loader = loader_from_env(os.environ)
     labels: list[str] = []
     if settings.baseline_kind != "none" and os.environ.get("GITHUB_EVENT_PATH"):  # the approval label (gate_changes)
-        from evalgate.github.context import load_event, pull_request_labels
+        from evalgate.github.context import load_event, pull_request_labels  # lazy: only in a pull request's run
 
         labels = pull_request_labels(load_event(os.environ["GITHUB_EVENT_PATH"]))
     outcome = asyncio.run(execute(settings, suite_config, progress_for=progress_for, baseline_loader=loader,
@@ -223,14 +225,12 @@ def _print_outcome(outcome: Any, settings: Any, json_mode: bool) -> None:
         printed = outcome.results_path
         if len(settings.compat) == 1 and settings.compat[0] in outcome.compat_paths:
             printed = outcome.compat_paths[settings.compat[0]]
-        from evalgate.cli.report import copy_to_stdout
-
-        copy_to_stdout(printed)
+        report.copy_to_stdout(printed)
         warning = (outcome.document.get("baseline") or {}).get("warning")
         if warning:
             print(f"evalgate: warning: {warning}", file=sys.stderr)
     else:
-        from evalgate.report.console import (
+        from evalgate.report.console import (  # lazy: rich and the report only once a run has results
             judge_hint,
             make_console,
             render_failures,
@@ -246,7 +246,7 @@ def _print_outcome(outcome: Any, settings: Any, json_mode: bool) -> None:
         console.print(f"Results: {outcome.results_path}  ·  SQLite: {outcome.db_path}")
         for seed, path in sorted(outcome.compat_paths.items()):
             console.print(f"{seed.partition(':')[0]} output: {path}", markup=False)
-        from evalgate.dialect import console_summaries
+        from evalgate.dialect import console_summaries  # lazy: the registry imports the data model (pydantic)
 
         for summary in console_summaries(settings.compat, outcome.document, outcome.db_path):
             sys.stdout.flush()
@@ -258,7 +258,7 @@ def _print_outcome(outcome: Any, settings: Any, json_mode: bool) -> None:
 
 def export_langfuse(settings: Any, results_path: Any) -> None:
     """Send the run's scores to Langfuse; a failure is a warning (the verdict stands)."""
-    from evalgate.export.langfuse import LangfuseError, export_results
+    from evalgate.export.langfuse import LangfuseError, export_results  # lazy: only with --langfuse
 
     try:
         summary = export_results(results_path, settings)
@@ -269,7 +269,7 @@ def export_langfuse(settings: Any, results_path: Any) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from evalgate.config.settings import build_settings
+    from evalgate.config.settings import build_settings  # lazy: the run stack (pydantic, httpx), not for --help
 
     values, origins, notices = cli_values(args)
     settings, suite_config, _ = build_settings(cli=values, cli_origins=origins)
@@ -280,8 +280,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
         listed = getattr(exc, "errors", None)
         if not listed or len(listed) < 2:
             raise
-        from evalgate.safety.redact import redact
-
         for line in listed:  # validate lists every problem found (the loader keeps the first 20), one per line
             print(f"evalgate: error: {redact(line)}", file=sys.stderr)
         total = int(getattr(exc, "total", len(listed)))
@@ -292,7 +290,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def validate_and_report(settings: Any, suite_config: Any, *, explain: bool = False) -> int:
     """``evalgate validate`` once settings are built: prepare (validates everything), print the summary."""
-    from evalgate.runner.api import validate_settings
+    from evalgate.runner.api import validate_settings  # lazy: the run stack (pydantic, httpx), not for --help
 
     result = validate_settings(settings, suite_config)
     try:
@@ -303,9 +301,7 @@ def validate_and_report(settings: Any, suite_config: Any, *, explain: bool = Fal
 
 
 def _print_validation(result: Any, settings: Any, explain: bool) -> None:
-    import json
-
-    from evalgate.dataset.summary import render_summary_text
+    from evalgate.dataset.summary import render_summary_text  # lazy: the dataset stack (pydantic), not for --help
 
     print_notices(result.notices)
     summary = dict(result.summary)
@@ -318,8 +314,8 @@ def _print_validation(result: Any, settings: Any, explain: bool) -> None:
     if settings.format == "json":
         print(json.dumps(summary, indent=2, default=str))
     elif explain:
-        from evalgate.report.view import format_threshold
-        from evalgate.runner.explain import render_explanation
+        from evalgate.report.view import format_threshold  # lazy: the run stack (pydantic, httpx), not for --help
+        from evalgate.runner.explain import render_explanation  # lazy: the run stack (pydantic, httpx), not for --help
 
         print(render_explanation([(case, result.explain(case)) for case in result.selected], format_threshold))
         if result.judged:
@@ -338,7 +334,7 @@ def _print_validation(result: Any, settings: Any, explain: bool) -> None:
 def render_custom_metrics(rows: list[dict[str, Any]]) -> str:
     """``evalgate validate``'s list of the user's own metrics: name, kind, threshold, what it checks, and
     for judged metrics whether their evaluation steps are declared, cached or still to be written."""
-    from evalgate.report.view import format_threshold
+    from evalgate.report.view import format_threshold  # lazy: the run stack (pydantic, httpx), not for --help
 
     lines = ["your own metrics"]
     for row in rows:
@@ -362,8 +358,6 @@ def _run_verbs_names() -> set[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     previous = Interrupt.install()  # SIGINT/SIGTERM before a run installs its own handlers: exit 130
     try:
-        from evalgate.safety.redact import register_environment
-
         register_environment(os.environ)  # the process environment is read here, at the edge
         argv = list(sys.argv[1:] if argv is None else argv)
         if not argv:
@@ -381,8 +375,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USER_ERROR
         return int(handler(args))
     except UserError as exc:
-        from evalgate.safety.redact import redact
-
         print(f"evalgate: error: {redact(str(exc))}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt as exc:  # before any result was written (or in another verb)
@@ -403,8 +395,6 @@ def console_main() -> NoReturn:
     """The ``evalgate`` console script: ``main()`` and its exit status, with the interpreter's normal exit
     (atexit hooks, buffered output flushed). A SIGINT/SIGTERM that arrives once ``main`` has handed back
     its handlers (the results, if any, are written) is noted on stderr; the exit status stands."""
-    import atexit
-
     Interrupt.record_only()  # what main's handlers hand back to: the process is not killed while it exits
     atexit.register(Interrupt.hold)  # nor in its last milliseconds (threads joined, modules torn down)
     status = main()
@@ -426,10 +416,6 @@ def report_crash(exc: BaseException, note: str | None = None, directory: Path | 
     results.json and the database already hold every case finished before the crash, with
     ``status: crashed`` and ``gate.exit_code`` 1 (see ``evalgate.runner.run.execute``). ``note``
     replaces that sentence when the crash came after the results were complete."""
-    import traceback
-
-    from evalgate.safety.redact import redact
-
     text = redact("".join(traceback.format_exception(exc)))
     folder = directory or (_crash_dir[-1] if _crash_dir else Path("evalgate-results"))
     log = str(folder / CRASH_LOG)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evalgate.cli.report import copy_to_stdout
 from evalgate.errors import UserError
 
 
@@ -37,13 +38,13 @@ def add_merge(verbs: Any) -> None:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from evalgate.report.console import make_console, render_report
-    from evalgate.runner.merge import merge_runs
+    from evalgate.report.console import make_console, render_report  # lazy: the report (rich), not for --help
+    from evalgate.runner.merge import merge_runs  # lazy: the run stack (pydantic, httpx), not for --help
 
     baseline, settings = None, None
     if args.baseline:
-        from evalgate.config.settings import Settings
-        from evalgate.store.reader import resolve_baseline
+        from evalgate.config.settings import Settings  # lazy: the run stack (pydantic, httpx), not for --help
+        from evalgate.store.reader import resolve_baseline  # lazy: the run stack (pydantic, httpx), not for --help
 
         settings = Settings(baseline=args.baseline, fail_on_regression=args.fail_on_regression)
         baseline = resolve_baseline(args.baseline, cwd=Path.cwd())
@@ -54,8 +55,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
     for warning in outcome.warnings:
         print(f"evalgate: warning: {warning}", file=sys.stderr)
     if args.format == "json":
-        from evalgate.cli.report import copy_to_stdout
-
         copy_to_stdout(outcome.results_path)
     else:
         console = make_console(sys.stdout)
@@ -70,8 +69,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def _write_html(results_path: Path, destination: Path) -> None:
-    from evalgate.report.digest import load_digest
-    from evalgate.report.html import MAX_CASES, write_html
+    from evalgate.report.digest import load_digest  # lazy: the HTML report (jinja2), only with --html
+    from evalgate.report.html import MAX_CASES, write_html  # lazy: the HTML report (jinja2), only with --html
 
     document = load_digest(results_path, keep_cases=MAX_CASES)  # streamed, as `evalgate report` reads it
     try:
@@ -84,9 +83,9 @@ def comment_on_pr(results_path: Path, db_path: Path, *, tag: str, pr_number: str
                   env: Mapping[str, str]) -> None:
     """The job summary and the PR comment for a merged run, through the Action's publishing steps
     (``evalgate.github.publish``); problems are warnings on stderr, never a change of exit status."""
-    from evalgate.github.commands import warning
-    from evalgate.github.context import ActionContext
-    from evalgate.github.publish import DEFAULT_TAG, PublishOptions, publish
+    from evalgate.github.commands import warning  # lazy: the GitHub client, not for --help
+    from evalgate.github.context import ActionContext  # lazy: the GitHub client, not for --help
+    from evalgate.github.publish import DEFAULT_TAG, PublishOptions, publish  # lazy: the GitHub client, not for --help
 
     context = ActionContext.from_env(env, pr_number=pr_number)
     token = env.get("GITHUB_TOKEN") or env.get("INPUT_GITHUB-TOKEN") or None

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evalgate.safety.redact import redact
+
 BOOL = argparse.BooleanOptionalAction
 
 
@@ -188,8 +190,6 @@ def cli_values(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]
 
 
 def print_notices(notices: list[str]) -> None:
-    from evalgate.safety.redact import redact
-
     for notice in notices:
         print(f"evalgate: notice: {redact(notice)}", file=sys.stderr)
 
@@ -198,8 +198,8 @@ def guard_secret_destinations(settings: Any) -> None:
     """Inside a workflow step whose checkout is a pull request's (``pull_request_target`` or ``workflow_run``
     with other code than the base commit checked out, or ``EVALGATE_UNTRUSTED_CHECKOUT=true``), refuse a setting
     from the checkout's evalgate.yaml that would choose where a secret is sent (``config.trust``; exit 2)."""
-    from evalgate.config.trust import refuse_checkout_redirects
-    from evalgate.github.checkout import env_secrets_reason
+    from evalgate.config.trust import refuse_checkout_redirects  # lazy: the run stack (pydantic, httpx), not for --help
+    from evalgate.github.checkout import env_secrets_reason  # lazy: the run stack (pydantic, httpx), not for --help
 
     cwd = Path.cwd()
     refuse_checkout_redirects(settings, env_secrets_reason(os.environ, cwd), cwd)

@@ -28,9 +28,9 @@ def add_publish(verbs: Any) -> None:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from evalgate.github.masking import env_secrets, mask_all
-    from evalgate.github.publish import options_from_inputs
-    from evalgate.github.relay import relay
+    from evalgate.github.masking import env_secrets, mask_all  # lazy: the GitHub client, not for --help
+    from evalgate.github.publish import options_from_inputs  # lazy: the GitHub client, not for --help
+    from evalgate.github.relay import relay  # lazy: the GitHub client, not for --help
 
     env = dict(os.environ)
     token = env.get("INPUT_GITHUB-TOKEN") or env.get("GITHUB_TOKEN") or ""

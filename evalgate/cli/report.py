@@ -32,7 +32,7 @@ def report_format(requested: str | None, output: str | None) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from evalgate.report.digest import load_digest
+    from evalgate.report.digest import load_digest  # lazy: the report (rich), not for --help
 
     fmt = report_format(args.format, args.output)  # every case streamed, the shown ones kept (report.digest)
     document = load_digest(args.results, keep_cases=args.max_cases if fmt == "html" else 0)
@@ -50,10 +50,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def render_report_text(document: Mapping[str, Any], fmt: str, *, max_cases: int = 5000) -> str:
     if fmt == "html":
-        from evalgate.report.html import render_html
+        from evalgate.report.html import render_html  # lazy: jinja2, only for --format html
 
         return render_html(document, max_cases=max_cases)
-    from evalgate.report.markdown import render_summary
+    from evalgate.report.markdown import render_summary  # lazy: jinja2, only for markdown
 
     return render_summary(document, run_url=None, artifact_url=None)
 

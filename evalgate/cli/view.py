@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ def add_view(verbs: Any) -> None:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from evalgate.view.sources import open_catalog
+    from evalgate.view.sources import open_catalog  # lazy: the results browser (sqlite-utils, jinja2), not for --help
 
     inputs = args.results or [str(DEFAULT_RESULTS)]
     if not args.export:
@@ -40,7 +42,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     catalog = open_catalog(inputs)
     try:
         if args.export:
-            from evalgate.view.export import export_site
+            from evalgate.view.export import export_site  # lazy: the static export, only with --export
 
             count = export_site(catalog, Path(args.export))
             print(f"evalgate view: {count} pages written to {args.export} (open {Path(args.export) / 'index.html'})")
@@ -52,14 +54,14 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 def _check_extra() -> None:
     try:
-        import starlette  # noqa: F401
-        import uvicorn  # noqa: F401
+        import starlette  # noqa: F401  # optional: the view extra (evalgate-action[view])
+        import uvicorn  # noqa: F401  # optional: the view extra (evalgate-action[view])
     except ImportError:
         raise UserError(INSTALL_HINT, where="evalgate view") from None
 
 
 def _serve(catalog: Any, args: argparse.Namespace) -> int:
-    from evalgate.view.app import bind, serve
+    from evalgate.view.app import bind, serve  # lazy: the web server, only when serving
 
     try:
         sock = bind(args.host, args.port)
@@ -93,9 +95,7 @@ def _loopback(host: str) -> bool:
 def _open_browser(url: str) -> None:
     """Open ``url`` in a browser when one is there (``webbrowser``). On Linux and the BSDs only with a display
     (``DISPLAY``/``WAYLAND_DISPLAY``): on a server, ``webbrowser`` would start a text browser in this terminal."""
-    import os
-    import threading
-    import webbrowser
+    import webbrowser  # lazy: only to open the page in a browser
 
     if not sys.platform.startswith(("darwin", "win")) and not (os.environ.get("DISPLAY")
                                                               or os.environ.get("WAYLAND_DISPLAY")):
