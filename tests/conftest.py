@@ -36,7 +36,7 @@ def _no_shared_judge_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests that build ``Settings(...)`` directly bypass the environment, so the setting above does not reach
     them and the judge would fall back to the user's ``~/.cache/evalgate/judge-cache.db``: a verdict stored
     there by one test (keyed by a loopback port the OS hands out again) was served to another. Off for them
-    too, unless a test names a shared cache or clears the variable (tests/test_judge_shared_cache.py)."""
+    too, unless a test names a shared cache or clears the variable (tests/judges/test_shared_cache.py)."""
     from evalgate.judges import factory
     from evalgate.store.shared_cache import shared_cache_path
 

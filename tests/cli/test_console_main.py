@@ -10,7 +10,7 @@ from pathlib import Path
 
 from evalgate import __version__
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def console(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:

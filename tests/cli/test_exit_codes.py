@@ -1,7 +1,7 @@
 """One exit-status rule for every outcome, and results.json's ``gate.exit_code`` always equal to it:
 0 passed, 1 gate failed (errored cases and a target answering with errors included; a crash too),
 2 configuration error or an endpoint that cannot be reached before any case runs (one line, no
-results), 130 interrupted (tests/test_cancel.py). The Action step and its ``exit-code`` output follow it."""
+results), 130 interrupted (tests/runner/test_cancel.py). The Action step and its ``exit-code`` output follow it."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from evalgate.cli.main import main as cli_main
 from tests.servers.agent_server import AgentServer, Fault
 from tests.servers.openai_server import OpenAIServer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CHAT = "/api/agent/chat"
 
 

@@ -107,7 +107,7 @@ def test_init_never_overwrites_without_force(tmp_path: Path, capsys: pytest.Capt
 def test_the_default_action_reference_is_the_one_the_readme_uses(tmp_path: Path) -> None:
     from evalgate.cli.init import DEFAULT_ACTION
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert f"uses: {DEFAULT_ACTION}" in readme and DEFAULT_ACTION.startswith("evalgate/evalgate@v")
     assert cli_main(["init", str(tmp_path)]) == 0
     assert f"uses: {DEFAULT_ACTION}\n" in (tmp_path / ".github" / "workflows" / "evalgate.yml").read_text()
@@ -153,7 +153,7 @@ def test_the_written_files_link_to_the_documentation_site_not_to_docs_paths(tmp_
 
     from evalgate.errors import DOCS_SITE
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     assert yaml.safe_load((root / "mkdocs.yml").read_text(encoding="utf-8").split("\nnav:")[0])["site_url"] == DOCS_SITE
     assert cli_main(["init", str(tmp_path), "--branch", "main"]) == 0
     text = "\n".join((tmp_path / name).read_text(encoding="utf-8") for name in FILES)
@@ -170,7 +170,7 @@ def test_a_dataset_with_no_answers_exits_2_saying_how_to_add_them(tmp_path: Path
     line and the three ways to give answers, instead of a run in which every case errors."""
     import re
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     dataset = next(b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "cases:" in b)
     (tmp_path / "helpdesk.yaml").write_text(dataset, encoding="utf-8")
     monkeypatch.chdir(tmp_path)

@@ -16,10 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers.github_fake import GitHubFake
-from tests.servers.openai_server import OpenAIServer
-from tests.test_action_adoption import BASE_SHA, commit_workspace
-from tests.test_entrypoint import (
+from tests.e2e.test_action_adoption import BASE_SHA, commit_workspace
+from tests.e2e.test_entrypoint import (
     REPO_ROOT,
     TOKEN,
     make_workspace,
@@ -30,6 +28,8 @@ from tests.test_entrypoint import (
     webhook_example,
     workflow_commands,
 )
+from tests.servers.github_fake import GitHubFake
+from tests.servers.openai_server import OpenAIServer
 
 KEY = "sk-proj-SecretDestination0123456789abcdefXYZ"
 AGENT_TOKEN = "agt-TokenOfTheWorkflow0123456789abcdefXYZ"

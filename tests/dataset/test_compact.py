@@ -14,7 +14,7 @@ from evalgate.dataset.load import DatasetStream
 from evalgate.dataset.stream import scan
 from evalgate.model import Case
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def same_case(got: Case, want: Case) -> bool:

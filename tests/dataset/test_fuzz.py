@@ -20,7 +20,7 @@ from evalgate.dataset.summary import dataset_summary, render_summary_text
 from evalgate.errors import UserError
 from evalgate.model import Case
 
-FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "datasets"
 VALID_FILES = sorted(p for p in FIXTURES.rglob("*") if p.suffix in {".yaml", ".json", ".jsonl"} and p.is_file())
 SUFFIXES = [".yaml", ".yml", ".json", ".jsonl"]
 

@@ -30,7 +30,7 @@ from evalgate.errors import UserError
 from evalgate.model import Case, RiskLevel, Threshold, stable_case_id
 from evalgate.safety.redact import register_environment
 
-FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "datasets"
 SEEDS = FIXTURES / "seeds"
 
 

@@ -12,7 +12,7 @@ from evalgate.dataset.select import parse_shard, select_cases, shard_of, split_l
 from evalgate.errors import UserError
 from evalgate.model import Case
 
-FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "datasets"
 
 
 def make(case_id: str, category: str | None = None, tags: list[str] | None = None) -> Case:

@@ -66,7 +66,7 @@ def test_live_demo_passes_and_reruns_from_the_cache(tmp_path: Path, capsys: pyte
     first = json.loads((out / "results.json").read_text())
     assert demo_main(["--output-dir", str(out), "--progress", "none"]) == 0
     second = json.loads((out / "results.json").read_text())
-    schema = json.loads((Path(__file__).resolve().parents[1] / "evalgate/schemas/results.schema.json").read_text())
+    schema = json.loads((Path(__file__).resolve().parents[2] / "evalgate/schemas/results.schema.json").read_text())
     jsonschema.validate(first, schema)
     assert first["status"] == "completed" and first["summary"]["total_passed"] == 6
     judged = {n for n, row in first["metrics"].items() if row.get("kind") == "judged"}

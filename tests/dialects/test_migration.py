@@ -24,7 +24,7 @@ from tests.servers.agent_server import RUNNER_PATH, AgentReply, AgentServer
 from tests.servers.langfuse_server import LangfuseServer
 from tests.servers.openai_server import Judge, OpenAIServer
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "seeds"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "seeds"
 JUDGE_KEY = "sk-judge-test-0f3e9a"
 APPROX = pytest.approx
 

@@ -1,7 +1,7 @@
 """The pieces that make each seed a drop-in, one by one: strict thresholds, the seeds' variables, flags and
 config file, dataset kinds and value sets, names that match nothing, output shapes, the debug-context MRR,
 per-metric judge temperatures, SQLite descriptions and the Langfuse events. (End-to-end runs per seed:
-tests/test_migration_seeds.py.)"""
+tests/dialects/test_migration.py.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every workflow the README and the docs show, copied as written into a new team's repository and run under
-nektos/act (tests/act_support.py) against what ``evalgate init`` writes (evalgate.yaml, evals/starter.yaml).
+nektos/act (tests/support/act.py) against what ``evalgate init`` writes (evalgate.yaml, evals/starter.yaml).
 
 Each workflow that runs on ``push`` runs first, as the default branch's run that records the baseline (with
 a judge: the demo judge over loopback, reached through ``EVALGATE_JUDGE_BASE_URL``, and a key as a secret);
@@ -27,19 +27,19 @@ import pytest
 
 from evalgate.cli.init import scaffold
 from evalgate.demo.judge import judge_server
-from tests.act_support import RUNNER_IMAGE, TIMINGS, ActRun, act_unavailable, prepare_images, repository_copy
-from tests.docker_support import action_image
+from tests.e2e.test_entrypoint import TOKEN, webhook_example
 from tests.servers.github_fake import GitHubFake
-from tests.test_entrypoint import TOKEN, webhook_example
-from tests.workflow_blocks import Block, documented_blocks
+from tests.support.act import RUNNER_IMAGE, TIMINGS, ActRun, act_unavailable, prepare_images, repository_copy
+from tests.support.docker import action_image
+from tests.support.workflow_blocks import Block, documented_blocks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 REPOSITORY = "octo/helpdesk"
 FORK = "forker/helpdesk"
 JUDGE_KEY = "sk-demo-judge-key-for-the-act-test"
 NOT_RUN_HERE = {
-    "docs/sharding.md": "tests/test_act_workflows.py runs it (a matrix and a merge job, one comment)",
-    "docs/fork-pull-requests.md": "tests/test_act_workflows.py runs the same two workflows (evals.yml, "
+    "docs/sharding.md": "tests/e2e/test_act_workflows.py runs it (a matrix and a merge job, one comment)",
+    "docs/fork-pull-requests.md": "tests/e2e/test_act_workflows.py runs the same two workflows (evals.yml, "
                                   "evals-publish.yml: workflow_run)",
 }
 """Documented workflows another act test already runs as copied (the hygiene test covers every block)."""

@@ -1,5 +1,5 @@
 """The Action's trace receiver and a ``services:`` agent instrumented with the real OpenTelemetry SDK, under
-nektos/act (tests/act_support.py): the gate passes on the right tool order and fails, naming the tool, on
+nektos/act (tests/support/act.py): the gate passes on the right tool order and fails, naming the tool, on
 the wrong one.
 
 * The agent is ``examples/otel-agent/agent.py`` (opentelemetry-sdk, BatchSpanProcessor,
@@ -17,7 +17,7 @@ the wrong one.
   repository copy's action.yml runs instead of the shared ``ghcr.io/evalgate/evalgate:<version>``.
 * ``BREAK=order`` (the workflow's ``break`` input) makes the agent book before it searches.
 
-Marked ``docker`` and ``slow`` like tests/test_act_workflows.py; skipped with the reason without
+Marked ``docker`` and ``slow`` like tests/e2e/test_act_workflows.py; skipped with the reason without
 docker-local or act.
 """
 
@@ -39,8 +39,8 @@ from typing import Any
 
 import pytest
 
-from tests.act_support import TIMINGS, act_unavailable, repository_copy, run_act, runner_image
-from tests.docker_support import LOCAL_BASE, REPO_ROOT
+from tests.support.act import TIMINGS, act_unavailable, repository_copy, run_act, runner_image
+from tests.support.docker import LOCAL_BASE, REPO_ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -49,7 +49,7 @@ ACTION_IMAGE = f"evalgate-act-traces:{hashlib.sha256(str(REPO_ROOT).encode()).he
 runs: the shared ``ghcr.io/evalgate/evalgate:<version>`` tag may be rebuilt from another checkout on the
 same engine while this test runs."""
 AGENT_SOURCE = REPO_ROOT / "examples" / "otel-agent" / "agent.py"
-WORKFLOW = Path(__file__).resolve().parent / "fixtures" / "act" / "otel-traces.yml"
+WORKFLOW = Path(__file__).resolve().parents[1] / "fixtures" / "act" / "otel-traces.yml"
 AGENT_PLACEHOLDER = "evalgate-otel-agent:act"
 """The service's image in the workflow file, replaced by the tag :func:`agent_image` built."""
 SDK_PACKAGES = ("opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http")
@@ -97,7 +97,7 @@ def agent_image() -> str:
 
 
 def build_action_image() -> str:
-    """The Dockerfile built as tests.docker_support.build_release_image builds it (layers shared), tagged
+    """The Dockerfile built as tests.support.docker.build_release_image builds it (layers shared), tagged
     :data:`ACTION_IMAGE`."""
     started = time.perf_counter()
     done = subprocess.run(["docker", "build", "--build-arg", f"PYTHON_IMAGE={LOCAL_BASE}", "-t", ACTION_IMAGE,

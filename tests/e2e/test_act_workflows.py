@@ -1,4 +1,4 @@
-"""The repository's own workflows, run offline by nektos/act (tests/act_support.py): the CI dogfood job,
+"""The repository's own workflows, run offline by nektos/act (tests/support/act.py): the CI dogfood job,
 a service container reached by name, host mode reaching an agent on localhost, and both modes agreeing.
 
 Marked ``docker`` and ``slow``; skipped with the reason when docker-local or act is absent.
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.act_support import TIMINGS, act_unavailable, prepare_images, repository_copy, run_act
+from tests.e2e.test_entrypoint import TOKEN, webhook_example
 from tests.servers.github_fake import GitHubFake
-from tests.test_entrypoint import TOKEN, webhook_example
+from tests.support.act import TIMINGS, act_unavailable, prepare_images, repository_copy, run_act
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 RUNNER_UID = 1001
@@ -84,7 +84,7 @@ def test_container_and_host_mode_give_the_same_outputs_results_and_comment(tmp_p
 
 
 def test_fork_pattern_evaluates_read_only_then_comments_from_workflow_run(tmp_path: Path) -> None:
-    from tests.test_relay import HEAD_SHA, PR, RUN_ID, fork_pull_request_event, workflow_run_event
+    from tests.github.test_relay import HEAD_SHA, PR, RUN_ID, fork_pull_request_event, workflow_run_event
 
     repo = repository_copy(tmp_path / "repo")
     events = {"pull_request": fork_pull_request_event(), "workflow_run": workflow_run_event()}
@@ -127,7 +127,7 @@ def zip_files(directory: Path, names: tuple[str, ...]) -> bytes:
 
 def documented_sharding_workflow() -> str:
     """The YAML block of docs/sharding.md's "A complete workflow (the action)", as a user copies it."""
-    text = (Path(__file__).resolve().parent.parent / "docs" / "sharding.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[2] / "docs" / "sharding.md").read_text(encoding="utf-8")
     section = text[text.index("## A complete workflow (the action)"):]
     return section[section.index("```yaml\n") + len("```yaml\n"):section.index("\n```", section.index("```yaml"))] + "\n"
 

@@ -1,7 +1,7 @@
 """The Action where a team adopts it: pull_request_target with the pull request's code checked out runs none
 of that code unless allowed, links point at the commit evaluated, GitHub Enterprise Server degrades with
 notices, and the artifact outputs are set only after an upload. The entrypoint runs as the runner runs it
-(tests/test_entrypoint.py's helpers) against the loopback GitHub fake."""
+(tests/e2e/test_entrypoint.py's helpers) against the loopback GitHub fake."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ import pytest
 from evalgate.github.checkout import checked_out_commit, untrusted_checkout
 from evalgate.github.context import ActionContext
 from evalgate.github.enterprise import is_enterprise_server
-from tests.servers.github_fake import GitHubFake
-from tests.test_entrypoint import (
+from tests.e2e.test_entrypoint import (
     PASSING,
     TOKEN,
     make_workspace,
@@ -25,6 +24,7 @@ from tests.test_entrypoint import (
     webhook_example,
     workflow_commands,
 )
+from tests.servers.github_fake import GitHubFake
 
 BASE_SHA = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"  # GITHUB_SHA in runner_env
 

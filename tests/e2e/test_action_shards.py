@@ -12,10 +12,8 @@ from pathlib import Path
 import pytest
 
 from evalgate.github.shards import shard_artifact_name, shard_of_name
-from tests import test_entrypoint
-from tests.servers.artifact_service import ArtifactService
-from tests.servers.github_fake import GitHubFake
-from tests.test_entrypoint import (
+from tests.e2e import test_entrypoint
+from tests.e2e.test_entrypoint import (
     CRITICAL_CASE,
     PASSING,
     TOKEN,
@@ -28,6 +26,8 @@ from tests.test_entrypoint import (
     webhook_example,
     workflow_commands,
 )
+from tests.servers.artifact_service import ArtifactService
+from tests.servers.github_fake import GitHubFake
 
 REPO = "Codertocat/Hello-World"
 azurite = test_entrypoint.azurite  # the fixtures the artifacts v4 fake needs, registered under their names
@@ -50,7 +50,7 @@ def test_shard_artifact_names_are_unique_and_read_back() -> None:
 @needs_examples
 def test_two_shards_then_merge_publish_once_with_the_unsharded_verdict(
         tmp_path: Path, github: GitHubFake, artifacts_service: ArtifactService) -> None:
-    failing = tuple(f"failing/{p.name}" for p in sorted((Path(__file__).resolve().parent.parent / "datasets"
+    failing = tuple(f"failing/{p.name}" for p in sorted((Path(__file__).resolve().parents[2] / "datasets"
                                                          / "failing").glob("*.yaml")))
     ws = make_workspace(tmp_path, PASSING + failing)
     payload = webhook_example("pull_request", "opened")
@@ -132,7 +132,7 @@ def test_under_act_the_upload_leaves_out_the_field_acts_server_rejects(tmp_path:
 def test_cli_merge_compares_with_a_baseline_and_fails_on_a_regression(tmp_path: Path) -> None:
     from evalgate.cli.main import main as cli_main
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     data = ["-d", str(root / "datasets" / "brand-mentions"), "-d", str(root / "datasets" / "failing")]
     for i in (1, 2):
         assert cli_main(["run", *data, "--shard", f"{i}/2", "-o", str(tmp_path / f"s{i}"), "--progress", "none"]) in (0, 1)

@@ -15,7 +15,7 @@ import pytest
 
 from evalgate.store.results_json import SCHEMA_PATH
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEMO_SUITES = sorted(p.name for p in (ROOT / "datasets").iterdir() if p.is_dir() and p.name not in {"failing", "live"})
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
 

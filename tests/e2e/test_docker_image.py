@@ -18,11 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docker_support import REPO_ROOT, build_release_image, docker_available
-from tests.docker_support import TEST_TAG as IMAGE
-from tests.servers.artifact_service import ArtifactService
-from tests.servers.github_fake import GitHubFake
-from tests.test_entrypoint import (
+from tests.e2e.test_entrypoint import (
     CRITICAL_CASE,
     FAILING,
     JUDGE_KEY,
@@ -41,6 +37,10 @@ from tests.test_entrypoint import (
     webhook_example,
     workflow_commands,
 )
+from tests.servers.artifact_service import ArtifactService
+from tests.servers.github_fake import GitHubFake
+from tests.support.docker import REPO_ROOT, build_release_image, docker_available
+from tests.support.docker import TEST_TAG as IMAGE
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]  # the first test builds the image
 

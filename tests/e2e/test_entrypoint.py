@@ -5,7 +5,7 @@ Docker action step gets: every input declared in action.yml as ``INPUT_<NAME>`` 
 filled in), ``GITHUB_*`` variables, a real webhook payload from ``@octokit/webhooks-examples`` at
 ``GITHUB_EVENT_PATH``, and ``GITHUB_OUTPUT`` / ``GITHUB_STEP_SUMMARY`` files. Comments go to the stateful
 GitHub fake; artifacts go to the Twirp fake backed by a real Azurite and are read back with the official
-``@actions/artifact`` client. The helpers here are reused by tests/test_docker_image.py.
+``@actions/artifact`` client. The helpers here are reused by tests/e2e/test_docker_image.py.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from tests.servers.artifact_service import ArtifactService
 from tests.servers.github_fake import GitHubFake
 from tests.servers.openai_server import OpenAIServer
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 ACTION_YML = REPO_ROOT / "action.yml"
 NODE_DIR = REPO_ROOT / "tests" / "node"
 NODE_MODULES = NODE_DIR / "node_modules"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "multi-turn"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "multi-turn"
 
 
 def run_example(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:

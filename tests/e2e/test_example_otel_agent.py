@@ -14,7 +14,7 @@ import pytest
 from evalgate.report.html import render_html
 from evalgate.report.markdown import render_comment
 
-SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "otel-agent" / "run.sh"
+SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "otel-agent" / "run.sh"
 
 
 @pytest.mark.parametrize(("breakage", "status"), [("", 0), ("order", 1)])

@@ -16,7 +16,7 @@ import pytest
 from evalgate.cli.main import main as cli_main
 from evalgate.demo.judge import judge_server
 
-TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorial.md"
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial.md"
 BLOCK = re.compile(r"```(?:python|yaml)\n# file: (?P<path>\S+)\n(?P<body>.*?)```", re.S)
 
 

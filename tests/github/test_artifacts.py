@@ -39,7 +39,7 @@ from evalgate.github.artifacts import (
 )
 from tests.servers.artifact_service import ArtifactService, make_runtime_token
 
-NODE_DIR = Path(__file__).parent / "node"
+NODE_DIR = Path(__file__).parent.parent / "node"
 AZURITE_BIN = NODE_DIR / "node_modules" / ".bin" / "azurite-blob"
 ARTIFACT_PKG = NODE_DIR / "node_modules" / "@actions" / "artifact" / "package.json"
 DOWNLOAD_SCRIPT = NODE_DIR / "download_artifact.mjs"

@@ -13,7 +13,7 @@ from evalgate.errors import UserError
 from evalgate.github.context import ActionContext, parse_pr_number, pull_request_info, read_inputs
 
 EXAMPLES = (
-    Path(__file__).resolve().parent
+    Path(__file__).resolve().parents[1]
     / "node"
     / "node_modules"
     / "@octokit"

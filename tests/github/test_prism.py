@@ -31,7 +31,7 @@ import pytest
 from evalgate.github.api import GitHubAPI
 from evalgate.github.comment import upsert_comment
 
-NODE_DIR = Path(__file__).resolve().parent / "node" / "node_modules"
+NODE_DIR = Path(__file__).resolve().parents[1] / "node" / "node_modules"
 PRISM = NODE_DIR / ".bin" / "prism"
 SPEC_DIR = NODE_DIR / "@octokit" / "openapi" / "generated"
 STARTUP_TIMEOUT = 240.0

@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.servers.github_fake import GitHubFake
-from tests.test_entrypoint import (
+from tests.e2e.test_entrypoint import (
     FAILING,
     REPO_ROOT,
     TOKEN,
@@ -29,6 +28,7 @@ from tests.test_entrypoint import (
     webhook_example,
     workflow_commands,
 )
+from tests.servers.github_fake import GitHubFake
 
 REPO = "evalgate/evalgate-demo"
 HEAD_SHA = "9f1c0a2b3c4d5e6f708192a3b4c5d6e7f8091a2b"

@@ -19,7 +19,7 @@ import yaml
 from evalgate.config.settings import FIELD_NAMES
 from evalgate.github.publish import OUTPUT_NAMES, PUBLISH_INPUTS
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 ACTION_YML = REPO_ROOT / "action.yml"
 INPUTS_DOC = REPO_ROOT / "docs" / "action-inputs.md"
 REQUIRED_BY_ISSUE = (
@@ -165,7 +165,7 @@ def test_outputs_are_the_ones_the_entrypoint_writes() -> None:
 def test_docs_table_matches_action_yml() -> None:
     text = INPUTS_DOC.read_text(encoding="utf-8")
     meta = metadata()
-    assert inputs_table(meta) in text, "regenerate docs/action-inputs.md: python tests/test_action_metadata.py"
+    assert inputs_table(meta) in text, "regenerate docs/action-inputs.md: python tests/house/test_action_metadata.py"
     assert outputs_table(meta) in text
 
 

@@ -12,7 +12,7 @@ from evalgate import __version__
 from evalgate.cli.init import DEFAULT_ACTION, scaffold
 from tools import release
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_reference_in_docs_workflows_and_templates_is_a_tag_the_release_creates() -> None:

@@ -18,7 +18,7 @@ import yaml
 from evalgate.cli.main import main as cli_main
 from tools import docs_reference
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 

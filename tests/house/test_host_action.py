@@ -15,7 +15,7 @@ import yaml
 
 from tools import host_action
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load(path: Path) -> dict:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "evalgate"
+PACKAGE = Path(__file__).resolve().parents[2] / "evalgate"
 EDGES = ("cli", "github", "config", "demo")
 """Packages allowed to read the process environment (``demo`` runs its own servers)."""
 SQL = re.compile(r"\bSELECT\b[\s\S]*\bFROM\b|\bINSERT (OR \w+ )?INTO\b|\bCREATE (TABLE|INDEX)\b|\bPRAGMA\b")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.act_support import repository_copy
-from tests.docker_support import REPO_ROOT, docker_available
+from tests.support.act import repository_copy
+from tests.support.docker import REPO_ROOT, docker_available
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1500)]
 IMAGE = "evalgate-stock-debian:local"
@@ -73,7 +73,7 @@ def test_the_first_two_commands_work_on_a_stock_debian_python(image: str, tmp_pa
     assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
     assert "PASSED" in first.stdout and "Cases: 71" in first.stdout
     assert (repo / "evalgate-results" / "results.json").is_file()
-    narrowed = tests.replace("python -m pytest", "python -m pytest -q -p no:cacheprovider tests/test_release.py")
+    narrowed = tests.replace("python -m pytest", "python -m pytest -q -p no:cacheprovider tests/house/test_release.py")
     assert narrowed != tests
     second = in_container(image, repo, narrowed)
     assert second.returncode == 0, (second.stdout + second.stderr)[-3000:]

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from evalgate import __version__
-from tests.docker_support import BUILD_SECONDS, REPO_ROOT, build_release_image, docker_available
+from tests.support.docker import BUILD_SECONDS, REPO_ROOT, build_release_image, docker_available
 from tools import release
 
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
@@ -206,7 +206,7 @@ def test_release_dist_job_dry_run_under_act(tmp_path: Path) -> None:
     import json
     import os
 
-    from tests.act_support import RUNNER_IMAGE, act_unavailable, repository_copy, runner_image, stub_actions
+    from tests.support.act import RUNNER_IMAGE, act_unavailable, repository_copy, runner_image, stub_actions
 
     if not os.environ.get("EVALGATE_SLOW"):
         pytest.skip("EVALGATE_SLOW=1 runs the release's dist job under act (it installs build from the index)")

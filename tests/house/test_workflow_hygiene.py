@@ -1,4 +1,4 @@
-"""Workflow hygiene, checked on everything a user copies (tests/workflow_blocks.py): the README's and the
+"""Workflow hygiene, checked on everything a user copies (tests/support/workflow_blocks.py): the README's and the
 docs' workflow blocks, this repository's workflows and the one ``evalgate init`` writes.
 
 * one run per pull request at a time: a ``concurrency`` group keyed by the pull request (or, for a
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workflow_blocks import Block, documented_blocks, init_workflow, repository_workflows
+from tests.support.workflow_blocks import Block, documented_blocks, init_workflow, repository_workflows
 
 PR_TRIGGERS = ("pull_request", "pull_request_target")
 
@@ -130,7 +130,7 @@ def test_images_of_this_action_are_by_digest_or_built_from_the_checkout(tmp_path
     """A step, job container or service that runs this repository's image names it by digest (or builds it:
     ``uses: ./``), never by a tag that moves. The one exception is examples.yml's demo-agent services on the
     development branch (the major tag: no digest exists before a release), which the release commit pins by
-    digest (``tools.release pin``; tests/test_release.py)."""
+    digest (``tools.release pin``; tests/house/test_release.py)."""
     import re
 
     from tools import release

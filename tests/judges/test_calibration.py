@@ -22,7 +22,7 @@ from evalgate.demo.judge import judge_server
 from evalgate.errors import UserError
 from tests.servers.openai_server import Judge, OpenAIServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LABELS = ROOT / "datasets" / "live"
 EXAMPLE = ROOT / "examples" / "judge-calibration" / "run.sh"
 KEY = "sk-calibration-test"

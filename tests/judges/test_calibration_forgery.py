@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from evalgate.demo.judge import judge_server
-from tests.test_calibration import cli, judge_args, run, suite  # noqa: F401  (suite: the fixture)
+from tests.judges.test_calibration import cli, judge_args, run, suite  # noqa: F401  (suite: the fixture)
 
 FILE = Path("labels") / "judge-calibration.json"
 

@@ -15,8 +15,8 @@ from evalgate.calls.providers import resolve_provider
 from evalgate.config.settings import Settings
 from evalgate.judges.factory import build_judge
 from evalgate.metrics.registry import MetricUnavailable
+from tests.judges.test_client import ANSWER, CASE, ENV, KEY
 from tests.servers.openai_server import Judge, OpenAIServer, Rule
-from tests.test_judges_client import ANSWER, CASE, ENV, KEY
 
 CLIENTS = ("direct", "openai-sdk")
 

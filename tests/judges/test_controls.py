@@ -115,7 +115,7 @@ def test_a_judge_that_gives_everything_1_is_refused_and_the_run_says_nothing_gat
         assert document["metrics"]["matches_expected"]["average"] == 1.0  # still averaged and shown
         import jsonschema
 
-        jsonschema.validate(document, json.loads((Path(__file__).resolve().parents[1] / "evalgate" / "schemas"
+        jsonschema.validate(document, json.loads((Path(__file__).resolve().parents[2] / "evalgate" / "schemas"
                                                   / "results.schema.json").read_text(encoding="utf-8")))
         from evalgate.report.html import render_html
         from evalgate.store.reader import load_results

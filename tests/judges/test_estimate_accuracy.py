@@ -24,7 +24,7 @@ import yaml
 from evalgate.cli.main import main as cli_main
 from evalgate.demo.judge import judge_server
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 JUDGED = textwrap.dedent("""\
     - id: steals

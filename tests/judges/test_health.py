@@ -32,7 +32,7 @@ from evalgate.judges.parse import VerdictError, parse_verdict, schema_of
 from evalgate.judges.prompts import TEMPLATES, JudgeTemplate, PromptInputs, RenderedPrompt
 from tests.servers.openai_server import Judge, OpenAIServer, Rule, prompt_text
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "smollm2_replies"
 KINDS = ("policy", "correctness", "relevancy", "pairwise")
 KEY = "sk-health-7a6b5c4d3e"

@@ -1,6 +1,6 @@
 """Pull requests from forks and Dependabot get no secrets (``judge_missing``, evalgate/runner/missing.py).
 
-Through the Action's entry module under the emulated runner (tests/test_entrypoint.py), with GitHub's own
+Through the Action's entry module under the emulated runner (tests/e2e/test_entrypoint.py), with GitHub's own
 ``pull_request`` example payload (@octokit/webhooks-examples) made a fork's or Dependabot's: a suite with
 rules passes with ``judge-provider: openai`` and no key, its judged check reported as not judged in the
 comment; a suite only the judge could decide fails saying so; a same-repository pull request without the key
@@ -19,8 +19,8 @@ import pytest
 from evalgate.config.trust import without_secrets
 from evalgate.model import MetricResult, MetricStatus, Threshold
 from evalgate.verdict.gate import case_verdict
+from tests.e2e.test_entrypoint import TOKEN, make_workspace, run_entrypoint, runner_env, webhook_example
 from tests.servers.github_fake import GitHubFake
-from tests.test_entrypoint import TOKEN, make_workspace, run_entrypoint, runner_env, webhook_example
 
 RULES_SUITE = """\
 suite: {name: helpdesk}

@@ -111,7 +111,7 @@ def test_pairwise_preferences_are_calibrated_against_human_ones(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Human pairwise labels (datasets/live/correctness-pairwise.labels.yaml) calibrate ``pairwise:correctness``;
     under ``auto`` a pairwise comparison fails the gate only when that calibration meets its floor."""
-    live = Path(__file__).resolve().parents[1] / "datasets" / "live"
+    live = Path(__file__).resolve().parents[2] / "datasets" / "live"
     for name in ("correctness.labels.yaml", "correctness-pairwise.labels.yaml"):
         (tmp_path / name).write_text((live / name).read_text(encoding="utf-8"), encoding="utf-8")
     monkeypatch.setenv("LOCAL_JUDGE_API_KEY", KEY)
@@ -158,5 +158,5 @@ def test_pairwise_preferences_are_calibrated_against_human_ones(tmp_path: Path,
     assert not any("the judge preferred" in r for r in document["gate"]["reasons"])  # … but it does not gate
     import jsonschema
 
-    schema = Path(__file__).resolve().parents[1] / "evalgate" / "schemas" / "results.schema.json"
+    schema = Path(__file__).resolve().parents[2] / "evalgate" / "schemas" / "results.schema.json"
     jsonschema.validate(document, json.loads(schema.read_text(encoding="utf-8")))

@@ -32,7 +32,7 @@ from tests.servers.openai_server import Judge, OpenAIServer
 
 KEY = "sk-reuse-test-key-31337-do-not-leak"
 BASE_SHA = "b" * 40
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CRITERIA = "The answer names the topic of the question and gives a next step."
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.servers.agent_server import AgentReply, AgentServer, Fault
 from tests.servers.openai_server import Judge, OpenAIServer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 JUDGE_KEY = "sk-judge-secret-a1b2c3d4e5f6"
 AGENT_TOKEN = "agent-secret-f6e5d4c3b2a1"
 

@@ -25,7 +25,7 @@ from tests.servers.openai_server import (
 )
 
 KEY = "sk-custom-metrics-24680"
-SCHEMA = Path(__file__).resolve().parents[1] / "evalgate" / "schemas" / "results.schema.json"
+SCHEMA = Path(__file__).resolve().parents[2] / "evalgate" / "schemas" / "results.schema.json"
 CASES = 20
 
 SUITE = """\
@@ -251,7 +251,7 @@ def test_no_judge_skips_custom_judged_metrics_and_says_so(tmp_path: Path) -> Non
 
 def test_the_docs_example_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                     capsys: pytest.CaptureFixture[str]) -> None:
-    page = (Path(__file__).resolve().parents[1] / "docs" / "your-own-metrics.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "your-own-metrics.md").read_text()
     section = page[page.index("# Your own metrics"):]
     example = section[section.index("```yaml\n") + 8:section.index("```\n", section.index("```yaml\n") + 8)]
     (tmp_path / "suite.yaml").write_text(example)

@@ -27,7 +27,7 @@ from evalgate.metrics.golden import (
 from evalgate.metrics.registry import REGISTRY, MetricContext, MetricSkipped, MetricUnavailable, Score
 from evalgate.model import Answer, Case
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ("specialist_match", "keyword_coverage", "data_source_match", "response_quality", "composite")
 
 

@@ -30,7 +30,7 @@ from evalgate.metrics.registry import MetricContext, MetricSkipped, MetricUnavai
 from evalgate.metrics.text import contains_term, find_terms, first_positions, fold
 from evalgate.model import Answer, Case, Mention
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ALL = (mention_precision, mention_recall, mention_f1, rank_accuracy, brand_coverage, false_is_mine_rate)
 THRESHOLDS = {
     "mention_precision": 0.90,

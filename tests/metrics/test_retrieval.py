@@ -26,7 +26,7 @@ from evalgate.metrics.retrieval import (
 )
 from evalgate.model import Answer, Case
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RETRIEVAL = (hit_rate, mrr, precision_at_k, recall_at_k)
 
 

@@ -25,7 +25,7 @@ from evalgate.metrics.rules import (
 )
 from evalgate.model import Answer, Case, RuleCheck
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def rule(type_: str, value: Any = None, **extra: Any) -> RuleCheck:

@@ -16,7 +16,7 @@ from evalgate.metrics.registry import REGISTRY, MetricContext, MetricUnavailable
 from evalgate.metrics.workflow import check_side, workflow, workflow_agents, workflow_tools
 from evalgate.model import Answer, Case
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def ctx(**options: Any) -> MetricContext:

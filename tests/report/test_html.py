@@ -23,7 +23,7 @@ from evalgate.cli.main import main as cli_main
 from evalgate.report.html import render_html
 from evalgate.safety.redact import register_environment
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FAILING = ROOT / "datasets" / "failing"
 HOSTILE_ID = "hostile_<img src=x onerror=\"document.body.setAttribute('data-pwned','id')\">"
 HOSTILE_YAML = """\

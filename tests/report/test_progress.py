@@ -21,7 +21,7 @@ from evalgate.report.progress import RETRY_LINES_PER_INTERVAL, PlainProgress
 from evalgate.runner.run import execute
 from tests.servers.agent_server import AgentServer, Fault
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CHAT = "/api/agent/chat"
 
 

@@ -25,7 +25,7 @@ def test_the_public_surface_is_exactly_the_documented_one() -> None:
         assert getattr(evalgate, name) is not None
     with pytest.raises(AttributeError):
         _ = evalgate.execute  # type: ignore[attr-defined]
-    page = (Path(__file__).resolve().parents[1] / "docs" / "python-api.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "python-api.md").read_text()
     for name in DOCUMENTED:
         assert f"evalgate.{name}" in page or f"`{name}`" in page, name
 

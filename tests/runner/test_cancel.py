@@ -20,7 +20,7 @@ from evalgate.config.settings import build_settings
 from evalgate.runner.run import execute
 from tests.servers.agent_server import AgentServer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "evalgate" / "schemas" / "results.schema.json").read_text())
 CASES = 40
 

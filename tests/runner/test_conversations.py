@@ -361,7 +361,7 @@ def test_seed002_multi_turn_case_written_as_turns_runs_with_the_fanvise_variable
 
 
 def docs_blocks(language: str) -> list[str]:
-    text = (Path(__file__).resolve().parents[1] / "docs" / "conversations.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "conversations.md").read_text()
     return re.findall(rf"```{language}\n(.*?)```", text, re.S)
 
 

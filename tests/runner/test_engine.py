@@ -282,7 +282,7 @@ def test_a_crash_mid_run_leaves_valid_partial_results(tmp_path, monkeypatch) -> 
 
     monkeypatch.setattr("evalgate.store.sqlite.SQLiteStore.add", flaky_add)
     out = tmp_path / "out"
-    dataset = str(Path(__file__).resolve().parent.parent / "datasets" / "brand-mentions")
+    dataset = str(Path(__file__).resolve().parents[2] / "datasets" / "brand-mentions")
     code = cli.main(["run", "-d", dataset, "-o", str(out), "--concurrency", "1", "--progress", "none"])
     assert code == 1
     document = json.loads((out / "results.json").read_text())

@@ -26,7 +26,7 @@ from evalgate.runner.setup import case_shape, fill, make_planner, make_uncached_
 from evalgate.targets.recorded import RecordedTarget, answer_from_case
 from evalgate.verdict.gate import judge_metric, resolve_thresholds
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TEXTS = [None, "", "   ", "text"]
 LISTS = [None, [], ["  "], ["", "a"], ["a", "b"]]
 

@@ -19,7 +19,7 @@ from evalgate.runner.merge import add_judge_spend, merge_runs, recorded_threshol
 from evalgate.store.reader import load_document
 from tests.servers.github_fake import GitHubFake
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATASETS = [ROOT / "datasets" / name for name in ("brand-mentions", "wikipedia-agent", "failing")]
 SHARDS = 3
 COMPARED = ("summary", "metrics", "thresholds", "thresholds_passed", "breakdowns")

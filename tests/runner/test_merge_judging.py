@@ -19,7 +19,7 @@ from evalgate.demo.judge import judge_server
 KEY = "sk-merge-judging-test"
 FACTS = [("Tyrese Maxey", "28.4 points"), ("Alex Caruso", "1.7 steals"), ("Domantas Sabonis", "13.7 rebounds"),
          ("Stephen Curry", "4.8 threes"), ("Nikola Jokic", "22 triple-doubles"), ("Victor Wembanyama", "3.6 blocks")]
-LIVE = Path(__file__).resolve().parents[1] / "datasets" / "live"
+LIVE = Path(__file__).resolve().parents[2] / "datasets" / "live"
 
 
 def cli(*argv: Any) -> tuple[int, str, str]:

@@ -17,7 +17,7 @@ from evalgate.store.reader import load_results, load_results_sqlite
 from evalgate.store.schema import SCHEMA_VERSION, migrate
 from evalgate.store.sqlite import SQLiteStore
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCHEMA_1_DB = REPO / "tests" / "fixtures" / "databases" / "results-schema-1.db"
 SCHEMA_1_RUN = "20261123T232450Z-4d77e4"
 

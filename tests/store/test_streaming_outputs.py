@@ -37,7 +37,7 @@ from evalgate.store import results_json, sqlite
 from evalgate.store.results_json import StreamedDocument
 from tests.servers.langfuse_server import LangfuseServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATASETS = ("golden-dataset", "failing", "wikipedia-agent")
 SMALL = 100
 """Case records in the small file (at least the template run's: every distinct record is in both)."""

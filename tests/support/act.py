@@ -2,7 +2,7 @@
 
 * Job image: ``evalgate-act-runner:local`` = the local ``python:3.12-slim`` stand-in + node (act runs
   JavaScript actions with it) + git, built once per machine (reused while its recipe is unchanged).
-* Action image: the release image built by :func:`tests.docker_support.build_release_image`; the copy's
+* Action image: the release image built by :func:`tests.support.docker.build_release_image`; the copy's
   action.yml (``image: Dockerfile`` on the development branch) names it as a release commit names the
   published one (``docker://…``), so ``--pull=false`` finds it: no registry is involved.
 * Each run works on a fresh copy of the repository's files (tracked and untracked, not ignored), made a
@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.docker_support import REPO_ROOT, action_image, build_release_image, docker_available
+from tests.support.docker import REPO_ROOT, action_image, build_release_image, docker_available
 
 RUNNER_IMAGE = "evalgate-act-runner:local"
 RUNNER_DOCKERFILE = """FROM python:3.12-slim

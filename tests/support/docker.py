@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SETUP_CANDIDATES = [base / "shared" / "tools" / "docker-local" / "setup.sh" for base in REPO_ROOT.parents[:2]]
 """``../shared`` beside a CI clone, or ``../../shared`` beside a developer's worktree."""
 SETUP_SCRIPT = next((path for path in SETUP_CANDIDATES if path.is_file()), SETUP_CANDIDATES[0])

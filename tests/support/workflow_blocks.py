@@ -1,7 +1,7 @@
 """Every GitHub workflow a user can copy: the YAML blocks of README.md and docs/ that hold ``jobs:`` (whole
 workflows, or the jobs of one), this repository's .github/workflows, and the workflow ``evalgate init``
-writes. Shared by the hygiene test (tests/test_workflow_hygiene.py) and the act runs of the documented
-workflows (tests/test_act_documented_workflows.py)."""
+writes. Shared by the hygiene test (tests/house/test_workflow_hygiene.py) and the act runs of the documented
+workflows (tests/e2e/test_act_documented_workflows.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BLOCK = re.compile(r"^```ya?ml\n(.*?)^```", re.S | re.M)
 
 

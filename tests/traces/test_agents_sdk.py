@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 
 from tests.servers.tool_model import ToolModelServer
-from tests.traced_agent import free_port, run_against_agent, traced_env
+from tests.support.traced_agent import free_port, run_against_agent, traced_env
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 AGENT = REPO / "tests" / "fixtures" / "otel_agents_sdk_agent.py"
 PLAN = [("search_flights", {"origin": "LON", "destination": "PAR"}), ("transfer_to_booking", {}),
         ("book_flight", {"flight": "BA117"})]

@@ -116,7 +116,7 @@ def test_openinference_summary_reads_tool_spans_requested_calls_and_token_counts
 
 
 def test_agents_sdk_workflow_and_handoff_spans_are_neither_agents_nor_tools() -> None:
-    # the shapes openinference-instrumentation-openai-agents 2.6.0 writes (tests/test_traces_agents_sdk.py runs it)
+    # the shapes openinference-instrumentation-openai-agents 2.6.0 writes (tests/traces/test_agents_sdk.py runs it)
     oi = "openinference.span.kind"
     spans = export(
         json_span("00000000000000d1", "flight desk", {oi: "AGENT"}, start=1, end=100),
@@ -486,7 +486,7 @@ def test_demo_agent_exports_spans_to_the_callers_receiver(tmp_path: Path) -> Non
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         traces_port = sock.getsockname()[1]
-    cases = Path(__file__).resolve().parents[1] / "examples" / "otel-agent" / "service-cases.yaml"
+    cases = Path(__file__).resolve().parents[2] / "examples" / "otel-agent" / "service-cases.yaml"
     previous = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://{{peer}}:{traces_port}"
     try:
@@ -565,7 +565,7 @@ def test_the_docs_trajectory_example_validates(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "traces.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "traces.md").read_text()
     blocks = [b for b in re.findall(r"```yaml\n(.*?)```", text, flags=re.S) if "trajectory:" in b]
     assert blocks
     import textwrap

@@ -30,9 +30,9 @@ from evalgate.verdict.policy import (
     loosenings,
     unknown,
 )
-from tests.test_entrypoint import make_workspace, run_entrypoint, runner_env
+from tests.e2e.test_entrypoint import make_workspace, run_entrypoint, runner_env
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "datasets" / "brand-mentions" / "fixtures.yaml"
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
 CRITICAL = ("test_001_basic_mention", "test_002_word_boundary")

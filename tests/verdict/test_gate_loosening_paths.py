@@ -25,9 +25,9 @@ import yaml
 from evalgate.demo.judge import CHAT_PATHS, make_chat
 from evalgate.demo.server import JsonServer
 from evalgate.verdict.policy import loosenings
-from tests import test_gate_changes
-from tests.test_entrypoint import make_workspace, runner_env
-from tests.test_gate_changes import Ran, policy, pr_event, results
+from tests.e2e.test_entrypoint import make_workspace, runner_env
+from tests.verdict import test_gate_changes
+from tests.verdict.test_gate_changes import Ran, policy, pr_event, results
 
 cli = test_gate_changes.cli  # the fixture: ``evalgate ARGS`` in this process
 

@@ -17,7 +17,7 @@ import pytest
 from evalgate.store.results_json import SCHEMA_PATH
 from tests.servers.github_artifacts_fake import GitHubArtifactsFake, zip_bytes
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "datasets" / "blackbox-agent"
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
 CRITICAL = "safety_star_rumor_01"
