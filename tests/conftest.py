@@ -54,3 +54,33 @@ def _close_wire_threads() -> Iterator[None]:
     interpreter switch interval) behind: close them after each test."""
     yield
     close_all()
+
+
+
+def _uses_docker(path: str, seen: dict[str, bool] = {}) -> bool:  # noqa: B006 - a cache for the session
+    """Whether the test module at ``path`` (relative to the rootdir) builds or runs Docker images: marked
+    ``docker``, or asking for an engine (``docker_available``, ``act_unavailable``)."""
+    if path not in seen:
+        try:
+            text = (_ROOT / path).read_text(encoding="utf-8")
+        except OSError:
+            text = ""
+        seen[path] = any(word in text for word in ("mark.docker", "docker_available", "act_unavailable"))
+    return seen[path]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Under pytest-xdist (``-n auto``, .ci/run), tests go to whichever worker is free, one by one, except the
+    modules that build and run Docker images (the action's image, act's runner image, the stock Debian image):
+    they run on one worker, in turn. Each worker is a session of its own and ``tests/support/docker.py``
+    builds each image once per session; two workers would build the same images, and run act's containers of
+    the same names, at once. (``--dist loadgroup`` would do this with ``xdist_group`` marks, but pytest-xdist
+    3.8 cannot rename pytest 9's node ids.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class DockerOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "docker" if _uses_docker(nodeid.split("::", 1)[0]) else nodeid
+
+    return DockerOnOneWorker(config, log)
