@@ -73,16 +73,18 @@ def _uses_docker(path: str, seen: dict[str, bool] = {}) -> bool:  # noqa: B006 -
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """Under pytest-xdist (``-n auto``, .ci/run), each module goes whole to whichever worker is free, the modules
     with the most tests first (``--dist loadfile``: a module's fixtures are set up once, its tests run in
-    order), and the modules that build and run Docker images (the action's image, act's runner image, the
-    stock Debian image) go to one worker together. Each worker is a session of its own and
-    ``tests/support/docker.py`` builds each image once per session; two workers would build the same images,
-    and run act's containers of the same names, at once. (``--dist loadgroup`` would do this with
-    ``xdist_group`` marks, but pytest-xdist 3.8 cannot rename pytest 9's node ids.)"""
+    order); the modules that build and run Docker images (the action's image, act's runner image, the stock
+    Debian image) go to one worker together; the real-model tests, minutes each, go one by one. Each worker is
+    a session of its own and ``tests/support/docker.py`` builds each image once per session: two workers would
+    build the same images, and run act's containers of the same names, at once. (``--dist loadgroup`` would
+    do this with ``xdist_group`` marks, but pytest-xdist 3.8 cannot rename pytest 9's node ids.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class DockerOnOneWorker(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
+            if module.startswith("tests/realmodel/"):  # minutes a test, sharing only the session's model server
+                return nodeid
             return "docker" if _uses_docker(module) else module
 
     return DockerOnOneWorker(config, log)
