@@ -9,7 +9,7 @@
 * ``docs/index.md`` — the README with its links made relative to ``docs/``.
 
 ``python -m tools.docs_reference`` writes them; ``--check`` exits 1 when a page is out of date
-(``tests/house/test_docs_site.py``, ``tests/docs/test_docs_layout.py``).
+(``tests/house/test_docs_site.py``, ``tests/house/test_docs_layout.py``).
 """
 
 from __future__ import annotations
