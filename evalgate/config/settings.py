@@ -92,8 +92,9 @@ class Settings(BaseModel):
     format: Literal["text", "json"] = "text"
     compat: list[str] = Field(default_factory=list)
     """Seeds whose dialects apply to cases without a kind (``evalgate.dialects``) and whose output shapes are
-    produced too (``report.documents``: seeds 000, 001, 004): files beside results.json, the seed's console
-    summary, and with ``format: json`` (one seed) the seed's document on stdout."""
+    produced too (``report.documents``: those with an output document, as ``--compat``'s help lists): files
+    beside results.json, the seed's console summary, and with ``format: json`` (one seed) the seed's document
+    on stdout."""
     compat_output: str | None = None
     """Another path for the (single) compat document."""
     compat_include_responses: bool = True

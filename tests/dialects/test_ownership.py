@@ -26,11 +26,12 @@ PACKAGE = ROOT / "evalgate"
 REGISTRY = PACKAGE / "dialect.py"
 
 SEED_WORDS = re.compile(
-    r"seed\s?00[0-4]|FANVISE|EVAL_JUDGE_API_KEY|eval_config|team_name|teamName|active_team_id|activeTeamId"
+    r"seeds?\s*00[0-4]|\b00[0-4]'s\b|FANVISE|EVAL_JUDGE_API_KEY|eval_config|team_name|teamName|active_team_id|activeTeamId"
     r"|active_league_id|activeLeagueId|brands_|expected_specialist|verified_answer_summary|intent_id"
     r"|llm_answer_text",
     re.IGNORECASE)
-"""Seed names, seed environment/config spellings and the seed-only case fields."""
+"""Seed names (also wrapped over two lines, and "004's"), seed environment/config spellings and the seed-only
+case fields."""
 
 
 def entry_point_lines(path: Path = REGISTRY) -> set[int]:
@@ -61,10 +62,12 @@ def seed_words(root: Path, registry: Path) -> list[str]:
         if not path.is_file() or relative.parts[0] == "dialects" or "__pycache__" in relative.parts:
             continue
         text = path.read_bytes().decode("utf-8", errors="replace")
-        for number, line in enumerate(text.splitlines(), 1):
-            if SEED_WORDS.search(line) and not (path == registry and number in allowed):
-                found.append(f"{relative}:{number}: {line.strip()}")
-    return found
+        lines = text.splitlines()
+        for match in SEED_WORDS.finditer(text):
+            number = text.count("\n", 0, match.start()) + 1
+            if not (path == registry and number in allowed):
+                found.append(f"{relative}:{number}: {lines[number - 1].strip()}")
+    return list(dict.fromkeys(found))
 
 
 def test_nothing_outside_the_dialects_names_a_seed() -> None:
@@ -81,7 +84,8 @@ def test_the_search_finds_a_seed_in_any_file_and_text(tmp_path: Path) -> None:
     (tmp_path / "dialects").mkdir()
     (tmp_path / "dialects" / "seed004.py").write_text('NAME = "seed004"\n', encoding="utf-8")
     (tmp_path / "generic.py").write_text('"""Seed 004 in a docstring."""\nX = 1  # FANVISE_MODE in a comment\n'
-                                         'def f(case):\n    return case.brands_mine\n', encoding="utf-8")
+                                         'def f(case):\n    return case.brands_mine\n'
+                                         '# as the\n# 003\'s scores, or (seed\n# 002)\n', encoding="utf-8")
     (tmp_path / "templates").mkdir()
     (tmp_path / "templates" / "comment.md.j2").write_text("{{ case.expected_specialist }}\n", encoding="utf-8")
     (tmp_path / "schema.json").write_text('{"properties": {"teamName": {}}}\n', encoding="utf-8")
@@ -96,6 +100,7 @@ def test_the_search_finds_a_seed_in_any_file_and_text(tmp_path: Path) -> None:
         'generic.py:1: """Seed 004 in a docstring."""',
         "generic.py:2: X = 1  # FANVISE_MODE in a comment",
         "generic.py:4: return case.brands_mine",
+        "generic.py:6: # 003's scores, or (seed",
         'schema.json:1: {"properties": {"teamName": {}}}',
         "templates/comment.md.j2:1: {{ case.expected_specialist }}",
     ]
