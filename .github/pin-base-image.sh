@@ -2,7 +2,7 @@
 # Refresh the release's base image pin by hand (Dependabot proposes the same change weekly):
 # .github/base-image/Dockerfile becomes FROM <the Dockerfile's base tag>@<its current multi-platform digest>.
 # Needs docker with buildx and registry access. Run it, review the diff, commit; the next release builds
-# on the new base. tests/test_release.py checks the pin's shape and tag.
+# on the new base. tests/house/test_release.py checks the pin's shape and tag.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tag=$(sed -n 's/^ARG PYTHON_IMAGE=//p' Dockerfile)

@@ -216,6 +216,9 @@ class Dialect:
     read once, when the metrics are registered."""
     prompt_fields: Mapping[str, str] = field(default_factory=dict)
     """Judge prompt variable → the case field it shows (for variables of the dialect's own templates)."""
+    setting_docs: Mapping[str, str] = field(default_factory=dict)
+    """Setting → its description as the dialect documents it (its own spelling of the setting), a template
+    like ``metric_docs``'s: the settings reference (``tools.docs_reference``) shows it."""
 
 
 class _Registry(Mapping[str, Dialect]):
@@ -556,12 +559,29 @@ def export_name(metric: str) -> str:
 
 def describe(metric: str, text: str) -> str:
     """``metric``'s description ``text`` as the dialect it comes from documents it (``metric_docs``; after a
-    lead-in such as ``"Origin: {}"`` the text goes on in lower case)."""
+    lead-in such as ``"Origin: {}"`` the text goes on in lower case; before a tail such as ``"{} (origin)."``
+    it loses its final full stop: ``_documented``)."""
     for dialect in DIALECTS.values():
         if metric in dialect.metric_docs:
-            template = dialect.metric_docs[metric]
-            return template.format(text if template.startswith("{}") else text[:1].lower() + text[1:])
+            return _documented(dialect.metric_docs[metric], text)
     return text
+
+
+def describe_setting(setting: str, text: str) -> str:
+    """``setting``'s description ``text`` as the dialects document it (``setting_docs``, in registry order;
+    templates as in ``describe``)."""
+    for dialect in DIALECTS.values():
+        if setting in dialect.setting_docs:
+            text = _documented(dialect.setting_docs[setting], text)
+    return text
+
+
+def _documented(template: str, text: str) -> str:
+    """``text`` in ``template``'s ``{}``: after a lead-in it goes on in lower case, before a tail it loses its
+    final full stop."""
+    if not template.endswith("{}"):
+        text = text.removesuffix(".")
+    return template.format(text if template.startswith("{}") else text[:1].lower() + text[1:])
 
 
 def expectation_fields(generic: tuple[str, ...]) -> tuple[str, ...]:

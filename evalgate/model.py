@@ -54,7 +54,7 @@ class RiskLevel(StrEnum):
 
 
 class Mention(BaseModel):
-    """One brand mention as an extractor reported it (seed 001)."""
+    """One brand mention as a brand-mention extractor reported it (``metrics.mentions``)."""
 
     model_config = ConfigDict(extra="forbid")
     brand: str
@@ -68,7 +68,7 @@ _REGEX_RULES = frozenset({"regex", "not_regex"})
 
 
 class RuleCheck(BaseModel):
-    """A deterministic hard check (seed 002) declared by a case or a category.
+    """A deterministic hard check (``metrics.rules``) declared by a case or a category.
 
     ``type``: contains | not_contains | regex | not_regex | is_json | max_tokens | max_latency |
     min_length | max_length. ``value`` is the needle, pattern or limit.

@@ -36,7 +36,7 @@ def _no_shared_judge_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests that build ``Settings(...)`` directly bypass the environment, so the setting above does not reach
     them and the judge would fall back to the user's ``~/.cache/evalgate/judge-cache.db``: a verdict stored
     there by one test (keyed by a loopback port the OS hands out again) was served to another. Off for them
-    too, unless a test names a shared cache or clears the variable (tests/test_judge_shared_cache.py)."""
+    too, unless a test names a shared cache or clears the variable (tests/judges/test_shared_cache.py)."""
     from evalgate.judges import factory
     from evalgate.store.shared_cache import shared_cache_path
 
@@ -54,3 +54,37 @@ def _close_wire_threads() -> Iterator[None]:
     interpreter switch interval) behind: close them after each test."""
     yield
     close_all()
+
+
+
+def _uses_docker(path: str, seen: dict[str, bool] = {}) -> bool:  # noqa: B006 - a cache for the session
+    """Whether the test module at ``path`` (relative to the rootdir) builds or runs Docker images: marked
+    ``docker``, or asking for an engine (``docker_available``, ``act_unavailable``)."""
+    if path not in seen:
+        try:
+            text = (_ROOT / path).read_text(encoding="utf-8")
+        except OSError:
+            text = ""
+        seen[path] = any(word in text for word in ("mark.docker", "docker_available", "act_unavailable"))
+    return seen[path]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Under pytest-xdist (``-n auto``, .ci/run), each module goes whole to whichever worker is free, the modules
+    with the most tests first (``--dist loadfile``: a module's fixtures are set up once, its tests run in
+    order); the modules that build and run Docker images (the action's image, act's runner image, the stock
+    Debian image) go to one worker together; the real-model tests, minutes each, go one by one. Each worker is
+    a session of its own and ``tests/support/docker.py`` builds each image once per session: two workers would
+    build the same images, and run act's containers of the same names, at once. (``--dist loadgroup`` would
+    do this with ``xdist_group`` marks, but pytest-xdist 3.8 cannot rename pytest 9's node ids.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class DockerOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            if module.startswith("tests/realmodel/"):  # minutes a test, sharing only the session's model server
+                return nodeid
+            return "docker" if _uses_docker(module) else module
+
+    return DockerOnOneWorker(config, log)

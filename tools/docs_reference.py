@@ -1,7 +1,7 @@
 """Generate the documentation site's reference pages from the code (one source of truth each):
 
 * ``docs/reference/settings.md`` — every setting (``evalgate.config.settings.Settings``: type, default and
-  its docstring), with its ``EVALGATE_*`` variable, its action input (``action.yml``) and its flag
+  its docstring, as the dialects document it: ``evalgate.dialect.describe_setting``), with its ``EVALGATE_*`` variable, its action input (``action.yml``) and its flag
   (``evalgate run``'s parser);
 * ``docs/reference/metrics.md`` — every built-in metric from the registry (family, direction, default
   threshold, when it runs in a generic suite: ``evalgate.dialect.WHEN``) and what each seed's dialect
@@ -9,7 +9,7 @@
 * ``docs/index.md`` — the README with its links made relative to ``docs/``.
 
 ``python -m tools.docs_reference`` writes them; ``--check`` exits 1 when a page is out of date
-(``tests/test_docs_site.py``, ``tests/docs/test_docs_layout.py``).
+(``tests/house/test_docs_site.py``, ``tests/house/test_docs_layout.py``).
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ def _cell(text: Any) -> str:
 
 def settings_page() -> str:
     from evalgate.config.settings import Settings
+    from evalgate.dialect import describe_setting
 
     docs = _attribute_docs(ROOT / "evalgate" / "config" / "settings.py", "Settings")
     inputs = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8")).get("inputs", {})
@@ -85,6 +86,7 @@ def settings_page() -> str:
         input_name = name.replace("_", "-")
         flag, help_text = flags.get(name, ("", ""))
         what = docs.get(name) or help_text or str((inputs.get(input_name) or {}).get("description") or "")
+        what = describe_setting(name, what)
         lines.append(f"| `{name}` | {_cell(shown)} | `EVALGATE_{name.upper()}` | "
                      f"{'`' + input_name + '`' if input_name in inputs else '—'} | "
                      f"{'`' + flag + '`' if flag else '—'} | {_cell(what)} |")

@@ -4,7 +4,7 @@ Photographs with headless Chromium, 1280 px wide, the runs page of the live view
 filter and compare forms show) and, from the static export (``evalgate view --export``), the newest failing run,
 its first flipped case, that run's comparison and the trends page, as
 ``view-runs.png``, ``view-run.png``, ``view-case.png``, ``view-compare.png``, ``view-trends.png`` in OUT_DIR
-(default ``docs/images``). The docs' screenshots come from the three-branch runs ``tests/test_view.py`` records
+(default ``docs/images``). The docs' screenshots come from the three-branch runs ``tests/view/test_browser.py`` records
 (five runs, a judge on loopback, one hostile answer).
 """
 

@@ -55,22 +55,22 @@ DEFAULT_MODULES = (
     "evalgate.metrics.text",
     "evalgate.metrics.judged",
 )
-GATE_TESTS = ("tests/test_gate_boundaries.py", "tests/test_gate.py", "tests/test_repeats.py", "tests/test_judge_evidence.py")
+GATE_TESTS = ("tests/verdict/test_gate_boundaries.py", "tests/verdict/test_gate.py", "tests/verdict/test_repeats.py", "tests/judges/test_evidence.py")
 TESTS_FOR = {
     "evalgate.verdict.gate": GATE_TESTS,
-    "evalgate.verdict.aggregate": (*GATE_TESTS, "tests/test_merge_repeats.py"),
-    "evalgate.verdict.stats": ("tests/test_stats.py", "tests/test_stats_reference.py", "tests/test_compare.py", "tests/test_repeats.py"),
-    "evalgate.metrics.registry": ("tests/test_gate.py", "tests/test_gate_boundaries.py", "tests/test_metrics_boundaries.py",
-                                  "tests/test_fast_paths.py", "tests/test_judge_evidence.py"),
-    "evalgate.metrics.retrieval": ("tests/test_metrics_retrieval.py", "tests/test_judges_metrics.py"),
-    "evalgate.metrics.mentions": ("tests/test_gate_boundaries.py", "tests/test_metrics_boundaries.py",
-                                  "tests/test_metrics_mentions.py"),
-    "evalgate.metrics.workflow": ("tests/test_metrics_workflow.py",),
-    "evalgate.metrics.golden": ("tests/test_metrics_boundaries.py", "tests/test_metrics_golden.py"),
-    "evalgate.metrics.rules": ("tests/test_metrics_boundaries.py", "tests/test_metrics_rules.py"),
-    "evalgate.metrics.tokens": ("tests/test_metrics_tokens.py",),
-    "evalgate.metrics.text": ("tests/test_metrics_mentions.py", "tests/test_fast_paths.py"),
-    "evalgate.metrics.judged": ("tests/test_metrics_boundaries.py", "tests/test_judges_metrics.py"),
+    "evalgate.verdict.aggregate": (*GATE_TESTS, "tests/runner/test_merge_repeats.py"),
+    "evalgate.verdict.stats": ("tests/verdict/test_stats.py", "tests/verdict/test_stats_reference.py", "tests/verdict/test_compare.py", "tests/verdict/test_repeats.py"),
+    "evalgate.metrics.registry": ("tests/verdict/test_gate.py", "tests/verdict/test_gate_boundaries.py", "tests/metrics/test_boundaries.py",
+                                  "tests/runner/test_fast_paths.py", "tests/judges/test_evidence.py"),
+    "evalgate.metrics.retrieval": ("tests/metrics/test_retrieval.py", "tests/judges/test_metrics.py"),
+    "evalgate.metrics.mentions": ("tests/verdict/test_gate_boundaries.py", "tests/metrics/test_boundaries.py",
+                                  "tests/metrics/test_mentions.py"),
+    "evalgate.metrics.workflow": ("tests/metrics/test_workflow.py",),
+    "evalgate.metrics.golden": ("tests/metrics/test_boundaries.py", "tests/metrics/test_golden.py"),
+    "evalgate.metrics.rules": ("tests/metrics/test_boundaries.py", "tests/metrics/test_rules.py"),
+    "evalgate.metrics.tokens": ("tests/metrics/test_tokens.py",),
+    "evalgate.metrics.text": ("tests/metrics/test_mentions.py", "tests/runner/test_fast_paths.py"),
+    "evalgate.metrics.judged": ("tests/metrics/test_boundaries.py", "tests/judges/test_metrics.py"),
 }
 METRIC_TESTS = tuple(sorted({t for tests in TESTS_FOR.values() for t in tests if "metrics" in t}))
 """The test files run against each module's mutants: the files that test the module (the slow end-to-end

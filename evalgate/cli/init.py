@@ -19,7 +19,7 @@ from evalgate.errors import DOCS_SITE, UserError
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates" / "init"
 DEFAULT_ACTION = f"evalgate/evalgate@v{__version__.split('.')[0]}"
 """The action reference the README's workflow uses: the major tag the release of this version moves
-(tools/release.py; tests/test_action_references.py checks it)."""
+(tools/release.py; tests/house/test_action_references.py checks it)."""
 
 
 def add_init(verbs: Any) -> None:

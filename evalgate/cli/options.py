@@ -33,6 +33,21 @@ def _dialect_flags(group: Any, after: str) -> None:
         group.add_argument(*flag.flags, **flag.options)
 
 
+def _compat_help() -> str:
+    """``--compat``'s help, naming the registered dialects (first … last) and those with an output document
+    (``evalgate.dialect.DIALECTS``); without the names when the dialects are not loaded."""
+    if not DIALECTS.on:
+        return ("turn on these in-house frameworks' dialects (comma-separated) for cases without a kind, and "
+                "produce their output shapes: files beside results.json and the seed's console summary")
+    from evalgate import dialect  # lazy: the registry imports the data model (pydantic), not needed for --help
+
+    names = list(dialect.DIALECTS)
+    documents = ", ".join(name for name, one in dialect.DIALECTS.items() if one.document is not None)
+    return (f"turn on these in-house frameworks' dialects ({names[0]} … {names[-1]}, comma-separated) for cases "
+            f"without a kind, and produce their output shapes ({documents}): files beside results.json and the "
+            "seed's console summary")
+
+
 def add_selection(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("dataset and selection")
     group.add_argument("--dataset", "-d", action="append", metavar="PATH",
@@ -77,10 +92,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--db", metavar="FILE", help="SQLite file (default OUTPUT_DIR/results.db); runs are appended")
     out.add_argument("--format", choices=["text", "json"],
                      help="json prints results.json to stdout (with --compat: that framework's document)")
-    out.add_argument("--compat", metavar="SEEDS",
-                     help="turn on these in-house frameworks' dialects (seed000 … seed004, comma-separated) for "
-                          "cases without a kind, and produce their output shapes (seed000, seed001, seed004): "
-                          "files beside results.json and the seed's console summary")
+    out.add_argument("--compat", metavar="SEEDS", help=_compat_help())
     _dialect_flags(out, "--compat")
     out.add_argument("--langfuse", action=BOOL, default=None,
                      help="export scores to Langfuse (LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY, LANGFUSE_HOST)")

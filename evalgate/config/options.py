@@ -11,12 +11,12 @@ DEFAULT_SOURCE_INDICATORS: dict[str, list[str]] = {
     "sap": ["sap", "production order", "cost center", "material number", "inventory", "purchase order"],
     "mes": ["mes", "spc", "control chart", "cycle time", "machine data", "oee", "real-time"],
 }
-"""Seed 004's per-source indicator vocabularies: a source counts as used when the answer text, its
+"""The golden-dataset dialect's per-source indicator vocabularies: a source counts as used when the answer text, its
 citations or its reported data sources contain any of that source's indicators (case-insensitive)."""
 
 
 class CombinedScoreOptions(BaseModel):
-    """Seed 000: ``hit_rate^alpha · judge_score^gamma / (num_tokens/1000)^beta``."""
+    """The combined score's exponents: ``hit_rate^alpha · judge_score^gamma / (num_tokens/1000)^beta``."""
 
     model_config = ConfigDict(extra="forbid")
     alpha: float = 2.0
@@ -25,7 +25,7 @@ class CombinedScoreOptions(BaseModel):
 
 
 class CompositeWeights(BaseModel):
-    """Seed 004: weights of the composite; they must sum to 1."""
+    """Weights of the golden-dataset composite; they must sum to 1."""
 
     model_config = ConfigDict(extra="forbid")
     specialist_match: float = Field(default=0.30, ge=0.0)
@@ -51,14 +51,14 @@ class MetricOptions(BaseModel):
     k: int = Field(default=5, ge=1, description="cut-off for precision@k / recall@k")
     context_mrr_min_overlap: float = Field(
         default=0.25, gt=0.0, le=1.0,
-        description="seed 002's MRR: share of expected_output's words a debug_context chunk must hold to be relevant")
+        description="context_mrr: share of expected_output's words a debug_context chunk must hold to be relevant")
     always_expected_agents: list[str] = Field(default_factory=lambda: ["orchestrator"])
-    """Seed 003: agents that may run in every scenario without being listed (default: the orchestrator)."""
+    """Workflow checks: agents that may run in every scenario without being listed (default: the orchestrator)."""
     judge_combine: bool = False
     """Score the judged metrics of a case that read the same inputs (``metrics.judged.SHARED_INPUTS``) in one
     judge call returning a score per metric, instead of one call each (docs/judges.md, "One call for
     several metrics")."""
     response_quality_rubric: str | None = None
-    """Seed 004's ``llm_judge.rubric``: the rubric the judge scores response_quality (1–5) with, instead of
-    the built-in one."""
+    """The rubric the judge scores response_quality (1–5) with, instead of the built-in one (a dialect's
+    config may spell it, e.g. ``llm_judge.rubric``)."""
     category_rules: dict[str, list[RuleCheck]] = Field(default_factory=dict)

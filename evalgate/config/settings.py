@@ -97,12 +97,13 @@ class Settings(BaseModel):
     format: Literal["text", "json"] = "text"
     compat: list[str] = Field(default_factory=list)
     """Seeds whose dialects apply to cases without a kind (``evalgate.dialects``) and whose output shapes are
-    produced too (``report.documents``: seeds 000, 001, 004): files beside results.json, the seed's console
-    summary, and with ``format: json`` (one seed) the seed's document on stdout."""
+    produced too (``report.documents``: those with an output document, as ``--compat``'s help lists): files
+    beside results.json, the seed's console summary, and with ``format: json`` (one seed) the seed's document
+    on stdout."""
     compat_output: str | None = None
-    """Another path for the (single) compat document: seed 004's ``--output results.json``."""
+    """Another path for the (single) compat document."""
     compat_include_responses: bool = True
-    """Seed 004's ``output.include_responses``: per_query entries carry the response text (≤ 2,000 chars)."""
+    """per_query entries carry the response text (≤ 2,000 chars)."""
     langfuse: bool = False
     """Export scores to Langfuse after the run (``LANGFUSE_PUBLIC_KEY`` / ``LANGFUSE_SECRET_KEY``)."""
     langfuse_host: str = "https://cloud.langfuse.com"
@@ -175,8 +176,8 @@ class Settings(BaseModel):
     judge_temperatures: dict[str, float] = Field(default_factory=dict)
     """Per judged metric temperature (``judges.factory.default_metric_temperatures``: judge_score 0.1)."""
     judge_api_key: str | None = Field(default=None, exclude=True, repr=False)
-    """The judge's API key when given as a setting (seed 004's ``EVAL_JUDGE_API_KEY`` / ``llm_judge.api_key``)
-    instead of the provider's own variable; never written anywhere."""
+    """The judge's API key when given as a setting instead of the provider's own variable; never written
+    anywhere."""
     judge_seed: int | None = 20261122
     """Seed sent with judge calls, for providers that honour it; null: none."""
     judge_samples: int = Field(default=1, ge=1, le=20)

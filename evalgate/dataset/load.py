@@ -4,7 +4,7 @@ Paths: each entry is a file, a directory (every ``*.yaml``, ``*.yml``, ``*.json`
 recursively, hidden entries skipped, sorted by relative path) or a glob (``datasets/**/*.yaml``).
 Relative paths are resolved against ``base_dir`` (default: the current directory).
 
-File shapes: a list of cases; a mapping with ``test_cases:`` (seed 001) or ``cases:`` and an optional
+File shapes: a list of cases; a mapping with ``cases:`` (or a dialect's wrapper, e.g. ``test_cases:``) and an optional
 ``suite:`` block (``evalgate.config.suite.SuiteConfig``); JSONL, one case per line (blank lines allowed).
 
 Every case gets its provenance:

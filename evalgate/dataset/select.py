@@ -3,7 +3,7 @@
 Order of application (the result always keeps dataset order):
 
 1. ``case_ids`` — only the named cases; an unknown id is a UserError. When set, ``first_n`` is ignored
-   (seed 002: ``CASE_IDS`` overrides ``FIRST_N``).
+   (as a dialect's ``CASE_IDS`` overrides its ``FIRST_N``).
 2. ``categories`` — a case matches when its category is any of the listed ones (case-insensitive).
 3. ``tags`` — a case matches when it carries any of the listed tags (case-insensitive).
 4. ``shard`` ``(i, n)`` — keeps the cases with ``int(sha1(id)[:8], 16) % n == i - 1``; a case's shard

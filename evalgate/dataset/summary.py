@@ -1,4 +1,4 @@
-"""The dry-run view of a dataset (``evalgate validate``, seed 004's ``--dry-run``): what was loaded,
+"""The dry-run view of a dataset (``evalgate validate``, a dialect's ``--dry-run``): what was loaded,
 counted along every dimension the reports break results down by."""
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ class CaseView:
     source: str
     """``file:line`` of the case in its dataset."""
     data: Mapping[str, Any]
-    """Every field the case sets, under its dataset name (``tools_should_include``, ``brands_mine`` …)."""
+    """Every field the case sets, under its dataset name (``tools_should_include``, a dialect's own fields …)."""
 
     @property
     def critical(self) -> bool:

@@ -1,6 +1,6 @@
 """A demo fantasy-basketball agent in the black-box agent dialect's API shape: ``POST /api/agent/chat``.
 
-Request ``{"message": ..., "activeTeamId"?, "teamName"?, "language"?}``; reply
+Request ``{"message": ..., "language"?}`` plus the dialect's context fields (``request_names``); reply
 ``{"response", "agent", "tools_used", "agents_called", "debug_context", "sources", "usage"}``. Answers come
 from ``KNOWLEDGE``: the first entry whose keywords all occur in the message (case-insensitive); anything
 else gets a polite "I don't know". Usage is ceil(characters / 4) tokens for message and response.

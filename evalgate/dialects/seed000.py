@@ -4,7 +4,9 @@ Adds, on cases with ``expected_sources``: its LLM judge (``judge_score``, gated 
 and its token-penalised ``combined_score`` (hit_rate^2 · judge_score^1.5 / (num_tokens/1000)^0.5); and
 its strict minimums hit_rate > 0.80 and MRR > 0.70 as default thresholds. Its judge (``judge_score``, an
 overall score with accuracy, completeness and relevance) runs at temperature 0.1 "for consistency", as the
-seed specifies (``judge_temperatures``).
+seed specifies (``judge_temperatures``). The combined score's exponents are the generic defaults of the
+suite option ``combined_score`` (``config.options.CombinedScoreOptions``); its informational target
+> 1.20 and its hit-rate and MRR minimums are in the metrics' descriptions (``metric_docs``).
 
 Its output document (``--compat seed000``) is its ``evaluation.json``: ``timestamp``, ``num_questions``,
 ``summary`` (``avg_hit_rate``, ``avg_mrr``, ``avg_judge_score``, ``avg_combined_score``,
@@ -125,5 +127,8 @@ DIALECT = Dialect(
     document=OutputDocument("evaluation.json", parts, "results"),
     judge_temperatures={"judge_score": 0.1},
     metric_docs={"judge_score": "Seed 000's LLM judge: overall_score in [0, 1], with accuracy, completeness, "
-                                "relevance and reasoning in details; threshold > 0.75 (seed 000's minimum, strict)."},
+                                "relevance and reasoning in details; threshold > 0.75 (seed 000's minimum, strict).",
+                 "combined_score": "Combined score (seed 000): {}, seed 000's informational target is > 1.20.",
+                 "hit_rate": '{} (seed 000\'s dialect: > 0.80, its minimum "Hit rate > 0.80").',
+                 "mrr": '{} (seed 000\'s dialect: > 0.70, its "MRR > 0.70").'},
 )

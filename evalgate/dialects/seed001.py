@@ -2,7 +2,7 @@
 
 Its metrics (mention precision/recall/F1, rank accuracy, brand coverage, false is_mine rate) run on the
 brand fields in any suite, since those fields ask for them; what is seed 001's alone lives at the edges:
-the ``test_cases:`` wrapper and ``intent_id`` / ``llm_answer_text`` spellings (``native_format``), the
+the ``test_cases:`` wrapper and ``intent_id`` / ``llm_answer_text`` spellings (``_detect``, ``SPELLINGS``), the
 ``evalgate eval`` verb, its JSON document and console summary (below) and its SQLite tables
 (``store/schema.py``).
 
@@ -15,6 +15,9 @@ Summary", "mention_precision: 0.95 (✅ >= 0.90)", "All thresholds passed", "Res
 Its tool's results database layout (``eval_runs``, ``eval_results`` and their indexes) is the history
 tables every evalgate run writes (``store.schema``), so its three trend queries (``evalgate history``) and
 a database its tool wrote keep working.
+
+Its tests 2 and 5 expect an answer with nothing expected and nothing found to score 1.0 on every mention
+metric (``metrics.mentions``' empty-case rule).
 
 Its systems under test are extractors: a case without input is sent its text (``llm_answer_text``) and its
 brand lists (``request_body``), and a command target gets the text as ``llm_answer_text`` too.
@@ -222,4 +225,5 @@ DIALECT = Dialect(
     request_fields=frozenset({"brands_mine", "brands_competitors"}),
     request_body=request_body,
     request_stdin=request_stdin,
+    metric_docs={"false_is_mine_rate": "{}. The case's own brands are its brands_mine."},
 )

@@ -3,7 +3,10 @@
 Adds its category → judged metrics map (``safety`` → "no drastic advice on rumours", ``math`` → numeric
 equivalence, …), the judged metrics it ran on its dataset v3 fields (``passing_criteria`` → relevancy,
 ``retrieval_context`` → faithfulness, groundedness, context precision and recall, ``language`` →
-localization) and its diagnostic keyword-overlap MRR over ``debug_context`` (``context_mrr``).
+localization) and its diagnostic keyword-overlap MRR over ``debug_context`` (``context_mrr``; its word
+tokenisation and its 0.0 without a ``debug_context`` are the metric's, its overlap the suite option
+``context_mrr_min_overlap``). Its deterministic rule checks are ``metrics.rules`` (a case's ``rules:``)
+and its ``CASE_IDS`` overriding ``FIRST_N`` is the generic selection order (``dataset.select``).
 In a generic suite each of these runs only when named (``metrics:``, ``category_metrics:``).
 
 Its ``FANVISE_*`` variables are aliases of their ``EVALGATE_*`` names (``FANVISE_ALIASES``; the
@@ -120,7 +123,8 @@ DIALECT = Dialect(
     case_fields=CASE_FIELDS,
     metric_docs={**{name: "Seed 002 GEval: {}" for name in GEVAL},
                  **{name: "Seed 002: {}" for name in ("relevancy", "faithfulness", "context_precision",
-                                                      "context_recall")}},
+                                                      "context_recall")},
+                 "context_mrr": "Seed 002's MRR, {}"},
     request_context=("active_team_id", "active_league_id", "team_name"),
     request_names=CAMEL_CASE,
     elsewhere="FANVISE_* variables (they turn this dialect on)",

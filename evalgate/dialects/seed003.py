@@ -3,10 +3,11 @@
 Its workflow checks run on the ``agents_should_*`` / ``tools_should_*`` fields and its three quality
 scores (informational) on ``expected_answer_criteria`` in any suite: those fields ask for them. Langfuse's
 own variables (``LANGFUSE_PUBLIC_KEY``, ``LANGFUSE_SECRET_KEY``, ``LANGFUSE_HOST`` / ``LANGFUSE_BASE_URL``)
-feed the ``langfuse_*`` settings; its score names live in ``export/langfuse.py``.
-scores (informational) on ``expected_answer_criteria`` in any suite: those fields ask for them. Its Langfuse
-variables live in ``config/legacy.py``; its score names are below: it logged its three quality scores as
-``quality_<name>`` (``quality_answer_quality``, …), and the Langfuse export keeps those names.
+feed the ``langfuse_*`` settings (``LANGFUSE_VARIABLES`` below). Its "the orchestrator is always expected"
+is the default of the suite option ``always_expected_agents``; its binary PASS/FAIL is the ``workflow``
+metric, in its ``{"pass", "included", "excluded", "missing", "unexpected"}`` shape per side. Its score names are below too: it logged
+its three quality scores as ``quality_<name>`` (``quality_answer_quality``, …), and the Langfuse export
+(``export/langfuse.py``, through ``evalgate.dialect.export_name``) keeps those names.
 """
 
 from __future__ import annotations
@@ -50,5 +51,6 @@ DIALECT = Dialect(
     env_settings=_environment,
     elsewhere="LANGFUSE_* variables, its Langfuse score names (quality_<name>)",
     export_names={name: f"quality_{name}" for name in QUALITY_SCORES},
-    metric_docs={name: "Seed 003: {}" for name in QUALITY_SCORES},
+    metric_docs={**{name: "Seed 003: {}" for name in QUALITY_SCORES},
+                 "workflow": "{} (seed 003's binary PASS/FAIL)."},
 )

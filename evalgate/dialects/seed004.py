@@ -5,9 +5,11 @@ Adds its 1–5 ``response_quality`` (judge, or its heuristic without one; gated 
 golden cases. It reads seed 004's ``eval_config.yaml`` key by key (``map_eval_config``), its
 ``EVAL_JUDGE_API_KEY`` (the judge's API key, provider ``openai`` unless one is configured) and
 ``EVAL_API_KEY`` (the agent's bearer token for ``--api-url`` / ``api.url``), and its runner's flags
-(``--ids``, ``--api-url``, ``--output``); its results document is in ``report/compat.py``.
-golden cases. Its ``eval_config.yaml``, ``EVAL_JUDGE_API_KEY`` and runner flags live in ``config/legacy.py``
-and the CLI; its results document below.
+(``--ids``, ``--api-url``, ``--output``: ``CLI_FLAGS``), all in this module; its results document is
+below too (``parts``). Its rag / sap / mes indicator vocabularies and composite weights are the generic
+defaults of the suite options ``data_source_indicators`` and ``composite_weights``
+(``config.options``); its ``llm_judge.rubric`` is ``response_quality_rubric``; its ``--dry-run`` is
+``evalgate validate``'s dataset summary (``dataset.summary``).
 
 Its ``response_quality`` judge is shown the case's ``verified_answer_summary`` (the ``summary`` of its
 prompt), and that summary is the reference a positive calibration control answers with
@@ -415,4 +417,9 @@ DIALECT = Dialect(
     expectations={"expected_specialist": "expected_keywords", "verified_answer_summary": "expected_data_sources"},
     reference_fields={"response_quality": "verified_answer_summary"},
     prompt_fields={"summary": "verified_answer_summary"},
+    metric_docs={"composite": "Seed 004's {}",
+                 "specialist_match": "{}. The agent the case expects is its expected_specialist."},
+    setting_docs={"compat_output": "{}: seed 004's ``--output results.json``.",
+                  "compat_include_responses": "Seed 004's ``output.include_responses``: {}",
+                  "judge_api_key": "{} (seed 004: ``EVAL_JUDGE_API_KEY`` / ``llm_judge.api_key``)."},
 )

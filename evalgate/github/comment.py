@@ -24,7 +24,7 @@ run could land after a fresher run's and hide it; so no run edits a comment anot
 
 Every run orders comments the same way, and for any two comments, the run that created the later one
 lists after both exist and deletes the staler: the freshest comment is never deleted and every other one
-is, whatever the write latency (tests/test_comment_race.py: writes delayed 0–3 s). The cost: a new run's
+is, whatever the write latency (tests/github/test_comment_race.py: writes delayed 0–3 s). The cost: a new run's
 report is a new comment (one notification), at the end of the conversation.
 
 Distinct tags keep distinct comments. Failures (403 from a read-only fork token, 404, network) never

@@ -353,7 +353,7 @@ METRIC_TEMPLATES: dict[str, str] = {
     "context_recall": "context_recall",
     **{name: name for name in GEVAL_METRICS},
 }
-"""Judged metric name → the template whose verdict carries its value (003's three share one call)."""
+"""Judged metric name → the template whose verdict carries its value (a dialect's three quality scores share one call)."""
 
 
 def template_for_metric(metric: str) -> JudgeTemplate:

@@ -1,4 +1,4 @@
-"""Seed 004 (golden dataset): specialist routing, keyword coverage, data-source usage, response quality
+"""Golden-dataset metrics: specialist routing, keyword coverage, data-source usage, response quality
 and their weighted composite.
 
 Text matching here is case-insensitive and whole-word: a term matches when it occurs in the
@@ -95,7 +95,7 @@ def _has_specialist(case: Case) -> bool:
 
 @metric("specialist_match", family=FAMILY, threshold=0.85, applies=_has_specialist)
 def specialist_match(case: Case, answer: Answer, ctx: MetricContext) -> Score:
-    """1.0 when the answering agent (answer.agent_id) is the case's expected_specialist, else 0.0.
+    """1.0 when the answering agent (answer.agent_id) is the agent the case expects, else 0.0.
 
     Names compare ignoring case, separators (``-``, ``_``, spaces) and a trailing ``Agent``, so the
     seed's agent class name (``ProcedureExpertAgent``) matches its id (``procedure_expert``).
@@ -182,7 +182,7 @@ def data_source_match(case: Case, answer: Answer, ctx: MetricContext) -> Score:
 
     A source counts as used when the target lists it in answer.data_sources, or when the answer text
     or one of its citations contains one of that source's indicators (options
-    ``data_source_indicators``; defaults: seed 004's rag / sap / mes vocabularies).
+    ``data_source_indicators``; defaults: the golden-dataset dialect's rag / sap / mes vocabularies).
     """
     expected = _unique(case.expected_data_sources or [])
     if not expected:
@@ -251,7 +251,7 @@ def _structure(text: str, folded: str, words: set[str]) -> dict[str, bool]:
 
 
 def _reference_terms(case: Case) -> tuple[list[str], str | None]:
-    """Content terms of verified_answer_summary, else of expected_keywords, and which field it was."""
+    """Content terms of the case's reference answer, else of expected_keywords, and which field it was."""
     candidates = (
         (case.role_value(REFERENCE) or "", dialect_fields().role_field(REFERENCE)),
         (" ".join(case.expected_keywords or []), "expected_keywords"),
@@ -269,7 +269,7 @@ def heuristic_quality(case: Case, answer: Answer) -> Score:
     ``quality = 1 + 4 · (0.3·L + 0.5·O + 0.2·S) / W`` where
     L = min(1, words / 60) (words = ``\\w+`` tokens of the answer);
     O = fraction of the reference's content terms (words of ≥ 3 characters, stopwords removed) that occur
-    in the answer, the reference being verified_answer_summary, else expected_keywords;
+    in the answer, the reference being the case's reference answer (a dialect field), else expected_keywords;
     S = (list + numbers + units + steps) / 4 over the structural indicators;
     W = 1, or 0.5 (O's weight dropped) when the case has no reference terms.
     Appending text to an answer (after a line break) never lowers its score.
@@ -366,7 +366,7 @@ async def response_quality(case: Case, answer: Answer, ctx: MetricContext) -> Sc
     depends_on=COMPONENTS,
 )
 def composite(case: Case, answer: Answer, ctx: MetricContext) -> Score:
-    """Seed 004's weighted composite in [0, 1]: 0.30·specialist_match + 0.25·keyword_coverage +
+    """Weighted composite in [0, 1]: 0.30·specialist_match + 0.25·keyword_coverage +
     0.20·data_source_match + 0.25·(response_quality / 5).
 
     Weights come from options ``composite_weights``; a component that did not produce a value makes

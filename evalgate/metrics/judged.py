@@ -26,7 +26,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from evalgate.dialect import describe
 from evalgate.metrics.registry import (
     NO_JUDGE_REASON,
     MetricContext,
@@ -217,7 +216,7 @@ def _make(spec: JudgedSpec) -> Callable[[Case, Answer, MetricContext], Awaitable
 
     judged.__name__ = spec.name
     judged.__qualname__ = spec.name
-    judged.__doc__ = describe(spec.name, spec.doc)
+    judged.__doc__ = spec.doc  # the registry describes it as its dialect documents it (dialect.describe)
     return judged
 
 

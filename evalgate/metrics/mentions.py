@@ -1,12 +1,13 @@
-"""Brand-mention metrics (seed 001): precision, recall, F1, rank accuracy, brand coverage and the
+"""Brand-mention metrics (a brand-mention extractor's fields): precision, recall, F1, rank accuracy, brand coverage and the
 false ``is_mine`` rate of the brands found in an answer, against a case's expectations.
 
 Where the brands found come from (``details["extractor"]``):
 
 * ``"target"``: the system under test is an extractor and reported ``mentions`` (brand, is_mine, rank)
   and/or a ``ranked_list``; those are scored as reported.
-* ``"builtin"``: otherwise the built-in detector reads the answer text. Every name in ``brands_mine``
-  and ``brands_competitors`` is a distinct brand entry, matched case-insensitively with the word
+* ``"builtin"``: otherwise the built-in detector reads the answer text. Every name in the case's own
+  and competitor brand lists (the dialect fields with the roles ``own_brands`` / ``competitor_brands``)
+  is a distinct brand entry, matched case-insensitively with the word
   boundaries of ``evalgate.metrics.text``: "hub" is never found inside "GitHub" nor "HubSpot" inside
   the compound "HubSpotter", while "Salesforce's", "AT&T", "C++" and "Monday.com" are found.
   Longer names are matched first and matches never overlap, so in "HubSpot and HubSpot CRM …
@@ -18,8 +19,8 @@ they appear. The expected set is ``expected_my_mentions ∪ expected_competitor_
 TP = expected brands found, FP = brands found but not expected, FN = expected brands not found.
 
 Empty cases: a ratio whose denominator is 0 is 1.0 when expected and found agree (both empty) and 0.0
-otherwise. So an answer with nothing expected and nothing found scores 1.0 everywhere (seed 001 tests
-2 and 5), a detector that finds nothing when something was expected gets precision 0, recall 0 and
+otherwise. So an answer with nothing expected and nothing found scores 1.0 everywhere (as the brand-mention
+dialect's own tests expect), a detector that finds nothing when something was expected gets precision 0, recall 0 and
 F1 0, and one that finds brands when none were expected gets precision 0, recall 0 and F1 0.
 """
 
@@ -333,8 +334,8 @@ def brand_coverage(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     applies=_lists_brands,
 )
 def false_is_mine_rate(case: Case, answer: Answer, ctx: MetricContext) -> Score:
-    """False is_mine rate: (mentions flagged is_mine whose brand is not in brands_mine, e.g. a
-    competitor) / (total mentions); 0.0 when there are no mentions. Zero tolerance by default.
+    """False is_mine rate: (mentions flagged is_mine whose brand is not one of the case's own brands, e.g.
+    a competitor) / (total mentions); 0.0 when there are no mentions. Zero tolerance by default.
     """
     found = _detection(case, answer, ctx)
     if found.flags is None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import evalgate.metrics as package
+from evalgate.dialect import describe
 from evalgate.model import MetricSkipped, MetricUnavailable, Score
 
 if TYPE_CHECKING:
@@ -121,7 +122,8 @@ def metric(
     strict: bool = False,
     uses_judge: bool | None = None,
 ) -> Callable[[MetricFn], MetricFn]:
-    """Register ``fn`` under ``name``. Its docstring's first paragraph is the metric's description.
+    """Register ``fn`` under ``name``. Its docstring's first paragraph is the metric's description, as the
+    dialect it comes from documents it (``evalgate.dialect.describe``).
 
     ``strict``: the default threshold is a strict bound (value > threshold for higher-is-better)."""
 
@@ -136,7 +138,7 @@ def metric(
             default_threshold=threshold,
             applies=applies,
             kind=kind,
-            description=" ".join(doc.split()),
+            description=describe(name, " ".join(doc.split())),
             family=family,
             value_range=value_range,
             depends_on=depends_on,

@@ -1,4 +1,4 @@
-"""Source-retrieval metrics (seed 000's hit rate and MRR, seed 002's diagnostic ``context_mrr``, precision@k and
+"""Source-retrieval metrics (hit rate and MRR, the diagnostic ``context_mrr`` over debug_context, precision@k and
 recall@k): how well the sources a target returned, in rank order, cover a case's ``expected_sources``.
 
 Sources are compared by a normalised key (``normalize_source``):
@@ -137,7 +137,9 @@ def _cutoff(ctx: MetricContext) -> int:
 def hit_rate(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     """Hit rate: 1.0 when at least one expected source is among the returned sources, else 0.0; the
     suite average is (questions with an expected source found) / (questions). Default threshold
-    ≥ 0.80 (seed 000's dialect: > 0.80, its minimum "Hit rate > 0.80").
+    ≥ 0.80.
+
+    A dialect may set a stricter bound (its ``thresholds``; its ``metric_docs`` names it).
 
     Sources are compared after normalisation (URL prefix stripped, percent-decoded, underscores as
     spaces, case-folded).
@@ -150,7 +152,9 @@ def hit_rate(case: Case, answer: Answer, ctx: MetricContext) -> Score:
 def mrr(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     """Reciprocal rank: 1/rank of the first expected source among the returned sources (ranks from 1,
     duplicates counted once), 0.0 when none is returned; the suite average is the MRR. Informational by
-    default (seed 000's dialect: > 0.70, its "MRR > 0.70").
+    default.
+
+    A dialect may set a bound (its ``thresholds``; its ``metric_docs`` names it).
     """
     found = _source_match(case, answer, ctx)
     first = found.first_rank
@@ -177,13 +181,13 @@ def recall_at_k(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     return Score(found.relevant_in_top(k) / len(found.expected), _details(found, ctx, k))
 
 
-# --- seed 002's diagnostic MRR over the target's debug_context ------------------------------------
+# --- a diagnostic MRR over the target's debug_context -------------------------------------------
 
 _WORD = re.compile(r"[a-z0-9]+")
 
 
 def _words(text: str) -> set[str]:
-    """Lower-cased ASCII letter/digit runs of ``text`` (seed 002's tokenisation)."""
+    """Lower-cased ASCII letter/digit runs of ``text`` (the tokenisation of the MRR ``context_mrr`` follows)."""
     return set(_WORD.findall(text.lower()))
 
 
@@ -215,10 +219,10 @@ def _has_expected_output(case: Case) -> bool:
 
 @metric("context_mrr", family="retrieval", applies=_has_expected_output)
 def context_mrr(case: Case, answer: Answer, ctx: MetricContext) -> Score:
-    """Seed 002's MRR, a deterministic keyword-overlap approximation: 1/rank of the first chunk of the
-    target's ``debug_context`` whose words cover at least ``context_mrr_min_overlap`` (default 0.25) of
-    the words of ``expected_output``, else 0.0 (also when the target returned no debug_context, as in
-    seed 002). Diagnostic: no threshold by default; the suite average is the MRR.
+    """A deterministic keyword-overlap approximation: 1/rank of the first chunk of the target's
+    ``debug_context`` whose words cover at least ``context_mrr_min_overlap`` (default 0.25) of the words
+    of ``expected_output``, else 0.0 (also when the target returned no debug_context, as in the MRR it
+    approximates). Diagnostic: no threshold by default; the suite average is the MRR.
     """
     min_overlap = float(getattr(ctx.options, "context_mrr_min_overlap", 0.25))
     chunks = [chunk for chunk in answer.debug_context or [] if chunk is not None]

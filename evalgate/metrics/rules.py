@@ -1,4 +1,4 @@
-"""Seed 002's deterministic rule checks: hard pass/fail constraints on the answer that run without a
+"""Deterministic rule checks: hard pass/fail constraints on the answer that run without a
 judge. A case's checks are its own ``rules`` plus the rules its category has in the suite options
 (``category_rules``).
 """

@@ -1,4 +1,5 @@
-"""Token count, latency and seed 000's combined score (the tokenizer: ``evalgate.text.tokens``)."""
+"""Token count, latency and the combined score of retrieval, judge and tokens (the tokenizer:
+``evalgate.text.tokens``)."""
 
 from __future__ import annotations
 
@@ -85,9 +86,11 @@ def _combined_inputs(ctx: MetricContext) -> tuple[float, float, float]:
     depends_on=("hit_rate", "judge_score", "num_tokens"),
 )
 def combined_score(case: Case, answer: Answer, ctx: MetricContext) -> Score:
-    """Combined score (seed 000): hit_rate^alpha · judge_score^gamma / (num_tokens/1000)^beta with
-    alpha = 2.0, gamma = 1.5, beta = 0.5 by default (metric option ``combined_score``); unbounded,
-    higher is better, seed 000's informational target is > 1.20.
+    """hit_rate^alpha · judge_score^gamma / (num_tokens/1000)^beta with alpha = 2.0, gamma = 1.5,
+    beta = 0.5 by default (metric option ``combined_score``); unbounded, higher is better.
+
+    Its description names the dialect it comes from and that dialect's informational target
+    (``Dialect.metric_docs``).
     """
     hit, judge, tokens = _combined_inputs(ctx)
     options = getattr(ctx.options, "combined_score", None) or CombinedScoreOptions()

@@ -1,7 +1,7 @@
-"""Seed 003 (workflow validation): did the system call the agents and tools the scenario expects?
+"""Workflow validation: did the system call the agents and tools the scenario expects?
 
 Each side (agents, tools) is checked against the case's ``*_should_include`` / ``*_should_exclude``
-lists and reported in the seed's shape::
+lists and reported in the workflow-validation dialect's shape::
 
     {"pass", "included", "excluded", "missing", "unexpected"}
 
@@ -49,7 +49,7 @@ def check_side(
     exclude: Sequence[str] | None,
     always_expected: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Compare what was ``called`` with the expectations of one side (seed 003).
+    """Compare what was ``called`` with the expectations of one side.
 
     included = include ∩ called; missing = include − called; excluded = exclude − called;
     unexpected = called ∩ exclude, plus — when an include list is declared (even an empty one) —
@@ -140,7 +140,7 @@ def _side_score(side: Side, case: Case, answer: Answer, ctx: MetricContext) -> S
 
 @metric("workflow", family=FAMILY, threshold=1.0, applies=_any_expectation)
 def workflow(case: Case, answer: Answer, ctx: MetricContext) -> Score:
-    """1.0 when both the agents and the tools sides pass, else 0.0 (seed 003's binary PASS/FAIL).
+    """1.0 when both the agents and the tools sides pass, else 0.0.
 
     A side passes when no expected name is missing and nothing unexpected was called: names in
     *_should_exclude, and — when *_should_include is declared — any other name except the

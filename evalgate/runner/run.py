@@ -605,8 +605,8 @@ def _excuse_known_flaky(aggregate: RunAggregate, known: list[str]) -> None:
 
 
 def check_output_paths(settings: RecordSettings, cwd: Path | None) -> None:
-    """The output directory is a directory and its results.json, if any, a file; ``compat_output`` (seed
-    004's ``--output``) must not be one of the files evalgate writes itself."""
+    """The output directory is a directory and its results.json, if any, a file; ``compat_output`` (a
+    dialect's own ``--output``) must not be one of the files evalgate writes itself."""
     for path, kind in ((settings.output_path, "a directory"), (settings.output_path / "results.json", "a file")):
         exists = path.exists()
         if exists and (not path.is_dir() if kind == "a directory" else not path.is_file()):

@@ -9,7 +9,7 @@ OTLP/HTTP (protobuf), which is evalgate's receiver during a run. No model and no
 scripted. ``BREAK=order`` books before searching (the mistake the example's gate catches).
 
     python agent.py --port 0 --port-file PATH
-    python agent.py --host 0.0.0.0 --port 8000     # as a `services:` container (tests/test_act_traces.py)
+    python agent.py --host 0.0.0.0 --port 8000     # as a `services:` container (tests/e2e/test_act_traces.py)
 """
 
 from __future__ import annotations

@@ -1,12 +1,18 @@
 """Seed behaviour lives in ``evalgate/dialects/`` only (issue 35 item 1).
 
-Every module under ``evalgate/`` outside ``evalgate/dialects/`` is read as Python (``ast``): its code — string
-literals and f-string parts, names, attributes, arguments, keywords, imports, function and class names —
-must not name a seed (``seed000`` … ``seed004``, ``seed 000`` …), a seed's environment or config spelling
-(``FANVISE_*``, ``EVAL_JUDGE_API_KEY``, ``eval_config``) or a seed-only case field. Documentation (module,
-class, function and attribute docstrings, ``help=`` / ``description=`` texts) and comments may describe the
-dialects. The one exception is the
-registry's entry points (``evalgate.dialect.BUILTIN``).
+A plain text search over every file under ``evalgate/`` outside ``evalgate/dialects/`` — Python, templates,
+JSON schemas, Markdown, whatever is there: code, docstrings, comments and help texts alike — must not find a
+seed's name (``seed000`` … ``seed004``, ``seed 000`` …), a seed's environment or config spelling
+(``FANVISE*``, ``EVAL_JUDGE_API_KEY``, ``eval_config``) or a seed-only case field (and its camelCase
+request name). Generic text describes the behaviour (``metrics.mentions``: "a brand-mention extractor's
+fields"); where a user sees a seed's name — ``--compat``'s help, a metric's or a setting's description in
+``docs/reference/`` — the text is produced from the registry (``evalgate.dialect.DIALECTS``, the dialects'
+``metric_docs`` / ``setting_docs``).
+
+The one exception: the registry's entry points, the lines of ``evalgate.dialect.BUILTIN`` that name a
+built-in dialect's module (``"evalgate.dialects.seed000:DIALECT",``). ``evalgate/schemas/`` gets no
+exception: the results document's schema names no dialect field (a case record's dialect fields are
+``additionalProperties``).
 """
 
 from __future__ import annotations
@@ -15,98 +21,86 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "evalgate"
+REGISTRY = PACKAGE / "dialect.py"
 
 SEED_WORDS = re.compile(
-    r"seed\s?00[0-4]|FANVISE_|EVAL_JUDGE_API_KEY|eval_config|team_name|teamName|active_team_id|activeTeamId"
-    r"|active_league_id|activeLeagueId|brands_|expected_specialist|verified_answer_summary|intent_id|llm_answer_text",
+    r"seeds?\s*00[0-4]|\b00[0-4]'s\b|FANVISE|EVAL_JUDGE_API_KEY|eval_config|team_name|teamName|active_team_id|activeTeamId"
+    r"|active_league_id|activeLeagueId|brands_|expected_specialist|verified_answer_summary|intent_id"
+    r"|llm_answer_text",
     re.IGNORECASE)
-"""Seed names, seed environment/config spellings and the seed-only case fields."""
-
-PENDING_OUTPUT_SIDE: frozenset[str] = frozenset()
-"""Output-side files still naming a seed while their move into the dialects is under way (none)."""
-
-PENDING_CASE_FIELDS: frozenset[str] = frozenset()
-"""Files that still name seed-only case fields in code (none: they are ``Case.dialect_data``, and the metrics
-read them by role, ``Case.role_value``)."""
+"""Seed names (also wrapped over two lines, and "004's"), seed environment/config spellings and the seed-only
+case fields."""
 
 
-DOCUMENTING_KEYWORDS = frozenset({"help", "description"})
-"""Keyword arguments whose text documents (``argparse`` help, pydantic ``Field(description=...)``)."""
-
-
-def _documentation(tree: ast.AST) -> set[int]:
-    """ids of the string constants that are documentation: a bare string statement (docstrings, and the
-    attribute docstrings under an assignment) and the text of a ``help=`` / ``description=`` argument."""
-    found = {id(node.value) for node in ast.walk(tree)
-             if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg in DOCUMENTING_KEYWORDS:
-            found |= {id(part) for part in ast.walk(node.value) if isinstance(part, ast.Constant)}
-    return found
-
-
-def _builtin_entries(tree: ast.AST) -> set[int]:
-    """ids of the constants in ``BUILTIN = (...)`` (the registry's entry points)."""
+def entry_point_lines(path: Path = REGISTRY) -> set[int]:
+    """Line numbers of ``BUILTIN``'s entries in ``path``: each line holds exactly one entry, ``"module:DIALECT",``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    lines = path.read_text(encoding="utf-8").splitlines()
     found: set[int] = set()
     for node in ast.walk(tree):
-        target = node.target if isinstance(node, ast.AnnAssign) else None
-        if isinstance(target, ast.Name) and target.id == "BUILTIN" and node.value is not None:  # type: ignore[attr-defined]
-            found |= {id(c) for c in ast.walk(node.value) if isinstance(c, ast.Constant)}  # type: ignore[attr-defined]
+        if (isinstance(node, ast.AnnAssign | ast.Assign) and node.value is not None
+                and any(isinstance(t, ast.Name) and t.id == "BUILTIN"
+                        for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))
+                and isinstance(node.value, ast.Tuple)):
+            for element in node.value.elts:
+                if (isinstance(element, ast.Constant) and isinstance(element.value, str)
+                        and re.fullmatch(r"evalgate\.dialects\.\w+:DIALECT", element.value)
+                        and lines[element.lineno - 1].strip() == f'"{element.value}",'):
+                    found.add(element.lineno)
     return found
 
 
-def code_words(path: Path) -> list[tuple[int, str]]:
-    """(line, text) of every piece of code in ``path`` that names a seed (see the module docstring)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _documentation(tree) | _builtin_entries(tree)
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        texts: list[str] = []
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
-            texts.append(node.value)
-        elif isinstance(node, ast.Name):
-            texts.append(node.id)
-        elif isinstance(node, ast.Attribute):
-            texts.append(node.attr)
-        elif isinstance(node, ast.arg | ast.keyword):
-            texts.append(node.arg or "")
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            texts.append(node.name)
-        elif isinstance(node, ast.alias):
-            texts += [node.name, node.asname or ""]
-        elif isinstance(node, ast.ImportFrom):
-            texts.append(node.module or "")
-        for text in texts:
-            if SEED_WORDS.search(text):
-                found.append((getattr(node, "lineno", 0), text))
-    return found
+def seed_words(root: Path, registry: Path) -> list[str]:
+    """``path:line: text`` of every line under ``root`` (but ``root/dialects/`` and ``__pycache__``) naming a
+    seed, but the registry's entry points."""
+    allowed = entry_point_lines(registry) if registry.is_file() else set()
+    found: list[str] = []
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if not path.is_file() or relative.parts[0] == "dialects" or "__pycache__" in relative.parts:
+            continue
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        lines = text.splitlines()
+        for match in SEED_WORDS.finditer(text):
+            number = text.count("\n", 0, match.start()) + 1
+            if not (path == registry and number in allowed):
+                found.append(f"{relative}:{number}: {lines[number - 1].strip()}")
+    return list(dict.fromkeys(found))
 
 
-def _modules() -> list[str]:
-    return sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
-                  if p.relative_to(PACKAGE).parts[0] != "dialects")
+def test_nothing_outside_the_dialects_names_a_seed() -> None:
+    found = seed_words(PACKAGE, REGISTRY)
+    assert not found, "seed names outside evalgate/dialects/ (move them into the seed's module):\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("module", [m for m in _modules() if m not in PENDING_OUTPUT_SIDE | PENDING_CASE_FIELDS])
-def test_no_seed_names_outside_the_dialects(module: str) -> None:
-    found = code_words(PACKAGE / module)
-    assert not found, f"evalgate/{module} names seeds outside evalgate/dialects/: {found[:5]}"
+def test_the_registry_names_every_builtin_dialect_on_its_own_line() -> None:
+    """The exception covers exactly the five built-in entry points (so it cannot grow unnoticed)."""
+    assert len(entry_point_lines()) == 5
 
 
-def test_pending_lists_name_files_that_still_need_them() -> None:
-    """A pending file that no longer names a seed must leave its list (so the lists only shrink)."""
-    clean = sorted(m for m in PENDING_OUTPUT_SIDE | PENDING_CASE_FIELDS
-                   if (PACKAGE / m).is_file() and not code_words(PACKAGE / m))
-    assert not clean, f"no longer name a seed, remove from the pending lists: {clean}"
-
-
-def test_the_check_finds_a_seed_in_code_but_not_in_documentation(tmp_path: Path) -> None:
-    probe = tmp_path / "probe.py"
-    probe.write_text('"""Seed 004 and seed001 in a docstring."""\nX = 1\n"""seed002 here too."""\n'
-                     'def f(case):\n    return case.brands_mine or {"compat": ["seed004"]}\n', encoding="utf-8")
-    assert [text for _, text in code_words(probe)] == ["brands_mine", "seed004"]
-    assert code_words(PACKAGE / "dialect.py") == [] or "dialect.py" in PENDING_CASE_FIELDS
+def test_the_search_finds_a_seed_in_any_file_and_text(tmp_path: Path) -> None:
+    (tmp_path / "dialects").mkdir()
+    (tmp_path / "dialects" / "seed004.py").write_text('NAME = "seed004"\n', encoding="utf-8")
+    (tmp_path / "generic.py").write_text('"""Seed 004 in a docstring."""\nX = 1  # FANVISE_MODE in a comment\n'
+                                         'def f(case):\n    return case.brands_mine\n'
+                                         '# as the\n# 003\'s scores, or (seed\n# 002)\n', encoding="utf-8")
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "comment.md.j2").write_text("{{ case.expected_specialist }}\n", encoding="utf-8")
+    (tmp_path / "schema.json").write_text('{"properties": {"teamName": {}}}\n', encoding="utf-8")
+    registry = tmp_path / "dialect.py"
+    registry.write_text('BUILTIN: tuple[str, ...] = (\n    "evalgate.dialects.seed000:DIALECT",\n'
+                        '    "evalgate.dialects.seed001:DIALECT",  # seed001 in a comment is not an entry\n)\n'
+                        '"""The seed000 entry point."""\n', encoding="utf-8")
+    assert entry_point_lines(registry) == {2}
+    assert seed_words(tmp_path, registry) == [
+        "dialect.py:3: \"evalgate.dialects.seed001:DIALECT\",  # seed001 in a comment is not an entry",
+        'dialect.py:5: """The seed000 entry point."""',
+        'generic.py:1: """Seed 004 in a docstring."""',
+        "generic.py:2: X = 1  # FANVISE_MODE in a comment",
+        "generic.py:4: return case.brands_mine",
+        "generic.py:6: # 003's scores, or (seed",
+        'schema.json:1: {"properties": {"teamName": {}}}',
+        "templates/comment.md.j2:1: {{ case.expected_specialist }}",
+    ]

@@ -13,9 +13,9 @@ import zipfile
 from pathlib import Path
 
 from evalgate.github.validate import prune
+from tests.e2e.test_entrypoint import run_entrypoint, workflow_commands
+from tests.github.test_relay import HEAD_SHA, PR, REPO, evaluate_fork_run, github, publish_env, workflow_run_event
 from tests.servers.github_fake import GitHubFake
-from tests.test_entrypoint import run_entrypoint, workflow_commands
-from tests.test_relay import HEAD_SHA, PR, REPO, evaluate_fork_run, github, publish_env, workflow_run_event
 
 __all__ = ["github"]  # the fixture
 

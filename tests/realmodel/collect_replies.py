@@ -6,7 +6,7 @@ hand-written questions with good and bad answers) and ``pairwise`` on the correc
 way a ``local`` judge does after the server refused ``json_schema`` (``response_format: {"type":
 "json_object", "schema": …}`` with the enumerated scale, temperature 0, the template's ``max_tokens``) and
 writes ``tests/fixtures/smollm2_replies/<kind>.json``: one entry per prompt with the messages as sent and the
-raw reply text. ``tests/test_judge_health.py`` reads them.
+raw reply text. ``tests/judges/test_health.py`` reads them.
 
     EVALGATE_REALMODEL_VENV=/path/.realmodel-venv python -m tests.realmodel.collect_replies [--limit N]
 """
