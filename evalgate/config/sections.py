@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from evalgate.config.settings import Settings, parse_shard
+from evalgate.config.settings import Settings, db_path, parse_shard
 
 
 @dataclass(frozen=True)
@@ -192,11 +192,13 @@ class RecordSettings(Section):
 
     @property
     def output_path(self) -> Path:
+        """OUTPUT_DIR, as ``Settings.output_path``."""
         return Path(self.output_dir)
 
     @property
     def db_path(self) -> Path:
-        return Path(self.db) if self.db else self.output_path / "results.db"
+        """The SQLite file, as ``Settings.db_path``."""
+        return db_path(self.output_dir, self.db)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,11 @@ DEFAULT_JUDGE_REPLY_BYTES = 1 << 20
 """Default of ``judge_max_reply_bytes``: 1 MiB, hundreds of times a verdict's size (docs/security.md)."""
 
 
+def db_path(output_dir: str, db: str | None) -> Path:
+    """The SQLite file: ``db`` when set, else OUTPUT_DIR/results.db."""
+    return Path(db) if db else Path(output_dir) / "results.db"
+
+
 class Settings(BaseModel):
     """Everything a run can be told. Each field: docs/reference/settings.md."""
 
@@ -411,7 +416,7 @@ class Settings(BaseModel):
 
     @property
     def db_path(self) -> Path:
-        return Path(self.db) if self.db else self.output_path / "results.db"
+        return db_path(self.output_dir, self.db)
 
     @property
     def shard_tuple(self) -> tuple[int, int] | None:
