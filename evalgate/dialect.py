@@ -274,11 +274,26 @@ def case_fields() -> DialectFields:
 use_dialect_fields(case_fields)
 
 
+_DERIVED: dict[str, tuple[tuple[int, ...], Any]] = {}
+
+
+def _derived(name: str, build: Callable[[tuple[Dialect, ...]], Any]) -> Any:
+    """``build(registered dialects)``, computed once per set of registered dialects (a replaced or added
+    dialect is seen; lookups on the per-case path cost one tuple of ids, not a rebuild)."""
+    registered = tuple(DIALECTS.values())
+    key = tuple(id(dialect) for dialect in registered)
+    hit = _DERIVED.get(name)
+    if hit is None or hit[0] != key:
+        hit = _DERIVED[name] = (key, build(registered))
+    return hit[1]
+
+
 class _Owners(Mapping[str, str]):
     """Metric → the dialect that owns it (computed from ``DIALECTS`` on first use)."""
 
     def _all(self) -> dict[str, str]:
-        return {metric: dialect.name for dialect in DIALECTS.values() for metric in dialect.owns}
+        return _derived("owners", lambda registered: {metric: dialect.name for dialect in registered
+                                                      for metric in dialect.owns})
 
     def __getitem__(self, metric: str) -> str:
         return self._all()[metric]
@@ -297,18 +312,10 @@ OWNER: Mapping[str, str] = _Owners()
 # --- which dialects a case speaks --------------------------------------------------------------------------
 
 
-_detecting: dict[tuple[int, ...], tuple[Dialect, ...]] = {}
-
-
 def _detectors() -> tuple[Dialect, ...]:
-    """The dialects with a ``detect`` hook, in detection order (sorted once per set of registered dialects)."""
-    registered = tuple(DIALECTS.values())
-    key = tuple(id(d) for d in registered)
-    if key not in _detecting:
-        _detecting.clear()
-        _detecting[key] = tuple(sorted((d for d in registered if d.detect is not None),
-                                       key=lambda d: (d.detect_order, d.name)))
-    return _detecting[key]
+    """The dialects with a ``detect`` hook, in detection order."""
+    return _derived("detectors", lambda registered: tuple(sorted(
+        (d for d in registered if d.detect is not None), key=lambda d: (d.detect_order, d.name))))
 
 
 def native_format(data: Mapping[str, Any], wrapper: str | None) -> tuple[str | None, str]:
