@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import jinja2
 import jinja2.meta
@@ -58,9 +58,13 @@ any text from writing a fence line, so the id is the second lock, not the only o
 # --- verdict schemas (reasoning first, scores last) ------------------------------------------------
 
 
+UnitScore = Annotated[float, Field(ge=0.0, le=1.0)]
+"""A score in [0, 1] (its JSON schema: ``minimum`` 0, ``maximum`` 1)."""
+
+
 class ScoreVerdict(BaseModel):
     reasoning: str
-    score: float = Field(ge=0.0, le=1.0)
+    score: UnitScore
 
 
 class FivePointVerdict(BaseModel):
@@ -72,19 +76,19 @@ class OverallVerdict(BaseModel):
     """The ``judge_score`` template's output: an overall score with its parts."""
 
     reasoning: str
-    accuracy: float = Field(ge=0.0, le=1.0)
-    completeness: float = Field(ge=0.0, le=1.0)
-    relevance: float = Field(ge=0.0, le=1.0)
-    overall_score: float = Field(ge=0.0, le=1.0)
+    accuracy: UnitScore
+    completeness: UnitScore
+    relevance: UnitScore
+    overall_score: UnitScore
 
 
 class QualityVerdict(BaseModel):
     """The quality template's three scores (answer_quality, factual_correctness, completeness)."""
 
     reasoning: str
-    answer_quality: float = Field(ge=0.0, le=1.0)
-    factual_correctness: float = Field(ge=0.0, le=1.0)
-    completeness: float = Field(ge=0.0, le=1.0)
+    answer_quality: UnitScore
+    factual_correctness: UnitScore
+    completeness: UnitScore
 
 
 class Claim(BaseModel):
