@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
     AliasChoices,
@@ -383,9 +383,38 @@ def _flat_dialect_data(model: BaseModel, data: Any, info: SerializationInfo, tur
     return merged
 
 
-class Turn(BaseModel):
+class DialectDataModel(BaseModel):
+    """A case or a turn: the dialects' own fields of it live in ``dialect_data`` (which the subclass declares),
+    read from and written to the flat document (``_split_dialect_data``, ``_flat_dialect_data``)."""
+
+    dialect_turn: ClassVar[bool] = False
+    """A conversation turn (``DialectField.turn_after``; no renames of generic fields), else a whole case."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dialect_fields(cls, data: Any) -> Any:
+        return _split_dialect_data(data, turn=cls.dialect_turn)
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        return _flat_dialect_data(self, handler(self), info, turn=self.dialect_turn)
+
+    @classmethod
+    def dialect_keys(cls) -> dict[str, Any]:
+        """Every key the dialects add to a raw case or turn (their fields, aliases and, for a case, their
+        spellings of generic fields) → its annotation."""
+        known = dialect_fields()
+        keys = {key: f.annotation for f in known.of(cls.dialect_turn) for key in (f.name, *f.aliases)}
+        if not cls.dialect_turn:
+            keys.update({spelling: cls.model_fields[name].annotation for spelling, name in known.renames.items()
+                         if name in cls.model_fields})
+        return keys
+
+
+class Turn(DialectDataModel):
     """One user message of a conversation case, with the expectations on the answer to it."""
 
+    dialect_turn = True
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     input: str = Field(validation_alias=AliasChoices("input", "user", "message", "content"))
     expected_output: str | None = None
@@ -415,20 +444,6 @@ class Turn(BaseModel):
     dialect_data: dict[str, Any] = Field(default_factory=dict, exclude=True)
     """The dialects' own fields of this turn (``DialectField.turn_after``)."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _dialect_fields(cls, data: Any) -> Any:
-        return _split_dialect_data(data, turn=True)
-
-    @model_serializer(mode="wrap")
-    def _flat(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
-        return _flat_dialect_data(self, handler(self), info, turn=True)
-
-    @classmethod
-    def dialect_keys(cls) -> dict[str, Any]:
-        """Every key the dialects add to a turn → its annotation."""
-        return {key: f.annotation for f in dialect_fields().of(True) for key in (f.name, *f.aliases)}
-
     @field_validator("input")
     @classmethod
     def _said(cls, value: str) -> str:
@@ -450,7 +465,7 @@ class SimulatedUser(BaseModel):
         return _not_blank(value, "simulated_user needs a persona")
 
 
-class Case(BaseModel):
+class Case(DialectDataModel):
     """One test case. Built in code, unknown keys are kept in ``metadata`` so nothing is lost; the dataset
     loader rejects them instead (``evalgate.dataset.load.CASE_KEYS``: a misspelt field must not pass)."""
 
@@ -530,24 +545,6 @@ class Case(BaseModel):
     dialect: str | None = Field(default=None, exclude=True)
     """The in-house framework whose dialect the case speaks (``evalgate.dialects``): its suite's declared
     ``kind`` or its file's native format; ``generic`` for ``kind: generic``; None for neither."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _dialect_fields(cls, data: Any) -> Any:
-        return _split_dialect_data(data, turn=False)
-
-    @model_serializer(mode="wrap")
-    def _flat(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
-        return _flat_dialect_data(self, handler(self), info, turn=False)
-
-    @classmethod
-    def dialect_keys(cls) -> dict[str, Any]:
-        """Every key the dialects add to a raw case (their fields, aliases and spellings) → its annotation."""
-        known = dialect_fields()
-        keys = {key: f.annotation for f in known.fields for key in (f.name, *f.aliases)}
-        keys.update({spelling: cls.model_fields[name].annotation for spelling, name in known.renames.items()
-                     if name in cls.model_fields})
-        return keys
 
     def dialect_value(self, name: str, default: Any = None) -> Any:
         """The value of a dialect's own field ``name`` (``default`` when the case does not set it)."""
