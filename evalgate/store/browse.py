@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -159,22 +159,19 @@ def case_records(connection: sqlite3.Connection, run_id: str, case_id: str) -> l
     """Every repeat of one case of one run (repeat order), each its results.json record."""
     rows = connection.execute("SELECT record FROM eg_cases WHERE run_id = ? AND case_id = ? ORDER BY repeat",
                               (run_id, case_id))
-    records = []
-    for (text,) in rows:
-        try:
-            record = json.loads(text)
-        except (TypeError, ValueError, RecursionError):
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
+    return list(_records(rows))
 
 
 def iter_records(connection: sqlite3.Connection, run_id: str) -> Iterator[dict[str, Any]]:
     """``run_id``'s case records one at a time in dataset order (index, repeat): memory flat in the run's
     size (records that are not JSON objects are skipped)."""
-    cursor = connection.execute("SELECT record FROM eg_cases WHERE run_id = ? ORDER BY idx, repeat", (run_id,))
-    for (text,) in cursor:
+    yield from _records(connection.execute("SELECT record FROM eg_cases WHERE run_id = ? ORDER BY idx, repeat",
+                                           (run_id,)))
+
+
+def _records(rows: Iterable[tuple[Any, ...]]) -> Iterator[dict[str, Any]]:
+    """The JSON objects stored in ``rows``' one column (a record that is not one is skipped)."""
+    for (text,) in rows:
         try:
             record = json.loads(text)
         except (TypeError, ValueError, RecursionError):
