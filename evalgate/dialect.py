@@ -24,11 +24,12 @@ Descriptions are read while the built-in metrics register, so a dialect module i
 from __future__ import annotations
 
 import importlib
+from abc import abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from evalgate.model import Case, DialectField, DialectFields, use_dialect_fields
 
@@ -221,7 +222,26 @@ class Dialect:
     like ``metric_docs``'s: the settings reference (``tools.docs_reference``) shows it."""
 
 
-class _Registry(Mapping[str, Dialect]):
+_V = TypeVar("_V")
+
+
+class _Computed(Mapping[str, _V]):
+    """A read-only mapping whose contents ``_all()`` computes when first needed."""
+
+    @abstractmethod
+    def _all(self) -> Mapping[str, _V]: ...
+
+    def __getitem__(self, key: str) -> _V:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+class _Registry(_Computed[Dialect]):
     """Name → Dialect, loaded on first use from ``BUILTIN`` and the ``evalgate.dialects`` entry points."""
 
     def __init__(self) -> None:
@@ -239,15 +259,6 @@ class _Registry(Mapping[str, Dialect]):
                 found.setdefault(dialect.name, dialect)
             self._loaded = found
         return self._loaded
-
-    def __getitem__(self, name: str) -> Dialect:
-        return self._all()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(self._all())
 
 
 DIALECTS: Mapping[str, Dialect] = _Registry()
@@ -288,21 +299,12 @@ def _derived(name: str, build: Callable[[tuple[Dialect, ...]], Any]) -> Any:
     return hit[1]
 
 
-class _Owners(Mapping[str, str]):
+class _Owners(_Computed[str]):
     """Metric → the dialect that owns it (computed from ``DIALECTS`` on first use)."""
 
     def _all(self) -> dict[str, str]:
         return _derived("owners", lambda registered: {metric: dialect.name for dialect in registered
                                                       for metric in dialect.owns})
-
-    def __getitem__(self, metric: str) -> str:
-        return self._all()[metric]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(self._all())
 
 
 OWNER: Mapping[str, str] = _Owners()
