@@ -3,27 +3,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from evalgate.config.options import CombinedScoreOptions
-from evalgate.metrics.registry import MetricContext, MetricSkipped, MetricUnavailable, Score, metric
+from evalgate.metrics.registry import MetricContext, MetricFn, MetricSkipped, MetricUnavailable, Score, metric
 from evalgate.text.tokens import count_tokens
 
 if TYPE_CHECKING:
     from evalgate.model import Answer, Case
 
 
-def _counts_tokens(case: Case) -> bool:
-    return case.num_tokens is not None
+def _efficiency(name: str) -> Callable[[MetricFn], MetricFn]:
+    """Register the efficiency metric ``name`` (lower is better, unbounded), run on the cases that record it
+    (the case's own field ``name``: a recorded token count or latency)."""
+
+    def records_it(case: Case) -> bool:
+        return getattr(case, name) is not None
+
+    return metric(name, family="efficiency", direction="lower", applies=records_it, value_range=None)
 
 
-@metric(
-    "num_tokens",
-    family="efficiency",
-    direction="lower",
-    applies=_counts_tokens,
-    value_range=None,
-)
+@_efficiency("num_tokens")
 def num_tokens(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     """Tokens used for the answer: the count the target reported, else the cl100k_base token count of
     the answer text (ceil(characters/4) when no tokenizer is available offline).
@@ -36,17 +37,7 @@ def num_tokens(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     return Score(float(count), {"tokenizer": name})
 
 
-def _has_latency(case: Case) -> bool:
-    return case.latency_ms is not None
-
-
-@metric(
-    "latency_ms",
-    family="efficiency",
-    direction="lower",
-    applies=_has_latency,
-    value_range=None,
-)
+@_efficiency("latency_ms")
 def latency_ms(case: Case, answer: Answer, ctx: MetricContext) -> Score:
     """Latency in milliseconds as the target reported or the runner measured it."""
     if answer.latency_ms is None:
