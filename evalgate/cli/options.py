@@ -147,15 +147,14 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("--api-retries", type=int, metavar="N", help="retries per call (default 3)")
     ex.add_argument("--target-rpm", type=float, metavar="N", help="target requests per minute, when it sends no limits")
     ex.add_argument("--target-tpm", type=float, metavar="N", help="model target tokens per minute, when it sends none")
-    ex.add_argument("--api-timeout-seconds", type=float, metavar="S",
-                    help="time limit per attempt: connect, send, wait and read (default 60)")
-    ex.add_argument("--connect-timeout-seconds", type=float, metavar="S",
-                    help="time limit to open a connection, TCP and TLS (default 10)")
-    ex.add_argument("--read-timeout-seconds", type=float, metavar="S",
-                    help="longest silence while a reply is awaited: before its first byte or between two "
-                         "chunks (default: no limit beyond --api-timeout-seconds)")
-    ex.add_argument("--progress-interval-seconds", type=float, metavar="S",
-                    help="seconds between plain progress lines (default 10)")
+    for flag, text in (  # durations in seconds
+        ("--api-timeout-seconds", "time limit per attempt: connect, send, wait and read (default 60)"),
+        ("--connect-timeout-seconds", "time limit to open a connection, TCP and TLS (default 10)"),
+        ("--read-timeout-seconds", "longest silence while a reply is awaited: before its first byte or between two "
+                                   "chunks (default: no limit beyond --api-timeout-seconds)"),
+        ("--progress-interval-seconds", "seconds between plain progress lines (default 10)"),
+    ):
+        ex.add_argument(flag, type=float, metavar="S", help=text)
     ex.add_argument("--max-answer-chars", type=int, metavar="N",
                     help="largest answer kept whole (default 1000000); a larger one is cut and its case errored")
     ex.add_argument("--repeat", type=repeat_count, metavar="N|adaptive",
