@@ -53,7 +53,9 @@ def test_a_providers_call_document_renames_two_counters_and_rounds_seconds_to_th
 def test_the_executors_metadata_counts_a_429_then_a_success_and_a_call_that_gives_up() -> None:
     policy = RetryPolicy(retries=1, base_delay=0.001, max_delay=0.001)
     executor = Executor(policy, rng=random.Random(7))
-    replies = iter([StatusError(429, "slow down"), "ok", StatusError(500, "boom"), StatusError(500, "boom")])
+    script: list[str | Exception] = [StatusError(429, "slow down"), "ok", StatusError(500, "boom"),
+                                     StatusError(500, "boom")]
+    replies = iter(script)
 
     async def operation() -> str:
         reply = next(replies)
