@@ -61,6 +61,9 @@ class BudgetExceeded(CallCancelled):
 
 @dataclass(frozen=True, slots=True)
 class Price:
+    """A model's list price in US dollars per 1,000,000 tokens: ``input`` for prompt tokens, ``output`` for
+    completion tokens (``DEFAULT_PRICES``' entries, or ``settings.prices``)."""
+
     input: float
     output: float
     cached_input: float | None = None
@@ -163,19 +166,32 @@ def cached_prompt_tokens(usage: Any) -> int | None:
 
 @dataclass(slots=True)
 class RoleTotals:
+    """One role's calls, tokens and spend: ``metadata.cost.roles.<role>`` of results.json, in field order, the
+    US dollar amounts rounded to 6 decimals."""
+
     calls: int = 0
+    """Calls the provider answered (each ``CostLedger.record``)."""
     cached_calls: int = 0
+    """Replies read from the judge cache instead of a call: no tokens, no cost, not in ``calls``."""
     prompt_tokens: int = 0
+    """Tokens sent, Σ over ``calls``: the provider's ``usage`` counts, else tiktoken's count of the messages
+    (+ ``MESSAGE_OVERHEAD`` per message)."""
     completion_tokens: int = 0
+    """Tokens received, Σ over ``calls`` (the provider's count, else tiktoken's count of the reply)."""
     cost_usd: float = 0.0
+    """US dollars: Σ ``Price.cost`` over the priced calls, × ``BATCH_DISCOUNT`` for a call answered through a
+    batch (the module docstring's formula); the role's share of ``CostLedger.spent``."""
     unpriced_calls: int = 0
+    """Calls of a model with no price (their tokens are counted, their cost is not in ``cost_usd``)."""
     cached_prompt_tokens: int = 0
     """Prompt tokens the provider served from its prompt cache (part of ``prompt_tokens``)."""
     cache_saved_usd: float = 0.0
-    """What those cost less than at the full input price."""
+    """US dollars those cost less than at the full input price: cached · (input − cached_input) / 1e6, ×
+    ``BATCH_DISCOUNT`` for a batch call."""
     batch_calls: int = 0
+    """Calls answered through a batch (``judge_mode: batch``), part of ``calls``."""
     batch_saved_usd: float = 0.0
-    """What the batch discount saved against direct calls."""
+    """US dollars the batch discount saved against direct calls: direct cost · (1 − ``BATCH_DISCOUNT``)."""
 
     def as_dict(self) -> dict[str, Any]:
         return counters(self, 6)

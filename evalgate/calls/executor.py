@@ -288,13 +288,25 @@ CALL_COUNTERS = ("calls", "attempts", "retries", "rate_limited_429", "failed", "
 
 @dataclass(slots=True)
 class ProviderStats:
+    """One provider's call counters: ``metadata.calls.providers.<name>`` of results.json, in field order,
+    ``rate_limited`` as ``rate_limited_429`` and ``waited_seconds`` as ``backoff_seconds`` (3 decimals)."""
+
     calls: int = 0
+    """Calls started (``Executor.call``), each of up to ``retries + 1`` attempts (the policy's ``retries``)."""
     attempts: int = 0
+    """Attempts sent: ``calls`` + ``retries``, less the calls that ran out of time before their next attempt
+    (or were stopped)."""
     retries: int = 0
+    """Retryable failures (connection error, timeout, HTTP 408/425/429/5xx, a malformed reply) followed by a
+    wait to try again."""
     rate_limited: int = 0
+    """Attempts answered HTTP 429."""
     failed: int = 0
+    """Calls that gave up (``CallFailed``): a final failure, retries used up or no time left."""
     timeouts: int = 0
+    """Attempts that timed out: the attempt's limit, or the HTTP client's connect or read timeout."""
     waited_seconds: float = 0.0
+    """Seconds slept between attempts: Σ of each retry's delay (``Retry-After``, else the policy's backoff)."""
 
     def as_dict(self) -> dict[str, Any]:
         return counters(self, 3, {"rate_limited": "rate_limited_429", "waited_seconds": "backoff_seconds"})

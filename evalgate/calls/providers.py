@@ -52,9 +52,15 @@ class ProviderConfig:
 
     spec: ProviderSpec
     base_url: str
+    """The configured base URL (``judge_base_url`` for the judge), else the provider's base URL variable
+    (``OLLAMA_BASE_URL`` + ``/v1``), else its fixed URL; no trailing ``/`` and no ``user:password@``."""
     api_key: str
+    """A secret (registered for redaction): the key variable's value, the ``api_key`` the caller was given,
+    or ``NO_KEY`` for a provider that takes none."""
     model: str
     key_variable: str | None
+    """Where ``api_key`` came from, safe to print: the environment variable, the caller's ``api_key_origin``,
+    or None (no key needed)."""
     authorization: str | None = None
     """``Basic …`` when the base URL carried ``user:password@``: sent instead of ``Bearer <key>`` (one
     Authorization header, never both); ``base_url`` is then the URL without them."""

@@ -335,8 +335,12 @@ class Pacer:
         self.engaged = rpm is not None or tpm is not None
         """Whether calls are paced at all (module doc: a provider without headers, caps or 429s is not)."""
         self.in_flight = 0
+        """Attempts admitted whose reply has not settled yet."""
         self.in_flight_tokens = 0.0
+        """Tokens those attempts were estimated to cost (``_cost``), handed back as each settles."""
         self.ratio = 1.0
+        """The provider's prompt tokens per locally counted one: a moving average (weight ``RATIO_WEIGHT``) of
+        the replies' ``prompt_tokens`` / local count, 1 until a reply reports it."""
         self._ratio_known = False
         self.waited_seconds = 0.0
         self.calls_waited = 0

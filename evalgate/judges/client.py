@@ -96,8 +96,12 @@ class RepairStats:
     """Repair retries of one run: made, rescued (a valid verdict on the repair), and whether still on."""
 
     attempted: int = 0
+    """Repair retries answered: a prompt-mode reply with no valid verdict sent back once, its problem quoted
+    (``repair_message``), asking for the verdict again."""
     rescued: int = 0
+    """Of ``attempted``: repairs whose reply gave a valid verdict."""
     unrescued_streak: int = 0
+    """Repairs in a row that rescued nothing; at ``REPAIR_TRIAL`` the run stops repairing (``stopped``)."""
     pending: int = 0
     """Repairs sent whose outcome is not known yet (counted against the trial, so concurrent verdicts do not
     all repair at once)."""

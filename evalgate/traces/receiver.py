@@ -60,11 +60,16 @@ class _Call:
 
 @dataclass(slots=True)
 class CollectorStats:
+    """The receiver's counters: ``metadata.traces`` of results.json after its ``endpoint``, in field order, the
+    seconds rounded to 4 decimals."""
+
     requests: int = 0
+    """``POST /v1/traces`` requests received (each an export batch of any number of spans)."""
     spans: int = 0
     """Spans kept for a case of this run."""
     ignored_spans: int = 0
-    """Spans of trace ids that are not this run's (or whose case was already scored: ``late_spans``)."""
+    """Spans of trace ids that are not this run's (an agent that did not continue the ``traceparent``), or
+    whose case was already scored (``late_spans``)."""
     late_spans: int = 0
     """Of ``ignored_spans``: spans of a case already released (they arrived after its grace time)."""
     failed_attempt_spans: int = 0
@@ -72,10 +77,12 @@ class CollectorStats:
     dropped_spans: int = 0
     """Spans over a case's cap."""
     rejected_requests: int = 0
+    """Requests answered 400, 413 or 415 (their spans are not counted), and ``EVALGATE_TRACE_FILE`` files too
+    large or not OTLP/JSON."""
     seconds: float = 0.0
-    """Time spent decoding and sorting spans (the receiver's cost on the run's event loop)."""
+    """Seconds spent decoding and sorting spans (the receiver's cost on the run's event loop)."""
     summary_seconds: float = 0.0
-    """Time spent summarising the cases' spans (``traces.summary``), also on the event loop."""
+    """Seconds spent summarising the cases' spans (``traces.summary``), also on the event loop."""
 
     def as_dict(self) -> dict[str, Any]:
         return counters(self, 4)

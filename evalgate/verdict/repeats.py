@@ -245,10 +245,16 @@ class _JudgeTally:
     """Per judged metric: sample spread over the answers judged K > 1 times."""
 
     answers: int = 0
+    """Answers (each repeat's its own) whose value is the mean of K ≥ 2 judge samples (``judge_samples``)."""
     samples: int = 0
+    """The largest K seen."""
     stdev_total: float = 0.0
+    """Σ over those answers of the sample standard deviation of their K values, in the metric's score units;
+    ``mean_stdev`` = stdev_total / answers."""
     stdev_max: float = 0.0
+    """The largest of those standard deviations (``max_stdev``), in score units."""
     straddling: int = 0
+    """Answers whose samples fall on both sides of the metric's threshold (``straddling_threshold``)."""
 
 
 class RepeatSink:
