@@ -489,18 +489,39 @@ class Case(DialectDataModel):
     text metrics score it. Without it an empty answer is missing evidence: every metric reading the answer
     text is ``unavailable`` (``metrics.registry.reads_answer_text``)."""
     expected_sources: list[str] | None = None
+    """Source ids a right answer retrieves, most relevant first (``hit_rate``, ``mrr``, ``precision_at_k``,
+    ``recall_at_k`` against the recorded ``sources``)."""
     expected_keywords: list[str] | None = None
+    """Words the answer text should contain (``keyword_coverage``: the share found, case-insensitive and
+    whole-word)."""
     expected_data_sources: list[str] | None = None
+    """Data sources the agent must consult (``data_source_match`` against the recorded ``data_sources``)."""
     expected_answer_criteria: str | None = None
+    """What a right answer covers, in prose: the judge's rubric for ``answer_quality``,
+    ``factual_correctness`` and ``completeness``."""
     passing_criteria: str | list[str] | None = None
+    """What the answer must do to pass, one criterion or a list: turns the judged ``relevancy`` on."""
     agents_should_include: list[str] | None = None
+    """Agents the answer must show called (recorded ``agents_called`` or the trace):
+    ``workflow_agents``, ``workflow``."""
     agents_should_exclude: list[str] | None = None
+    """Agents the answer must not show called (recorded ``agents_called`` or the trace):
+    ``workflow_agents``, ``workflow``."""
     tools_should_include: list[str] | None = None
+    """Tools the answer must show used (recorded ``tools_used`` or the trace):
+    ``workflow_tools``, ``workflow``."""
     tools_should_exclude: list[str] | None = None
+    """Tools the answer must not show used (recorded ``tools_used`` or the trace):
+    ``workflow_tools``, ``workflow``."""
     expected_my_mentions: list[str] | None = None
+    """Own brands the answer mentions (``mention_precision``/``_recall``/``_f1`` against ``mentions``)."""
     expected_competitor_mentions: list[str] | None = None
+    """Competitor brands the answer mentions (the same mention metrics)."""
     expected_ranked_list: list[str] | None = None
+    """The brands in the order the answer should rank them (``rank_accuracy``: the share of positions that match)."""
     retrieval_context: list[str] | None = None
+    """The passages the answer should rest on: the context of ``faithfulness`` and ``groundedness`` when
+    the target reports no ``debug_context``."""
     rules: list[RuleCheck] = Field(default_factory=list)
     trajectory: Trajectory | None = None
     """Expectations on the agent's trace: tools in order, their arguments, step and token limits."""
