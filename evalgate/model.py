@@ -531,16 +531,25 @@ class Case(DialectDataModel):
 
     # --- recorded target-side data -------------------------------------------------------------
     output: str | None = _alias("output", "answer", "response", "actual_output")
+    """A recorded answer's text (``target: recorded``); a live target's answer replaces it."""
     sources: list[str] | None = None
+    """The source ids the answer cited or retrieved, in rank order (read against ``expected_sources``)."""
     agents_called: list[str] | None = None
+    """The agents the answer called, in order (read against ``agents_should_include/exclude``)."""
     tools_used: list[str] | None = None
+    """The tools the answer used, in order (read against ``tools_should_include/exclude``)."""
     agent_id: str | None = None
+    """The agent that answered (read by ``specialist_match``)."""
     data_sources: list[str] | None = None
+    """The data sources the answer consulted (read against ``expected_data_sources``)."""
     mentions: list[Mention] | None = None
     ranked_list: list[str] | None = None
     num_tokens: int | None = Field(default=None, ge=0)
+    """The answer's length in tokens as the target counted it (else evalgate counts: ``num_tokens``)."""
     latency_ms: float | None = Field(default=None, ge=0)
+    """How long the recorded call took, in milliseconds."""
     debug_context: list[str] | None = None
+    """The context the target reports it retrieved (the judged grounding metrics' context)."""
     trace_file: str | None = None
     """A recorded case's trace: an OTLP/JSON file, relative to the dataset file (``traces.traced``)."""
 
