@@ -94,6 +94,6 @@ def test_stage_functions_read_only_their_section(module: str, section: type) -> 
     """What a stage function reads of the section it takes is a field (or derived property) of that section."""
     read = section_reads(PACKAGE / module, section)
     assert read, f"no function of {module} takes a {section.__name__}"
-    allowed = set(section.names()) | {name for name, value in vars(section).items()  # type: ignore[attr-defined]
-                                      if isinstance(value, property)} | {"origin"}
+    allowed = set(section.names()) | {name for klass in section.__mro__  # type: ignore[attr-defined]
+                                      for name, value in vars(klass).items() if isinstance(value, property)} | {"origin"}
     assert read <= allowed, read - allowed
