@@ -197,9 +197,10 @@ def measure(work: Path, cases: int, template_cases: int, shards: int, skip: set[
         figures["merge_json"] = measured_process(["merge", *shard_files, "-o", str(work / "merged-json"),
                                                   "--format", "json"], work)
     if "compat" not in skip:
-        body = ("from pathlib import Path\nfrom evalgate.config.settings import Settings\n"
-                "from evalgate.runner.finish import write_compat_documents\n"
-                f"written = write_compat_documents(Settings(compat=['seed000', 'seed004']), Path({str(results)!r}))\n"
+        body = ("from pathlib import Path\nfrom evalgate.config.sections import PublishSettings\n"
+                "from evalgate.config.settings import Settings\nfrom evalgate.runner.finish import write_compat_documents\n"
+                "written = write_compat_documents(PublishSettings.of(Settings(compat=['seed000', 'seed004'])), "
+                f"Path({str(results)!r}))\n"
                 "sys.stderr.write(json.dumps({k: os.path.getsize(v) for k, v in written.items()}) + '\\n')")
         figures["compat"] = python_peak(body, work)
     if "langfuse" not in skip:

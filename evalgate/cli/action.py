@@ -30,6 +30,7 @@ from evalgate.cli.options import cli_values
 from evalgate.config.references import refuse_user_code
 from evalgate.config.settings import FIELD_NAMES, Settings, build_settings
 from evalgate.config.trust import MARK, marked_untrusted, refuse_checkout_redirects
+from evalgate.dataset.selected import demo_dir
 from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USER_ERROR, Interrupt, UserError
 from evalgate.export.langfuse import LangfuseError, export_results, require_keys
 from evalgate.github.checkout import checked_out_commit, secrets_reason, untrusted_checkout
@@ -53,7 +54,6 @@ from evalgate.report import console as report_console
 from evalgate.report.progress import make_progress
 from evalgate.report.view import gate_changes_view
 from evalgate.runner.run import RunOutcome, execute
-from evalgate.runner.setup import demo_dir
 from evalgate.store.judge_cache import cache_path
 
 LIST_INPUTS = ("dataset", "case-ids", "category", "tags", "compat")

@@ -26,6 +26,7 @@ import pytest
 
 from bench.streaming import synthesize
 from evalgate.cli.main import main as cli_main
+from evalgate.config.sections import PublishSettings
 from evalgate.config.settings import Settings
 from evalgate.export import langfuse
 from evalgate.github.relay import checked_results, extract
@@ -133,7 +134,8 @@ def test_a_results_list_before_the_other_fields_is_read_whole_first(files: dict[
 
 def test_compat_documents_are_written_streamed(files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     def compat(folder: Path) -> None:
-        write_compat_documents(Settings(compat=["seed000", "seed001", "seed004"]), folder / "results.json")
+        write_compat_documents(PublishSettings.of(Settings(compat=["seed000", "seed001", "seed004"])),
+                               folder / "results.json")
 
     assert_flat(compat, files, monkeypatch)
     questions = [json.loads((files[size] / "evaluation.json").read_text())["num_questions"] for size in ("small", "big")]
