@@ -131,9 +131,10 @@ def langfuse(folder: Path, results: Path) -> dict[str, Any]:
 
     with LangfuseServer("pk-lf-bench", "sk-lf-bench", record_limit=1) as server:
         server.accepted = Counted()
-        body = ("from evalgate.config.settings import Settings\nfrom evalgate.export.langfuse import export_results\n"
-                f"s = Settings(langfuse=True, langfuse_host={server.base_url!r}, langfuse_public_key='pk-lf-bench', "
-                "langfuse_secret_key='sk-lf-bench')\n"
+        body = ("from evalgate.config.sections import PublishSettings\nfrom evalgate.config.settings import Settings\n"
+                "from evalgate.export.langfuse import export_results\n"
+                f"s = PublishSettings.of(Settings(langfuse=True, langfuse_host={server.base_url!r}, "
+                "langfuse_public_key='pk-lf-bench', langfuse_secret_key='sk-lf-bench'))\n"
                 f"sys.stderr.write(export_results({str(results)!r}, s) + '\\n')")
         figures = python_peak(body, folder)
         figures["events_received"] = server.accepted.count

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalgate.config.budget import parse_budget
-from evalgate.config.sections import AnswerSettings
-from evalgate.config.settings import Settings
+from evalgate.config.sections import AnswerSettings, JudgeSettings
 from evalgate.judges.client import JudgeClient
 from evalgate.judges.estimate import announce_estimate
 from evalgate.judges.factory import metric_temperatures
@@ -101,11 +100,13 @@ async def score_pairs(judge: JudgeClient | None, prepared: Prepared, files: RunF
                                               concurrency)
 
 
-def run_estimate(settings: Settings, prepared: Prepared, opened: Opened, warnings: list[str]) -> dict[str, Any] | None:
+def run_estimate(answering: AnswerSettings, judging: JudgeSettings, prepared: Prepared, opened: Opened,
+                 warnings: list[str]) -> dict[str, Any] | None:
     """The cost estimate (``_announce``), with the bound of the controls judged before the cases."""
-    estimate = _announce(settings, prepared, opened.judge, opened.target, warnings, opened.conversations.simulator)
+    estimate = _announce(answering, judging, prepared, opened.judge, opened.target, warnings,
+                         opened.conversations.simulator)
     if estimate is not None and opened.controls:
-        estimate["controls"] = {"cap_per_metric": settings.controls_max_items,
+        estimate["controls"] = {"cap_per_metric": judging.controls_max_items,
                                 "items": {name: record["items"] for name, record in sorted(opened.controls.items())}}
     return estimate
 
@@ -150,23 +151,25 @@ async def estimate_once_started(running: asyncio.Future[Any], announce: Callable
     return await asyncio.to_thread(announce)
 
 
-def _announce(settings: Settings, prepared: Any, judge: Any, target: Any, warnings: list[str],
+def _announce(answering: AnswerSettings, judging: JudgeSettings, prepared: Any, judge: Any, target: Any,
+              warnings: list[str],
               simulator: Any = None) -> dict[str, Any] | None:
     """The cost estimate line, then the warnings about redundant samples or repeats (with its figures)."""
-    estimate = announce_estimate(settings, prepared, judge, target, simulator=simulator, turn_case=turn_case)
-    cold = cold_judged_metrics(settings, prepared) if judge is not None and settings.judge_samples > 1 else []
-    for text in upfront_warnings(settings, target.kind, judge is not None, estimate, cold):
+    estimate = announce_estimate(prepared, judge, target, repeat=answering.repeat, samples=judging.judge_samples,
+                                 max_cost=answering.max_cost, simulator=simulator, turn_case=turn_case)
+    cold = cold_judged_metrics(judging, prepared) if judge is not None and judging.judge_samples > 1 else []
+    for text in upfront_warnings(answering, judging, target.kind, judge is not None, estimate, cold):
         warn(text, warnings)
     return estimate
 
 
-def cold_judged_metrics(settings: Settings, prepared: Any, sample: int = 200) -> list[str]:
+def cold_judged_metrics(judging: JudgeSettings, prepared: Any, sample: int = 200) -> list[str]:
     """The judged metrics planned for (the first ``sample``) cases that run at temperature 0."""
-    temperatures = metric_temperatures(settings)
+    temperatures = metric_temperatures(judging)
     planned = {metric.name for case in itertools.islice(prepared.cases, sample)
                for metric in prepared.plan_for(case).metrics}
     return sorted(name for name in planned & set(METRIC_TEMPLATES)
-                  if temperatures.get(name, settings.judge_temperature) == 0)
+                  if temperatures.get(name, judging.judge_temperature) == 0)
 
 
 def warn(text: str, warnings: list[str]) -> None:

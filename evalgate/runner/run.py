@@ -35,7 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalgate.config.sections import AnswerSettings, GateSettings, PublishSettings, RecordSettings, SelectionSettings
+from evalgate.config.sections import (
+    AnswerSettings,
+    GateSettings,
+    JudgeSettings,
+    PublishSettings,
+    RecordSettings,
+    SelectionSettings,
+)
 from evalgate.config.settings import Settings
 from evalgate.dataset.selected import check_answers_recorded
 from evalgate.errors import Interrupt, RunInterrupted
@@ -136,7 +143,7 @@ async def _execute(
     prepared = prepare(selection, suite_config, cwd)  # load and select (dataset.selected), then plan each case
     check_answers_recorded(selection, prepared.cases)  # nothing to score (the default target, no answers): exit 2
     interruption.enter("waiting")  # a signal cancels the wait
-    gate, answering = GateSettings.of(settings), AnswerSettings.of(settings)
+    gate, answering, judging = GateSettings.of(settings), AnswerSettings.of(settings), JudgeSettings.of(settings)
     base = await load_baseline(gate, baseline_loader, cwd)
     opened = await open_run(settings, prepared, base, stop, cwd)
     progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
@@ -153,7 +160,7 @@ async def _execute(
         if progress is not None and hasattr(progress, "start"):
             progress.start(opened.runtime.executor)
         await answer(engine, prepared.cases, tallies.adaptive, answering, lambda: opened.runtime.ledger.spent,
-                     lambda: run_estimate(settings, prepared, opened, warnings), answered)
+                     lambda: run_estimate(answering, judging, prepared, opened, warnings), answered)
         await score_pairs(opened.judge, prepared, files, base, answering.concurrency, answered)
     finally:
         interruption.enter("finishing")  # the results are written whatever arrives now (well within 1 s)

@@ -91,7 +91,8 @@ def section_reads(module: Path, section: type) -> set[str]:
     ("runner/answering.py", AnswerSettings), ("runner/baseline.py", GateSettings), ("runner/tallies.py", GateSettings),
     ("verdict/decide.py", GateSettings), ("store/run_files.py", RecordSettings), ("store/outdir.py", RecordSettings),
     ("runner/setup.py", SelectionSettings), ("dataset/selected.py", SelectionSettings),
-    ("runner/finish.py", PublishSettings)])
+    ("runner/finish.py", PublishSettings), ("runner/answering.py", JudgeSettings), ("runner/redundancy.py", JudgeSettings),
+    ("runner/redundancy.py", AnswerSettings), ("cli/main.py", PublishSettings), ("export/langfuse.py", PublishSettings)])
 def test_stage_functions_read_only_their_section(module: str, section: type) -> None:
     """What a stage function reads of the section it takes is a field (or derived property) of that section."""
     read = section_reads(PACKAGE / module, section)
