@@ -165,7 +165,7 @@ def publish(folder: Path, results: Path) -> dict[str, Any]:
 def baseline_run(work: Path, results: Path) -> dict[str, Any]:
     """A run's baseline comparison at this size, as ``evalgate run --baseline results.json`` does it once its
     cases are recorded: ``resolve_baseline`` (the file streamed), the records slimmed as they are read
-    (``runner.run``), then ``runner.finish.attach_comparison`` with the run's own records streamed as JSON bytes
+    (``runner.baseline.load_baseline``), then ``runner.finish.attach_comparison`` with the run's own records streamed as JSON bytes
     (here the same results.json's, as from the run's spool)."""
     body = ("from pathlib import Path\nfrom evalgate.config.settings import Settings\n"
             "from evalgate.runner.finish import compared_record, attach_comparison\n"
