@@ -35,14 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalgate.config.sections import (
-    AnswerSettings,
-    GateSettings,
-    JudgeSettings,
-    PublishSettings,
-    RecordSettings,
-    SelectionSettings,
-)
+from evalgate.config import sections
 from evalgate.config.settings import Settings
 from evalgate.dataset.selected import check_answers_recorded
 from evalgate.errors import Interrupt, RunInterrupted
@@ -136,14 +129,15 @@ async def _execute(
     """The pipeline (module docstring); the results are written whatever ends the cases."""
     register_environment(settings.environment)  # read once at the edge (config), passed down from here
     configure_tokenizer(settings.environment)
-    record = RecordSettings.of(settings)
+    record = sections.RecordSettings.of(settings)
     check_output_paths(record, cwd)
     interruption.enter("preparing")  # plain Python code: a signal unwinds it at once
-    selection = SelectionSettings.of(settings)
+    selection = sections.SelectionSettings.of(settings)
     prepared = prepare(selection, suite_config, cwd)  # load and select (dataset.selected), then plan each case
     check_answers_recorded(selection, prepared.cases)  # nothing to score (the default target, no answers): exit 2
     interruption.enter("waiting")  # a signal cancels the wait
-    gate, answering, judging = GateSettings.of(settings), AnswerSettings.of(settings), JudgeSettings.of(settings)
+    gate, judging = sections.GateSettings.of(settings), sections.JudgeSettings.of(settings)
+    answering = sections.AnswerSettings.of(settings)
     base = await load_baseline(gate, baseline_loader, cwd)
     opened = await open_run(settings, prepared, base, stop, cwd)
     progress = progress_for(len(prepared.cases) * settings.repeat) if progress_for else None
@@ -173,7 +167,7 @@ async def _execute(
                         interruption.received, cwd, pr_labels)
         document, verdict = record_results(files, lambda status: results_document(run, status),
                                            interruption.received, answered.status)
-    compat_paths = write_compat_documents(PublishSettings.of(settings), files.results_path, cwd)  # publish: seed documents
+    compat_paths = write_compat_documents(sections.PublishSettings.of(settings), files.results_path, cwd)  # publish
     return RunOutcome(document=document, results_path=files.results_path, db_path=settings.db_path,
                       verdict=verdict, failures=tallies.failures.failures, compat_paths=compat_paths,
                       notices=prepared.notices, signals=list(interruption.received))
