@@ -131,9 +131,10 @@ def langfuse(folder: Path, results: Path) -> dict[str, Any]:
 
     with LangfuseServer("pk-lf-bench", "sk-lf-bench", record_limit=1) as server:
         server.accepted = Counted()
-        body = ("from evalgate.config.settings import Settings\nfrom evalgate.export.langfuse import export_results\n"
-                f"s = Settings(langfuse=True, langfuse_host={server.base_url!r}, langfuse_public_key='pk-lf-bench', "
-                "langfuse_secret_key='sk-lf-bench')\n"
+        body = ("from evalgate.config.sections import PublishSettings\nfrom evalgate.config.settings import Settings\n"
+                "from evalgate.export.langfuse import export_results\n"
+                f"s = PublishSettings.of(Settings(langfuse=True, langfuse_host={server.base_url!r}, "
+                "langfuse_public_key='pk-lf-bench', langfuse_secret_key='sk-lf-bench'))\n"
                 f"sys.stderr.write(export_results({str(results)!r}, s) + '\\n')")
         figures = python_peak(body, folder)
         figures["events_received"] = server.accepted.count
@@ -164,7 +165,7 @@ def publish(folder: Path, results: Path) -> dict[str, Any]:
 def baseline_run(work: Path, results: Path) -> dict[str, Any]:
     """A run's baseline comparison at this size, as ``evalgate run --baseline results.json`` does it once its
     cases are recorded: ``resolve_baseline`` (the file streamed), the records slimmed as they are read
-    (``runner.run``), then ``runner.finish.attach_comparison`` with the run's own records streamed as JSON bytes
+    (``runner.baseline.load_baseline``), then ``runner.finish.attach_comparison`` with the run's own records streamed as JSON bytes
     (here the same results.json's, as from the run's spool)."""
     body = ("from pathlib import Path\nfrom evalgate.config.settings import Settings\n"
             "from evalgate.runner.finish import compared_record, attach_comparison\n"
@@ -197,9 +198,10 @@ def measure(work: Path, cases: int, template_cases: int, shards: int, skip: set[
         figures["merge_json"] = measured_process(["merge", *shard_files, "-o", str(work / "merged-json"),
                                                   "--format", "json"], work)
     if "compat" not in skip:
-        body = ("from pathlib import Path\nfrom evalgate.config.settings import Settings\n"
-                "from evalgate.runner.finish import write_compat_documents\n"
-                f"written = write_compat_documents(Settings(compat=['seed000', 'seed004']), Path({str(results)!r}))\n"
+        body = ("from pathlib import Path\nfrom evalgate.config.sections import PublishSettings\n"
+                "from evalgate.config.settings import Settings\nfrom evalgate.runner.finish import write_compat_documents\n"
+                "written = write_compat_documents(PublishSettings.of(Settings(compat=['seed000', 'seed004'])), "
+                f"Path({str(results)!r}))\n"
                 "sys.stderr.write(json.dumps({k: os.path.getsize(v) for k, v in written.items()}) + '\\n')")
         figures["compat"] = python_peak(body, work)
     if "langfuse" not in skip:

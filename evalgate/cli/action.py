@@ -28,8 +28,10 @@ from evalgate.cli.action_setup import ActionSetup, Emit, baseline_loader, baseli
 from evalgate.cli.main import build_parser, report_crash
 from evalgate.cli.options import cli_values
 from evalgate.config.references import refuse_user_code
+from evalgate.config.sections import PublishSettings
 from evalgate.config.settings import FIELD_NAMES, Settings, build_settings
 from evalgate.config.trust import MARK, marked_untrusted, refuse_checkout_redirects
+from evalgate.dataset.selected import demo_dir
 from evalgate.errors import EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_USER_ERROR, Interrupt, UserError
 from evalgate.export.langfuse import LangfuseError, export_results, require_keys
 from evalgate.github.checkout import checked_out_commit, secrets_reason, untrusted_checkout
@@ -53,7 +55,6 @@ from evalgate.report import console as report_console
 from evalgate.report.progress import make_progress
 from evalgate.report.view import gate_changes_view
 from evalgate.runner.run import RunOutcome, execute
-from evalgate.runner.setup import demo_dir
 from evalgate.store.judge_cache import cache_path
 
 LIST_INPUTS = ("dataset", "case-ids", "category", "tags", "compat")
@@ -140,7 +141,7 @@ def setup(env: Mapping[str, str], argv: Sequence[str], emit: Emit) -> ActionSetu
     for line in notices + settings.notices:
         emit(notice(line, title="evalgate"))
     if settings.langfuse:
-        require_keys(settings, where="langfuse")
+        require_keys(PublishSettings.of(settings), where="langfuse")
     settings = anchor(settings, workspace)
     settings, options = degrade(ctx.server_url, settings, options, emit)  # Enterprise Server: notices, no failure
     confine(settings, env, workspace, comment_template=options.comment_template, bundled=[demo_dir()])
@@ -171,17 +172,17 @@ def guard_pr_code(ctx: ActionContext, settings: Settings, options: PublishOption
 
 def evaluate(setup_: ActionSetup, emit: Emit) -> RunOutcome:
     """Run the pipeline and print the console report inside a ``::stop-commands::`` block."""
-    settings = setup_.settings
+    settings, publishing = setup_.settings, PublishSettings.of(setup_.settings)
     token = new_stop_token()
     emit(f"::stop-commands::{token}")
     try:
         outcome = asyncio.run(execute(
             settings, setup_.suite_config, cwd=setup_.workspace,
-            progress_for=lambda total: make_progress(settings.progress, total,
-                                                     every_seconds=settings.progress_interval_seconds),
+            progress_for=lambda total: make_progress(publishing.progress, total,
+                                                     every_seconds=publishing.progress_interval_seconds),
             baseline_loader=baseline_loader(setup_), pr_labels=pull_request_labels(setup_.ctx.event)))
         console = report_console.make_console(sys.stdout)
-        report_console.render_report(outcome.document, console, verbose=settings.verbose)
+        report_console.render_report(outcome.document, console, verbose=publishing.verbose)
         report_console.render_failures(outcome.failures, console)
         console.print(f"Results: {outcome.results_path}  ·  SQLite: {outcome.db_path}", markup=False)
         sys.stdout.flush()
@@ -268,9 +269,10 @@ def _evaluate_and_publish(setup_: ActionSetup, env: Mapping[str, str], emit: Emi
         emit(warning(str(text), title="evalgate"))
     for line in outcome.notices:
         emit(notice(line, title="evalgate"))
-    if setup_.settings.langfuse:
+    publishing = PublishSettings.of(setup_.settings)
+    if publishing.langfuse:
         try:
-            emit(notice(export_results(outcome.results_path, setup_.settings), title="evalgate: Langfuse"))
+            emit(notice(export_results(outcome.results_path, publishing), title="evalgate: Langfuse"))
         except LangfuseError as exc:
             emit(warning(f"Langfuse export failed: {exc}", title="evalgate: Langfuse"))
     options = shard_options(setup_.options, setup_.settings.shard_tuple, emit)

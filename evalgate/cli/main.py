@@ -17,7 +17,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from evalgate import __version__
 from evalgate.cli import calibrate, compare, history, init, merge, publish, report, view
@@ -38,6 +38,10 @@ from evalgate.errors import (
     UserError,
 )
 from evalgate.safety.redact import redact, register_environment
+
+if TYPE_CHECKING:
+    from evalgate.config.sections import PublishSettings
+
 
 EXIT_EPILOG = """\
 exit status (results.json's gate.exit_code is the same number):
@@ -153,6 +157,7 @@ def _extra_verbs() -> list[Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from evalgate.config.sections import PublishSettings  # lazy: the run stack (pydantic, httpx), not for --help
     from evalgate.config.settings import build_settings  # lazy: the run stack (pydantic, httpx), not for --help
     from evalgate.report.progress import make_progress  # lazy: the run stack (pydantic, httpx), not for --help
     from evalgate.runner.run import execute  # lazy: the run stack (pydantic, httpx), not for --help
@@ -170,15 +175,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if getattr(args, "dry_run", False):
         print_notices(["--dry-run is evalgate validate: every file and setting is checked, no call is made"])
         return validate_and_report(settings, suite_config)
-    if settings.langfuse:
+    publishing = PublishSettings.of(settings)  # what the console, the seed documents and the export read
+    if publishing.langfuse:
         from evalgate.export.langfuse import require_keys  # lazy: the Langfuse export only with --langfuse
 
-        require_keys(settings, where="--langfuse")
-    json_mode = settings.format == "json"
+        require_keys(publishing, where="--langfuse")
 
     def progress_for(total: int) -> Any:
-        return make_progress(settings.progress, total, quiet=json_mode and settings.progress == "auto",
-                             every_seconds=settings.progress_interval_seconds)
+        return make_progress(publishing.progress, total,
+                             quiet=publishing.format == "json" and publishing.progress == "auto",
+                             every_seconds=publishing.progress_interval_seconds)
 
     loader = None
     if settings.baseline_kind == "auto":
@@ -200,7 +206,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         Interrupt.received.clear()  # reported
         return code
     try:
-        _print_outcome(outcome, settings, json_mode)
+        _print_outcome(outcome, publishing)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except KeyboardInterrupt:
@@ -209,8 +215,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except Exception as exc:  # a bug in a reporter does not change the verdict already written
         report_crash(exc, note=f"while printing the report; the results are complete and the exit status "
                                f"is the verdict's ({code})")
-    if settings.langfuse:
-        export_langfuse(settings, outcome.results_path)  # a failure is a warning: the verdict stands
+    if publishing.langfuse:
+        export_langfuse(publishing, outcome.results_path)  # a failure is a warning: the verdict stands
     if Interrupt.received and code != EXIT_INTERRUPTED:  # came while the report was printed
         print(f"evalgate: interrupted by {Interrupt.received[0]} after the results were written: they are "
               f"complete (status {outcome.document['status']}; exit {code})", file=sys.stderr)
@@ -218,10 +224,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
-def _print_outcome(outcome: Any, settings: Any, json_mode: bool) -> None:
+def _print_outcome(outcome: Any, settings: PublishSettings) -> None:
     """results.json on stdout (``--format json``) or the console report."""
     print_notices(outcome.notices)
-    if json_mode:
+    if settings.format == "json":
         printed = outcome.results_path
         if len(settings.compat) == 1 and settings.compat[0] in outcome.compat_paths:
             printed = outcome.compat_paths[settings.compat[0]]
@@ -256,7 +262,7 @@ def _print_outcome(outcome: Any, settings: Any, json_mode: bool) -> None:
         print(f"evalgate: interrupted{by}: partial results written with status 'cancelled' (exit 130)", file=sys.stderr)
 
 
-def export_langfuse(settings: Any, results_path: Any) -> None:
+def export_langfuse(settings: PublishSettings, results_path: Any) -> None:
     """Send the run's scores to Langfuse; a failure is a warning (the verdict stands)."""
     from evalgate.export.langfuse import LangfuseError, export_results  # lazy: only with --langfuse
 

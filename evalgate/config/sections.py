@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any, Literal, Self
 
-from evalgate.config.settings import Settings, db_path, parse_shard
+from evalgate.config.settings import BaselineChoice, OutputPlaces, Settings, ShardChoice
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ class Section:
 
 
 @dataclass(frozen=True)
-class SelectionSettings(Section):
+class SelectionSettings(Section, ShardChoice):
     """Load and select: which files, which cases, the thresholds and context the suites start from."""
 
     dataset: Sequence[str]
@@ -59,10 +58,6 @@ class SelectionSettings(Section):
     """``recorded`` (the default) reads the answers from the cases or ``outputs_file``."""
     outputs_file: str | None
     eval_context: Mapping[str, Any]
-
-    @property
-    def shard_tuple(self) -> tuple[int, int] | None:
-        return parse_shard(self.shard) if self.shard else None
 
 
 @dataclass(frozen=True)
@@ -152,7 +147,7 @@ class JudgeSettings(Section):
 
 
 @dataclass(frozen=True)
-class GateSettings(Section):
+class GateSettings(Section, BaselineChoice):
     """Decide: the gate's rules, the baseline it compares with and how repeats and regressions count."""
 
     strict_metrics: bool
@@ -174,31 +169,15 @@ class GateSettings(Section):
     adaptive: bool
     adaptive_budget: str
 
-    @property
-    def baseline_kind(self) -> Literal["none", "auto", "path"]:
-        """What ``baseline`` asks for (``Settings.baseline_kind``)."""
-        text = self.baseline.strip().lower()
-        return "none" if text in ("", "none") else "auto" if text == "auto" else "path"
-
 
 @dataclass(frozen=True)
-class RecordSettings(Section):
+class RecordSettings(Section, OutputPlaces):
     """Record: where results.json and the SQLite database go, and whether to wait for another run's lock."""
 
     output_dir: str
     db: str | None
     wait: bool
     compat_output: str | None
-
-    @property
-    def output_path(self) -> Path:
-        """OUTPUT_DIR, as ``Settings.output_path``."""
-        return Path(self.output_dir)
-
-    @property
-    def db_path(self) -> Path:
-        """The SQLite file, as ``Settings.db_path``."""
-        return db_path(self.output_dir, self.db)
 
 
 @dataclass(frozen=True)

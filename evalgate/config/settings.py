@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -53,7 +53,50 @@ def db_path(output_dir: str, db: str | None) -> Path:
     return Path(db) if db else Path(output_dir) / "results.db"
 
 
-class Settings(BaseModel):
+class OutputPlaces:
+    """Where a run writes, derived from ``output_dir`` and ``db``: one owner for ``Settings`` and its record
+    section (``config.sections.RecordSettings``)."""
+
+    if TYPE_CHECKING:
+        output_dir: str
+        db: str | None
+
+    @property
+    def output_path(self) -> Path:
+        """OUTPUT_DIR."""
+        return Path(self.output_dir)
+
+    @property
+    def db_path(self) -> Path:
+        """The SQLite file (``db_path``)."""
+        return db_path(self.output_dir, self.db)
+
+
+class BaselineChoice:
+    """What ``baseline`` asks for, for ``Settings`` and its gate section (``config.sections.GateSettings``)."""
+
+    if TYPE_CHECKING:
+        baseline: str
+
+    @property
+    def baseline_kind(self) -> Literal["none", "auto", "path"]:
+        """What ``baseline`` asks for: nothing (``none`` or empty), the Actions lookup, or a file."""
+        text = self.baseline.strip().lower()
+        return "none" if text in ("", "none") else "auto" if text == "auto" else "path"
+
+
+class ShardChoice:
+    """``shard`` as ``(i, n)``, for ``Settings`` and its selection section (``config.sections.SelectionSettings``)."""
+
+    if TYPE_CHECKING:
+        shard: str | None
+
+    @property
+    def shard_tuple(self) -> tuple[int, int] | None:
+        return parse_shard(self.shard) if self.shard else None
+
+
+class Settings(OutputPlaces, BaselineChoice, ShardChoice, BaseModel):
     """Everything a run can be told. Each field: docs/reference/settings.md."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
@@ -403,24 +446,6 @@ class Settings(BaseModel):
             return None
         parse_shard(value)
         return value
-
-    @property
-    def baseline_kind(self) -> Literal["none", "auto", "path"]:
-        """What ``baseline`` asks for: nothing (``none`` or empty), the Actions lookup, or a file."""
-        text = self.baseline.strip().lower()
-        return "none" if text in ("", "none") else "auto" if text == "auto" else "path"
-
-    @property
-    def output_path(self) -> Path:
-        return Path(self.output_dir)
-
-    @property
-    def db_path(self) -> Path:
-        return db_path(self.output_dir, self.db)
-
-    @property
-    def shard_tuple(self) -> tuple[int, int] | None:
-        return parse_shard(self.shard) if self.shard else None
 
 
 def parse_shard(value: str) -> tuple[int, int]:

@@ -25,10 +25,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from evalgate.cli.main import main as cli_main
+from evalgate.dataset.selected import demo_dir
 from evalgate.demo.agent import CHAT_PATH, agent_server
 from evalgate.demo.judge import judge_server
 from evalgate.demo.server import JsonServer
-from evalgate.runner.setup import demo_dir
 
 DEFAULT_OUTPUT = "evalgate-results/live"
 JUDGE_PORT = 8012

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from evalgate.config.sections import PublishSettings
 from evalgate.dialect import export_name
 from evalgate.errors import UserError
 from evalgate.safety.redact import redact
@@ -47,7 +48,7 @@ class LangfuseError(Exception):
     """The export did not go through (the message is safe to print)."""
 
 
-def require_keys(settings: Any, where: str) -> None:
+def require_keys(settings: PublishSettings, where: str) -> None:
     """``UserError`` (exit 2, before the run) when the export is on but a key is missing."""
     if settings.langfuse and not (settings.langfuse_public_key and settings.langfuse_secret_key):
         raise UserError("the Langfuse export needs LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY", where=where)
@@ -189,7 +190,7 @@ def _errors_of(response: Any) -> list[dict[str, Any]]:
     return [e for e in errors if isinstance(e, dict)] if isinstance(errors, list) else []
 
 
-def export_results(results_path: Path, settings: Any, transport: Any = None) -> str:
+def export_results(results_path: Path, settings: PublishSettings, transport: Any = None) -> str:
     """Export the run in ``results_path`` with ``settings`` (host, keys); returns a one-line summary."""
     if not settings.langfuse_public_key or not settings.langfuse_secret_key:
         raise LangfuseError("LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY must be set")

@@ -388,15 +388,17 @@ def estimate_message_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     return sum(estimate_tokens(str(m.get("content") or "")) + MESSAGE_OVERHEAD for m in messages)
 
 
-def announce_estimate(settings: Any, prepared: Any, judge: Any, target: Any, *, simulator: Any = None,
-                      turn_case: Callable[[Case, Turn, int], Case] | None = None) -> dict[str, Any] | None:
-    """Print the pre-run estimate to stderr when a judge or a model target will make paid calls."""
+def announce_estimate(prepared: Any, judge: Any, target: Any, *, repeat: int, samples: int, max_cost: float | None,
+                      simulator: Any = None, turn_case: Callable[[Case, Turn, int], Case] | None = None
+                      ) -> dict[str, Any] | None:
+    """Print the pre-run estimate to stderr when a judge or a model target will make paid calls (``samples``:
+    ``judge_samples``; ``max_cost``: the budget the line compares with)."""
     model_target = getattr(target, "kind", None) == "openai"
     if judge is None and not model_target:
         return None
     estimate = estimate_run(
         prepared.cases, lambda case: [m.name for m in prepared.plan_for(case).metrics],
-        repeat=settings.repeat, samples=settings.judge_samples,
+        repeat=repeat, samples=samples,
         judge_price=judge.service.price if judge is not None else None, judging=judge is not None,
         target_price=target.service.price if model_target else None, model_target=model_target,
         criteria_for=lambda case: [m.fn.definition for m in prepared.plan_for(case).metrics
@@ -406,5 +408,5 @@ def announce_estimate(settings: Any, prepared: Any, judge: Any, target: Any, *, 
         simulator_price=simulator.service.price if simulator is not None else None,
         target_messages=getattr(target, "messages", None) if model_target else None,
     )
-    print(f"evalgate: {estimate.line(settings.max_cost)}", file=sys.stderr)
+    print(f"evalgate: {estimate.line(max_cost)}", file=sys.stderr)
     return estimate.as_dict()

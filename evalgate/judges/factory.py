@@ -23,6 +23,7 @@ from evalgate.store.judge_cache import BaseCache, JudgeCache, cache_path
 from evalgate.store.shared_cache import LayeredJudgeCache, shared_cache_path
 
 if TYPE_CHECKING:
+    from evalgate.config.sections import JudgeSettings
     from evalgate.config.settings import Settings
     from evalgate.judges.client import JudgeClient
     from evalgate.judges.simulator import UserSimulator
@@ -66,7 +67,7 @@ def default_metric_temperatures() -> dict[str, float]:
     return judge_temperatures()
 
 
-def metric_temperatures(settings: Settings) -> dict[str, float]:
+def metric_temperatures(settings: Settings | JudgeSettings) -> dict[str, float]:
     """Judged metric → temperature: ``judge_temperatures`` entries, then ``default_metric_temperatures()``;
     metrics in neither use ``judge_temperature``. Unknown or non-judged metric names are a ``UserError``."""
     validate_metric_names(settings.judge_temperatures, METRIC_TEMPLATES, "judge_temperatures (judged metrics only)")

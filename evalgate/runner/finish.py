@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from evalgate import __version__
+from evalgate.config.sections import PublishSettings
 from evalgate.config.settings import Settings
 from evalgate.config.trust import from_checkout, untrusted_checkout
 from evalgate.dialect import output_documents
@@ -239,7 +240,8 @@ def compared_record(record: dict[str, Any]) -> dict[str, Any]:
     return slim
 
 
-def write_compat_documents(settings: Settings, results_path: Path, cwd: Path | None = None) -> dict[str, Path]:
+def write_compat_documents(settings: PublishSettings, results_path: Path, cwd: Path | None = None
+                           ) -> dict[str, Path]:
     """The ``compat`` dialects' output documents (``report.documents``) written beside results.json, plus the
     single one at ``compat_output`` (the dialect's own ``--output``, relative to ``cwd``). Returns dialect →
     path written."""

@@ -12,7 +12,7 @@ run, or ``FILE#RUN_ID`` for a given one). The merged run is rebuilt from the per
    (and in the shard its id hashes to);
 2. the records are spooled to disk and re-aggregated in dataset order (``index``, ``repeat``): through
    ``RepeatSink`` (each case's repeats collapse into one case, flaky cases and confidence intervals are
-   collected, as in ``evalgate.runner.run``) into ``RunAggregate``; the gate is recomputed with ``run_verdict``
+   collected, as in ``evalgate.runner.tallies``) into ``RunAggregate``; the gate is recomputed with ``run_verdict``
    and the recorded thresholds, policy and repeat rule, so the verdict equals that of one unsharded run
    of the same cases;
 3. ``results.json`` and a new run with status ``merged`` in the SQLite file are written.

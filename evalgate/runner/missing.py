@@ -1,5 +1,5 @@
-"""What a run lacks before it starts: a judge provider's API key (``judge_missing``, docs/fork-pull-requests.md),
-and answers for the default recorded target (:func:`check_answers_recorded`).
+"""What a run lacks before it starts: a judge provider's API key (``judge_missing``, docs/fork-pull-requests.md).
+(Answers for the default recorded target: ``dataset.selected.check_answers_recorded``.)
 
 A pull request from a fork, or one Dependabot opened, gets no repository secrets: ``judge-provider: openai``
 then has no ``OPENAI_API_KEY``. ``skip`` (the default on those runs) runs without the judge: each judged
@@ -11,18 +11,15 @@ default elsewhere) stops before any case runs, exit 2, naming the key.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from evalgate.calls.providers import missing_key
 from evalgate.config.trust import from_checkout, untrusted_checkout, without_secrets
-from evalgate.errors import DOCS_SITE, UserError
+from evalgate.errors import UserError
 from evalgate.verdict.aggregate import NOT_JUDGED
 
 if TYPE_CHECKING:
-    from evalgate.config.sections import SelectionSettings
     from evalgate.config.settings import Settings
-    from evalgate.model import Case
 
 
 
@@ -55,22 +52,3 @@ def not_judged_reason(settings: Settings) -> str | None:
                         "skip to run without the judge: judged metrics are then reported as not judged)",
                         where=settings.origin("judge_provider") or "judge_provider")
     return f"{NOT_JUDGED}: no {needed} in this run" + (f" ({why})" if why else "") + " and judge-missing is skip"
-
-
-def check_answers_recorded(settings: SelectionSettings | Settings, cases: Iterable[Case]) -> None:
-    """With the default target (``recorded``, no ``outputs_file``), answers come from the cases' own ``output:``.
-    A dataset none of whose cases has one (the README's example, a new suite) would only error every case:
-    exit 2 instead, saying how to add answers. Stops at the first case with an answer (usually the first)."""
-    if settings.target != "recorded" or settings.outputs_file:
-        return
-    first = None
-    for case in cases:
-        if case.output is not None or case.turns is not None or case.simulated_user is not None:
-            return
-        first = first or case
-    if first is None:
-        return
-    raise UserError("no case has an answer to score: the default target 'recorded' reads each case's output: "
-                    "field. Record answers there (output: ...), give an outputs_file (answers keyed by case id), "
-                    f"or let your agent answer: target: http and target_url: in evalgate.yaml ({DOCS_SITE}targets/)",
-                    where=first.location or "dataset")

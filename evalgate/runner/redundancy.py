@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evalgate.config.settings import Settings
+    from evalgate.config.sections import AnswerSettings, JudgeSettings
     from evalgate.model import CaseResult
 
 
@@ -44,15 +44,15 @@ def _cost(estimate: Mapping[str, Any] | None, calls_key: str, count: int, bound:
     return f" ({text})"
 
 
-def upfront_warnings(settings: Settings, target_kind: str, judged: bool, estimate: Mapping[str, Any] | None,
-                     cold_metrics: Sequence[str] = ()) -> list[str]:
+def upfront_warnings(answering: AnswerSettings, judging: JudgeSettings, target_kind: str, judged: bool,
+                     estimate: Mapping[str, Any] | None, cold_metrics: Sequence[str] = ()) -> list[str]:
     """The warnings known before the run (see the module docstring); ``judged``: a judge is configured;
     ``cold_metrics``: the planned judged metrics that run at temperature 0 (``judge_temperature`` or
     their ``judge_temperatures`` entry)."""
     warnings: list[str] = []
-    samples, repeat = settings.judge_samples, settings.repeat
+    samples, repeat = judging.judge_samples, answering.repeat
     if judged and samples > 1 and cold_metrics:
-        every = "" if settings.judge_temperature == 0 and not settings.judge_temperatures else "up to "
+        every = "" if judging.judge_temperature == 0 and not judging.judge_temperatures else "up to "
         warnings.append(
             f"judge_samples {samples} at temperature 0 ({', '.join(cold_metrics)}): a judge at temperature 0 gives "
             f"the same verdict {samples} times, so {samples - 1} of every {samples} of those judge calls are paid "

@@ -15,7 +15,8 @@ from evalgate.config.options import MetricOptions
 from evalgate.config.sections import SelectionSettings
 from evalgate.config.settings import Settings
 from evalgate.config.suite import SuiteConfig, parse_suite_config, validate_metric_names, yaml_line
-from evalgate.dataset.stream import Scan, SelectedCases, scan, selector
+from evalgate.dataset.selected import load_selected
+from evalgate.dataset.stream import Scan, SelectedCases
 from evalgate.dialect import DIALECTS, NAMED, OWNER, WHEN, active_dialects, threshold_layer, triggered
 from evalgate.dialect import category_map as dialect_category_map
 from evalgate.errors import UserError
@@ -27,25 +28,6 @@ from evalgate.runner.engine import CasePlan
 from evalgate.runner.explain import make_explainer
 from evalgate.verdict.gate import resolve_thresholds
 from evalgate.verdict.tolerance import parse_tolerance
-
-DEMO_EXCLUDED = {"failing", "live"}
-
-
-def demo_dir() -> Path:
-    """Where the bundled demo suites live: inside the installed package (``evalgate/demo/datasets``,
-    copied there by the wheel build), else ``datasets/`` beside the package (a checkout, an editable
-    install, the container image)."""
-    package = Path(__file__).resolve().parents[1]
-    installed = package / "demo" / "datasets"
-    return installed if installed.is_dir() else package.parent / "datasets"
-
-
-def default_datasets() -> list[str]:
-    """The passing demo suites: every sub-directory of ``datasets/`` except failing/ and live/."""
-    root = demo_dir()
-    if not root.is_dir():
-        raise UserError("no --dataset given and no bundled demo suites found", where="dataset")
-    return [str(p) for p in sorted(root.iterdir()) if p.is_dir() and p.name not in DEMO_EXCLUDED]
 
 
 @dataclass
@@ -99,10 +81,7 @@ def prepare(selection: SelectionSettings | Settings, suite_config: Mapping[str, 
 
     global_suite = (parse_suite_config(config_data, config_name, label="", locate=locate,
                                        also_known=Settings.model_fields) if config_data else SuiteConfig())
-    paths = settings.dataset or default_datasets()
-    choose = selector(case_ids=settings.case_ids or None, first_n=settings.first_n,
-                      categories=settings.category or None, tags=settings.tags or None, shard=settings.shard_tuple)
-    scanned = scan(paths, cwd, select=choose, base=global_suite)
+    scanned = load_selected(settings, global_suite, cwd)
     suites = dict(scanned.suites)
     catalog = build_catalog(builtins, global_suite, config_name, suites, scanned.suite_where, scanned.case_metrics,
                             cwd)
@@ -118,7 +97,7 @@ def prepare(selection: SelectionSettings | Settings, suite_config: Mapping[str, 
     directed = infer_directions(catalog, thresholds, origin)
     plan_for = make_planner(metrics, global_suite, suites, catalog, compat=compat)
     files = [file.as_metadata() for file in scanned.files]
-    selected = choose is not None and len(scanned.cases) < scanned.total
+    selected = len(scanned.cases) < scanned.total  # a filter left some out
     notices = directed + check_names_match(scanned.cases, plan_for, user_layers, global_suite, suites,
                                            selected=selected, where_of=where_of)
     optional = _optional_metrics(metrics, global_suite, suites, config_name, where_of)

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from evalgate.config.sections import RecordSettings
 from evalgate.errors import UserError
 
 try:
@@ -190,3 +191,24 @@ def holder_alive(marker: Any, run_id: str) -> bool | None:
             return None
         fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
         return False
+
+
+def check_output_paths(settings: RecordSettings, cwd: Path | None) -> None:
+    """The output directory is a directory and its results.json, if any, a file; ``compat_output`` (a
+    dialect's own ``--output``) must not be one of the files evalgate writes itself."""
+    for path, kind in ((settings.output_path, "a directory"), (settings.output_path / "results.json", "a file")):
+        exists = path.exists()
+        if exists and (not path.is_dir() if kind == "a directory" else not path.is_file()):
+            raise UserError(f"{path} is in the way: evalgate writes {kind} there; remove it or choose another "
+                            "output directory", where=settings.origin("output_dir"))
+    if not settings.compat_output:
+        return
+    base = cwd or Path.cwd()
+    extra = Path(settings.compat_output)
+    extra = (extra if extra.is_absolute() else base / extra).resolve()
+    output = settings.output_path if settings.output_path.is_absolute() else base / settings.output_path
+    own = {(output / "results.json").resolve(), (settings.db_path if settings.db_path.is_absolute()
+                                                   else base / settings.db_path).resolve()}
+    if extra in own:
+        raise UserError(f"{settings.compat_output} is where evalgate writes its own results; give --output another "
+                        "path or --output-dir another directory", where="--output (compat_output)")

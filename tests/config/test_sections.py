@@ -88,12 +88,15 @@ def section_reads(module: Path, section: type) -> set[str]:
 
 
 @pytest.mark.parametrize(("module", "section"), [
-    ("runner/run.py", AnswerSettings), ("runner/run.py", GateSettings), ("verdict/decide.py", GateSettings),
-    ("store/run_files.py", RecordSettings), ("runner/run.py", RecordSettings), ("runner/setup.py", SelectionSettings)])
+    ("runner/answering.py", AnswerSettings), ("runner/baseline.py", GateSettings), ("runner/tallies.py", GateSettings),
+    ("verdict/decide.py", GateSettings), ("store/run_files.py", RecordSettings), ("store/outdir.py", RecordSettings),
+    ("runner/setup.py", SelectionSettings), ("dataset/selected.py", SelectionSettings),
+    ("runner/finish.py", PublishSettings), ("runner/answering.py", JudgeSettings), ("runner/redundancy.py", JudgeSettings),
+    ("runner/redundancy.py", AnswerSettings), ("cli/main.py", PublishSettings), ("export/langfuse.py", PublishSettings)])
 def test_stage_functions_read_only_their_section(module: str, section: type) -> None:
     """What a stage function reads of the section it takes is a field (or derived property) of that section."""
     read = section_reads(PACKAGE / module, section)
     assert read, f"no function of {module} takes a {section.__name__}"
-    allowed = set(section.names()) | {name for name, value in vars(section).items()  # type: ignore[attr-defined]
-                                      if isinstance(value, property)} | {"origin"}
+    allowed = set(section.names()) | {name for klass in section.__mro__  # type: ignore[attr-defined]
+                                      for name, value in vars(klass).items() if isinstance(value, property)} | {"origin"}
     assert read <= allowed, read - allowed

@@ -32,6 +32,7 @@ from bench.cases import recorded_dataset
 from bench.hostile import check_partial, signal_command, signals
 from evalgate.config.settings import build_settings
 from evalgate.errors import RunInterrupted
+from evalgate.runner import results as results_module
 from evalgate.runner import run as run_module
 from evalgate.store.reader import BaselineLookup
 from tests.hostile.helpers import write_cases
@@ -155,7 +156,7 @@ def test_a_signal_while_results_json_is_written_marks_the_results_cancelled(tmp_
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Every case finished, then SIGTERM while results.json is written: it is written again with status
     ``cancelled`` (exit 130), and SQLite agrees."""
-    real_write = run_module.write_results
+    real_write = results_module.write_results
     writes: list[str] = []
 
     def write_then_signal(path: Path, document: dict[str, Any], spool: Any, *rest: Any) -> None:
@@ -165,7 +166,7 @@ def test_a_signal_while_results_json_is_written_marks_the_results_cancelled(tmp_
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.05)  # the handler runs in this thread at the next bytecode
 
-    monkeypatch.setattr(run_module, "write_results", write_then_signal)
+    monkeypatch.setattr(results_module, "write_results", write_then_signal)
     dataset = recorded_dataset(tmp_path / "cases.jsonl", 30)
     settings, suite, _ = build_settings(cli={"dataset": [str(dataset)], "output_dir": str(tmp_path / "out")}, env={})
     outcome = asyncio.run(run_module.execute(settings, suite))

@@ -39,7 +39,7 @@ def test_an_installed_wheel_runs_the_demo_from_any_directory(wheel: Path, tmp_pa
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {**os.environ, "PYTHONPATH": str(target)}
-    where = subprocess.run([sys.executable, "-P", "-c", "import evalgate, evalgate.runner.setup as s; "
+    where = subprocess.run([sys.executable, "-P", "-c", "import evalgate, evalgate.dataset.selected as s; "
                             "print(evalgate.__file__); print(s.demo_dir())"], cwd=elsewhere, env=env,
                            capture_output=True, text=True, timeout=60, check=True).stdout.split()
     assert where == [str(target / "evalgate" / "__init__.py"), str(target / "evalgate" / "demo" / "datasets")]

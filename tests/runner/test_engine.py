@@ -211,7 +211,7 @@ class ExecutorTarget(SlowTarget):
 
 def test_spare_workers_wait_for_a_call_slot_so_calls_in_flight_stay_at_concurrency() -> None:
     from evalgate.calls.executor import Executor
-    from evalgate.runner.run import spare_workers
+    from evalgate.runner.answering import spare_workers
 
     target, sink = ExecutorTarget(Executor(concurrency=4)), ListSink()
     engine = engine_for(target, [make_metric("length", length_metric)], sink, concurrency=4,

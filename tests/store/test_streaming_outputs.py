@@ -26,6 +26,7 @@ import pytest
 
 from bench.streaming import synthesize
 from evalgate.cli.main import main as cli_main
+from evalgate.config.sections import PublishSettings
 from evalgate.config.settings import Settings
 from evalgate.export import langfuse
 from evalgate.github.relay import checked_results, extract
@@ -133,7 +134,8 @@ def test_a_results_list_before_the_other_fields_is_read_whole_first(files: dict[
 
 def test_compat_documents_are_written_streamed(files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     def compat(folder: Path) -> None:
-        write_compat_documents(Settings(compat=["seed000", "seed001", "seed004"]), folder / "results.json")
+        write_compat_documents(PublishSettings.of(Settings(compat=["seed000", "seed001", "seed004"])),
+                               folder / "results.json")
 
     assert_flat(compat, files, monkeypatch)
     questions = [json.loads((files[size] / "evaluation.json").read_text())["num_questions"] for size in ("small", "big")]
@@ -181,16 +183,16 @@ def test_langfuse_export_reads_and_sends_streamed(files: dict[str, Path], monkey
     monkeypatch.setattr(langfuse, "BATCH_BYTES", 64 * 1024)
     with LangfuseServer("pk-lf-test", "sk-lf-test", record_limit=1) as server:
         server.accepted = Counted()
-        settings = Settings(langfuse=True, langfuse_host=server.base_url, langfuse_public_key="pk-lf-test",
-                            langfuse_secret_key="sk-lf-test")
+        settings = PublishSettings.of(Settings(langfuse=True, langfuse_host=server.base_url,
+                                               langfuse_public_key="pk-lf-test", langfuse_secret_key="sk-lf-test"))
         assert_flat(lambda folder: langfuse.export_results(folder / "results.json", settings), files, monkeypatch)
         assert server.accepted.count > 4 * SMALL * 2  # a trace and at least one score per case
 
 
 def test_langfuse_events_sent_equal_the_in_memory_ones(files: dict[str, Path]) -> None:
     with LangfuseServer("pk-lf-test", "sk-lf-test") as server:
-        settings = Settings(langfuse=True, langfuse_host=server.base_url, langfuse_public_key="pk-lf-test",
-                            langfuse_secret_key="sk-lf-test")
+        settings = PublishSettings.of(Settings(langfuse=True, langfuse_host=server.base_url,
+                                               langfuse_public_key="pk-lf-test", langfuse_secret_key="sk-lf-test"))
         line = langfuse.export_results(files["run"], settings)
         expected = langfuse.build_events(json.loads(files["run"].read_text()))
         assert server.events() == expected
