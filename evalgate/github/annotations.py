@@ -9,18 +9,24 @@ left of that budget once the step's own problems (a refused comment, a failed up
 baseline) have been reported; within it the most important come first (thresholds, then cases by risk
 and dataset order), at most ``max_errors`` / ``max_warnings`` are emitted, and one ``::notice`` says how
 many more were left out.
+
+Case records are read through their type (``store.reader.read_case``: a record that cannot be a
+``CaseResult`` is skipped, as a record that is not an object always was). A record's risk level and
+source count only as recorded, never as ``CaseResult``'s defaults.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from evalgate.github.commands import RUNNER_LIMIT_PER_TYPE, Level, annotation
+from evalgate.model import STATUS_TEXT, CaseResult
 from evalgate.report.digest import beyond
 from evalgate.report.markdown import repo_relative, split_source
-from evalgate.report.view import format_number, format_threshold, is_critical, risk_rank
+from evalgate.report.view import RISK_ORDER, format_number, format_threshold
+from evalgate.store.reader import read_case
 
 FAILED = ("failed", "errored")
 
@@ -89,34 +95,41 @@ def threshold_annotations(results: Mapping[str, Any]) -> list[Annotation]:
     return out
 
 
-def case_annotation(case: Mapping[str, Any], *, workspace: str | None, base_dir: str | None = None) -> Annotation:
+def case_annotation(case: CaseResult, *, workspace: str | None, base_dir: str | None = None) -> Annotation:
     """Error for a critical case, warning otherwise; file/line from the case's ``source``."""
-    critical = is_critical(case)
-    status = str(case.get("status"))
-    path, line = split_source(case.get("source"))
+    critical = _risk(case).lower() == "critical"
+    status = STATUS_TEXT[case.status]
+    path, line = split_source(case.source if "source" in case.model_fields_set else None)
     file = repo_relative(path, workspace, base_dir) if path else None
     kind = "critical case" if critical else "case"
     return Annotation(
         level="error" if critical else "warning",
         message=_case_message(case),
-        title=f"evalgate: {kind} {case.get('id')} {status}",
+        title=f"evalgate: {kind} {case.id} {status}",
         file=file,
         line=line if file else None,
     )
 
 
-def _case_message(case: Mapping[str, Any]) -> str:
+def _case_message(case: CaseResult) -> str:
     """Reasons (or the error), then the risk level: ``reason; reason (risk: high)``."""
-    reasons = [str(r) for r in case.get("reasons") or []]
-    if case.get("error") and not reasons:
-        reasons = [f"error: {case['error']}"]
-    text = "; ".join(reasons) or f"case {case.get('id')} {case.get('status')}"
-    return f"{text} (risk: {case.get('risk_level') or 'unknown'})"
+    reasons = list(case.reasons)
+    if case.error and not reasons:
+        reasons = [f"error: {case.error}"]
+    text = "; ".join(reasons) or f"case {case.id} {STATUS_TEXT[case.status]}"
+    return f"{text} (risk: {_risk(case) or 'unknown'})"
 
 
-def _ordered_failures(cases: Sequence[Any]) -> list[Mapping[str, Any]]:
-    failing = [c for c in cases if isinstance(c, Mapping) and c.get("status") in FAILED]
-    return sorted(failing, key=lambda c: (risk_rank(c), c.get("status") != "failed", c.get("index") or 0))
+def _risk(case: CaseResult) -> str:
+    """The risk level as recorded ("" when the record has none: the default is not evidence of risk)."""
+    return case.risk_level if "risk_level" in case.model_fields_set else ""
+
+
+def _ordered_failures(records: Iterable[Any]) -> list[CaseResult]:
+    """The failed/errored case records, read one at a time through their type, most important first."""
+    failing = [c for c in map(read_case, records) if c is not None and STATUS_TEXT[c.status] in FAILED]
+    return sorted(failing, key=lambda c: (RISK_ORDER.get(_risk(c).lower(), len(RISK_ORDER)),
+                                          STATUS_TEXT[c.status] != "failed", c.index))
 
 
 def _overflow_notice(omitted_errors: int, omitted_warnings: int) -> Annotation:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from evalgate.errors import UserError
-from evalgate.model import CaseResult
+from evalgate.model import CaseResult, CaseStatus, MetricResult
 from evalgate.safety.redact import redact
 from evalgate.store.judge_cache import CACHE_FILE as JUDGE_CACHE_FILE
 from evalgate.store.results_json import SCHEMA_VERSION, StreamedDocument, StreamError
@@ -56,6 +56,56 @@ class ShardRun:
                 raise UserError(f"invalid case record: {'.'.join(map(str, error['loc']))}: {error['msg']}",
                                 where=where) from None
             yield where, record, text
+
+
+def read_case(record: object) -> CaseResult | None:
+    """A per-case record as the readers (report/, github/, export/) take it: a ``CaseResult``, or None for a
+    record that cannot be one. Lenient where the readers always were, for records from older runs, other
+    tools' databases and hand-edited files:
+
+    * not an object, or an ``id`` / ``status`` that is missing or invalid: None (the reader skips it);
+    * a ``metrics`` entry that is not a valid ``MetricResult`` (not an object, an unknown status …): that
+      entry is dropped, the others kept;
+    * any other field that is invalid, and keys ``CaseResult`` does not declare: dropped (the field reads as
+      its default; ``"field" in result.model_fields_set`` tells a recorded value from a default);
+    * a missing ``passed``: ``status == passed``, as ``CaseResult`` defines it.
+
+    A valid record (every record evalgate writes) is read exactly as ``CaseResult.from_stored`` reads it."""
+    if isinstance(record, CaseResult):
+        return record
+    if not isinstance(record, Mapping):
+        return None
+    try:
+        return CaseResult.from_stored(record)
+    except ValidationError:
+        pass
+    values = {name: record[name] for name in CaseResult.model_fields if name in record}
+    metrics = values.get("metrics")
+    if isinstance(metrics, Mapping):
+        values["metrics"] = {name: entry for name, entry in metrics.items() if _metric_ok(entry)}
+    for _ in range(len(CaseResult.model_fields) + 1):
+        if "passed" not in values and values.get("status") in CaseStatus.__members__:
+            values["passed"] = values["status"] == CaseStatus.passed
+        try:
+            return CaseResult.model_validate(values)
+        except ValidationError as exc:
+            bad = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
+        if not bad or bad & {"id", "status"}:
+            return None
+        for name in bad:
+            values.pop(name, None)
+    return None  # pragma: no cover - every pass drops at least one field
+
+
+def _metric_ok(entry: object) -> bool:
+    """True when ``entry`` reads as a ``MetricResult`` (``read_case`` keeps only those)."""
+    if not isinstance(entry, Mapping):
+        return False
+    try:
+        MetricResult.model_validate(entry)
+    except ValidationError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
