@@ -10,9 +10,9 @@ baseline) have been reported; within it the most important come first (threshold
 and dataset order), at most ``max_errors`` / ``max_warnings`` are emitted, and one ``::notice`` says how
 many more were left out.
 
-Case records are read through their type (``store.reader.read_case``: a record that cannot be a
-``CaseResult`` is skipped, as a record that is not an object always was). A record's risk level and
-source count only as recorded, never as ``CaseResult``'s defaults.
+Case records are read through their type (``store.reader.read_case``, its "not recorded" rule: a record's
+risk level and source show only as recorded; a legacy ``critical: true`` is critical; a record without an
+id is annotated under a stand-in id).
 """
 
 from __future__ import annotations
@@ -25,10 +25,8 @@ from evalgate.github.commands import RUNNER_LIMIT_PER_TYPE, Level, annotation
 from evalgate.model import STATUS_TEXT, CaseResult
 from evalgate.report.digest import beyond
 from evalgate.report.markdown import repo_relative, split_source
-from evalgate.report.view import RISK_ORDER, format_number, format_threshold
-from evalgate.store.reader import read_case
-
-FAILED = ("failed", "errored")
+from evalgate.report.view import format_number, format_threshold, is_critical, is_failing, risk_rank
+from evalgate.store.reader import read_case, recorded
 
 
 @dataclass(frozen=True)
@@ -96,10 +94,10 @@ def threshold_annotations(results: Mapping[str, Any]) -> list[Annotation]:
 
 
 def case_annotation(case: CaseResult, *, workspace: str | None, base_dir: str | None = None) -> Annotation:
-    """Error for a critical case, warning otherwise; file/line from the case's ``source``."""
-    critical = _risk(case).lower() == "critical"
+    """Error for a critical case, warning otherwise; file/line from the case's ``source`` (as recorded)."""
+    critical = is_critical(case)
     status = STATUS_TEXT[case.status]
-    path, line = split_source(case.source if "source" in case.model_fields_set else None)
+    path, line = split_source(recorded(case, "source"))
     file = repo_relative(path, workspace, base_dir) if path else None
     kind = "critical case" if critical else "case"
     return Annotation(
@@ -112,24 +110,20 @@ def case_annotation(case: CaseResult, *, workspace: str | None, base_dir: str | 
 
 
 def _case_message(case: CaseResult) -> str:
-    """Reasons (or the error), then the risk level: ``reason; reason (risk: high)``."""
+    """Reasons (or the error), then the risk level as recorded: ``reason; reason (risk: high)``."""
     reasons = list(case.reasons)
     if case.error and not reasons:
         reasons = [f"error: {case.error}"]
     text = "; ".join(reasons) or f"case {case.id} {STATUS_TEXT[case.status]}"
-    return f"{text} (risk: {_risk(case) or 'unknown'})"
-
-
-def _risk(case: CaseResult) -> str:
-    """The risk level as recorded ("" when the record has none: the default is not evidence of risk)."""
-    return case.risk_level if "risk_level" in case.model_fields_set else ""
+    return f"{text} (risk: {recorded(case, 'risk_level') or 'unknown'})"
 
 
 def _ordered_failures(records: Iterable[Any]) -> list[CaseResult]:
-    """The failed/errored case records, read one at a time through their type, most important first."""
-    failing = [c for c in map(read_case, records) if c is not None and STATUS_TEXT[c.status] in FAILED]
-    return sorted(failing, key=lambda c: (RISK_ORDER.get(_risk(c).lower(), len(RISK_ORDER)),
-                                          STATUS_TEXT[c.status] != "failed", c.index))
+    """The failed/errored case records, read one at a time through their type, by risk, errored after failed,
+    then dataset order."""
+    read = (read_case(record, position) for position, record in enumerate(records))
+    failing = [case for case in read if case is not None and is_failing(case)]
+    return sorted(failing, key=lambda c: (risk_rank(c), STATUS_TEXT[c.status] != "failed", c.index))
 
 
 def _overflow_notice(omitted_errors: int, omitted_warnings: int) -> Annotation:

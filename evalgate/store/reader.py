@@ -58,17 +58,25 @@ class ShardRun:
             yield where, record, text
 
 
-def read_case(record: object) -> CaseResult | None:
-    """A per-case record as the readers (report/, github/, export/) take it: a ``CaseResult``, or None for a
-    record that cannot be one. Lenient where the readers always were, for records from older runs, other
-    tools' databases and hand-edited files:
+def read_case(record: object, position: int = 0) -> CaseResult | None:
+    """A per-case record as the readers (report/, github/, export/, view/) take it: a ``CaseResult``, or None
+    for what is not a case record. The one lenient reader, for records from older runs, other tools'
+    databases and hand-edited files; ``position`` is the record's place in its document (0-based).
 
-    * not an object, or an ``id`` / ``status`` that is missing or invalid: None (the reader skips it);
-    * a ``metrics`` entry that is not a valid ``MetricResult`` (not an object, an unknown status …): that
-      entry is dropped, the others kept;
-    * any other field that is invalid, and keys ``CaseResult`` does not declare: dropped (the field reads as
-      its default; ``"field" in result.model_fields_set`` tells a recorded value from a default);
+    The "not recorded" rule: a value ``read_case`` supplies instead of reading it is left out of
+    ``model_fields_set``, and the readers show only recorded values (``recorded``); they decide on the value
+    itself (``report.view.is_critical``). What it supplies:
+
+    * no ``id`` (or null): the stand-in ``(no id, index N)`` (N: the record's ``index``, else ``position``) —
+      the record is still read, never dropped; an ``id`` that is not text: its text (``str``);
+    * a legacy ``critical: true`` (any true value): ``risk_level`` ``critical``, never lower (left out of
+      ``model_fields_set`` when the record has no ``risk_level`` of its own, as it showed none);
+    * ``risk_level``, ``source`` and the other defaults: not recorded unless the record has them;
     * a missing ``passed``: ``status == passed``, as ``CaseResult`` defines it.
+
+    Dropped: a record that is not an object, or whose ``status`` is missing or not a case status (None: it is
+    neither failed nor errored, and the readers never showed it as failing); a ``metrics`` entry that is not
+    a valid ``MetricResult``; any other invalid field (it reads as not recorded) and undeclared keys.
 
     A valid record (every record evalgate writes) is read exactly as ``CaseResult.from_stored`` reads it."""
     if isinstance(record, CaseResult):
@@ -79,33 +87,79 @@ def read_case(record: object) -> CaseResult | None:
         return CaseResult.from_stored(record)
     except ValidationError:
         pass
+    status = record.get("status")
+    if not isinstance(status, str) or status not in CaseStatus.__members__:
+        return None
     values = {name: record[name] for name in CaseResult.model_fields if name in record}
-    metrics = values.get("metrics")
-    if isinstance(metrics, Mapping):
-        values["metrics"] = {name: entry for name, entry in metrics.items() if _metric_ok(entry)}
-    for _ in range(len(CaseResult.model_fields) + 1):
-        if "passed" not in values and values.get("status") in CaseStatus.__members__:
-            values["passed"] = values["status"] == CaseStatus.passed
+    supplied = _supply(values, record, position)
+    if "metrics" in values:
+        values["metrics"] = read_metrics(values["metrics"])
+    if "passed" not in values:
+        values["passed"] = values["status"] == CaseStatus.passed
+    for _ in range(len(CaseResult.model_fields)):
         try:
-            return CaseResult.model_validate(values)
+            case = CaseResult.model_validate(values)
         except ValidationError as exc:
-            bad = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
-        if not bad or bad & {"id", "status"}:
-            return None
-        for name in bad:
-            values.pop(name, None)
+            bad = {str(error["loc"][0]) for error in exc.errors() if error["loc"]} - {"id", "status", "passed"}
+            if not bad:  # pragma: no cover - id, status and passed are valid by construction
+                return None
+            for name in bad:
+                values.pop(name, None)
+                supplied.discard(name)
+            continue
+        if not supplied:
+            return case
+        return CaseResult.model_construct(_fields_set=case.model_fields_set - supplied, **case.__dict__)
     return None  # pragma: no cover - every pass drops at least one field
 
 
-def _metric_ok(entry: object) -> bool:
-    """True when ``entry`` reads as a ``MetricResult`` (``read_case`` keeps only those)."""
-    if not isinstance(entry, Mapping):
-        return False
-    try:
-        MetricResult.model_validate(entry)
-    except ValidationError:
-        return False
-    return True
+STAND_IN_ID = "(no id, index {})"
+"""The id ``read_case`` gives a record without one (its ``index``, else its position in the document)."""
+
+
+def _supply(values: dict[str, Any], record: Mapping[str, Any], position: int) -> set[str]:
+    """Fill in ``values`` what ``read_case`` supplies (its docstring); returns the fields supplied."""
+    supplied: set[str] = set()
+    if values.get("id") is None:
+        index = record.get("index")
+        values["id"] = STAND_IN_ID.format(index if isinstance(index, int) and not isinstance(index, bool)
+                                          else position)
+        supplied.add("id")
+    elif not isinstance(values["id"], str):
+        values["id"] = str(values["id"])
+    if record.get("critical"):  # a legacy flag: never read lower than critical
+        if "risk_level" not in values:
+            supplied.add("risk_level")
+        values["risk_level"] = "critical"
+    return supplied
+
+
+def recorded(case: CaseResult, name: str) -> Any:
+    """``case``'s field ``name`` as recorded, or None when ``read_case`` supplied it (``read_case``)."""
+    return getattr(case, name) if name in case.model_fields_set else None
+
+
+def read_metrics(metrics: object) -> dict[str, MetricResult]:
+    """A record's (or a conversation turn's) ``metrics`` as ``MetricResult`` s, leniently as ``read_case``: an
+    entry that is not one (not an object, an unknown status …) is dropped, the others kept; a bare-number
+    ``threshold`` reads as ``{"min": x}``, as the reports always showed it."""
+    if not isinstance(metrics, Mapping):
+        return {}
+    out: dict[str, MetricResult] = {}
+    for name, entry in metrics.items():
+        if isinstance(entry, MetricResult):
+            out[str(name)] = entry
+            continue
+        if not isinstance(entry, Mapping):
+            continue
+        threshold = entry.get("threshold")
+        if isinstance(threshold, int | float) and not isinstance(threshold, bool):
+            entry = {**entry, "threshold": {"min": threshold}}
+        try:
+            out[str(name)] = MetricResult.model_validate(entry)
+        except ValidationError:
+            continue
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
