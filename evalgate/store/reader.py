@@ -64,19 +64,22 @@ def read_case(record: object, position: int = 0) -> CaseResult | None:
     databases and hand-edited files; ``position`` is the record's place in its document (0-based).
 
     The "not recorded" rule: a value ``read_case`` supplies instead of reading it is left out of
-    ``model_fields_set``, and the readers show only recorded values (``recorded``); they decide on the value
-    itself (``report.view.is_critical``). What it supplies:
+    ``model_fields_set``. The readers decide on the value itself (``report.view.is_critical``) and list a case
+    under its id and status, supplied or not; every other field they show only as recorded (``recorded``: a
+    default ``risk_level`` "medium" or ``source`` "<memory>" is not evidence). What it supplies:
 
     * no ``id`` (or null): the stand-in ``(no id, index N)`` (N: the record's ``index``, else ``position``) —
       the record is still read, never dropped; an ``id`` that is not text: its text (``str``);
     * a legacy ``critical: true`` (any true value): ``risk_level`` ``critical``, never lower (left out of
       ``model_fields_set`` when the record has no ``risk_level`` of its own, as it showed none);
     * ``risk_level``, ``source`` and the other defaults: not recorded unless the record has them;
-    * a missing ``passed``: ``status == passed``, as ``CaseResult`` defines it.
+    * a ``status`` that is missing or not a case status: read from a boolean ``passed`` (true: passed, false:
+      failed — a record that says it did not pass is never hidden);
+    * a ``passed`` that is missing or not a boolean: ``status == passed``, as ``CaseResult`` defines it.
 
-    Dropped: a record that is not an object, or whose ``status`` is missing or not a case status (None: it is
-    neither failed nor errored, and the readers never showed it as failing); a ``metrics`` entry that is not
-    a valid ``MetricResult``; any other invalid field (it reads as not recorded) and undeclared keys.
+    Dropped: a record that is not an object, or that has neither a case status nor a boolean ``passed``
+    (None: not a case record; the readers count it, never show it); a ``metrics`` entry that is not a valid
+    ``MetricResult``; any other invalid field (it reads as not recorded) and undeclared keys.
 
     A valid record (every record evalgate writes) is read exactly as ``CaseResult.from_stored`` reads it."""
     if isinstance(record, CaseResult):
@@ -87,14 +90,13 @@ def read_case(record: object, position: int = 0) -> CaseResult | None:
         return CaseResult.from_stored(record)
     except ValidationError:
         pass
-    status = record.get("status")
-    if not isinstance(status, str) or status not in CaseStatus.__members__:
-        return None
     values = {name: record[name] for name in CaseResult.model_fields if name in record}
     supplied = _supply(values, record, position)
+    if "status" in supplied and not isinstance(values.get("passed"), bool):
+        return None
     if "metrics" in values:
         values["metrics"] = read_metrics(values["metrics"])
-    if "passed" not in values:
+    if not isinstance(values.get("passed"), bool):
         values["passed"] = values["status"] == CaseStatus.passed
     for _ in range(len(CaseResult.model_fields)):
         try:
@@ -120,6 +122,10 @@ STAND_IN_ID = "(no id, index {})"
 def _supply(values: dict[str, Any], record: Mapping[str, Any], position: int) -> set[str]:
     """Fill in ``values`` what ``read_case`` supplies (its docstring); returns the fields supplied."""
     supplied: set[str] = set()
+    status = values.get("status")
+    if not isinstance(status, str) or status not in CaseStatus.__members__:
+        values["status"] = CaseStatus.passed if values.get("passed") is True else CaseStatus.failed
+        supplied.add("status")
     if values.get("id") is None:
         index = record.get("index")
         values["id"] = STAND_IN_ID.format(index if isinstance(index, int) and not isinstance(index, bool)

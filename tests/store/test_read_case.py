@@ -3,8 +3,9 @@ hand-written foreign records through the real entry points (``evalgate report``,
 
 The expected lines are main's output (f2bc33d, when every reader took the record as an untyped mapping) for
 the same document: a legacy ``critical: true`` stays critical with no risk shown, a text id is taken from a
-number, undeclared keys are ignored, a bare-number threshold reads as a minimum. The one deliberate change:
-a record without an id is shown under a stand-in id instead of ``None``."""
+number, undeclared keys are ignored, a bare-number threshold reads as a minimum. The deliberate changes: a
+record without an id is shown under a stand-in id instead of ``None``; a record whose status is no case
+status but whose ``passed`` is false is listed as failed (main listed it nowhere but the HTML case list)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from evalgate.export.langfuse import build_events
 from evalgate.github import annotations
 from evalgate.model import CaseResult
 from evalgate.store.reader import STAND_IN_ID, read_case, read_metrics, recorded
@@ -60,8 +62,14 @@ def test_the_not_recorded_rule() -> None:
     assert nameless is not None and nameless.id == STAND_IN_ID.format(4) and recorded(nameless, "id") is None
     assert read_case({"status": "failed", "id": None}, 9).id == STAND_IN_ID.format(9)  # type: ignore[union-attr]
     assert read_case({"id": 7, "status": "passed"}).id == "7"  # type: ignore[union-attr]
-    for not_a_case in (["a", "list"], {"id": "c"}, {"id": "c", "status": "weird"}, {"id": "c", "status": ["x"]}):
+    for not_a_case in (["a", "list"], {"id": "c"}, {"id": "c", "status": "weird"}, {"id": "c", "status": ["x"]},
+                       {"id": "c", "passed": "no"}):
         assert read_case(not_a_case) is None
+    said = read_case({"id": "d", "status": "weird", "passed": False})
+    assert said is not None and said.status == "failed" and recorded(said, "status") is None
+    assert read_case({"id": "e", "passed": True}).status == "passed"  # type: ignore[union-attr]
+    odd = read_case({"id": "f", "status": "failed", "passed": "no", "index": "x"})
+    assert odd is not None and odd.passed is False and odd.index == 0 and recorded(odd, "index") is None
     written = CaseResult.from_stored(failing_case("w"))
     assert read_case(failing_case("w")) == written and read_case(written) is written
     assert recorded(written, "risk_level") == "medium" and recorded(written, "source") is not None
@@ -90,6 +98,9 @@ def test_annotations_of_foreign_records_are_mains() -> None:
         f" failed::case {STAND_IN} failed (risk: medium)",
         "::warning file=datasets/brand/fixtures.yaml,line=73,title=evalgate%3A case 7 failed::"
         "mention_f1: 0.40 below 0.85 for y (risk: medium)",
+        # main: not annotated (status "weird"); its passed: false lists it as failed
+        "::warning file=datasets/brand/fixtures.yaml,line=93,title=evalgate%3A case nostatus failed::"
+        "mention_f1: 0.40 below 0.85 for nostatus (risk: medium)",
         "::warning file=datasets/brand/fixtures.yaml,line=23,title=evalgate%3A case err-2 errored::"
         "mention_f1: 0.40 below 0.85 for err-2 (risk: low)",
         "::warning title=evalgate%3A case minimal errored::error: boom (risk: unknown)",
@@ -119,7 +130,9 @@ def test_markdown_report_of_foreign_records_is_mains(tmp_path: Path) -> None:
         f"<summary>❌ <code>{STAND_IN}</code> · failed · medium risk · crm</summary>",
     ):
         assert line in text.splitlines(), line
-    assert "nostatus" not in text and "`None`" not in text
+    assert "- ❌ `nostatus` · `datasets/brand/fixtures.yaml:93` — mention\\_f1 0.400 (needs ≥ 0.85): missed HubSpot" \
+        in text.splitlines()
+    assert "`None`" not in text
 
 
 def test_html_report_of_foreign_records_is_mains(tmp_path: Path) -> None:
@@ -134,11 +147,11 @@ def test_html_report_of_foreign_records_is_mains(tmp_path: Path) -> None:
         '<tr><td><code>bare</code></td><td class="n">0.100</td><td>≥ 0.5</td><td class="s-failed">failed</td>'
         '<td>low</td></tr>',
         '<summary><span class="s-errored">💥 errored</span> <code>minimal</code></summary>',
-        # main listed the record whose status is no case status as "weird"; it is now counted, not shown
-        '<p class="muted" id="cases-omitted">1 more case record(s) are not shown; see results.json.</p>',
     ):
         assert line in text.splitlines(), line
-    assert f"<code>{STAND_IN}</code>" in text and "nostatus" not in text
+    assert f"<code>{STAND_IN}</code>" in text and "<code>None</code>" not in text
+    # main listed the record whose status is no case status as "weird"; its passed: false lists it as failed
+    assert '<details class="case status-failed" id="case-6" data-case-id="nostatus" data-status="failed">' in text
 
 
 @pytest.mark.parametrize("record", [{"id": "v", "status": "failed", "critical": True, "risk_level": None},
@@ -147,3 +160,22 @@ def test_a_critical_flag_is_never_downgraded(record: dict[str, Any]) -> None:
     doc = {**results_doc(), "results": [record]}
     (line,) = [x for x in annotations.annotation_lines(doc, workspace=None) if "case" in x.split("::")[1]]
     assert line.startswith("::error ") and "critical case" in line
+
+
+def test_langfuse_events_of_foreign_records_are_mains() -> None:
+    events = build_events(foreign_document())
+    traces = {e["body"]["name"]: e["body"] for e in events if e["type"] == "trace-create"}
+    # main's ids (uuid5 of run id, case id, repeat) and metadata for the same records
+    assert traces["legacy-flag"]["id"] == "72ac26f7-685a-5474-bd6d-a35058b8e7f6"
+    assert traces["legacy-flag"]["metadata"] == {
+        "suite": "brand-mentions", "category": "crm", "risk_level": None, "status": "failed",
+        "source": "datasets/brand/fixtures.yaml:53", "run_id": "20261122T101500Z-3f2a1c"}
+    assert traces["7"]["id"] == "05902de2-0054-5add-8cd7-ecefd7f208f1"
+    assert traces["minimal"] == {
+        "id": "2ee793eb-189b-57f8-a554-9773df46e2a5", "timestamp": "2026-11-22T10:15:00Z", "name": "minimal",
+        "sessionId": "20261122T101500Z-3f2a1c", "input": None, "output": None, "tags": ["evalgate"],
+        "metadata": {"suite": None, "category": None, "risk_level": None, "status": "errored", "source": None,
+                     "run_id": "20261122T101500Z-3f2a1c"}}
+    assert STAND_IN in traces and "None" not in traces  # main: "None"
+    assert traces["nostatus"]["metadata"]["status"] == "failed"  # main: "weird" (its passed: false)
+    assert len(events) == 40
