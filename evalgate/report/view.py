@@ -168,13 +168,14 @@ def usage_view(results: Mapping[str, Any]) -> dict[str, Any]:
     """Token counts (total, average per case, judge prompt/completion) and the run's cost in USD."""
     summary = results.get("summary") or {}
     tokens = summary.get("tokens") or {}
-    return {
-        "tokens_total": tokens.get("total"),
-        "tokens_average": tokens.get("average"),
-        "judge_prompt": tokens.get("judge_prompt"),
-        "judge_completion": tokens.get("judge_completion"),
-        "cost_usd": summary.get("cost_usd"),
-    }
+    return picked(tokens, {"tokens_total": "total", "tokens_average": "average", "judge_prompt": "judge_prompt",
+                           "judge_completion": "judge_completion"}) | {"cost_usd": summary.get("cost_usd")}
+
+
+def picked(source: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    """``{name: source.get(key)}`` for each ``name: key`` of ``names``, in that order (a document's fields
+    under a view's names; None where ``source`` lacks the key)."""
+    return {name: source.get(key) for name, key in names.items()}
 
 
 def metric_result(info: Mapping[str, Any]) -> str:
