@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -63,11 +62,11 @@ class Digest:
         self._sequence = itertools.count()
 
     def add(self, record: Any) -> None:
-        if not isinstance(record, Mapping | CaseResult):
+        case = read_case(record, self.cases) if isinstance(record, Mapping | CaseResult | str) else None
+        if case is None and not isinstance(record, Mapping):  # not even an object (or its text): not counted
             return
-        case = read_case(record, self.cases)
         self.cases += 1
-        if case is None:  # not a case record (no case status): counted, not shown
+        if case is None:  # an object that is no case record (neither a status nor passed): counted, not shown
             return
         if is_failing(case):
             self.failing += 1
@@ -121,8 +120,7 @@ def load_digest(spec: str | Path, *, keep_failing: int = KEEP_FAILING, keep_case
         raise UserError(f"cannot read ({exc.strerror or exc})", where=str(spec)) from None
     if magic == SQLITE_HEADER:
         run = open_input(spec, skip_merged=False)
-        return digest_records(run.document, (json.loads(text) for text in run.records),
-                              keep_failing=keep_failing, keep_cases=keep_cases)
+        return digest_records(run.document, run.records, keep_failing=keep_failing, keep_cases=keep_cases)
     stream = StreamedDocument(path)
     try:
         document = digest_records(stream.head, stream.records(), keep_failing=keep_failing, keep_cases=keep_cases)

@@ -61,7 +61,8 @@ class ShardRun:
 def read_case(record: object, position: int = 0) -> CaseResult | None:
     """A per-case record as the readers (report/, github/, export/, view/) take it: a ``CaseResult``, or None
     for what is not a case record. The one lenient reader, for records from older runs, other tools'
-    databases and hand-edited files; ``position`` is the record's place in its document (0-based).
+    databases and hand-edited files: ``record`` parsed, or its JSON text (``ValueError`` when that is not
+    JSON); ``position`` is the record's place in its document (0-based).
 
     The "not recorded" rule: a value ``read_case`` supplies instead of reading it is left out of
     ``model_fields_set``. The readers decide on the value itself (``report.view.is_critical``) and list a case
@@ -84,6 +85,11 @@ def read_case(record: object, position: int = 0) -> CaseResult | None:
     A valid record (every record evalgate writes) is read exactly as ``CaseResult.from_stored`` reads it."""
     if isinstance(record, CaseResult):
         return record
+    if isinstance(record, str | bytes):  # a SQLite document: validated from its text (no dict built first)
+        try:
+            return CaseResult.from_stored(record)
+        except ValidationError:
+            record = json.loads(record)
     if not isinstance(record, Mapping):
         return None
     try:

@@ -72,6 +72,11 @@ def test_the_not_recorded_rule() -> None:
     assert odd is not None and odd.passed is False and odd.index == 0 and recorded(odd, "index") is None
     written = CaseResult.from_stored(failing_case("w"))
     assert read_case(failing_case("w")) == written and read_case(written) is written
+    assert read_case(json.dumps(failing_case("w"))) == written  # a SQLite document, read from its text
+    flagged = read_case('{"id": "t", "status": "failed", "critical": true}')
+    assert flagged is not None and flagged.risk_level == "critical" and read_case("[1]") is None
+    with pytest.raises(ValueError):
+        read_case("not json")
     assert recorded(written, "risk_level") == "medium" and recorded(written, "source") is not None
 
 
