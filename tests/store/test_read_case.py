@@ -20,6 +20,7 @@ import pytest
 from evalgate.export.langfuse import build_events
 from evalgate.github import annotations
 from evalgate.model import CaseResult
+from evalgate.report.documents import build_document
 from evalgate.store.reader import STAND_IN_ID, read_case, read_metrics, recorded
 from tests.report.test_markdown import failing_case, results_doc
 
@@ -184,3 +185,11 @@ def test_langfuse_events_of_foreign_records_are_mains() -> None:
     assert STAND_IN in traces and "None" not in traces  # main: "None"
     assert traces["nostatus"]["metadata"]["status"] == "failed"  # main: "weird" (its passed: false)
     assert len(events) == 40
+
+
+def test_seed_documents_of_foreign_records() -> None:
+    """A dialect's document reads the records through their type too: main's seed 004 entries for the same
+    records, but a number id is its text and a record without an id has its stand-in (main: 7 and null)."""
+    entries = build_document("seed004", foreign_document())["per_query"]
+    assert [e["id"] for e in entries] == ["ok-0", "minimal", "crit-1", "err-2", "legacy-flag", STAND_IN, "7", "extra",
+                                          "nostatus"]
