@@ -23,8 +23,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from evalgate.dialect import CaseFormat, Dialect, OutputDocument, Passes, Trigger
-from evalgate.model import Case
+from evalgate.model import Case, CaseResult
 from evalgate.report.documents import Average, build_document, chosen, file_of, metric_value, totals
+from evalgate.store.reader import recorded
 
 METRICS = ("hit_rate", "mrr", "judge_score", "combined_score")
 """The metrics evaluation.json reports (its records are the cases on which any of them ran)."""
@@ -41,12 +42,12 @@ def _detect(data: Mapping[str, Any], wrapper: str | None) -> str | None:
     return None
 
 
-def _entry(record: Mapping[str, Any]) -> dict[str, Any]:
+def _entry(record: CaseResult) -> dict[str, Any]:
     tokens = metric_value(record, "num_tokens")
-    if tokens is None and isinstance(record.get("num_tokens"), int):
-        tokens = float(record["num_tokens"])
+    if tokens is None and record.num_tokens is not None:
+        tokens = float(record.num_tokens)
     return {
-        "question": record.get("input"),
+        "question": record.input,
         "hit_rate": metric_value(record, "hit_rate"),
         "mrr": metric_value(record, "mrr"),
         "judge_score": metric_value(record, "judge_score"),
@@ -64,10 +65,10 @@ class _Totals:
         self.count = 0
         self.files: dict[str, None] = {}
 
-    def add(self, record: Mapping[str, Any]) -> None:
+    def add(self, record: CaseResult) -> None:
         entry = _entry(record)
         self.count += 1
-        self.files.setdefault(file_of(record.get("source")))
+        self.files.setdefault(file_of(recorded(record, "source")))
         for name, average in self.averages.items():
             average.add(None if entry[name] is None else (float(entry[name]) if name == "num_tokens" else entry[name]))
         if entry["combined_score"] is not None:

@@ -33,6 +33,7 @@ from typing import Any
 from evalgate.dialect import CaseFormat, CliFlag, Dialect, OutputDocument, Passes
 from evalgate.model import Case, DialectField
 from evalgate.report.documents import OPERATORS, build_document, template
+from evalgate.report.view import picked
 
 BRAND_FIELDS = frozenset({"brands_mine", "brands_competitors", "expected_my_mentions", "expected_competitor_mentions",
                           "expected_ranked_list"})
@@ -120,9 +121,7 @@ def parts(head: Mapping[str, Any], passes: Passes, include_responses: bool = Tru
     summary = head.get("summary") or {}
     return {
         "run_id": head.get("run_id"),
-        "pass_rate": summary.get("pass_rate"),
-        "total_test_cases": summary.get("total_test_cases"),
-        "total_passed": summary.get("total_passed"),
+        **picked(summary, {key: key for key in ("pass_rate", "total_test_cases", "total_passed")}),
         "total_failed": int(summary.get("total_failed") or 0) + int(summary.get("total_errored") or 0),
         "average_scores": dict(summary.get("average_scores") or {}),
         "thresholds_passed": bool(head.get("thresholds_passed")),

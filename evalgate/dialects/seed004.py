@@ -33,7 +33,7 @@ from typing import Any
 from evalgate.config.suite import did_you_mean, show_value
 from evalgate.dialect import CaseFormat, CliFlag, ConfigFile, Dialect, OutputDocument, Passes
 from evalgate.errors import UserError
-from evalgate.model import DialectField
+from evalgate.model import STATUS_TEXT, CaseResult, DialectField
 from evalgate.report.documents import Average, admits, build_document, chosen, metric_details, metric_value, totals
 from evalgate.safety.redact import register_secret
 
@@ -275,12 +275,11 @@ class _Group:
         self.averages = {name: Average() for name in ("specialist_match", "keyword_coverage", "response_quality",
                                                       "latency_ms")}
 
-    def add(self, record: Mapping[str, Any]) -> None:
+    def add(self, record: CaseResult) -> None:
         self.count += 1
         for name in ("specialist_match", "keyword_coverage", "response_quality"):
             self.averages[name].add(metric_value(record, name))
-        latency = record.get("latency_ms")
-        self.averages["latency_ms"].add(float(latency) if isinstance(latency, int | float) else None)
+        self.averages["latency_ms"].add(record.latency_ms)
 
     def row(self) -> dict[str, Any]:
         return {"count": self.count, "specialist_accuracy": self.averages["specialist_match"].value,
@@ -289,7 +288,7 @@ class _Group:
                 "avg_latency_ms": self.averages["latency_ms"].value}
 
 
-def _golden_weights(record: Mapping[str, Any]) -> dict[str, float] | None:
+def _golden_weights(record: CaseResult) -> dict[str, float] | None:
     """The composite weights the run used, from a composite's details (None when this record has none)."""
     weights = metric_details(record, "composite").get("weights")
     if isinstance(weights, Mapping) and set(weights) == set(WEIGHTS):
@@ -297,23 +296,23 @@ def _golden_weights(record: Mapping[str, Any]) -> dict[str, float] | None:
     return None
 
 
-def _per_query(record: Mapping[str, Any], include_responses: bool) -> dict[str, Any]:
+def _per_query(record: CaseResult, include_responses: bool) -> dict[str, Any]:
     keywords = metric_details(record, "keyword_coverage")
     sources = metric_details(record, "data_source_match")
     specialist = metric_details(record, "specialist_match")
-    expected = record.get("expected") or {}
-    answer = record.get("answer") or {}
+    expected = record.expected
+    answer = record.answer
     match = metric_value(record, "specialist_match")
     coverage = metric_value(record, "keyword_coverage")
     source_match = metric_value(record, "data_source_match")
     quality = metric_value(record, "response_quality")
-    output = record.get("output")
-    latency = record.get("latency_ms")
+    output = record.output
+    latency = record.latency_ms
     entry: dict[str, Any] = {
-        "id": record.get("id"),
-        "query": record.get("input"),
-        "category": record.get("category"),
-        "difficulty": record.get("difficulty"),
+        "id": record.id,
+        "query": record.input,
+        "category": record.category,
+        "difficulty": record.difficulty,
         "expected_specialist": expected.get("expected_specialist", specialist.get("expected")),
         "actual_specialist": answer.get("agent_id", specialist.get("actual")),
         "specialist_match": None if match is None else match == 1.0,
@@ -324,8 +323,8 @@ def _per_query(record: Mapping[str, Any], include_responses: bool) -> dict[str, 
         "data_sources_found": list(sources.get("used") or []),
         "response_quality": None if quality is None else round(quality, 2),
         "response_length": len(output) if isinstance(output, str) else 0,
-        "latency_ms": int(latency) if isinstance(latency, int | float) else 0,
-        "error": record.get("error"),
+        "latency_ms": int(latency) if latency is not None else 0,
+        "error": record.error,
     }
     if include_responses and isinstance(output, str) and output:
         entry["response_text"] = output[:RESPONSE_TEXT_CHARS]
@@ -339,16 +338,16 @@ class _Totals:
         self.total = self.errors = 0
         self.groups: dict[str, dict[str, _Group]] = {"category": {}, "difficulty": {}}
 
-    def add(self, record: Mapping[str, Any]) -> None:
+    def add(self, record: CaseResult) -> None:
         self.total += 1
         self.weights = self.weights or _golden_weights(record)
-        if record.get("status") == "errored":
+        if STATUS_TEXT[record.status] == "errored":
             self.errors += 1
             return
         for name, average in self.averages.items():
             average.add(metric_value(record, name))
         for field, rows in self.groups.items():
-            rows.setdefault(str(record.get(field)), _Group()).add(record)
+            rows.setdefault(str(getattr(record, field)), _Group()).add(record)
 
 
 def parts(head: Mapping[str, Any], passes: Passes, include_responses: bool = True

@@ -33,7 +33,9 @@ from typing import Any
 from evalgate.config.sections import PublishSettings
 from evalgate.dialect import export_name
 from evalgate.errors import UserError
+from evalgate.model import STATUS_TEXT, CaseResult
 from evalgate.safety.redact import redact
+from evalgate.store.reader import read_case, recorded
 from evalgate.store.results_json import StreamedDocument
 
 INGESTION_PATH = "/api/public/ingestion"
@@ -88,35 +90,16 @@ def build_events(document: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def iter_events(head: Mapping[str, Any], records: Iterable[Any]) -> Iterator[dict[str, Any]]:
     """``build_events`` for a document's fields (``head``, read before the records) and its case records
-    streamed one at a time: each case's trace and scores as its record arrives, the run's trace last.
-    Memory: one record's events."""
+    streamed one at a time, each read through its type (``store.reader.read_case``; what is not a case record
+    is not exported): each case's trace and scores as its record arrives, the run's trace last. Memory: one
+    record's events."""
     run_id = str(head.get("run_id"))
     timestamp = str(head.get("timestamp"))
-    for record in records:
-        if not isinstance(record, Mapping):
-            continue
-        events: list[dict[str, Any]] = []
-        repeat = int(record.get("repeat") or 0)
-        trace_id = _id("case", run_id, record.get("id"), repeat)
-        name = str(record.get("id")) + (f" #r{repeat}" if repeat else "")
-        events.append(_event("trace-create", {
-            "id": trace_id, "timestamp": timestamp, "name": name, "sessionId": run_id,
-            "input": _clip(record.get("input")), "output": _clip(record.get("output")),
-            "tags": [t for t in ("evalgate", record.get("suite"), record.get("category")) if t],
-            "metadata": {"suite": record.get("suite"), "category": record.get("category"),
-                         "risk_level": record.get("risk_level"), "status": record.get("status"),
-                         "source": record.get("source"), "run_id": run_id},
-        }, timestamp, trace_id))
-        for metric, result in (record.get("metrics") or {}).items():
-            if not isinstance(result, Mapping):  # a hand-edited results file: nothing to score
-                continue
-            value = result.get("value")
-            if result.get("status") in ("passed", "failed", "advisory") and isinstance(value, int | float):
-                events.append(_score(trace_id, score_name(metric), value, timestamp, result.get("reason")))
-        events.append(_score(trace_id, "case_passed", 1.0 if record.get("passed") else 0.0, timestamp,
-                             "; ".join(record.get("reasons") or []) or None))
-        yield from events
-    events = []
+    for position, record in enumerate(records):
+        case = read_case(record, position)
+        if case is not None:
+            yield from _case_events(case, run_id, timestamp)
+    events: list[dict[str, Any]] = []
     run_trace = _id("run", run_id)
     summary = head.get("summary") or {}
     gate = head.get("gate") or {}
@@ -136,6 +119,25 @@ def iter_events(head: Mapping[str, Any], records: Iterable[Any]) -> Iterator[dic
         if isinstance(average, int | float):
             events.append(_score(run_trace, score_name(metric), average, timestamp))
     yield from events
+
+
+def _case_events(case: CaseResult, run_id: str, timestamp: str) -> list[dict[str, Any]]:
+    """A case's trace, one score per metric that produced a value, and ``case_passed``."""
+    trace_id = _id("case", run_id, case.id, case.repeat)
+    name = case.id + (f" #r{case.repeat}" if case.repeat else "")
+    events = [_event("trace-create", {
+        "id": trace_id, "timestamp": timestamp, "name": name, "sessionId": run_id,
+        "input": _clip(case.input), "output": _clip(case.output),
+        "tags": [t for t in ("evalgate", case.suite, case.category) if t],
+        "metadata": {"suite": case.suite, "category": case.category, "risk_level": recorded(case, "risk_level"),
+                     "status": STATUS_TEXT[case.status], "source": recorded(case, "source"), "run_id": run_id},
+    }, timestamp, trace_id)]
+    for metric, result in case.metrics.items():
+        if STATUS_TEXT[result.status] in ("passed", "failed", "advisory") and result.value is not None:
+            events.append(_score(trace_id, score_name(metric), result.value, timestamp, result.reason))
+    events.append(_score(trace_id, "case_passed", 1.0 if case.passed else 0.0, timestamp,
+                         "; ".join(case.reasons) or None))
+    return events
 
 
 def batches(events: Iterable[dict[str, Any]], limit: int | None = None) -> Iterator[list[dict[str, Any]]]:

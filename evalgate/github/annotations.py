@@ -9,20 +9,24 @@ left of that budget once the step's own problems (a refused comment, a failed up
 baseline) have been reported; within it the most important come first (thresholds, then cases by risk
 and dataset order), at most ``max_errors`` / ``max_warnings`` are emitted, and one ``::notice`` says how
 many more were left out.
+
+Case records are read through their type (``store.reader.read_case``, its "not recorded" rule: a record's
+risk level and source show only as recorded; a legacy ``critical: true`` is critical; a record without an
+id is annotated under a stand-in id).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from evalgate.github.commands import RUNNER_LIMIT_PER_TYPE, Level, annotation
+from evalgate.model import STATUS_TEXT, CaseResult
 from evalgate.report.digest import beyond
 from evalgate.report.markdown import repo_relative, split_source
-from evalgate.report.view import format_number, format_threshold, is_critical, risk_rank
-
-FAILED = ("failed", "errored")
+from evalgate.report.view import format_number, format_threshold, is_critical, is_failing, risk_rank
+from evalgate.store.reader import read_case, recorded
 
 
 @dataclass(frozen=True)
@@ -89,34 +93,37 @@ def threshold_annotations(results: Mapping[str, Any]) -> list[Annotation]:
     return out
 
 
-def case_annotation(case: Mapping[str, Any], *, workspace: str | None, base_dir: str | None = None) -> Annotation:
-    """Error for a critical case, warning otherwise; file/line from the case's ``source``."""
+def case_annotation(case: CaseResult, *, workspace: str | None, base_dir: str | None = None) -> Annotation:
+    """Error for a critical case, warning otherwise; file/line from the case's ``source`` (as recorded)."""
     critical = is_critical(case)
-    status = str(case.get("status"))
-    path, line = split_source(case.get("source"))
+    status = STATUS_TEXT[case.status]
+    path, line = split_source(recorded(case, "source"))
     file = repo_relative(path, workspace, base_dir) if path else None
     kind = "critical case" if critical else "case"
     return Annotation(
         level="error" if critical else "warning",
         message=_case_message(case),
-        title=f"evalgate: {kind} {case.get('id')} {status}",
+        title=f"evalgate: {kind} {case.id} {status}",
         file=file,
         line=line if file else None,
     )
 
 
-def _case_message(case: Mapping[str, Any]) -> str:
-    """Reasons (or the error), then the risk level: ``reason; reason (risk: high)``."""
-    reasons = [str(r) for r in case.get("reasons") or []]
-    if case.get("error") and not reasons:
-        reasons = [f"error: {case['error']}"]
-    text = "; ".join(reasons) or f"case {case.get('id')} {case.get('status')}"
-    return f"{text} (risk: {case.get('risk_level') or 'unknown'})"
+def _case_message(case: CaseResult) -> str:
+    """Reasons (or the error), then the risk level as recorded: ``reason; reason (risk: high)``."""
+    reasons = list(case.reasons)
+    if case.error and not reasons:
+        reasons = [f"error: {case.error}"]
+    text = "; ".join(reasons) or f"case {case.id} {STATUS_TEXT[case.status]}"
+    return f"{text} (risk: {recorded(case, 'risk_level') or 'unknown'})"
 
 
-def _ordered_failures(cases: Sequence[Any]) -> list[Mapping[str, Any]]:
-    failing = [c for c in cases if isinstance(c, Mapping) and c.get("status") in FAILED]
-    return sorted(failing, key=lambda c: (risk_rank(c), c.get("status") != "failed", c.get("index") or 0))
+def _ordered_failures(records: Iterable[Any]) -> list[CaseResult]:
+    """The failed/errored case records, read one at a time through their type, by risk, errored after failed,
+    then dataset order."""
+    read = (read_case(record, position) for position, record in enumerate(records))
+    failing = [case for case in read if case is not None and is_failing(case)]
+    return sorted(failing, key=lambda c: (risk_rank(c), STATUS_TEXT[c.status] != "failed", c.index))
 
 
 def _overflow_notice(omitted_errors: int, omitted_warnings: int) -> Annotation:

@@ -10,6 +10,8 @@ and only these are kept:
 * the ``keep_cases`` first other records in dataset order (the HTML report's case list after the
   failures).
 
+Each record is read through its type as it streams by (``store.reader.read_case``: the kept ones are
+``CaseResult`` s; an entry that is not a case record is counted among the cases, never shown as failing).
 Everything else is counted. ``document["_digest"]`` holds the counts (``cases``, ``failing``,
 ``critical_failing``, ``kept_failing``) so the renderers can say how many more exist than they hold
 (``beyond``). Memory: O(keep_failing + keep_cases) records plus one record and one read chunk,
@@ -20,14 +22,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from evalgate.errors import UserError
+from evalgate.model import CaseResult
 from evalgate.report.view import importance, is_critical, is_failing
-from evalgate.store.reader import SQLITE_HEADER, check_document, open_input, split_run_spec
+from evalgate.store.reader import SQLITE_HEADER, check_document, open_input, read_case, split_run_spec
 from evalgate.store.results_json import StreamedDocument
 
 KEEP_FAILING = 2_000
@@ -60,21 +62,20 @@ class Digest:
         self._sequence = itertools.count()
 
     def add(self, record: Any) -> None:
-        if not isinstance(record, Mapping):
+        case = read_case(record, self.cases) if isinstance(record, Mapping | CaseResult | str) else None
+        if case is None and not isinstance(record, Mapping):  # not even an object (or its text): not counted
             return
         self.cases += 1
-        if is_failing(record):
+        if case is None:  # an object that is no case record (neither a status nor passed): counted, not shown
+            return
+        if is_failing(case):
             self.failing += 1
-            self.critical_failing += is_critical(record)
-            try:
-                key = (*importance(record), _repeat(record))
-            except (TypeError, ValueError):  # an index that is not a number: least important
-                key = (True, 99, 0, 0)
-            self._push(self._failing, self.keep_failing, key, record)
+            self.critical_failing += is_critical(case)
+            self._push(self._failing, self.keep_failing, (*importance(case), case.repeat), case)
         else:
-            self._push(self._others, self.keep_cases, (_index(record), _repeat(record)), record)
+            self._push(self._others, self.keep_cases, (case.index, case.repeat), case)
 
-    def _push(self, heap: list[tuple[Any, ...]], limit: int, key: tuple[Any, ...], record: Mapping[str, Any]) -> None:
+    def _push(self, heap: list[tuple[Any, ...]], limit: int, key: tuple[Any, ...], record: CaseResult) -> None:
         """Keep the ``limit`` smallest keys: a max-heap by negated key (ties: the earlier record wins)."""
         if limit == 0:
             return
@@ -84,7 +85,7 @@ class Digest:
         elif item > heap[0]:
             heapq.heapreplace(heap, item)
 
-    def records(self) -> list[Mapping[str, Any]]:
+    def records(self) -> list[CaseResult]:
         """The kept records: failing ones most important first, then the others in dataset order."""
         failing = [item[-1] for item in sorted(self._failing, reverse=True)]
         others = [item[-1] for item in sorted(self._others, reverse=True)]
@@ -119,8 +120,7 @@ def load_digest(spec: str | Path, *, keep_failing: int = KEEP_FAILING, keep_case
         raise UserError(f"cannot read ({exc.strerror or exc})", where=str(spec)) from None
     if magic == SQLITE_HEADER:
         run = open_input(spec, skip_merged=False)
-        return digest_records(run.document, (json.loads(text) for text in run.records),
-                              keep_failing=keep_failing, keep_cases=keep_cases)
+        return digest_records(run.document, run.records, keep_failing=keep_failing, keep_cases=keep_cases)
     stream = StreamedDocument(path)
     try:
         document = digest_records(stream.head, stream.records(), keep_failing=keep_failing, keep_cases=keep_cases)
@@ -131,12 +131,3 @@ def load_digest(spec: str | Path, *, keep_failing: int = KEEP_FAILING, keep_case
     check_document(document, str(spec))
     return document
 
-
-def _repeat(record: Mapping[str, Any]) -> int:
-    value = record.get("repeat")
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _index(record: Mapping[str, Any]) -> int:
-    value = record.get("index")
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -7,7 +7,9 @@ it from two passes over the run's case records (the totals, then the entries one
 document shares: the record readers, the running averages and the streamed writer. The documents
 themselves, and which file each is written to, live in the dialects' modules.
 
-With repeats, each case's first repeat is used.
+With repeats, each case's first repeat is used. A dialect's ``passes`` hand it the records as stored (the
+plug-in hook's contract, ``evalgate.dialect.Passes``); the readers here (``totals``, ``chosen``) read each
+through its type, one at a time (``store.reader.read_case``), so the builders take ``CaseResult`` s.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from evalgate.dialect import DIALECTS, OutputDocument, Passes
-from evalgate.model import Threshold
+from evalgate.model import STATUS_TEXT, CaseResult, Threshold
+from evalgate.store.reader import read_case
 from evalgate.store.results_json import StreamedDocument
 
 OPERATORS = {"min": ">=", "max": "<=", "gt": ">", "lt": "<"}
@@ -29,26 +32,39 @@ OPERATORS = {"min": ">=", "max": "<=", "gt": ">", "lt": "<"}
 # --- helpers ----------------------------------------------------------------------------------------
 
 
+def read_all(records: Iterable[Any]) -> Iterator[CaseResult]:
+    """``records`` read one at a time through their type (``read_case``: what is not a case record is skipped)."""
+    for position, record in enumerate(records):
+        case = read_case(record, position)
+        if case is not None:
+            yield case
+
+
 def ordered(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """A document's records (in memory) in dataset order, the order results.json is written in."""
+    """A document's records (in memory, as stored) in dataset order, the order results.json is written in."""
     records = [r for r in document.get("results") or [] if isinstance(r, Mapping)]
-    return sorted(records, key=lambda r: (int(r.get("index") or 0), int(r.get("repeat") or 0)))
+    return sorted(records, key=_order)
 
 
-def first_of_each(records: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+def _order(record: Mapping[str, Any]) -> tuple[int, int]:
+    case = read_case(record)
+    return (case.index, case.repeat) if case is not None else (0, 0)
+
+
+def first_of_each(records: Iterable[CaseResult]) -> Iterator[CaseResult]:
     """One record per case (its lowest repeat) from ``records`` in dataset order (a case's repeats are
     adjacent, lowest first): the record whose id differs from the one before it. Memory: one id."""
     previous: str | None = None
     for record in records:
-        key = str(record.get("id"))
+        key = record.id
         if key != previous:
             previous = key
             yield record
 
 
-def first_records(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def first_records(document: Mapping[str, Any]) -> list[CaseResult]:
     """One record per case (its lowest repeat), in dataset order."""
-    return list(first_of_each(ordered(document)))
+    return list(first_of_each(read_all(ordered(document))))
 
 
 class Average:
@@ -69,19 +85,17 @@ class Average:
         return round(self.total / self.count, 6) if self.count else None
 
 
-def metric_value(record: Mapping[str, Any], name: str) -> float | None:
+def metric_value(record: CaseResult, name: str) -> float | None:
     """The metric's value on the case, or None when it did not produce one."""
-    metric = (record.get("metrics") or {}).get(name)
-    if not isinstance(metric, Mapping) or metric.get("status") not in ("passed", "failed", "advisory"):
+    metric = record.metrics.get(name)
+    if metric is None or STATUS_TEXT[metric.status] not in ("passed", "failed", "advisory"):
         return None
-    value = metric.get("value")
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    return metric.value
 
 
-def metric_details(record: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    metric = (record.get("metrics") or {}).get(name)
-    details = metric.get("details") if isinstance(metric, Mapping) else None
-    return details if isinstance(details, Mapping) else {}
+def metric_details(record: CaseResult, name: str) -> Mapping[str, Any]:
+    metric = record.metrics.get(name)
+    return metric.details if metric is not None else {}
 
 
 def mean(values: Iterable[float | None]) -> float | None:
@@ -89,15 +103,15 @@ def mean(values: Iterable[float | None]) -> float | None:
     return round(sum(present) / len(present), 6) if present else None
 
 
-def _has_any(record: Mapping[str, Any], names: tuple[str, ...]) -> bool:
-    return any(name in (record.get("metrics") or {}) for name in names)
+def _has_any(record: CaseResult, names: tuple[str, ...]) -> bool:
+    return any(name in record.metrics for name in names)
 
 
 def totals(passes: Passes, names: tuple[str, ...], make: Callable[[], Any]) -> tuple[Any, bool]:
     """One pass over the first records: totals (``make()``, ``.add(record)``) over every one and over those
     on which any of ``names`` ran; returns the latter and True when any did, else the former and False."""
     every, narrow, narrowed = make(), make(), False
-    for record in first_of_each(passes()):
+    for record in first_of_each(read_all(passes())):
         every.add(record)
         if _has_any(record, names):
             narrowed = True
@@ -105,9 +119,9 @@ def totals(passes: Passes, names: tuple[str, ...], make: Callable[[], Any]) -> t
     return (narrow if narrowed else every), narrowed
 
 
-def chosen(passes: Passes, names: tuple[str, ...], narrowed: bool) -> Iterator[Mapping[str, Any]]:
+def chosen(passes: Passes, names: tuple[str, ...], narrowed: bool) -> Iterator[CaseResult]:
     """A pass over the first records the totals were taken over (``totals``)."""
-    return (r for r in first_of_each(passes()) if not narrowed or _has_any(r, names))
+    return (r for r in first_of_each(read_all(passes())) if not narrowed or _has_any(r, names))
 
 
 def file_of(source: Any) -> str:

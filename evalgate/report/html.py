@@ -23,6 +23,7 @@ from typing import Any
 
 import jinja2
 
+from evalgate.model import CaseResult
 from evalgate.report.console import call_summary
 from evalgate.report.digest import beyond
 from evalgate.report.escape import truncate
@@ -135,7 +136,7 @@ def build_html_view(results: Mapping[str, Any], *, max_cases: int = MAX_CASES) -
     }
 
 
-def _flaky(results: Mapping[str, Any], cases: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _flaky(results: Mapping[str, Any], cases: list[CaseResult]) -> list[dict[str, Any]]:
     """Flaky cases from the records; from the run's own ``flaky`` list when the records are a digest
     (``report.digest``: not every repeat is held)."""
     listed = results.get("flaky")
@@ -154,33 +155,31 @@ def _breakdowns(breakdowns: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _case_view(case: Mapping[str, Any], position: int) -> dict[str, Any]:
-    expected = case.get("expected") or {}
-    answer = case.get("answer") or {}
+def _case_view(case: CaseResult, position: int) -> dict[str, Any]:
+    expected = case.expected
+    answer = case.answer
     return {
         **case_ref(case),
-        "status": str(case.get("status") or "unknown"),
         "anchor": f"case-{position}",
-        "suite": case.get("suite"),
-        "category": case.get("category"),
-        "difficulty": case.get("difficulty"),
-        "tags": [str(t) for t in case.get("tags") or []],
-        "description": shown_text(case.get("description")),
-        "error": shown_text(case.get("error")),
-        "input": shown_text(case.get("input")),
-        "output": shown_text(case.get("output")),
+        "suite": case.suite,
+        "category": case.category,
+        "difficulty": case.difficulty,
+        "tags": case.tags,
+        "description": shown_text(case.description),
+        "error": shown_text(case.error),
+        "input": shown_text(case.input),
+        "output": shown_text(case.output),
         "expected": shown_json(expected) if expected else None,
         "answer": shown_json(other) if (other := {k: v for k, v in answer.items() if k != "trace"}) else None,
         "trace": trace_view(answer.get("trace")),
         "metrics": [
-            {**row, "status": str(row["status"] or "unknown"), "reason": shown_text(row["reason"])}
-            for row in case_metrics(case)
+            {**row, "reason": shown_text(row["reason"])} for row in case_metrics(case)
         ],
-        "num_tokens": case.get("num_tokens"),
-        "latency_ms": case.get("latency_ms"),
-        "cost_usd": case.get("cost_usd"),
+        "num_tokens": case.num_tokens,
+        "latency_ms": case.latency_ms,
+        "cost_usd": case.cost_usd,
         "transcript": transcript_view(case, TEXT_LIMIT),
-        "failed_turn": (case.get("conversation") or {}).get("failed_turn"),
+        "failed_turn": (case.conversation or {}).get("failed_turn"),
     }
 
 

@@ -37,6 +37,7 @@ import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
 from evalgate.errors import UserError
+from evalgate.model import CaseResult
 from evalgate.report.console import call_summary
 from evalgate.report.digest import beyond
 from evalgate.report.escape import (
@@ -507,32 +508,32 @@ def _run_view(results: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _detail_view(case: Mapping[str, Any], link: Link, limits: Excerpts) -> dict[str, Any]:
-    expected = case.get("expected") or {}
+def _detail_view(case: CaseResult, link: Link, limits: Excerpts) -> dict[str, Any]:
+    expected = case.expected
     return {
         **case_ref(case, link),
-        "category": case.get("category"),
-        "description": case.get("description"),
-        "input": truncate(str(case["input"]), limits.input) if case.get("input") else None,
+        "category": case.category,
+        "description": case.description,
+        "input": truncate(case.input, limits.input) if case.input else None,
         "expected": truncate(compact_json(expected), limits.expected) if expected else None,
-        "answer": truncate(str(case["output"]), limits.answer) if case.get("output") else None,
-        "error": truncate(str(case["error"]), limits.error) if case.get("error") else None,
+        "answer": truncate(case.output, limits.answer) if case.output else None,
+        "error": truncate(case.error, limits.error) if case.error else None,
         "failed_metrics": [
             {**row, "reason": truncate(str(row["reason"] or ""), limits.error),
              "explanation": truncate(row["explanation"], limits.error) if row["explanation"] else None}
             for row in case_metrics(case, METRIC_PROBLEM_STATUSES)
         ],
-        "num_tokens": case.get("num_tokens"),
-        "cost_usd": case.get("cost_usd"),
+        "num_tokens": case.num_tokens,
+        "cost_usd": case.cost_usd,
         "transcript": _transcript(case, limits),
     }
 
 
-def _transcript(case: Mapping[str, Any], limits: Excerpts) -> dict[str, Any] | None:
+def _transcript(case: CaseResult, limits: Excerpts) -> dict[str, Any] | None:
     """A conversation's transcript for the folded block: its text (each message cut like an answer) and
     the turn count."""
     rows = transcript_view(case, limits.input)
     if not rows:
         return None
-    return {"turns": len(rows), "failed_turn": (case.get("conversation") or {}).get("failed_turn"),
+    return {"turns": len(rows), "failed_turn": (case.conversation or {}).get("failed_turn"),
             "text": truncate(transcript_text(rows), limits.answer * 2)}

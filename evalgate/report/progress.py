@@ -28,12 +28,8 @@ MAX_FAILED_LISTED = 25
 def _why(result: CaseResult) -> list[str]:
     """The same one-line reasons as the PR comment (:func:`evalgate.report.view.case_why`, read from the
     metric results without dumping the whole case), the case's error first and whole."""
-    metrics = {name: {"status": str(metric.status), "value": metric.value, "details": metric.details,
-                      "reason": metric.reason,
-                      "threshold": metric.threshold.model_dump() if metric.threshold is not None else None}
-               for name, metric in result.metrics.items()}
     error = [f"error: {' '.join(str(result.error).split())}"] if result.error else []
-    return error + case_why({"metrics": metrics, "conversation": result.conversation})
+    return error + case_why(result, error=False)
 
 
 class FailureCollector:

@@ -5,6 +5,10 @@ The Markdown report (``markdown.py``) escapes at its edge through template filte
 (``html.py``) lets jinja2 autoescape. Each renderer composes these sections into its own view and keeps
 only what differs (excerpt lengths, source links, size budget, case selection).
 
+Case records are read through their type (``CaseResult``, ``store.reader.read_case``: the one lenient
+reader, whose "not recorded" rule decides what a hand-edited or foreign record shows); the document's own
+summaries (comparison, flaky and critical entries) stay mappings (``entry_ref``).
+
 Case order ("importance"): critical first (``risk_level: critical`` or ``critical: true``), then by risk
 (critical, high, medium, low, unknown), then dataset order (``index``).
 """
@@ -12,11 +16,12 @@ Case order ("importance"): critical first (``risk_level: critical`` or ``critica
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from evalgate.model import THRESHOLD_SYMBOLS
+from evalgate.model import STATUS_TEXT, THRESHOLD_SYMBOLS, CaseResult, MetricResult, Threshold
 from evalgate.report.escape import truncate
+from evalgate.store.reader import read_case, read_metrics, recorded
 from evalgate.text.numbers import score
 from evalgate.verdict.gate import reason_rank
 
@@ -33,97 +38,99 @@ def no_link(source: str | None) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# cases: importance and references
+# cases: importance and references (case records read through their type: ``store.reader.read_case``)
 
 
-def is_critical(case: Mapping[str, Any]) -> bool:
-    """True for ``risk_level: critical`` or an explicit ``critical: true``."""
-    return bool(case.get("critical")) or str(case.get("risk_level") or "").lower() == "critical"
+def is_critical(case: CaseResult) -> bool:
+    """True for ``risk_level: critical`` (as recorded, or a legacy ``critical: true``: ``read_case``)."""
+    return case.risk_level.lower() == "critical"
 
 
-def risk_rank(case: Mapping[str, Any]) -> int:
-    """0 for critical … 3 for low, 4 for unknown risk levels (sorts most important first)."""
-    return RISK_ORDER.get(str(case.get("risk_level") or "").lower(), len(RISK_ORDER))
+def risk_rank(case: CaseResult) -> int:
+    """0 for critical … 3 for low, 4 for unknown or unrecorded risk levels (sorts most important first)."""
+    return entry_risk_rank(recorded(case, "risk_level"))
 
 
-def is_failing(case: Mapping[str, Any]) -> bool:
+def entry_risk_rank(risk_level: Any) -> int:
+    """``risk_rank`` of a risk level as a document lists it (a comparison or flaky entry)."""
+    return RISK_ORDER.get(str(risk_level or "").lower(), len(RISK_ORDER))
+
+
+def is_failing(case: CaseResult) -> bool:
     """True for a ``failed`` or ``errored`` case record."""
-    return case.get("status") in FAILED_STATUSES
+    return STATUS_TEXT[case.status] in FAILED_STATUSES
 
 
-def importance(case: Mapping[str, Any]) -> tuple[bool, int, int]:
+def importance(case: CaseResult) -> tuple[bool, int, int]:
     """Sort key, most important first: (not critical, risk rank, dataset index)."""
-    return not is_critical(case), risk_rank(case), int(case.get("index") or 0)
+    return not is_critical(case), risk_rank(case), case.index
 
 
-def failing_by_importance(cases: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def failing_by_importance(cases: Iterable[CaseResult]) -> list[CaseResult]:
     """Failed/errored cases only, most important first."""
     return sorted((c for c in cases if is_failing(c)), key=importance)
 
 
-def failing_first(cases: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def failing_first(cases: Sequence[CaseResult]) -> list[CaseResult]:
     """Every case: failed/errored by importance, then the rest in dataset order; repeats in order within."""
-    failing = sorted((c for c in cases if is_failing(c)), key=lambda c: (*importance(c), _repeat(c)))
-    rest = sorted((c for c in cases if not is_failing(c)), key=lambda c: (int(c.get("index") or 0), _repeat(c)))
+    failing = sorted((c for c in cases if is_failing(c)), key=lambda c: (*importance(c), c.repeat))
+    rest = sorted((c for c in cases if not is_failing(c)), key=lambda c: (c.index, c.repeat))
     return failing + rest
 
 
-def case_records(results: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The case records of ``results`` (entries that are not objects are left out)."""
-    return [c for c in results.get("results") or [] if isinstance(c, Mapping)]
+def case_records(results: Mapping[str, Any]) -> list[CaseResult]:
+    """The case records of ``results`` (a digest's, or a whole document's held in memory), each read through
+    its type (``read_case``: what is not a case record is left out)."""
+    read = (read_case(c, position) for position, c in enumerate(results.get("results") or []))
+    return [case for case in read if case is not None]
 
 
-def case_ref(case: Mapping[str, Any], link: Link = no_link) -> dict[str, Any]:
-    """What every case mention shows: id, status (as recorded), source and its link, risk, reasons, repeat."""
-    source = case.get("source")
-    return {
-        "id": str(case.get("id")),
-        "status": case.get("status"),
-        "source": source,
-        "link": link(source),
-        "risk_level": case.get("risk_level"),
-        "critical": is_critical(case),
-        "reasons": [str(r) for r in case.get("reasons") or []],
-        "repeat": case.get("repeat") or 0,
-    }
+def case_ref(case: CaseResult, link: Link = no_link) -> dict[str, Any]:
+    """What every case mention shows: id, status, source and its link, risk (as recorded), reasons, repeat."""
+    return _ref(case.id, STATUS_TEXT[case.status], recorded(case, "source"), recorded(case, "risk_level"),
+                is_critical(case), case.reasons, case.repeat, link)
 
 
-def critical_refs(cases: Sequence[Mapping[str, Any]], link: Link = no_link) -> list[dict[str, Any]]:
+def entry_ref(entry: Mapping[str, Any], link: Link = no_link) -> dict[str, Any]:
+    """``case_ref`` of a case as a document lists it (comparison, flaky and critical entries: the document's
+    own summaries, not case records; ``critical: true`` counts as critical)."""
+    critical = bool(entry.get("critical")) or str(entry.get("risk_level") or "").lower() == "critical"
+    return _ref(str(entry.get("id")), entry.get("status"), entry.get("source"), entry.get("risk_level"), critical,
+                entry.get("reasons") or [], entry.get("repeat") or 0, link)
+
+
+def _ref(case_id: str, status: Any, source: Any, risk_level: Any, critical: bool, reasons: Iterable[Any],
+         repeat: Any, link: Link) -> dict[str, Any]:
+    return {"id": case_id, "status": status, "source": source, "link": link(source), "risk_level": risk_level,
+            "critical": critical, "reasons": [str(r) for r in reasons], "repeat": repeat}
+
+
+def critical_refs(cases: Iterable[CaseResult], link: Link = no_link) -> list[dict[str, Any]]:
     """References to the failed/errored critical cases, in the order given."""
     return [case_ref(c, link) for c in cases if is_critical(c) and is_failing(c)]
 
 
-def case_metrics(case: Mapping[str, Any], statuses: Collection[str] | None = None) -> list[dict[str, Any]]:
+def case_metrics(case: CaseResult, statuses: Collection[str] | None = None) -> list[dict[str, Any]]:
     """A case's metric rows ``{name, value, threshold (formatted), status, reason, explanation}`` as recorded; with
     ``statuses``, only the metrics whose status is one of them. A metric computed without a threshold reads
     ``informational``: it passed nothing."""
-    return [
-        {
-            "name": str(name),
-            "value": m.get("value"),
-            "threshold": format_threshold(m.get("threshold")),
-            "status": ("informational" if m.get("status") == "passed" and m.get("threshold") is None
-                       else m.get("status")),
-            "reason": m.get("reason"),
-            "explanation": explanation(m),
-        }
-        for name, m in (case.get("metrics") or {}).items()
-        if isinstance(m, Mapping) and (statuses is None or m.get("status") in statuses)
-    ]
+    rows = []
+    for name, m in case.metrics.items():
+        status = STATUS_TEXT[m.status]
+        if statuses is None or status in statuses:
+            rows.append({"name": str(name), "value": m.value, "threshold": format_threshold(m.threshold),
+                         "status": "informational" if status == "passed" and m.threshold is None else status,
+                         "reason": m.reason, "explanation": explanation(m.details)})
+    return rows
 
 
-def explanation(result: Mapping[str, Any]) -> str | None:
-    """Why a metric scored what it did, in its own words: the judge's ``reasoning`` or a code check's
-    ``reason`` (from its details), else None."""
-    details = result.get("details")
+def explanation(details: Any) -> str | None:
+    """Why a metric scored what it did, in its own words (from its ``details``): the judge's ``reasoning`` or a
+    code check's ``reason``, else None."""
     if not isinstance(details, Mapping):
         return None
     text = details.get("reasoning") or details.get("reason")
     return " ".join(str(text).split()) if text else None
-
-
-def _repeat(case: Mapping[str, Any]) -> int:
-    return int(case.get("repeat") or 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,13 +168,14 @@ def usage_view(results: Mapping[str, Any]) -> dict[str, Any]:
     """Token counts (total, average per case, judge prompt/completion) and the run's cost in USD."""
     summary = results.get("summary") or {}
     tokens = summary.get("tokens") or {}
-    return {
-        "tokens_total": tokens.get("total"),
-        "tokens_average": tokens.get("average"),
-        "judge_prompt": tokens.get("judge_prompt"),
-        "judge_completion": tokens.get("judge_completion"),
-        "cost_usd": summary.get("cost_usd"),
-    }
+    return picked(tokens, {"tokens_total": "total", "tokens_average": "average", "judge_prompt": "judge_prompt",
+                           "judge_completion": "judge_completion"}) | {"cost_usd": summary.get("cost_usd")}
+
+
+def picked(source: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    """``{name: source.get(key)}`` for each ``name: key`` of ``names``, in that order (a document's fields
+    under a view's names; None where ``source`` lacks the key)."""
+    return {name: source.get(key) for name, key in names.items()}
 
 
 def metric_result(info: Mapping[str, Any]) -> str:
@@ -416,7 +424,7 @@ def comparison_view(comparison: Any, link: Link = no_link, *, unchanged: str = "
     cases = comparison.get("cases") or {}
     baseline = comparison.get("baseline") or {}
     regressions = sorted((e for e in cases.get("regressions") or [] if isinstance(e, Mapping)),
-                         key=lambda e: (not is_critical(e), risk_rank(e)))
+                         key=lambda e: (not (ref := entry_ref(e))["critical"], entry_risk_rank(ref["risk_level"])))
     metrics = [
         {"name": str(name), **view}
         for name, entry in (comparison.get("metrics") or {}).items()
@@ -497,7 +505,7 @@ def confidence_label(alpha: Any) -> str:
 
 def flip_view(entry: Mapping[str, Any], link: Link = no_link) -> dict[str, Any]:
     """A case whose verdict changed against the baseline: its ref plus ``base_status`` and ``head_status``."""
-    return {**case_ref(entry, link), "base_status": entry.get("base_status"), "head_status": entry.get("head_status")}
+    return {**entry_ref(entry, link), "base_status": entry.get("base_status"), "head_status": entry.get("head_status")}
 
 
 GATE_CHANGES_LISTED = 10
@@ -565,7 +573,7 @@ def repeats_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
 def flaky_view(entry: Mapping[str, Any], link: Link = no_link) -> dict[str, Any]:
     """One listed flaky case (results.json ``flaky``): passes / repeats and each repeat's status in order."""
     return {
-        **case_ref(entry, link),
+        **entry_ref(entry, link),
         "passes": entry.get("passes", 0),
         "repeats": entry.get("repeats", 0),
         "pass_fraction": entry.get("pass_fraction"),
@@ -573,16 +581,16 @@ def flaky_view(entry: Mapping[str, Any], link: Link = no_link) -> dict[str, Any]
     }
 
 
-def flaky_from_records(cases: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def flaky_from_records(cases: Sequence[CaseResult]) -> list[dict[str, Any]]:
     """Cases recorded more than once whose repeats disagree on pass/fail, from the case records themselves;
     pass fraction = passing repeats / repeats; outcomes ``pass``/``fail`` in repeat order. Most important
     first, then by pass fraction and id."""
-    by_id: dict[str, list[Mapping[str, Any]]] = {}
+    by_id: dict[str, list[CaseResult]] = {}
     for case in cases:
-        by_id.setdefault(str(case.get("id")), []).append(case)
+        by_id.setdefault(case.id, []).append(case)
     flaky = []
     for case_id, runs in by_id.items():
-        outcomes = [bool(r.get("passed")) for r in sorted(runs, key=lambda r: r.get("repeat") or 0)]
+        outcomes = [r.passed for r in sorted(runs, key=lambda r: r.repeat)]
         if len(outcomes) > 1 and 0 < sum(outcomes) < len(outcomes):
             flaky.append({
                 **case_ref(runs[0]),
@@ -592,7 +600,8 @@ def flaky_from_records(cases: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
                 "pass_fraction": sum(outcomes) / len(outcomes),
                 "outcomes": ["pass" if ok else "fail" for ok in outcomes],
             })
-    return sorted(flaky, key=lambda f: (not f["critical"], risk_rank(f), f["pass_fraction"], f["id"]))
+    return sorted(flaky, key=lambda f: (not f["critical"], entry_risk_rank(f["risk_level"]), f["pass_fraction"],
+                                        f["id"]))
 
 
 def intervals_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -659,6 +668,8 @@ def format_threshold(threshold: Any) -> str | None:
     ``{"lt": 1}`` → ``< 1``; a bare number counts as min."""
     if threshold is None:
         return None
+    if isinstance(threshold, Threshold):
+        return f"{THRESHOLD_SYMBOLS.get(threshold.op, '?')} {threshold.value:g}"
     if isinstance(threshold, int | float):
         return f"≥ {threshold:g}"
     if isinstance(threshold, Mapping):
@@ -729,6 +740,7 @@ def is_number(value: Any) -> bool:
 
 WHY_MAX_CHARS = 240
 WHY_LIST = 5
+WHY_STATUSES = ("failed", "errored", "unavailable")
 
 
 def _names(values: Any, limit: int = WHY_LIST) -> str:
@@ -795,22 +807,29 @@ def why_line(name: str, value: Any, threshold: str | None, status: Any, details:
     return line if len(line) <= WHY_MAX_CHARS else line[: WHY_MAX_CHARS - 1] + "…"
 
 
-def case_why(case: Mapping[str, Any], statuses: Collection[str] = ("failed", "errored", "unavailable")) -> list[str]:
-    """One ``why_line`` per problem metric of a case record, failed metrics first (rules and safety before
-    quality scores, latency last: ``verdict.gate.reason_rank``); the error when it errored."""
-    rows = []
-    for name, m in (case.get("metrics") or {}).items():
-        if isinstance(m, Mapping) and m.get("status") in statuses:
-            rows.append(((m.get("status") != "failed", reason_rank(str(name))), why_line(str(name), m.get("value"),
-                                                               format_threshold(m.get("threshold")) or None,
-                                                               m.get("status"), m.get("details"), m.get("reason"))))
-    lines = [line for _, line in sorted(rows, key=lambda r: r[0])]
+def case_why(case: CaseResult, statuses: Collection[str] = WHY_STATUSES, *, error: bool = True) -> list[str]:
+    """One ``why_line`` per problem metric of a case record (``metrics_why``); a conversation's failed turn, in
+    words, instead of the turns' share; the error first when it errored (``error``: the caller shows it)."""
+    lines = metrics_why(case.metrics, statuses)
     turn_line = failed_turn_line(case)
     if turn_line is not None:  # a conversation: the failed turn, in words, instead of the turns' share
         lines = [turn_line, *(line for line in lines if not line.startswith("conversation_turns"))]
-    if case.get("error"):
-        lines.insert(0, "error: " + " ".join(str(case["error"]).split())[: WHY_MAX_CHARS])
+    if error and case.error:
+        lines.insert(0, "error: " + " ".join(str(case.error).split())[: WHY_MAX_CHARS])
     return lines
+
+
+def metrics_why(metrics: Mapping[str, MetricResult], statuses: Collection[str] = WHY_STATUSES) -> list[str]:
+    """One ``why_line`` per metric whose status is one of ``statuses``, failed metrics first (rules and safety
+    before quality scores, latency last: ``verdict.gate.reason_rank``)."""
+    rows = []
+    for name, m in metrics.items():
+        status = STATUS_TEXT[m.status]
+        if status in statuses:
+            rows.append(((status != "failed", reason_rank(str(name))),
+                         why_line(str(name), m.value, format_threshold(m.threshold) or None, status, m.details,
+                                  m.reason)))
+    return [line for _, line in sorted(rows, key=lambda r: r[0])]
 
 
 # ── conversations (docs/conversations.md) ───────────────────────────────────────────────────────
@@ -818,9 +837,9 @@ def case_why(case: Mapping[str, Any], statuses: Collection[str] = ("failed", "er
 TURN_QUOTE_CHARS = 60
 
 
-def failed_turn_line(case: Mapping[str, Any]) -> str | None:
+def failed_turn_line(case: CaseResult) -> str | None:
     """``turn N “message…”: why`` for a conversation whose turn N failed or errored (None otherwise)."""
-    conversation = case.get("conversation")
+    conversation = case.conversation
     if not isinstance(conversation, Mapping) or not conversation.get("failed_turn"):
         return None
     number = conversation["failed_turn"]
@@ -832,7 +851,7 @@ def failed_turn_line(case: Mapping[str, Any]) -> str | None:
     if turn.get("error"):
         why = "error: " + " ".join(str(turn["error"]).split())
     else:
-        why = "; ".join(case_why({"metrics": turn.get("metrics") or {}})[:2]) or "; ".join(turn.get("reasons") or [])
+        why = "; ".join(metrics_why(read_metrics(turn.get("metrics")))[:2]) or "; ".join(turn.get("reasons") or [])
     line = f"turn {number} “{quote}” {turn.get('status') or 'failed'}" + (f": {why}" if why else "")
     stopped = conversation.get("stopped")
     planned = conversation.get("planned_turns")
@@ -842,10 +861,10 @@ def failed_turn_line(case: Mapping[str, Any]) -> str | None:
     return line if len(line) <= WHY_MAX_CHARS else line[: WHY_MAX_CHARS - 1] + "…"
 
 
-def transcript_view(case: Mapping[str, Any], limit: int | None = None) -> list[dict[str, Any]] | None:
+def transcript_view(case: CaseResult, limit: int | None = None) -> list[dict[str, Any]] | None:
     """A conversation's turns for the reports: ``[{turn, user, assistant, status, why, replayed}]`` with each
     text cut to ``limit`` characters (None: a single-turn case)."""
-    conversation = case.get("conversation")
+    conversation = case.conversation
     if not isinstance(conversation, Mapping):
         return None
 
@@ -863,7 +882,7 @@ def transcript_view(case: Mapping[str, Any], limit: int | None = None) -> list[d
         why = None
         if status != "passed":
             why = ("error: " + str(turn["error"])) if turn.get("error") else \
-                "; ".join(case_why({"metrics": turn.get("metrics") or {}})[:3]) or None
+                "; ".join(metrics_why(read_metrics(turn.get("metrics")))[:3]) or None
         rows.append({"turn": turn.get("turn"), "user": cut(turn.get("input")), "assistant": cut(turn.get("output")),
                      "status": status, "why": cut(why), "replayed": bool(turn.get("replayed"))})
     return rows
@@ -907,7 +926,7 @@ def reasons_view(results: Mapping[str, Any]) -> dict[str, Any]:
             "other": other}
 
 
-def failed_case_view(case: Mapping[str, Any], link: Link = no_link) -> dict[str, Any]:
+def failed_case_view(case: CaseResult, link: Link = no_link) -> dict[str, Any]:
     """A failed case for the list: its reference and the one-line reasons (``case_why``)."""
     return {**case_ref(case, link), "why": case_why(case)}
 

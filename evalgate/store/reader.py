@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from evalgate.errors import UserError
-from evalgate.model import CaseResult
+from evalgate.model import CaseResult, CaseStatus, MetricResult
 from evalgate.safety.redact import redact
 from evalgate.store.judge_cache import CACHE_FILE as JUDGE_CACHE_FILE
 from evalgate.store.results_json import SCHEMA_VERSION, StreamedDocument, StreamError
@@ -56,6 +56,122 @@ class ShardRun:
                 raise UserError(f"invalid case record: {'.'.join(map(str, error['loc']))}: {error['msg']}",
                                 where=where) from None
             yield where, record, text
+
+
+def read_case(record: object, position: int = 0) -> CaseResult | None:
+    """A per-case record as the readers (report/, github/, export/, view/) take it: a ``CaseResult``, or None
+    for what is not a case record. The one lenient reader, for records from older runs, other tools'
+    databases and hand-edited files: ``record`` parsed, or its JSON text (``ValueError`` when that is not
+    JSON); ``position`` is the record's place in its document (0-based).
+
+    The "not recorded" rule: a value ``read_case`` supplies instead of reading it is left out of
+    ``model_fields_set``. The readers decide on the value itself (``report.view.is_critical``) and list a case
+    under its id and status, supplied or not; every other field they show only as recorded (``recorded``: a
+    default ``risk_level`` "medium" or ``source`` "<memory>" is not evidence). What it supplies:
+
+    * no ``id`` (or null): the stand-in ``(no id, index N)`` (N: the record's ``index``, else ``position``) —
+      the record is still read, never dropped; an ``id`` that is not text: its text (``str``);
+    * a legacy ``critical: true`` (any true value): ``risk_level`` ``critical``, never lower (left out of
+      ``model_fields_set`` when the record has no ``risk_level`` of its own, as it showed none);
+    * ``risk_level``, ``source`` and the other defaults: not recorded unless the record has them;
+    * a ``status`` that is missing or not a case status: read from a boolean ``passed`` (true: passed, false:
+      failed — a record that says it did not pass is never hidden);
+    * a ``passed`` that is missing or not a boolean: ``status == passed``, as ``CaseResult`` defines it.
+
+    Dropped: a record that is not an object, or that has neither a case status nor a boolean ``passed``
+    (None: not a case record; the readers count it, never show it); a ``metrics`` entry that is not a valid
+    ``MetricResult``; any other invalid field (it reads as not recorded) and undeclared keys.
+
+    A valid record (every record evalgate writes) is read exactly as ``CaseResult.from_stored`` reads it."""
+    if isinstance(record, CaseResult):
+        return record
+    if isinstance(record, str | bytes):  # a SQLite document: validated from its text (no dict built first)
+        try:
+            return CaseResult.from_stored(record)
+        except ValidationError:
+            record = json.loads(record)
+    if not isinstance(record, Mapping):
+        return None
+    try:
+        return CaseResult.from_stored(record)
+    except ValidationError:
+        pass
+    values = {name: record[name] for name in CaseResult.model_fields if name in record}
+    supplied = _supply(values, record, position)
+    if "status" in supplied and not isinstance(values.get("passed"), bool):
+        return None
+    if "metrics" in values:
+        values["metrics"] = read_metrics(values["metrics"])
+    if not isinstance(values.get("passed"), bool):
+        values["passed"] = values["status"] == CaseStatus.passed
+    for _ in range(len(CaseResult.model_fields)):
+        try:
+            case = CaseResult.model_validate(values)
+        except ValidationError as exc:
+            bad = {str(error["loc"][0]) for error in exc.errors() if error["loc"]} - {"id", "status", "passed"}
+            if not bad:  # pragma: no cover - id, status and passed are valid by construction
+                return None
+            for name in bad:
+                values.pop(name, None)
+                supplied.discard(name)
+            continue
+        if not supplied:
+            return case
+        return CaseResult.model_construct(_fields_set=case.model_fields_set - supplied, **case.__dict__)
+    return None  # pragma: no cover - every pass drops at least one field
+
+
+STAND_IN_ID = "(no id, index {})"
+"""The id ``read_case`` gives a record without one (its ``index``, else its position in the document)."""
+
+
+def _supply(values: dict[str, Any], record: Mapping[str, Any], position: int) -> set[str]:
+    """Fill in ``values`` what ``read_case`` supplies (its docstring); returns the fields supplied."""
+    supplied: set[str] = set()
+    status = values.get("status")
+    if not isinstance(status, str) or status not in CaseStatus.__members__:
+        values["status"] = CaseStatus.passed if values.get("passed") is True else CaseStatus.failed
+        supplied.add("status")
+    if values.get("id") is None:
+        index = record.get("index")
+        values["id"] = STAND_IN_ID.format(index if isinstance(index, int) and not isinstance(index, bool)
+                                          else position)
+        supplied.add("id")
+    elif not isinstance(values["id"], str):
+        values["id"] = str(values["id"])
+    if record.get("critical"):  # a legacy flag: never read lower than critical
+        if "risk_level" not in values:
+            supplied.add("risk_level")
+        values["risk_level"] = "critical"
+    return supplied
+
+
+def recorded(case: CaseResult, name: str) -> Any:
+    """``case``'s field ``name`` as recorded, or None when ``read_case`` supplied it (``read_case``)."""
+    return getattr(case, name) if name in case.model_fields_set else None
+
+
+def read_metrics(metrics: object) -> dict[str, MetricResult]:
+    """A record's (or a conversation turn's) ``metrics`` as ``MetricResult`` s, leniently as ``read_case``: an
+    entry that is not one (not an object, an unknown status …) is dropped, the others kept; a bare-number
+    ``threshold`` reads as ``{"min": x}``, as the reports always showed it."""
+    if not isinstance(metrics, Mapping):
+        return {}
+    out: dict[str, MetricResult] = {}
+    for name, entry in metrics.items():
+        if isinstance(entry, MetricResult):
+            out[str(name)] = entry
+            continue
+        if not isinstance(entry, Mapping):
+            continue
+        threshold = entry.get("threshold")
+        if isinstance(threshold, int | float) and not isinstance(threshold, bool):
+            entry = {**entry, "threshold": {"min": threshold}}
+        try:
+            out[str(name)] = MetricResult.model_validate(entry)
+        except ValidationError:
+            continue
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

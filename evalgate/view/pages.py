@@ -11,41 +11,21 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import jinja2
 
+from evalgate.model import STATUS_TEXT, CaseResult
+from evalgate.report import view as report_view
 from evalgate.report.escape import truncate
 from evalgate.report.html import TEXT_LIMIT, format_value, shown_json, shown_text, trace_view
-from evalgate.report.view import (
-    case_metrics,
-    case_why,
-    comparison_view,
-    format_count,
-    format_p,
-    format_percent,
-    format_signed,
-    format_threshold,
-    format_usd,
-    gate_changes_view,
-    group_row,
-    judge_view,
-    metric_rows,
-    not_scored_view,
-    reasons_view,
-    run_view,
-    skipped_metrics,
-    totals_view,
-    transcript_view,
-    usage_view,
-    verdict_view,
-)
 from evalgate.runner.api import compare_documents
 from evalgate.safety.redact import redact
 from evalgate.store import browse
+from evalgate.store.reader import read_case, recorded
 from evalgate.view.charts import PALETTE, line_chart, threshold_line
 from evalgate.view.sources import Catalog
 
@@ -148,8 +128,8 @@ class FileLinks(Links):
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(num=format_value, signed=format_signed, pct=format_percent, usd=format_usd, pval=format_p,
-                       count=format_count, duration=format_duration, short=short_commit)
+    env.filters.update(num=format_value, signed=report_view.format_signed, pct=report_view.format_percent, usd=report_view.format_usd, pval=report_view.format_p,
+                       count=report_view.format_count, duration=format_duration, short=short_commit)
     return env
 
 
@@ -255,23 +235,23 @@ def run_page(catalog: Catalog, links: Links, params: Mapping[str, str]) -> str:
     for case in cases:
         case["link"] = links.case(run_id, case["id"])
     pages = max(1, -(-matching // PAGE_SIZE))
-    comparison = comparison_view(document.get("comparison"))
+    comparison = report_view.comparison_view(document.get("comparison"))
     baseline_id = ((document.get("comparison") or {}).get("baseline") or {}).get("run_id")
     if comparison is not None:
         for flip in comparison["regressions"] + comparison["fixes"]:
             flip["link"] = links.case(run_id, flip["id"])
-    breakdowns = [{"dimension": str(dim), "rows": [group_row(name, g) for name, g in sorted(groups.items())
+    breakdowns = [{"dimension": str(dim), "rows": [report_view.group_row(name, g) for name, g in sorted(groups.items())
                                                    if isinstance(g, Mapping)]}
                   for dim, groups in (document.get("breakdowns") or {}).items() if isinstance(groups, Mapping) and groups]
     git = (document.get("metadata") or {}).get("git") or {}
     view = {
         "links": links, "page": "run", "title": f"Run {run_id}",
-        "run": run_view(document), "git": git if isinstance(git, Mapping) else {},
-        "verdict": verdict_view(document), "reasons": reasons_view(document),
-        "gate_changes": gate_changes_view(document),
-        "totals": totals_view(document) | usage_view(document),
-        "metrics": metric_rows(document), "judge": judge_view(document), "not_scored": not_scored_view(document),
-        "skipped_metrics": skipped_metrics(document), "comparison": comparison,
+        "run": report_view.run_view(document), "git": git if isinstance(git, Mapping) else {},
+        "verdict": report_view.verdict_view(document), "reasons": report_view.reasons_view(document),
+        "gate_changes": report_view.gate_changes_view(document),
+        "totals": report_view.totals_view(document) | report_view.usage_view(document),
+        "metrics": report_view.metric_rows(document), "judge": report_view.judge_view(document), "not_scored": report_view.not_scored_view(document),
+        "skipped_metrics": report_view.skipped_metrics(document), "comparison": comparison,
         "baseline_link": links.compare(str(baseline_id), run_id) if baseline_id in catalog.runs else None,
         "breakdowns": breakdowns, "counts": counts, "status": status, "search": search,
         "cases": cases, "matching": matching, "page_number": page, "pages": pages,
@@ -293,7 +273,7 @@ def case_page(catalog: Catalog, links: Links, params: Mapping[str, str]) -> str:
     run_id, case_id = _one(params, "run"), str(params.get("id") or "")
     index, document = _run(catalog, run_id)
     with catalog.connect(index) as connection:
-        records = browse.case_records(connection, run_id, case_id)
+        records = _read(browse.case_records(connection, run_id, case_id))
     if not records:
         raise NotFound(f"no case {case_id!r} in run {run_id!r}")
     repeats = [_case_view(record) for record in records]
@@ -306,29 +286,30 @@ def case_page(catalog: Catalog, links: Links, params: Mapping[str, str]) -> str:
                   run_link=links.run(run_id), repeats=repeats, flip=flip)
 
 
-def _case_view(record: Mapping[str, Any]) -> dict[str, Any]:
-    answer = record.get("answer") if isinstance(record.get("answer"), Mapping) else {}
-    expected = record.get("expected")
-    other = {k: v for k, v in (answer or {}).items() if k != "trace"}
+def _read(records: Iterable[Any]) -> list[CaseResult]:
+    """``records`` (one case's repeats) read through their type (``store.reader.read_case``)."""
+    return [case for case in (read_case(r, position) for position, r in enumerate(records)) if case is not None]
+
+
+def _case_view(record: CaseResult) -> dict[str, Any]:
+    other = {k: v for k, v in record.answer.items() if k != "trace"}
     return {
-        "repeat": record.get("repeat") or 0,
-        "status": str(record.get("status") or "unknown"),
-        "risk_level": record.get("risk_level"), "source": record.get("source"),
-        "suite": record.get("suite"), "category": record.get("category"),
-        "tags": [str(t) for t in record.get("tags") or []] if isinstance(record.get("tags"), list) else [],
-        "description": shown_text(record.get("description")), "error": shown_text(record.get("error")),
-        "why": case_why(record),
-        "input": shown_text(record.get("input") if not isinstance(record.get("input"), dict | list)
-                       else shown_json(record.get("input"))),
-        "expected": shown_json(expected) if expected else None,
-        "output": shown_text(record.get("output")),
+        "repeat": record.repeat,
+        "status": STATUS_TEXT[record.status],
+        "risk_level": recorded(record, "risk_level"), "source": recorded(record, "source"),
+        "suite": record.suite, "category": record.category,
+        "tags": record.tags,
+        "description": shown_text(record.description), "error": shown_text(record.error),
+        "why": report_view.case_why(record),
+        "input": shown_text(record.input),
+        "expected": shown_json(record.expected) if record.expected else None,
+        "output": shown_text(record.output),
         "answer": shown_json(other) if other else None,
-        "metrics": [{**row, "status": str(row["status"] or "unknown"), "reason": shown_text(row["reason"]),
-                     "explanation": shown_text(row["explanation"])} for row in case_metrics(record)],
-        "transcript": transcript_view(record, TEXT_LIMIT),
-        "trace": trace_view((answer or {}).get("trace")),
-        "num_tokens": record.get("num_tokens"), "latency_ms": record.get("latency_ms"),
-        "cost_usd": record.get("cost_usd"),
+        "metrics": [{**row, "reason": shown_text(row["reason"]), "explanation": shown_text(row["explanation"])}
+                    for row in report_view.case_metrics(record)],
+        "transcript": report_view.transcript_view(record, TEXT_LIMIT),
+        "trace": trace_view(record.answer.get("trace")),
+        "num_tokens": record.num_tokens, "latency_ms": record.latency_ms, "cost_usd": record.cost_usd,
     }
 
 
@@ -336,19 +317,20 @@ def _case_view(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _slim(records: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """What the regression decision reads of a record (``verdict.compare``): id, status, risk, source, repeat
-    and each metric's value (with the judge-unavailable mark); answers and details are dropped at once, so
-    two runs of any size compare in memory proportional to their case count."""
-    for record in records:
-        metrics = {}
-        for name, result in (record.get("metrics") or {}).items():
-            if isinstance(result, Mapping):
-                details = result.get("details")
-                marked = isinstance(details, Mapping) and "judge_unavailable" in details
-                metrics[name] = {"value": result.get("value"), **({"details": {"judge_unavailable": True}} if marked else {})}
-        yield {"id": record.get("id"), "status": record.get("status"), "passed": record.get("passed"),
-               "risk_level": record.get("risk_level"), "source": record.get("source"),
-               "repeat": record.get("repeat"), "metrics": metrics}
+    """What the regression decision reads of a record (``verdict.compare``): id, status, risk and source (as
+    recorded), repeat and each metric's value (with the judge-unavailable mark); each record is read through
+    its type (``store.reader.read_case``), answers and details are dropped at once, so two runs of any size
+    compare in memory proportional to their case count."""
+    for position, record in enumerate(records):
+        case = read_case(record, position)
+        if case is None:
+            continue
+        metrics = {name: {"value": result.value,
+                          **({"details": {"judge_unavailable": True}} if "judge_unavailable" in result.details else {})}
+                   for name, result in case.metrics.items()}
+        yield {"id": case.id, "status": STATUS_TEXT[case.status], "passed": case.passed,
+               "risk_level": recorded(case, "risk_level"), "source": recorded(case, "source"),
+               "repeat": case.repeat, "metrics": metrics}
 
 
 def compare_page(catalog: Catalog, links: Links, params: Mapping[str, str]) -> str:
@@ -362,15 +344,15 @@ def compare_page(catalog: Catalog, links: Links, params: Mapping[str, str]) -> s
         result = compare_documents({**base_doc, "results": _slim(browse.iter_records(base_conn, base_id))},
                                    {**head_doc, "results": _slim(browse.iter_records(head_conn, head_id))},
                                    base_label=base_id, head_label=head_id)
-        comparison = comparison_view(result.comparison)
+        comparison = report_view.comparison_view(result.comparison)
         assert comparison is not None
         for flip in comparison["regressions"] + comparison["fixes"]:
             flip["link"] = links.case(head_id, flip["id"])
             flip["base_link"] = links.case(base_id, flip["id"])
         sides = []
         for flip in (comparison["regressions"] + comparison["fixes"])[:DIFF_CASES]:
-            base_records = browse.case_records(base_conn, base_id, flip["id"])
-            head_records = browse.case_records(head_conn, head_id, flip["id"])
+            base_records = _read(browse.case_records(base_conn, base_id, flip["id"]))
+            head_records = _read(browse.case_records(head_conn, head_id, flip["id"]))
             if base_records and head_records:
                 left, right = _answer_text(base_records[0]), _answer_text(head_records[0])
                 base_diff, head_diff = word_diff(left, right)
@@ -379,14 +361,14 @@ def compare_page(catalog: Catalog, links: Links, params: Mapping[str, str]) -> s
     return render("compare.html.j2", links=links, page="compare", title=f"Compare {base_id} → {head_id}",
                   base_id=base_id, head_id=head_id, base_link=links.run(base_id), head_link=links.run(head_id),
                   comparison=comparison, reasons=result.reasons, regression=result.regression,
-                  loosened=gate_changes_view({"gate": {"loosened": result.loosened}}), sides=sides,
+                  loosened=report_view.gate_changes_view({"gate": {"loosened": result.loosened}}), sides=sides,
                   choices=[run.run_id for _, run in catalog.run_summaries()[:500]])
 
 
-def _answer_text(record: Mapping[str, Any]) -> str:
-    output = record.get("output")
-    if output in (None, "") and record.get("error"):
-        output = f"error: {record['error']}"
+def _answer_text(record: CaseResult) -> str:
+    output = record.output
+    if output in (None, "") and record.error:
+        output = f"error: {record.error}"
     return truncate(str(output or ""), DIFF_LIMIT)
 
 
@@ -445,7 +427,7 @@ def trends_page(catalog: Catalog, links: Links, params: Mapping[str, str]) -> st
         line = threshold_line(info.get("threshold"))
         drawn = chart(lambda e, n=name: (e["metrics"].get(n) or {}).get("average"), line[1] if line else None)
         if drawn:
-            charts.append({"name": name, "threshold": format_threshold(info.get("threshold")) or None,
+            charts.append({"name": name, "threshold": report_view.format_threshold(info.get("threshold")) or None,
                            "chart": drawn, "slug": re.sub(r"[^A-Za-z0-9_-]", "_", name)})
     legend = [{"name": branch, "colour": PALETTE[number % len(PALETTE)]} for number, branch in enumerate(branches)]
     return render("trends.html.j2", links=links, page="trends", title="Trends", charts=charts, runs=len(runs),

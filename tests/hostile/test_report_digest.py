@@ -65,5 +65,5 @@ def test_the_digest_keeps_the_most_important_failures_whatever_the_order() -> No
     for record in reversed(document(30)["results"]):
         digest.add(record)
     kept = digest.records()
-    assert [r["id"] for r in kept] == ["c00000", "c00021", "c00003", "c00001", "c00002"]
+    assert [r.id for r in kept] == ["c00000", "c00021", "c00003", "c00001", "c00002"]
     assert digest.counts()["cases"] == 30 and digest.counts()["failing"] == 10

@@ -7,13 +7,22 @@ from typing import Any
 
 import pytest
 
+from evalgate.model import CaseResult
 from evalgate.report import view
+from evalgate.store.reader import read_case
 
 
-def record(case_id: str, *, status: str = "failed", risk: str | None = "medium", index: int = 0,
-           repeat: int = 0, **extra: Any) -> dict[str, Any]:
+def raw(case_id: str, *, status: str | None = "failed", risk: str | None = "medium", index: int = 0,
+        repeat: int = 0, **extra: Any) -> dict[str, Any]:
     return {"id": case_id, "status": status, "passed": status == "passed", "risk_level": risk, "index": index,
             "repeat": repeat, "source": f"d.yaml:{index + 1}", "reasons": [f"reason {case_id}"], **extra}
+
+
+def record(case_id: str, **kwargs: Any) -> CaseResult:
+    """A hand-written record as the readers take it (``read_case``)."""
+    case = read_case(raw(case_id, **kwargs))
+    assert case is not None
+    return case
 
 
 CASES = [
@@ -29,14 +38,14 @@ CASES = [
 
 
 def test_importance_orders_critical_then_risk_then_dataset_order() -> None:
-    ordered = [(c["id"], c["repeat"]) for c in view.failing_by_importance(CASES)]
+    ordered = [(c.id, c.repeat) for c in view.failing_by_importance(CASES)]
     assert ordered == [("crit-2", 0), ("crit-2", 1), ("flag-3", 0), ("err-4", 0), ("low-0", 0), ("unknown-5", 0)]
 
 
 def test_failing_first_keeps_every_case_and_puts_the_rest_in_dataset_order() -> None:
-    ordered = [c["id"] for c in view.failing_first(list(reversed(CASES)))]
+    ordered = [c.id for c in view.failing_first(list(reversed(CASES)))]
     assert ordered == ["crit-2", "crit-2", "flag-3", "err-4", "low-0", "unknown-5", "ok-1", "skip-6"]
-    repeats = [c["repeat"] for c in view.failing_first(list(reversed(CASES)))][:2]
+    repeats = [c.repeat for c in view.failing_first(list(reversed(CASES)))][:2]
     assert repeats == [0, 1]
 
 
@@ -45,7 +54,10 @@ def test_critical_refs_follow_the_given_order_and_carry_links() -> None:
     assert [(r["id"], r["status"], r["link"]) for r in refs] == [
         ("crit-2", "failed", "https://x/d.yaml:3"), ("flag-3", "failed", "https://x/d.yaml:4"),
         ("crit-2", "errored", "https://x/d.yaml:3")]
-    assert view.case_ref(record("a", status=None))["status"] is None  # renderers decide how to show it
+    unstated = raw("a", status=None)
+    assert view.case_ref(record("a", status=None))["status"] == "failed"  # its passed: false (read_case)
+    del unstated["passed"]
+    assert read_case(unstated) is None  # neither a status nor passed: not a case record
     assert view.case_ref(record("a"))["link"] is None
 
 
@@ -107,10 +119,10 @@ def test_flaky_from_records_needs_disagreeing_repeats() -> None:
 
 
 def test_case_metrics_filters_by_status_and_formats_thresholds() -> None:
-    case = {"metrics": {"a": {"value": 0.2, "threshold": {"min": 0.5}, "status": "failed", "reason": "low",
-                              "details": {"reasoning": "the answer\n  is vague"}},
-                        "b": {"value": 1.0, "threshold": 0.5, "status": "passed"},
-                        "c": "not a metric"}}
+    case = record("m", metrics={"a": {"value": 0.2, "threshold": {"min": 0.5}, "status": "failed", "reason": "low",
+                                      "details": {"reasoning": "the answer\n  is vague"}},
+                                "b": {"value": 1.0, "threshold": 0.5, "status": "passed"},
+                                "c": "not a metric"})
     assert view.case_metrics(case, ("failed",)) == [
         {"name": "a", "value": 0.2, "threshold": "≥ 0.5", "status": "failed", "reason": "low",
          "explanation": "the answer is vague"}]
