@@ -24,8 +24,8 @@ from urllib.parse import quote, urlencode
 import pytest
 
 from evalgate.cli.main import main as cli_main
-from tests.report.test_html import CHROMIUM_FLAGS, Node, parse
 from tests.servers.openai_server import Judge, OpenAIServer
+from tests.support.dom import CHROMIUM_FLAGS, Node, parse
 
 KEY = "sk-view-test-key-4242-do-not-leak"
 CRITERIA = "The answer names the topic of the question and gives a next step."
