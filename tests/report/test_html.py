@@ -3,9 +3,7 @@ of hostile markup), checked as text and as the DOM headless Chromium builds from
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import json
 import os
 import re
@@ -16,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from evalgate.cli.main import main as cli_main
 from evalgate.report.html import render_html
 from evalgate.safety.redact import register_environment
+from tests.support.cli import run_cli
 from tests.support.dom import CHROMIUM_FLAGS, Node, parse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,13 +36,6 @@ test_cases:
     expected_competitor_mentions: ["Salesforce"]
     expected_ranked_list: ["HubSpot", "Salesforce"]
 """
-def run_cli(*argv: Any) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli_main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """``evalgate run`` on the failing suite plus the hostile case, then ``evalgate report --format html``."""

@@ -48,11 +48,12 @@ def running_azurite(workdir: Path) -> Iterator[str]:
 
 
 def have_artifact_tools() -> bool:
+    """Whether node and the npm tools (Azurite, ``@actions/artifact``) are installed (``npm ci`` in tests/node)."""
     return AZURITE_BIN.exists() and ARTIFACT_PKG.exists() and shutil.which("node") is not None
 
 
-
 def artifact_env(service: ArtifactService) -> dict[str, str]:
+    """The ``ACTIONS_*`` variables the runner gives a step, pointing at ``service``."""
     return {"ACTIONS_RUNTIME_TOKEN": service.token, "ACTIONS_RESULTS_URL": f"{service.url}/results/",
             "ACTIONS_RUNTIME_URL": f"{service.url}/runtime/"}
 
@@ -65,6 +66,3 @@ def official_download(service: ArtifactService, name: str, directory: Path) -> d
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-# ---- pure pieces ----------------------------------------------------------------------------------------

@@ -4,13 +4,11 @@ results.json read back."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 from typing import Any
 
-from evalgate.cli.main import main as cli_main
+from tests.support.cli import run_cli as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,13 +36,6 @@ cases:
     expected_output: Tyrese Maxey averaged 28.4 points over his last five games.
     output: Tyrese Maxey averaged 28.4 points over his last five games.
 """
-
-
-def cli(*argv: Any) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli_main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
 
 
 def judge_args(url: str, model: str = "demo-judge") -> list[str]:
