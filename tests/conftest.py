@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.calls.wire import close_all
+# The shared helpers' asserts report their values as a test module's do (registered before anything imports them).
+pytest.register_assert_rewrite("tests.support")
+
+from evalgate.calls.wire import close_all  # noqa: E402
+
+# The fixtures several modules share, defined once (tests/support/fixtures.py).
+pytest_plugins = ["tests.support.fixtures"]
 
 _ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ import pytest
 from evalgate.calls.executor import classify
 from evalgate.calls.http_pool import HttpPool, Reply, _query
 from tests.servers.agent_server import AgentServer
+from tests.support.ports import free_port
 
 AGENT = "/api/agent/chat"
 
@@ -139,12 +139,6 @@ def test_proxy_variables_are_honoured_and_no_proxy_bypasses(monkeypatch: pytest.
         assert lines == ["POST http://agent.example.invalid/api/agent/chat HTTP/1.1"] * 2  # absolute form
         bypassed = run(post(direct.base_url + AGENT))  # NO_PROXY: straight to the server
         assert isinstance(bypassed, Reply) and bypassed.status == 200 and len(lines) == 2
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_refused_connection_and_timeouts_are_classified_for_the_retry_layer() -> None:

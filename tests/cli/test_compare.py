@@ -13,26 +13,7 @@ import pytest
 
 from evalgate.cli.main import main
 from evalgate.verdict.compare import compare_runs
-
-
-def record(case_id: str, index: int, value: float, *, risk: str = "medium", passed: bool | None = None) -> dict[str, Any]:
-    ok = value >= 0.5 if passed is None else passed
-    return {"id": case_id, "index": index, "source": f"datasets/x.yaml:{3 + 4 * index}", "risk_level": risk,
-            "status": "passed" if ok else "failed", "passed": ok, "repeat": 0,
-            "metrics": {"score": {"value": value, "status": "passed" if ok else "failed"}}}
-
-
-def document(run_id: str, values: list[float], *, risks: dict[int, str] | None = None,
-             failed: set[int] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
-    risks = risks or {}
-    results = [record(f"case_{i:02d}", i, v, risk=risks.get(i, "medium"), passed=i not in failed)
-               for i, v in enumerate(values)]
-    return {"schema_version": 1, "run_id": run_id, "timestamp": "2026-11-20T10:00:00Z", "status": "completed",
-            "metrics": {"score": {"average": sum(values) / len(values), "direction": "higher", "threshold": {"min": 0.5}}},
-            "thresholds": {"score": {"min": 0.5}}, "metadata": {"config": {}}, "results": results}
-
-
-BASE_VALUES = [0.80 + 0.01 * (i % 7) for i in range(30)]
+from tests.support.reports import BASE_VALUES, document
 
 
 def write(path: Path, doc: dict[str, Any]) -> str:

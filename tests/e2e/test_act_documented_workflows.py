@@ -27,9 +27,9 @@ import pytest
 
 from evalgate.cli.init import scaffold
 from evalgate.demo.judge import judge_server
-from tests.e2e.test_entrypoint import TOKEN, webhook_example
 from tests.servers.github_fake import GitHubFake
 from tests.support.act import RUNNER_IMAGE, TIMINGS, ActRun, act_unavailable, prepare_images, repository_copy
+from tests.support.action import TOKEN, webhook_example
 from tests.support.docker import action_image
 from tests.support.workflow_blocks import Block, documented_blocks
 

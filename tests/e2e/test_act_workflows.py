@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_entrypoint import TOKEN, webhook_example
 from tests.servers.github_fake import GitHubFake
 from tests.support.act import TIMINGS, act_unavailable, prepare_images, repository_copy, run_act
+from tests.support.action import TOKEN, webhook_example
+from tests.support.relay import HEAD_SHA, PR, RUN_ID, fork_pull_request_event, workflow_run_event
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 RUNNER_UID = 1001
@@ -84,8 +85,6 @@ def test_container_and_host_mode_give_the_same_outputs_results_and_comment(tmp_p
 
 
 def test_fork_pattern_evaluates_read_only_then_comments_from_workflow_run(tmp_path: Path) -> None:
-    from tests.github.test_relay import HEAD_SHA, PR, RUN_ID, fork_pull_request_event, workflow_run_event
-
     repo = repository_copy(tmp_path / "repo")
     events = {"pull_request": fork_pull_request_event(), "workflow_run": workflow_run_event()}
     for name, payload in events.items():

@@ -5,18 +5,17 @@ notices, and the artifact outputs are set only after an upload. The entrypoint r
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from evalgate.github.checkout import checked_out_commit, untrusted_checkout
 from evalgate.github.context import ActionContext
 from evalgate.github.enterprise import is_enterprise_server
-from tests.e2e.test_entrypoint import (
+from tests.servers.github_fake import GitHubFake
+from tests.support.action import (
+    BASE_SHA,
     PASSING,
-    TOKEN,
+    commit_workspace,
+    git,
     make_workspace,
     needs_examples,
     run_entrypoint,
@@ -24,27 +23,6 @@ from tests.e2e.test_entrypoint import (
     webhook_example,
     workflow_commands,
 )
-from tests.servers.github_fake import GitHubFake
-
-BASE_SHA = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"  # GITHUB_SHA in runner_env
-
-
-@pytest.fixture
-def github() -> Iterator[GitHubFake]:
-    with GitHubFake(token=TOKEN) as server:
-        yield server
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid", *args], cwd=cwd, check=True,
-                          capture_output=True, text=True, timeout=60).stdout.strip()
-
-
-def commit_workspace(workspace: Path) -> str:
-    git(workspace, "init", "-q", "-b", "feature")
-    git(workspace, "add", "-A")
-    git(workspace, "commit", "-qm", "the pull request's code")
-    return git(workspace, "rev-parse", "HEAD")
 
 
 def test_checked_out_commit_reads_detached_branch_and_packed_heads(tmp_path: Path) -> None:

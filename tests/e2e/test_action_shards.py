@@ -6,38 +6,24 @@ comment, summary, artifact and verdict, the same verdict an unsharded run gives.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from evalgate.github.shards import shard_artifact_name, shard_of_name
-from tests.e2e import test_entrypoint
-from tests.e2e.test_entrypoint import (
+from tests.servers.artifact_service import ArtifactService
+from tests.servers.github_fake import GitHubFake
+from tests.support.action import (
     CRITICAL_CASE,
     PASSING,
-    TOKEN,
-    artifact_env,
     make_workspace,
     needs_examples,
-    official_download,
     run_entrypoint,
     runner_env,
     webhook_example,
     workflow_commands,
 )
-from tests.servers.artifact_service import ArtifactService
-from tests.servers.github_fake import GitHubFake
+from tests.support.artifacts import artifact_env, official_download
 
 REPO = "Codertocat/Hello-World"
-azurite = test_entrypoint.azurite  # the fixtures the artifacts v4 fake needs, registered under their names
-artifacts_service = test_entrypoint.artifacts
-
-
-@pytest.fixture
-def github() -> Iterator[GitHubFake]:
-    with GitHubFake(token=TOKEN) as server:
-        yield server
 
 
 def test_shard_artifact_names_are_unique_and_read_back() -> None:
@@ -49,7 +35,7 @@ def test_shard_artifact_names_are_unique_and_read_back() -> None:
 
 @needs_examples
 def test_two_shards_then_merge_publish_once_with_the_unsharded_verdict(
-        tmp_path: Path, github: GitHubFake, artifacts_service: ArtifactService) -> None:
+        tmp_path: Path, github: GitHubFake, artifacts: ArtifactService) -> None:
     failing = tuple(f"failing/{p.name}" for p in sorted((Path(__file__).resolve().parents[2] / "datasets"
                                                          / "failing").glob("*.yaml")))
     ws = make_workspace(tmp_path, PASSING + failing)
@@ -58,14 +44,14 @@ def test_two_shards_then_merge_publish_once_with_the_unsharded_verdict(
     shard_annotations: list[str] = []
     for i in (1, 2):
         env = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
-                         inputs={**common, "shard": f"{i}/2", "output-dir": f"shard-{i}"}, extra=artifact_env(artifacts_service))
+                         inputs={**common, "shard": f"{i}/2", "output-dir": f"shard-{i}"}, extra=artifact_env(artifacts))
         done = run_entrypoint(ws, env)
         assert done.returncode in (0, 1), done.stdout + done.stderr
         assert f"shard {i}/2: results go to artifact 'evalgate-results-shard-{i}-of-2'" in done.stdout
         shard_annotations += [rest for _, rest in workflow_commands(done.stdout) if "file=" in rest]
         assert ws.outputs()["artifact-name"] == f"evalgate-results-shard-{i}-of-2"
     assert github.requests("POST") == [] and github.requests("PATCH") == []  # shards never comment
-    assert sorted(artifacts_service.artifacts) == ["evalgate-results-shard-1-of-2", "evalgate-results-shard-2-of-2"]
+    assert sorted(artifacts.artifacts) == ["evalgate-results-shard-1-of-2", "evalgate-results-shard-2-of-2"]
 
     # the baseline: an unsharded run of the same suites in which every case still passed
     whole = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
@@ -79,7 +65,7 @@ def test_two_shards_then_merge_publish_once_with_the_unsharded_verdict(
 
     merge = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
                        inputs={"mode": "merge", "baseline": "baseline.json", "fail-on-regression": "true"},
-                       extra=artifact_env(artifacts_service))
+                       extra=artifact_env(artifacts))
     done = run_entrypoint(ws, merge)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "merging 2 shard artifact(s): evalgate-results-shard-1-of-2, evalgate-results-shard-2-of-2" in done.stdout
@@ -94,7 +80,7 @@ def test_two_shards_then_merge_publish_once_with_the_unsharded_verdict(
     assert len(comments) == 1 and CRITICAL_CASE in comments[0]["body"]
     outputs = ws.outputs()
     assert (outputs["passed"], outputs["exit-code"], outputs["artifact-name"]) == ("false", "1", "evalgate-results")
-    downloaded = official_download(artifacts_service, "evalgate-results", tmp_path / "download")
+    downloaded = official_download(artifacts, "evalgate-results", tmp_path / "download")
     assert sorted(p.name for p in Path(downloaded["downloadPath"]).iterdir()) == ["evalgate-site", "judge-cache.db", "results.db", "results.json"]
     errors = [rest for name, rest in workflow_commands(done.stdout) if name == "error"]
     assert errors and not any("configuration" in rest or "crashed" in rest for rest in errors)  # verdict annotations
@@ -107,10 +93,10 @@ def test_two_shards_then_merge_publish_once_with_the_unsharded_verdict(
 
 @needs_examples
 def test_merge_without_shard_artifacts_is_one_error_line(tmp_path: Path, github: GitHubFake,
-                                                          artifacts_service: ArtifactService) -> None:
+                                                          artifacts: ArtifactService) -> None:
     ws = make_workspace(tmp_path, PASSING)
     env = runner_env(ws, event_name="pull_request", payload=webhook_example("pull_request", "opened"),
-                     api_url=github.url, inputs={"mode": "merge"}, extra=artifact_env(artifacts_service))
+                     api_url=github.url, inputs={"mode": "merge"}, extra=artifact_env(artifacts))
     done = run_entrypoint(ws, env)
     assert done.returncode == 2, done.stdout + done.stderr
     errors = [rest for name, rest in workflow_commands(done.stdout) if name == "error"]
@@ -118,15 +104,15 @@ def test_merge_without_shard_artifacts_is_one_error_line(tmp_path: Path, github:
 
 
 def test_under_act_the_upload_leaves_out_the_field_acts_server_rejects(tmp_path: Path,
-                                                                       artifacts_service: ArtifactService) -> None:
+                                                                       artifacts: ArtifactService) -> None:
     from evalgate.github.artifacts import upload_artifact
 
     results = tmp_path / "results.json"
     results.write_text("{}", encoding="utf-8")
     for env, expected in (({}, "application/zip"), ({"ACT": "true"}, None)):
-        done = upload_artifact(f"a{len(env)}", [results], env={**artifact_env(artifacts_service), **env}, mask=lambda _: None)
+        done = upload_artifact(f"a{len(env)}", [results], env={**artifact_env(artifacts), **env}, mask=lambda _: None)
         assert done.uploaded, done.warning
-        assert artifacts_service.calls("CreateArtifact")[-1]["body"].get("mime_type") == expected
+        assert artifacts.calls("CreateArtifact")[-1]["body"].get("mime_type") == expected
 
 
 def test_cli_merge_compares_with_a_baseline_and_fails_on_a_regression(tmp_path: Path) -> None:
@@ -153,15 +139,15 @@ def test_cli_merge_compares_with_a_baseline_and_fails_on_a_regression(tmp_path: 
 
 @needs_examples
 def test_a_missing_shard_names_what_to_do_in_the_workflow_not_a_cli_flag(
-        tmp_path: Path, github: GitHubFake, artifacts_service: ArtifactService) -> None:
+        tmp_path: Path, github: GitHubFake, artifacts: ArtifactService) -> None:
     ws = make_workspace(tmp_path, PASSING)
     payload = webhook_example("pull_request", "opened")
     env = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
                      inputs={"dataset": "datasets", "baseline": "none", "shard": "1/2"},
-                     extra=artifact_env(artifacts_service))
+                     extra=artifact_env(artifacts))
     assert run_entrypoint(ws, env).returncode == 0  # shard 2/2's job never uploaded
     merge = runner_env(ws, event_name="pull_request", payload=payload, api_url=github.url,
-                       inputs={"mode": "merge"}, extra=artifact_env(artifacts_service))
+                       inputs={"mode": "merge"}, extra=artifact_env(artifacts))
     done = run_entrypoint(ws, merge)
     assert done.returncode == 2, done.stdout + done.stderr
     errors = [rest for name, rest in workflow_commands(done.stdout) if name == "error"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.test_entrypoint import TOKEN, make_workspace, needs_examples, run_entrypoint, runner_env, webhook_example
-from tests.runner.test_conversations import NAME_CONVERSATION
 from tests.servers.github_fake import GitHubFake
 from tests.servers.memory_agent import HISTORY_PATH, MemoryAgent
+from tests.support.action import TOKEN, make_workspace, needs_examples, run_entrypoint, runner_env, webhook_example
+from tests.support.conversations import NAME_CONVERSATION
 
 
 @needs_examples

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_entrypoint import (
+from tests.servers.artifact_service import ArtifactService
+from tests.servers.github_fake import GitHubFake
+from tests.support.action import (
     CRITICAL_CASE,
     FAILING,
     JUDGE_KEY,
@@ -26,19 +28,14 @@ from tests.e2e.test_entrypoint import (
     TOKEN,
     Workspace,
     annotation_props,
-    artifact_env,
     case_lines,
-    have_artifact_tools,
     make_workspace,
-    official_download,
     runner_env,
-    running_azurite,
     secret_free,
     webhook_example,
     workflow_commands,
 )
-from tests.servers.artifact_service import ArtifactService
-from tests.servers.github_fake import GitHubFake
+from tests.support.artifacts import artifact_env, have_artifact_tools, official_download, running_azurite
 from tests.support.docker import REPO_ROOT, build_release_image, docker_available
 from tests.support.docker import TEST_TAG as IMAGE
 
@@ -60,13 +57,7 @@ def image() -> str:
     return IMAGE
 
 
-@pytest.fixture
-def github() -> Iterator[GitHubFake]:
-    with GitHubFake(token=TOKEN) as fake:
-        yield fake
-
-
-@pytest.fixture
+@pytest.fixture  # not tests/support/fixtures.py's: the image runs without the npm tools too (upload then warns)
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArtifactService | None]:
     """The artifact service + Azurite when the npm tools are installed, else None (upload then warns)."""
     if not have_artifact_tools():

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from evalgate.github.annotations import annotation_lines, build_annotations
-from tests.github.test_commands import runner_parse
-from tests.report.test_markdown import failing_case, passing_case, results_doc
+from tests.support.action import runner_parse
+from tests.support.reports import failing_case, passing_case, results_doc
 
 WORKSPACE = "/github/workspace"
 

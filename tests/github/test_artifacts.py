@@ -38,6 +38,7 @@ from evalgate.github.artifacts import (
     validate_artifact_name,
 )
 from tests.servers.artifact_service import ArtifactService, make_runtime_token
+from tests.support.ports import free_port
 
 NODE_DIR = Path(__file__).parent.parent / "node"
 AZURITE_BIN = NODE_DIR / "node_modules" / ".bin" / "azurite-blob"
@@ -50,12 +51,6 @@ ecosystem = pytest.mark.skipif(
     not (AZURITE_BIN.exists() and ARTIFACT_PKG.exists() and shutil.which("node")),
     reason="needs node and tests/node/node_modules (azurite, @actions/artifact): run `npm ci` in tests/node",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def no_sleep_policy(sleeps: list[float] | None = None) -> RetryPolicy:
@@ -72,7 +67,7 @@ class Azurite:
     debug_log: Path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module")  # not tests/support/fixtures.py's: this one keeps Azurite's debug log
 def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
     if not (AZURITE_BIN.exists() and shutil.which("node")):
         pytest.skip("needs node and tests/node/node_modules/.bin/azurite-blob: run `npm ci` in tests/node")

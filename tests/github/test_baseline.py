@@ -282,7 +282,7 @@ def test_query_from_the_actions_context(tmp_path: Path) -> None:
 
 
 def test_merge_group_compares_with_its_base_sha(tmp_path: Path, fake: GitHubArtifactsFake) -> None:
-    from tests.e2e.test_entrypoint import webhook_example
+    from tests.support.action import webhook_example
 
     payload = webhook_example("merge_group", "checks_requested")
     group = payload["merge_group"]

@@ -4,6 +4,7 @@
 legacy TryParse): V2 needs ``::`` at the start after trimming leading whitespace, then the next
 ``::`` separates ``name props`` from the data; legacy finds ``##[`` anywhere and reads to ``]``.
 Properties are split on ``,`` and ``=`` and unescaped (``%3A``, ``%2C``, ``%0D``, ``%0A``, ``%25`` last).
+``runner_parse`` is tests/support/action.py's, shared with the annotation tests.
 """
 
 from __future__ import annotations
@@ -26,43 +27,7 @@ from evalgate.github.commands import (
     warning,
 )
 from evalgate.safety.redact import register_secret
-
-REGISTERED = {"error", "warning", "notice", "add-mask", "stop-commands", "set-output", "debug", "group", "echo"}
-
-
-def _unescape_data(text: str) -> str:
-    return text.replace("%0D", "\r").replace("%0A", "\n").replace("%25", "%")
-
-
-def _unescape_property(text: str) -> str:
-    for escaped, raw in (("%0D", "\r"), ("%0A", "\n"), ("%3A", ":"), ("%2C", ","), ("%25", "%")):
-        text = text.replace(escaped, raw)
-    return text
-
-
-def runner_parse(line: str) -> tuple[str, dict[str, str], str] | None:
-    """(command, properties, data) as the runner would see ``line``, or None for plain output."""
-    trimmed = line.lstrip()
-    if trimmed.startswith("::"):
-        end = trimmed.find("::", 2)
-        if end >= 0:
-            info = trimmed[2:end]
-            name, _, props = info.partition(" ")
-            if name in REGISTERED:
-                properties = {}
-                for pair in filter(None, props.strip().split(",")):
-                    key, sep, value = pair.partition("=")
-                    if sep and key and value:
-                        properties[key] = _unescape_property(value)
-                return name, properties, _unescape_data(trimmed[end + 2:])
-    start = line.find("##[")
-    if start >= 0:
-        close = line.find("]", start)
-        if close >= 0:
-            name = line[start + 3: close].split(" ")[0]
-            if name in REGISTERED:
-                return name, {}, line[close + 1:]
-    return None
+from tests.support.action import runner_parse
 
 
 def runner_lines(output: str) -> list[str]:

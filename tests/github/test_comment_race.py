@@ -198,7 +198,7 @@ def test_the_action_ignores_a_forged_marker_and_replaces_only_its_own_comment(tm
     """Through the Action's entry module: a pull request whose conversation holds a comment by another user with
     evalgate's marker and a stamp from the future. The run posts its own report (not the forged text) and the
     forged comment is left as it was; a later workflow run replaces evalgate's comment only."""
-    from tests.e2e.test_entrypoint import PASSING, make_workspace, run_entrypoint, runner_env, webhook_example
+    from tests.support.action import PASSING, make_workspace, run_entrypoint, runner_env, webhook_example
 
     payload = webhook_example("pull_request", "opened")  # skips without the npm examples
     repo, number = "Codertocat/Hello-World", payload["number"]

@@ -18,7 +18,7 @@ from evalgate.github.outputs import (
     write_outputs,
     write_summary_report,
 )
-from tests.report.test_markdown import failing_case, results_doc
+from tests.support.reports import failing_case, results_doc
 
 
 def runner_read_outputs(text: str) -> dict[str, str]:

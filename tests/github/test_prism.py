@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ import pytest
 
 from evalgate.github.api import GitHubAPI
 from evalgate.github.comment import upsert_comment
+from tests.support.ports import free_port
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node" / "node_modules"
 PRISM = NODE_DIR / ".bin" / "prism"
@@ -52,12 +52,6 @@ def github_spec() -> Path:
         if (SPEC_DIR / name).is_file():
             return SPEC_DIR / name
     pytest.skip(f"no api.github.com description found in {SPEC_DIR}")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_until_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from evalgate.github.workspace import hand_over, missing_ancestors, owner_of
-from tests.e2e.test_entrypoint import PASSING, TOKEN, make_workspace, run_entrypoint, runner_env, webhook_example
 from tests.servers.github_fake import GitHubFake
+from tests.support.action import PASSING, TOKEN, make_workspace, run_entrypoint, runner_env, webhook_example
 
 RUNNER_UID = 1001  # the runner user on GitHub-hosted runners
 pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,

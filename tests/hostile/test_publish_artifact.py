@@ -13,11 +13,9 @@ import zipfile
 from pathlib import Path
 
 from evalgate.github.validate import prune
-from tests.e2e.test_entrypoint import run_entrypoint, workflow_commands
-from tests.github.test_relay import HEAD_SHA, PR, REPO, evaluate_fork_run, github, publish_env, workflow_run_event
 from tests.servers.github_fake import GitHubFake
-
-__all__ = ["github"]  # the fixture
+from tests.support.action import run_entrypoint, workflow_commands
+from tests.support.relay import HEAD_SHA, PR, REPO, evaluate_fork_run, publish_env, workflow_run_event
 
 
 def tampered(data: bytes) -> bytes:

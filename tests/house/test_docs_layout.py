@@ -6,26 +6,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from tests.support.docs import nav_pages
 from tools import docs_reference
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
-
-
-def nav_pages(items: Any) -> list[str]:
-    if isinstance(items, str):
-        return [items]
-    if isinstance(items, list):
-        return [page for item in items for page in nav_pages(item)]
-    if isinstance(items, dict):
-        return [page for value in items.values() for page in nav_pages(value)]
-    return []
 
 
 def pages() -> list[Path]:

@@ -10,26 +10,16 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from evalgate.cli.main import main as cli_main
+from tests.support.docs import nav_pages
 from tools import docs_reference
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-
-
-def nav_pages(items: Any) -> list[str]:
-    if isinstance(items, str):
-        return [items]
-    if isinstance(items, list):
-        return [page for item in items for page in nav_pages(item)]
-    if isinstance(items, dict):
-        return [page for value in items.values() for page in nav_pages(value)]
-    return []
 
 
 def test_the_generated_reference_pages_match_the_code() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from evalgate.demo.judge import judge_server
-from tests.judges.test_calibration import cli, judge_args, run, suite  # noqa: F401  (suite: the fixture)
+from tests.support.calibration import cli, judge_args, run
 
 FILE = Path("labels") / "judge-calibration.json"
 
@@ -36,7 +36,7 @@ def edit(metric: str, **changes: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("keep_pairs", [False, True], ids=["confusion-only", "with-pairs"])
-def test_a_hand_edited_kappa_does_not_admit_an_uncalibrated_judge(suite: Path, keep_pairs: bool) -> None:  # noqa: F811
+def test_a_hand_edited_kappa_does_not_admit_an_uncalibrated_judge(suite: Path, keep_pairs: bool) -> None:
     with judge_server(mode="random") as judge:
         assert cli("calibrate", "-d", "cases.yaml", "-o", "out", *judge_args(judge.base_url, "random"))[0] == 1
         stored = next(r for r in records()["calibrations"] if r["metric"] == "policy")
@@ -57,7 +57,7 @@ def test_a_hand_edited_kappa_does_not_admit_an_uncalibrated_judge(suite: Path, k
     assert "the recomputed values are used" in text
 
 
-def test_summary_numbers_without_labels_and_verdicts_vouch_for_nothing(suite: Path) -> None:  # noqa: F811
+def test_summary_numbers_without_labels_and_verdicts_vouch_for_nothing(suite: Path) -> None:
     with judge_server() as judge:
         assert cli("calibrate", "-d", "cases.yaml", "-o", "out", *judge_args(judge.base_url))[0] == 0
         edit("policy", confusion=None, pairs=None, n=400, kappa=0.99)
@@ -71,7 +71,7 @@ def test_summary_numbers_without_labels_and_verdicts_vouch_for_nothing(suite: Pa
     assert document["calibration"]["metrics"]["correctness"]["status"] == "calibrated"  # untouched: still vouches
 
 
-def test_a_calibration_measured_at_one_endpoint_does_not_admit_another(suite: Path) -> None:  # noqa: F811
+def test_a_calibration_measured_at_one_endpoint_does_not_admit_another(suite: Path) -> None:
     with judge_server() as judge:
         assert cli("calibrate", "-d", "cases.yaml", "-o", "out", *judge_args(judge.base_url))[0] == 0
         parts = records()["calibrations"][0]["parts"]
@@ -99,7 +99,7 @@ def test_endpoint_normalisation() -> None:
     assert endpoint_of(None) is None and endpoint_of(" ") is None
 
 
-def test_a_calibration_record_the_base_run_did_not_use_is_a_gate_change(suite: Path) -> None:  # noqa: F811
+def test_a_calibration_record_the_base_run_did_not_use_is_a_gate_change(suite: Path) -> None:
     with judge_server() as judge:
         assert cli("calibrate", "-d", "cases.yaml", "-o", "base", *judge_args(judge.base_url))[0] == 0
         code, out, err = cli("run", "-d", "cases.yaml", "-o", "base", "--progress", "none", *judge_args(judge.base_url))
@@ -123,7 +123,7 @@ def test_a_calibration_record_the_base_run_did_not_use_is_a_gate_change(suite: P
 
 
 def test_a_pull_request_run_reads_calibrations_from_the_file_not_from_a_results_db_in_the_checkout(
-        suite: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        suite: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A results.db in the output directory may be the pull request's own (committed with forged records): in a
     pull-request run only the calibration file counts, and it is compared with the base run's."""
     with judge_server() as judge:

@@ -16,8 +16,8 @@ from evalgate.calls.runtime import Runtime
 from evalgate.config.settings import Settings
 from evalgate.judges.factory import build_judge
 from evalgate.metrics.registry import MetricUnavailable
-from tests.judges.test_client import ANSWER, CASE, ENV, KEY
 from tests.servers.openai_server import Judge, OpenAIServer, Rule
+from tests.support.judging import ANSWER, CASE, ENV, KEY
 
 CLIENTS = ("direct", "openai-sdk")
 

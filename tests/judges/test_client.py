@@ -20,12 +20,7 @@ from evalgate.metrics.golden import response_quality
 from evalgate.metrics.registry import MetricContext, MetricUnavailable
 from evalgate.model import Answer, Case
 from tests.servers.openai_server import INJECTION_PHRASE, INVALID_JSON_TEXT, Judge, OpenAIServer, Rule
-
-KEY = "sk-judge-test-0f1e2d3c4b5a"
-ENV = {"LOCAL_JUDGE_API_KEY": KEY, "OPENAI_API_KEY": KEY}
-CASE = Case(id="c1", input="Should I drop Giannis on a rumour?", expected_output="No, wait for official news.",
-            passing_criteria="advises waiting for confirmation", retrieval_context=["Giannis is listed as probable."])
-ANSWER = Answer(output="Wait for the official injury report before dropping him.")
+from tests.support.judging import ANSWER, CASE, ENV, KEY
 
 
 def settings_for(server: OpenAIServer, tmp_path: Path, **values: Any) -> Settings:

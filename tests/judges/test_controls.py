@@ -50,7 +50,7 @@ def good(prompt: str) -> float:
     return 1.0 if kept and negations(answer) == negations(str(expected)) else 0.0
 
 
-@pytest.fixture
+@pytest.fixture  # not tests/support/fixtures.py's calibration suite: this one has no human labels
 def suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("EVALGATE_CALIBRATION", "EVALGATE_NO_GATE", "GITHUB_ACTIONS", "GITHUB_EVENT_PATH",
                  "GITHUB_STEP_SUMMARY"):

@@ -10,7 +10,6 @@ still stops with exit 2 naming it, and the PR's own evalgate.yaml cannot turn th
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,8 @@ import pytest
 from evalgate.config.trust import without_secrets
 from evalgate.model import MetricResult, MetricStatus, Threshold
 from evalgate.verdict.gate import case_verdict
-from tests.e2e.test_entrypoint import TOKEN, make_workspace, run_entrypoint, runner_env, webhook_example
 from tests.servers.github_fake import GitHubFake
+from tests.support.action import make_workspace, run_entrypoint, runner_env, webhook_example
 
 RULES_SUITE = """\
 suite: {name: helpdesk}
@@ -55,12 +54,6 @@ cases:
       - criteria: The answer greets the user.
         threshold: 0.7
 """
-
-
-@pytest.fixture
-def github() -> Iterator[GitHubFake]:
-    with GitHubFake(token=TOKEN) as fake:
-        yield fake
 
 
 def fork_event() -> dict[str, Any]:

@@ -25,7 +25,7 @@ import yaml
 from evalgate.cli.main import main as cli_main
 from evalgate.github.publish import render_comment
 from evalgate.report.markdown import SourceLinks
-from tests.report.test_html import CHROMIUM_FLAGS
+from tests.support.dom import CHROMIUM_FLAGS
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = Path(os.environ.get("EVALGATE_SCREENSHOT_DIR") or ROOT / "screenshots")

@@ -3,25 +3,21 @@ of hostile markup), checked as text and as the DOM headless Chromium builds from
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import json
 import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from evalgate.cli.main import main as cli_main
 from evalgate.report.html import render_html
 from evalgate.safety.redact import register_environment
+from tests.support.cli import run_cli
+from tests.support.dom import CHROMIUM_FLAGS, Node, parse
 
 ROOT = Path(__file__).resolve().parents[2]
 FAILING = ROOT / "datasets" / "failing"
@@ -40,17 +36,6 @@ test_cases:
     expected_competitor_mentions: ["Salesforce"]
     expected_ranked_list: ["HubSpot", "Salesforce"]
 """
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync")
-
-
-def run_cli(*argv: Any) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli_main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """``evalgate run`` on the failing suite plus the hostile case, then ``evalgate report --format html``."""
@@ -68,61 +53,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# a tiny DOM built with the standard library's parser
-
-
-@dataclass
-class Node:
-    tag: str
-    attrs: dict[str, str]
-    children: list[Node] = field(default_factory=list)
-    text: list[str] = field(default_factory=list)
-
-    def walk(self) -> Iterator[Node]:
-        yield self
-        for child in self.children:
-            yield from child.walk()
-
-    def find_all(self, tag: str, **attrs: str) -> list[Node]:
-        return [n for n in self.walk() if n.tag == tag and all(n.attrs.get(k.rstrip("_")) == v for k, v in attrs.items())]
-
-    def classes(self) -> set[str]:
-        return set(self.attrs.get("class", "").split())
-
-    def all_text(self) -> str:
-        return "".join(self.text) + "".join(c.all_text() for c in self.children)
-
-
-VOID = {"meta", "link", "br", "hr", "img", "input", "source", "wbr", "area", "base", "col", "embed", "track"}
-
-
-class DomBuilder(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.root = Node("#document", {})
-        self.stack = [self.root]
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        node = Node(tag, {k: v or "" for k, v in attrs})
-        self.stack[-1].children.append(node)
-        if tag not in VOID:
-            self.stack.append(node)
-
-    def handle_endtag(self, tag: str) -> None:
-        for depth in range(len(self.stack) - 1, 0, -1):
-            if self.stack[depth].tag == tag:
-                del self.stack[depth:]
-                return
-
-    def handle_data(self, data: str) -> None:
-        self.stack[-1].text.append(data)
-
-
-def parse(html: str) -> Node:
-    builder = DomBuilder()
-    builder.feed(html)
-    builder.close()
-    return builder.root
+# the report's DOM (tests/support/dom.py)
 
 
 def assert_report_dom(dom: Node, document: dict[str, Any]) -> None:

@@ -5,7 +5,6 @@ documents."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import re
@@ -15,22 +14,15 @@ from typing import Any
 
 import pytest
 
-from evalgate.cli.main import main as cli_main
 from evalgate.report.console import call_summary, make_console, render_report, spend_lines
 from evalgate.report.html import render_html
 from evalgate.report.markdown import render_comment, render_summary
 from tests.servers.openai_server import Judge, OpenAIServer, Rule
+from tests.support.cli import run_cli
 
 KEY = "sk-report-spend-judge-0123456789"
 CASES = [{"id": f"q{i}", "input": f"What about topic-{i}?", "output": f"Topic {i} is covered.",
           "risk_level": "critical" if i == 1 else "medium", "metrics": ["relevancy"]} for i in range(3)]
-
-
-def run_cli(*argv: Any) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli_main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
 
 
 class Scores:

@@ -18,24 +18,7 @@ from evalgate.demo.judge import judge_server
 from tests.servers.agent_server import AgentReply, AgentServer
 from tests.servers.memory_agent import HISTORY_PATH, SESSION_PATH, MemoryAgent, facts_of, learn, reply_to
 from tests.servers.openai_server import Judge, OpenAIServer, Rule
-
-NAME_CONVERSATION = """\
-- id: remembers-name
-  evolution_type: multi_turn
-  turns:
-    - user: Hello, my name is Ana.
-      tools_should_include: [remember]
-    - user: I like chess.
-    - user: What is my name?
-      expected_keywords: [Ana]
-      tools_should_include: [recall]
-    - user: Thanks!
-  expected_keywords: [Ana]
-- id: single-turn
-  input: What is my name?
-  expected_keywords: [know]
-"""
-
+from tests.support.conversations import NAME_CONVERSATION
 
 ONLY_CONVERSATION = NAME_CONVERSATION[:NAME_CONVERSATION.index("- id: single-turn")]
 

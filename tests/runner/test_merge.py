@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import shutil
 import sqlite3
@@ -13,23 +12,16 @@ from typing import Any
 
 import pytest
 
-from evalgate.cli.main import main as cli_main
 from evalgate.errors import UserError
 from evalgate.runner.merge import add_judge_spend, merge_runs, recorded_thresholds
 from evalgate.store.reader import load_document
 from tests.servers.github_fake import GitHubFake
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASETS = [ROOT / "datasets" / name for name in ("brand-mentions", "wikipedia-agent", "failing")]
 SHARDS = 3
 COMPARED = ("summary", "metrics", "thresholds", "thresholds_passed", "breakdowns")
-
-
-def run_cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli_main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
 
 
 def evaluate(output_dir: Path, *extra: str) -> int:

@@ -4,8 +4,6 @@ versions and calibration, and a shard that lacked the calibration makes the merg
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shutil
 from pathlib import Path
@@ -13,20 +11,13 @@ from typing import Any
 
 import pytest
 
-from evalgate.cli.main import main as cli_main
 from evalgate.demo.judge import judge_server
+from tests.support.cli import run_cli as cli
 
 KEY = "sk-merge-judging-test"
 FACTS = [("Tyrese Maxey", "28.4 points"), ("Alex Caruso", "1.7 steals"), ("Domantas Sabonis", "13.7 rebounds"),
          ("Stephen Curry", "4.8 threes"), ("Nikola Jokic", "22 triple-doubles"), ("Victor Wembanyama", "3.6 blocks")]
 LIVE = Path(__file__).resolve().parents[2] / "datasets" / "live"
-
-
-def cli(*argv: Any) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli_main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,6 @@ second call) they pass one repeat of two — a flaky case that fails under the m
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 from collections.abc import Iterator
@@ -18,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from evalgate.cli.main import main as cli_main
 from evalgate.runner.merge import merge_runs, summed_calls
 from tests.servers.openai_server import Judge, OpenAIServer
+from tests.support.cli import run_cli
 
 KEY = "sk-merge-repeats-judge-0123456789"
 SHARDS = 3
@@ -32,13 +30,6 @@ CASES = [
      "risk_level": RISKS[i % len(RISKS)], "category": "odd" if i % 2 else "even", "metrics": ["relevancy"]}
     for i in range(12)
 ]
-
-
-def run_cli(*argv: Any) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli_main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
 
 
 class ScriptedJudge:

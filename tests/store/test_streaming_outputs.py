@@ -11,7 +11,6 @@ a streamed one stays where it was. The outputs equal the in-memory functions' (`
 
 from __future__ import annotations
 
-import contextlib
 import io
 import itertools
 import json
@@ -25,7 +24,6 @@ from typing import Any
 import pytest
 
 from bench.streaming import synthesize
-from evalgate.cli.main import main as cli_main
 from evalgate.config.sections import PublishSettings
 from evalgate.config.settings import Settings
 from evalgate.export import langfuse
@@ -39,19 +37,13 @@ from evalgate.runner.merge import merge_runs
 from evalgate.store import results_json, sqlite
 from evalgate.store.results_json import StreamedDocument
 from tests.servers.langfuse_server import LangfuseServer
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASETS = ("golden-dataset", "failing", "wikipedia-agent")
 SMALL = 100
 """Case records in the small file (at least the template run's: every distinct record is in both)."""
 CHUNK = 16 * 1024
-
-
-def run_cli(*argv: str | Path) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli_main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")

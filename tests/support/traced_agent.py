@@ -3,19 +3,11 @@ receiver: the agent writes its port to a file, evalgate's receiver listens on a 
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-
-
-def free_port() -> int:
-    """A loopback port free at the time of asking (the receiver binds it a moment later)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def traced_env(env: Mapping[str, str], traces_port: int) -> dict[str, str]:

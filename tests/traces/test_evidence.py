@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.support.traced_agent import free_port, run_against_agent, traced_env
+from tests.support.ports import free_port
+from tests.support.traced_agent import run_against_agent, traced_env
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT = REPO / "tests" / "fixtures" / "otel_evidence_agent.py"

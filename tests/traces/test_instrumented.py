@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.servers.tool_model import ToolModelServer
-from tests.support.traced_agent import free_port, run_against_agent, traced_env
+from tests.support.ports import free_port
+from tests.support.traced_agent import run_against_agent, traced_env
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT = REPO / "tests" / "fixtures" / "otel_openai_agent.py"

@@ -12,16 +12,13 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 import yaml
 
 from evalgate.report.markdown import render_summary
-from evalgate.store.results_json import SCHEMA_PATH
 from evalgate.verdict.policy import (
     CaseSet,
     approval,
@@ -30,38 +27,16 @@ from evalgate.verdict.policy import (
     loosenings,
     unknown,
 )
-from tests.e2e.test_entrypoint import make_workspace, run_entrypoint, runner_env
+from tests.support.action import make_workspace, run_entrypoint, runner_env
+from tests.support.gate import Ran, policy, pr_event, results
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "datasets" / "brand-mentions" / "fixtures.yaml"
-SCHEMA = json.loads(SCHEMA_PATH.read_text())
 CRITICAL = ("test_001_basic_mention", "test_002_word_boundary")
 LABEL = "evalgate-gate-change-approved"
 
 
 # ---- the pure comparison ----------------------------------------------------------------------------------
-
-def policy(**changes: Any) -> dict[str, Any]:
-    """A hand-written snapshot (the shape ``verdict.policy.snapshot`` writes)."""
-    base: dict[str, Any] = {
-        "version": 1,
-        "thresholds": {"hit_rate": {"min": 0.8}, "num_tokens": {"max": 4000.0}, "faithfulness": {"gt": 0.5}},
-        "threshold_origins": {"hit_rate": "evalgate.yaml: thresholds"},
-        "ungated": ["latency_ms"],
-        "gate_changes": "report", "significance_level": 0.05, "fail_on_regression": True, "strict_metrics": True,
-        "fail_on_critical": True, "min_pass_rate": 0.9, "max_errored": 0, "repeat_rule": "majority",
-        "calibration": "required", "calibration_min_kappa": 0.6, "calibration_min_labels": 30,
-        "calibration_floors": {"faithfulness": {"min_kappa": 0.7}},
-        "selection": {"case_ids": 0, "first_n": None, "category": [], "tags": []},
-        "regression_tolerance": {"latency_ms": {"abs": 50.0, "rel": 0.1}},
-        "optional_metrics": {"": ["context_recall"]},
-        "origins": {"significance_level": "evalgate.yaml: significance_level"},
-        "cases": {"count": 4, "digest": "x", "ids": ["a", "b", "c", "d"],
-                  "critical": {"count": 2, "digest": "y", "ids": ["a", "b"]}},
-    }
-    base.update(changes)
-    return base
-
 
 def kinds(found: list[dict[str, Any]]) -> list[str]:
     return [item["kind"] for item in found]
@@ -261,40 +236,6 @@ def evalgate(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subpro
                           text=True, timeout=120)
 
 
-@dataclass
-class Ran:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-@pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Callable[..., Ran]:
-    """``evalgate ARGS`` in this process (``evalgate.cli.main.main``, what the console script calls): the
-    same parser, settings layers and run, without a new interpreter's start-up."""
-    from evalgate.cli.main import main
-
-    def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Ran:
-        with monkeypatch.context() as patch:
-            for name in [n for n in os.environ if n.startswith(("EVALGATE_", "GITHUB_", "INPUT_"))]:
-                patch.delenv(name)
-            for name, value in {"EVALGATE_JUDGE_SHARED_CACHE": "none", **(env or {})}.items():
-                patch.setenv(name, value)
-            patch.chdir(cwd)
-            capsys.readouterr()
-            code = main([*args, "--progress", "none"] if args[0] == "run" else list(args))
-            out = capsys.readouterr()
-        return Ran(code, out.out, out.err)
-
-    return run
-
-
-def results(directory: Path) -> dict[str, Any]:
-    document = json.loads((directory / "results.json").read_text(encoding="utf-8"))
-    jsonschema.validate(document, SCHEMA)
-    return document
-
-
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The base branch's run: default policy, thresholds of evalgate.yaml, 4 cases, 2 critical."""
@@ -381,15 +322,6 @@ def test_a_base_run_without_a_policy_is_said_once(tmp_path: Path, base: Path, cl
 
 
 # ---- through the Action's entry module ------------------------------------------------------------------------
-
-def pr_event(labels: list[str]) -> dict[str, Any]:
-    repo = {"full_name": "octo/evalgate-demo"}
-    return {"action": "labeled", "number": 2, "repository": repo,
-            "pull_request": {"number": 2, "labels": [{"name": name, "color": "ededed"} for name in labels],
-                             "base": {"ref": "main", "repo": repo},
-                             "head": {"ref": "loosen", "sha": "ec26c3e57ca3a959ca5aad62de7213c562f8c821",
-                                      "repo": repo}}}
-
 
 def action_run(tmp_path: Path, base: Path, *, config: dict[str, Any], labels: list[str],
                inputs: dict[str, str] | None = None, in_process: pytest.MonkeyPatch | None = None

@@ -25,14 +25,8 @@ import yaml
 from evalgate.demo.judge import CHAT_PATHS, make_chat
 from evalgate.demo.server import JsonServer
 from evalgate.verdict.policy import loosenings
-from tests.e2e.test_entrypoint import make_workspace, runner_env
-from tests.verdict import test_gate_changes
-from tests.verdict.test_gate_changes import Ran, policy, pr_event, results
-
-cli = test_gate_changes.cli  # the fixture: ``evalgate ARGS`` in this process
-
-PR_ENV = {"GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "pull_request"}
-
+from tests.support.action import make_workspace, runner_env
+from tests.support.gate import ENV, JUDGE, PR_ENV, Ran, Suite, case, full, ids, policy, pr_event, results
 
 # ---- the system under test and its judge, on loopback -------------------------------------------------------
 
@@ -94,50 +88,6 @@ def judge() -> Iterator[str]:
 
 
 # ---- datasets ---------------------------------------------------------------------------------------------
-
-def ids(n: int) -> list[str]:
-    width = max(2, len(str(n)))
-    return [f"c{i:0{width}d}" for i in range(1, n + 1)]
-
-
-def case(case_id: str, *, bad: bool, critical: bool, expected_output: bool = False) -> dict[str, Any]:
-    entry: dict[str, Any] = {"id": case_id, "input": f"which document answers {case_id}",
-                             "expected_sources": [f"doc-{case_id}"],
-                             "output": f"answer for {case_id}",
-                             "sources": [f"wrong-{case_id}" if bad else f"doc-{case_id}"]}
-    if expected_output:  # the bad answer is the text, its sources stay right
-        entry["sources"] = [f"doc-{case_id}"]
-        entry["expected_output"] = f"the refund policy for {case_id} allows returns within thirty days"
-        entry["output"] = ("bananas grow in warm places" if bad
-                           else f"the refund policy for {case_id} allows returns within thirty days")
-    if critical:
-        entry["risk_level"] = "critical"
-    return entry
-
-
-@dataclass
-class Suite:
-    """A workspace's dataset and evalgate.yaml, written by ``write``."""
-
-    n: int = 10
-    critical: tuple[str, ...] = ("c01",)
-    bad: tuple[str, ...] = ()
-    config: dict[str, Any] = field(default_factory=lambda: {"thresholds": {"hit_rate": 0.8}})
-    expected_output: bool = False
-    edit: Callable[[list[dict[str, Any]], Path], None] | None = None
-    """The PR's change to its cases (and files beside them)."""
-
-    def write(self, folder: Path) -> Path:
-        folder.mkdir(parents=True, exist_ok=True)
-        cases = [case(i, bad=i in self.bad, critical=i in self.critical, expected_output=self.expected_output)
-                 for i in ids(self.n)]
-        if self.edit is not None:
-            self.edit(cases, folder)
-        (folder / "cases.yaml").write_text(yaml.safe_dump({"suite": {"name": "support"}, "test_cases": cases},
-                                                          sort_keys=False), encoding="utf-8")
-        (folder / "evalgate.yaml").write_text(yaml.safe_dump(self.config), encoding="utf-8")
-        return folder
-
 
 # ---- the attacks ------------------------------------------------------------------------------------------
 
@@ -274,9 +224,6 @@ def listed_text(attack: Attack) -> str:
     return attack.listed.replace("SHARD", shard_without_c01())
 
 
-ENV = {"OPENAI_API_KEY": "sk-test-not-a-secret-0000"}
-
-
 @pytest.fixture(scope="module")
 def bases(tmp_path_factory: pytest.TempPathFactory, agent: tuple[Agent, str], judge: str) -> dict[str, Path]:
     """Each attack's base branch run (exit 0), by attack name; through ``evalgate run`` in this process."""
@@ -371,18 +318,6 @@ def test_the_action_lists_each_change_and_fails_without_the_label(
 
 
 # ---- the pure comparison of the settings added ------------------------------------------------------------
-
-JUDGE = {"provider": "openai", "model": "strict", "base_url": "https://judge.example", "temperature": 0.0,
-         "temperatures": {}, "samples": 1, "seed": 1, "output": "auto"}
-
-
-def full(**changes: Any) -> dict[str, Any]:
-    recorded: dict[str, Any] = {
-        "repeat": 3, "answer_source": {"target": "http", "identity": "a"}, "judge": dict(JUDGE), "simulator": "sim-a",
-        "metric_definitions": {"exact": {"digest": "d1", "origin": "file://checks.py:exact"}},
-        "suites": {"": "s0", "support": "s1"}, "max_answer_chars": 20000, "traces": True, "pairwise": True}
-    return policy(**{**recorded, **changes})
-
 
 @pytest.mark.parametrize(("change", "text"), [
     ({"repeat": 1}, "repeat 3 → 1 (repeat_rule majority: fewer tries to show a flaky case)"),

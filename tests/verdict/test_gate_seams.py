@@ -21,11 +21,7 @@ import pytest
 import yaml
 
 from evalgate.verdict.policy import loosenings
-from tests.verdict import test_gate_changes
-from tests.verdict.test_gate_changes import Ran, results
-from tests.verdict.test_gate_loosening_paths import ENV, PR_ENV, Suite, full
-
-cli = test_gate_changes.cli  # the fixture: ``evalgate ARGS`` in this process
+from tests.support.gate import ENV, PR_ENV, Ran, Suite, full, results
 
 RULES = [{"type": "not_contains", "value": "password"}]
 
@@ -233,7 +229,7 @@ def test_a_marked_dispatch_run_fails_the_prs_loosening_under_gate_changes_fail(
 def test_the_actions_untrusted_checkout_input_marks_the_whole_run(
         tmp_path: Path, cli: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch) -> None:
     from evalgate.cli.action import run_action
-    from tests.e2e.test_entrypoint import make_workspace, runner_env
+    from tests.support.action import make_workspace, runner_env
 
     base = Suite(critical=()).write(tmp_path / "base")
     assert cli("run", "-d", "cases.yaml", "-o", "out", cwd=base, env=ENV).returncode == 0
@@ -262,7 +258,7 @@ def test_the_mark_in_the_steps_env_guards_secrets_in_the_action_too(tmp_path: Pa
     """``EVALGATE_UNTRUSTED_CHECKOUT`` on the Action's step (not the input) is the same mark: the checkout's
     ``judge_base_url`` is refused, as with the input (before, the env made the run untrusted for evidence only)."""
     from evalgate.cli.action import run_action
-    from tests.e2e.test_entrypoint import make_workspace, runner_env
+    from tests.support.action import make_workspace, runner_env
 
     ws = make_workspace(tmp_path / "runner", ())
     Suite(config={"thresholds": {"hit_rate": 0.8}, "judge_provider": "openai",

@@ -449,7 +449,7 @@ def test_committed_simulation_results_meet_the_targets() -> None:
 
 def test_flaky_cases_carry_a_wilson_interval_of_their_pass_probability() -> None:
     from evalgate.verdict.repeats import RepeatSink
-    from tests.verdict.test_repeats import Counting, F, P, result
+    from tests.support.repeats import Counting, F, P, result
 
     sink = RepeatSink(Counting(), repeat=5)
     for r, status in enumerate([P, P, P, P, F]):
@@ -509,8 +509,7 @@ def test_every_report_leads_with_new_failures_then_significant_metrics_then_the_
     from evalgate.report.console import render_comparison as console_comparison
     from evalgate.report.html import render_html
     from evalgate.report.markdown import render_comparison as markdown_comparison
-    from tests.cli.test_compare import BASE_VALUES, document
-    from tests.report.test_markdown import render, results_doc
+    from tests.support.reports import BASE_VALUES, document, render, results_doc
 
     base = document("base", BASE_VALUES, risks={4: "critical"})
     head = document("head", [v - 0.05 for v in BASE_VALUES], risks={4: "critical"}, failed={4, 9})

@@ -19,34 +19,13 @@ import pytest
 from evalgate.config.options import MetricOptions
 from evalgate.config.settings import Settings
 from evalgate.metrics.registry import all_metrics
-from evalgate.model import Answer, Case, CaseResult, CaseStatus, MetricResult, MetricStatus, Threshold
+from evalgate.model import Answer, Case, CaseStatus, MetricStatus, Threshold
 from evalgate.runner.engine import CasePlan, Engine
 from evalgate.store.results_json import SCHEMA_PATH
 from evalgate.verdict import stats
 from evalgate.verdict.aggregate import RunAggregate
 from evalgate.verdict.repeats import RepeatSink, apply_report, case_status, collapse_repeats, summarise_case
-
-MIN_09 = Threshold(op="min", value=0.9)
-P, F, E, S = CaseStatus.passed, CaseStatus.failed, CaseStatus.errored, CaseStatus.skipped
-
-
-def metric(value: float | None, status: MetricStatus | None = None, **details: Any) -> MetricResult:
-    if status is None:
-        status = MetricStatus.passed if value is not None and value >= 0.9 else MetricStatus.failed
-    return MetricResult(value=value, threshold=MIN_09, passed=status is MetricStatus.passed if value is not None else None,
-                        status=status, reason=None if status is MetricStatus.passed else f"{status.value} here",
-                        details=details)
-
-
-def result(case_id: str, repeat: int, status: CaseStatus, *, index: int = 0, risk: str = "medium",
-           metrics: dict[str, MetricResult] | None = None, tokens: int | None = None,
-           latency: float | None = None, cost: float | None = None) -> CaseResult:
-    return CaseResult(id=case_id, index=index, risk_level=risk, source=f"cases.yaml:{index + 3}", status=status,
-                      passed=status is P, repeat=repeat, metrics=metrics or {},
-                      reasons=[] if status is P else [f"{case_id} r{repeat} {status.value}"],
-                      error="target failed: boom" if status is E else None,
-                      num_tokens=tokens, latency_ms=latency, cost_usd=cost)
-
+from tests.support.repeats import Counting, E, F, P, S, metric, result
 
 # ── collapsing ────────────────────────────────────────────────────────────────────────────────
 
@@ -92,16 +71,6 @@ def test_a_metric_without_values_keeps_its_most_severe_status() -> None:
 
 
 # ── the sink ──────────────────────────────────────────────────────────────────────────────────
-
-
-class Counting:
-    """Downstream sink that records what it is given."""
-
-    def __init__(self) -> None:
-        self.results: list[CaseResult] = []
-
-    def add(self, item: CaseResult) -> None:
-        self.results.append(item)
 
 
 def test_sink_counts_cases_not_repeats_and_holds_only_pending_cases() -> None:

@@ -5,7 +5,6 @@ headless Chromium (``--dump-dom``), and as a static export opened from disk."""
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import re
@@ -23,9 +22,9 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
-from evalgate.cli.main import main as cli_main
-from tests.report.test_html import CHROMIUM_FLAGS, Node, parse
 from tests.servers.openai_server import Judge, OpenAIServer
+from tests.support.cli import run_cli
+from tests.support.dom import CHROMIUM_FLAGS, Node, parse
 
 KEY = "sk-view-test-key-4242-do-not-leak"
 CRITERIA = "The answer names the topic of the question and gives a next step."
@@ -94,13 +93,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     ids = [json.loads((root / name / "results.json").read_text(encoding="utf-8"))["run_id"]
            for name in ("one", "two", "three")]
     return {"root": root, "db": root / "results.db", "ids": ids}
-
-
-def run_cli(*argv: Any) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli_main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
 
 
 def chromium() -> str:
