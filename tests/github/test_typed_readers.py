@@ -9,7 +9,7 @@ import pytest
 from evalgate.github import annotations
 from evalgate.model import CaseResult
 from evalgate.store.reader import read_case
-from tests.report.test_markdown import failing_case, results_doc
+from tests.support.reports import failing_case, results_doc
 
 
 def test_read_case_drops_only_the_malformed_parts() -> None:

@@ -22,7 +22,7 @@ from evalgate.github import annotations
 from evalgate.model import CaseResult
 from evalgate.report.documents import build_document
 from evalgate.store.reader import STAND_IN_ID, read_case, read_metrics, recorded
-from tests.report.test_markdown import failing_case, results_doc
+from tests.support.reports import failing_case, results_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 
