@@ -61,6 +61,7 @@ from evalgate.verdict.calibration import (
     recompute,
     standing,
 )
+from evalgate.verdict.reasons import calibration_reason, judge_line, not_gating_note
 
 # --- where records are ----------------------------------------------------------------------------------------
 
@@ -306,10 +307,10 @@ def judge_policy(settings: Settings, prepared: Prepared, judge: JudgeClient | No
         line = entry["line"]
         if not entry["gating"] and mode == "required":  # one reason, not its verdicts as well
             not_gating.add(name)
-            policy.failures[name] = f"{line} — calibration: required"
+            policy.failures[name] = calibration_reason(line)
         elif not entry["gating"]:
             not_gating.add(name)
-            policy.notes[name] = f"{line} — verdicts shown, not gating"
+            policy.notes[name] = not_gating_note(line)
         else:
             policy.notes[name] = line if entry["evidence"] in ("seed", "trusted") else f"{line} — gates"
     _stop_dependents(policy, thresholds, prepared, not_gating)
@@ -345,7 +346,7 @@ def _metric_entry(settings: Settings, prepared: Prepared, judge: JudgeClient, re
                              "items": control.get("items"), "digest": control.get("digest"),
                              "kinds": control.get("kinds"), "first_unavailable": control.get("first_unavailable"),
                              "disagreements": control.get("disagreements", [])[:3]}
-    entry["line"] = gate_line(name, label, evidence, gating, why, control_state, control_why)
+    entry["line"] = judge_line(name, label, evidence, gating, why, control_state, control_why)
     return entry
 
 
@@ -363,24 +364,6 @@ def _stop_dependents(policy: JudgePolicy, thresholds: dict[str, Threshold], prep
                                                       "threshold": thresholds[name].model_dump()})
     for name in not_gating:
         thresholds.pop(name, None)
-
-
-def gate_line(name: str, label: str, evidence: str, gating: bool, why: str, control_state: str,
-              control_why: str) -> str:
-    """The one line that says whether a judged metric gates and why (console, comment, explain)."""
-    if evidence == "labels":
-        return (f"{name}: judge {label} calibrated on human labels: {why}" if gating else
-                f"{name}: judge not calibrated for {label}: {why}")
-    if evidence == "controls":
-        return (f"{name}: judge {label} passed its controls: {control_why}" if gating else
-                f"{name}: judge {label} failed its controls: {control_why}" if control_state == "failed" else
-                f"{name}: judge {label} not proven by controls: {control_why}")
-    if evidence == "seed":
-        return (f"{name}: judge not calibrated for {label} — no controls could be built; gating as the seed "
-                "frameworks did (a seed kind is declared; run `evalgate calibrate`)")
-    if evidence == "trusted":
-        return f"{name}: judge {label} gates unchecked (no controls could be built; calibration: off)"
-    return f"{name}: judge not calibrated for {label}: {why}; no controls could be built from the suite"
 
 
 def _pairwise_policy(policy: JudgePolicy, settings: Settings, prepared: Prepared, judge: JudgeClient,
@@ -401,8 +384,8 @@ def _pairwise_policy(policy: JudgePolicy, settings: Settings, prepared: Prepared
         if gating:
             policy.pairwise_gating.add(name)
         elif settings.calibration == "required":
-            policy.failures[f"{name}#pairwise"] = (f"{name} (pairwise): judge not calibrated for {label}: {why} — "
-                                                   "calibration: required")
+            policy.failures[f"{name}#pairwise"] = calibration_reason(f"{name} (pairwise): judge not calibrated "
+                                                                     f"for {label}: {why}")
 
 
 def attach_calibration(document: dict[str, Any], policy: JudgePolicy, health: dict[str, Any] | None) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 from evalgate.errors import UserError
 from evalgate.runner.pairwise import merged_health
 from evalgate.verdict.calibration import sign_test
+from evalgate.verdict.reasons import NOT_GATING, merged_calibration_reason
 
 JUDGE_FIELDS = ("temperature", "temperatures", "seed", "samples")
 IDENTITY = ("judge", "key", "min_kappa", "min_labels")
@@ -137,16 +138,13 @@ class JudgingAgreement:
             block[section][name] = kept
             if section == "metrics":
                 out_notes[name] = (f"{name}: judge calibration missing in shard {without} (calibrated in {with_}) — "
-                                   "the merged run takes the weakest: verdicts shown, not gating")
+                                   f"the merged run takes the weakest: {NOT_GATING}")
         for (section, name), refused in sorted(self.refused.items()):
             if any(refused.values()) and not all(refused.values()) and section == "metrics":
                 without = next(label for label, no in refused.items() if no)
                 out_notes[name] = (f"{name}: judge refused by its controls in shard {without} — the merged run takes "
-                                   "the weakest: verdicts shown, not gating")
-        reasons = [f"{name}{SECTIONS[section]}: judge not proven for {entry.get('judge')}: {entry.get('reason')} — "
-                   "calibration: required" if entry.get("evidence") == "controls" else
-                   f"{name}{SECTIONS[section]}: judge not calibrated for {entry.get('judge')}: {entry.get('reason')} — "
-                   "calibration: required"
+                                   f"the weakest: {NOT_GATING}")
+        reasons = [merged_calibration_reason(f"{name}{SECTIONS[section]}", entry)
                    for section in SECTIONS for name, entry in sorted(block.get(section, {}).items())
                    if self.mode == "required" and entry.get("status") != "calibrated" and entry.get("gating") is not True]
         return block, out_notes, reasons

@@ -5,7 +5,8 @@ lists what is added to that (its ``extra_reasons``), in this order:
 
 1. shards missing from a merge, and shards that stopped before every case finished (cancelled, crashed,
    ``max_cost`` reached): partial results never pass;
-2. judged metrics whose calibration failed (``verdict.calibration``);
+2. judged metrics whose judge is not proven under ``calibration: required`` (worded here:
+   ``judge_line``, ``calibration_reason``, ``merged_calibration_reason``; decided by ``runner.calibrate``);
 3. the baseline comparison: each rejected test of the regression family, only with
    ``fail_on_regression`` (``verdict.compare.comparison_gate_reasons``), then each metric whose threshold
    the base run's cases miss though the new cases lift the average (``diluted_reasons``, always);
@@ -22,6 +23,49 @@ from evalgate.verdict.compare import comparison_gate_reasons, diluted_reasons
 
 FINISHED = ("completed", "merged")
 """Run statuses of a run whose every case finished."""
+
+
+CALIBRATION_REQUIRED = "calibration: required"
+"""The suffix of a gate reason that exists because ``calibration: required`` refuses an unproven judge."""
+NOT_GATING = "verdicts shown, not gating"
+"""The suffix of a note on a judged metric whose verdicts are shown but do not gate."""
+
+
+def judge_line(name: str, label: str, evidence: str, gating: bool, why: str, control_state: str,
+               control_why: str) -> str:
+    """The one line that says whether a judged metric gates and why (console, comment, explain).
+    ``evidence``: labels, controls, seed, trusted or none; ``label``: the judge; ``why``/``control_why``: the
+    calibration's and the controls' own reasons."""
+    if evidence == "labels":
+        return (f"{name}: judge {label} calibrated on human labels: {why}" if gating else
+                f"{name}: judge not calibrated for {label}: {why}")
+    if evidence == "controls":
+        return (f"{name}: judge {label} passed its controls: {control_why}" if gating else
+                f"{name}: judge {label} failed its controls: {control_why}" if control_state == "failed" else
+                f"{name}: judge {label} not proven by controls: {control_why}")
+    if evidence == "seed":
+        return (f"{name}: judge not calibrated for {label} — no controls could be built; gating as the seed "
+                "frameworks did (a seed kind is declared; run `evalgate calibrate`)")
+    if evidence == "trusted":
+        return f"{name}: judge {label} gates unchecked (no controls could be built; calibration: off)"
+    return f"{name}: judge not calibrated for {label}: {why}; no controls could be built from the suite"
+
+
+def calibration_reason(line: str) -> str:
+    """The gate reason of a judged metric whose judge is not proven under ``calibration: required``."""
+    return f"{line} — {CALIBRATION_REQUIRED}"
+
+
+def not_gating_note(line: str) -> str:
+    """The note on a judged metric whose judge is not proven (``calibration: warn``)."""
+    return f"{line} — {NOT_GATING}"
+
+
+def merged_calibration_reason(metric: str, entry: Mapping[str, Any]) -> str:
+    """A merged run's gate reason for ``metric`` (``name`` or ``name (pairwise)``) from its calibration
+    entry (``judge``, ``reason``, ``evidence``): the shards' weakest standing under ``calibration: required``."""
+    proven = "not proven" if entry.get("evidence") == "controls" else "not calibrated"
+    return calibration_reason(f"{metric}: judge {proven} for {entry.get('judge')}: {entry.get('reason')}")
 
 
 @dataclass(frozen=True)
