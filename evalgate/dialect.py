@@ -349,13 +349,6 @@ def active_dialects(case: Case, compat: Collection[str] = ()) -> tuple[str, ...]
     return tuple(names)
 
 
-def why_dialect(case: Case, name: str, compat: Collection[str] = ()) -> str:
-    """Why ``case`` speaks dialect ``name``, in words."""
-    if case.dialect == name:
-        return f"the case is {name}"
-    return f"the run's compat includes {name}"
-
-
 # --- what the dialects change ---------------------------------------------------------------------------------
 
 
